@@ -1,0 +1,206 @@
+"""Workloads: the recurrent models whose gradients ckptbench measures.
+
+A workload is an object with four methods (see :class:`Workload`): ``init``
+draws ``(params, state0, inputs)``, ``step`` advances the state by one input,
+``post`` maps a state to that step's output and ``loss`` reduces the stacked
+outputs (leading axis = steps) to a scalar. Built-ins are ``"rnn"`` and
+``"lstm"``; anything else is a plug-in named ``"path/to/file.py:NAME"`` or
+``"package.module:NAME"`` whose ``NAME`` is a factory (see
+:func:`load_workload`).
+
+This package only builds workloads: it never measures, prints or exits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.machinery
+import importlib.util
+import inspect
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ckptbench.workloads.base import (
+    REQUIRED_METHODS,
+    SIZE_FIELDS,
+    Sizes,
+    Workload,
+    WorkloadError,
+    state_nbytes,
+)
+from ckptbench.workloads.lstm import LSTM
+from ckptbench.workloads.lstm import lstm as _lstm_factory
+from ckptbench.workloads.rnn import RNN
+from ckptbench.workloads.rnn import rnn as _rnn_factory
+
+__all__ = [
+    "BUILTIN_WORKLOADS",
+    "LSTM",
+    "RNN",
+    "Sizes",
+    "Workload",
+    "WorkloadError",
+    "load_workload",
+    "state_nbytes",
+]
+
+_BUILTINS: dict[str, Callable[..., Any]] = {"lstm": _lstm_factory, "rnn": _rnn_factory}
+
+#: Names accepted by :func:`load_workload` without a plug-in.
+BUILTIN_WORKLOADS: tuple[str, ...] = tuple(sorted(_BUILTINS))
+
+_PLUGIN_HINT = "'path/to/file.py:NAME' or 'package.module:NAME'"
+
+
+def load_workload(spec: str, sizes: Sizes) -> Workload:
+    """Build the workload named by ``spec`` at ``sizes``.
+
+    ``spec`` is a built-in name (:data:`BUILTIN_WORKLOADS`) or a plug-in:
+
+    * ``"path/to/file.py:NAME"`` — the file is executed as a fresh module (it is
+      *not* put on ``sys.path``; a spec is a file when the part before the last
+      ``:`` contains a path separator or ends in ``.py``);
+    * ``"package.module:NAME"`` — imported with the normal import machinery.
+
+    ``NAME`` (dots allowed, e.g. ``Class.build``) must be a callable factory. It
+    is called with keyword arguments only, and only with the sizes it accepts:
+    each of ``hidden``, ``batch``, ``input``, ``output`` that is a parameter of
+    its signature, or all four if it takes ``**kwargs``; a factory whose
+    signature cannot be inspected is called with no arguments. It must return
+    an object with callable ``init``, ``step``, ``post`` and ``loss``.
+
+    Every failure raises a one-line :class:`WorkloadError` (a ``ValueError``).
+    """
+    if not isinstance(sizes, Sizes):
+        raise WorkloadError(f"sizes must be a Sizes instance, got {type(sizes).__name__}")
+    # Sizes validates itself, but a frozen dataclass can still be forced; re-check.
+    Sizes(**sizes.as_kwargs())
+    if not isinstance(spec, str) or not spec.strip():
+        raise WorkloadError(f"workload spec must be a non-empty string, got {spec!r}")
+    spec = spec.strip()
+
+    if spec in _BUILTINS:
+        factory: Callable[..., Any] = _BUILTINS[spec]
+    elif ":" not in spec:
+        raise WorkloadError(
+            f"unknown workload {spec!r}: expected one of {', '.join(BUILTIN_WORKLOADS)}"
+            f" or a plug-in {_PLUGIN_HINT}"
+        )
+    else:
+        factory = _resolve_factory(spec)
+
+    workload = _call_factory(spec, factory, sizes)
+    missing = [name for name in REQUIRED_METHODS if not callable(getattr(workload, name, None))]
+    if missing:
+        raise WorkloadError(
+            f"workload {spec!r} returned a {type(workload).__name__} without method(s): "
+            f"{', '.join(missing)} (need {', '.join(REQUIRED_METHODS)})"
+        )
+    return workload
+
+
+def _summary(err: BaseException) -> str:
+    """``'TypeName: first line of the message'`` for an exception."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+def _is_file_target(target: str) -> bool:
+    return "/" in target or "\\" in target or target.endswith(".py")
+
+
+def _resolve_factory(spec: str) -> Callable[..., Any]:
+    target, _, name = spec.rpartition(":")
+    if not target:
+        raise WorkloadError(f"workload spec {spec!r} has nothing before ':'; use {_PLUGIN_HINT}")
+    if not name:
+        raise WorkloadError(f"workload spec {spec!r} has no factory NAME after ':'")
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise WorkloadError(f"workload spec {spec!r}: {name!r} is not a valid attribute name")
+
+    module = _load_file(target) if _is_file_target(target) else _import_module(target)
+
+    obj: Any = module
+    for depth, part in enumerate(name.split(".")):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            owner = target if depth == 0 else ".".join(name.split(".")[:depth])
+            raise WorkloadError(f"workload plug-in {owner!r} has no attribute {part!r}") from None
+    if not callable(obj):
+        raise WorkloadError(
+            f"workload factory {name!r} in {target!r} is not callable (got {type(obj).__name__})"
+        )
+    return obj
+
+
+def _load_file(target: str) -> Any:
+    path = Path(target).expanduser()
+    if not path.is_file():
+        what = "is a directory, not a file" if path.is_dir() else "not found"
+        raise WorkloadError(f"workload file {str(path)!r} {what}")
+    path = path.resolve()
+    digest = hashlib.sha1(str(path).encode(), usedforsecurity=False).hexdigest()[:10]
+    stem = re.sub(r"\W", "_", path.stem)
+    module_name = f"ckptbench_plugin_{stem}_{digest}"
+    loader = importlib.machinery.SourceFileLoader(module_name, str(path))
+    module_spec = importlib.util.spec_from_loader(module_name, loader)
+    if module_spec is None:  # pragma: no cover - SourceFileLoader always yields a spec
+        raise WorkloadError(f"cannot load workload file {str(path)!r}")
+    module = importlib.util.module_from_spec(module_spec)
+    # Registered before running, as a real import would be (dataclasses, pickle need it).
+    sys.modules[module_name] = module
+    try:
+        loader.exec_module(module)
+    except Exception as err:
+        sys.modules.pop(module_name, None)
+        raise WorkloadError(f"cannot import workload file {str(path)!r}: {_summary(err)}") from None
+    return module
+
+
+def _import_module(target: str) -> Any:
+    if not all(part.isidentifier() for part in target.split(".")):
+        raise WorkloadError(
+            f"workload module {target!r} is not a valid module name (a file path must "
+            "contain '/' or end in '.py')"
+        )
+    try:
+        return importlib.import_module(target)
+    except Exception as err:
+        raise WorkloadError(f"cannot import workload module {target!r}: {_summary(err)}") from None
+
+
+def _size_kwargs(factory: Callable[..., Any], sizes: Sizes) -> dict[str, int] | None:
+    """The size keyword arguments ``factory`` accepts, or None if it cannot be inspected."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    available = sizes.as_kwargs()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return available
+    by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    accepted = {p.name for p in params if p.kind in by_keyword}
+    return {name: value for name, value in available.items() if name in accepted}
+
+
+def _call_factory(spec: str, factory: Callable[..., Any], sizes: Sizes) -> Any:
+    kwargs = _size_kwargs(factory, sizes)
+    if kwargs is None:
+        kwargs = {}
+    else:
+        try:
+            inspect.signature(factory).bind(**kwargs)
+        except TypeError as err:
+            raise WorkloadError(
+                f"workload factory {spec!r} cannot be called with only size keywords "
+                f"({', '.join(SIZE_FIELDS)}): {_summary(err)}"
+            ) from None
+    try:
+        return factory(**kwargs)
+    except Exception as err:
+        raise WorkloadError(f"workload factory {spec!r} raised {_summary(err)}") from None
