@@ -1,0 +1,372 @@
+"""``binomial_checkpoint``: run any checkpointing schedule as one autograd primitive.
+
+The executor interprets a :mod:`ckptbench.revolve` action stream (binomial checkpointing,
+Griewank & Walther, "Algorithm 799: Revolve", ACM TOMS 26(1), 2000). The primitive's forward
+pass *is* the schedule's first sweep: it computes every output, places the snapshots and
+tapes the last step, so one gradient costs ``t(l, s) + l`` step evaluations. The vjp resumes
+the same schedule and produces the cotangents of params, initial state and inputs from that
+one reverse sweep (autograd's ``defvjp_argnums``), accumulating parameter cotangents in place.
+
+Compared with the older autograd ``binomial_checkpoint`` example, which ran a forward pass,
+then a full Revolve run per argument (l + t + l evaluations per argument), this costs t + l
+evaluations in total.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from autograd import make_vjp
+from autograd.builtins import dict as ag_dict
+from autograd.builtins import list as ag_list
+from autograd.builtins import tuple as ag_tuple
+from autograd.extend import defvjp_argnums, primitive, vspace
+
+from ckptbench.revolve import (
+    Action,
+    ActionKind,
+    Strategy,
+    _check_int,
+    _strategy,
+    make_schedule,
+    optimal_forward_steps,
+)
+
+__all__ = ["CheckpointStats", "CheckpointedLoop", "binomial_checkpoint"]
+
+_ADVANCE = ActionKind.ADVANCE
+_TAKESHOT = ActionKind.TAKESHOT
+_RESTORE = ActionKind.RESTORE
+_FIRSTURN = ActionKind.FIRSTURN
+_YOUTURN = ActionKind.YOUTURN
+_TERMINATE = ActionKind.TERMINATE
+
+
+@dataclass(frozen=True)
+class CheckpointStats:
+    """Counters of one call (forward sweep plus, when differentiated, its reverse sweep)."""
+
+    steps: int
+    snaps: int
+    strategy: str
+    steps_advanced: int  # untaped evaluations of f, first sweep included
+    steps_taped: int  # evaluations of f under autograd's tape
+    post_calls: int  # untaped evaluations of post (one per step, in the first sweep)
+    peak_live_snapshots: int  # most snapshot slots holding a live state at once
+    peak_snapshot_bytes: int  # bytes held in those snapshots at the peak
+    state_bytes: int  # bytes of one state
+
+    @property
+    def step_evaluations(self) -> int:
+        """All evaluations of f: advanced + taped."""
+        return self.steps_advanced + self.steps_taped
+
+    @property
+    def forward_steps_optimal(self) -> int:
+        """t(l, s) for this call's steps and snaps: the binomial lower bound on advances."""
+        return optimal_forward_steps(self.steps, min(self.snaps, self.steps))
+
+
+class _Run:
+    """Mutable state of one call: the schedule, the snapshots and the counters."""
+
+    def __init__(self, loop: CheckpointedLoop) -> None:
+        self.loop = loop
+        self.actions: Iterator[Action] | None = None
+        self.slots: dict[int, tuple[int, Any]] = {}
+        self.last_turn: Callable | None = None  # vjp of step l-1, taped in the forward pass
+        self.advanced = 0
+        self.taped = 0
+        self.post_calls = 0
+        self.peak_live = 0
+        self.state_bytes = 0
+
+    def stats(self) -> CheckpointStats:
+        lp = self.loop
+        return CheckpointStats(
+            steps=lp.steps,
+            snaps=lp.snaps,
+            strategy=lp.strategy.value,
+            steps_advanced=self.advanced,
+            steps_taped=self.taped,
+            post_calls=self.post_calls,
+            peak_live_snapshots=self.peak_live,
+            peak_snapshot_bytes=self.peak_live * self.state_bytes,
+            state_bytes=self.state_bytes,
+        )
+
+    def store(self, slot: int, step: int, state: Any) -> None:
+        self.slots[slot] = (step, state)
+        self.peak_live = max(self.peak_live, len(self.slots))
+
+    def free(self, step: int) -> None:
+        """Drop snapshots of x_step: once step is reversed, no action can need them again."""
+        dead = [k for k, (st, _) in self.slots.items() if st == step]
+        for k in dead:
+            del self.slots[k]
+
+
+class CheckpointedLoop:
+    """``loop(params, state0, inputs)`` -> stacked ``post`` outputs, differentiable by autograd.
+
+    ``stats`` holds the counters of the most recent call (updated after the reverse sweep).
+    """
+
+    def __init__(
+        self,
+        f: Callable[[Any, Any, Any], Any],
+        post: Callable[[Any, Any], Any],
+        steps: int,
+        snaps: int,
+        strategy: Strategy | str = Strategy.REVOLVE,
+    ) -> None:
+        if not callable(f) or not callable(post):
+            raise ValueError("f and post must be callables")
+        self.f = f
+        self.post = post
+        self.steps = _check_int("steps", steps)
+        self.snaps = _check_int("snaps", snaps)
+        self.strategy = _strategy(strategy)
+        self.stats: CheckpointStats | None = None
+        self._primitive = primitive(self._forward)
+        defvjp_argnums(self._primitive, self._make_vjp)
+
+    def __repr__(self) -> str:
+        return (
+            f"CheckpointedLoop(steps={self.steps}, snaps={self.snaps}, "
+            f"strategy={self.strategy.value!r})"
+        )
+
+    def __call__(self, params: Any, state0: Any, inputs: Any) -> Any:
+        return self._primitive(_pack(params), _pack(state0), inputs, _Run(self))
+
+    # ------------------------------------------------------------------ forward = first sweep
+
+    def _check_inputs(self, state0: Any, inputs: Any) -> None:
+        shape = getattr(inputs, "shape", None)
+        if shape is None or len(shape) == 0:
+            raise ValueError("inputs must be an array whose leading axis is the step axis")
+        if shape[0] != self.steps:
+            raise ValueError(f"inputs has leading axis {shape[0]}, expected steps={self.steps}")
+        _signature(state0, "state0")
+
+    def _forward(self, params: Any, state0: Any, inputs: Any, run: _Run) -> np.ndarray:
+        self._check_inputs(state0, inputs)
+        sig = _signature(state0, "state0")
+        run.state_bytes = _nbytes(state0)
+        run.actions = make_schedule(self.strategy, self.steps, self.snaps)
+        out: np.ndarray | None = None
+        state = state0
+        f, post = self.f, self.post
+        for act in run.actions:
+            kind = act.kind
+            if kind is _ADVANCE:
+                for i in range(act.start, act.stop):
+                    state = f(params, state, inputs[i])
+                    if i == 0:
+                        _check_state(state, sig)
+                    y = post(params, state)
+                    out = _store_output(out, i, y, self.steps)
+                run.advanced += act.stop - act.start
+                run.post_calls += act.stop - act.start
+            elif kind is _TAKESHOT:
+                run.store(act.slot, act.step, state)
+            elif kind is _FIRSTURN:
+                i = act.step
+                run.last_turn, (_, y) = self._tape(params, state, inputs[i], sig)
+                run.taped += 1
+                out = _store_output(out, i, y, self.steps)
+                break
+            else:  # pragma: no cover - schedules reach FIRSTURN before anything else
+                raise RuntimeError(f"unexpected {act!r} in the first sweep")
+        self.stats = run.stats()
+        return out
+
+    def _tape(self, params: Any, state: Any, x: Any, sig: tuple) -> tuple[Callable, Any]:
+        """Evaluate step + post under autograd's tape; return (vjp, (new_state, output))."""
+        f, post = self.f, self.post
+        checked = [False]
+
+        def taped(args):
+            p, s, xi = args
+            new = f(p, s, xi)
+            if not checked[0]:
+                _check_state(new, sig)
+                checked[0] = True
+            return ag_tuple((_pack(new), post(p, new)))
+
+        return make_vjp(taped)((params, state, x))
+
+    # ------------------------------------------------------------------ reverse sweep
+
+    def _make_vjp(self, argnums, ans, args, kwargs):
+        params, state0, inputs, run = args
+
+        def vjp(g):
+            return self._reverse(g, argnums, params, state0, inputs, run)
+
+        return vjp
+
+    def _reverse(self, g, argnums, params, state0, inputs, run: _Run):
+        want_params, want_inputs = 0 in argnums, 2 in argnums
+        sig = _signature(state0, "state0")
+        if run.last_turn is None:  # a second vjp of the same call: redo the first sweep
+            self._replace_snapshots(params, state0, inputs, run, sig)
+        params_bar = vspace(params).zeros() if want_params else None
+        inputs_bar = np.zeros_like(inputs) if want_inputs else None
+        state_bar = vspace(state0).zeros()
+
+        def reverse_step(turn: Callable, i: int) -> None:
+            nonlocal state_bar
+            p_bar, state_bar, x_bar = turn((state_bar, g[i]))
+            if want_params:
+                _accumulate(params_bar, p_bar)
+            if want_inputs:
+                inputs_bar[i] = x_bar
+            run.free(i)
+
+        # The forward pass consumed FIRSTURN and kept its tape: reverse step l-1 first.
+        turn, run.last_turn = run.last_turn, None
+        reverse_step(turn, self.steps - 1)
+        state = None
+        f = self.f
+        for act in run.actions:
+            kind = act.kind
+            if kind is _YOUTURN:
+                turn, _ = self._tape(params, state, inputs[act.step], sig)
+                run.taped += 1
+                reverse_step(turn, act.step)
+                state = None
+            elif kind is _ADVANCE:
+                for i in range(act.start, act.stop):
+                    state = f(params, state, inputs[i])
+                run.advanced += act.stop - act.start
+            elif kind is _RESTORE:
+                state = run.slots[act.slot][1]
+            elif kind is _TAKESHOT:
+                run.store(act.slot, act.step, state)
+            elif kind is _TERMINATE:
+                break
+            else:  # pragma: no cover - FIRSTURN was consumed by the first sweep
+                raise RuntimeError(f"unexpected {act!r} in the reverse sweep")
+        run.slots.clear()
+        self.stats = run.stats()
+        grads = {0: params_bar, 1: state_bar, 2: inputs_bar}
+        return tuple(grads[n] for n in argnums)
+
+    def _replace_snapshots(self, params, state0, inputs, run: _Run, sig: tuple) -> None:
+        """Re-run the first sweep (no outputs) so the schedule can be reversed once more."""
+        run.slots.clear()
+        run.actions = make_schedule(self.strategy, self.steps, self.snaps)
+        state = state0
+        for act in run.actions:
+            if act.kind is _ADVANCE:
+                for i in range(act.start, act.stop):
+                    state = self.f(params, state, inputs[i])
+                run.advanced += act.stop - act.start
+            elif act.kind is _TAKESHOT:
+                run.store(act.slot, act.step, state)
+            elif act.kind is _FIRSTURN:
+                run.last_turn, _ = self._tape(params, state, inputs[act.step], sig)
+                run.taped += 1
+                return
+
+
+def binomial_checkpoint(
+    f: Callable[[Any, Any, Any], Any],
+    post: Callable[[Any, Any], Any],
+    steps: int,
+    snaps: int,
+    strategy: Strategy | str = "revolve",
+) -> CheckpointedLoop:
+    """Checkpointed ``loop(params, state0, inputs)`` for ``state = f(params, state, x)``.
+
+    ``loop`` returns ``post(params, x_i)`` for i = 1..steps stacked on a new leading axis and
+    is differentiable by autograd with respect to ``params`` (any autograd container),
+    ``state0`` (an array or a tuple of arrays) and ``inputs`` (leading axis ``steps``), all
+    from one reverse sweep. ``snaps`` counts every snapshot slot *including the one holding
+    state0*. With ``strategy="revolve"`` a gradient evaluates ``f`` exactly
+    ``optimal_forward_steps(steps, snaps) + steps`` times; ``loop.stats`` has the counters.
+
+    Example::
+
+        loop = binomial_checkpoint(rnn_step, readout, steps=1000, snaps=31)
+        loss = lambda p: anp.sum(loop(p, h0, xs) ** 2)
+        g = autograd.grad(loss)(params)      # 2439 + 1000 evaluations of rnn_step
+    """
+    return CheckpointedLoop(f, post, steps, snaps, strategy)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _pack(value: Any) -> Any:
+    """Turn nested Python containers holding autograd boxes into autograd container boxes."""
+    if isinstance(value, tuple):
+        return ag_tuple(tuple(_pack(v) for v in value))
+    if isinstance(value, list):
+        return ag_list([_pack(v) for v in value])
+    if isinstance(value, dict):
+        return ag_dict({k: _pack(v) for k, v in value.items()})
+    return value
+
+
+def _signature(value: Any, what: str, strict: bool = True) -> tuple:
+    """Structure, shapes and dtypes of a state (an array or a tuple/list of arrays)."""
+    value = getattr(value, "_value", value)  # unbox
+    if isinstance(value, (tuple, list)):
+        return ("tuple", tuple(_signature(v, what, strict) for v in value))
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        if strict:
+            raise ValueError(f"{what} must be an array or a tuple of arrays, got {type(value)}")
+        return ("other", type(value).__name__)
+    return ("array", tuple(shape), str(getattr(value, "dtype", "")))
+
+
+def _check_state(new: Any, expected: tuple) -> None:
+    got = _signature(new, "f's result", strict=False)
+    if got != expected:
+        raise ValueError(
+            f"f must return a state like the one it got: expected {_describe(expected)}, "
+            f"got {_describe(got)}"
+        )
+
+
+def _describe(sig: tuple) -> str:
+    if sig[0] == "tuple":
+        return "(" + ", ".join(_describe(s) for s in sig[1]) + ")"
+    if sig[0] == "array":
+        return f"array{list(sig[1])} {sig[2]}"
+    return sig[1]
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(v) for v in value)
+    return int(getattr(value, "nbytes", 0))
+
+
+def _store_output(out: np.ndarray | None, i: int, y: Any, steps: int) -> np.ndarray:
+    y = np.asarray(getattr(y, "_value", y))
+    if out is None:
+        out = np.empty((steps, *y.shape), dtype=y.dtype)
+    elif y.shape != out.shape[1:]:
+        raise ValueError(f"post returned shape {y.shape} at step {i}, expected {out.shape[1:]}")
+    out[i] = y
+    return out
+
+
+def _accumulate(acc: Any, g: Any) -> None:
+    """acc += g, in place, over nested dict/tuple/list containers of arrays."""
+    if isinstance(acc, dict):
+        for k in acc:
+            _accumulate(acc[k], g[k])
+    elif isinstance(acc, (tuple, list)):
+        for a, b in zip(acc, g, strict=True):
+            _accumulate(a, b)
+    else:
+        np.add(acc, g, out=acc)

@@ -1,0 +1,261 @@
+"""binomial_checkpoint against plain autograd, finite differences and the step-count formula."""
+
+from __future__ import annotations
+
+import autograd
+import autograd.numpy as anp
+import numpy as np
+import pytest
+
+from ckptbench import binomial_checkpoint
+from ckptbench.revolve import optimal_forward_steps, replay, uniform_schedule
+
+B, H, I = 3, 5, 4
+
+
+def rnn_step(p, h, x):
+    return anp.tanh(h @ p["W"] + x @ p["U"] + p["b"])
+
+
+def readout(p, h):
+    return h @ p["V"]
+
+
+def lstm_step(p, state, x):
+    h, c = state
+    z = anp.concatenate([x, h], axis=1) @ p[0] + p[1]
+    i, f, o = (0.5 * (anp.tanh(0.5 * z[:, k * H : (k + 1) * H]) + 1) for k in range(3))
+    g = anp.tanh(z[:, 3 * H :])
+    c = f * c + i * g
+    return (o * anp.tanh(c), c)
+
+
+def lstm_post(p, state):
+    return state[0] @ p[2]
+
+
+def make_rnn(rng, steps):
+    params = {
+        "W": rng.normal(size=(H, H)) * 0.5,
+        "U": rng.normal(size=(I, H)) * 0.5,
+        "b": rng.normal(size=H) * 0.1,
+        "V": rng.normal(size=(H, 2)),
+    }
+    return params, rng.normal(size=(B, H)), rng.normal(size=(steps, B, I))
+
+
+def make_lstm(rng, steps):
+    params = (
+        rng.normal(size=(I + H, 4 * H)) * 0.4,
+        rng.normal(size=4 * H) * 0.1,
+        rng.normal(size=(H, 2)),
+    )
+    state = (rng.normal(size=(B, H)), rng.normal(size=(B, H)))
+    return params, state, rng.normal(size=(steps, B, I))
+
+
+CASES = {"rnn": (rnn_step, readout, make_rnn), "lstm": (lstm_step, lstm_post, make_lstm)}
+
+
+def plain_loop(f, post, steps):
+    def loop(params, state, inputs):
+        outs = []
+        for i in range(steps):
+            state = f(params, state, inputs[i])
+            outs.append(post(params, state))
+        return anp.stack(outs)
+
+    return loop
+
+
+def loss_of(loop):
+    return lambda p, s, x: anp.sum(anp.sin(loop(p, s, x)) * anp.arange(1.0, 3.0))
+
+
+def flat(tree):
+    if isinstance(tree, dict):
+        return np.concatenate([flat(tree[k]) for k in sorted(tree)])
+    if isinstance(tree, (tuple, list)):
+        return np.concatenate([flat(v) for v in tree])
+    return np.ravel(tree)
+
+
+def rel_err(a, b):
+    a, b = flat(a), flat(b)
+    return np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300)
+
+
+@pytest.mark.parametrize("model", ["rnn", "lstm"])
+@pytest.mark.parametrize(
+    ("steps", "snaps", "strategy"),
+    [
+        (1, 1, "revolve"),
+        (2, 1, "revolve"),
+        (37, 4, "revolve"),
+        (37, 1, "revolve"),
+        (37, 40, "revolve"),
+        (37, 6, "uniform"),
+        (37, 3, "store-all"),
+    ],
+)
+def test_gradients_equal_plain_autograd(model, steps, snaps, strategy):
+    f, post, make = CASES[model]
+    params, state0, inputs = make(np.random.default_rng(steps * 7 + snaps), steps)
+    loop = binomial_checkpoint(f, post, steps, snaps, strategy)
+    ref = plain_loop(f, post, steps)
+    np.testing.assert_array_equal(loop(params, state0, inputs), ref(params, state0, inputs))
+    g = autograd.grad(loss_of(loop), (0, 1, 2))(params, state0, inputs)
+    g_ref = autograd.grad(loss_of(ref), (0, 1, 2))(params, state0, inputs)
+    for got, want in zip(g, g_ref, strict=True):
+        assert rel_err(got, want) <= 1e-12
+
+
+@pytest.mark.parametrize("model", ["rnn", "lstm"])
+def test_gradients_match_finite_differences(model):
+    f, post, make = CASES[model]
+    steps = 12
+    rng = np.random.default_rng(1)
+    params, state0, inputs = make(rng, steps)
+    loop = binomial_checkpoint(f, post, steps, 3)
+    loss = loss_of(loop)
+    g_params = autograd.grad(loss, 0)(params, state0, inputs)
+    g_inputs = autograd.grad(loss, 2)(params, state0, inputs)
+    eps = 1e-6
+    # random directions: directional derivative vs central difference
+    for _ in range(3):
+        dx = rng.normal(size=inputs.shape)
+        fd = (loss(params, state0, inputs + eps * dx) - loss(params, state0, inputs - eps * dx)) / (
+            2 * eps
+        )
+        assert np.sum(g_inputs * dx) == pytest.approx(fd, rel=1e-6)
+    leaves = params if isinstance(params, tuple) else tuple(params[k] for k in sorted(params))
+    grads = g_params if isinstance(g_params, tuple) else tuple(g_params[k] for k in sorted(params))
+    for leaf, grad in zip(leaves, grads, strict=True):
+        idx = tuple(rng.integers(0, n) for n in leaf.shape)
+        old = leaf[idx]
+        leaf[idx] = old + eps
+        up = loss(params, state0, inputs)
+        leaf[idx] = old - eps
+        down = loss(params, state0, inputs)
+        leaf[idx] = old
+        assert grad[idx] == pytest.approx((up - down) / (2 * eps), rel=1e-5, abs=1e-9)
+
+
+@pytest.mark.parametrize(("steps", "snaps"), [(1, 1), (50, 1), (100, 10), (200, 7), (64, 64)])
+def test_step_evaluations_are_optimal(steps, snaps):
+    calls = {"f": 0}
+
+    def counted(p, h, x):
+        calls["f"] += 1
+        return rnn_step(p, h, x)
+
+    params, h0, xs = make_rnn(np.random.default_rng(0), steps)
+    loop = binomial_checkpoint(counted, readout, steps, snaps)
+    autograd.grad(loss_of(loop))(params, h0, xs)
+    optimal = optimal_forward_steps(steps, snaps)
+    assert calls["f"] == optimal + steps
+    st = loop.stats
+    assert st.steps_advanced == optimal
+    assert st.steps_taped == steps
+    assert st.step_evaluations == calls["f"]
+    assert st.forward_steps_optimal == optimal
+    assert st.peak_live_snapshots <= snaps
+    assert st.peak_snapshot_bytes == st.peak_live_snapshots * h0.nbytes
+
+
+def test_forward_alone_is_the_first_sweep():
+    calls = {"f": 0}
+
+    def counted(p, h, x):
+        calls["f"] += 1
+        return rnn_step(p, h, x)
+
+    params, h0, xs = make_rnn(np.random.default_rng(0), 100)
+    loop = binomial_checkpoint(counted, readout, 100, 10)
+    loop(params, h0, xs)
+    assert calls["f"] == 100  # 99 advances + the taped last step, outputs for all
+    assert loop.stats.post_calls == 99
+
+
+def test_uniform_counts_match_replay():
+    calls = {"f": 0}
+
+    def counted(p, h, x):
+        calls["f"] += 1
+        return rnn_step(p, h, x)
+
+    params, h0, xs = make_rnn(np.random.default_rng(0), 90)
+    loop = binomial_checkpoint(counted, readout, 90, 12, strategy="uniform")
+    autograd.grad(loss_of(loop))(params, h0, xs)
+    stats = replay(uniform_schedule(90, 12), 90, 12)
+    assert calls["f"] == stats.advances + stats.taped
+    assert loop.stats.peak_live_snapshots <= 12
+
+
+def test_params_as_list_and_state_built_inline():
+    """Containers built from boxes inside the differentiated function still differentiate."""
+    params, h0, xs = make_rnn(np.random.default_rng(3), 9)
+    loop = binomial_checkpoint(rnn_step, readout, 9, 2)
+    ref = plain_loop(rnn_step, readout, 9)
+
+    def loss(W, loopfn):
+        p = {"W": W, "U": params["U"], "b": params["b"], "V": params["V"]}
+        return anp.sum(loopfn(p, h0, xs) ** 2)
+
+    g = autograd.grad(loss)(params["W"], loop)
+    assert rel_err(g, autograd.grad(loss)(params["W"], ref)) <= 1e-12
+
+
+def test_jacobian_calls_vjp_repeatedly():
+    params, h0, xs = make_rnn(np.random.default_rng(4), 15)
+    loop = binomial_checkpoint(rnn_step, readout, 15, 3)
+    ref = plain_loop(rnn_step, readout, 15)
+    J = autograd.jacobian(lambda h: loop(params, h, xs)[-2:].ravel())(h0)
+    J_ref = autograd.jacobian(lambda h: ref(params, h, xs)[-2:].ravel())(h0)
+    assert rel_err(J, J_ref) <= 1e-12
+
+
+def test_bad_inputs_raise_clear_errors():
+    params, h0, xs = make_rnn(np.random.default_rng(0), 10)
+    loop = binomial_checkpoint(rnn_step, readout, 11, 3)
+    with pytest.raises(ValueError, match="leading axis 10, expected steps=11"):
+        loop(params, h0, xs)
+
+    def bad_step(p, h, x):
+        return rnn_step(p, h, x)[:, :2]
+
+    loop = binomial_checkpoint(bad_step, readout, 10, 3)
+    with pytest.raises(ValueError, match="f must return a state like the one it got"):
+        autograd.grad(lambda p: anp.sum(loop(p, h0, xs)))(params)
+
+    def tuple_step(p, h, x):
+        return (rnn_step(p, h, x), h)
+
+    loop = binomial_checkpoint(tuple_step, readout, 1, 3)
+    with pytest.raises(ValueError, match="expected array"):
+        loop(params, h0, xs[:1])
+    with pytest.raises(ValueError, match="snaps must be >= 1"):
+        binomial_checkpoint(rnn_step, readout, 10, 0)
+    with pytest.raises(ValueError, match="unknown strategy"):
+        binomial_checkpoint(rnn_step, readout, 10, 2, strategy="sqrt")
+    with pytest.raises(ValueError, match="inputs must be an array"):
+        binomial_checkpoint(rnn_step, readout, 10, 2)(params, h0, 3.0)
+
+
+def test_parameter_cotangent_accumulated_in_place(monkeypatch):
+    """The accumulator is allocated once per call, never per step."""
+    import ckptbench.checkpoint as ck
+
+    seen = set()
+    real = ck._accumulate
+
+    def spy(acc, g):
+        seen.add(id(acc))
+        real(acc, g)
+
+    monkeypatch.setattr(ck, "_accumulate", spy)
+    params, h0, xs = make_rnn(np.random.default_rng(0), 30)
+    loop = binomial_checkpoint(rnn_step, readout, 30, 4)
+    autograd.grad(loss_of(loop))(params, h0, xs)
+    # the dict and its 4 leaves: the same 5 objects for all 30 steps
+    assert len(seen) == 1 + len(params)
