@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from autograd import make_vjp
 from autograd.builtins import dict as ag_dict
 from autograd.builtins import list as ag_list
 from autograd.builtins import tuple as ag_tuple
-from autograd.extend import defvjp_argnums, primitive, vspace
+from autograd.core import VJPNode, add_outgrads
+from autograd.extend import defvjp_argnums, primitive
+from autograd.tracer import isbox, new_box, toposort, trace_stack
 
 from ckptbench.revolve import (
     Action,
@@ -186,19 +187,49 @@ class CheckpointedLoop:
         return out
 
     def _tape(self, params: Any, state: Any, x: Any, sig: tuple) -> tuple[Callable, Any]:
-        """Evaluate step + post under autograd's tape; return (vjp, (new_state, output))."""
-        f, post = self.f, self.post
-        checked = [False]
+        """Evaluate step + post on autograd's tape; return (turn, (new_state, output)).
 
-        def taped(args):
-            p, s, xi = args
-            new = f(p, s, xi)
-            if not checked[0]:
-                _check_state(new, sig)
-                checked[0] = True
-            return ag_tuple((_pack(new), post(p, new)))
+        Every array leaf of params and state, and x, is its own root node, so the user's
+        ``f`` indexes a plain dict/tuple of boxes: no autograd container nodes, whose vjps
+        would allocate a zero gradient for *every* parameter at every step. ``turn(state_bar,
+        g)`` runs the reverse of this one step and returns the list of cotangents of the
+        roots (``None`` where a root does not influence the outputs).
+        """
+        pleaves, prebuild = _flatten(params)
+        sleaves, srebuild = _flatten(state)
+        values = [*pleaves, *sleaves, x]
+        n_p, n_s = len(pleaves), len(sleaves)
+        roots = [VJPNode.new_root() for _ in values]
+        with trace_stack.new_trace() as trace:
+            boxes = [new_box(v, trace, r) for v, r in zip(values, roots, strict=True)]
+            p = prebuild(boxes[:n_p])
+            new = self.f(p, srebuild(boxes[n_p : n_p + n_s]), boxes[-1])
+            _check_state(new, sig)
+            y = self.post(p, new)
+            end = ag_tuple((*_flatten(new)[0], y))
+            if isbox(end) and end._trace == trace:
+                end_value, end_node = end._value, end._node
+            else:
+                end_value, end_node = tuple(_unbox(v) for v in end), None
+        new_state = srebuild(list(end_value[:-1]))
+        index = {node: k for k, node in enumerate(roots)}
 
-        return make_vjp(taped)((params, state, x))
+        def turn(state_bar_leaves: list, g_i: Any) -> list:
+            grads: list = [None] * len(values)
+            if end_node is None:
+                return grads
+            outgrads = {end_node: ((*state_bar_leaves, g_i), False)}
+            for node in toposort(end_node):
+                og = outgrads.pop(node)
+                k = index.get(node)
+                if k is not None:
+                    grads[k] = og[0]
+                    continue
+                for parent, ingrad in zip(node.parents, node.vjp(og[0]), strict=False):
+                    outgrads[parent] = add_outgrads(outgrads.get(parent), ingrad)
+            return grads
+
+        return turn, (new_state, end_value[-1])
 
     # ------------------------------------------------------------------ reverse sweep
 
@@ -215,17 +246,24 @@ class CheckpointedLoop:
         sig = _signature(state0, "state0")
         if run.last_turn is None:  # a second vjp of the same call: redo the first sweep
             self._replace_snapshots(params, state0, inputs, run, sig)
-        params_bar = vspace(params).zeros() if want_params else None
+        pleaves, prebuild = _flatten(params)
+        s0leaves, s0rebuild = _flatten(state0)
+        n_p = len(pleaves)
+        acc = [np.zeros_like(leaf) for leaf in pleaves] if want_params else None
         inputs_bar = np.zeros_like(inputs) if want_inputs else None
-        state_bar = vspace(state0).zeros()
+        zeros = [np.zeros_like(leaf) for leaf in s0leaves]
+        state_bar = zeros
 
         def reverse_step(turn: Callable, i: int) -> None:
             nonlocal state_bar
-            p_bar, state_bar, x_bar = turn((state_bar, g[i]))
+            grads = turn(state_bar, g[i])
             if want_params:
-                _accumulate(params_bar, p_bar)
-            if want_inputs:
-                inputs_bar[i] = x_bar
+                _accumulate(acc, grads[:n_p])
+            state_bar = [
+                z if gk is None else gk for z, gk in zip(zeros, grads[n_p:-1], strict=True)
+            ]
+            if want_inputs and grads[-1] is not None:
+                inputs_bar[i] = grads[-1]
             run.free(i)
 
         # The forward pass consumed FIRSTURN and kept its tape: reverse step l-1 first.
@@ -254,7 +292,8 @@ class CheckpointedLoop:
                 raise RuntimeError(f"unexpected {act!r} in the reverse sweep")
         run.slots.clear()
         self.stats = run.stats()
-        grads = {0: params_bar, 1: state_bar, 2: inputs_bar}
+        params_bar = prebuild(_like_leaves(acc, pleaves)) if want_params else None
+        grads = {0: params_bar, 1: s0rebuild(_like_leaves(state_bar, s0leaves)), 2: inputs_bar}
         return tuple(grads[n] for n in argnums)
 
     def _replace_snapshots(self, params, state0, inputs, run: _Run, sig: tuple) -> None:
@@ -360,13 +399,41 @@ def _store_output(out: np.ndarray | None, i: int, y: Any, steps: int) -> np.ndar
     return out
 
 
-def _accumulate(acc: Any, g: Any) -> None:
-    """acc += g, in place, over nested dict/tuple/list containers of arrays."""
-    if isinstance(acc, dict):
-        for k in acc:
-            _accumulate(acc[k], g[k])
-    elif isinstance(acc, (tuple, list)):
-        for a, b in zip(acc, g, strict=True):
-            _accumulate(a, b)
-    else:
-        np.add(acc, g, out=acc)
+def _flatten(tree: Any) -> tuple[list, Callable[[list], Any]]:
+    """Leaves of nested dict/tuple/list containers, and a function rebuilding the structure."""
+    leaves: list = []
+
+    def walk(t: Any) -> Callable[[Iterator], Any]:
+        if isinstance(t, dict):
+            keys = list(t)
+            subs = [walk(t[k]) for k in keys]
+            return lambda it: {k: s(it) for k, s in zip(keys, subs, strict=True)}
+        if isinstance(t, (tuple, list)):
+            subs = [walk(v) for v in t]
+            kind = type(t)
+            return lambda it: kind([s(it) for s in subs])
+        leaves.append(t)
+        return next
+
+    build = walk(tree)
+    return leaves, lambda flat: build(iter(flat))
+
+
+def _accumulate(acc: list, grads: list) -> None:
+    """acc[k] += grads[k] in place: no weight-sized allocation per step."""
+    for a, gk in zip(acc, grads, strict=True):
+        if gk is not None:
+            np.add(a, gk, out=a)
+
+
+def _unbox(value: Any) -> Any:
+    while isbox(value):
+        value = value._value
+    return value
+
+
+def _like_leaves(values: list, leaves: list) -> list:
+    """Cotangents typed like their leaves (a Python float leaf gets a float)."""
+    return [
+        float(v) if isinstance(leaf, float) else v for v, leaf in zip(values, leaves, strict=True)
+    ]
