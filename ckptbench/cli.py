@@ -1,0 +1,317 @@
+"""The command line. The only module that prints or exits.
+
+Exit status: 0 ok, 1 a failed measurement or a regression, 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from collections import deque
+from datetime import datetime
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from ckptbench import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 2**20,
+    "mb": 10**6,
+    "mib": 2**20,
+    "g": 2**30,
+    "gb": 10**9,
+    "gib": 2**30,
+    "t": 2**40,
+    "tb": 10**12,
+    "tib": 2**40,
+}
+
+
+class InputError(click.ClickException):
+    """Bad input: one line on stderr, exit status 2."""
+
+    exit_code = EXIT_USAGE
+
+
+def parse_bytes(text: str) -> int:
+    """'2GiB', '500MB', '1.5g', '1048576' -> bytes (k/m/g/t alone are binary units)."""
+    m = _SIZE.match(text)
+    if not m or (m.group(2) or "").lower() not in _UNITS:
+        raise click.BadParameter(f"{text!r} is not a size like 2GiB, 500MB or 1048576")
+    n = int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+    if n <= 0:
+        raise click.BadParameter(f"{text!r} must be positive")
+    return n
+
+
+def parse_seconds(text: str) -> float:
+    """'5ms', '0.005', '2s', '10m' -> seconds."""
+    m = re.match(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$", text)
+    if not m:
+        raise click.BadParameter(f"{text!r} is not a duration like 5ms, 2s or 10m")
+    value = float(m.group(1)) * {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+    if value <= 0:
+        raise click.BadParameter(f"{text!r} must be positive")
+    return value
+
+
+class _Bytes(click.ParamType):
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):
+        return value if isinstance(value, int) else parse_bytes(str(value))
+
+
+class _Seconds(click.ParamType):
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):
+        return value if isinstance(value, float) else parse_seconds(str(value))
+
+
+BYTES, SECONDS = _Bytes(), _Seconds()
+POS = click.IntRange(min=1)
+
+SNAPS_HELP = (
+    "Snapshot slots, INCLUDING the one holding the initial state x_0 "
+    "(the Revolve/pyrevolve convention)."
+)
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog="Example:\n\n  ckptbench run --model lstm --steps 1000 --snaps 31",
+)
+@click.version_option(__version__, prog_name="ckptbench")
+def cli() -> None:
+    """Measure what gradient checkpointing (binomial Revolve) costs and saves.
+
+    Runs the same RNN/LSTM gradient as baseline (forward only), normal (plain autograd) and
+    checkpointed (our Revolve executor), each in a fresh process, and prints overhead over
+    baseline, slowdown and memory savings.
+    """
+
+
+# ---------------------------------------------------------------------- schedule
+
+
+@cli.command(
+    epilog="Example:\n\n  ckptbench schedule --steps 100000 --snaps 50 --time\n\n"
+    "  ckptbench schedule --steps 10 --snaps 3 --actions"
+)
+@click.option("--steps", type=POS, required=True, help="Number of steps l.")
+@click.option("--snaps", type=POS, required=True, help=SNAPS_HELP)
+@click.option(
+    "--strategy",
+    type=click.Choice(["revolve", "uniform", "store-all"]),
+    default="revolve",
+    show_default=True,
+    help="revolve: optimal binomial; uniform: sqrt(n)-style equal segments; store-all.",
+)
+@click.option("--actions", is_flag=True, help="Print every action of the schedule.")
+@click.option("--time", "timed", is_flag=True, help="Time generating the full schedule.")
+@click.option("--repeat", type=POS, default=5, show_default=True, help="Timing repetitions.")
+def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, repeat: int):
+    """Show a checkpointing schedule's cost: r, t, evaluations, peak snapshots."""
+    from ckptbench.report import schedule_table
+    from ckptbench.revolve import make_schedule, replay
+
+    console = Console()
+    if actions:
+        for act in make_schedule(strategy, steps, snaps):
+            click.echo(repr(act))
+    gen_s = None
+    if timed:
+        runs = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            deque(make_schedule(strategy, steps, snaps), maxlen=0)
+            runs.append(time.perf_counter() - t0)
+        gen_s = min(runs)
+    stats = replay(make_schedule(strategy, steps, snaps), steps, snaps)
+    console.print(schedule_table(stats, snaps, strategy, gen_s))
+    if timed:
+        console.print(
+            f"generation time: min {min(runs) * 1e3:.1f} ms, median "
+            f"{statistics.median(runs) * 1e3:.1f} ms over {repeat} runs "
+            f"({stats.actions} actions)"
+        )
+
+
+# ---------------------------------------------------------------------- run
+
+
+def _default_out(model: str) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_")[:30] or "model"
+    return Path("results") / f"run-{slug}-{stamp}.json"
+
+
+def _check_writable(path: Path) -> None:
+    """Fail early (exit 2) when the result file could not be written."""
+    import tempfile
+
+    if path.is_dir():
+        raise InputError(f"--out {path}: is a folder")
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".ckptbench-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise InputError(f"--out {path}: cannot write there ({err.strerror or err})") from None
+
+
+@cli.command(epilog="Example:\n\n  ckptbench run --model lstm --steps 1000 --snaps 31")
+@click.option(
+    "--model",
+    default="lstm",
+    show_default=True,
+    help="rnn, lstm, or a plug-in 'path/to/file.py:NAME' / 'package.module:NAME'.",
+)
+@click.option("--steps", type=POS, default=1000, show_default=True, help="Sequence length l.")
+@click.option("--snaps", type=POS, default=31, show_default=True, help=SNAPS_HELP)
+@click.option(
+    "--strategy",
+    type=click.Choice(["revolve", "uniform", "store-all"]),
+    default="revolve",
+    show_default=True,
+)
+@click.option("--hidden", type=POS, default=256, show_default=True)
+@click.option("--batch", type=POS, default=16, show_default=True)
+@click.option("--input", "input_", type=POS, default=32, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)
+@click.option("--repeats", type=POS, default=3, show_default=True, help="Measured iterations.")
+@click.option(
+    "--threads", type=POS, default=1, show_default=True, help="BLAS/OpenMP threads in workers."
+)
+@click.option("--timeout", type=SECONDS, default="15m", show_default=True, help="Per mode.")
+@click.option(
+    "--memory-limit",
+    type=BYTES,
+    default=None,
+    help="Stop a mode whose RSS exceeds this (e.g. 2GiB) and report it out of memory.",
+)
+@click.option("--sample-interval", type=SECONDS, default="5ms", show_default=True)
+@click.option(
+    "--modes",
+    default="baseline,normal,checkpointed",
+    show_default=True,
+    help="Comma-separated subset of baseline, normal, checkpointed.",
+)
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Result JSON file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result document on stdout.")
+def run(
+    model, steps, snaps, strategy, hidden, batch, input_, seed, warmup, repeats, threads,
+    timeout, memory_limit, sample_interval, modes, out, as_json,
+):  # fmt: skip
+    """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
+    from ckptbench.report import failure_lines, headline, run_table
+    from ckptbench.results import Case, Mode, result_to_dict
+    from ckptbench.runner import run_case
+    from ckptbench.workloads import Sizes, load_workload
+
+    try:
+        mode_list = tuple(Mode(m.strip()) for m in modes.split(",") if m.strip())
+    except ValueError:
+        raise InputError(f"--modes {modes!r}: use baseline, normal, checkpointed") from None
+    if not mode_list:
+        raise InputError("--modes is empty")
+    try:
+        case = Case(
+            model=model, steps=steps, snaps=snaps, strategy=strategy, hidden=hidden,
+            batch=batch, input=input_, seed=seed, warmup=warmup, repeats=repeats,
+            threads=threads, timeout_s=timeout, memory_limit_bytes=memory_limit,
+            sample_interval_s=sample_interval,
+        )  # fmt: skip
+        load_workload(model, Sizes(hidden=hidden, batch=batch, input=input_))
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    out = out or _default_out(model)
+    _check_writable(out)
+
+    err_console = Console(stderr=True)
+    progress_cb, stop = _progress(err_console, mode_list)
+    try:
+        result = run_case(case, out_path=out, progress=progress_cb, modes=mode_list)
+    finally:
+        stop()
+    if as_json:
+        click.echo(json.dumps(result_to_dict(result), indent=1))
+    else:
+        console = Console()
+        console.print(run_table(result))
+        console.print(headline(result))
+        console.print(f"[dim]saved {out}[/dim]")
+    for line in failure_lines(result):
+        err_console.print(f"[red]failed[/red] {line}", highlight=False)
+    sys.exit(EXIT_OK if result.ok else EXIT_FAILED)
+
+
+def _progress(console: Console, modes):
+    """A rich progress display fed by the runner's callback; returns (callback, stop)."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    prog = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal,
+    )
+    tasks = {m: prog.add_task(f"{m.value}: waiting", total=1, start=False) for m in modes}
+    prog.start()
+
+    def callback(phase, mode, result):
+        task = tasks[mode]
+        if phase == "start":
+            prog.start_task(task)
+            prog.update(task, description=f"{mode.value}: measuring in a fresh worker")
+        else:
+            prog.update(task, completed=1, description=f"{mode.value}: {result.status.value}")
+            if not console.is_terminal:
+                console.print(f"{mode.value}: {result.status.value}")
+
+    return callback, prog.stop
+
+
+# ---------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; usage errors become one line on stderr with exit status 2."""
+    try:
+        rv = cli.main(args=argv, prog_name="ckptbench", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("ckptbench: aborted", err=True)
+        sys.exit(130)
+    except click.UsageError as e:
+        click.echo(f"ckptbench: error: {e.format_message()}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as e:
+        click.echo(f"ckptbench: error: {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
+    sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()

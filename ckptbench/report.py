@@ -1,0 +1,133 @@
+"""Render results as rich tables and one-line summaries. Returns objects; never prints."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from ckptbench.analysis import mode_peak_bytes, spread
+from ckptbench.results import Mode, RunResult
+from ckptbench.revolve import ReplayStats, repetition_number
+
+__all__ = ["fmt_bytes", "headline", "run_table", "schedule_table"]
+
+
+def fmt_bytes(n: float | None, signed: bool = False) -> str:
+    if n is None:
+        return "-"
+    sign = "+" if signed and n > 0 else ""
+    return f"{sign}{n / 2**20:,.1f} MiB"
+
+
+def _x(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}x"
+
+
+def _time(values: list[float]) -> str:
+    if not values:
+        return "-"
+    s = spread(values)
+    return f"{s.median:.3f} s [{s.min:.3f}, {s.max:.3f}]"
+
+
+def headline(result: RunResult) -> str:
+    """The sentence people quote: 'slowdown 1.12x, memory savings 35.2x' (plus context)."""
+    s, c = result.summary, result.case
+    parts = [
+        f"{c.model} {c.steps} steps, {c.snaps} snaps ({c.strategy}):",
+        f"slowdown {_x(s.get('slowdown'))},",
+        f"memory savings {_x(s.get('memory_savings'), 1)}",
+    ]
+    ev, opt = s.get("step_evaluations"), s.get("step_evaluations_optimal")
+    if ev is not None:
+        parts.append(f"— {ev} step evaluations (optimal {opt})")
+    if not s.get("ok", False):
+        failed = [m for m, st in s.get("status", {}).items() if st != "ok"]
+        parts.append(f"— FAILED: {', '.join(failed)}")
+    return " ".join(parts)
+
+
+def run_table(result: RunResult) -> Table:
+    """One row per mode: peaks, overhead, time, ratios, evaluations, gradient error."""
+    s = result.summary
+    table = Table(title=f"ckptbench run — {result.case.key}", title_justify="left")
+    for col, justify in [
+        ("mode", "left"),
+        ("status", "left"),
+        ("exact peak RSS", "right"),
+        ("sampled peak", "right"),
+        ("overhead vs baseline", "right"),
+        ("time / iter median [min, max]", "right"),
+        ("slowdown vs normal", "right"),
+        ("memory savings", "right"),
+        ("step evals (measured / optimal)", "right"),
+        ("grad max rel err", "right"),
+    ]:
+        table.add_column(col, justify=justify)
+    normal = result.mode(Mode.NORMAL)
+    normal_t = (
+        spread([i.wall_time_s for i in normal.iterations]).median if normal and normal.ok else None
+    )
+    overhead = s.get("overhead_bytes", {})
+    n_over = overhead.get(Mode.NORMAL.value)
+    for m in result.modes:
+        times = [i.wall_time_s for i in m.iterations] if m.ok else []
+        med = spread(times).median if times else None
+        slow = med / normal_t if med is not None and normal_t else None
+        over = overhead.get(m.mode.value)
+        savings = n_over / over if (n_over is not None and over) else None
+        evals = m.counters.get("step_calls")
+        if m.mode is Mode.CHECKPOINTED:
+            ev = f"{evals} / {s.get('step_evaluations_optimal')}" if evals is not None else "-"
+        else:
+            ev = "-" if evals is None else str(evals)
+        status = m.status.value if m.ok else f"[red]{m.status.value}[/red]"
+        err = m.grad_max_rel_err
+        table.add_row(
+            m.mode.value,
+            status,
+            fmt_bytes(mode_peak_bytes(m)),
+            fmt_bytes(m.sampled_peak_rss_bytes),
+            fmt_bytes(over, signed=True) if m.mode is not Mode.BASELINE else "(floor)",
+            _time(times),
+            _x(slow) if m.mode is not Mode.BASELINE else "-",
+            _x(savings, 1) if m.mode is Mode.CHECKPOINTED else "-",
+            ev,
+            "-" if err is None else f"{err:.1e}",
+        )
+    return table
+
+
+def failure_lines(result: RunResult) -> list[str]:
+    """One line per failed mode with its error and the last stderr line, if any."""
+    lines = []
+    for m in result.modes:
+        if not m.ok:
+            tail = (m.stderr_tail or "").strip().splitlines()
+            extra = f" (stderr: {tail[-1]})" if tail else ""
+            code = f", exit status {m.exit_code}" if m.exit_code is not None else ""
+            lines.append(f"{m.mode.value}: {m.status.value}{code}: {m.error}{extra}")
+    return lines
+
+
+def schedule_table(stats: ReplayStats, snaps: int, strategy: str, gen_s: float | None) -> Table:
+    """What a schedule costs: r, t, evaluations, recomputation factor, peak snapshots."""
+    table = Table(
+        title=f"{strategy} schedule: {stats.steps} steps, {snaps} snaps", show_header=False
+    )
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    rows = [
+        ("repetition number r(l, s)", str(repetition_number(stats.steps, snaps))),
+        ("advances t (untaped steps, first sweep included)", f"{stats.advances}"),
+        ("taped steps", f"{stats.taped}"),
+        ("total step evaluations (t + l)", f"{stats.evaluations}"),
+        ("recomputation factor t / l", f"{stats.advances / stats.steps:.3f}"),
+        ("peak snapshots", f"{stats.peak_snapshots}"),
+        ("max advances of one step", f"{stats.max_step_advances}"),
+        ("actions", f"{stats.actions}"),
+    ]
+    if gen_s is not None:
+        rows.append(("generation time (full schedule)", f"{gen_s * 1e3:.1f} ms"))
+    for k, v in rows:
+        table.add_row(k, v)
+    return table

@@ -1,0 +1,89 @@
+"""A fake ``ckptbench.worker`` for CLI/runner tests: same protocol, canned numbers, no timing.
+
+Behaviour is steered by environment variables so tests can inject faults:
+FAKE_CRASH=<mode> exits 3 with a stderr message; FAKE_FAIL=<mode> reports ok=false;
+FAKE_SLEEP=<mode>:<seconds> sleeps (timeouts); FAKE_ALLOC=<mode>:<MiB> touches memory and
+waits (memory limits); FAKE_GRAD_NOISE=<x> perturbs the checkpointed gradient;
+FAKE_SCALE=<x> multiplies every reported peak overhead (regressions).
+"""
+
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+MIB = 2**20
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.read())
+    case, mode = job["case"], job["mode"]
+
+    def flag(name):
+        value = os.environ.get(name, "")
+        if ":" in value:
+            m, arg = value.split(":", 1)
+            return arg if m == mode else None
+        return "1" if value == mode else None
+
+    if flag("FAKE_CRASH"):
+        print("fake worker: simulated segfault", file=sys.stderr)
+        return 3
+    if flag("FAKE_FAIL"):
+        print(json.dumps({"ok": False, "error": "RuntimeError: simulated failure"}))
+        return 1
+    if (s := flag("FAKE_SLEEP")) is not None:
+        time.sleep(float(s))
+    if (a := flag("FAKE_ALLOC")) is not None:
+        block = bytearray(int(float(a) * MIB))
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(2.0)
+    steps, snaps = case["steps"], case["snaps"]
+    scale = float(os.environ.get("FAKE_SCALE", "1"))
+    base = 50 * MIB
+    over = {"baseline": 0, "normal": steps * 64 * 1024, "checkpointed": (snaps + 8) * 64 * 1024}
+    per_iter = {"baseline": 0.010, "normal": 0.050, "checkpointed": 0.055}[mode]
+    n = case["warmup"] + case["repeats"]
+    iters = [
+        {
+            "wall_time_s": per_iter * (1 + 0.01 * k),
+            "cpu_time_s": per_iter,
+            "peak_rss_bytes": base + int(over[mode] * scale),
+            "start_rss_bytes": base,
+        }
+        for k in range(n)
+    ]
+    from ckptbench.revolve import optimal_forward_steps
+
+    t = optimal_forward_steps(steps, min(snaps, steps))
+    counters = {"step_calls": steps}
+    if mode == "checkpointed":
+        counters = {"step_calls": t + steps, "steps_advanced": t, "steps_taped": steps}
+    if job.get("grad_path"):
+        g = np.linspace(1.0, 2.0, 50)
+        if mode == "checkpointed":
+            g = g * (1 + float(os.environ.get("FAKE_GRAD_NOISE", "0")))
+        np.save(job["grad_path"], g)
+    print(
+        json.dumps(
+            {
+                "ok": True,
+                "mode": mode,
+                "iterations": iters[case["warmup"] :],
+                "warmup": iters[: case["warmup"]],
+                "peak_method": "vmhwm",
+                "baseline_rss_anon_bytes": base // 2,
+                "counters": counters,
+                "loss": 0.5,
+                "numpy": {"numpy_version": np.__version__},
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The command line: CliRunner with a fake worker, error paths, and real end-to-end runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ckptbench.analysis import mode_peak_bytes, spread
+from ckptbench.cli import cli, main, parse_bytes, parse_seconds
+from ckptbench.results import Mode, Status, load_result
+from ckptbench.revolve import optimal_forward_steps
+
+FAKE = f"{sys.executable} {Path(__file__).parent / 'fake_worker.py'}"
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setenv("CKPTBENCH_WORKER", FAKE)
+    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE"):
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+def invoke(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def one_line_error(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err
+
+
+def test_run_with_fake_worker_saves_recomputable_ratios(fake, tmp_path):
+    out = tmp_path / "r.json"
+    res = invoke(["run", "--model", "rnn", "--steps", "100", "--snaps", "10", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "slowdown 1.10x" in res.output  # 0.055 / 0.050
+    result = load_result(out)
+    s = result.summary
+    peaks = {m.mode: mode_peak_bytes(m) for m in result.modes}
+    normal_over = peaks[Mode.NORMAL] - peaks[Mode.BASELINE]
+    ckpt_over = peaks[Mode.CHECKPOINTED] - peaks[Mode.BASELINE]
+    assert s["memory_savings"] == pytest.approx(normal_over / ckpt_over)
+    assert s["memory_savings"] == pytest.approx(100 / 18)
+    times = {m.mode: spread([i.wall_time_s for i in m.iterations]).median for m in result.modes}
+    assert s["slowdown"] == pytest.approx(times[Mode.CHECKPOINTED] / times[Mode.NORMAL])
+    assert s["forward_steps"] == s["forward_steps_optimal"] == optimal_forward_steps(100, 10)
+    assert s["grad_max_rel_err"] == 0.0
+    assert s["overhead_bytes"]["normal"] == normal_over
+
+
+def test_run_json_output_has_stable_keys(fake, tmp_path):
+    res = invoke(["run", "--model", "rnn", "--steps", "50", "--snaps", "5", "--json",
+                  "--out", str(tmp_path / "r.json")])  # fmt: skip
+    assert res.exit_code == 0
+    doc = json.loads(res.stdout)
+    assert doc["schema_version"] == 1
+    for key in ("slowdown", "memory_savings", "overhead_bytes", "forward_steps",
+                "forward_steps_optimal", "grad_max_rel_err"):  # fmt: skip
+        assert key in doc["summary"]
+    assert set(doc["environment"]) >= {"python_version", "cpu_model", "thread_env_child", "numpy"}
+    assert doc["environment"]["thread_env_child"]["OPENBLAS_NUM_THREADS"] == "1"
+    assert [m["mode"] for m in doc["modes"]] == ["baseline", "normal", "checkpointed"]
+    assert len(doc["modes"][1]["iterations"]) == 3 and len(doc["modes"][1]["warmup"]) == 1
+
+
+def test_crashed_mode_is_reported_and_others_saved(fake, tmp_path):
+    fake.setenv("FAKE_CRASH", "normal")
+    out = tmp_path / "r.json"
+    res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--out", str(out)])
+    assert res.exit_code == 1
+    assert "simulated segfault" in res.output
+    result = load_result(out)
+    normal = result.mode(Mode.NORMAL)
+    assert normal.status is Status.CRASHED and normal.exit_code == 3
+    assert result.mode(Mode.BASELINE).ok and result.mode(Mode.CHECKPOINTED).ok
+
+
+def test_gradient_mismatch_fails_the_run(fake, tmp_path):
+    fake.setenv("FAKE_GRAD_NOISE", "1e-6")
+    out = tmp_path / "r.json"
+    res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--out", str(out)])
+    assert res.exit_code == 1
+    ck = load_result(out).mode(Mode.CHECKPOINTED)
+    assert ck.status is Status.FAILED and "gradient differs" in ck.error
+    assert ck.grad_max_rel_err == pytest.approx(1e-6, rel=1e-3)
+
+
+def test_timeout_and_memory_limit(fake, tmp_path):
+    fake.setenv("FAKE_SLEEP", "normal:30")
+    fake.setenv("FAKE_ALLOC", "checkpointed:300")
+    out = tmp_path / "r.json"
+    res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--out", str(out),
+                  "--timeout", "2s", "--memory-limit", "150MiB"])  # fmt: skip
+    assert res.exit_code == 1
+    result = load_result(out)
+    assert result.mode(Mode.NORMAL).status is Status.TIMEOUT
+    oom = result.mode(Mode.CHECKPOINTED)
+    assert oom.status is Status.OUT_OF_MEMORY
+    assert "150.0 MiB" in oom.error
+    assert result.mode(Mode.BASELINE).ok
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--steps", "0"],
+        ["run", "--snaps", "-1"],
+        ["run", "--hidden", "lots"],
+        ["run", "--model", "transformer"],
+        ["run", "--model", "missing_file.py:make"],
+        ["run", "--memory-limit", "a lot"],
+        ["run", "--modes", "fast"],
+        ["run", "--out", "/proc/forbidden/r.json"],
+        ["schedule", "--steps", "10"],
+        ["schedule", "--steps", "10", "--snaps", "0"],
+        ["no-such-command"],
+    ],
+)
+def test_bad_input_is_one_line_exit_2(capsys, argv):
+    err = one_line_error(capsys, argv)
+    assert err.startswith("ckptbench: error:")
+
+
+def test_size_and_duration_parsing():
+    assert parse_bytes("2GiB") == 2 * 2**30
+    assert parse_bytes("500MB") == 500 * 10**6
+    assert parse_bytes("1.5g") == int(1.5 * 2**30)
+    assert parse_bytes("4096") == 4096
+    assert parse_seconds("5ms") == pytest.approx(0.005)
+    assert parse_seconds("10m") == 600
+
+
+def test_schedule_command_prints_the_numbers():
+    res = invoke(["schedule", "--steps", "1000", "--snaps", "31"])
+    assert res.exit_code == 0
+    assert "2439" in res.output and "3439" in res.output and "2.439" in res.output
+    res = invoke(["schedule", "--steps", "5", "--snaps", "2", "--actions"])
+    assert res.output.splitlines()[0] == "TAKESHOT(slot=0, step=0)"
+    assert "FIRSTURN(4)" in res.output and "TERMINATE" in res.output
+
+
+def test_every_help_shows_an_example():
+    for args in (["--help"], ["run", "--help"], ["schedule", "--help"]):
+        res = invoke(args)
+        assert res.exit_code == 0 and "Example" in res.output
+    assert "INCLUDING" in invoke(["run", "--help"]).output
+
+
+def _cli(*args, env=None, timeout=600):
+    return subprocess.run(
+        [sys.executable, "-m", "ckptbench", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
+
+
+def test_schedule_time_end_to_end():
+    proc = _cli("schedule", "--steps", "100000", "--snaps", "50", "--time", "--repeat", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "375196" in proc.stdout and "generation time" in proc.stdout
+
+
+def test_real_run_end_to_end(tmp_path):
+    """A small real run through the CLI: real workers, real measurements."""
+    out = tmp_path / "rnn.json"
+    proc = _cli("run", "--model", "rnn", "--steps", "50", "--snaps", "5", "--hidden", "64",
+                "--repeats", "2", "--out", str(out), "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc == json.loads(out.read_text())
+    result = load_result(out)
+    s = result.summary
+    assert s["ok"] and s["grad_max_rel_err"] <= 1e-12
+    assert (
+        s["step_evaluations"] == s["step_evaluations_optimal"] == optimal_forward_steps(50, 5) + 50
+    )
+    # ratios recompute from the raw samples
+    peaks = {m.mode: mode_peak_bytes(m) for m in result.modes}
+    assert s["overhead_bytes"]["normal"] == peaks[Mode.NORMAL] - peaks[Mode.BASELINE]
+    times = {m.mode: spread([i.wall_time_s for i in m.iterations]).median for m in result.modes}
+    assert s["slowdown"] == pytest.approx(times[Mode.CHECKPOINTED] / times[Mode.NORMAL])
+    for m in result.modes:
+        assert m.peak_method in ("vmhwm", "ru_maxrss")
+        assert m.sample_count > 0 and m.timeline
+        assert all(i.peak_rss_bytes >= i.start_rss_bytes > 0 for i in m.iterations)
+    # the normal tape of 50 steps costs more than 5 snapshots + one taped step
+    assert s["overhead_bytes"]["normal"] > s["overhead_bytes"]["checkpointed"]
+
+
+def test_real_run_bad_plugin_is_exit_2(tmp_path):
+    plugin = tmp_path / "p.py"
+    plugin.write_text("def make():\n    return object()\n")
+    proc = _cli("run", "--model", f"{plugin}:make", "--steps", "5")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "without method" in proc.stderr
