@@ -1,0 +1,25 @@
+"""The runner against real workers: the trim+reset protocol sees workload changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from ckptbench.results import Case, Mode
+from ckptbench.runner import run_case
+
+
+def test_twenty_percent_larger_workload_shows_as_twenty_percent_more_overhead():
+    """Normal mode's tape grows linearly with steps: 180 vs 150 steps is +20% overhead,
+    measured with warm-up on, in fresh processes (DESIGN.md §3: trim + VmHWM reset)."""
+    base = Case(model="lstm", steps=150, snaps=5, hidden=128, batch=16, input=16, repeats=2)
+    modes = (Mode.BASELINE, Mode.NORMAL)
+    small = run_case(base, modes=modes)
+    large = run_case(base.with_(steps=180), modes=modes)
+    assert small.ok and large.ok
+    ratio = large.summary["overhead_bytes"]["normal"] / small.summary["overhead_bytes"]["normal"]
+    assert ratio == pytest.approx(1.2, abs=0.04)
+    # the exact peaks of repeated iterations agree (warm-up did not hide anything)
+    for res in (small, large):
+        peaks = [i.peak_rss_bytes for i in res.mode(Mode.NORMAL).iterations]
+        assert max(peaks) - min(peaks) < 2 * 2**20
+        assert res.mode(Mode.NORMAL).sampled_peak_rss_bytes <= max(peaks) + 2**20
