@@ -1,0 +1,182 @@
+"""Tests for ckptbench.config: grid expansion, canonical cells, one-line errors with lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ckptbench.config import ConfigError, Expect, load_config, parse_config
+from ckptbench.results import Case
+from ckptbench.revolve import optimal_forward_steps
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+GOOD = """
+name = "demo"
+[case]
+model = "rnn"
+steps = 100
+hidden = 8
+
+[grid]
+strategy = ["revolve", "uniform"]
+snaps = [4, 10]
+
+[expect]
+memory_savings_min = 2
+forward_steps_exact = true
+[expect.uniform]
+memory_savings_min = 1.5
+"""
+
+
+def _error(text: str, tmp_path: Path) -> str:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg.startswith(str(path))
+    return msg
+
+
+def test_grid_expands_in_a_stable_order_first_axis_outermost() -> None:
+    config = parse_config(GOOD)
+    assert config.name == "demo"
+    assert [(c.strategy, c.snaps) for c in config.cases] == [
+        ("revolve", 4),
+        ("revolve", 10),
+        ("uniform", 4),
+        ("uniform", 10),
+    ]
+    assert all(c.model == "rnn" and c.steps == 100 and c.hidden == 8 for c in config.cases)
+    assert config.axes == ("strategy", "snaps")
+    assert parse_config(GOOD).cases == config.cases  # deterministic
+
+
+def test_expectations_with_per_strategy_override() -> None:
+    config = parse_config(GOOD)
+    revolve, uniform = config.cases[0], config.cases[2]
+    assert config.expect_for(revolve) == Expect(memory_savings_min=2.0, forward_steps_exact=True)
+    assert config.expect_for(uniform) == Expect(memory_savings_min=1.5, forward_steps_exact=True)
+
+
+def test_store_all_ignores_snaps_and_runs_once() -> None:
+    config = parse_config(
+        """
+        [case]
+        steps = 50
+        [grid]
+        strategy = ["revolve", "store-all"]
+        snaps = [4, 8, 16]
+        """
+    )
+    store_all = [c for c in config.cases if c.strategy == "store-all"]
+    assert len(config.cases) == 4
+    assert len(store_all) == 1 and store_all[0].snaps == 50
+    assert any("duplicate" in n for n in config.notes)
+    # with snaps = steps the binomial optimum is the first sweep only, as store-all does
+    assert optimal_forward_steps(50, store_all[0].snaps) == 49
+
+
+def test_array_of_subgrids_concatenates_in_file_order() -> None:
+    config = parse_config(
+        """
+        [case]
+        model = "rnn"
+        [[grid]]
+        steps = [100]
+        snaps = [10]
+        [[grid]]
+        steps = [1000, 10000]
+        snaps = [32]
+        """
+    )
+    assert [(c.steps, c.snaps) for c in config.cases] == [(100, 10), (1000, 32), (10000, 32)]
+
+
+@pytest.mark.parametrize("name", ["lstm", "rnn", "ci"])
+def test_shipped_configs_parse(name: str) -> None:
+    config = load_config(CONFIGS / f"{name}.toml")
+    assert config.name == name
+    keys = [c.key for c in config.cases]
+    assert len(keys) == len(set(keys))
+    for case in config.cases:
+        assert isinstance(case, Case)
+
+
+def test_shipped_lstm_grid_is_the_headline_study() -> None:
+    config = load_config(CONFIGS / "lstm.toml")
+    cells = {(c.strategy, c.snaps) for c in config.cases}
+    snaps = {4, 8, 16, 31, 64, 128}
+    assert cells == {("revolve", s) for s in snaps} | {("uniform", s) for s in snaps} | {
+        ("store-all", 1000)
+    }
+    assert {c.steps for c in config.cases} == {1000}
+
+
+def test_shipped_ci_config_is_small_and_has_expectations() -> None:
+    config = load_config(CONFIGS / "ci.toml")
+    assert len(config.cases) <= 4
+    assert all(c.steps <= 400 and c.hidden <= 64 and c.repeats >= 3 for c in config.cases)
+    assert config.expect.memory_savings_min is not None
+    assert config.expect.forward_steps_exact
+
+
+def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
+    msg = _error("[case]\nsteps = = 3\n", tmp_path)
+    assert "invalid TOML" in msg and "line 2" in msg
+
+
+def test_unknown_case_key_names_key_and_line(tmp_path: Path) -> None:
+    msg = _error("[case]\nsteps = 10\nsnapz = 4\n[grid]\nsnaps = [2]\n", tmp_path)
+    assert "bad.toml:3:" in msg and "case.snapz" in msg and "unknown" in msg
+
+
+def test_unknown_grid_key_in_second_subgrid(tmp_path: Path) -> None:
+    text = "[[grid]]\nsnaps = [2]\n[[grid]]\nsnaps = [3]\nstrategyy = ['revolve']\n"
+    msg = _error(text, tmp_path)
+    assert "bad.toml:5:" in msg and "grid.strategyy" in msg
+
+
+def test_unknown_top_level_and_expect_keys(tmp_path: Path) -> None:
+    msg = _error("nmae = 'x'\n[grid]\nsnaps = [2]\n", tmp_path)
+    assert "bad.toml:1:" in msg and "nmae" in msg
+    msg = _error("[grid]\nsnaps = [2]\n[expect]\nslowdown = 2\n", tmp_path)
+    assert "bad.toml:4:" in msg and "expect.slowdown" in msg
+
+
+def test_bad_values_are_reported_through_case_validation(tmp_path: Path) -> None:
+    msg = _error("[case]\nsteps = 0\n[grid]\nsnaps = [2]\n", tmp_path)
+    assert "bad.toml:2:" in msg and "steps must be >= 1" in msg
+    msg = _error("[grid]\nstrategy = ['revolve', 'magic']\n", tmp_path)
+    assert "bad.toml:2:" in msg and "unknown strategy 'magic'" in msg
+    msg = _error("[grid]\nsnaps = [2]\n[expect]\nslowdown_max = -1\n", tmp_path)
+    assert "positive number" in msg
+    msg = _error("[grid]\nsnaps = 4\n", tmp_path)
+    assert "must be a list" in msg
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[case]\nsteps = 10\n",  # no grid at all
+        "[case]\nsteps = 10\n[grid]\n",  # a grid without axes
+        "[grid]\nsnaps = []\n",  # an axis without values
+    ],
+)
+def test_empty_grid_is_an_error(text: str, tmp_path: Path) -> None:
+    msg = _error(text, tmp_path)
+    assert "empty grid" in msg
+
+
+def test_cells_with_one_key_but_different_settings_are_an_error(tmp_path: Path) -> None:
+    msg = _error("[grid]\nsnaps = [4]\nrepeats = [3, 5]\n", tmp_path)
+    assert "share the result name" in msg and "repeats 3 vs 5" in msg
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "nope.toml")
