@@ -195,6 +195,9 @@ def _check_writable(path: Path) -> None:
 @click.option("--hidden", type=POS, default=256, show_default=True)
 @click.option("--batch", type=POS, default=16, show_default=True)
 @click.option("--input", "input_", type=POS, default=32, show_default=True)
+@click.option(
+    "--output", type=POS, default=None, help="Readout size per step (default: the model's)."
+)
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--repeats", type=POS, default=3, show_default=True, help="Measured iterations.")
@@ -218,7 +221,7 @@ def _check_writable(path: Path) -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Result JSON file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result document on stdout.")
 def run(
-    model, steps, snaps, strategy, hidden, batch, input_, seed, warmup, repeats, threads,
+    model, steps, snaps, strategy, hidden, batch, input_, output, seed, warmup, repeats, threads,
     timeout, memory_limit, sample_interval, modes, out, as_json,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
@@ -236,11 +239,11 @@ def run(
     try:
         case = Case(
             model=model, steps=steps, snaps=snaps, strategy=strategy, hidden=hidden,
-            batch=batch, input=input_, seed=seed, warmup=warmup, repeats=repeats,
+            batch=batch, input=input_, output=output, seed=seed, warmup=warmup, repeats=repeats,
             threads=threads, timeout_s=timeout, memory_limit_bytes=memory_limit,
             sample_interval_s=sample_interval,
         )  # fmt: skip
-        load_workload(model, Sizes(hidden=hidden, batch=batch, input=input_))
+        load_workload(model, Sizes(**case.sizes()))
     except ValueError as err:
         raise InputError(str(err)) from None
     out = out or _default_out(model)

@@ -45,7 +45,7 @@ def _flatten(tree: Any) -> np.ndarray:
 
 def build_gradient(case: Case, mode: Mode):
     """(gradient function of params, step-call counter, checkpointed loop or None)."""
-    wl = load_workload(case.model, Sizes(hidden=case.hidden, batch=case.batch, input=case.input))
+    wl = load_workload(case.model, Sizes(**case.sizes()))
     params, state0, inputs = wl.init(case.steps, np.random.default_rng(case.seed))
     calls = [0]
     step, post, steps = wl.step, wl.post, case.steps
