@@ -1,0 +1,301 @@
+"""Tests for ckptbench.sweep with fake cell runners (no workers are started)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from _synthetic import make_result
+
+from ckptbench.config import parse_config
+from ckptbench.results import MODES, Case, Status, load_result, result_to_dict, save_result
+from ckptbench.sweep import (
+    MANIFEST_NAME,
+    CellState,
+    SweepError,
+    SweepProgress,
+    cell_path,
+    run_sweep,
+)
+
+TESTS = Path(__file__).resolve().parent
+SAFETY_TIMEOUT_S = 60  # only to avoid hanging the suite; never asserted on
+
+CONFIG_TEXT = """
+name = "tiny"
+[case]
+model = "rnn"
+steps = 20
+hidden = 8
+repeats = 3
+[grid]
+snaps = [2, 3, 4, 5, 6]
+"""
+
+
+def _config(text: str = CONFIG_TEXT):
+    return parse_config(text, source="tiny.toml")
+
+
+class FakeCells:
+    """A cell runner that records its calls and returns synthetic results."""
+
+    def __init__(self, fail: set[str] = frozenset(), raise_on: set[str] = frozenset()) -> None:
+        self.calls: list[str] = []
+        self.fail = fail
+        self.raise_on = raise_on
+
+    def __call__(self, case: Case, *, out_path=None, progress=None):
+        self.calls.append(case.key)
+        if case.key in self.raise_on:
+            raise RuntimeError("harness bug\nsecond line")
+        status = {"checkpointed": Status.TIMEOUT} if case.key in self.fail else None
+        return make_result(case, seed=len(self.calls), status=status)
+
+
+def _manifest(out: Path) -> dict:
+    return json.loads((out / MANIFEST_NAME).read_text())
+
+
+def test_every_cell_is_saved_under_its_key_with_a_manifest(tmp_path: Path) -> None:
+    config = _config()
+    events: list[SweepProgress] = []
+    fake = FakeCells()
+    outcome = run_sweep(config, tmp_path, run_cell=fake, progress=events.append)
+    assert fake.calls == [c.key for c in config.cases]
+    assert outcome.exit_code == 0
+    assert [c.state for c in outcome.cells] == [CellState.MEASURED] * 5
+    for case in config.cases:
+        result = load_result(cell_path(tmp_path, case))
+        assert result.case == case and result.ok
+    manifest = _manifest(tmp_path)
+    assert manifest["kind"] == "ckptbench-sweep" and manifest["config"]["name"] == "tiny"
+    assert [c["state"] for c in manifest["cells"]] == ["measured"] * 5
+    assert [c["file"] for c in manifest["cells"]] == [f"{c.key}.json" for c in config.cases]
+    done = [e for e in events if e.event == "cell-done"]
+    assert [e.done for e in done] == [1, 2, 3, 4, 5] and all(e.total == 5 for e in done)
+    assert done[-1].eta_s == 0 and all(e.eta_s is not None for e in done)
+    assert next(e.eta_s for e in events if e.event == "cell-start") is None
+
+
+def test_failures_are_recorded_and_the_sweep_continues(tmp_path: Path) -> None:
+    config = _config()
+    keys = [c.key for c in config.cases]
+    fake = FakeCells(fail={keys[1]}, raise_on={keys[3]})
+    outcome = run_sweep(config, tmp_path, run_cell=fake)
+    assert fake.calls == keys
+    states = [c.state for c in outcome.cells]
+    assert states[3] is CellState.ERROR and states.count(CellState.MEASURED) == 4
+    assert outcome.cells[3].error == "RuntimeError: harness bug"
+    assert not cell_path(tmp_path, config.cases[3]).exists()
+    assert [c.key for c in outcome.failed] == [keys[1]]
+    assert "checkpointed: timeout" in outcome.cells[1].error
+    assert load_result(cell_path(tmp_path, config.cases[1])).ok is False
+    assert outcome.exit_code == 1
+    assert _manifest(tmp_path)["cells"][3]["error"] == "RuntimeError: harness bug"
+
+
+def test_a_fresh_sweep_refuses_to_overwrite_results(tmp_path: Path) -> None:
+    config = _config()
+    run_sweep(config, tmp_path, run_cell=FakeCells())
+    before = cell_path(tmp_path, config.cases[0]).read_bytes()
+    fake = FakeCells()
+    with pytest.raises(SweepError, match="--resume"):
+        run_sweep(config, tmp_path, run_cell=fake)
+    assert fake.calls == []
+    assert cell_path(tmp_path, config.cases[0]).read_bytes() == before
+
+
+def test_another_sweeps_folder_is_refused(tmp_path: Path) -> None:
+    run_sweep(_config(), tmp_path, run_cell=FakeCells())
+    other = _config(CONFIG_TEXT.replace('"tiny"', '"other"'))
+    with pytest.raises(SweepError, match="holds sweep 'tiny'"):
+        run_sweep(other, tmp_path, resume=True, run_cell=FakeCells())
+
+
+def test_resume_keeps_complete_reruns_partial_and_reports_conflicts(tmp_path: Path) -> None:
+    config = _config()
+    cases = config.cases
+    save_result(make_result(cases[0]), cell_path(tmp_path, cases[0]))  # complete: kept
+    save_result(make_result(cases[1], modes=MODES[:2]), cell_path(tmp_path, cases[1]))  # partial
+    corrupt = cell_path(tmp_path, cases[2])
+    corrupt.write_text('{"schema_version": 99, "case": {}}')  # foreign schema
+    other = make_result(cases[3].with_(repeats=5))  # same key, other settings
+    save_result(other, cell_path(tmp_path, cases[3]))
+    failed = make_result(cases[4], status={"normal": Status.CRASHED})
+    save_result(failed, cell_path(tmp_path, cases[4]))
+    (tmp_path / f".{cases[0].key}.json.abc123.tmp").write_text("half a fi")  # a kill mid-write
+
+    fake = FakeCells()
+    outcome = run_sweep(config, tmp_path, resume=True, run_cell=fake)
+    assert fake.calls == [cases[1].key]
+    states = [c.state for c in outcome.cells]
+    assert states == [
+        CellState.KEPT,
+        CellState.MEASURED,
+        CellState.CONFLICT,
+        CellState.CONFLICT,
+        CellState.KEPT,
+    ]
+    assert "schema_version 99" in outcome.cells[2].error
+    assert "repeats 5 vs 3" in outcome.cells[3].error
+    assert corrupt.read_text() == '{"schema_version": 99, "case": {}}'  # left alone
+    assert load_result(cell_path(tmp_path, cases[3])).case.repeats == 5
+    assert len(load_result(cell_path(tmp_path, cases[1])).modes) == 3
+    assert outcome.exit_code == 2  # conflicts are an input problem
+    assert [c.key for c in outcome.failed] == [cases[4].key]
+    assert not list(tmp_path.glob(".*.tmp"))
+
+    fake = FakeCells()
+    corrupt.unlink()
+    outcome = run_sweep(config, tmp_path, resume=True, run_cell=fake, retry_failed=True)
+    assert fake.calls == [cases[2].key, cases[4].key]
+    assert outcome.failed == () and len(outcome.conflicts) == 1
+
+
+CHILD = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from _synthetic import make_result
+from ckptbench.config import load_config
+from ckptbench.results import MODES, save_result
+from ckptbench.sweep import run_sweep
+
+config = load_config(sys.argv[1])
+out, block_at = Path(sys.argv[2]), sys.argv[3]
+
+def run_cell(case, *, out_path=None, progress=None):
+    # like the runner: the file is saved after the first mode, then the cell goes on
+    save_result(make_result(case, seed=1, modes=MODES[:1]), out_path)
+    if case.key == block_at:
+        time.sleep(3600)  # the test sends SIGKILL while we are here
+    return make_result(case, seed=2)
+
+run_sweep(config, out, run_cell=run_cell)
+"""
+
+
+def test_sigkill_mid_sweep_then_resume_runs_only_the_missing_cells(tmp_path: Path) -> None:
+    config_path = tmp_path / "tiny.toml"
+    config_path.write_text(CONFIG_TEXT)
+    config = _config()
+    out = tmp_path / "out"
+    keys = [c.key for c in config.cases]
+    block = keys[2]
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD.format(tests=str(TESTS)), str(config_path), str(out), block],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + SAFETY_TIMEOUT_S
+    partial = out / f"{block}.json"
+    while not partial.exists():
+        if child.poll() is not None or time.monotonic() > deadline:
+            child.kill()
+            pytest.fail(f"child never reached the blocking cell: {child.communicate()[1]}")
+        time.sleep(0.02)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert child.returncode == -signal.SIGKILL
+
+    # what the kill left: two complete cells, one partial, two missing, a consistent manifest
+    assert [len(load_result(out / f"{k}.json").modes) for k in keys[:3]] == [3, 3, 1]
+    assert not (out / f"{keys[3]}.json").exists() and not (out / f"{keys[4]}.json").exists()
+    states = [c["state"] for c in _manifest(out)["cells"]]
+    assert states == ["measured", "measured", "running", "pending", "pending"]
+
+    fake = FakeCells()
+    outcome = run_sweep(config, out, resume=True, run_cell=fake)
+    assert fake.calls == keys[2:]
+    assert [c.state for c in outcome.cells[:2]] == [CellState.KEPT] * 2
+    assert outcome.exit_code == 0
+    for case in config.cases:
+        result = load_result(cell_path(out, case))
+        assert result.case == case and len(result.modes) == 3
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [*(f"{k}.json" for k in keys), "sweep.json"]
+    )
+
+
+def test_dask_localcluster_one_cell_per_worker_same_schema(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    config = _config(
+        """
+        name = "dask"
+        [case]
+        model = "rnn"
+        steps = 20
+        [grid]
+        strategy = ["revolve", "uniform"]
+        snaps = [3, 4]
+        """
+    )
+
+    def run_cell(case, *, out_path=None, progress=None):
+        start = time.time()
+        time.sleep(0.15)
+        result = make_result(case, host="")  # the sweep fills in the host it ran on
+        env = {"worker": distributed.get_worker().address, "start": start, "end": time.time()}
+        return replace(result, environment=env)
+
+    with distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=2,  # pinning, not the thread count, keeps one cell per worker
+        processes=False,
+        host="127.0.0.1",  # loopback over TCP, as a remote cluster is reached
+        protocol="tcp://",
+        dashboard_address=None,
+    ) as cluster:
+        outcome = run_sweep(
+            config, tmp_path, run_cell=run_cell, dask_address=cluster.scheduler_address
+        )
+    assert outcome.exit_code == 0 and len(outcome.measured) == 4
+    results = [load_result(p) for p in outcome.result_paths]
+    assert {r.host for r in results} == {socket.gethostname()}
+    by_worker: dict[str, list[tuple[float, float]]] = {}
+    for r in results:
+        by_worker.setdefault(r.environment["worker"], []).append(
+            (r.environment["start"], r.environment["end"])
+        )
+    assert len(by_worker) == 2  # both workers were used
+    for spans in by_worker.values():
+        spans.sort()
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans))
+    assert {c["worker"] for c in _manifest(tmp_path)["cells"]} == set(by_worker)
+
+    local = run_sweep(config, tmp_path / "local", run_cell=FakeCells())
+    local_doc = result_to_dict(load_result(local.result_paths[0]))
+    dask_doc = result_to_dict(results[0])
+    assert list(dask_doc) == list(local_doc)
+    assert list(dask_doc["modes"][0]) == list(local_doc["modes"][0])
+    assert dask_doc["summary"].keys() == local_doc["summary"].keys()
+
+
+def test_default_cell_runner_is_the_real_runner(tmp_path: Path, monkeypatch) -> None:
+    """One cell through ckptbench.runner.run_case with the fake worker (no timing)."""
+    monkeypatch.setenv("CKPTBENCH_WORKER", f"{sys.executable} {TESTS / 'fake_worker.py'}")
+    config = _config(
+        "[case]\nmodel = 'rnn'\nsteps = 20\nrepeats = 2\nwarmup = 0\n[grid]\nsnaps = [4]\n"
+    )
+    modes_seen: list[str] = []
+
+    def progress(event: SweepProgress) -> None:
+        if event.event == "mode-done":
+            modes_seen.append(event.mode.value)
+
+    outcome = run_sweep(config, tmp_path, progress=progress)
+    assert outcome.exit_code == 0, outcome.cells[0].error
+    result = load_result(outcome.result_paths[0])
+    assert [m.mode for m in result.modes] == list(MODES) and result.ok
+    assert modes_seen == [m.value for m in MODES]
+    assert result.host == socket.gethostname()
