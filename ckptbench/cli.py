@@ -196,7 +196,12 @@ def _check_writable(path: Path) -> None:
 @click.option("--batch", type=POS, default=16, show_default=True)
 @click.option("--input", "input_", type=POS, default=32, show_default=True)
 @click.option(
-    "--output", type=POS, default=None, help="Readout size per step (default: the model's)."
+    "--output",
+    type=POS,
+    default=1,
+    show_default=True,
+    help="Readout size per step. Its cotangent (steps x batch x output) is needed by every "
+    "gradient method and grows with steps.",
 )
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)

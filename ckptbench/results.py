@@ -91,7 +91,7 @@ class Case:
     hidden: int = 256
     batch: int = 16
     input: int = 32
-    output: int | None = None  # readout size per step; None = the workload's default
+    output: int = 1  # readout size per step (a scalar prediction per step by default)
     seed: int = 0
     warmup: int = 1
     repeats: int = 3
@@ -105,8 +105,7 @@ class Case:
             raise CaseError(f"model must be a non-empty string, got {self.model!r}")
         for name in ("steps", "snaps", "hidden", "batch", "input", "repeats", "threads"):
             _pos_int(name, getattr(self, name))
-        if self.output is not None:
-            _pos_int("output", self.output)
+        _pos_int("output", self.output)
         _pos_int("warmup", self.warmup, minimum=0)
         _pos_int("seed", self.seed, minimum=0)
         try:
@@ -124,16 +123,17 @@ class Case:
         """Identifier of the cell in a sweep: everything that changes what is measured."""
         return (
             f"{_slug(self.model)}-l{self.steps}-s{self.snaps}-{self.strategy}"
-            f"-h{self.hidden}-b{self.batch}-i{self.input}"
-            f"{'' if self.output is None else f'-o{self.output}'}-seed{self.seed}"
+            f"-h{self.hidden}-b{self.batch}-i{self.input}-o{self.output}-seed{self.seed}"
         )
 
     def sizes(self) -> dict[str, int]:
-        """Keyword sizes for the workload factory (output only when set)."""
-        d = {"hidden": self.hidden, "batch": self.batch, "input": self.input}
-        if self.output is not None:
-            d["output"] = self.output
-        return d
+        """Keyword sizes for the workload factory."""
+        return {
+            "hidden": self.hidden,
+            "batch": self.batch,
+            "input": self.input,
+            "output": self.output,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
