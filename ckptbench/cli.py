@@ -142,7 +142,10 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
             deque(make_schedule(strategy, steps, snaps), maxlen=0)
             runs.append(time.perf_counter() - t0)
         gen_s = min(runs)
-    stats = replay(make_schedule(strategy, steps, snaps), steps, snaps)
+    # store-all ignores the slot budget: it keeps every state
+    stats = replay(
+        make_schedule(strategy, steps, snaps), steps, None if strategy == "store-all" else snaps
+    )
     console.print(schedule_table(stats, snaps, strategy, gen_s))
     if timed:
         console.print(

@@ -6,7 +6,7 @@ from rich.table import Table
 
 from ckptbench.analysis import mode_peak_bytes, spread
 from ckptbench.results import Mode, RunResult
-from ckptbench.revolve import ReplayStats, repetition_number
+from ckptbench.revolve import ReplayStats, optimal_forward_steps, repetition_number
 
 __all__ = ["fmt_bytes", "headline", "run_table", "schedule_table"]
 
@@ -116,9 +116,11 @@ def schedule_table(stats: ReplayStats, snaps: int, strategy: str, gen_s: float |
     )
     table.add_column("quantity")
     table.add_column("value", justify="right")
+    opt = optimal_forward_steps(stats.steps, min(snaps, stats.steps))
     rows = [
         ("repetition number r(l, s)", str(repetition_number(stats.steps, snaps))),
         ("advances t (untaped steps, first sweep included)", f"{stats.advances}"),
+        ("binomial optimum t(l, s)", f"{opt}"),
         ("taped steps", f"{stats.taped}"),
         ("total step evaluations (t + l)", f"{stats.evaluations}"),
         ("recomputation factor t / l", f"{stats.advances / stats.steps:.3f}"),

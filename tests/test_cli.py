@@ -146,6 +146,11 @@ def test_schedule_command_prints_the_numbers():
     res = invoke(["schedule", "--steps", "1000", "--snaps", "31"])
     assert res.exit_code == 0
     assert "2439" in res.output and "3439" in res.output and "2.439" in res.output
+    res = invoke(["schedule", "--steps", "100", "--snaps", "5", "--strategy", "store-all"])
+    assert res.exit_code == 0 and "peak snapshots" in res.output and "99" in res.output
+    res = invoke(["schedule", "--steps", "100", "--snaps", "5", "--strategy", "uniform"])
+    assert res.exit_code == 0 and "1030" in res.output  # vs the binomial optimum:
+    assert str(optimal_forward_steps(100, 5)) in res.output
     res = invoke(["schedule", "--steps", "5", "--snaps", "2", "--actions"])
     assert res.output.splitlines()[0] == "TAKESHOT(slot=0, step=0)"
     assert "FIRSTURN(4)" in res.output and "TERMINATE" in res.output
