@@ -1,0 +1,857 @@
+"""Compare result sets: one table of all cells, before/after deltas, and reports with plots.
+
+Numbers are recomputed from the raw samples in the files (``analysis.summarize``), never
+taken from stored ratios. Cells are paired by ``case.key`` *and* host (a laptop and a CI
+runner are not the same machine); several files of one cell on one host are pooled, so
+rerunning a sweep adds samples.
+
+**Memory** of a mode is its median exact per-iteration peak; for normal and checkpointed the
+compared figure is the overhead over baseline (what differentiation adds), for baseline the
+peak itself. A memory change counts when ``|after - before| > max(tolerance * before,
+floor)``: peaks are stable to ~0.03 MiB from process to process (DESIGN.md §4), so a 5%
+tolerance with a 256 KiB floor (about 8 standard deviations) never fires on noise yet sees a
++20% regression of a 2 MiB overhead.
+
+**Time** is compared per mode on the raw per-iteration wall times (warm-ups excluded) with a
+two-sided Mann-Whitney U test *and* a minimum effect (default 10% change of the median). A
+change is significant only when both hold:
+
+* when the samples are large enough for the rank test to reach ``alpha`` (0.05), it must:
+  ``p <= alpha`` and ``|median ratio - 1| >= min_effect``;
+* with fewer samples (3 vs 3 repeats: the smallest two-sided p is 2/C(6,3) = 0.1, and 3 vs 4
+  gives 0.057) the rank test alone can never be significant, so we require instead that the
+  two samples be *separated by the minimum effect*: every sample of the slower side at least
+  ``min_effect`` above every sample of the faster side. With iteration noise of 10% CV this
+  flags an A/A pair ~1% of the time and a 1.5x slowdown ~90% of the time (25% CV: ~4% and
+  ~35%; more repeats help, see the tests).
+
+The rank test treats iterations as independent. A whole process running slow (frequency
+scaling, a noisy neighbour) shifts all of its iterations together; the minimum effect is the
+guard against that, and pooling reruns (several files per cell) puts such shifts into the
+samples. This is why ``check`` never gates on time unless asked.
+
+Renderers return strings (text, markdown, csv, a self-contained HTML page with embedded PNG
+plots); nothing here prints.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ckptbench.analysis import summarize
+from ckptbench.results import MODES, Case, Mode, RunResult, load_result
+from ckptbench.revolve import Strategy, optimal_forward_steps
+
+__all__ = [
+    "ALPHA",
+    "FORMATS",
+    "MEMORY_FLOOR_BYTES",
+    "MEMORY_TOLERANCE",
+    "MIN_EFFECT",
+    "CellComparison",
+    "Comparison",
+    "MemoryDelta",
+    "ModeComparison",
+    "TimeTest",
+    "compare",
+    "load_results",
+    "memory_delta",
+    "render",
+    "results_table",
+    "time_test",
+]
+
+MIB = 2**20
+ALPHA = 0.05
+MIN_EFFECT = 0.10
+MEMORY_TOLERANCE = 0.05
+MEMORY_FLOOR_BYTES = 256 * 1024
+FORMATS = ("table", "markdown", "csv", "html")
+MANIFEST_KIND = "ckptbench-sweep"  # see ckptbench.sweep (not imported: keep this module light)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _manifest_files(path: Path) -> list[Path] | None:
+    """The result files a sweep manifest lists (those present), or None if not a manifest."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
+        return None
+    files = [path.parent / c["file"] for c in data.get("cells", []) if c.get("file")]
+    return [f for f in files if f.exists()]
+
+
+def load_results(paths: Iterable[str | Path]) -> list[RunResult]:
+    """Load result files. A folder means its sweep manifest's cells (or every ``*.json`` in
+    it); a manifest file means its cells. One-line ``ValueError`` on a bad or foreign file,
+    a missing path, or when nothing is found."""
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            listed = _manifest_files(p / "sweep.json") if (p / "sweep.json").exists() else None
+            found = listed if listed is not None else sorted(p.glob("*.json"))
+            if not found:
+                raise ValueError(f"{p}: no result files in this folder")
+            files.extend(found)
+        elif p.exists():
+            listed = _manifest_files(p) if p.name == "sweep.json" else None
+            files.extend(listed if listed is not None else [p])
+        else:
+            raise ValueError(f"{p}: no such file or folder")
+    seen: set[Path] = set()
+    results = []
+    for f in files:
+        real = f.resolve()
+        if real in seen:
+            continue
+        seen.add(real)
+        results.append(load_result(f))
+    if not results:
+        raise ValueError("no results to compare")
+    return results
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def _p_floor(n1: int, n2: int) -> float:
+    """Smallest two-sided p-value an exact Mann-Whitney test can give for n1 vs n2."""
+    return min(1.0, 2 / math.comb(n1 + n2, n1))
+
+
+@dataclass(frozen=True)
+class TimeTest:
+    """Before/after iteration times of one mode: effect, rank test and the verdict."""
+
+    before_median_s: float
+    after_median_s: float
+    change: float  # after/before - 1 (medians)
+    p_value: float
+    p_floor: float  # the smallest p these sample sizes allow
+    n_before: int
+    n_after: int
+    significant: bool
+    rule: str  # which criterion decided (see the module docstring)
+
+    @property
+    def verdict(self) -> str:
+        if not self.significant:
+            return "no change"
+        return "slower" if self.change > 0 else "faster"
+
+
+def time_test(
+    before: Sequence[float],
+    after: Sequence[float],
+    *,
+    min_effect: float = MIN_EFFECT,
+    alpha: float = ALPHA,
+) -> TimeTest | None:
+    """Significance of a change in iteration times (None with fewer than 2 samples a side)."""
+    from scipy.stats import mannwhitneyu
+
+    a = [float(x) for x in before]
+    b = [float(x) for x in after]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    ma, mb = statistics.median(a), statistics.median(b)
+    change = mb / ma - 1 if ma > 0 else math.inf
+    p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    floor = _p_floor(len(a), len(b))
+    big_enough = abs(change) >= min_effect
+    if floor <= alpha:
+        significant = p <= alpha and big_enough
+        rule = f"rank test p<={alpha:g} and |change|>={min_effect:.0%}"
+    else:
+        low, high = (a, b) if change > 0 else (b, a)
+        significant = big_enough and min(high) >= max(low) * (1 + min_effect)
+        rule = f"n too small for p<={alpha:g} (min p {floor:.3g}): separated by >={min_effect:.0%}"
+    return TimeTest(ma, mb, change, p, floor, len(a), len(b), significant, rule)
+
+
+@dataclass(frozen=True)
+class MemoryDelta:
+    """Before/after memory of one mode (overhead over baseline, or the baseline's peak)."""
+
+    before_bytes: int
+    after_bytes: int
+    tolerance: float
+    floor_bytes: int
+
+    @property
+    def delta_bytes(self) -> int:
+        return self.after_bytes - self.before_bytes
+
+    @property
+    def delta_rel(self) -> float | None:
+        return self.delta_bytes / self.before_bytes if self.before_bytes > 0 else None
+
+    @property
+    def limit_bytes(self) -> float:
+        """Largest change counted as noise: max(tolerance * before, floor)."""
+        return max(self.tolerance * abs(self.before_bytes), self.floor_bytes)
+
+    @property
+    def changed(self) -> bool:
+        return abs(self.delta_bytes) > self.limit_bytes
+
+    @property
+    def regressed(self) -> bool:
+        return self.delta_bytes > self.limit_bytes
+
+
+def memory_delta(
+    before: int,
+    after: int,
+    *,
+    tolerance: float = MEMORY_TOLERANCE,
+    floor_bytes: int = MEMORY_FLOOR_BYTES,
+) -> MemoryDelta:
+    return MemoryDelta(int(before), int(after), tolerance, int(floor_bytes))
+
+
+# --------------------------------------------------------------------------- pooling cells
+
+
+@dataclass(frozen=True)
+class PooledCell:
+    """Every sample of one cell (key, host) over one or more result files."""
+
+    case: Case
+    host: str
+    results: tuple[RunResult, ...]
+
+    def iterations(self, mode: Mode) -> list[Any]:
+        its: list[Any] = []
+        for r in self.results:
+            m = r.mode(mode)
+            if m is not None and m.ok:
+                its.extend(m.iterations)
+        return its
+
+    def times(self, mode: Mode) -> list[float]:
+        return [it.wall_time_s for it in self.iterations(mode)]
+
+    def peak(self, mode: Mode) -> int | None:
+        its = self.iterations(mode)
+        return int(statistics.median(it.peak_rss_bytes for it in its)) if its else None
+
+    def memory(self, mode: Mode) -> int | None:
+        """Overhead over baseline for normal/checkpointed; the peak for baseline."""
+        peak = self.peak(mode)
+        if mode is Mode.BASELINE or peak is None:
+            return peak
+        base = self.peak(Mode.BASELINE)
+        return None if base is None else peak - base
+
+    def ok(self, mode: Mode) -> bool:
+        return all((m := r.mode(mode)) is not None and m.ok for r in self.results)
+
+
+def _pool(results: Iterable[RunResult], match_host: bool) -> dict[tuple[str, str], PooledCell]:
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for r in results:
+        groups.setdefault((r.case.key, r.host if match_host else ""), []).append(r)
+    return {k: PooledCell(v[0].case, k[1], tuple(v)) for k, v in groups.items()}
+
+
+@dataclass(frozen=True)
+class ModeComparison:
+    mode: Mode
+    memory: MemoryDelta | None
+    time: TimeTest | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CellComparison:
+    key: str
+    host: str
+    case: Case
+    modes: tuple[ModeComparison, ...]
+
+    def mode(self, mode: Mode) -> ModeComparison:
+        return next(m for m in self.modes if m.mode is mode)
+
+
+def compare_cells(
+    before: PooledCell,
+    after: PooledCell,
+    *,
+    min_effect: float = MIN_EFFECT,
+    alpha: float = ALPHA,
+    memory_tolerance: float = MEMORY_TOLERANCE,
+    memory_floor_bytes: int = MEMORY_FLOOR_BYTES,
+) -> CellComparison:
+    modes = []
+    for mode in MODES:
+        mb, ma = before.memory(mode), after.memory(mode)
+        mem = None
+        if mb is not None and ma is not None:
+            mem = memory_delta(mb, ma, tolerance=memory_tolerance, floor_bytes=memory_floor_bytes)
+        tt = time_test(before.times(mode), after.times(mode), min_effect=min_effect, alpha=alpha)
+        note = ""
+        if not before.ok(mode) or not after.ok(mode):
+            side = "before" if not before.ok(mode) else "after"
+            note = f"{mode.value} did not measure OK {side}"
+        modes.append(ModeComparison(mode, mem, tt, note))
+    return CellComparison(after.case.key, after.host, after.case, tuple(modes))
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _summary(result: RunResult) -> dict[str, Any]:
+    return summarize(result.case, result.modes)
+
+
+def results_table(results: Sequence[RunResult]) -> pd.DataFrame:
+    """One row per result file: the numbers people quote, recomputed from raw samples.
+
+    Memory columns are bytes (RSS: touched pages), times seconds (median per iteration).
+    """
+    rows = []
+    for r in results:
+        s = _summary(r)
+        c = r.case
+        over = s["overhead_bytes"]
+        times = s["time_s"]
+        rows.append(
+            {
+                "key": c.key,
+                "host": r.host,
+                "model": c.model,
+                "steps": c.steps,
+                "snaps": c.snaps,
+                "strategy": c.strategy,
+                "hidden": c.hidden,
+                "batch": c.batch,
+                "baseline_peak_bytes": s["peak_rss_bytes"].get("baseline"),
+                "normal_overhead_bytes": over.get("normal"),
+                "checkpointed_overhead_bytes": over.get("checkpointed"),
+                "normal_time_s": times.get("normal", {}).get("median"),
+                "checkpointed_time_s": times.get("checkpointed", {}).get("median"),
+                "slowdown": s["slowdown"],
+                "memory_savings": s["memory_savings"],
+                "forward_steps": s["forward_steps"],
+                "forward_steps_optimal": s["forward_steps_optimal"],
+                "evaluations": s["step_evaluations"],
+                "evaluations_optimal": s["step_evaluations_optimal"],
+                "grad_max_rel_err": s["grad_max_rel_err"],
+                "status": "ok"
+                if s["ok"]
+                else ", ".join(f"{m}: {st}" for m, st in s["status"].items() if st != "ok"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """All cells of ``after`` and, given ``before``, the matched before/after deltas."""
+
+    after: tuple[RunResult, ...]
+    before: tuple[RunResult, ...] = ()
+    cells: tuple[CellComparison, ...] = ()
+    only_before: tuple[tuple[str, str], ...] = ()  # (key, host) with no match in after
+    only_after: tuple[tuple[str, str], ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def has_before(self) -> bool:
+        return bool(self.before)
+
+    def table(self) -> pd.DataFrame:
+        return results_table(self.after)
+
+    def delta_table(self) -> pd.DataFrame:
+        """One row per matched (cell, host, mode): memory delta and time test."""
+        rows = []
+        for cell in self.cells:
+            for mc in cell.modes:
+                mem, tt = mc.memory, mc.time
+                rows.append(
+                    {
+                        "key": cell.key,
+                        "host": cell.host,
+                        "mode": mc.mode.value,
+                        "memory_before_bytes": mem.before_bytes if mem else None,
+                        "memory_after_bytes": mem.after_bytes if mem else None,
+                        "memory_delta_bytes": mem.delta_bytes if mem else None,
+                        "memory_delta_rel": mem.delta_rel if mem else None,
+                        "memory_changed": mem.changed if mem else None,
+                        "time_before_s": tt.before_median_s if tt else None,
+                        "time_after_s": tt.after_median_s if tt else None,
+                        "time_change": tt.change if tt else None,
+                        "p_value": tt.p_value if tt else None,
+                        "n_before": tt.n_before if tt else None,
+                        "n_after": tt.n_after if tt else None,
+                        "time_significant": tt.significant if tt else None,
+                        "verdict": tt.verdict if tt else "n/a",
+                        "note": mc.note,
+                    }
+                )
+        return pd.DataFrame(rows)
+
+
+def compare(
+    after: Sequence[RunResult],
+    before: Sequence[RunResult] | None = None,
+    *,
+    min_effect: float = MIN_EFFECT,
+    alpha: float = ALPHA,
+    memory_tolerance: float = MEMORY_TOLERANCE,
+    memory_floor_bytes: int = MEMORY_FLOOR_BYTES,
+    match_host: bool = True,
+) -> Comparison:
+    """Tabulate ``after``; with ``before``, pair cells by (key, host) and test every mode.
+
+    Raises ``ValueError`` when ``before`` is given but no cell pairs (e.g. other hosts: pass
+    ``match_host=False`` to pair across machines knowingly).
+    """
+    for name, value in (("min_effect", min_effect), ("memory_tolerance", memory_tolerance)):
+        if not 0 <= value < 10:
+            raise ValueError(f"{name} must be a fraction such as 0.05, got {value!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    settings = {
+        "min_effect": min_effect,
+        "alpha": alpha,
+        "memory_tolerance": memory_tolerance,
+        "memory_floor_bytes": memory_floor_bytes,
+        "match_host": match_host,
+    }
+    if not before:
+        return Comparison(after=tuple(after), settings=settings)
+    a, b = _pool(after, match_host), _pool(before, match_host)
+    common = [k for k in a if k in b]
+    if not common:
+        hosts_a = sorted({h for _, h in a}) if match_host else []
+        hosts_b = sorted({h for _, h in b}) if match_host else []
+        extra = f" (hosts: before {hosts_b}, after {hosts_a})" if hosts_a != hosts_b else ""
+        raise ValueError(f"no cell of the two result sets matches by key and host{extra}")
+    cells = tuple(
+        compare_cells(
+            b[k],
+            a[k],
+            min_effect=min_effect,
+            alpha=alpha,
+            memory_tolerance=memory_tolerance,
+            memory_floor_bytes=memory_floor_bytes,
+        )
+        for k in common
+    )
+    return Comparison(
+        after=tuple(after),
+        before=tuple(before),
+        cells=cells,
+        only_before=tuple(k for k in b if k not in a),
+        only_after=tuple(k for k in a if k not in b),
+        settings=settings,
+    )
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _mib(n: Any, signed: bool = False) -> str:
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "-"
+    return f"{n / MIB:+.2f}" if signed else f"{n / MIB:.2f}"
+
+
+def _num(v: Any, fmt: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return format(v, fmt)
+
+
+def _cell_rows(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "cell",
+        "host",
+        "base MiB",
+        "normal +MiB",
+        "ckpt +MiB",
+        "normal s",
+        "ckpt s",
+        "slowdown",
+        "savings",
+        "evals (opt)",
+        "grad err",
+        "status",
+    ]
+    rows = []
+    for r in df.to_dict("records"):
+        evals = _num(r["evaluations"], "d") if r["evaluations"] is not None else "-"
+        rows.append(
+            [
+                f"{r['model']} l={r['steps']} s={r['snaps']} {r['strategy']}",
+                r["host"] or "-",
+                _mib(r["baseline_peak_bytes"]),
+                _mib(r["normal_overhead_bytes"]),
+                _mib(r["checkpointed_overhead_bytes"]),
+                _num(r["normal_time_s"], ".3f"),
+                _num(r["checkpointed_time_s"], ".3f"),
+                _num(r["slowdown"], ".2f") + ("x" if r["slowdown"] is not None else ""),
+                _num(r["memory_savings"], ".1f") + ("x" if r["memory_savings"] is not None else ""),
+                f"{evals} ({r['evaluations_optimal']})",
+                _num(r["grad_max_rel_err"], ".1e"),
+                r["status"],
+            ]
+        )
+    return headers, rows
+
+
+def _delta_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "cell",
+        "host",
+        "mode",
+        "memory before MiB",
+        "after MiB",
+        "delta",
+        "time before s",
+        "after s",
+        "change",
+        "p",
+        "n",
+        "time verdict",
+    ]
+    rows = []
+    for cell in comparison.cells:
+        c = cell.case
+        for mc in cell.modes:
+            mem, tt = mc.memory, mc.time
+            delta = "-"
+            if mem is not None:
+                rel = f" ({mem.delta_rel:+.1%})" if mem.delta_rel is not None else ""
+                flag = " CHANGED" if mem.changed else ""
+                delta = f"{_mib(mem.delta_bytes, signed=True)}{rel}{flag}"
+            rows.append(
+                [
+                    f"{c.model} l={c.steps} s={c.snaps} {c.strategy}",
+                    cell.host or "-",
+                    mc.mode.value,
+                    _mib(mem.before_bytes) if mem else "-",
+                    _mib(mem.after_bytes) if mem else "-",
+                    delta,
+                    _num(tt.before_median_s, ".4f") if tt else "-",
+                    _num(tt.after_median_s, ".4f") if tt else "-",
+                    f"{tt.change:+.1%}" if tt else "-",
+                    f"{tt.p_value:.3f}" if tt else "-",
+                    f"{tt.n_before}v{tt.n_after}" if tt else "-",
+                    (tt.verdict if tt else "n/a") + (f" [{mc.note}]" if mc.note else ""),
+                ]
+            )
+    return headers, rows
+
+
+def _text_table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i < 2 or (not c[:1].isdigit() and c[:1] not in "+-") else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    out = [line(headers), "  ".join("-" * w for w in widths)]
+    out.extend(line(r) for r in rows)
+    return "\n".join(out)
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> str:
+    def esc(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    out = ["| " + " | ".join(esc(h) for h in headers) + " |"]
+    out.append("|" + "|".join("---" for _ in headers) + "|")
+    out.extend("| " + " | ".join(esc(c) for c in r) + " |" for r in rows)
+    return "\n".join(out)
+
+
+def _rule_text(comparison: Comparison) -> str:
+    s = comparison.settings
+    return (
+        f"Memory: changed when |delta| > max({s['memory_tolerance']:.0%} of before, "
+        f"{s['memory_floor_bytes'] / MIB:.2f} MiB); normal/checkpointed compare overhead over "
+        f"baseline. Time: two-sided Mann-Whitney U on per-iteration times, significant when "
+        f"p <= {s['alpha']:g} and the median moved >= {s['min_effect']:.0%}; when the sample "
+        f"sizes cannot reach p <= {s['alpha']:g}, the samples must be separated by "
+        f">= {s['min_effect']:.0%}."
+    )
+
+
+def _unmatched(comparison: Comparison) -> list[str]:
+    out = []
+    for label, keys in (
+        ("only before", comparison.only_before),
+        ("only after", comparison.only_after),
+    ):
+        if keys:
+            out.append(f"{label}: " + ", ".join(f"{k}@{h}" if h else k for k, h in keys))
+    return out
+
+
+def render(comparison: Comparison, fmt: str = "table") -> str:
+    """The comparison as ``table`` (plain text), ``markdown``, ``csv`` or ``html``."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+    if fmt == "csv":
+        if comparison.has_before:
+            return comparison.delta_table().to_csv(index=False)
+        return comparison.table().to_csv(index=False)
+    if fmt == "html":
+        return render_html(comparison)
+    table_fn = _text_table if fmt == "table" else _md_table
+    parts = []
+    head, rows = _cell_rows(comparison.table())
+    title = "Cells" if fmt == "table" else "## Cells"
+    parts += [title, table_fn(head, rows)]
+    if comparison.has_before:
+        head, rows = _delta_rows(comparison)
+        parts += ["", "Before -> after" if fmt == "table" else "## Before → after"]
+        parts += [table_fn(head, rows), "", _rule_text(comparison)]
+        parts += _unmatched(comparison)
+    return "\n".join(parts) + "\n"
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _figure(width: float = 7.0, height: float = 3.6, ncols: int = 1) -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, ncols, figsize=(width, height), constrained_layout=True)
+    return fig, axes
+
+
+def _png(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+_MODE_COLORS = {"baseline": "#888888", "normal": "#d62728", "checkpointed": "#1f77b4"}
+_STRATEGY_MARKERS = {"revolve": "o", "uniform": "s", "store-all": "^"}
+
+
+def plot_timeline(result: RunResult) -> Any:
+    """RSS over time of each mode's worker (the parent's sampler, like top), with the exact
+    per-iteration peak as a dashed line."""
+    fig, ax = _figure()
+    for m in result.modes:
+        if not m.timeline:
+            continue
+        t = [p[0] for p in m.timeline]
+        rss = [p[1] / MIB for p in m.timeline]
+        color = _MODE_COLORS.get(m.mode.value)
+        ax.plot(t, rss, label=f"{m.mode.value} (sampled RSS)", color=color, lw=1)
+        if m.iterations:
+            exact = statistics.median(it.peak_rss_bytes for it in m.iterations) / MIB
+            ax.axhline(exact, color=color, ls="--", lw=0.8)
+    c = result.case
+    ax.set_title(f"{c.model} l={c.steps} s={c.snaps} {c.strategy} — RSS per mode", fontsize=9)
+    ax.set_xlabel("seconds since worker start")
+    ax.set_ylabel("RSS [MiB]")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _group_key(c: Case) -> tuple[Any, ...]:
+    return (c.model, c.steps, c.hidden, c.batch, c.input, c.output)
+
+
+def _fit_line(xs: list[float], ys: list[float]) -> tuple[float, float] | None:
+    if len(set(xs)) < 2:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return my - slope * mx, slope
+
+
+def plot_tradeoff(results: Sequence[RunResult]) -> Any:
+    """Left: the memory-time trade-off (checkpointed overhead vs slowdown), measured points
+    per strategy beside the Revolve curve (slowdown modelled as a + b*t(l,s)/l and memory as
+    c + d*s, both fitted to the revolve points). Right: recomputation per step vs snaps: the
+    binomial optimum t(l,s)/l and the measured advances/l of every strategy."""
+    fig, (ax1, ax2) = _figure(10.0, 3.8, ncols=2)
+    c0 = results[0].case
+    steps = c0.steps
+    revolve_pts = []
+    for strat in Strategy:
+        pts = []
+        for r in results:
+            if r.case.strategy != strat.value:
+                continue
+            s = _summary(r)
+            over = s["overhead_bytes"].get("checkpointed")
+            if over is not None and s["slowdown"] is not None:
+                pts.append((r.case.snaps, over / MIB, s["slowdown"], s["forward_steps"]))
+        if not pts:
+            continue
+        pts.sort()
+        marker = _STRATEGY_MARKERS.get(strat.value, "o")
+        ax1.plot([p[1] for p in pts], [p[2] for p in pts], marker, label=strat.value)
+        for snaps, mem, slow, _ in pts:
+            ax1.annotate(
+                f"s={snaps}", (mem, slow), fontsize=6, xytext=(3, 3), textcoords="offset points"
+            )
+        measured = [(p[0], p[3] / steps) for p in pts if p[3] is not None]
+        if measured:
+            ax2.plot(*zip(*measured, strict=True), marker, label=f"{strat.value} measured")
+        if strat is Strategy.REVOLVE:
+            revolve_pts = pts
+    smax = max([r.case.snaps for r in results] + [4])
+    grid = sorted(
+        {max(1, min(steps, round(2 ** (k / 4)))) for k in range(4, 4 * int(math.log2(smax) + 2))}
+    )
+    theory = [optimal_forward_steps(steps, s) / steps for s in grid]
+    ax2.plot(grid, theory, "-", color="black", lw=1, label="optimal t(l,s)/l")
+    if len(revolve_pts) >= 2:
+        fit_t = _fit_line(
+            [optimal_forward_steps(steps, p[0]) / steps for p in revolve_pts],
+            [p[2] for p in revolve_pts],
+        )
+        fit_m = _fit_line([float(p[0]) for p in revolve_pts], [p[1] for p in revolve_pts])
+        if fit_t and fit_m:
+            s_lo, s_hi = revolve_pts[0][0], revolve_pts[-1][0]
+            span = [s for s in range(s_lo, s_hi + 1)]
+            xs = [fit_m[0] + fit_m[1] * s for s in span]
+            ys = [fit_t[0] + fit_t[1] * optimal_forward_steps(steps, s) / steps for s in span]
+            ax1.plot(xs, ys, "-", color="black", lw=1, label="Revolve curve (fitted costs)")
+    ax1.set_xscale("log")
+    ax2.set_yscale("log")
+    ax1.set_xlabel("checkpointed overhead over baseline [MiB RSS]")
+    ax1.set_ylabel("slowdown vs normal [x]")
+    ax1.set_title(f"{c0.model} l={steps}: memory-time trade-off", fontsize=9)
+    ax1.legend(fontsize=7)
+    ax2.set_xscale("log", base=2)
+    ax2.set_xlabel("snaps (slots incl. x_0)")
+    ax2.set_ylabel("untaped advances per step")
+    ax2.set_title("recomputation: measured vs binomial optimum", fontsize=9)
+    ax2.legend(fontsize=7)
+    return fig
+
+
+def plot_evaluations(results: Sequence[RunResult]) -> Any:
+    """Measured step evaluations of every cell against the optimum t(l,s)+l (diagonal)."""
+    fig, ax = _figure(5.0, 4.0)
+    lo, hi = math.inf, 0.0
+    for strat in Strategy:
+        pts = []
+        for r in results:
+            s = _summary(r)
+            if r.case.strategy == strat.value and s["step_evaluations"] is not None:
+                pts.append((s["step_evaluations_optimal"], s["step_evaluations"]))
+        if pts:
+            ax.plot(
+                *zip(*pts, strict=True), _STRATEGY_MARKERS.get(strat.value, "o"), label=strat.value
+            )
+            lo = min(lo, *(min(p) for p in pts))
+            hi = max(hi, *(max(p) for p in pts))
+    if hi > 0:
+        ax.plot([lo, hi], [lo, hi], "-", color="black", lw=0.8, label="measured = optimal")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("optimal evaluations t(l,s)+l")
+    ax.set_ylabel("measured evaluations")
+    ax.set_title("step evaluations: measured vs optimal", fontsize=9)
+    ax.legend(fontsize=7)
+    return fig
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;font-size:12px;margin:.5em 0 1.5em}
+th,td{border:1px solid #ccc;padding:2px 6px;text-align:right}
+th{background:#f2f2f2} td:first-child,td:nth-child(2){text-align:left}
+.changed{background:#fde0dc} .better{background:#e3f4e1} img{max-width:100%}
+.note{color:#555;font-size:12px}
+"""
+
+
+def _html_table(headers: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
+    out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in headers) + "</tr>"]
+    for i, r in enumerate(rows):
+        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
+        out.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _img(fig: Any, alt: str) -> str:
+    return f'<p><img alt="{html.escape(alt)}" src="data:image/png;base64,{_png(fig)}"></p>'
+
+
+def render_html(comparison: Comparison, max_timelines: int = 24) -> str:
+    """One self-contained page: tables, then the plots as embedded PNG (no external files)."""
+    results = list(comparison.after)
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>ckptbench report</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>ckptbench report</h1>",
+        f"<p class='note'>{len(results)} result file(s). Memory is RSS (touched pages), "
+        "median exact per-iteration peak; overhead is over the forward-only baseline in an "
+        "identical fresh process. Times are median seconds per iteration.</p>",
+        "<h2>Cells</h2>",
+        _html_table(*_cell_rows(comparison.table())),
+    ]
+    if comparison.has_before:
+        head, rows = _delta_rows(comparison)
+        classes = []
+        for cell in comparison.cells:
+            for mc in cell.modes:
+                worse = (mc.memory and mc.memory.regressed) or (
+                    mc.time and mc.time.verdict == "slower"
+                )
+                better = (mc.memory and mc.memory.changed) or (mc.time and mc.time.significant)
+                classes.append("changed" if worse else "better" if better else "")
+        parts += ["<h2>Before → after</h2>", _html_table(head, rows, classes)]
+        parts.append(f"<p class='note'>{html.escape(_rule_text(comparison))}</p>")
+        parts += [f"<p class='note'>{html.escape(u)}</p>" for u in _unmatched(comparison)]
+    groups: dict[tuple[Any, ...], list[RunResult]] = {}
+    for r in results:
+        groups.setdefault(_group_key(r.case), []).append(r)
+    parts.append("<h2>Memory-time trade-off</h2>")
+    for group in groups.values():
+        parts.append(_img(plot_tradeoff(group), "trade-off"))
+    parts.append("<h2>Step evaluations</h2>")
+    parts.append(_img(plot_evaluations(results), "evaluations"))
+    parts.append("<h2>RSS timelines</h2>")
+    shown = [r for r in results if any(m.timeline for m in r.modes)][:max_timelines]
+    for r in shown:
+        parts.append(_img(plot_timeline(r), f"timeline {r.case.key}"))
+    if len(shown) < len(results):
+        parts.append(f"<p class='note'>{len(results) - len(shown)} timeline(s) not shown.</p>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

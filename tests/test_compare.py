@@ -1,0 +1,234 @@
+"""Tests for ckptbench.compare: the significance rule, memory deltas, pairing, renderers."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _synthetic import CI_CASE, MIB, make_result
+
+from ckptbench.compare import (
+    FORMATS,
+    compare,
+    load_results,
+    memory_delta,
+    render,
+    results_table,
+    time_test,
+)
+from ckptbench.config import parse_config
+from ckptbench.results import Mode, save_result
+from ckptbench.sweep import run_sweep
+
+UNIFORM = CI_CASE.with_(strategy="uniform")
+
+
+def _samples(rng: np.random.Generator, n: int, cv: float, scale: float = 1.0) -> list[float]:
+    return list(scale * np.maximum(0.2, 1 + cv * rng.standard_normal(n)))
+
+
+# --------------------------------------------------------------------------- the rule
+
+
+def test_three_vs_three_cannot_reach_p_005_so_separation_by_the_effect_decides() -> None:
+    before, after = [1.00, 1.02, 1.01], [1.50, 1.53, 1.49]
+    tt = time_test(before, after)
+    assert tt.p_floor == pytest.approx(0.1) and tt.p_value == pytest.approx(0.1)
+    assert tt.significant and tt.verdict == "slower" and tt.change == pytest.approx(0.5, abs=0.02)
+    assert "separated" in tt.rule
+    # completely separated, but by less than the minimum effect: not a change
+    close = time_test([1.00, 1.01, 1.02], [1.05, 1.06, 1.07])
+    assert close.p_value == pytest.approx(0.1) and not close.significant
+    # the medians moved 50% but the samples overlap: not separated, not significant
+    overlap = time_test([1.0, 1.0, 1.6], [1.5, 1.5, 0.9])
+    assert not overlap.significant
+
+
+def test_larger_samples_use_the_rank_test_and_the_effect() -> None:
+    rng = np.random.default_rng(7)
+    before = _samples(rng, 10, 0.05)
+    slower = [x * 1.5 for x in _samples(rng, 10, 0.05)]
+    tt = time_test(before, slower)
+    assert tt.p_floor < 0.05 and tt.p_value < 0.001 and tt.significant
+    assert "rank test" in tt.rule
+    # a real but small (3%) shift is detected by the ranks yet below the minimum effect
+    tiny = time_test([1.00 + 0.001 * i for i in range(10)], [1.03 + 0.001 * i for i in range(10)])
+    assert tiny.p_value < 0.001 and not tiny.significant
+    assert time_test([1.0], [2.0, 2.1]) is None  # one sample: no test
+
+
+@pytest.mark.parametrize("n", [3, 10])
+@pytest.mark.parametrize("cv", [0.10, 0.25])
+def test_aa_false_positive_rate_is_low(n: int, cv: float) -> None:
+    rng = np.random.default_rng(1000 + n + int(100 * cv))
+    trials = 300
+    hits = sum(
+        time_test(_samples(rng, n, cv), _samples(rng, n, cv)).significant for _ in range(trials)
+    )
+    assert hits / trials <= 0.05
+
+
+@pytest.mark.parametrize(("n", "cv", "power"), [(3, 0.10, 0.8), (10, 0.10, 0.99), (10, 0.25, 0.8)])
+def test_a_one_and_a_half_times_slowdown_is_found(n: int, cv: float, power: float) -> None:
+    rng = np.random.default_rng(2000 + n + int(100 * cv))
+    trials = 300
+    hits = 0
+    for _ in range(trials):
+        tt = time_test(_samples(rng, n, cv), _samples(rng, n, cv, scale=1.5))
+        hits += tt.significant and tt.verdict == "slower"
+    assert hits / trials >= power
+
+
+# --------------------------------------------------------------------------- whole results
+
+
+def test_compare_calls_a_one_and_a_half_times_slowdown_significant() -> None:
+    before = [make_result(CI_CASE, seed=1, time_cv=0.10)]
+    after = [make_result(CI_CASE, seed=2, time_cv=0.10, time_scale={"checkpointed": 1.5})]
+    cell = compare(after, before).cells[0]
+    ckpt = cell.mode(Mode.CHECKPOINTED)
+    assert ckpt.time.significant and ckpt.time.verdict == "slower"
+    assert ckpt.time.change == pytest.approx(0.5, abs=0.2)
+    assert not cell.mode(Mode.NORMAL).time.significant
+    assert not ckpt.memory.changed
+
+
+def test_compare_calls_an_aa_rerun_not_significant() -> None:
+    for seed in range(20):
+        before = [make_result(CI_CASE, seed=100 + seed, time_cv=0.15)]
+        after = [make_result(CI_CASE, seed=200 + seed, time_cv=0.15)]
+        comparison = compare(after, before)
+        for mc in comparison.cells[0].modes:
+            assert not mc.memory.changed, (seed, mc)
+    # time: one seeded rerun, every mode
+    comparison = compare([make_result(CI_CASE, seed=5)], [make_result(CI_CASE, seed=6)])
+    assert [mc.time.verdict for mc in comparison.cells[0].modes] == ["no change"] * 3
+
+
+def test_memory_delta_tolerance_and_floor() -> None:
+    overhead = int(2.5 * MIB)
+    assert memory_delta(overhead, int(overhead * 1.2)).regressed  # +20%: 0.5 MiB > 0.25
+    assert not memory_delta(overhead, overhead + int(0.2 * MIB)).changed  # under the floor
+    big = 400 * MIB
+    assert not memory_delta(big, int(big * 1.04)).changed  # 4% < 5%
+    assert memory_delta(big, int(big * 1.06)).regressed
+    d = memory_delta(big, int(big * 0.9))
+    assert d.changed and not d.regressed and d.delta_rel == pytest.approx(-0.1)
+
+
+def test_injected_memory_regression_shows_in_the_deltas() -> None:
+    before = [make_result(CI_CASE, seed=1)]
+    after = [make_result(CI_CASE, seed=2, memory_scale={"checkpointed": 1.2})]
+    cell = compare(after, before).cells[0]
+    mem = cell.mode(Mode.CHECKPOINTED).memory
+    assert mem.regressed and mem.delta_rel == pytest.approx(0.2, abs=0.03)
+    assert not cell.mode(Mode.NORMAL).memory.changed
+    assert not cell.mode(Mode.BASELINE).memory.changed
+
+
+def test_cells_pair_by_key_and_host_and_reruns_pool() -> None:
+    before = [make_result(CI_CASE, seed=1, host="laptop")]
+    after = [make_result(CI_CASE, seed=2, host="ci")]
+    with pytest.raises(ValueError, match=r"no cell .* matches by key and host") as info:
+        compare(after, before)
+    assert "\n" not in str(info.value) and "laptop" in str(info.value)
+    assert len(compare(after, before, match_host=False).cells) == 1
+
+    before = [make_result(CI_CASE, seed=s) for s in (1, 2)] + [make_result(UNIFORM, seed=3)]
+    after = [make_result(CI_CASE, seed=s) for s in (4, 5, 6)]
+    comparison = compare(after, before)
+    assert len(comparison.cells) == 1
+    tt = comparison.cells[0].mode(Mode.NORMAL).time
+    assert (tt.n_before, tt.n_after) == (6, 9)
+    assert comparison.only_before == ((UNIFORM.key, "host-a"),)
+
+
+def test_results_table_recomputes_from_raw_samples() -> None:
+    result = make_result(CI_CASE, seed=3)
+    row = results_table([result]).iloc[0]
+    ckpt, normal = result.mode(Mode.CHECKPOINTED), result.mode(Mode.NORMAL)
+    t_ckpt = statistics.median(i.wall_time_s for i in ckpt.iterations)
+    t_norm = statistics.median(i.wall_time_s for i in normal.iterations)
+    assert row["slowdown"] == pytest.approx(t_ckpt / t_norm)
+    assert row["evaluations"] == row["evaluations_optimal"] == 256 + 663
+    assert row["forward_steps"] == row["forward_steps_optimal"]
+    assert row["status"] == "ok" and row["strategy"] == "revolve"
+    assert row["memory_savings"] == pytest.approx(44 / 2.5, rel=0.05)
+
+
+# --------------------------------------------------------------------------- IO + renderers
+
+
+def _sweep_dir(tmp_path: Path) -> Path:
+    config = parse_config("[case]\nsteps = 64\nhidden = 8\n[grid]\nsnaps = [4, 8]\n", "x.toml")
+    out = tmp_path / "sweep"
+    seeds = iter(range(100))
+    run_sweep(config, out, run_cell=lambda case, **_: make_result(case, seed=next(seeds)))
+    return out
+
+
+def test_load_results_from_folders_manifests_and_files(tmp_path: Path) -> None:
+    out = _sweep_dir(tmp_path)
+    assert len(load_results([out])) == 2
+    assert len(load_results([out / "sweep.json"])) == 2
+    files = sorted(out.glob("*.json"))  # a shell glob includes the manifest: it expands
+    assert len(load_results(files)) == 2
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    save_result(make_result(CI_CASE), plain / "one.json")
+    assert len(load_results([plain])) == 1
+
+
+def test_load_results_errors_are_one_line(tmp_path: Path) -> None:
+    foreign = tmp_path / "old.json"
+    foreign.write_text(json.dumps({"schema_version": 0, "case": {}}))
+    with pytest.raises(ValueError, match="schema_version 0 is not supported") as info:
+        load_results([foreign])
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="no such file"):
+        load_results([tmp_path / "missing.json"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no result files"):
+        load_results([tmp_path / "empty"])
+
+
+def test_renderers_table_markdown_csv() -> None:
+    before = [make_result(CI_CASE, seed=1), make_result(UNIFORM, seed=2)]
+    after = [
+        make_result(CI_CASE, seed=3, memory_scale={"checkpointed": 1.2}),
+        make_result(UNIFORM, seed=4),
+    ]
+    single = compare(after)
+    text = render(single, "table")
+    assert "lstm l=256 s=12 revolve" in text and "Before" not in text
+    assert "919 (919)" in text  # evaluations measured (optimal)
+    both = compare(after, before)
+    text = render(both, "table")
+    assert "CHANGED" in text and "Mann-Whitney" in text
+    md = render(both, "markdown")
+    assert md.count("\n|---") == 2 and "## Before → after" in md
+    csv = render(both, "csv").splitlines()
+    assert csv[0].startswith("key,host,mode,memory_before_bytes")
+    assert len(csv) == 1 + 2 * 3
+    assert len(render(single, "csv").splitlines()) == 3
+    with pytest.raises(ValueError, match="unknown format"):
+        render(single, "pdf")
+    assert set(FORMATS) == {"table", "markdown", "csv", "html"}
+
+
+def test_html_is_self_contained_with_embedded_png_plots() -> None:
+    before = [make_result(CI_CASE, seed=1), make_result(UNIFORM, seed=2)]
+    after = [make_result(CI_CASE, seed=3), make_result(UNIFORM, seed=4)]
+    page = render(compare(after, before), "html")
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    # trade-off (one group) + evaluations + one timeline per result
+    assert len(images) == 1 + 1 + 2
+    assert all(base64.b64decode(img)[:8] == b"\x89PNG\r\n\x1a\n" for img in images)
+    assert not re.search(r'(src|href)="(https?:|//|file:)', page)
+    assert "Before → after" in page
