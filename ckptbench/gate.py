@@ -1,0 +1,386 @@
+"""``ckptbench check``: the CI gate. Pass/fail per cell, a markdown summary, an exit code.
+
+What is checked, per cell (``case.key`` on one host):
+
+* **status** — every mode measured OK and the file holds all three modes (a failed, crashed,
+  timed-out or partial cell fails the gate);
+* **expectations** — the config's ``[expect]`` thresholds (``memory_savings_min``,
+  ``slowdown_max``, ``grad_max_rel_err_max``, ``forward_steps_exact``: the counted advances
+  and taped steps equal the planned schedule's, for revolve the binomial optimum);
+* **memory vs a reference** (``reference=``) — gated by default: the baseline's peak and the
+  normal/checkpointed overhead over baseline may not grow by more than
+  ``max(memory_tolerance * reference, memory_floor_bytes)`` (5% and 256 KiB by default:
+  peaks are stable to ~0.03 MiB, see ckptbench.compare). A reference cell with no result
+  fails (a lost cell); a new cell without reference passes with a note;
+* **time vs a reference** — only with ``time_tolerance`` (e.g. 0.25): a mode fails when it is
+  significantly slower by the rule of :func:`ckptbench.compare.time_test` with
+  ``min_effect = time_tolerance``. Time is never gated by default (DESIGN.md §4).
+
+Exit codes: 0 every check passed; 1 a regression, an unmet expectation or a failed cell.
+Bad input (unreadable files, nothing to compare) raises ``ValueError`` (the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ckptbench.analysis import summarize
+from ckptbench.compare import (
+    ALPHA,
+    MEMORY_FLOOR_BYTES,
+    MEMORY_TOLERANCE,
+    MIB,
+    PooledCell,
+    load_results,
+    memory_delta,
+    pool_results,
+    time_test,
+)
+from ckptbench.config import Expect, SweepConfig, load_config
+from ckptbench.results import MODES, Case, Mode, RunResult
+from ckptbench.revolve import make_schedule, replay
+
+__all__ = ["GateLine", "GateReport", "check", "expectations_from_manifests", "run_check"]
+
+ExpectSource = Expect | SweepConfig | Mapping[str, Expect] | Callable[[Case], Expect] | None
+
+
+@dataclass(frozen=True)
+class GateLine:
+    """One check of one cell."""
+
+    key: str
+    host: str
+    check: str  # "status", "memory_savings_min", "memory:normal", "time:checkpointed", ...
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class GateReport:
+    lines: tuple[GateLine, ...]
+    notes: tuple[str, ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failures(self) -> tuple[GateLine, ...]:
+        return tuple(line for line in self.lines if not line.passed)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    @property
+    def cells(self) -> tuple[tuple[str, str], ...]:
+        return tuple(dict.fromkeys((line.key, line.host) for line in self.lines))
+
+    def _headline(self) -> str:
+        n_cells, n_checks = len(self.cells), len(self.lines)
+        if self.passed:
+            return f"ckptbench check: PASSED ({n_checks} checks on {n_cells} cells)"
+        failed_cells = len({(f.key, f.host) for f in self.failures})
+        return (
+            f"ckptbench check: FAILED ({len(self.failures)} of {n_checks} checks, "
+            f"{failed_cells} of {n_cells} cells)"
+        )
+
+    def text(self) -> str:
+        """Plain lines: the headline, then one line per check (failures first)."""
+        out = [self._headline()]
+        ordered = sorted(self.lines, key=lambda line: line.passed)
+        for line in ordered:
+            word = "ok  " if line.passed else "FAIL"
+            host = f"@{line.host}" if line.host else ""
+            out.append(f"{word} {line.key}{host} {line.check}: {line.detail}")
+        out.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(out) + "\n"
+
+    def markdown(self) -> str:
+        """A summary for a CI job page: headline, failures with numbers, every check folded."""
+
+        def row(line: GateLine) -> str:
+            mark = "pass" if line.passed else "**FAIL**"
+            cell = f"`{line.key}`" + (f" ({line.host})" if line.host else "")
+            return f"| {mark} | {cell} | {line.check} | {line.detail.replace('|', '/')} |"
+
+        head = "| result | cell | check | numbers |\n|---|---|---|---|"
+        out = [f"### {self._headline()}", ""]
+        if self.failures:
+            out += ["#### Failures", "", head, *(row(f) for f in self.failures), ""]
+        out += ["<details><summary>All checks</summary>", "", head]
+        out += [row(line) for line in self.lines]
+        out += ["", "</details>", ""]
+        s = self.settings
+        if s:
+            time_rule = (
+                f"time gated at +{s['time_tolerance']:.0%} (rank test + effect)"
+                if s.get("time_tolerance")
+                else "time not gated"
+            )
+            out.append(
+                f"Memory tolerance {s['memory_tolerance']:.0%} with a "
+                f"{s['memory_floor_bytes'] / MIB:.2f} MiB floor; {time_rule}."
+            )
+        out += [f"- {n}" for n in self.notes]
+        return "\n".join(out).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- expectations
+
+
+def _expect_for(source: ExpectSource, case: Case) -> Expect | None:
+    if source is None:
+        return None
+    if isinstance(source, Expect):
+        return source
+    if isinstance(source, SweepConfig):
+        return source.expect_for(case)
+    if isinstance(source, Mapping):
+        return source.get(case.strategy, source.get("*"))
+    return source(case)
+
+
+@lru_cache(maxsize=256)
+def _planned(strategy: str, steps: int, snaps: int) -> tuple[int, int]:
+    """(advances, taped) the schedule of a cell performs: what the executor must count."""
+    stats = replay(make_schedule(strategy, steps, snaps), steps, snaps)
+    return stats.advances, stats.taped
+
+
+def _fmt(v: float | None, spec: str = ".3g") -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
+    c = result.case
+    s = summarize(c, result.modes)
+    out = []
+
+    def add(name: str, passed: bool, detail: str) -> None:
+        out.append(GateLine(c.key, result.host, name, passed, detail))
+
+    if expect.memory_savings_min is not None:
+        v = s["memory_savings"]
+        ok = v is not None and v >= expect.memory_savings_min
+        add("memory_savings_min", ok, f"{_fmt(v, '.2f')}x >= {expect.memory_savings_min:g}x")
+    if expect.slowdown_max is not None:
+        v = s["slowdown"]
+        ok = v is not None and v <= expect.slowdown_max
+        add("slowdown_max", ok, f"{_fmt(v, '.2f')}x <= {expect.slowdown_max:g}x")
+    if expect.grad_max_rel_err_max is not None:
+        v = s["grad_max_rel_err"]
+        ok = v is not None and v <= expect.grad_max_rel_err_max
+        add("grad_max_rel_err_max", ok, f"{_fmt(v, '.2e')} <= {expect.grad_max_rel_err_max:.1e}")
+    if expect.forward_steps_exact:
+        ckpt = result.mode(Mode.CHECKPOINTED)
+        counters = ckpt.counters if ckpt is not None else {}
+        adv, taped = counters.get("steps_advanced"), counters.get("steps_taped")
+        want_adv, want_taped = _planned(c.strategy, c.steps, min(c.snaps, c.steps))
+        ok = adv == want_adv and taped == want_taped
+        add(
+            "forward_steps_exact",
+            ok,
+            f"advanced {_fmt(adv, 'd')} taped {_fmt(taped, 'd')}; "
+            f"schedule plans {want_adv} and {want_taped}",
+        )
+    return out
+
+
+def _status_line(result: RunResult) -> GateLine:
+    missing = [m.value for m in MODES if result.mode(m) is None]
+    bad = [f"{m.mode.value}: {m.status.value}" for m in result.modes if not m.ok]
+    if missing:
+        detail, ok = f"incomplete: no {', '.join(missing)} (interrupted sweep?)", False
+    elif bad:
+        first = next(m for m in result.modes if not m.ok)
+        reason = f" ({first.error.splitlines()[0]})" if first.error else ""
+        detail, ok = "; ".join(bad) + reason, False
+    else:
+        detail, ok = "all modes measured", True
+    return GateLine(result.case.key, result.host, "status", ok, detail)
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def _memory_lines(ref: PooledCell, cur: PooledCell, tolerance: float, floor: int) -> list[GateLine]:
+    out = []
+    for mode in MODES:
+        what = "peak" if mode is Mode.BASELINE else "overhead"
+        before, after = ref.memory(mode), cur.memory(mode)
+        name = f"memory:{mode.value}"
+        if before is None or after is None:
+            side = "reference" if before is None else "result"
+            out.append(
+                GateLine(cur.case.key, cur.host, name, after is not None, f"no {side} {what}")
+            )
+            continue
+        d = memory_delta(before, after, tolerance=tolerance, floor_bytes=floor)
+        rel = f" ({d.delta_rel:+.1%})" if d.delta_rel is not None else ""
+        detail = (
+            f"{what} {before / MIB:.2f} -> {after / MIB:.2f} MiB, "
+            f"{d.delta_bytes / MIB:+.2f} MiB{rel}; limit +{d.limit_bytes / MIB:.2f} MiB"
+        )
+        if d.changed and not d.regressed:
+            detail += " (improved: consider updating the reference)"
+        out.append(GateLine(cur.case.key, cur.host, name, not d.regressed, detail))
+    return out
+
+
+def _time_lines(
+    ref: PooledCell, cur: PooledCell, tolerance: float, alpha: float
+) -> tuple[list[GateLine], bool]:
+    """The time checks of one cell, and whether the samples were too few for the rank test."""
+    out = []
+    small = False
+    for mode in (Mode.NORMAL, Mode.CHECKPOINTED):
+        tt = time_test(ref.times(mode), cur.times(mode), min_effect=tolerance, alpha=alpha)
+        name = f"time:{mode.value}"
+        if tt is None:
+            out.append(GateLine(cur.case.key, cur.host, name, True, "too few samples to test"))
+            continue
+        small = small or tt.p_floor > alpha
+        slower = tt.significant and tt.change > 0
+        detail = (
+            f"median {tt.before_median_s:.4f} -> {tt.after_median_s:.4f} s ({tt.change:+.1%}), "
+            f"p={tt.p_value:.3f} n={tt.n_before}v{tt.n_after}: {tt.verdict}"
+        )
+        out.append(GateLine(cur.case.key, cur.host, name, not slower, detail))
+    return out, small
+
+
+def check(
+    results: Sequence[RunResult],
+    reference: Sequence[RunResult] | None = None,
+    memory_tolerance: float = MEMORY_TOLERANCE,
+    memory_floor_bytes: int = MEMORY_FLOOR_BYTES,
+    time_tolerance: float | None = None,
+    expect: ExpectSource = None,
+    *,
+    alpha: float = ALPHA,
+    match_host: bool = True,
+) -> GateReport:
+    """Gate ``results`` (see the module docstring). Raises ``ValueError`` on bad input:
+    no results, negative tolerances, or a reference of which no cell matches."""
+    if not results:
+        raise ValueError("no results to check")
+    if not 0 <= memory_tolerance < 10:
+        raise ValueError(
+            f"memory tolerance must be a fraction such as 0.05, got {memory_tolerance!r}"
+        )
+    if memory_floor_bytes < 0:
+        raise ValueError(f"memory floor must be >= 0 bytes, got {memory_floor_bytes!r}")
+    if time_tolerance is not None and not 0 < time_tolerance < 10:
+        raise ValueError(f"time tolerance must be a fraction such as 0.25, got {time_tolerance!r}")
+    lines: list[GateLine] = []
+    notes: list[str] = []
+    for r in results:
+        lines.append(_status_line(r))
+        exp = _expect_for(expect, r.case)
+        if exp is not None:
+            lines.extend(_expect_lines(r, exp))
+    if reference:
+        cur, ref = pool_results(results, match_host), pool_results(reference, match_host)
+        common = [k for k in cur if k in ref]
+        if not common:
+            hosts = (sorted({h for _, h in ref}), sorted({h for _, h in cur}))
+            extra = f" (hosts: reference {hosts[0]}, results {hosts[1]})" if match_host else ""
+            raise ValueError(f"no cell of the results matches the reference{extra}")
+        small_samples = False
+        for k in common:
+            lines.extend(_memory_lines(ref[k], cur[k], memory_tolerance, memory_floor_bytes))
+            if time_tolerance is not None:
+                time_lines, small = _time_lines(ref[k], cur[k], time_tolerance, alpha)
+                lines.extend(time_lines)
+                small_samples = small_samples or small
+        if small_samples:
+            notes.append(
+                f"time: too few iterations for the rank test to reach p <= {alpha:g} (3 vs 3 "
+                f"gives at best 0.1), so only slowdowns that separate the samples by "
+                f"{time_tolerance:.0%} fail; use repeats >= 5 for a sharper time gate"
+            )
+        for key, host in ref:
+            if (key, host) not in cur:
+                lines.append(
+                    GateLine(key, host, "present", False, "in the reference but not measured")
+                )
+        new = [f"{k}@{h}" if h else k for k, h in cur if (k, h) not in ref]
+        if new:
+            notes.append(f"{len(new)} cell(s) without reference: {', '.join(new)}")
+    settings = {
+        "memory_tolerance": memory_tolerance,
+        "memory_floor_bytes": memory_floor_bytes,
+        "time_tolerance": time_tolerance,
+        "alpha": alpha,
+        "match_host": match_host,
+        "reference": bool(reference),
+    }
+    return GateReport(tuple(lines), tuple(notes), settings)
+
+
+# --------------------------------------------------------------------------- CLI entry
+
+
+def expectations_from_manifests(paths: Iterable[str | Path]) -> dict[str, Expect] | None:
+    """The ``[expect]`` tables recorded in the sweep manifests among ``paths`` (a folder or
+    its ``sweep.json``), as {strategy or "*": Expect}; None when there is none."""
+    found: dict[str, Expect] | None = None
+    for raw in paths:
+        p = Path(raw)
+        manifest = p / "sweep.json" if p.is_dir() else p
+        if manifest.name != "sweep.json" or not manifest.exists():
+            continue
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+            cfg = data["config"]
+            table = {"*": Expect(**cfg.get("expect", {}))}
+            for strategy, values in cfg.get("expect_by_strategy", {}).items():
+                table[strategy] = Expect(**values)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{manifest}: unreadable sweep manifest ({err})") from None
+        if found is not None and found != table:
+            raise ValueError(f"{manifest}: expectations differ from another sweep's; pass --config")
+        found = table
+    if found is not None and all(e.empty for e in found.values()):
+        return None
+    return found
+
+
+def run_check(
+    results: Sequence[str | Path],
+    *,
+    against: Sequence[str | Path] | None = None,
+    config: str | Path | None = None,
+    memory_tolerance: float = MEMORY_TOLERANCE,
+    memory_floor_bytes: int = MEMORY_FLOOR_BYTES,
+    time_tolerance: float | None = None,
+    match_host: bool = True,
+) -> GateReport:
+    """Load and gate: ``results`` and ``against`` are files, sweep folders or manifests; the
+    expectations come from ``config`` (a sweep TOML) or else from the results' sweep
+    manifest. Every input problem is a one-line ``ValueError``."""
+    current = load_results(results)
+    reference = load_results(against) if against else None
+    expect: ExpectSource = load_config(config) if config else expectations_from_manifests(results)
+    report = check(
+        current,
+        reference,
+        memory_tolerance=memory_tolerance,
+        memory_floor_bytes=memory_floor_bytes,
+        time_tolerance=time_tolerance,
+        expect=expect,
+        match_host=match_host,
+    )
+    if expect is None:
+        note = "no [expect] thresholds (pass --config or check a sweep folder)"
+        report = GateReport(report.lines, (*report.notes, note), report.settings)
+    return report

@@ -1,0 +1,180 @@
+"""Tests for ckptbench.gate: the memory gate, expectations, opt-in time gate, reports."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from _synthetic import CI_CASE, make_result
+
+from ckptbench.config import Expect, load_config
+from ckptbench.gate import check, expectations_from_manifests, run_check
+from ckptbench.results import Mode, Status, save_result
+from ckptbench.revolve import optimal_forward_steps
+from ckptbench.sweep import run_sweep
+
+CI_CONFIG = load_config(Path(__file__).resolve().parents[1] / "configs" / "ci.toml")
+CELLS = CI_CONFIG.cases  # lstm revolve, rnn revolve
+
+# overheads over baseline and checkpointed iteration times of the CI cells (dev machine)
+PROFILE = {
+    "lstm": ({"normal": 61 << 20, "checkpointed": int(2.9 * 2**20)}, 1.3),
+    "rnn": ({"normal": int(20.8 * 2**20), "checkpointed": int(2.0 * 2**20)}, 0.45),
+}
+
+
+def _sweep(seed: int, host: str = "ci-runner", *, cell: int = 0, repeats: int = 3, **kw) -> list:
+    """One synthetic run of the CI sweep; memory_scale/time_scale apply to cell ``cell``."""
+    out = []
+    for i, case in enumerate(CELLS):
+        overhead, ckpt_time = PROFILE[case.model]
+        out.append(
+            make_result(
+                case.with_(repeats=repeats),
+                seed=seed * 10 + i,
+                host=host,
+                overhead=overhead,
+                times={"checkpointed": ckpt_time},
+                time_cv=kw.get("time_cv", 0.20),
+                memory_scale=kw.get("memory_scale") if i == cell else None,
+                time_scale=kw.get("time_scale") if i == cell else None,
+            )
+        )
+    return out
+
+
+def test_shipped_ci_expectations_pass_on_a_healthy_sweep() -> None:
+    report = check(_sweep(1), expect=CI_CONFIG)
+    assert report.exit_code == 0, report.text()
+    names = {line.check for line in report.lines}
+    assert {"status", "memory_savings_min", "slowdown_max", "forward_steps_exact"} <= names
+
+
+def test_twenty_rechecks_of_identical_reruns_all_pass() -> None:
+    reference = _sweep(0)
+    for k in range(1, 21):
+        report = check(_sweep(k), reference, expect=CI_CONFIG)
+        assert report.exit_code == 0, report.text()
+        assert sum(line.check.startswith("memory:") for line in report.lines) == 6
+
+
+def test_a_twenty_percent_memory_regression_fails() -> None:
+    reference = _sweep(0)
+    for cell in (0, 1):
+        regressed = _sweep(1, memory_scale={"checkpointed": 1.2}, cell=cell)
+        report = check(regressed, reference, expect=CI_CONFIG)
+        assert report.exit_code == 1
+        [failure] = report.failures
+        assert failure.key == CELLS[cell].key and failure.check == "memory:checkpointed"
+        growth = float(re.search(r"MiB \(\+([0-9.]+)%\)", failure.detail).group(1))
+        assert 15 < growth < 25
+    md = report.markdown()
+    assert "FAILED" in md and "#### Failures" in md and CELLS[1].key in md.split("<details>")[0]
+
+
+def test_smaller_regressions_within_tolerance_pass() -> None:
+    reference = _sweep(0)
+    report = check(_sweep(1, memory_scale={"normal": 1.03}), reference)
+    assert report.exit_code == 0, report.text()
+    improved = check(_sweep(1, memory_scale={"checkpointed": 0.7}), reference)
+    assert improved.exit_code == 0 and "improved" in improved.text()
+
+
+def test_time_is_not_gated_by_default_but_can_be() -> None:
+    # 5 vs 5 repeats: the rank test can reach p <= 0.05, so a 1.5x slowdown is caught
+    reference = _sweep(0, repeats=5, time_cv=0.10)
+    slow = _sweep(1, repeats=5, time_cv=0.10, time_scale={"checkpointed": 1.5})
+    assert check(slow, reference).exit_code == 0
+    report = check(slow, reference, time_tolerance=0.25)
+    assert report.exit_code == 1
+    assert [f.check for f in report.failures] == ["time:checkpointed"]
+    same = check(_sweep(2, repeats=5, time_cv=0.10), reference, time_tolerance=0.25)
+    assert same.exit_code == 0, same.text()
+    # 3 vs 3: only a change that separates the samples by the tolerance is caught; say so
+    reference = _sweep(0, time_cv=0.10)
+    report = check(
+        _sweep(1, time_cv=0.10, time_scale={"normal": 2.0}), reference, time_tolerance=0.25
+    )
+    assert [f.check for f in report.failures] == ["time:normal"]
+    assert any("repeats" in n for n in report.notes)
+    assert check(_sweep(2, time_cv=0.10), reference, time_tolerance=0.25).exit_code == 0
+
+
+def test_failed_and_partial_cells_fail() -> None:
+    crashed = make_result(CELLS[0], status={"checkpointed": Status.TIMEOUT})
+    partial = make_result(CELLS[1], modes=(Mode.BASELINE,))
+    report = check([crashed, partial])
+    assert report.exit_code == 1
+    details = {f.key: f.detail for f in report.failures}
+    assert "checkpointed: timeout (simulated failure)" in details[CELLS[0].key]
+    assert "incomplete" in details[CELLS[1].key]
+
+
+def test_each_expectation_can_fail() -> None:
+    result = _sweep(1)[0]
+    ckpt = result.mode(Mode.CHECKPOINTED)
+    bad_counts = replace(ckpt, counters={**ckpt.counters, "steps_advanced": 700})
+    wrong = replace(result, modes=(*result.modes[:2], replace(bad_counts, grad_max_rel_err=1e-3)))
+    expect = Expect(
+        memory_savings_min=100.0,
+        slowdown_max=0.1,
+        grad_max_rel_err_max=1e-8,
+        forward_steps_exact=True,
+    )
+    report = check([wrong], expect=expect)
+    assert sorted(f.check for f in report.failures) == [
+        "forward_steps_exact",
+        "grad_max_rel_err_max",
+        "memory_savings_min",
+        "slowdown_max",
+    ]
+    assert f"schedule plans {optimal_forward_steps(256, 16)}" in report.text()
+
+
+def test_missing_and_unmatched_cells() -> None:
+    reference = _sweep(0)
+    report = check(_sweep(1)[:1], reference)
+    assert [(f.key, f.check) for f in report.failures] == [(CELLS[1].key, "present")]
+    with pytest.raises(ValueError, match="no cell of the results matches") as info:
+        check(_sweep(1, host="laptop"), reference)
+    assert "\n" not in str(info.value)
+    assert check(_sweep(1, host="laptop"), reference, match_host=False).exit_code == 0
+    with pytest.raises(ValueError, match="no results"):
+        check([])
+
+
+def test_run_check_reads_expectations_from_the_sweep_manifest(tmp_path: Path) -> None:
+    runs = iter(_sweep(1))
+    outcome = run_sweep(CI_CONFIG, tmp_path / "new", run_cell=lambda case, **_: next(runs))
+    assert outcome.exit_code == 0
+    table = expectations_from_manifests([tmp_path / "new"])
+    assert table["*"] == CI_CONFIG.expect
+    ref_dir = tmp_path / "ref"
+    for r in _sweep(0):
+        save_result(r, ref_dir / f"{r.case.key}.json")
+    report = run_check([tmp_path / "new"], against=[ref_dir])
+    assert report.exit_code == 0, report.text()
+    assert any(line.check == "memory_savings_min" for line in report.lines)
+    # a stricter config on the command line wins over the manifest
+    strict = tmp_path / "strict.toml"
+    strict.write_text("[grid]\nsnaps = [4]\n[expect]\nmemory_savings_min = 50\n")
+    assert run_check([tmp_path / "new"], config=strict).exit_code == 1
+    # bad input is a ValueError (exit 2 in the CLI), not a failed gate
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text('{"schema_version": 2}')
+    with pytest.raises(ValueError, match="schema_version 2"):
+        run_check([foreign])
+
+
+def test_markdown_summary_of_a_passing_gate() -> None:
+    md = check(_sweep(1), _sweep(0), expect=CI_CONFIG).markdown()
+    assert md.startswith("### ckptbench check: PASSED")
+    assert "Failures" not in md and "<details>" in md and "time not gated" in md
+    assert md.count("| pass |") == len(check(_sweep(1), _sweep(0), expect=CI_CONFIG).lines)
+
+
+def test_check_accepts_the_ci_case_fixture() -> None:
+    # the fixture the other tests build on is itself a valid, passing cell
+    assert check([make_result(CI_CASE)], expect=CI_CONFIG).exit_code == 0
