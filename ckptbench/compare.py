@@ -43,7 +43,7 @@ import json
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +148,8 @@ class TimeTest:
     n_after: int
     significant: bool
     rule: str  # which criterion decided (see the module docstring)
+    processes_before: int = 1  # worker processes whose iterations were pooled
+    processes_after: int = 1
 
     @property
     def verdict(self) -> str:
@@ -260,11 +262,16 @@ class PooledCell:
         base = self.peak(Mode.BASELINE)
         return None if base is None else peak - base
 
+    def processes(self, mode: Mode) -> int:
+        return sum(1 for r in self.results if (m := r.mode(mode)) is not None and m.ok)
+
     def ok(self, mode: Mode) -> bool:
         return all((m := r.mode(mode)) is not None and m.ok for r in self.results)
 
 
-def _pool(results: Iterable[RunResult], match_host: bool) -> dict[tuple[str, str], PooledCell]:
+def pool_results(
+    results: Iterable[RunResult], match_host: bool
+) -> dict[tuple[str, str], PooledCell]:
     groups: dict[tuple[str, str], list[RunResult]] = {}
     for r in results:
         groups.setdefault((r.case.key, r.host if match_host else ""), []).append(r)
@@ -306,6 +313,12 @@ def compare_cells(
         if mb is not None and ma is not None:
             mem = memory_delta(mb, ma, tolerance=memory_tolerance, floor_bytes=memory_floor_bytes)
         tt = time_test(before.times(mode), after.times(mode), min_effect=min_effect, alpha=alpha)
+        if tt is not None:
+            tt = replace(
+                tt,
+                processes_before=before.processes(mode),
+                processes_after=after.processes(mode),
+            )
         note = ""
         if not before.ok(mode) or not after.ok(mode):
             side = "before" if not before.ok(mode) else "after"
@@ -439,7 +452,7 @@ def compare(
     }
     if not before:
         return Comparison(after=tuple(after), settings=settings)
-    a, b = _pool(after, match_host), _pool(before, match_host)
+    a, b = pool_results(after, match_host), pool_results(before, match_host)
     common = [k for k in a if k in b]
     if not common:
         hosts_a = sorted({h for _, h in a}) if match_host else []
@@ -601,8 +614,24 @@ def _rule_text(comparison: Comparison) -> str:
     )
 
 
+def _single_process_note(comparison: Comparison) -> list[str]:
+    single = any(
+        mc.time is not None and min(mc.time.processes_before, mc.time.processes_after) < 2
+        for cell in comparison.cells
+        for mc in cell.modes
+    )
+    if not single:
+        return []
+    return [
+        "Times come from one worker process per side: a whole process running slow (other "
+        "load on the machine) shifts all its iterations and is not in the samples. Rerun the "
+        "sweep into a second folder and pass both (files of one cell on one host pool) "
+        "before trusting a time verdict."
+    ]
+
+
 def _unmatched(comparison: Comparison) -> list[str]:
-    out = []
+    out = _single_process_note(comparison)
     for label, keys in (
         ("only before", comparison.only_before),
         ("only after", comparison.only_after),
