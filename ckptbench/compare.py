@@ -385,6 +385,7 @@ class Comparison:
     only_before: tuple[tuple[str, str], ...] = ()  # (key, host) with no match in after
     only_after: tuple[tuple[str, str], ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # e.g. paired cells measured with other settings
 
     @property
     def has_before(self) -> bool:
@@ -477,7 +478,28 @@ def compare(
         only_before=tuple(k for k in b if k not in a),
         only_after=tuple(k for k in a if k not in b),
         settings=settings,
+        notes=tuple(settings_notes(b, a, common)),
     )
+
+
+#: Case fields outside case.key that still change what is measured.
+SETTINGS_FIELDS = ("warmup", "repeats", "threads", "sample_interval_s")
+
+
+def settings_notes(
+    before: dict[tuple[str, str], PooledCell],
+    after: dict[tuple[str, str], PooledCell],
+    keys: Iterable[tuple[str, str]],
+) -> list[str]:
+    """Paired cells whose files disagree on settings the key leaves out (e.g. BLAS threads)."""
+    notes = []
+    for k in keys:
+        cases = [r.case for r in (*before[k].results, *after[k].results)]
+        differ = [f for f in SETTINGS_FIELDS if len({getattr(c, f) for c in cases}) > 1]
+        if differ:
+            values = "; ".join(f"{f} {sorted({getattr(c, f) for c in cases})}" for f in differ)
+            notes.append(f"{k[0]}: paired files were measured with different {values}")
+    return notes
 
 
 # --------------------------------------------------------------------------- formatting
@@ -631,7 +653,7 @@ def _single_process_note(comparison: Comparison) -> list[str]:
 
 
 def _unmatched(comparison: Comparison) -> list[str]:
-    out = _single_process_note(comparison)
+    out = [*comparison.notes, *_single_process_note(comparison)]
     for label, keys in (
         ("only before", comparison.only_before),
         ("only after", comparison.only_after),

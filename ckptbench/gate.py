@@ -39,6 +39,7 @@ from ckptbench.compare import (
     load_results,
     memory_delta,
     pool_results,
+    settings_notes,
     time_test,
 )
 from ckptbench.config import Expect, SweepConfig, load_config
@@ -313,6 +314,7 @@ def check(
                 lines.append(
                     GateLine(key, host, "present", False, "in the reference but not measured")
                 )
+        notes.extend(settings_notes(ref, cur, common))
         new = [f"{k}@{h}" if h else k for k, h in cur if (k, h) not in ref]
         if new:
             notes.append(f"{len(new)} cell(s) without reference: {', '.join(new)}")

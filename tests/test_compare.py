@@ -149,6 +149,12 @@ def test_cells_pair_by_key_and_host_and_reruns_pool() -> None:
     assert "one worker process per side" not in render(comparison, "table")
     single = compare([make_result(CI_CASE, seed=7)], [make_result(CI_CASE, seed=8)])
     assert "one worker process per side" in render(single, "table")
+    assert single.notes == ()
+    threads = compare([make_result(CI_CASE.with_(threads=2))], [make_result(CI_CASE)])
+    assert threads.notes == (
+        f"{CI_CASE.key}: paired files were measured with different threads [1, 2]",
+    )
+    assert threads.notes[0] in render(threads, "markdown")
     assert comparison.only_before == ((UNIFORM.key, "host-a"),)
 
 

@@ -141,6 +141,10 @@ def test_missing_and_unmatched_cells() -> None:
         check(_sweep(1, host="laptop"), reference)
     assert "\n" not in str(info.value)
     assert check(_sweep(1, host="laptop"), reference, match_host=False).exit_code == 0
+    other_threads = [replace(r, case=r.case.with_(threads=2)) for r in _sweep(1)]
+    report = check(other_threads, reference)
+    assert report.exit_code == 0 and len(report.notes) == 2
+    assert all("different threads [1, 2]" in n for n in report.notes)
     with pytest.raises(ValueError, match="no results"):
         check([])
 
