@@ -372,7 +372,25 @@ def results_table(results: Sequence[RunResult]) -> pd.DataFrame:
                 else ", ".join(f"{m}: {st}" for m, st in s["status"].items() if st != "ok"),
             }
         )
-    return pd.DataFrame(rows)
+    return _with_int_columns(pd.DataFrame(rows))
+
+
+def _with_int_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """Byte and count columns as nullable integers (a missing value would make them floats)."""
+    for col in df.columns:
+        if col.endswith("_bytes") or col in {
+            "forward_steps",
+            "forward_steps_optimal",
+            "evaluations",
+            "evaluations_optimal",
+            "n_before",
+            "n_after",
+        }:
+            df[col] = df[col].astype("Int64")
+    for col in ("memory_changed", "time_significant"):
+        if col in df.columns:
+            df[col] = df[col].astype("boolean")
+    return df
 
 
 @dataclass(frozen=True)
@@ -421,7 +439,7 @@ class Comparison:
                         "note": mc.note,
                     }
                 )
-        return pd.DataFrame(rows)
+        return _with_int_columns(pd.DataFrame(rows))
 
 
 def compare(
@@ -506,15 +524,22 @@ def settings_notes(
 
 
 def _mib(n: Any, signed: bool = False) -> str:
-    if n is None or (isinstance(n, float) and math.isnan(n)):
+    if _missing(n):
         return "-"
     return f"{n / MIB:+.2f}" if signed else f"{n / MIB:.2f}"
 
 
-def _num(v: Any, fmt: str) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+def _missing(v: Any) -> bool:
+    return v is None or bool(pd.isna(v))
+
+
+def _num(v: Any, fmt: str, suffix: str = "") -> str:
+    """Format a number; "-" for None/NaN (pandas turns a missing int into a float NaN)."""
+    if _missing(v):
         return "-"
-    return format(v, fmt)
+    if fmt == "d":
+        v = int(v)
+    return format(v, fmt) + suffix
 
 
 def _cell_rows(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
@@ -534,7 +559,7 @@ def _cell_rows(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     ]
     rows = []
     for r in df.to_dict("records"):
-        evals = _num(r["evaluations"], "d") if r["evaluations"] is not None else "-"
+        evals = _num(r["evaluations"], "d")
         rows.append(
             [
                 f"{r['model']} l={r['steps']} s={r['snaps']} {r['strategy']}",
@@ -544,9 +569,9 @@ def _cell_rows(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
                 _mib(r["checkpointed_overhead_bytes"]),
                 _num(r["normal_time_s"], ".3f"),
                 _num(r["checkpointed_time_s"], ".3f"),
-                _num(r["slowdown"], ".2f") + ("x" if r["slowdown"] is not None else ""),
-                _num(r["memory_savings"], ".1f") + ("x" if r["memory_savings"] is not None else ""),
-                f"{evals} ({r['evaluations_optimal']})",
+                _num(r["slowdown"], ".2f", "x"),
+                _num(r["memory_savings"], ".1f", "x"),
+                f"{evals} ({_num(r['evaluations_optimal'], 'd')})",
                 _num(r["grad_max_rel_err"], ".1e"),
                 r["status"],
             ]

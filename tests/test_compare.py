@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import csv
+import io
 import json
 import re
 import statistics
@@ -22,7 +24,7 @@ from ckptbench.compare import (
     time_test,
 )
 from ckptbench.config import parse_config
-from ckptbench.results import Mode, save_result
+from ckptbench.results import Mode, Status, save_result
 from ckptbench.sweep import run_sweep
 
 UNIFORM = CI_CASE.with_(strategy="uniform")
@@ -222,9 +224,9 @@ def test_renderers_table_markdown_csv() -> None:
     assert "CHANGED" in text and "Mann-Whitney" in text
     md = render(both, "markdown")
     assert md.count("\n|---") == 2 and "## Before → after" in md
-    csv = render(both, "csv").splitlines()
-    assert csv[0].startswith("key,host,mode,memory_before_bytes")
-    assert len(csv) == 1 + 2 * 3
+    csv_lines = render(both, "csv").splitlines()
+    assert csv_lines[0].startswith("key,host,mode,memory_before_bytes")
+    assert len(csv_lines) == 1 + 2 * 3
     assert len(render(single, "csv").splitlines()) == 3
     with pytest.raises(ValueError, match="unknown format"):
         render(single, "pdf")
@@ -242,3 +244,20 @@ def test_html_is_self_contained_with_embedded_png_plots() -> None:
     assert all(base64.b64decode(img)[:8] == b"\x89PNG\r\n\x1a\n" for img in images)
     assert not re.search(r'(src|href)="(https?:|//|file:)', page)
     assert "Before → after" in page
+
+
+def test_renderers_survive_failed_cells() -> None:
+    crashed = make_result(UNIFORM, seed=2, status={"checkpointed": Status.CRASHED})
+    results = [make_result(CI_CASE, seed=1), crashed]
+    comparison = compare(results, [make_result(CI_CASE, seed=3), make_result(UNIFORM, seed=4)])
+    text = render(comparison, "table")
+    assert "checkpointed: crashed" in text and "- (919)" in text
+    assert "did not measure OK after" in text
+    table_csv = render(compare(results), "csv").splitlines()
+    assert table_csv[2].split(",")[10] == ""  # no checkpointed overhead, not "nan"
+    rows = list(csv.DictReader(io.StringIO(render(comparison, "csv"))))
+    for row in rows:  # byte counts stay integers even next to a missing value
+        assert re.fullmatch(r"-?\d*", row["memory_delta_bytes"]) and re.fullmatch(
+            r"\d*", row["n_after"]
+        )
+    assert render(comparison, "html").count("data:image/png;base64,") == 4
