@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import Enum
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ from ckptbench.results import (
     save_result,
     write_atomic,
 )
+from ckptbench.revolve import make_schedule, replay
 
 __all__ = [
     "MANIFEST_KIND",
@@ -67,6 +69,7 @@ __all__ = [
     "SweepError",
     "SweepOutcome",
     "SweepProgress",
+    "cell_cost",
     "cell_path",
     "run_sweep",
 ]
@@ -178,8 +181,9 @@ class SweepProgress:
     """A progress event: ``event`` is "cell-start", "mode-start", "mode-done" or "cell-done".
 
     ``done``/``total`` count the cells this sweep measures (kept cells excluded); ``eta_s``
-    is elapsed time per finished cell times the cells left (None before the first finishes),
-    so with Dask it reflects the cluster's parallelism.
+    is the elapsed time scaled by the work left over the work done, work being
+    :func:`cell_cost` (None before the first cell finishes); with Dask the elapsed time
+    already reflects the cluster's parallelism.
     """
 
     event: str
@@ -347,7 +351,7 @@ def run_sweep(
     started = datetime.now(UTC).isoformat(timespec="seconds")
     manifest = _write_manifest(config, out, cells, started)
     clock0 = time.monotonic()
-    state = _Progress(progress, len(to_run), clock0)
+    state = _Progress(progress, [cells[i].case for i in to_run], clock0)
 
     def finished(index: int, outcome: CellOutcome) -> None:
         cells[index] = outcome
@@ -375,18 +379,44 @@ def run_sweep(
     )
 
 
+def cell_cost(case: Case) -> int:
+    """Rough work of measuring a cell, in untaped step evaluations, for the ETA: per
+    iteration the baseline's forward sweep (l), the taped sweep and its reverse in normal and
+    checkpointed mode (~3l each) and the schedule's recomputation (its planned advances)."""
+    return (case.warmup + case.repeats) * (7 * case.steps + _planned_advances(case))
+
+
+@lru_cache(maxsize=1024)
+def _planned_advances_of(strategy: str, steps: int, snaps: int) -> int:
+    try:
+        return replay(make_schedule(strategy, steps, snaps), steps, snaps).advances
+    except ValueError:  # pragma: no cover - Case validation makes every schedule valid
+        return steps
+
+
+def _planned_advances(case: Case) -> int:
+    return _planned_advances_of(case.strategy, case.steps, min(case.snaps, case.steps))
+
+
 class _Progress:
-    def __init__(self, callback: Progress | None, total: int, clock0: float) -> None:
+    """Progress events with an ETA weighted by :func:`cell_cost` (cells differ a lot: a
+    uniform cell with few slots can cost 10x a revolve cell)."""
+
+    def __init__(self, callback: Progress | None, cases: list[Case], clock0: float) -> None:
         self.callback = callback
-        self.total = total
+        self.total = len(cases)
         self.done = 0
         self.clock0 = clock0
+        self.cost_total = sum(cell_cost(c) for c in cases) if callback else 0
+        self.cost_done = 0
 
     def emit(self, event: str, case: Case, **extra: Any) -> None:
         if self.callback is None:
             return
         elapsed = time.monotonic() - self.clock0
-        eta = elapsed / self.done * (self.total - self.done) if self.done else None
+        eta = None
+        if self.cost_done:
+            eta = elapsed / self.cost_done * (self.cost_total - self.cost_done)
         self.callback(
             SweepProgress(
                 event=event,
@@ -401,6 +431,8 @@ class _Progress:
 
     def cell_done(self, outcome: CellOutcome) -> None:
         self.done += 1
+        if self.callback is not None:
+            self.cost_done += cell_cost(outcome.case)
         self.emit("cell-done", outcome.case, cell=outcome)
 
 

@@ -23,6 +23,7 @@ from ckptbench.sweep import (
     CellState,
     SweepError,
     SweepProgress,
+    cell_cost,
     cell_path,
     run_sweep,
 )
@@ -299,3 +300,16 @@ def test_default_cell_runner_is_the_real_runner(tmp_path: Path, monkeypatch) -> 
     assert [m.mode for m in result.modes] == list(MODES) and result.ok
     assert modes_seen == [m.value for m in MODES]
     assert result.host == socket.gethostname()
+
+
+def test_eta_weights_cells_by_their_planned_work(tmp_path: Path) -> None:
+    config = _config(
+        "[case]\nmodel = 'lstm'\nsteps = 1000\nsnaps = 4\n"
+        "[grid]\nstrategy = ['revolve', 'uniform']\n"
+    )
+    cheap, dear = (cell_cost(c) for c in config.cases)
+    assert dear > 5 * cheap  # uniform with 4 slots recomputes ~125 000 steps, revolve ~8 000
+    events: list[SweepProgress] = []
+    run_sweep(config, tmp_path, run_cell=FakeCells(), progress=events.append)
+    first = next(e for e in events if e.event == "cell-done")
+    assert first.eta_s == pytest.approx(first.elapsed_s * dear / cheap)
