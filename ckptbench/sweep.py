@@ -175,6 +175,24 @@ class SweepOutcome:
             return 1
         return 0
 
+    def summary_lines(self) -> list[str]:
+        """What a user reads at the end: counts, then one line per problem cell."""
+        counts = [
+            f"{len(self.measured)} measured",
+            f"{len(self.kept)} kept",
+            f"{len(self.failed)} failed",
+            f"{len(self.errors)} errors",
+            f"{len(self.conflicts)} conflicts",
+        ]
+        lines = [
+            f"sweep {self.name}: {len(self.cells)} cells, {', '.join(counts)} "
+            f"in {self.elapsed_s:.0f} s; results in {self.out_dir}"
+        ]
+        for c in self.cells:
+            if c.ok is False or c.state in (CellState.ERROR, CellState.CONFLICT):
+                lines.append(f"{c.state.value} {c.key}: {c.error or 'not ok'}")
+        return lines
+
 
 @dataclass(frozen=True)
 class SweepProgress:
@@ -195,6 +213,34 @@ class SweepProgress:
     mode: Mode | None = None
     mode_result: ModeResult | None = None
     cell: CellOutcome | None = None
+
+    def line(self) -> str:
+        """One progress line, e.g. ``[3/13] lstm-l1000-s4-uniform-... done (measured) 45 s,
+        ETA 12 min``."""
+        where = f"[{self.done + (self.event != 'cell-done')}/{self.total}] {self.case.key}"
+        if self.event == "cell-start":
+            text = f"{where} started"
+        elif self.event in ("mode-start", "mode-done") and self.mode is not None:
+            status = f" ({self.mode_result.status.value})" if self.mode_result else ""
+            verb = "running" if self.event == "mode-start" else "done"
+            text = f"{where} {self.mode.value} {verb}{status}"
+        elif self.cell is not None:
+            took = f" in {self.cell.duration_s:.0f} s" if self.cell.duration_s is not None else ""
+            ok = "" if self.cell.ok is not False else ", NOT OK"
+            text = f"{where} {self.cell.state.value}{ok}{took}"
+        else:
+            text = f"{where} {self.event}"
+        if self.eta_s is not None:
+            text += f", ETA {_duration(self.eta_s)}"
+        return text
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 Progress = Callable[[SweepProgress], None]

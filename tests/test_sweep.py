@@ -84,6 +84,10 @@ def test_every_cell_is_saved_under_its_key_with_a_manifest(tmp_path: Path) -> No
     assert [c["file"] for c in manifest["cells"]] == [f"{c.key}.json" for c in config.cases]
     done = [e for e in events if e.event == "cell-done"]
     assert [e.done for e in done] == [1, 2, 3, 4, 5] and all(e.total == 5 for e in done)
+    first_start = next(e for e in events if e.event == "cell-start")
+    assert first_start.line() == f"[1/5] {config.cases[0].key} started"
+    assert done[0].line().startswith(f"[1/5] {config.cases[0].key} measured in 0 s, ETA ")
+    assert outcome.summary_lines()[0].startswith("sweep tiny: 5 cells, 5 measured, 0 kept")
     assert done[-1].eta_s == 0 and all(e.eta_s is not None for e in done)
     assert next(e.eta_s for e in events if e.event == "cell-start") is None
 
@@ -103,6 +107,12 @@ def test_failures_are_recorded_and_the_sweep_continues(tmp_path: Path) -> None:
     assert load_result(cell_path(tmp_path, config.cases[1])).ok is False
     assert outcome.exit_code == 1
     assert _manifest(tmp_path)["cells"][3]["error"] == "RuntimeError: harness bug"
+    lines = outcome.summary_lines()
+    assert "5 cells, 4 measured, 0 kept, 1 failed, 1 errors, 0 conflicts" in lines[0]
+    assert lines[1:] == [
+        f"measured {keys[1]}: {outcome.cells[1].error}",
+        f"error {keys[3]}: RuntimeError: harness bug",
+    ]
 
 
 def test_a_fresh_sweep_refuses_to_overwrite_results(tmp_path: Path) -> None:
