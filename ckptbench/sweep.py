@@ -552,11 +552,10 @@ def _remote_cell(run_cell: RunCell | None, case_data: dict[str, Any]) -> dict[st
 
 
 def _worker_addresses(client: Any) -> list[str]:
-    try:
-        info = client.scheduler_info(n_workers=-1)
-    except TypeError:  # older distributed lists every worker without the argument
-        info = client.scheduler_info()
-    return sorted(info.get("workers", {}))
+    """Addresses of the workers connected now. ``Client.nthreads()`` asks the scheduler;
+    ``Client.scheduler_info()`` is not used: a background refresh can overwrite its cached
+    identity with a truncated worker list, which would look like workers leaving."""
+    return sorted(client.nthreads())
 
 
 def _run_dask(

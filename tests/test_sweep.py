@@ -259,14 +259,22 @@ def test_dask_localcluster_one_cell_per_worker_same_schema(tmp_path: Path) -> No
         env = {"worker": distributed.get_worker().address, "start": start, "end": time.time()}
         return replace(result, environment=env)
 
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=2,  # pinning, not the thread count, keeps one cell per worker
-        processes=False,
-        host="127.0.0.1",  # loopback over TCP, as a remote cluster is reached
-        protocol="tcp://",
-        dashboard_address=None,
-    ) as cluster:
+    import dask
+
+    # the client refreshes its cached scheduler identity every 10 ms instead of 2 s, so a
+    # sweep that trusted that (possibly truncated) cache would see workers "leave"
+    refresh = dask.config.set({"distributed.client.scheduler-info-interval": "10ms"})
+    with (
+        refresh,
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=2,  # pinning, not the thread count, keeps one cell per worker
+            processes=False,
+            host="127.0.0.1",  # loopback over TCP, as a remote cluster is reached
+            protocol="tcp://",
+            dashboard_address=None,
+        ) as cluster,
+    ):
         outcome = run_sweep(
             config, tmp_path, run_cell=run_cell, dask_address=cluster.scheduler_address
         )
@@ -323,3 +331,38 @@ def test_eta_weights_cells_by_their_planned_work(tmp_path: Path) -> None:
     run_sweep(config, tmp_path, run_cell=FakeCells(), progress=events.append)
     first = next(e for e in events if e.event == "cell-done")
     assert first.eta_s == pytest.approx(first.elapsed_s * dear / cheap)
+
+
+def test_dask_worker_processes_run_the_real_runner(tmp_path: Path, monkeypatch) -> None:
+    """Two cells on a two-process LocalCluster through ckptbench.runner (fake worker)."""
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setenv("CKPTBENCH_WORKER", f"{sys.executable} {TESTS / 'fake_worker.py'}")
+    config = _config("[case]\nmodel = 'rnn'\nsteps = 20\nrepeats = 2\n[grid]\nsnaps = [3, 4]\n")
+    with distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+    ) as cluster:
+        outcome = run_sweep(config, tmp_path, dask_address=cluster.scheduler_address)
+    assert outcome.exit_code == 0, outcome.summary_lines()
+    results = [load_result(p) for p in outcome.result_paths]
+    assert [r.case for r in results] == list(config.cases)
+    assert all(r.ok and len(r.modes) == 3 and r.host == socket.gethostname() for r in results)
+    assert all(c.worker.startswith("tcp://127.0.0.1:") for c in outcome.cells)
+
+
+def test_dask_cluster_without_workers_is_a_sweep_error(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=0,
+            processes=False,
+            host="127.0.0.1",
+            protocol="tcp://",
+            dashboard_address=None,
+        ) as cluster,
+        pytest.raises(SweepError, match="has no workers"),
+    ):
+        run_sweep(_config(), tmp_path, run_cell=FakeCells(), dask_address=cluster.scheduler_address)
