@@ -65,9 +65,14 @@ __all__ = [
     "ModeComparison",
     "TimeTest",
     "compare",
+    "figure_png",
     "load_results",
     "memory_delta",
+    "plot_evaluations",
+    "plot_timeline",
+    "plot_tradeoff",
     "render",
+    "render_html",
     "results_table",
     "time_test",
 ]
@@ -724,13 +729,20 @@ def _figure(width: float = 7.0, height: float = 3.6, ncols: int = 1) -> tuple[An
     return fig, axes
 
 
-def _png(fig: Any) -> str:
+def figure_png(fig: Any, dpi: int = 90) -> bytes:
+    """The PNG bytes of a figure from the ``plot_*`` functions (the figure is closed), e.g.
+    for the README image: ``Path("tradeoff.png").write_bytes(figure_png(plot_tradeoff(rs)))``.
+    """
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
+    fig.savefig(buf, format="png", dpi=dpi)
     plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return buf.getvalue()
+
+
+def _png(fig: Any) -> str:
+    return base64.b64encode(figure_png(fig)).decode("ascii")
 
 
 _MODE_COLORS = {"baseline": "#888888", "normal": "#d62728", "checkpointed": "#1f77b4"}

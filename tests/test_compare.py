@@ -17,8 +17,10 @@ from _synthetic import CI_CASE, MIB, make_result
 from ckptbench.compare import (
     FORMATS,
     compare,
+    figure_png,
     load_results,
     memory_delta,
+    plot_tradeoff,
     render,
     results_table,
     time_test,
@@ -261,3 +263,9 @@ def test_renderers_survive_failed_cells() -> None:
             r"\d*", row["n_after"]
         )
     assert render(comparison, "html").count("data:image/png;base64,") == 4
+
+
+def test_plots_are_available_as_png_for_the_readme() -> None:
+    results = [make_result(CI_CASE.with_(snaps=s), seed=s) for s in (4, 8, 16)]
+    png = figure_png(plot_tradeoff(results))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
