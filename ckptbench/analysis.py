@@ -69,6 +69,13 @@ def mode_time_s(result: ModeResult) -> float | None:
     return statistics.median(it.wall_time_s for it in result.iterations)
 
 
+def effective_snaps(case: Case) -> int:
+    """Slots a case's schedule may use: store-all keeps every state, whatever --snaps says."""
+    if case.strategy == "store-all":
+        return case.steps
+    return min(case.snaps, case.steps)
+
+
 def _ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den <= 0:
         return None
@@ -95,7 +102,7 @@ def summarize(case: Case, modes: Sequence[ModeResult]) -> dict[str, Any]:
     normal = by_mode.get(Mode.NORMAL)
     ckpt = by_mode.get(Mode.CHECKPOINTED)
     counters = ckpt.counters if ckpt is not None else {}
-    opt = optimal_forward_steps(case.steps, min(case.snaps, case.steps))
+    opt = optimal_forward_steps(case.steps, effective_snaps(case))
     advanced = counters.get("steps_advanced")
     taped = counters.get("steps_taped")
     return {

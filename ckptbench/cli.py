@@ -303,6 +303,188 @@ def _progress(console: Console, modes):
     return callback, prog.stop
 
 
+# ---------------------------------------------------------------------- sweep / compare / check
+
+
+def parse_fraction(text: str) -> float:
+    """'5%' or '0.05' -> 0.05."""
+    t = str(text).strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a fraction like 5% or 0.05") from None
+    if not 0 <= value < 10:
+        raise click.BadParameter(f"{text!r} is out of range")
+    return value
+
+
+class _Fraction(click.ParamType):
+    name = "FRACTION"
+
+    def convert(self, value, param, ctx):
+        return value if isinstance(value, float) else parse_fraction(value)
+
+
+FRACTION = _Fraction()
+
+
+@cli.command(
+    epilog="Example:\n\n  ckptbench sweep configs/lstm.toml --out results/lstm\n\n"
+    "  ckptbench sweep configs/lstm.toml --out results/lstm --resume   # after a crash"
+)
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option(
+    "--out", type=click.Path(path_type=Path), default=None, help="Folder (results/<name>)."
+)
+@click.option("--resume", is_flag=True, help="Measure only the cells missing from --out.")
+@click.option("--retry-failed", is_flag=True, help="With --resume, re-measure failed cells.")
+@click.option(
+    "--dask", "dask_address", default=None, help="Send cells to this Dask scheduler address."
+)
+def sweep(config: Path, out: Path | None, resume: bool, retry_failed: bool, dask_address):
+    """Run every cell of a TOML config, saving each result the moment it is measured."""
+    from ckptbench.config import load_config
+    from ckptbench.sweep import run_sweep
+
+    try:
+        cfg = load_config(config)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    out = out or Path("results") / cfg.name
+    console = Console(stderr=True)
+    for note in cfg.notes:
+        console.print(f"[dim]{note}[/dim]", highlight=False)
+    console.print(f"sweep {cfg.name}: {len(cfg.cases)} cells -> {out}", highlight=False)
+
+    def progress(event):
+        if event.event in ("cell-start", "cell-done"):
+            console.print(event.line(), highlight=False)
+
+    try:
+        outcome = run_sweep(
+            cfg,
+            out,
+            resume=resume,
+            retry_failed=retry_failed,
+            progress=progress,
+            dask_address=dask_address,
+        )
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    for line in outcome.summary_lines():
+        click.echo(line)
+    sys.exit(outcome.exit_code)
+
+
+@cli.command(
+    epilog="Example:\n\n  ckptbench compare results/lstm --format html -o report.html\n\n"
+    "  ckptbench compare results/after --against results/before --format markdown"
+)
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--against",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Results measured before (files or sweep folders); repeatable.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "markdown", "html", "csv"]),
+    default="table",
+    show_default=True,
+)
+@click.option("-o", "--output", "output", type=click.Path(path_type=Path), default=None)
+@click.option(
+    "--min-effect",
+    type=FRACTION,
+    default="10%",
+    show_default=True,
+    help="Smallest time change called significant.",
+)
+@click.option("--any-host", is_flag=True, help="Pair cells measured on different hosts.")
+def compare(results, against, fmt, output, min_effect, any_host):
+    """Tabulate results; with --against, memory deltas and rank-tested time deltas."""
+    from ckptbench import compare as cmp
+    from ckptbench.results import write_atomic
+
+    try:
+        after = cmp.load_results(results)
+        before = cmp.load_results(against) if against else None
+        comparison = cmp.compare(after, before, min_effect=min_effect, match_host=not any_host)
+        text = cmp.render(comparison, fmt)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    if output is not None:
+        try:
+            write_atomic(output, text)
+        except OSError as err:
+            raise InputError(f"-o {output}: cannot write ({err.strerror or err})") from None
+        click.echo(f"wrote {output}")
+    else:
+        click.echo(text)
+
+
+@cli.command(
+    epilog="Example:\n\n  ckptbench sweep configs/ci.toml --out ci && ckptbench check ci\n\n"
+    "  ckptbench check results/new --against results/main --time-tolerance 25%"
+)
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--against",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Reference results to gate against; repeatable.",
+)
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Take [expect] from this config (default: the sweep manifest's).",
+)
+@click.option("--memory-tolerance", type=FRACTION, default="5%", show_default=True)
+@click.option("--memory-floor", type=BYTES, default="256KiB", show_default=True)
+@click.option(
+    "--time-tolerance",
+    type=FRACTION,
+    default=None,
+    help="Also gate time (rank test + this minimum effect). Off by default: time is noisy.",
+)
+@click.option("--any-host", is_flag=True, help="Pair cells measured on different hosts.")
+@click.option(
+    "--summary",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Append the markdown summary here (e.g. $GITHUB_STEP_SUMMARY).",
+)
+def check(results, against, config, memory_tolerance, memory_floor, time_tolerance, any_host,
+          summary):  # fmt: skip
+    """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
+    from ckptbench.gate import run_check
+
+    try:
+        report = run_check(
+            results,
+            against=against or None,
+            config=config,
+            memory_tolerance=memory_tolerance,
+            memory_floor_bytes=memory_floor,
+            time_tolerance=time_tolerance,
+            match_host=not any_host,
+        )
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    md = report.markdown()
+    click.echo(md)
+    if summary is not None:
+        try:
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(md + "\n")
+        except OSError as err:
+            raise InputError(f"--summary {summary}: cannot write ({err.strerror})") from None
+    sys.exit(report.exit_code)
+
+
 # ---------------------------------------------------------------------- entry point
 
 

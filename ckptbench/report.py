@@ -40,6 +40,9 @@ def headline(result: RunResult) -> str:
     ev, opt = s.get("step_evaluations"), s.get("step_evaluations_optimal")
     if ev is not None:
         parts.append(f"— {ev} step evaluations (optimal {opt})")
+    ckpt = result.mode(Mode.CHECKPOINTED)
+    if ckpt is not None and ckpt.ok and ckpt.grad_max_rel_err is None:
+        parts.append("— gradient NOT verified (no normal-mode gradient to compare)")
     if not s.get("ok", False):
         failed = [m for m, st in s.get("status", {}).items() if st != "ok"]
         parts.append(f"— FAILED: {', '.join(failed)}")

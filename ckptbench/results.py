@@ -32,7 +32,7 @@ __all__ = [
     "write_atomic",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: Case.output; threads in Case.key
 
 
 class CaseError(ValueError):
@@ -123,7 +123,8 @@ class Case:
         """Identifier of the cell in a sweep: everything that changes what is measured."""
         return (
             f"{_slug(self.model)}-l{self.steps}-s{self.snaps}-{self.strategy}"
-            f"-h{self.hidden}-b{self.batch}-i{self.input}-o{self.output}-seed{self.seed}"
+            f"-h{self.hidden}-b{self.batch}-i{self.input}-o{self.output}-t{self.threads}"
+            f"-seed{self.seed}"
         )
 
     def sizes(self) -> dict[str, int]:

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -74,7 +75,7 @@ def run_mode(
     """Run one mode in a fresh worker process: (what it measured, the worker's numpy/BLAS
     description). Never raises for a failed measurement: the status says what happened."""
     job = json.dumps({"case": case.to_dict(), "mode": mode.value, "grad_path": grad_path})
-    started = datetime.now(UTC)
+    started = time.perf_counter()
     try:
         proc = subprocess.Popen(
             worker_command(),
@@ -99,7 +100,7 @@ def run_mode(
         out, err_text = proc.communicate()
     finally:
         sampler.stop()
-    wall = (datetime.now(UTC) - started).total_seconds()
+    wall = time.perf_counter() - started
     common: dict[str, Any] = {
         "mode": mode,
         "sampled_peak_rss_bytes": sampler.peak_rss_bytes or None,

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from ckptbench.analysis import mode_peak_bytes, spread
 from ckptbench.cli import cli, main, parse_bytes, parse_seconds
-from ckptbench.results import Mode, Status, load_result
+from ckptbench.results import SCHEMA_VERSION, Mode, Status, load_result
 from ckptbench.revolve import optimal_forward_steps
 
 FAKE = f"{sys.executable} {Path(__file__).parent / 'fake_worker.py'}"
@@ -65,7 +65,7 @@ def test_run_json_output_has_stable_keys(fake, tmp_path):
                   "--out", str(tmp_path / "r.json")])  # fmt: skip
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == SCHEMA_VERSION
     for key in ("slowdown", "memory_savings", "overhead_bytes", "forward_steps",
                 "forward_steps_optimal", "grad_max_rel_err"):  # fmt: skip
         assert key in doc["summary"]

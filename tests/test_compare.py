@@ -154,9 +154,9 @@ def test_cells_pair_by_key_and_host_and_reruns_pool() -> None:
     single = compare([make_result(CI_CASE, seed=7)], [make_result(CI_CASE, seed=8)])
     assert "one worker process per side" in render(single, "table")
     assert single.notes == ()
-    threads = compare([make_result(CI_CASE.with_(threads=2))], [make_result(CI_CASE)])
+    threads = compare([make_result(CI_CASE.with_(repeats=5))], [make_result(CI_CASE)])
     assert threads.notes == (
-        f"{CI_CASE.key}: paired files were measured with different threads [1, 2]",
+        f"{CI_CASE.key}: paired files were measured with different repeats [3, 5]",
     )
     assert threads.notes[0] in render(threads, "markdown")
     assert comparison.only_before == ((UNIFORM.key, "host-a"),)

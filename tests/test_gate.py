@@ -141,10 +141,10 @@ def test_missing_and_unmatched_cells() -> None:
         check(_sweep(1, host="laptop"), reference)
     assert "\n" not in str(info.value)
     assert check(_sweep(1, host="laptop"), reference, match_host=False).exit_code == 0
-    other_threads = [replace(r, case=r.case.with_(threads=2)) for r in _sweep(1)]
+    other_threads = [replace(r, case=r.case.with_(repeats=5)) for r in _sweep(1)]
     report = check(other_threads, reference)
     assert report.exit_code == 0 and len(report.notes) == 2
-    assert all("different threads [1, 2]" in n for n in report.notes)
+    assert all("different repeats [3, 5]" in n for n in report.notes)
     with pytest.raises(ValueError, match="no results"):
         check([])
 
@@ -167,8 +167,8 @@ def test_run_check_reads_expectations_from_the_sweep_manifest(tmp_path: Path) ->
     assert run_check([tmp_path / "new"], config=strict).exit_code == 1
     # bad input is a ValueError (exit 2 in the CLI), not a failed gate
     foreign = tmp_path / "foreign.json"
-    foreign.write_text('{"schema_version": 2}')
-    with pytest.raises(ValueError, match="schema_version 2"):
+    foreign.write_text('{"schema_version": 1}')
+    with pytest.raises(ValueError, match="schema_version 1 is not supported"):
         run_check([foreign])
 
 
