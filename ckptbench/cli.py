@@ -403,7 +403,13 @@ def sweep(config: Path, out: Path | None, resume: bool, retry_failed: bool, dask
     help="Smallest time change called significant.",
 )
 @click.option("--any-host", is_flag=True, help="Pair cells measured on different hosts.")
-def compare(results, against, fmt, output, min_effect, any_host):
+@click.option(
+    "--plots",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Also write the plots as PNG files into this folder (e.g. for a README).",
+)
+def compare(results, against, fmt, output, min_effect, any_host, plots):
     """Tabulate results; with --against, memory deltas and rank-tested time deltas."""
     from ckptbench import compare as cmp
     from ckptbench.results import write_atomic
@@ -415,6 +421,9 @@ def compare(results, against, fmt, output, min_effect, any_host):
         text = cmp.render(comparison, fmt)
     except ValueError as err:
         raise InputError(str(err)) from None
+    if plots is not None:
+        for path in _write_plots(cmp, after, plots):
+            click.echo(f"wrote {path}", err=True)
     if output is not None:
         try:
             write_atomic(output, text)
@@ -423,6 +432,22 @@ def compare(results, against, fmt, output, min_effect, any_host):
         click.echo(f"wrote {output}")
     else:
         click.echo(text)
+
+
+def _write_plots(cmp, results, folder: Path) -> list[Path]:
+    """trade-off, evaluations and one RSS timeline per cell, as PNG files in ``folder``."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        figures = [("tradeoff.png", cmp.plot_tradeoff(results))]
+        figures.append(("evaluations.png", cmp.plot_evaluations(results)))
+        figures += [(f"timeline-{r.case.key}.png", cmp.plot_timeline(r)) for r in results]
+        written = []
+        for name, fig in figures:
+            (folder / name).write_bytes(cmp.figure_png(fig))
+            written.append(folder / name)
+    except OSError as err:
+        raise InputError(f"--plots {folder}: cannot write ({err.strerror or err})") from None
+    return written
 
 
 @cli.command(

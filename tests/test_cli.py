@@ -212,3 +212,40 @@ def test_real_run_bad_plugin_is_exit_2(tmp_path):
     proc = _cli("run", "--model", f"{plugin}:make", "--steps", "5")
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "without method" in proc.stderr
+
+
+def test_sweep_compare_check_through_the_cli(fake, tmp_path):
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(
+        'name = "tiny"\n[case]\nmodel = "rnn"\nsteps = 40\nrepeats = 3\n'
+        "[[grid]]\nsnaps = [4, 8]\n[expect]\nmemory_savings_min = 2.0\n"
+    )
+    out = tmp_path / "sweep"
+    res = invoke(["sweep", str(cfg), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "2 measured" in res.output
+    assert len(list(out.glob("rnn-*.json"))) == 2
+    # a second fresh sweep into the same folder refuses instead of overwriting
+    assert CliRunner().invoke(cli, ["sweep", str(cfg), "--out", str(out)]).exit_code == 2
+    res = invoke(["sweep", str(cfg), "--out", str(out), "--resume"])
+    assert res.exit_code == 0 and "2 kept" in res.output
+
+    res = invoke(["compare", str(out), "--format", "csv"])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 0 and len(lines) == 3  # header + two cells
+    html = tmp_path / "r.html"
+    plots = tmp_path / "plots"
+    res = invoke(["compare", str(out), "--format", "html", "-o", str(html), "--plots", str(plots)])
+    assert res.exit_code == 0
+    assert html.read_text().count("data:image/png;base64,") >= 3
+    assert (plots / "tradeoff.png").read_bytes()[:4] == b"\x89PNG"
+
+    res = invoke(["check", str(out)])
+    assert res.exit_code == 0 and "PASSED" in res.output
+    # the same cells with +20% checkpointed memory fail the gate against the first run
+    fake.setenv("FAKE_SCALE", "1.2")
+    worse = tmp_path / "worse"
+    assert invoke(["sweep", str(cfg), "--out", str(worse)]).exit_code == 0
+    res = invoke(["check", str(worse), "--against", str(out)])
+    assert res.exit_code == 1 and "FAILED" in res.output
+    assert invoke(["check", str(tmp_path / "nothing-here")]).exit_code == 2
