@@ -38,13 +38,6 @@ from ckptbench.revolve import (
 
 __all__ = ["CheckpointStats", "CheckpointedLoop", "binomial_checkpoint"]
 
-_ADVANCE = ActionKind.ADVANCE
-_TAKESHOT = ActionKind.TAKESHOT
-_RESTORE = ActionKind.RESTORE
-_FIRSTURN = ActionKind.FIRSTURN
-_YOUTURN = ActionKind.YOUTURN
-_TERMINATE = ActionKind.TERMINATE
-
 
 @dataclass(frozen=True)
 class CheckpointStats:
@@ -164,7 +157,7 @@ class CheckpointedLoop:
         f, post = self.f, self.post
         for act in run.actions:
             kind = act.kind
-            if kind is _ADVANCE:
+            if kind is ActionKind.ADVANCE:
                 for i in range(act.start, act.stop):
                     state = f(params, state, inputs[i])
                     if i == 0:
@@ -173,9 +166,9 @@ class CheckpointedLoop:
                     out = _store_output(out, i, y, self.steps)
                 run.advanced += act.stop - act.start
                 run.post_calls += act.stop - act.start
-            elif kind is _TAKESHOT:
+            elif kind is ActionKind.TAKESHOT:
                 run.store(act.slot, act.step, state)
-            elif kind is _FIRSTURN:
+            elif kind is ActionKind.FIRSTURN:
                 i = act.step
                 run.last_turn, (_, y) = self._tape(params, state, inputs[i], sig)
                 run.taped += 1
@@ -273,20 +266,20 @@ class CheckpointedLoop:
         f = self.f
         for act in run.actions:
             kind = act.kind
-            if kind is _YOUTURN:
+            if kind is ActionKind.YOUTURN:
                 turn, _ = self._tape(params, state, inputs[act.step], sig)
                 run.taped += 1
                 reverse_step(turn, act.step)
                 state = None
-            elif kind is _ADVANCE:
+            elif kind is ActionKind.ADVANCE:
                 for i in range(act.start, act.stop):
                     state = f(params, state, inputs[i])
                 run.advanced += act.stop - act.start
-            elif kind is _RESTORE:
+            elif kind is ActionKind.RESTORE:
                 state = run.slots[act.slot][1]
-            elif kind is _TAKESHOT:
+            elif kind is ActionKind.TAKESHOT:
                 run.store(act.slot, act.step, state)
-            elif kind is _TERMINATE:
+            elif kind is ActionKind.TERMINATE:
                 break
             else:  # pragma: no cover - FIRSTURN was consumed by the first sweep
                 raise RuntimeError(f"unexpected {act!r} in the reverse sweep")
@@ -302,13 +295,13 @@ class CheckpointedLoop:
         run.actions = make_schedule(self.strategy, self.steps, self.snaps)
         state = state0
         for act in run.actions:
-            if act.kind is _ADVANCE:
+            if act.kind is ActionKind.ADVANCE:
                 for i in range(act.start, act.stop):
                     state = self.f(params, state, inputs[i])
                 run.advanced += act.stop - act.start
-            elif act.kind is _TAKESHOT:
+            elif act.kind is ActionKind.TAKESHOT:
                 run.store(act.slot, act.step, state)
-            elif act.kind is _FIRSTURN:
+            elif act.kind is ActionKind.FIRSTURN:
                 run.last_turn, _ = self._tape(params, state, inputs[act.step], sig)
                 run.taped += 1
                 return

@@ -50,7 +50,7 @@ from typing import Any
 import pandas as pd
 
 from ckptbench.analysis import summarize
-from ckptbench.results import MODES, Case, Mode, RunResult, load_result
+from ckptbench.results import MODES, SETTINGS_FIELDS, Case, Mode, RunResult, load_result
 from ckptbench.revolve import Strategy, optimal_forward_steps
 
 __all__ = [
@@ -506,7 +506,6 @@ def compare(
 
 
 #: Case fields outside case.key that still change what is measured.
-SETTINGS_FIELDS = ("warmup", "repeats", "threads", "sample_interval_s")
 
 
 def settings_notes(

@@ -59,6 +59,9 @@ class Status(Enum):
 
 MODES: tuple[Mode, ...] = (Mode.BASELINE, Mode.NORMAL, Mode.CHECKPOINTED)
 
+#: Case fields that change how a cell is measured but are not part of ``Case.key``.
+SETTINGS_FIELDS = ("warmup", "repeats", "sample_interval_s")
+
 
 def _pos_int(name: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int):

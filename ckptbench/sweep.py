@@ -49,6 +49,7 @@ import ckptbench
 from ckptbench.config import SweepConfig
 from ckptbench.results import (
     MODES,
+    SETTINGS_FIELDS,
     Case,
     Mode,
     ModeResult,
@@ -78,7 +79,6 @@ MANIFEST_NAME = "sweep.json"
 MANIFEST_KIND = "ckptbench-sweep"
 MANIFEST_VERSION = 1
 #: Case fields that change what is measured without being part of case.key.
-SETTINGS_FIELDS = ("warmup", "repeats", "threads", "sample_interval_s")
 
 RunCell = Callable[..., RunResult]  # run_cell(case, *, out_path=..., progress=...)
 
