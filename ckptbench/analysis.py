@@ -19,7 +19,10 @@ from typing import Any
 from ckptbench.results import Case, Mode, ModeResult
 from ckptbench.revolve import optimal_forward_steps
 
-__all__ = ["Spread", "spread", "summarize"]
+__all__ = ["BUSY_CPU_SHARE", "Spread", "busy_modes", "spread", "summarize"]
+
+#: Below this CPU share the worker was descheduled for long: its times are not trustworthy.
+BUSY_CPU_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,8 @@ def summarize(case: Case, modes: Sequence[ModeResult]) -> dict[str, Any]:
     Keys: ``slowdown``, ``memory_savings``, ``overhead_bytes`` (per mode), ``peak_rss_bytes``
     (per mode), ``time_s`` (per mode: median/q1/q3/min/max/n), ``forward_steps``,
     ``forward_steps_optimal``, ``step_evaluations``, ``step_evaluations_optimal``,
-    ``grad_max_rel_err``, ``status`` (per mode), ``ok``.
+    ``grad_max_rel_err``, ``cpu_share`` (per mode: median CPU time / wall time of an
+    iteration; well below 1 means the worker waited for a core), ``status`` (per mode), ``ok``.
     """
     by_mode = {m.mode: m for m in modes}
     peaks = {m.mode.value: mode_peak_bytes(m) for m in modes}
@@ -96,6 +100,13 @@ def summarize(case: Case, modes: Sequence[ModeResult]) -> dict[str, Any]:
     overhead = {k: (None if v is None or base is None else v - base) for k, v in peaks.items()}
     times = {
         m.mode.value: spread([it.wall_time_s for it in m.iterations]).as_dict()
+        for m in modes
+        if m.ok and m.iterations
+    }
+    cpu_share = {
+        m.mode.value: statistics.median(
+            it.cpu_time_s / it.wall_time_s for it in m.iterations if it.wall_time_s > 0
+        )
         for m in modes
         if m.ok and m.iterations
     }
@@ -120,6 +131,12 @@ def summarize(case: Case, modes: Sequence[ModeResult]) -> dict[str, Any]:
         "step_evaluations": None if advanced is None or taped is None else advanced + taped,
         "step_evaluations_optimal": opt + case.steps,
         "grad_max_rel_err": ckpt.grad_max_rel_err if ckpt is not None else None,
+        "cpu_share": cpu_share,
         "status": {m.mode.value: m.status.value for m in modes},
         "ok": all(m.ok for m in modes),
     }
+
+
+def busy_modes(summary: dict[str, Any]) -> dict[str, float]:
+    """Modes whose worker got less than :data:`BUSY_CPU_SHARE` of a core while measuring."""
+    return {m: v for m, v in summary.get("cpu_share", {}).items() if v < BUSY_CPU_SHARE}

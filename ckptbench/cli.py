@@ -233,7 +233,7 @@ def run(
     timeout, memory_limit, sample_interval, modes, out, as_json,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
-    from ckptbench.report import failure_lines, headline, run_table
+    from ckptbench.report import failure_lines, headline, run_table, warning_lines
     from ckptbench.results import Case, Mode, result_to_dict
     from ckptbench.runner import run_case
     from ckptbench.workloads import Sizes, load_workload
@@ -270,6 +270,8 @@ def run(
         console.print(run_table(result))
         console.print(headline(result))
         console.print(f"[dim]saved {out}[/dim]")
+    for line in warning_lines(result):
+        err_console.print(f"[yellow]warning[/yellow] {line}", highlight=False)
     for line in failure_lines(result):
         err_console.print(f"[red]failed[/red] {line}", highlight=False)
     sys.exit(EXIT_OK if result.ok else EXIT_FAILED)

@@ -100,6 +100,21 @@ def run_table(result: RunResult) -> Table:
     return table
 
 
+def warning_lines(result: RunResult) -> list[str]:
+    """Measurement caveats worth a line: a busy machine, an unverified gradient."""
+    from ckptbench.analysis import busy_modes
+
+    lines = []
+    busy = busy_modes(result.summary)
+    if busy:
+        shares = ", ".join(f"{m} {v:.0%}" for m, v in busy.items())
+        lines.append(
+            f"the machine was busy: workers got only {shares} of a core (CPU/wall time); "
+            "times and slowdown are not trustworthy, memory is"
+        )
+    return lines
+
+
 def failure_lines(result: RunResult) -> list[str]:
     """One line per failed mode with its error and the last stderr line, if any."""
     lines = []

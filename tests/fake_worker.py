@@ -4,7 +4,8 @@ Behaviour is steered by environment variables so tests can inject faults:
 FAKE_CRASH=<mode> exits 3 with a stderr message; FAKE_FAIL=<mode> reports ok=false;
 FAKE_SLEEP=<mode>:<seconds> sleeps (timeouts); FAKE_ALLOC=<mode>:<MiB> touches memory and
 waits (memory limits); FAKE_GRAD_NOISE=<x> perturbs the checkpointed gradient;
-FAKE_SCALE=<x> multiplies every reported peak overhead (regressions).
+FAKE_SCALE=<x> multiplies every reported peak overhead (regressions); FAKE_CPU_SHARE=<x>
+reports CPU time = x * wall time (a busy machine).
 """
 
 import json
@@ -43,6 +44,7 @@ def main() -> int:
         time.sleep(2.0)
     steps, snaps = case["steps"], case["snaps"]
     scale = float(os.environ.get("FAKE_SCALE", "1"))
+    share = float(os.environ.get("FAKE_CPU_SHARE", "1"))
     base = 50 * MIB
     over = {"baseline": 0, "normal": steps * 64 * 1024, "checkpointed": (snaps + 8) * 64 * 1024}
     per_iter = {"baseline": 0.010, "normal": 0.050, "checkpointed": 0.055}[mode]
@@ -50,7 +52,7 @@ def main() -> int:
     iters = [
         {
             "wall_time_s": per_iter * (1 + 0.01 * k),
-            "cpu_time_s": per_iter,
+            "cpu_time_s": per_iter * (1 + 0.01 * k) * share,
             "peak_rss_bytes": base + int(over[mode] * scale),
             "start_rss_bytes": base,
         }

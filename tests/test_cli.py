@@ -22,7 +22,8 @@ FAKE = f"{sys.executable} {Path(__file__).parent / 'fake_worker.py'}"
 @pytest.fixture
 def fake(monkeypatch):
     monkeypatch.setenv("CKPTBENCH_WORKER", FAKE)
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE"):
+    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
+                "FAKE_SCALE", "FAKE_CPU_SHARE"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
     return monkeypatch
 
@@ -249,3 +250,15 @@ def test_sweep_compare_check_through_the_cli(fake, tmp_path):
     res = invoke(["check", str(worse), "--against", str(out)])
     assert res.exit_code == 1 and "FAILED" in res.output
     assert invoke(["check", str(tmp_path / "nothing-here")]).exit_code == 2
+
+
+def test_busy_machine_warning(fake, tmp_path):
+    out = tmp_path / "r.json"
+    args = ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--out", str(out)]
+    res = invoke(args)
+    assert res.exit_code == 0 and "machine was busy" not in res.output
+    assert load_result(out).summary["cpu_share"]["normal"] == pytest.approx(1.0)
+    fake.setenv("FAKE_CPU_SHARE", "0.6")
+    res = invoke(args)
+    assert res.exit_code == 0  # a warning, not a failure: memory is still right
+    assert "machine was busy" in res.output and "normal 60%" in res.output
