@@ -440,7 +440,13 @@ def _write_plots(cmp, results, folder: Path) -> list[Path]:
     """trade-off, evaluations and one RSS timeline per cell, as PNG files in ``folder``."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        figures = [("tradeoff.png", cmp.plot_tradeoff(results))]
+        groups: dict = {}
+        for r in results:  # one trade-off plot per model and size, as in the HTML report
+            groups.setdefault(cmp.cell_family(r.case), []).append(r)
+        figures = [
+            (f"tradeoff-{g[0].case.model}-l{g[0].case.steps}.png", cmp.plot_tradeoff(g))
+            for g in groups.values()
+        ]
         figures.append(("evaluations.png", cmp.plot_evaluations(results)))
         figures += [(f"timeline-{r.case.key}.png", cmp.plot_timeline(r)) for r in results]
         written = []

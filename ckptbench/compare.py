@@ -770,7 +770,8 @@ def plot_timeline(result: RunResult) -> Any:
     return fig
 
 
-def _group_key(c: Case) -> tuple[Any, ...]:
+def cell_family(c: Case) -> tuple[Any, ...]:
+    """Cells that share a model and sizes: the points of one trade-off plot."""
     return (c.model, c.steps, c.hidden, c.batch, c.input, c.output)
 
 
@@ -928,7 +929,7 @@ def render_html(comparison: Comparison, max_timelines: int = 24) -> str:
         parts += [f"<p class='note'>{html.escape(u)}</p>" for u in _unmatched(comparison)]
     groups: dict[tuple[Any, ...], list[RunResult]] = {}
     for r in results:
-        groups.setdefault(_group_key(r.case), []).append(r)
+        groups.setdefault(cell_family(r.case), []).append(r)
     parts.append("<h2>Memory-time trade-off</h2>")
     for group in groups.values():
         parts.append(_img(plot_tradeoff(group), "trade-off"))

@@ -239,7 +239,7 @@ def test_sweep_compare_check_through_the_cli(fake, tmp_path):
     res = invoke(["compare", str(out), "--format", "html", "-o", str(html), "--plots", str(plots)])
     assert res.exit_code == 0
     assert html.read_text().count("data:image/png;base64,") >= 3
-    assert (plots / "tradeoff.png").read_bytes()[:4] == b"\x89PNG"
+    assert (plots / "tradeoff-rnn-l40.png").read_bytes()[:4] == b"\x89PNG"
 
     res = invoke(["check", str(out)])
     assert res.exit_code == 0 and "PASSED" in res.output
