@@ -158,7 +158,10 @@ def test_schedule_command_prints_the_numbers():
 
 
 def test_every_help_shows_an_example():
-    for args in (["--help"], ["run", "--help"], ["schedule", "--help"]):
+    for args in (
+        ["--help"],
+        *([c, "--help"] for c in ("run", "schedule", "sweep", "compare", "check")),
+    ):
         res = invoke(args)
         assert res.exit_code == 0 and "Example" in res.output
     assert "INCLUDING" in invoke(["run", "--help"]).output
