@@ -424,7 +424,7 @@ def compare(results, against, fmt, output, min_effect, any_host, plots):
     except ValueError as err:
         raise InputError(str(err)) from None
     if plots is not None:
-        for path in _write_plots(cmp, after, plots):
+        for path in _write_plots(after, plots):
             click.echo(f"wrote {path}", err=True)
     if output is not None:
         try:
@@ -436,22 +436,24 @@ def compare(results, against, fmt, output, min_effect, any_host, plots):
         click.echo(text)
 
 
-def _write_plots(cmp, results, folder: Path) -> list[Path]:
+def _write_plots(results, folder: Path) -> list[Path]:
     """trade-off, evaluations and one RSS timeline per cell, as PNG files in ``folder``."""
+    from ckptbench import plots as figs
+
     try:
         folder.mkdir(parents=True, exist_ok=True)
         groups: dict = {}
         for r in results:  # one trade-off plot per model and size, as in the HTML report
-            groups.setdefault(cmp.cell_family(r.case), []).append(r)
+            groups.setdefault(figs.cell_family(r.case), []).append(r)
         figures = [
-            (f"tradeoff-{g[0].case.model}-l{g[0].case.steps}.png", cmp.plot_tradeoff(g))
+            (f"tradeoff-{g[0].case.model}-l{g[0].case.steps}.png", figs.plot_tradeoff(g))
             for g in groups.values()
         ]
-        figures.append(("evaluations.png", cmp.plot_evaluations(results)))
-        figures += [(f"timeline-{r.case.key}.png", cmp.plot_timeline(r)) for r in results]
+        figures.append(("evaluations.png", figs.plot_evaluations(results)))
+        figures += [(f"timeline-{r.case.key}.png", figs.plot_timeline(r)) for r in results]
         written = []
         for name, fig in figures:
-            (folder / name).write_bytes(cmp.figure_png(fig))
+            (folder / name).write_bytes(figs.figure_png(fig))
             written.append(folder / name)
     except OSError as err:
         raise InputError(f"--plots {folder}: cannot write ({err.strerror or err})") from None

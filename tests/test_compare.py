@@ -17,15 +17,14 @@ from _synthetic import CI_CASE, MIB, make_result
 from ckptbench.compare import (
     FORMATS,
     compare,
-    figure_png,
     load_results,
     memory_delta,
-    plot_tradeoff,
     render,
     results_table,
     time_test,
 )
 from ckptbench.config import parse_config
+from ckptbench.plots import figure_png, plot_tradeoff
 from ckptbench.results import Mode, Status, save_result
 from ckptbench.sweep import run_sweep
 
