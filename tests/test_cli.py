@@ -265,3 +265,15 @@ def test_busy_machine_warning(fake, tmp_path):
     res = invoke(args)
     assert res.exit_code == 0  # a warning, not a failure: memory is still right
     assert "machine was busy" in res.output and "normal 60%" in res.output
+
+
+def test_result_files_get_ordinary_permissions(tmp_path):
+    from ckptbench.results import write_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "r.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left
