@@ -23,3 +23,17 @@ def test_twenty_percent_larger_workload_shows_as_twenty_percent_more_overhead():
         peaks = [i.peak_rss_bytes for i in res.mode(Mode.NORMAL).iterations]
         assert max(peaks) - min(peaks) < 2 * 2**20
         assert res.mode(Mode.NORMAL).sampled_peak_rss_bytes <= max(peaks) + 2**20
+
+
+def test_worker_imports_stay_minimal():
+    """The measured process must not pull in the reporting stack (DESIGN.md §1)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ckptbench.worker; "
+        "print(','.join(m for m in ('pandas', 'rich', 'click', 'matplotlib', 'scipy') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
