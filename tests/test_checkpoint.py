@@ -57,6 +57,17 @@ def make_lstm(rng, steps):
 CASES = {"rnn": (rnn_step, readout, make_rnn), "lstm": (lstm_step, lstm_post, make_lstm)}
 
 
+def counting(step):
+    """``step`` wrapped to count its calls in ``calls["f"]``."""
+    calls = {"f": 0}
+
+    def counted(p, h, x):
+        calls["f"] += 1
+        return step(p, h, x)
+
+    return counted, calls
+
+
 def plain_loop(f, post, steps):
     def loop(params, state, inputs):
         outs = []
@@ -143,12 +154,7 @@ def test_gradients_match_finite_differences(model):
 
 @pytest.mark.parametrize(("steps", "snaps"), [(1, 1), (50, 1), (100, 10), (200, 7), (64, 64)])
 def test_step_evaluations_are_optimal(steps, snaps):
-    calls = {"f": 0}
-
-    def counted(p, h, x):
-        calls["f"] += 1
-        return rnn_step(p, h, x)
-
+    counted, calls = counting(rnn_step)
     params, h0, xs = make_rnn(np.random.default_rng(0), steps)
     loop = binomial_checkpoint(counted, readout, steps, snaps)
     autograd.grad(loss_of(loop))(params, h0, xs)
@@ -164,12 +170,7 @@ def test_step_evaluations_are_optimal(steps, snaps):
 
 
 def test_forward_alone_is_the_first_sweep():
-    calls = {"f": 0}
-
-    def counted(p, h, x):
-        calls["f"] += 1
-        return rnn_step(p, h, x)
-
+    counted, calls = counting(rnn_step)
     params, h0, xs = make_rnn(np.random.default_rng(0), 100)
     loop = binomial_checkpoint(counted, readout, 100, 10)
     loop(params, h0, xs)
@@ -178,12 +179,7 @@ def test_forward_alone_is_the_first_sweep():
 
 
 def test_uniform_counts_match_replay():
-    calls = {"f": 0}
-
-    def counted(p, h, x):
-        calls["f"] += 1
-        return rnn_step(p, h, x)
-
+    counted, calls = counting(rnn_step)
     params, h0, xs = make_rnn(np.random.default_rng(0), 90)
     loop = binomial_checkpoint(counted, readout, 90, 12, strategy="uniform")
     autograd.grad(loss_of(loop))(params, h0, xs)

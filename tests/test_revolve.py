@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from functools import cache
 
 import pytest
+from _imports import loaded_after_import
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +22,8 @@ from ckptbench.revolve import (
     store_all_schedule,
     uniform_schedule,
 )
+
+HEAVY = ("numpy", "autograd", "pandas", "click", "rich")
 
 REFERENCE = [
     (100, 10, 222),
@@ -195,10 +196,4 @@ def test_planning_helpers():
 
 def test_revolve_module_is_pure():
     """Importing the schedule module pulls in no numpy, autograd or I/O-heavy modules."""
-    code = (
-        "import sys, ckptbench.revolve; "
-        "bad = [m for m in ('numpy', 'autograd', 'pandas', 'click', 'rich') if m in sys.modules]; "
-        "print(','.join(bad))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    assert loaded_after_import("ckptbench.revolve", HEAVY) == []

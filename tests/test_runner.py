@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from _imports import loaded_after_import
 
 from ckptbench.results import Case, Mode
 from ckptbench.runner import run_case
@@ -27,13 +28,5 @@ def test_twenty_percent_larger_workload_shows_as_twenty_percent_more_overhead():
 
 def test_worker_imports_stay_minimal():
     """The measured process must not pull in the reporting stack (DESIGN.md §1)."""
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, ckptbench.worker; "
-        "print(','.join(m for m in ('pandas', 'rich', 'click', 'matplotlib', 'scipy') "
-        "if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    reporting = ("pandas", "rich", "click", "matplotlib", "scipy")
+    assert loaded_after_import("ckptbench.worker", reporting) == []
