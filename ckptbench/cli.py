@@ -130,7 +130,7 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
     from ckptbench.report import schedule_table
     from ckptbench.revolve import make_schedule, replay
 
-    console = Console()
+    console = _stdout_console()
     if actions:
         for act in make_schedule(strategy, steps, snaps):
             click.echo(repr(act))
@@ -156,6 +156,12 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
 
 
 # ---------------------------------------------------------------------- run
+
+
+def _stdout_console() -> Console:
+    """Rich console for results; wide when piped, so tables are not squeezed to 80 columns."""
+    console = Console()
+    return console if console.is_terminal else Console(width=180)
 
 
 def _default_out(model: str) -> Path:
@@ -266,7 +272,7 @@ def run(
     if as_json:
         click.echo(json.dumps(result_to_dict(result), indent=1))
     else:
-        console = Console()
+        console = _stdout_console()
         console.print(run_table(result))
         console.print(headline(result))
         console.print(f"[dim]saved {out}[/dim]")
