@@ -139,17 +139,17 @@ class CheckpointedLoop:
 
     # ------------------------------------------------------------------ forward = first sweep
 
-    def _check_inputs(self, state0: Any, inputs: Any) -> None:
+    def _check_inputs(self, state0: Any, inputs: Any) -> tuple:
+        """Validate the arguments; return the state's signature (structure, shapes, dtypes)."""
         shape = getattr(inputs, "shape", None)
         if shape is None or len(shape) == 0:
             raise ValueError("inputs must be an array whose leading axis is the step axis")
         if shape[0] != self.steps:
             raise ValueError(f"inputs has leading axis {shape[0]}, expected steps={self.steps}")
-        _signature(state0, "state0")
+        return _signature(state0, "state0")
 
     def _forward(self, params: Any, state0: Any, inputs: Any, run: _Run) -> np.ndarray:
-        self._check_inputs(state0, inputs)
-        sig = _signature(state0, "state0")
+        sig = self._check_inputs(state0, inputs)
         run.state_bytes = _nbytes(state0)
         run.actions = make_schedule(self.strategy, self.steps, self.snaps)
         out: np.ndarray | None = None

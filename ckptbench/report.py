@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from ckptbench.analysis import mode_peak_bytes, spread
+from ckptbench.analysis import mode_peak_bytes
 from ckptbench.results import Mode, RunResult
 from ckptbench.revolve import ReplayStats, optimal_forward_steps, repetition_number
 
@@ -22,11 +22,11 @@ def _x(v: float | None, digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}x"
 
 
-def _time(values: list[float]) -> str:
-    if not values:
+def _time(t: dict[str, float] | None) -> str:
+    """'median s [min, max]' from a summary's time_s entry."""
+    if not t:
         return "-"
-    s = spread(values)
-    return f"{s.median:.3f} s [{s.min:.3f}, {s.max:.3f}]"
+    return f"{t['median']:.3f} s [{t['min']:.3f}, {t['max']:.3f}]"
 
 
 def headline(result: RunResult) -> str:
@@ -66,18 +66,14 @@ def run_table(result: RunResult) -> Table:
         ("grad max rel err", "right"),
     ]:
         table.add_column(col, justify=justify)
-    normal = result.mode(Mode.NORMAL)
-    normal_t = (
-        spread([i.wall_time_s for i in normal.iterations]).median if normal and normal.ok else None
-    )
     overhead = s.get("overhead_bytes", {})
-    n_over = overhead.get(Mode.NORMAL.value)
+    times_s = s.get("time_s", {})
+    ratios = {Mode.CHECKPOINTED: (s.get("slowdown"), s.get("memory_savings"))}
+    if Mode.NORMAL.value in times_s:
+        ratios[Mode.NORMAL] = (1.0, None)  # the reference itself
     for m in result.modes:
-        times = [i.wall_time_s for i in m.iterations] if m.ok else []
-        med = spread(times).median if times else None
-        slow = med / normal_t if med is not None and normal_t else None
+        slow, savings = ratios.get(m.mode, (None, None))
         over = overhead.get(m.mode.value)
-        savings = n_over / over if (n_over is not None and over) else None
         evals = m.counters.get("step_calls")
         if m.mode is Mode.CHECKPOINTED:
             ev = f"{evals} / {s.get('step_evaluations_optimal')}" if evals is not None else "-"
@@ -91,7 +87,7 @@ def run_table(result: RunResult) -> Table:
             fmt_bytes(mode_peak_bytes(m)),
             fmt_bytes(m.sampled_peak_rss_bytes),
             fmt_bytes(over, signed=True) if m.mode is not Mode.BASELINE else "(floor)",
-            _time(times),
+            _time(times_s.get(m.mode.value)),
             _x(slow) if m.mode is not Mode.BASELINE else "-",
             _x(savings, 1) if m.mode is Mode.CHECKPOINTED else "-",
             ev,
