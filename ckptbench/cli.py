@@ -126,10 +126,39 @@ def cli() -> None:
 @click.option("--time", "timed", is_flag=True, help="Time generating the full schedule.")
 @click.option("--repeat", type=POS, default=5, show_default=True, help="Timing repetitions.")
 def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, repeat: int):
-    """Show a checkpointing schedule's cost: r, t, evaluations, peak snapshots."""
-    from ckptbench.report import schedule_table
-    from ckptbench.revolve import make_schedule, replay
+    """Show a checkpointing schedule's cost: r, t, evaluations, peak snapshots.
 
+    The figures come from the closed-form Griewank-Walther formulas for any size; the
+    schedule is enumerated (and replayed to check it) only up to 5 000 000 step evaluations,
+    or for --actions/--time, which refuse larger schedules.
+    """
+    from ckptbench.report import closed_form_table, schedule_table
+    from ckptbench.revolve import make_schedule, optimal_forward_steps, replay
+
+    evaluations = (
+        optimal_forward_steps(steps, min(snaps, steps)) + steps
+        if strategy == "revolve"
+        else 2 * steps - 1
+        if strategy == "store-all"
+        else None
+    )
+    small = evaluations is not None and evaluations <= ENUMERATE_LIMIT
+    if strategy == "uniform":
+        small = steps <= ENUMERATE_LIMIT // 2 and min(steps, snaps) <= 20_000
+    if (actions or timed) and not small:
+        raise InputError(
+            f"--actions/--time enumerate the schedule; {steps} steps with {snaps} snaps is "
+            f"over the limit of {ENUMERATE_LIMIT:,} step evaluations (the figures without "
+            "these options come from the formulas)"
+        )
+    if not small:
+        if strategy == "uniform":
+            raise InputError(
+                f"the uniform schedule has no closed form; {steps} steps is too many to "
+                "enumerate here (use --strategy revolve for the formulas)"
+            )
+        _stdout_console().print(closed_form_table(steps, snaps, strategy))
+        return
     console = _stdout_console()
     if actions:
         for act in make_schedule(strategy, steps, snaps):
@@ -155,6 +184,10 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
         )
 
 
+#: Schedules up to this many step evaluations are enumerated (about 2 s here).
+ENUMERATE_LIMIT = 5_000_000
+
+
 # ---------------------------------------------------------------------- run
 
 
@@ -165,17 +198,27 @@ def _stdout_console() -> Console:
 
 
 def _default_out(model: str) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    slug = re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_")[:30] or "model"
-    return Path("results") / f"run-{slug}-{stamp}.json"
+    """results/run-<model>-<date>-<time>.<microseconds>-<random>.json: unique per run."""
+    import secrets
+
+    now = datetime.now()
+    stamp = now.strftime("%Y%m%d-%H%M%S") + f".{now.microsecond:06d}"
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_")[-30:].strip("_") or "model"
+    return Path("results") / f"run-{slug}-{stamp}-{secrets.token_hex(3)}.json"
 
 
-def _check_writable(path: Path) -> None:
-    """Fail early (exit 2) when the result file could not be written."""
+def _check_out(path: Path, force: bool) -> None:
+    """Fail early (exit 2) when the result file could not be written, or would replace
+    something it must not (see ``results.check_target``)."""
     import tempfile
 
-    if path.is_dir():
-        raise InputError(f"--out {path}: is a folder")
+    from ckptbench.results import TargetError, check_target
+
+    try:
+        check_target(path, replace=force)
+    except TargetError as err:
+        hint = "; pass --force to replace it" if path.is_file() and not path.is_symlink() else ""
+        raise InputError(f"--out {err}{hint}") from None
     folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -186,6 +229,42 @@ def _check_writable(path: Path) -> None:
         raise InputError(f"--out {path}: cannot write there ({err.strerror or err})") from None
 
 
+def _parse_modes(text: str):
+    from ckptbench.results import Mode
+
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    if not names:
+        raise InputError("--modes is empty")
+    try:
+        modes = tuple(Mode(m) for m in names)
+    except ValueError:
+        raise InputError(f"--modes {text!r}: use baseline, normal, checkpointed") from None
+    if len(set(modes)) != len(modes):
+        raise InputError(f"--modes {text!r} names a mode twice")
+    return modes
+
+
+def _check_size(case) -> None:
+    """Refuse (exit 2) a case whose inputs alone could not fit in this machine's memory."""
+    import psutil
+
+    floats = case.steps * case.batch * (case.input + case.output)
+    need = 8 * floats
+    total = psutil.virtual_memory().total
+    if need > total:
+        raise InputError(
+            f"--steps {case.steps}: the inputs and outputs alone need about "
+            f"{need / 2**30:,.1f} GiB, more than this machine's {total / 2**30:.1f} GiB"
+        )
+
+
+def _strategies() -> list[str]:
+    from ckptbench.results import EXTRA_STRATEGIES
+    from ckptbench.revolve import Strategy
+
+    return [s.value for s in Strategy] + list(EXTRA_STRATEGIES)
+
+
 @cli.command(epilog="Example:\n\n  ckptbench run --model lstm --steps 1000 --snaps 31")
 @click.option(
     "--model",
@@ -194,12 +273,33 @@ def _check_writable(path: Path) -> None:
     help="rnn, lstm, or a plug-in 'path/to/file.py:NAME' / 'package.module:NAME'.",
 )
 @click.option("--steps", type=POS, default=1000, show_default=True, help="Sequence length l.")
-@click.option("--snaps", type=POS, default=31, show_default=True, help=SNAPS_HELP)
+@click.option(
+    "--snaps",
+    type=POS,
+    default=31,
+    show_default=True,
+    help=SNAPS_HELP + " More than --steps is clamped to --steps (and said so).",
+)
 @click.option(
     "--strategy",
-    type=click.Choice(["revolve", "uniform", "store-all"]),
+    type=click.Choice(_strategies()),
     default="revolve",
     show_default=True,
+    help="torch-checkpoint: torch.utils.checkpoint over --snaps equal segments (the peer).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["autograd", "torch"]),
+    default="autograd",
+    show_default=True,
+    help="Library that computes the gradient (torch: pip install '.[torch]').",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    help="torch only: where the gradient is computed.",
 )
 @click.option("--hidden", type=POS, default=256, show_default=True)
 @click.option("--batch", type=POS, default=16, show_default=True)
@@ -216,9 +316,23 @@ def _check_writable(path: Path) -> None:
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--repeats", type=POS, default=3, show_default=True, help="Measured iterations.")
 @click.option(
+    "--rounds",
+    type=POS,
+    default=1,
+    show_default=True,
+    help="Measure every mode this many times, each in a fresh worker, in rotated order.",
+)
+@click.option(
     "--threads", type=POS, default=1, show_default=True, help="BLAS/OpenMP threads in workers."
 )
-@click.option("--timeout", type=SECONDS, default="15m", show_default=True, help="Per mode.")
+@click.option(
+    "--timeout",
+    type=SECONDS,
+    default="15m",
+    show_default=True,
+    help="Per mode, counted from the worker's ready signal (imports and data built; start-up "
+    "has its own limit of the same length). A stopped mode keeps its completed iterations.",
+)
 @click.option(
     "--memory-limit",
     type=BYTES,
@@ -230,43 +344,65 @@ def _check_writable(path: Path) -> None:
     "--modes",
     default="baseline,normal,checkpointed",
     show_default=True,
-    help="Comma-separated subset of baseline, normal, checkpointed.",
+    help="Comma-separated subset of baseline, normal, checkpointed (each at most once).",
 )
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Result JSON file.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Result JSON file (default: a new, unique name under results/). An existing file is "
+    "never replaced without --force; a link, folder or device never.",
+)
+@click.option("--force", is_flag=True, help="Allow --out to replace an existing result file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result document on stdout.")
 def run(
-    model, steps, snaps, strategy, hidden, batch, input_, output, seed, warmup, repeats, threads,
-    timeout, memory_limit, sample_interval, modes, out, as_json,
+    model, steps, snaps, strategy, backend, device, hidden, batch, input_, output, seed, warmup,
+    repeats, rounds, threads, timeout, memory_limit, sample_interval, modes, out, force, as_json,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
     from ckptbench.report import failure_lines, headline, run_table, warning_lines
-    from ckptbench.results import Case, Mode, result_to_dict
-    from ckptbench.runner import run_case
+    from ckptbench.results import Case, result_to_dict
+    from ckptbench.runner import Interrupted, run_case, stop_on_signals
     from ckptbench.workloads import Sizes, load_workload
 
-    try:
-        mode_list = tuple(Mode(m.strip()) for m in modes.split(",") if m.strip())
-    except ValueError:
-        raise InputError(f"--modes {modes!r}: use baseline, normal, checkpointed") from None
-    if not mode_list:
-        raise InputError("--modes is empty")
+    mode_list = _parse_modes(modes)
     try:
         case = Case(
-            model=model, steps=steps, snaps=snaps, strategy=strategy, hidden=hidden,
-            batch=batch, input=input_, output=output, seed=seed, warmup=warmup, repeats=repeats,
-            threads=threads, timeout_s=timeout, memory_limit_bytes=memory_limit,
-            sample_interval_s=sample_interval,
+            model=model, steps=steps, snaps=snaps, strategy=strategy, backend=backend,
+            device=device, hidden=hidden, batch=batch, input=input_, output=output, seed=seed,
+            warmup=warmup, repeats=repeats, rounds=rounds, threads=threads, timeout_s=timeout,
+            memory_limit_bytes=memory_limit, sample_interval_s=sample_interval,
         )  # fmt: skip
-        load_workload(model, Sizes(**case.sizes()))
+        case, notes = case.effective()
+        _check_size(case)
+        if backend == "autograd":
+            load_workload(model, Sizes(**case.sizes()))
+        else:
+            _check_torch(case)
     except ValueError as err:
         raise InputError(str(err)) from None
     out = out or _default_out(model)
-    _check_writable(out)
+    _check_out(out, force)
 
-    err_console = Console(stderr=True)
-    progress_cb, stop = _progress(err_console, mode_list)
+    err_console = Console(stderr=True, soft_wrap=True)
+    for note in notes:
+        err_console.print(f"[yellow]note[/yellow] {note}", highlight=False)
+    progress_cb, stop = _progress(err_console, mode_list, case)
+    code = None
     try:
-        result = run_case(case, out_path=out, progress=progress_cb, modes=mode_list)
+        with stop_on_signals():
+            result = run_case(
+                case, out_path=out, replace_out=force, progress=progress_cb, modes=mode_list
+            )
+    except (Interrupted, KeyboardInterrupt) as err:
+        result = err.result  # type: ignore[attr-defined]
+        signum = getattr(err, "signum", 2)
+        code = 128 + signum
+        err_console.print(
+            f"[red]interrupted[/red] by {err or 'Ctrl-C'}: workers stopped; what was measured "
+            f"is saved in {out}",
+            highlight=False,
+        )
     finally:
         stop()
     if as_json:
@@ -280,33 +416,58 @@ def run(
         err_console.print(f"[yellow]warning[/yellow] {line}", highlight=False)
     for line in failure_lines(result):
         err_console.print(f"[red]failed[/red] {line}", highlight=False)
-    sys.exit(EXIT_OK if result.ok else EXIT_FAILED)
+    if code is None:
+        code = EXIT_OK if result.ok else EXIT_FAILED
+    sys.exit(code)
 
 
-def _progress(console: Console, modes):
-    """A rich progress display fed by the runner's callback; returns (callback, stop)."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+def _check_torch(case) -> None:
+    """One line and exit 2 when the torch backend cannot run this case here."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise InputError("--backend torch needs PyTorch: pip install 'ckptbench[torch]'")
+
+
+def _progress(console: Console, modes, case):
+    """Progress fed by the runner's events: a live display in a terminal, else one line per
+    finished mode. Returns (callback, stop)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     prog = Progress(
-        SpinnerColumn(),
         TextColumn("{task.description}"),
+        BarColumn(bar_width=20),
+        TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
         console=console,
         transient=False,
         disable=not console.is_terminal,
     )
-    tasks = {m: prog.add_task(f"{m.value}: waiting", total=1, start=False) for m in modes}
+    planned = case.warmup + case.repeats
+    tasks = {}
+    for k in range(case.rounds):
+        for m in modes:
+            label = m.value if case.rounds == 1 else f"round {k + 1} {m.value}"
+            tasks[k, m] = prog.add_task(f"{label}: waiting", total=planned, start=False)
     prog.start()
 
-    def callback(phase, mode, result):
-        task = tasks[mode]
-        if phase == "start":
+    def callback(event):
+        task = tasks[event.round, event.mode]
+        label = (
+            event.mode.value if case.rounds == 1 else f"round {event.round + 1} {event.mode.value}"
+        )
+        if event.phase == "start":
             prog.start_task(task)
-            prog.update(task, description=f"{mode.value}: measuring in a fresh worker")
+            prog.update(task, description=f"{label}: starting a fresh worker")
+        elif event.phase == "iteration":
+            kind = "warm-up" if event.warmup else "iteration"
+            prog.update(task, completed=event.index + 1, description=f"{label}: {kind}")
         else:
-            prog.update(task, completed=1, description=f"{mode.value}: {result.status.value}")
+            prog.update(
+                task, completed=planned, description=f"{label}: {event.result.status.value}"
+            )
             if not console.is_terminal:
-                console.print(f"{mode.value}: {result.status.value}")
+                console.print(f"{label}: {event.result.status.value}", highlight=False)
 
     return callback, prog.stop
 

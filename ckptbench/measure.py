@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -443,11 +444,17 @@ def _cpu_model() -> str | None:
 
 
 def _git_commit(cwd: str | None = None) -> str | None:
-    """Return ``git rev-parse HEAD`` of the repository at ``cwd``, or None."""
+    """``git rev-parse HEAD`` of ckptbench's own checkout, or None when it is installed.
+
+    The repository must have ckptbench's source folder at its top (a run from inside some
+    other repository records nothing, not that repository's commit).
+    """
+    root = Path(cwd) if cwd else Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=cwd or os.getcwd(),
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -481,8 +488,16 @@ def environment() -> dict[str, object]:
         "thread_env": {name: os.environ.get(name) for name in _RECORDED_ENV_VARS},
         "hostname": socket.gethostname(),
         "peak_method": peak_method(),
-        "git_commit": _git_commit(),
+        "ckptbench_version": _ckptbench_version(),
+        "git_commit": _git_commit(),  # ckptbench's own checkout; None when installed
+        "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
     }
+
+
+def _ckptbench_version() -> str:
+    from ckptbench import __version__
+
+    return __version__
 
 
 def _blas_from_show_config(numpy_module: object) -> dict[str, object] | None:

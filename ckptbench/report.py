@@ -147,3 +147,30 @@ def schedule_table(stats: ReplayStats, snaps: int, strategy: str, gen_s: float |
     for k, v in rows:
         table.add_row(k, v)
     return table
+
+
+def closed_form_table(steps: int, snaps: int, strategy: str) -> Table:
+    """A schedule's cost from the formulas alone (no enumeration), for any size."""
+    table = Table(
+        title=f"{strategy} schedule: {steps} steps, {snaps} snaps (closed form)",
+        show_header=False,
+    )
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    s = min(snaps, steps)
+    if strategy == "store-all":
+        t, peak, r = steps - 1, steps, 1
+    else:
+        t, peak, r = optimal_forward_steps(steps, s), s, repetition_number(steps, s)
+    rows = [
+        ("repetition number r(l, s)", str(r)),
+        ("advances t (untaped steps, first sweep included)", f"{t}"),
+        ("taped steps", f"{steps}"),
+        ("total step evaluations (t + l)", f"{t + steps}"),
+        ("recomputation factor t / l", f"{t / steps:.3f}"),
+        ("peak snapshots (at most)", f"{peak}"),
+        ("max advances of one step (at most)", f"{r}"),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    return table

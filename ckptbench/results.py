@@ -6,8 +6,10 @@ This module never prints; errors are ``ValueError`` with one-line messages.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 import tempfile
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import Enum
@@ -18,21 +20,26 @@ from ckptbench.revolve import Strategy
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Backend",
     "Case",
     "CaseError",
+    "Device",
     "Iteration",
     "Mode",
     "ModeResult",
     "RunResult",
     "Status",
+    "TargetError",
+    "check_target",
     "load_result",
+    "pool_rounds",
     "result_from_dict",
     "result_to_dict",
     "save_result",
     "write_atomic",
 ]
 
-SCHEMA_VERSION = 2  # 2: Case.output; threads in Case.key
+SCHEMA_VERSION = 3  # 3: backend/device/budget/rounds, hashed keys, rounds; 2: Case.output
 
 
 class CaseError(ValueError):
@@ -53,14 +60,33 @@ class Status(Enum):
     OK = "ok"
     FAILED = "failed"  # the worker reported an error (e.g. gradient mismatch)
     CRASHED = "crashed"  # the worker died or printed no result
-    TIMEOUT = "timeout"
+    TIMEOUT = "timeout"  # stopped at --timeout; the iterations it completed are kept
     OUT_OF_MEMORY = "out-of-memory"  # RSS exceeded --memory-limit; the worker was stopped
+    INTERRUPTED = "interrupted"  # ckptbench itself was stopped (SIGTERM, SIGHUP, Ctrl-C)
+
+
+class Backend(Enum):
+    """Which array/autodiff library a case runs on."""
+
+    AUTOGRAD = "autograd"
+    TORCH = "torch"
+
+
+class Device(Enum):
+    """Where a torch case computes (autograd always runs on the CPU)."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
 
 
 MODES: tuple[Mode, ...] = (Mode.BASELINE, Mode.NORMAL, Mode.CHECKPOINTED)
 
 #: Case fields that change how a cell is measured but are not part of ``Case.key``.
-SETTINGS_FIELDS = ("warmup", "repeats", "sample_interval_s")
+SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s")
+#: Case fields that only limit a measurement (not part of the key either).
+LIMIT_FIELDS = ("timeout_s", "memory_limit_bytes")
+#: Strategies that are not action streams of ``ckptbench.revolve``.
+EXTRA_STRATEGIES = ("torch-checkpoint",)
 
 
 def _pos_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -91,6 +117,9 @@ class Case:
     steps: int = 1000
     snaps: int = 31
     strategy: str = "revolve"
+    backend: str = "autograd"
+    device: str = "cpu"
+    budget_bytes: int | None = None  # byte budget of strategy "optimal"
     hidden: int = 256
     batch: int = 16
     input: int = 32
@@ -98,6 +127,7 @@ class Case:
     seed: int = 0
     warmup: int = 1
     repeats: int = 3
+    rounds: int = 1  # fresh workers per mode, in rotated order (see runner)
     threads: int = 1
     timeout_s: float | None = 900.0
     memory_limit_bytes: int | None = None
@@ -106,29 +136,72 @@ class Case:
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
             raise CaseError(f"model must be a non-empty string, got {self.model!r}")
-        for name in ("steps", "snaps", "hidden", "batch", "input", "repeats", "threads"):
+        for name in ("steps", "snaps", "hidden", "batch", "input", "repeats", "rounds", "threads"):
             _pos_int(name, getattr(self, name))
         _pos_int("output", self.output)
         _pos_int("warmup", self.warmup, minimum=0)
         _pos_int("seed", self.seed, minimum=0)
-        try:
-            Strategy(self.strategy)
-        except ValueError:
-            names = ", ".join(s.value for s in Strategy)
-            raise CaseError(f"unknown strategy {self.strategy!r} (choose from {names})") from None
+        names = [s.value for s in Strategy] + list(EXTRA_STRATEGIES)
+        if self.strategy not in names:
+            raise CaseError(f"unknown strategy {self.strategy!r} (choose from {', '.join(names)})")
+        _choice("backend", self.backend, Backend)
+        _choice("device", self.device, Device)
+        if self.backend == Backend.AUTOGRAD.value and self.device != Device.CPU.value:
+            raise CaseError(f"device {self.device!r} needs --backend torch (autograd is CPU-only)")
+        if self.strategy == "torch-checkpoint" and self.backend != Backend.TORCH.value:
+            raise CaseError("strategy 'torch-checkpoint' needs --backend torch")
+        if self.strategy == "optimal":
+            if self.budget_bytes is None:
+                raise CaseError("strategy 'optimal' needs a byte budget (--budget)")
+            _pos_int("budget_bytes", self.budget_bytes)
+        elif self.budget_bytes is not None:
+            raise CaseError("a byte budget (--budget) is only used by strategy 'optimal'")
         _pos_float("timeout_s", self.timeout_s, allow_none=True)
         _pos_float("sample_interval_s", self.sample_interval_s)
         if self.memory_limit_bytes is not None:
             _pos_int("memory_limit_bytes", self.memory_limit_bytes)
 
+    def identity(self) -> dict[str, Any]:
+        """Every field that changes what is measured (all but settings and limits)."""
+        skip = set(SETTINGS_FIELDS) | set(LIMIT_FIELDS)
+        return {k: v for k, v in self.to_dict().items() if k not in skip}
+
     @property
     def key(self) -> str:
-        """Identifier of the cell in a sweep: everything that changes what is measured."""
+        """Identifier of the cell in a sweep: a readable prefix plus a hash of the identity.
+
+        The prefix is cut for readability; the 10-hex-digit hash of every identity field
+        (the full model spec included) keeps two different cases from sharing a key.
+        """
+        ident = json.dumps(self.identity(), sort_keys=True)
+        digest = hashlib.sha256(ident.encode()).hexdigest()[:10]
+        backend = "" if self.backend == "autograd" else f"-{self.backend}-{self.device}"
+        budget = "" if self.budget_bytes is None else f"-m{self.budget_bytes}"
         return (
-            f"{_slug(self.model)}-l{self.steps}-s{self.snaps}-{self.strategy}"
+            f"{_slug(self.model)}{backend}-l{self.steps}-s{self.snaps}-{self.strategy}{budget}"
             f"-h{self.hidden}-b{self.batch}-i{self.input}-o{self.output}-t{self.threads}"
-            f"-seed{self.seed}"
+            f"-seed{self.seed}-{digest}"
         )
+
+    def effective(self) -> tuple[Case, tuple[str, ...]]:
+        """The case as it will really run, and a note for every value that was clamped.
+
+        More snapshot slots than steps are never used, so ``snaps`` is clamped to ``steps``.
+        """
+        notes: list[str] = []
+        case = self
+        if self.snaps > self.steps and self.strategy != "torch-checkpoint":
+            notes.append(
+                f"--snaps {self.snaps} clamped to {self.steps}: a chain of {self.steps} "
+                "steps never uses more slots than steps"
+            )
+            case = replace(case, snaps=self.steps)
+        elif self.snaps > self.steps:
+            notes.append(
+                f"--snaps {self.snaps} clamped to {self.steps}: at most one segment per step"
+            )
+            case = replace(case, snaps=self.steps)
+        return case, tuple(notes)
 
     def sizes(self) -> dict[str, int]:
         """Keyword sizes for the workload factory."""
@@ -156,7 +229,13 @@ class Case:
 
 def _slug(text: str) -> str:
     keep = [c if c.isalnum() else "_" for c in text]
-    return "".join(keep).strip("_")[:40] or "model"
+    return "".join(keep).strip("_")[-40:].strip("_") or "model"
+
+
+def _choice(name: str, value: Any, enum: type[Enum]) -> None:
+    names = [e.value for e in enum]
+    if value not in names:
+        raise CaseError(f"unknown {name} {value!r} (choose from {', '.join(names)})")
 
 
 @dataclass(frozen=True)
@@ -167,6 +246,7 @@ class Iteration:
     cpu_time_s: float
     peak_rss_bytes: int  # exact peak of this iteration (VmHWM after reset, or fallback)
     start_rss_bytes: int  # RSS just before the iteration, after malloc_trim
+    phases: dict[str, float] = field(default_factory=dict)  # executor phase times (s)
 
 
 @dataclass(frozen=True)
@@ -190,6 +270,9 @@ class ModeResult:
     exit_code: int | None = None
     stderr_tail: str | None = None
     wall_time_s: float | None = None  # whole worker process
+    round: int = 0  # which round of the run (fresh workers per mode, rotated order)
+    iterations_planned: int | None = None  # warm-up excluded; more than len(iterations)
+    # when the mode was stopped (timeout, interrupt) after some iterations completed
 
     @property
     def ok(self) -> bool:
@@ -209,15 +292,46 @@ class RunResult:
     schema_version: int = SCHEMA_VERSION
     tool_version: str = ""
 
+    def mode_rounds(self, mode: Mode) -> tuple[ModeResult, ...]:
+        """Every round's result of ``mode``, in round order."""
+        return tuple(sorted((m for m in self.modes if m.mode is mode), key=lambda m: m.round))
+
     def mode(self, mode: Mode) -> ModeResult | None:
-        for m in self.modes:
-            if m.mode is mode:
-                return m
-        return None
+        """``mode`` pooled over the rounds: iterations of every round, the worst status.
+
+        With one round this is that round's result itself.
+        """
+        rounds = self.mode_rounds(mode)
+        if len(rounds) <= 1:
+            return rounds[0] if rounds else None
+        return pool_rounds(rounds)
 
     @property
     def ok(self) -> bool:
         return all(m.ok for m in self.modes)
+
+
+def pool_rounds(rounds: tuple[ModeResult, ...]) -> ModeResult:
+    """One mode's rounds as one result: iterations concatenated in round order.
+
+    The status is the first round's that is not ok (so a failure is never hidden); counters
+    and gradient error come from the first round (every round runs the same schedule); the
+    sampled peak is the highest of any round.
+    """
+    first = rounds[0]
+    bad = next((r for r in rounds if not r.ok), None)
+    sampled = [r.sampled_peak_rss_bytes for r in rounds if r.sampled_peak_rss_bytes]
+    errs = [r.grad_max_rel_err for r in rounds if r.grad_max_rel_err is not None]
+    return replace(
+        bad or first,
+        iterations=tuple(it for r in rounds for it in r.iterations),
+        warmup=tuple(it for r in rounds for it in r.warmup),
+        sampled_peak_rss_bytes=max(sampled) if sampled else None,
+        sample_count=sum(r.sample_count for r in rounds),
+        grad_max_rel_err=max(errs) if errs else None,
+        counters=first.counters,
+        round=0,
+    )
 
 
 # ---------------------------------------------------------------------- JSON
@@ -277,9 +391,37 @@ def result_from_dict(data: dict[str, Any], source: str = "result") -> RunResult:
         raise ValueError(f"{source}: malformed result ({type(err).__name__}: {msg})") from None
 
 
-def write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
+class TargetError(OSError):
+    """A file may not be written where it was asked: it exists, or is not a regular file."""
+
+
+def check_target(path: str | os.PathLike[str], *, replace: bool) -> None:
+    """Raise :class:`TargetError` unless ``path`` may be (re)written as a regular file.
+
+    A symlink, a folder, a FIFO, a device or a socket is never replaced; an existing regular
+    file only when ``replace`` is true.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise TargetError(f"{path}: is a symbolic link; ckptbench never writes through one")
+    if not stat.S_ISREG(st.st_mode):
+        raise TargetError(f"{path}: exists and is not a regular file")
+    if not replace:
+        raise TargetError(f"{path}: exists (ckptbench never replaces a file unless told to)")
+
+
+def write_atomic(path: str | os.PathLike[str], text: str, *, replace: bool = True) -> None:
+    """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename).
+
+    Never writes through a symlink or over anything but a regular file. With
+    ``replace=False`` an existing ``path`` is never replaced: the temp file is hard-linked
+    into place, which fails atomically if the name exists, so two writers cannot both win.
+    """
     target = Path(path)
+    check_target(target, replace=replace)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
@@ -291,14 +433,25 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        if replace:
+            check_target(target, replace=True)  # it may have become a link meanwhile
+            os.replace(tmp, target)
+        else:
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                raise TargetError(
+                    f"{target}: exists (ckptbench never replaces a file unless told to)"
+                ) from None
+            os.unlink(tmp)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def save_result(result: RunResult, path: str | os.PathLike[str]) -> None:
-    write_atomic(path, json.dumps(result_to_dict(result), indent=1) + "\n")
+def save_result(result: RunResult, path: str | os.PathLike[str], *, replace: bool = True) -> None:
+    """Save a result atomically (see :func:`write_atomic` for what is never replaced)."""
+    write_atomic(path, json.dumps(result_to_dict(result), indent=1) + "\n", replace=replace)
 
 
 def load_result(path: str | os.PathLike[str]) -> RunResult:

@@ -516,10 +516,14 @@ def _first_error(result: RunResult) -> str:
 def _run_local(run_cell: RunCell, pending: CellOutcome, state: _Progress) -> CellOutcome:
     case = pending.case
 
-    def on_mode(phase: str, mode: Mode, result: ModeResult | None) -> None:
-        state.emit(f"mode-{phase}", case, mode=mode, mode_result=result)
+    def on_mode(event: Any) -> None:
+        if event.phase in ("start", "done"):
+            state.emit(f"mode-{event.phase}", case, mode=event.mode, mode_result=event.result)
 
     t0 = time.monotonic()
+    if pending.path.exists():  # re-measuring a failed cell: keep the old file beside it
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        pending.path.rename(pending.path.with_name(f"{pending.path.name}.{stamp}.replaced"))
     try:
         result = run_cell(case, out_path=pending.path, progress=on_mode)
     except Exception as err:  # a harness bug in one cell must not lose the sweep

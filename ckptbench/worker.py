@@ -1,87 +1,87 @@
-"""The measured process: ``python -m ckptbench.worker`` runs one (case, mode) and reports JSON.
+"""The measured process: ``python -P -m ckptbench.worker`` runs one (case, mode).
 
-Protocol: a job document on stdin, ``{"case": {...}, "mode": "normal", "grad_path": str|null}``;
-exactly one JSON line on stdout; exit status 0 on success, 1 when the job failed (the JSON
-line then has ``"ok": false`` and ``"error"``). Every mode imports the same modules, so the
-three processes start from the same footprint and overheads compare like for like.
+Protocol (see docs/architecture.md, "The worker"): the parent writes one job document to
+stdin, ``{"case": {...}, "mode": "normal", "grad_path": str|null, "channel_fd": int,
+"parent_pid": int, "plugin_paths": [str]}``. The worker reports on the inherited pipe
+``channel_fd``, never on stdout, so a plug-in that prints (even JSON) cannot forge a result.
+Every report is one JSON line with an ``event``:
 
-Per iteration (DESIGN.md §3): ``malloc_trim(0)``, reset VmHWM through
-``/proc/self/clear_refs``, run loss + gradient, read VmHWM. No pandas, rich or click here.
+* ``ready`` — imports done and data built; the parent's ``--timeout`` starts here;
+* ``iteration`` — one warm-up or measured iteration (``warmup``: bool, ``record``: {...});
+* ``result`` — the final report (``ok`` true, or false with ``error``).
+
+The worker is started with ``-P``, so the current folder never shadows an installed module;
+plug-in folders the parent resolved are appended to the *end* of ``sys.path``. It dies with
+its parent: ``PR_SET_PDEATHSIG`` on Linux, and a watchdog thread polling the parent's pid
+everywhere.
+
+Per iteration: ``malloc_trim(0)``, reset VmHWM through ``/proc/self/clear_refs``, run loss +
+gradient, read VmHWM. The worker imports only the backend it measures (no pandas, rich or
+click, and no torch for autograd cases nor autograd for torch cases).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+import threading
 import time
 import traceback
-from typing import Any
-
-import autograd
-import autograd.numpy as anp
-import numpy as np
+from collections.abc import Callable
+from typing import IO, Any
 
 from ckptbench import measure
-from ckptbench.checkpoint import binomial_checkpoint
+from ckptbench.backends import Built
 from ckptbench.results import Case, Mode
-from ckptbench.workloads import Sizes, load_workload
+
+#: How often the watchdog checks that the parent is still alive.
+PARENT_POLL_S = 0.5
 
 
-def _zeros_like(tree: Any) -> Any:
-    if isinstance(tree, dict):
-        return {k: _zeros_like(v) for k, v in tree.items()}
-    if isinstance(tree, (tuple, list)):
-        return type(tree)(_zeros_like(v) for v in tree)
-    return np.zeros_like(tree)
+def _die_with_parent(parent_pid: int | None) -> None:
+    """Exit at once when the parent dies (a SIGKILLed ckptbench must not leave workers)."""
+    if not parent_pid:
+        return
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(3)
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            if os.getppid() != parent_pid:
+                os._exit(3)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
-def _flatten(tree: Any) -> np.ndarray:
-    if isinstance(tree, dict):
-        return np.concatenate([_flatten(tree[k]) for k in sorted(tree)])
-    if isinstance(tree, (tuple, list)):
-        return np.concatenate([_flatten(v) for v in tree])
-    return np.ravel(np.asarray(tree, dtype=np.float64))
+def build(case: Case, mode: Mode) -> Built:
+    """The gradient of ``case`` in ``mode`` on the case's backend."""
+    if case.backend == "torch":
+        try:
+            from ckptbench.torch_backend.modes import build_gradient as torch_build
+        except ImportError as err:
+            raise RuntimeError(f"the torch backend needs torch ({err})") from None
+        return torch_build(case, mode)
+    from ckptbench.autograd_modes import build_gradient
+
+    return build_gradient(case, mode)
 
 
-def build_gradient(case: Case, mode: Mode):
-    """(gradient function of params, step-call counter, checkpointed loop or None)."""
-    wl = load_workload(case.model, Sizes(**case.sizes()))
-    params, state0, inputs = wl.init(case.steps, np.random.default_rng(case.seed))
-    calls = [0]
-    step, post, steps = wl.step, wl.post, case.steps
-
-    def counted(p, s, x):
-        calls[0] += 1
-        return step(p, s, x)
-
-    def unrolled(p):
-        state, outs = state0, []
-        for i in range(steps):
-            state = counted(p, state, inputs[i])
-            outs.append(post(p, state))
-        # anp.array, not anp.stack: autograd's stack/concatenate vjp is quadratic in the
-        # number of pieces (1.4 s extra at 1000 steps here, 16 s at 4000), which would
-        # flatter every ratio against normal mode. anp.array's vjp is linear.
-        return wl.loss(anp.array(outs))
-
-    loop = None
-    if mode is Mode.BASELINE:
-
-        def gradient(p):
-            return float(unrolled(p)), _zeros_like(p)
-
-    elif mode is Mode.NORMAL:
-        gradient = autograd.value_and_grad(unrolled)
-    else:
-        loop = binomial_checkpoint(counted, post, steps, case.snaps, case.strategy)
-        gradient = autograd.value_and_grad(lambda p: wl.loss(loop(p, state0, inputs)))
-    return params, gradient, calls, loop
-
-
-def _iteration(meter: measure.PeakMeter, gradient, params) -> tuple[dict[str, Any], Any]:
+def _iteration(meter: measure.PeakMeter, built: Built) -> tuple[dict[str, Any], Any]:
     with meter.measure() as window:
         t0, c0 = time.perf_counter(), time.process_time()
-        value = gradient(params)
+        value = built.gradient(built.params)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     r = window.reading
     return {
@@ -92,60 +92,74 @@ def _iteration(meter: measure.PeakMeter, gradient, params) -> tuple[dict[str, An
     }, value
 
 
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """Run one job; returns the JSON-able report (raises on failure)."""
+def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Run one job, emitting ``ready`` and ``iteration`` events; returns the final report."""
     case = Case.from_dict(job["case"])
     mode = Mode(job["mode"])
-    params, gradient, calls, loop = build_gradient(case, mode)
+    for path in job.get("plugin_paths") or ():
+        if path not in sys.path:
+            sys.path.append(path)  # at the end: never shadows an installed module
+    built = build(case, mode)
     meter = measure.PeakMeter()
     measure.trim_heap()
     rss_anon = measure.read_rss_anon_bytes() if meter.method == "vmhwm" else None
-    warm, iters = [], []
+    emit({"event": "ready", "planned": case.warmup + case.repeats, "warmup": case.warmup})
     value = None
+    phases: dict[str, float] = {}
     for n in range(case.warmup + case.repeats):
         value = None  # drop the previous gradient before measuring the next iteration
-        calls[0] = 0
-        record, value = _iteration(meter, gradient, params)
-        (warm if n < case.warmup else iters).append(record)
+        built.calls[0] = 0
+        record, value = _iteration(meter, built)
+        if n >= case.warmup:
+            record["phases"] = built.phases()
+            phases = record["phases"]
+        emit({"event": "iteration", "warmup": n < case.warmup, "index": n, "record": record})
     loss, grad = value
     grad_path = job.get("grad_path")
     if grad_path:
-        np.save(grad_path, _flatten(grad))
-    counters: dict[str, int] = {"step_calls": calls[0]}
-    if loop is not None and loop.stats is not None:
-        st = loop.stats
-        counters.update(
-            steps_advanced=st.steps_advanced,
-            steps_taped=st.steps_taped,
-            post_calls=st.post_calls,
-            peak_live_snapshots=st.peak_live_snapshots,
-            peak_snapshot_bytes=st.peak_snapshot_bytes,
-            state_bytes=st.state_bytes,
-        )
+        import numpy as np
+
+        np.save(grad_path, built.flatten(grad))
+    counters = {"step_calls": built.calls[0], **built.counters()}
     return {
         "ok": True,
         "mode": mode.value,
-        "iterations": iters,
-        "warmup": warm,
         "peak_method": meter.method,
         "baseline_rss_anon_bytes": rss_anon,
         "counters": counters,
+        "phases": phases,
         "loss": float(loss),
         "numpy": measure.numpy_environment(),
     }
 
 
+def _open_channel(job: dict[str, Any]) -> IO[str]:
+    fd = job.get("channel_fd")
+    if isinstance(fd, int):
+        return os.fdopen(fd, "w", encoding="utf-8", closefd=True)
+    return sys.stdout  # run by hand: report on stdout
+
+
 def main() -> int:
+    channel: IO[str] = sys.stdout
+
+    def emit(event: dict[str, Any]) -> None:
+        channel.write(json.dumps(event) + "\n")
+        channel.flush()
+
     try:
         job = json.loads(sys.stdin.read())
-        report = run_job(job)
-    except Exception as err:  # report every failure as one JSON line; the parent decides
+        _die_with_parent(job.get("parent_pid"))
+        channel = _open_channel(job)
+        report = run_job(job, emit)
+    except Exception as err:  # report every failure as one event; the parent decides
         lines = str(err).strip().splitlines()
         msg = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
         traceback.print_exc(file=sys.stderr)
-        print(json.dumps({"ok": False, "error": msg}), flush=True)
+        with contextlib.suppress(OSError):
+            emit({"event": "result", "ok": False, "error": msg})
         return 1
-    print(json.dumps(report), flush=True)
+    emit({"event": "result", **report})
     return 0
 
 

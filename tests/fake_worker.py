@@ -1,6 +1,9 @@
 """A fake ``ckptbench.worker`` for CLI/runner tests: same protocol, canned numbers, no timing.
 
-Behaviour is steered by environment variables so tests can inject faults:
+It reports on the job's ``channel_fd`` pipe like the real worker (ready, iteration, result
+events). Behaviour is steered by environment variables so tests can inject faults:
+FAKE_ITER_SLEEP=<mode>:<seconds> sleeps before each iteration (partial timeouts);
+FAKE_SPOOF=<mode> prints a forged ok result on stdout first (must be ignored);
 FAKE_CRASH=<mode> exits 3 with a stderr message; FAKE_FAIL=<mode> reports ok=false;
 FAKE_SLEEP=<mode>:<seconds> sleeps (timeouts); FAKE_ALLOC=<mode>:<MiB> touches memory and
 waits (memory limits); FAKE_GRAD_NOISE=<x> perturbs the checkpointed gradient;
@@ -21,6 +24,12 @@ MIB = 2**20
 def main() -> int:
     job = json.loads(sys.stdin.read())
     case, mode = job["case"], job["mode"]
+    fd = job.get("channel_fd")
+    channel = os.fdopen(fd, "w") if isinstance(fd, int) else sys.stdout
+
+    def emit(event):
+        channel.write(json.dumps(event) + "\n")
+        channel.flush()
 
     def flag(name):
         value = os.environ.get(name, "")
@@ -32,8 +41,10 @@ def main() -> int:
     if flag("FAKE_CRASH"):
         print("fake worker: simulated segfault", file=sys.stderr)
         return 3
+    if flag("FAKE_SPOOF"):
+        print(json.dumps({"event": "result", "ok": True, "iterations": []}), flush=True)
     if flag("FAKE_FAIL"):
-        print(json.dumps({"ok": False, "error": "RuntimeError: simulated failure"}))
+        emit({"event": "result", "ok": False, "error": "RuntimeError: simulated failure"})
         return 1
     if (s := flag("FAKE_SLEEP")) is not None:
         time.sleep(float(s))
@@ -49,6 +60,7 @@ def main() -> int:
     over = {"baseline": 0, "normal": steps * 64 * 1024, "checkpointed": (snaps + 8) * 64 * 1024}
     per_iter = {"baseline": 0.010, "normal": 0.050, "checkpointed": 0.055}[mode]
     n = case["warmup"] + case["repeats"]
+    emit({"event": "ready", "planned": n, "warmup": case["warmup"]})
     iters = [
         {
             "wall_time_s": per_iter * (1 + 0.01 * k),
@@ -58,6 +70,11 @@ def main() -> int:
         }
         for k in range(n)
     ]
+    iter_sleep = flag("FAKE_ITER_SLEEP")
+    for k, record in enumerate(iters):
+        if iter_sleep is not None:
+            time.sleep(float(iter_sleep))
+        emit({"event": "iteration", "warmup": k < case["warmup"], "index": k, "record": record})
     from ckptbench.revolve import optimal_forward_steps
 
     t = optimal_forward_steps(steps, min(snaps, steps))
@@ -69,20 +86,17 @@ def main() -> int:
         if mode == "checkpointed":
             g = g * (1 + float(os.environ.get("FAKE_GRAD_NOISE", "0")))
         np.save(job["grad_path"], g)
-    print(
-        json.dumps(
-            {
-                "ok": True,
-                "mode": mode,
-                "iterations": iters[case["warmup"] :],
-                "warmup": iters[: case["warmup"]],
-                "peak_method": "vmhwm",
-                "baseline_rss_anon_bytes": base // 2,
-                "counters": counters,
-                "loss": 0.5,
-                "numpy": {"numpy_version": np.__version__},
-            }
-        )
+    emit(
+        {
+            "event": "result",
+            "ok": True,
+            "mode": mode,
+            "peak_method": "vmhwm",
+            "baseline_rss_anon_bytes": base // 2,
+            "counters": counters,
+            "loss": 0.5,
+            "numpy": {"numpy_version": np.__version__},
+        }
     )
     return 0
 

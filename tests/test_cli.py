@@ -16,12 +16,12 @@ from ckptbench.cli import cli, main, parse_bytes, parse_seconds
 from ckptbench.results import SCHEMA_VERSION, Mode, Status, load_result
 from ckptbench.revolve import optimal_forward_steps
 
-FAKE = f"{sys.executable} {Path(__file__).parent / 'fake_worker.py'}"
+FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setenv("CKPTBENCH_WORKER", FAKE)
+    monkeypatch.setattr("ckptbench.runner.default_worker_command", lambda: list(FAKE))
     for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
                 "FAKE_SCALE", "FAKE_CPU_SHARE"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
@@ -262,7 +262,7 @@ def test_busy_machine_warning(fake, tmp_path):
     assert res.exit_code == 0 and "machine was busy" not in res.output
     assert load_result(out).summary["cpu_share"]["normal"] == pytest.approx(1.0)
     fake.setenv("FAKE_CPU_SHARE", "0.6")
-    res = invoke(args)
+    res = invoke([*args, "--force"])
     assert res.exit_code == 0  # a warning, not a failure: memory is still right
     assert "machine was busy" in res.output and "normal 60%" in res.output
 

@@ -271,8 +271,20 @@ def test_environment_is_json_and_complete(monkeypatch: pytest.MonkeyPatch, tmp_p
     commit = env["git_commit"]
     assert commit is None or len(commit) == 40
 
-    monkeypatch.chdir(tmp_path)  # not a git repository
-    assert measure.environment()["git_commit"] is None
+    # Run from inside another repository: still ckptbench's own commit (or None when
+    # ckptbench is installed), never that repository's.
+    other = tmp_path / "other"
+    other.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(other)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    theirs = subprocess.run(
+        [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    monkeypatch.chdir(other)
+    env_there = measure.environment()
+    assert env_there["git_commit"] == commit and env_there["git_commit"] != theirs
+    assert env_there["ckptbench_version"]
 
 
 def test_numpy_environment_is_json() -> None:

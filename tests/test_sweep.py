@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -233,7 +234,11 @@ def test_sigkill_mid_sweep_then_resume_runs_only_the_missing_cells(tmp_path: Pat
     for case in config.cases:
         result = load_result(cell_path(out, case))
         assert result.case == case and len(result.modes) == 3
-    assert sorted(p.name for p in out.iterdir()) == sorted(
+    # the killed cell's partial result (one mode) is kept beside its re-measurement
+    (kept,) = [p for p in out.iterdir() if p.name.endswith(".replaced")]
+    assert kept.name.startswith(f"{keys[2]}.json.")
+    assert len(load_result(kept).modes) == 1
+    assert sorted(p.name for p in out.iterdir() if p != kept) == sorted(
         [*(f"{k}.json" for k in keys), "sweep.json"]
     )
 
@@ -302,7 +307,8 @@ def test_dask_localcluster_one_cell_per_worker_same_schema(tmp_path: Path) -> No
 
 def test_default_cell_runner_is_the_real_runner(tmp_path: Path, monkeypatch) -> None:
     """One cell through ckptbench.runner.run_case with the fake worker (no timing)."""
-    monkeypatch.setenv("CKPTBENCH_WORKER", f"{sys.executable} {TESTS / 'fake_worker.py'}")
+    fake = [sys.executable, str(TESTS / "fake_worker.py")]
+    monkeypatch.setattr("ckptbench.runner.default_worker_command", lambda: list(fake))
     config = _config(
         "[case]\nmodel = 'rnn'\nsteps = 20\nrepeats = 2\nwarmup = 0\n[grid]\nsnaps = [4]\n"
     )
@@ -336,7 +342,9 @@ def test_eta_weights_cells_by_their_planned_work(tmp_path: Path) -> None:
 def test_dask_worker_processes_run_the_real_runner(tmp_path: Path, monkeypatch) -> None:
     """Two cells on a two-process LocalCluster through ckptbench.runner (fake worker)."""
     distributed = pytest.importorskip("distributed")
-    monkeypatch.setenv("CKPTBENCH_WORKER", f"{sys.executable} {TESTS / 'fake_worker.py'}")
+    from ckptbench.runner import run_case
+
+    fake_cell = functools.partial(run_case, worker=[sys.executable, str(TESTS / "fake_worker.py")])
     config = _config("[case]\nmodel = 'rnn'\nsteps = 20\nrepeats = 2\n[grid]\nsnaps = [3, 4]\n")
     with distributed.LocalCluster(
         n_workers=2,
@@ -345,7 +353,9 @@ def test_dask_worker_processes_run_the_real_runner(tmp_path: Path, monkeypatch) 
         host="127.0.0.1",
         dashboard_address=None,
     ) as cluster:
-        outcome = run_sweep(config, tmp_path, dask_address=cluster.scheduler_address)
+        outcome = run_sweep(
+            config, tmp_path, run_cell=fake_cell, dask_address=cluster.scheduler_address
+        )
     assert outcome.exit_code == 0, outcome.summary_lines()
     results = [load_result(p) for p in outcome.result_paths]
     assert [r.case for r in results] == list(config.cases)

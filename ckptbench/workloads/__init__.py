@@ -18,6 +18,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import inspect
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -45,6 +46,8 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "load_workload",
+    "plugin_paths",
+    "plugin_provenance",
     "state_nbytes",
 ]
 
@@ -168,10 +171,64 @@ def _import_module(target: str) -> Any:
             f"workload module {target!r} is not a valid module name (a file path must "
             "contain '/' or end in '.py')"
         )
+    for folder in plugin_paths(f"{target}:_"):
+        if folder not in sys.path:
+            sys.path.append(folder)  # at the end: installed modules always win
     try:
         return importlib.import_module(target)
     except Exception as err:
         raise WorkloadError(f"cannot import workload module {target!r}: {_summary(err)}") from None
+
+
+def plugin_paths(spec: str) -> tuple[str, ...]:
+    """Folders to append to ``sys.path`` so a ``package.module:NAME`` plug-in is found.
+
+    ckptbench never puts the current folder *first* on ``sys.path`` (a file there named like
+    an installed module must not shadow it), so a plug-in module that lives in the current
+    folder and is not importable otherwise is resolved here, explicitly, and the folder is
+    appended at the end. Built-ins and file plug-ins need nothing.
+    """
+    target, sep, _ = spec.rpartition(":")
+    if not sep or not target or _is_file_target(target) or spec in _BUILTINS:
+        return ()
+    top = target.split(".")[0]
+    if not top.isidentifier():
+        return ()
+    try:
+        if importlib.util.find_spec(top) is not None:
+            return ()
+    except (ImportError, ValueError):
+        return ()
+    cwd = Path.cwd()
+    if (cwd / f"{top}.py").is_file() or (cwd / top).is_dir():
+        return (str(cwd),)
+    return ()
+
+
+def plugin_provenance(spec: str) -> dict[str, str] | None:
+    """Where a plug-in's code came from: its file relative to the current folder and the
+    SHA-256 of its content (never an absolute path of this machine). None for built-ins."""
+    target, sep, _ = spec.rpartition(":")
+    if not sep or spec in _BUILTINS:
+        return None
+    if _is_file_target(target):
+        path = Path(target).expanduser()
+    else:
+        for folder in plugin_paths(spec):
+            if folder not in sys.path:
+                sys.path.append(folder)
+        try:
+            found = importlib.util.find_spec(target)
+        except (ImportError, ValueError):
+            found = None
+        if found is None or not found.origin or not Path(found.origin).is_file():
+            return {"module": target}
+        path = Path(found.origin)
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return {"path": target}
+    return {"path": os.path.relpath(path.resolve(), Path.cwd()), "sha256": digest}
 
 
 def _size_kwargs(factory: Callable[..., Any], sizes: Sizes) -> dict[str, int] | None:
