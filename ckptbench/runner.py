@@ -233,9 +233,7 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
         return ModeResult(
             mode=mode, status=Status.CRASHED, error=f"cannot start worker: {err}"
         ), None
-    os.close(write_fd)
     sampler = measure.RssSampler(proc.pid, case.sample_interval_s, case.memory_limit_bytes)
-    sampler.start()
     channel = _Channel(read_fd)
     warm: list[Iteration] = []
     iters: list[Iteration] = []
@@ -243,6 +241,8 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
     timed_out = interrupted = None
     deadline = None if case.timeout_s is None else started + case.timeout_s
     try:
+        os.close(write_fd)
+        sampler.start()
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.write(job.encode())  # type: ignore[union-attr]
             proc.stdin.close()  # type: ignore[union-attr]
@@ -276,7 +276,8 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
         interrupted = err
     finally:
         _stop(proc)
-        sampler.stop()
+        if sampler.running:
+            sampler.stop()
         os.close(read_fd)
     wall = time.perf_counter() - started
     err_file.seek(0)

@@ -1,0 +1,328 @@
+"""Nothing lost, nothing mixed up: result files, worker processes and bad input under stress.
+
+Each test holds one item of the hardening work (see docs/architecture.md, "Failure model").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from click.testing import CliRunner
+
+from ckptbench.cli import _default_out, cli
+from ckptbench.results import Case, Mode, Status, load_result
+from ckptbench.runner import run_case
+
+TESTS = Path(__file__).parent
+FAKE = [sys.executable, str(TESTS / "fake_worker.py")]
+ROOT = TESTS.parent
+#: Only a safety net for waiting on processes; never a performance limit.
+WAIT_S = 30
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setattr("ckptbench.runner.default_worker_command", lambda: list(FAKE))
+    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
+                "FAKE_SCALE", "FAKE_CPU_SHARE", "FAKE_ITER_SLEEP", "FAKE_SPOOF"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+def invoke(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def small(out: Path, *extra: str) -> list[str]:
+    return ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--out", str(out), *extra]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+# ------------------------------------------------------------- 1, 2: files never replaced
+
+
+def test_existing_result_is_kept_unless_force(fake, tmp_path):
+    out = tmp_path / "r.json"
+    out.write_text("precious")
+    res = invoke(small(out))
+    assert res.exit_code == 2 and "--force" in res.output
+    assert out.read_text() == "precious"
+    res = invoke(small(out, "--force"))
+    assert res.exit_code == 0, res.output
+    assert load_result(out).ok
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "dir", "device"])
+def test_out_never_replaces_a_non_regular_file(fake, tmp_path, kind):
+    target = tmp_path / "victim.json"
+    target.write_text("victim")
+    out = tmp_path / "out.json"
+    if kind == "fifo":
+        os.mkfifo(out)
+    elif kind == "symlink":
+        out.symlink_to(target)
+    elif kind == "dir":
+        out.mkdir()
+    else:
+        out = Path("/dev/null")
+    res = invoke(small(out, "--force"))
+    assert res.exit_code == 2, res.output
+    assert target.read_text() == "victim"
+    mode = os.lstat(out).st_mode
+    assert {
+        "fifo": stat.S_ISFIFO,
+        "symlink": stat.S_ISLNK,
+        "dir": stat.S_ISDIR,
+        "device": stat.S_ISCHR,
+    }[kind](mode)
+
+
+def test_default_names_are_unique_and_never_replace(fake, tmp_path, monkeypatch):
+    names = {_default_out("lstm") for _ in range(2000)}
+    assert len(names) == 2000
+    monkeypatch.chdir(tmp_path)
+    for _ in range(4):
+        res = invoke(["run", "--model", "rnn", "--steps", "10", "--snaps", "3"])
+        assert res.exit_code == 0, res.output
+    assert len(list((tmp_path / "results").glob("run-rnn-*.json"))) == 4
+
+
+def test_write_without_replace_is_atomic_exclusive(tmp_path):
+    from ckptbench.results import TargetError, write_atomic
+
+    p = tmp_path / "a.json"
+    write_atomic(p, "one", replace=False)
+    with pytest.raises(TargetError):
+        write_atomic(p, "two", replace=False)
+    assert p.read_text() == "one"
+    assert [q.name for q in tmp_path.iterdir()] == ["a.json"]  # no temp file left
+
+
+# ------------------------------------------------------------- 3: timeouts keep iterations
+
+
+def test_timeout_keeps_completed_iterations_and_counts_from_ready(fake, tmp_path):
+    out = tmp_path / "r.json"
+    # start-up (before ready) takes 1.5 s: not counted against a 2 s timeout
+    fake.setenv("FAKE_SLEEP", "baseline:1.5")
+    fake.setenv("FAKE_ITER_SLEEP", "normal:0.8")
+    res = invoke(small(out, "--timeout", "2s", "--repeats", "5", "--warmup", "0"))
+    assert res.exit_code == 1, res.output
+    result = load_result(out)
+    base, normal = result.mode(Mode.BASELINE), result.mode(Mode.NORMAL)
+    assert base.status is Status.OK and len(base.iterations) == 5
+    assert normal.status is Status.TIMEOUT
+    assert 1 <= len(normal.iterations) < 5 and normal.iterations_planned == 5
+    assert f"{len(normal.iterations)} of 5 measured iterations" in normal.error
+
+
+# ------------------------------------------------------------- 4, 6: attribution
+
+
+def test_cases_differing_only_deep_in_a_long_model_path_get_different_keys():
+    folder = "experiments/" + "very_long_folder_name/" * 4
+    a = Case(model=f"{folder}one.py:make")
+    b = Case(model=f"{folder}two.py:make")
+    assert a.key != b.key
+    assert Case(hidden=128).key != Case(hidden=256).key
+    assert Case(repeats=9).key == Case().key  # settings are not identity
+    assert Case(backend="torch").key != Case().key
+
+
+def test_plugin_provenance_is_relative_with_content_hash(fake, tmp_path, monkeypatch):
+    import hashlib
+
+    monkeypatch.chdir(tmp_path)
+    plug = tmp_path / "models" / "mine.py"
+    plug.parent.mkdir()
+    plug.write_text(PLUGIN)
+    res = invoke(["run", "--model", "models/mine.py:make", "--steps", "10", "--snaps", "3",
+                  "--out", "r.json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    env = load_result(tmp_path / "r.json").environment
+    assert env["plugin"] == {
+        "path": "models/mine.py",
+        "sha256": hashlib.sha256(plug.read_bytes()).hexdigest(),
+    }
+    assert str(tmp_path) not in json.dumps(env["plugin"])
+
+
+# ------------------------------------------------------------- 7: effective values
+
+
+def test_snaps_are_clamped_and_said(fake, tmp_path):
+    out = tmp_path / "r.json"
+    res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "500", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "clamped to 20" in res.output
+    assert load_result(out).case.snaps == 20
+
+
+def test_duplicate_modes_are_bad_input(fake, tmp_path):
+    res = invoke(small(tmp_path / "r.json", "--modes", "baseline,baseline"))
+    assert res.exit_code == 2 and "twice" in res.output
+    assert not (tmp_path / "r.json").exists()
+    with pytest.raises(ValueError):
+        run_case(Case(), modes=(Mode.NORMAL, Mode.NORMAL))
+
+
+# ------------------------------------------------------------- 8: no orphan workers
+
+PLUGIN = (
+    "from ckptbench.workloads.rnn import rnn\n\n"
+    "def make(hidden=8):\n    return rnn(hidden=hidden)\n"
+)
+
+SLOW_PLUGIN = """
+import time
+from ckptbench.workloads.rnn import rnn
+
+class Slow:
+    def __init__(self):
+        self.inner = rnn(hidden=8)
+    def init(self, steps, rng):
+        time.sleep(120)
+        return self.inner.init(steps, rng)
+    def step(self, p, s, x):
+        return self.inner.step(p, s, x)
+    def post(self, p, s):
+        return self.inner.post(p, s)
+    def loss(self, y):
+        return self.inner.loss(y)
+
+def make():
+    return Slow()
+"""
+
+
+def _worker_children(pid: int) -> list[psutil.Process]:
+    for _ in range(400):
+        kids = [
+            p
+            for p in psutil.Process(pid).children(recursive=True)
+            if "ckptbench.worker" in " ".join(p.cmdline())
+        ]
+        if kids:
+            return kids
+        time.sleep(0.05)
+    raise AssertionError("no worker started")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_stops_workers_and_saves(tmp_path, sig):
+    (tmp_path / "slow.py").write_text(SLOW_PLUGIN)
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ckptbench", "run", "--model", "slow.py:make", "--steps", "10",
+         "--snaps", "3", "--out", str(out)],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    workers = _worker_children(proc.pid)
+    proc.send_signal(sig)
+    proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == 128 + sig
+    _, alive = psutil.wait_procs(workers, timeout=WAIT_S)
+    assert not alive
+    result = load_result(out)
+    assert result.modes[-1].status is Status.INTERRUPTED
+
+
+@pytest.mark.slow
+def test_worker_dies_with_a_killed_parent(tmp_path):
+    (tmp_path / "slow.py").write_text(SLOW_PLUGIN)
+    script = textwrap.dedent(
+        """
+        from ckptbench.results import Case, Mode
+        from ckptbench.runner import run_mode
+        run_mode(Case(model="slow.py:make", steps=10, snaps=3), Mode.BASELINE)
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=_env())
+    workers = _worker_children(parent.pid)
+    parent.kill()
+    parent.wait(WAIT_S)
+    _, alive = psutil.wait_procs(workers, timeout=WAIT_S)
+    assert not alive
+
+
+# ------------------------------------------------------------- 9, 10: what runs is ckptbench
+
+
+@pytest.mark.slow
+def test_current_folder_never_shadows_modules_and_module_plugins_are_found(tmp_path):
+    marker = tmp_path / "shadowed"
+    (tmp_path / "autograd.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\nraise SystemExit(9)\n"
+    )
+    pkg = tmp_path / "mymodels"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "nets.py").write_text(PLUGIN)
+    env = _env()
+    env["CKPTBENCH_WORKER"] = "false"  # no environment variable replaces the worker
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "ckptbench", "run", "--model", "mymodels.nets:make",
+         "--steps", "10", "--snaps", "3", "--repeats", "1", "--warmup", "0", "--out", "r.json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert not marker.exists()
+    assert load_result(tmp_path / "r.json").ok
+
+
+def test_stdout_of_a_plugin_cannot_forge_a_result(fake, tmp_path):
+    out = tmp_path / "r.json"
+    fake.setenv("FAKE_SPOOF", "normal")
+    res = invoke(small(out, "--repeats", "2"))
+    assert res.exit_code == 0, res.output
+    assert len(load_result(out).mode(Mode.NORMAL).iterations) == 2
+
+
+# ------------------------------------------------------------- 13: sizes answered at once
+
+
+def test_huge_schedule_comes_from_the_formulas():
+    res = invoke(["schedule", "--steps", "1000000000", "--snaps", "50"])
+    assert res.exit_code == 0
+    assert "7699325912" in res.output  # t(1e9, 50) from the closed form
+    res = invoke(["schedule", "--steps", "1000000000", "--snaps", "50", "--actions"])
+    assert res.exit_code == 2 and "limit" in res.output
+
+
+def test_run_refuses_inputs_that_cannot_fit(fake, tmp_path):
+    res = invoke(small(tmp_path / "r.json", "--steps", str(10**12)))
+    assert res.exit_code == 2 and "GiB" in res.output
+    assert not (tmp_path / "r.json").exists()
+
+
+# ------------------------------------------------------------- rounds
+
+
+def test_rounds_rotate_the_mode_order(fake, tmp_path):
+    out = tmp_path / "r.json"
+    res = invoke(small(out, "--rounds", "3", "--repeats", "2"))
+    assert res.exit_code == 0, res.output
+    result = load_result(out)
+    order = [(m.round, m.mode.value) for m in result.modes]
+    assert order == [
+        (0, "baseline"), (0, "normal"), (0, "checkpointed"),
+        (1, "normal"), (1, "checkpointed"), (1, "baseline"),
+        (2, "checkpointed"), (2, "baseline"), (2, "normal"),
+    ]  # fmt: skip
+    assert len(result.mode(Mode.NORMAL).iterations) == 6
