@@ -354,10 +354,18 @@ def _strategies() -> list[str]:
     "never replaced without --force; a link, folder or device never.",
 )
 @click.option("--force", is_flag=True, help="Allow --out to replace an existing result file.")
+@click.option(
+    "--expect-oom",
+    multiple=True,
+    type=click.Choice(["baseline", "normal", "checkpointed"]),
+    help="This mode is meant to exceed --memory-limit (e.g. normal, to show that only the "
+    "checkpointed gradient fits): its out-of-memory is the result, exit 0; if it fits, exit 1.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result document on stdout.")
 def run(
     model, steps, snaps, strategy, backend, device, hidden, batch, input_, output, seed, warmup,
-    repeats, rounds, threads, timeout, memory_limit, sample_interval, modes, out, force, as_json,
+    repeats, rounds, threads, timeout, memory_limit, sample_interval, modes, out, force,
+    expect_oom, as_json,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
     from ckptbench.report import failure_lines, headline, run_table, warning_lines
@@ -366,6 +374,10 @@ def run(
     from ckptbench.workloads import Sizes, load_workload
 
     mode_list = _parse_modes(modes)
+    if expect_oom and memory_limit is None:
+        raise InputError("--expect-oom needs --memory-limit")
+    if set(expect_oom) - {m.value for m in mode_list}:
+        raise InputError("--expect-oom names a mode that --modes does not run")
     try:
         case = Case(
             model=model, steps=steps, snaps=snaps, strategy=strategy, backend=backend,
@@ -414,11 +426,35 @@ def run(
         console.print(f"[dim]saved {out}[/dim]")
     for line in warning_lines(result):
         err_console.print(f"[yellow]warning[/yellow] {line}", highlight=False)
+    expected, unmet = _expected_oom(result, expect_oom)
     for line in failure_lines(result):
-        err_console.print(f"[red]failed[/red] {line}", highlight=False)
+        if not any(line.startswith(f"{m}:") for m in expected):
+            err_console.print(f"[red]failed[/red] {line}", highlight=False)
+    for m in expected:
+        err_console.print(f"expected: {m} exceeded the memory limit, as --expect-oom said")
+    for m in unmet:
+        err_console.print(
+            f"[red]failed[/red] {m} was expected to exceed --memory-limit but did not",
+            highlight=False,
+        )
     if code is None:
-        code = EXIT_OK if result.ok else EXIT_FAILED
+        others_ok = all(m.ok for m in result.modes if m.mode.value not in expected)
+        code = EXIT_OK if others_ok and not unmet else EXIT_FAILED
     sys.exit(code)
+
+
+def _expected_oom(result, expect_oom) -> tuple[list[str], list[str]]:
+    """(modes that ran out of memory as --expect-oom said, expected modes that did not)."""
+    from ckptbench.results import Mode, Status
+
+    hit, unmet = [], []
+    for name in expect_oom:
+        m = result.mode(Mode(name))
+        if m is not None and m.status is Status.OUT_OF_MEMORY:
+            hit.append(name)
+        else:
+            unmet.append(name)
+    return hit, unmet
 
 
 def _check_torch(case) -> None:

@@ -42,6 +42,7 @@ from ckptbench.results import (
     ModeResult,
     RunResult,
     Status,
+    pool_rounds,
     save_result,
 )
 from ckptbench.revolve import Strategy, optimal_forward_steps
@@ -53,6 +54,7 @@ __all__ = [
     "Progress",
     "RunEvent",
     "default_worker_command",
+    "pooled_modes",
     "round_order",
     "run_case",
     "run_mode",
@@ -378,6 +380,18 @@ def _verify(case: Case, result: ModeResult, grad_err: float | None) -> ModeResul
     return result
 
 
+def pooled_modes(results: Sequence[ModeResult]) -> list[ModeResult]:
+    """One result per mode, its rounds pooled (``results.pool_rounds``), in first-seen order."""
+    order: list[Mode] = []
+    for r in results:
+        if r.mode not in order:
+            order.append(r.mode)
+    return [
+        pool_rounds(tuple(sorted((r for r in results if r.mode is m), key=lambda r: r.round)))
+        for m in order
+    ]
+
+
 def round_order(modes: Sequence[Mode], round_index: int) -> tuple[Mode, ...]:
     """Round k measures the modes rotated by k: every mode goes first equally often."""
     k = round_index % len(modes) if modes else 0
@@ -417,7 +431,7 @@ def run_case(
             case=case,
             modes=tuple(results),
             environment=env,
-            summary=summarize(case, results),
+            summary=summarize(case, pooled_modes(results)),
             created=created,
             host=host,
             tool_version=ckptbench.__version__,

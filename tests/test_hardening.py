@@ -326,3 +326,21 @@ def test_rounds_rotate_the_mode_order(fake, tmp_path):
         (2, "checkpointed"), (2, "baseline"), (2, "normal"),
     ]  # fmt: skip
     assert len(result.mode(Mode.NORMAL).iterations) == 6
+
+
+# ------------------------------------------------------------- out of memory as the result
+
+
+def test_expect_oom_makes_the_limit_the_point_of_the_run(fake, tmp_path):
+    fake.setenv("FAKE_ALLOC", "normal:300")
+    args = small(tmp_path / "a.json", "--memory-limit", "200MiB", "--repeats", "1")
+    assert invoke(args).exit_code == 1  # an out-of-memory mode fails a plain run
+    res = invoke([*small(tmp_path / "b.json", "--memory-limit", "200MiB", "--repeats", "1"),
+                  "--expect-oom", "normal"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "expected: normal exceeded the memory limit" in res.output
+    fake.delenv("FAKE_ALLOC")
+    res = invoke([*small(tmp_path / "c.json", "--memory-limit", "2GiB", "--repeats", "1"),
+                  "--expect-oom", "normal"])  # fmt: skip
+    assert res.exit_code == 1 and "did not" in res.output
+    assert invoke(small(tmp_path / "d.json", "--expect-oom", "normal")).exit_code == 2
