@@ -170,7 +170,8 @@ class CheckpointedLoop:
 
     ``stats`` holds the counters of the most recent call (updated after the reverse sweep).
     With ``plan`` (a :class:`ckptbench.planner.Plan`) the loop runs that schedule, keeping
-    tapes where it says so; ``snaps`` is then the plan's slot count.
+    tapes where it says so; ``snaps`` is then the plan's slot count and tape bytes are the
+    plan's. Otherwise ``tape_bytes`` declares one tape's bytes for ``peak_stored_bytes``.
     """
 
     def __init__(
@@ -182,6 +183,7 @@ class CheckpointedLoop:
         strategy: Strategy | str = Strategy.REVOLVE,
         *,
         plan: Plan | None = None,
+        tape_bytes: int = 0,
     ) -> None:
         if not callable(f) or not callable(post):
             raise ValueError("f and post must be callables")
@@ -208,7 +210,7 @@ class CheckpointedLoop:
             if snaps is None:
                 raise ValueError(f"strategy {self.strategy.value} needs snaps")
             self.snaps = check_int("snaps", snaps)
-            self._tape_bytes = [0] * self.steps
+            self._tape_bytes = [check_int("tape_bytes", tape_bytes, minimum=0)] * self.steps
         self.stats: CheckpointStats | None = None
         self._primitive = primitive(self._forward)
         defvjp_argnums(self._primitive, self._make_vjp)
@@ -469,6 +471,7 @@ def binomial_checkpoint(
     plan: Plan | None = None,
     costs: Costs | None = None,
     budget_bytes: int | None = None,
+    tape_bytes: int = 0,
 ) -> CheckpointedLoop:
     """Checkpointed ``loop(params, state0, inputs)`` for ``state = f(params, state, x)``.
 
@@ -482,6 +485,8 @@ def binomial_checkpoint(
     ``strategy="optimal"`` runs the minimum-time schedule keeping states and tapes
     (:func:`ckptbench.planner.plan_optimal`): pass ``plan=`` or ``costs=`` and
     ``budget_bytes=`` (then ``snaps`` is not needed). A ``plan`` alone implies "optimal".
+    For the other strategies ``tape_bytes`` declares one tape's size, so that
+    ``stats.peak_stored_bytes`` (snapshots + the live tape) compares with a plan's peak.
 
     Example::
 
@@ -498,7 +503,9 @@ def binomial_checkpoint(
     strat = Strategy.REVOLVE if strategy is None else to_strategy(strategy)
     if plan is not None and strategy is not None and strat is not Strategy.OPTIMAL:
         raise ValueError(f"a plan runs strategy optimal, not {strat.value}")
-    return CheckpointedLoop(f, post, steps, snaps, strat, plan=plan)
+    if plan is not None and tape_bytes:
+        raise ValueError("a plan declares its own tape bytes")
+    return CheckpointedLoop(f, post, steps, snaps, strat, plan=plan, tape_bytes=tape_bytes)
 
 
 # ---------------------------------------------------------------------- helpers

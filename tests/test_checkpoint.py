@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ckptbench import binomial_checkpoint
-from ckptbench.planner import Costs, plan_optimal
-from ckptbench.revolve import optimal_forward_steps, replay, uniform_schedule
+from ckptbench.planner import Costs, plan_optimal, predict
+from ckptbench.revolve import optimal_forward_steps, replay, schedule, uniform_schedule
 
 B, H, I = 3, 5, 4
 
@@ -363,3 +363,14 @@ def test_revolve_phase_timers_cover_the_executor():
     assert st.other_time_s >= 0
     assert st.tapes_kept == st.tapes_kept_peak == st.tape_bytes == 0
     assert st.peak_stored_bytes == st.peak_snapshot_bytes  # tapes undeclared: 0 bytes
+
+
+def test_declared_tape_bytes_make_revolve_peaks_comparable_with_plans():
+    params, h0, xs = make_rnn(np.random.default_rng(0), 100)
+    costs = Costs(forward_time_s=1.0, taped_time_s=3.0, state_bytes=h0.nbytes, tape_bytes=700)
+    loop = binomial_checkpoint(rnn_step, readout, 100, 10, tape_bytes=700)
+    autograd.grad(loss_of(loop))(params, h0, xs)
+    want = predict(schedule(100, 10), 100, costs).peak_bytes
+    assert loop.stats.peak_stored_bytes == want == 10 * h0.nbytes + 700
+    with pytest.raises(ValueError, match="tape_bytes must be >= 0"):
+        binomial_checkpoint(rnn_step, readout, 100, 10, tape_bytes=-1)
