@@ -10,11 +10,18 @@ one reverse sweep (autograd's ``defvjp_argnums``), accumulating parameter cotang
 Compared with the older autograd ``binomial_checkpoint`` example, which ran a forward pass,
 then a full Revolve run per argument (l + t + l evaluations per argument), this costs t + l
 evaluations in total.
+
+Besides states, a schedule from :mod:`ckptbench.planner` may keep a step's *tape* (TAPE ..
+REVERSE; Beaumont et al., "Optimal checkpointing for heterogeneous chains", 2019): the
+executor keeps that step's reverse closure until the REVERSE action runs it. The executor
+times itself per action (not per step): untaped advances, taped steps with their reverses,
+and bookkeeping (snapshots, restores, generating the schedule).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,14 +33,15 @@ from autograd.core import VJPNode, add_outgrads
 from autograd.extend import defvjp_argnums, primitive
 from autograd.tracer import isbox, new_box, toposort, trace_stack
 
+from ckptbench.planner import Costs, Plan, plan_optimal
 from ckptbench.revolve import (
     Action,
     ActionKind,
     Strategy,
-    _check_int,
-    _strategy,
+    check_int,
     make_schedule,
     optimal_forward_steps,
+    to_strategy,
 )
 
 __all__ = ["CheckpointStats", "CheckpointedLoop", "binomial_checkpoint"]
@@ -52,6 +60,21 @@ class CheckpointStats:
     peak_live_snapshots: int  # most snapshot slots holding a live state at once
     peak_snapshot_bytes: int  # bytes held in those snapshots at the peak
     state_bytes: int  # bytes of one state
+    tapes_kept: int = 0  # TAPE actions: tapes kept beyond their own step
+    tapes_kept_peak: int = 0  # most tapes kept at once (the one being reversed excluded)
+    tape_bytes: int = 0  # declared bytes of one tape (the plan's costs; 0 when unknown)
+    peak_stored_bytes: int = 0  # most bytes of live snapshots + kept tapes + the live tape
+    advance_time_s: float = 0.0  # in ADVANCE actions (untaped steps, first-sweep readouts)
+    taped_time_s: float = 0.0  # in taped steps (TAPE, turns) and their reverses
+    bookkeeping_time_s: float = 0.0  # snapshots, restores, producing the schedule's actions
+    executor_time_s: float = 0.0  # all time inside the primitive's forward and vjp
+
+    @property
+    def other_time_s(self) -> float:
+        """Executor time in no action (argument checks, zero cotangents, assembling grads)."""
+        return self.executor_time_s - (
+            self.advance_time_s + self.taped_time_s + self.bookkeeping_time_s
+        )
 
     @property
     def step_evaluations(self) -> int:
@@ -77,6 +100,15 @@ class _Run:
         self.post_calls = 0
         self.peak_live = 0
         self.state_bytes = 0
+        self.tapes: dict[int, Callable] = {}  # step -> kept reverse closure (TAPE .. REVERSE)
+        self.tapes_kept = 0
+        self.peak_tapes = 0
+        self.kept_tape_bytes = 0
+        self.peak_bytes = 0
+        self.advance_s = 0.0
+        self.taped_s = 0.0
+        self.book_s = 0.0
+        self.executor_s = 0.0
 
     def stats(self) -> CheckpointStats:
         lp = self.loop
@@ -90,11 +122,41 @@ class _Run:
             peak_live_snapshots=self.peak_live,
             peak_snapshot_bytes=self.peak_live * self.state_bytes,
             state_bytes=self.state_bytes,
+            tapes_kept=self.tapes_kept,
+            tapes_kept_peak=self.peak_tapes,
+            tape_bytes=lp.tape_bytes_of(0),
+            peak_stored_bytes=self.peak_bytes,
+            advance_time_s=self.advance_s,
+            taped_time_s=self.taped_s,
+            bookkeeping_time_s=self.book_s,
+            executor_time_s=self.executor_s,
         )
+
+    def _at_peak(self, live_tape: int = 0) -> None:
+        total = len(self.slots) * self.state_bytes + self.kept_tape_bytes + live_tape
+        if total > self.peak_bytes:
+            self.peak_bytes = total
 
     def store(self, slot: int, step: int, state: Any) -> None:
         self.slots[slot] = (step, state)
         self.peak_live = max(self.peak_live, len(self.slots))
+        self._at_peak()
+
+    def turning(self, step: int) -> None:
+        """Account the tape of a step being taped and reversed at once (FIRSTURN/YOUTURN)."""
+        self._at_peak(self.loop.tape_bytes_of(step))
+
+    def keep_tape(self, step: int, turn: Callable) -> None:
+        self.tapes[step] = turn
+        self.tapes_kept += 1
+        self.peak_tapes = max(self.peak_tapes, len(self.tapes))
+        self.kept_tape_bytes += self.loop.tape_bytes_of(step)
+        self._at_peak()
+
+    def take_tape(self, step: int) -> Callable:
+        """The kept reverse closure of ``step``, no longer counted as kept."""
+        self.kept_tape_bytes -= self.loop.tape_bytes_of(step)
+        return self.tapes.pop(step)
 
     def free(self, step: int) -> None:
         """Drop snapshots of x_step: once step is reversed, no action can need them again."""
@@ -107,6 +169,9 @@ class CheckpointedLoop:
     """``loop(params, state0, inputs)`` -> stacked ``post`` outputs, differentiable by autograd.
 
     ``stats`` holds the counters of the most recent call (updated after the reverse sweep).
+    With ``plan`` (a :class:`ckptbench.planner.Plan`) the loop runs that schedule, keeping
+    tapes where it says so; ``snaps`` is then the plan's slot count and tape bytes are the
+    plan's. Otherwise ``tape_bytes`` declares one tape's bytes for ``peak_stored_bytes``.
     """
 
     def __init__(
@@ -114,16 +179,38 @@ class CheckpointedLoop:
         f: Callable[[Any, Any, Any], Any],
         post: Callable[[Any, Any], Any],
         steps: int,
-        snaps: int,
+        snaps: int | None = None,
         strategy: Strategy | str = Strategy.REVOLVE,
+        *,
+        plan: Plan | None = None,
+        tape_bytes: int = 0,
     ) -> None:
         if not callable(f) or not callable(post):
             raise ValueError("f and post must be callables")
         self.f = f
         self.post = post
-        self.steps = _check_int("steps", steps)
-        self.snaps = _check_int("snaps", snaps)
-        self.strategy = _strategy(strategy)
+        self.steps = check_int("steps", steps)
+        self.plan = plan
+        if plan is not None:
+            if not isinstance(plan, Plan):
+                raise ValueError(f"plan must be a ckptbench.planner.Plan, got {type(plan)}")
+            if plan.steps != self.steps:
+                raise ValueError(f"plan is for {plan.steps} steps, not steps={self.steps}")
+            self.strategy = Strategy.OPTIMAL
+            self.snaps = max(1, plan.slots)
+            tb = plan.costs.tape_bytes
+            self._tape_bytes = list(tb) if isinstance(tb, tuple) else [tb] * self.steps
+        else:
+            self.strategy = to_strategy(strategy)
+            if self.strategy is Strategy.OPTIMAL:
+                raise ValueError(
+                    "strategy optimal needs a plan, or costs and budget_bytes "
+                    "(ckptbench.planner.plan_optimal)"
+                )
+            if snaps is None:
+                raise ValueError(f"strategy {self.strategy.value} needs snaps")
+            self.snaps = check_int("snaps", snaps)
+            self._tape_bytes = [check_int("tape_bytes", tape_bytes, minimum=0)] * self.steps
         self.stats: CheckpointStats | None = None
         self._primitive = primitive(self._forward)
         defvjp_argnums(self._primitive, self._make_vjp)
@@ -137,6 +224,16 @@ class CheckpointedLoop:
     def __call__(self, params: Any, state0: Any, inputs: Any) -> Any:
         return self._primitive(_pack(params), _pack(state0), inputs, _Run(self))
 
+    def tape_bytes_of(self, step: int) -> int:
+        """Declared bytes of step ``step``'s tape (the plan's costs; 0 without a plan)."""
+        return self._tape_bytes[step]
+
+    def schedule_actions(self) -> Iterable[Action]:
+        """A fresh action stream of this loop's schedule."""
+        if self.plan is not None:
+            return self.plan.actions()
+        return make_schedule(self.strategy, self.steps, self.snaps)
+
     # ------------------------------------------------------------------ forward = first sweep
 
     def _check_inputs(self, state0: Any, inputs: Any) -> tuple:
@@ -149,13 +246,18 @@ class CheckpointedLoop:
         return _signature(state0, "state0")
 
     def _forward(self, params: Any, state0: Any, inputs: Any, run: _Run) -> np.ndarray:
+        clock = time.perf_counter
+        t_enter = clock()
         sig = self._check_inputs(state0, inputs)
         run.state_bytes = _nbytes(state0)
-        run.actions = make_schedule(self.strategy, self.steps, self.snaps)
+        run.actions = iter(self.schedule_actions())
         out: np.ndarray | None = None
         state = state0
         f, post = self.f, self.post
+        t_prev = clock()
         for act in run.actions:
+            t0 = clock()
+            run.book_s += t0 - t_prev
             kind = act.kind
             if kind is ActionKind.ADVANCE:
                 for i in range(act.start, act.stop):
@@ -166,17 +268,33 @@ class CheckpointedLoop:
                     out = _store_output(out, i, y, self.steps)
                 run.advanced += act.stop - act.start
                 run.post_calls += act.stop - act.start
+                t_prev = clock()
+                run.advance_s += t_prev - t0
             elif kind is ActionKind.TAKESHOT:
                 run.store(act.slot, act.step, state)
+                t_prev = clock()
+                run.book_s += t_prev - t0
+            elif kind is ActionKind.TAPE:
+                i = act.step
+                turn, (state, y) = self._tape(params, state, inputs[i], sig)
+                run.keep_tape(i, turn)
+                run.taped += 1
+                out = _store_output(out, i, y, self.steps)
+                t_prev = clock()
+                run.taped_s += t_prev - t0
             elif kind is ActionKind.FIRSTURN:
                 i = act.step
+                run.turning(i)
                 run.last_turn, (_, y) = self._tape(params, state, inputs[i], sig)
                 run.taped += 1
                 out = _store_output(out, i, y, self.steps)
+                t_prev = clock()
+                run.taped_s += t_prev - t0
                 break
             else:  # pragma: no cover - schedules reach FIRSTURN before anything else
                 raise RuntimeError(f"unexpected {act!r} in the first sweep")
         self.stats = run.stats()
+        run.executor_s += clock() - t_enter
         return out
 
     def _tape(self, params: Any, state: Any, x: Any, sig: tuple) -> tuple[Callable, Any]:
@@ -235,6 +353,8 @@ class CheckpointedLoop:
         return vjp
 
     def _reverse(self, g, argnums, params, state0, inputs, run: _Run):
+        clock = time.perf_counter
+        t_enter = clock()
         want_params, want_inputs = 0 in argnums, 2 in argnums
         sig = _signature(state0, "state0")
         if run.last_turn is None:  # a second vjp of the same call: redo the first sweep
@@ -260,39 +380,68 @@ class CheckpointedLoop:
             run.free(i)
 
         # The forward pass consumed FIRSTURN and kept its tape: reverse step l-1 first.
+        t0 = clock()
         turn, run.last_turn = run.last_turn, None
         reverse_step(turn, self.steps - 1)
         state = None
         f = self.f
+        t_prev = clock()
+        run.taped_s += t_prev - t0
         for act in run.actions:
+            t0 = clock()
+            run.book_s += t0 - t_prev
             kind = act.kind
             if kind is ActionKind.YOUTURN:
+                run.turning(act.step)
                 turn, _ = self._tape(params, state, inputs[act.step], sig)
                 run.taped += 1
                 reverse_step(turn, act.step)
                 state = None
+                t_prev = clock()
+                run.taped_s += t_prev - t0
             elif kind is ActionKind.ADVANCE:
                 for i in range(act.start, act.stop):
                     state = f(params, state, inputs[i])
                 run.advanced += act.stop - act.start
+                t_prev = clock()
+                run.advance_s += t_prev - t0
+            elif kind is ActionKind.TAPE:
+                turn, (state, _) = self._tape(params, state, inputs[act.step], sig)
+                run.keep_tape(act.step, turn)
+                run.taped += 1
+                t_prev = clock()
+                run.taped_s += t_prev - t0
+            elif kind is ActionKind.REVERSE:
+                reverse_step(run.take_tape(act.step), act.step)
+                state = None
+                t_prev = clock()
+                run.taped_s += t_prev - t0
             elif kind is ActionKind.RESTORE:
                 state = run.slots[act.slot][1]
+                t_prev = clock()
+                run.book_s += t_prev - t0
             elif kind is ActionKind.TAKESHOT:
                 run.store(act.slot, act.step, state)
+                t_prev = clock()
+                run.book_s += t_prev - t0
             elif kind is ActionKind.TERMINATE:
                 break
             else:  # pragma: no cover - FIRSTURN was consumed by the first sweep
                 raise RuntimeError(f"unexpected {act!r} in the reverse sweep")
         run.slots.clear()
-        self.stats = run.stats()
+        run.tapes.clear()
         params_bar = prebuild(_like_leaves(acc, pleaves)) if want_params else None
         grads = {0: params_bar, 1: s0rebuild(_like_leaves(state_bar, s0leaves)), 2: inputs_bar}
+        run.executor_s += clock() - t_enter
+        self.stats = run.stats()
         return tuple(grads[n] for n in argnums)
 
     def _replace_snapshots(self, params, state0, inputs, run: _Run, sig: tuple) -> None:
         """Re-run the first sweep (no outputs) so the schedule can be reversed once more."""
         run.slots.clear()
-        run.actions = make_schedule(self.strategy, self.steps, self.snaps)
+        run.tapes.clear()
+        run.kept_tape_bytes = 0
+        run.actions = iter(self.schedule_actions())
         state = state0
         for act in run.actions:
             if act.kind is ActionKind.ADVANCE:
@@ -301,7 +450,12 @@ class CheckpointedLoop:
                 run.advanced += act.stop - act.start
             elif act.kind is ActionKind.TAKESHOT:
                 run.store(act.slot, act.step, state)
+            elif act.kind is ActionKind.TAPE:
+                turn, (state, _) = self._tape(params, state, inputs[act.step], sig)
+                run.keep_tape(act.step, turn)
+                run.taped += 1
             elif act.kind is ActionKind.FIRSTURN:
+                run.turning(act.step)
                 run.last_turn, _ = self._tape(params, state, inputs[act.step], sig)
                 run.taped += 1
                 return
@@ -311,8 +465,13 @@ def binomial_checkpoint(
     f: Callable[[Any, Any, Any], Any],
     post: Callable[[Any, Any], Any],
     steps: int,
-    snaps: int,
-    strategy: Strategy | str = "revolve",
+    snaps: int | None = None,
+    strategy: Strategy | str | None = None,
+    *,
+    plan: Plan | None = None,
+    costs: Costs | None = None,
+    budget_bytes: int | None = None,
+    tape_bytes: int = 0,
 ) -> CheckpointedLoop:
     """Checkpointed ``loop(params, state0, inputs)`` for ``state = f(params, state, x)``.
 
@@ -320,8 +479,14 @@ def binomial_checkpoint(
     is differentiable by autograd with respect to ``params`` (any autograd container),
     ``state0`` (an array or a tuple of arrays) and ``inputs`` (leading axis ``steps``), all
     from one reverse sweep. ``snaps`` counts every snapshot slot *including the one holding
-    state0*. With ``strategy="revolve"`` a gradient evaluates ``f`` exactly
+    state0*. With ``strategy="revolve"`` (the default) a gradient evaluates ``f`` exactly
     ``optimal_forward_steps(steps, snaps) + steps`` times; ``loop.stats`` has the counters.
+
+    ``strategy="optimal"`` runs the minimum-time schedule keeping states and tapes
+    (:func:`ckptbench.planner.plan_optimal`): pass ``plan=`` or ``costs=`` and
+    ``budget_bytes=`` (then ``snaps`` is not needed). A ``plan`` alone implies "optimal".
+    For the other strategies ``tape_bytes`` declares one tape's size, so that
+    ``stats.peak_stored_bytes`` (snapshots + the live tape) compares with a plan's peak.
 
     Example::
 
@@ -329,7 +494,18 @@ def binomial_checkpoint(
         loss = lambda p: anp.sum(loop(p, h0, xs) ** 2)
         g = autograd.grad(loss)(params)      # 2439 + 1000 evaluations of rnn_step
     """
-    return CheckpointedLoop(f, post, steps, snaps, strategy)
+    if costs is not None or budget_bytes is not None:
+        if plan is not None:
+            raise ValueError("give either plan or costs and budget_bytes, not both")
+        if costs is None or budget_bytes is None:
+            raise ValueError("costs and budget_bytes go together")
+        plan = plan_optimal(costs, steps, budget_bytes)
+    strat = Strategy.REVOLVE if strategy is None else to_strategy(strategy)
+    if plan is not None and strategy is not None and strat is not Strategy.OPTIMAL:
+        raise ValueError(f"a plan runs strategy optimal, not {strat.value}")
+    if plan is not None and tape_bytes:
+        raise ValueError("a plan declares its own tape bytes")
+    return CheckpointedLoop(f, post, steps, snaps, strat, plan=plan, tape_bytes=tape_bytes)
 
 
 # ---------------------------------------------------------------------- helpers

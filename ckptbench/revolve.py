@@ -13,6 +13,12 @@ Conventions (the Revolve / pyrevolve ones):
   included), with r = r(l, s) = min{r : beta(s, r) >= l}; the reverse sweep tapes each
   step exactly once, so a gradient costs t + l step evaluations.
 
+Beyond states, a schedule may keep a step's *tape* (everything its reverse needs) from a
+TAPE action until that step's REVERSE, as segment checkpointing does with a whole segment
+(Beaumont, Eyraud-Dubois, Herrmann, Joly & Shilova, "Optimal checkpointing for heterogeneous
+chains", 2019); :func:`replay_bytes` accounts both kinds of storage in bytes and
+``ckptbench.planner`` finds the fastest such schedule under a byte budget.
+
 This module is pure: no numpy arrays, no autograd, no I/O. A schedule is a lazy iterator of
 immutable :class:`Action` values; an executor (``ckptbench.checkpoint``) interprets them and
 :func:`replay` checks them against a simulated store without running any model.
@@ -21,7 +27,7 @@ immutable :class:`Action` values; an executor (``ckptbench.checkpoint``) interpr
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
@@ -29,26 +35,30 @@ from typing import NamedTuple
 __all__ = [
     "Action",
     "ActionKind",
+    "ByteReplay",
     "ReplayStats",
     "ScheduleError",
     "Strategy",
     "beta",
+    "check_int",
     "make_schedule",
     "memory_savings",
     "optimal_forward_steps",
     "recomputation_factor",
     "repetition_number",
     "replay",
+    "replay_bytes",
     "schedule",
     "should_checkpoint",
     "snaps_for_budget",
     "store_all_schedule",
+    "to_strategy",
     "uniform_schedule",
 ]
 
 
 class ActionKind(Enum):
-    """The classic Revolve action vocabulary."""
+    """The classic Revolve action vocabulary, plus TAPE/REVERSE for kept tapes."""
 
     ADVANCE = "advance"  # untaped steps start -> stop
     TAKESHOT = "takeshot"  # store the current state x_step in `slot`
@@ -56,6 +66,8 @@ class ActionKind(Enum):
     FIRSTURN = "firsturn"  # tape step l-1 -> l and run its reverse
     YOUTURN = "youturn"  # tape step step -> step+1 and run its reverse
     TERMINATE = "terminate"  # the reverse sweep is complete
+    TAPE = "tape"  # tape step step -> step+1 from the current state and keep that tape
+    REVERSE = "reverse"  # run the reverse of step `step` from its kept tape, then free it
 
 
 class Strategy(Enum):
@@ -64,6 +76,7 @@ class Strategy(Enum):
     REVOLVE = "revolve"
     UNIFORM = "uniform"
     STORE_ALL = "store-all"
+    OPTIMAL = "optimal"  # states and tapes under a byte budget: ckptbench.planner
 
 
 class Action(NamedTuple):
@@ -100,10 +113,13 @@ _RESTORE = ActionKind.RESTORE
 _FIRSTURN = ActionKind.FIRSTURN
 _YOUTURN = ActionKind.YOUTURN
 _TERMINATE = ActionKind.TERMINATE
+_TAPE = ActionKind.TAPE
+_REVERSE = ActionKind.REVERSE
 _new = tuple.__new__
 
 
-def _check_int(name: str, value: object, minimum: int = 1) -> int:
+def check_int(name: str, value: object, minimum: int = 1) -> int:
+    """``value`` if it is an int (not a bool) >= ``minimum``; else a one-line ``ValueError``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
@@ -123,8 +139,8 @@ def beta(s: int, r: int) -> int:
 
 def repetition_number(steps: int, snaps: int) -> int:
     """r(l, s) = min{r : beta(s, r) >= l}: how often the busiest step is advanced."""
-    _check_int("steps", steps)
-    _check_int("snaps", snaps)
+    check_int("steps", steps)
+    check_int("snaps", snaps)
     return _reps(steps, snaps)
 
 
@@ -139,8 +155,8 @@ def _reps(m: int, s: int) -> int:
 
 def optimal_forward_steps(steps: int, snaps: int) -> int:
     """t(l, s) = r*l - beta(s + 1, r - 1): minimal untaped advances, first sweep included."""
-    _check_int("steps", steps)
-    _check_int("snaps", snaps)
+    check_int("steps", steps)
+    check_int("snaps", snaps)
     return _optimal(steps, snaps)
 
 
@@ -173,8 +189,8 @@ def schedule(steps: int, snaps: int) -> Iterator[Action]:
     Memory is O(snaps): an explicit stack holds at most one pending left subchain per slot.
     Total ADVANCE length is exactly :func:`optimal_forward_steps`.
     """
-    _check_int("steps", steps)
-    _check_int("snaps", snaps)
+    check_int("steps", steps)
+    check_int("snaps", snaps)
     return _revolve(steps, snaps)
 
 
@@ -236,7 +252,7 @@ def store_all_schedule(steps: int) -> Iterator[Action]:
 
     Uses ``steps`` slots; advances l - 1 steps (the first sweep only).
     """
-    _check_int("steps", steps)
+    check_int("steps", steps)
     return _store_all(steps)
 
 
@@ -263,8 +279,8 @@ def uniform_schedule(steps: int, snaps: int) -> Iterator[Action]:
     slots the states of a segment that do not fit are recomputed from the last stored one.
     k is chosen to minimise advances, then slots; the peak never exceeds ``snaps``.
     """
-    _check_int("steps", steps)
-    _check_int("snaps", snaps)
+    check_int("steps", steps)
+    check_int("snaps", snaps)
     return _uniform(steps, snaps)
 
 
@@ -324,15 +340,20 @@ def _uniform(l: int, s: int) -> Iterator[Action]:
 
 def make_schedule(strategy: Strategy | str, steps: int, snaps: int) -> Iterator[Action]:
     """The schedule of ``strategy`` (revolve, uniform or store-all) as an action iterator."""
-    strat = _strategy(strategy)
+    strat = to_strategy(strategy)
     if strat is Strategy.REVOLVE:
         return schedule(steps, snaps)
     if strat is Strategy.UNIFORM:
         return uniform_schedule(steps, snaps)
+    if strat is Strategy.OPTIMAL:
+        raise ValueError(
+            "strategy optimal needs step costs and a byte budget: see ckptbench.planner"
+        )
     return store_all_schedule(steps)
 
 
-def _strategy(strategy: Strategy | str) -> Strategy:
+def to_strategy(strategy: Strategy | str) -> Strategy:
+    """``strategy`` as a :class:`Strategy`; a one-line ``ValueError`` for an unknown name."""
     if isinstance(strategy, Strategy):
         return strategy
     try:
@@ -357,6 +378,7 @@ class ReplayStats:
     actions: int
     peak_snapshots: int  # most slots live at once
     max_step_advances: int  # most advances of any single step
+    peak_tapes: int = 0  # most tapes kept at once (TAPE .. REVERSE), the live one excluded
 
     @property
     def evaluations(self) -> int:
@@ -373,16 +395,90 @@ def replay(actions: Iterable[Action], steps: int, snaps: int | None = None) -> R
     given); the stream ends with one TERMINATE. Slots freed by a later TAKESHOT overwriting
     them are reused; a slot counts as live from TAKESHOT until its state can no longer be
     needed (its step is above the next step to reverse).
+
+    Kept tapes: TAPE i needs the current state x_i, keeps step i's tape and makes x_{i+1}
+    current; REVERSE i needs that tape and i to be the next step to reverse. Step l-1 is
+    always reversed by FIRSTURN (the executor's first sweep ends there), no RESTORE comes
+    before it, and a step with a kept tape is reversed by REVERSE, not by YOUTURN.
     """
-    _check_int("steps", steps)
+    return _replay(actions, steps, snaps, None, None, None)[0]
+
+
+@dataclass(frozen=True)
+class ByteReplay:
+    """What :func:`replay_bytes` counted: the :class:`ReplayStats`, storage in bytes, and the
+    untaped advances of every step (``step_advances[i]``; every step is taped exactly once)."""
+
+    stats: ReplayStats
+    peak_bytes: int  # most bytes of live states + kept tapes + the tape being reversed
+    peak_state_bytes: int  # bytes of live states at that peak
+    peak_tape_bytes: int  # bytes of tapes (kept and live) at that peak
+    step_advances: tuple[int, ...]
+
+
+def replay_bytes(
+    actions: Iterable[Action],
+    steps: int,
+    state_bytes: int | Sequence[int],
+    tape_bytes: int | Sequence[int],
+    budget_bytes: int | None = None,
+) -> ByteReplay:
+    """:func:`replay` with storage counted in bytes: states *and* tapes.
+
+    ``state_bytes`` / ``tape_bytes`` are one value for every step or one per step (x_i's
+    state, step i's tape). Live storage = the states in live slots + the kept tapes (TAPE
+    until REVERSE); during a FIRSTURN/YOUTURN the step's own tape is live too and counts.
+    With ``budget_bytes`` a peak above it is a :class:`ScheduleError`.
+    """
+    check_int("steps", steps)
+    sb = _per_step("state_bytes", state_bytes, steps)
+    tb = _per_step("tape_bytes", tape_bytes, steps)
+    if budget_bytes is not None:
+        check_int("budget_bytes", budget_bytes, minimum=0)
+    stats, peak, peak_s, peak_t, per_step = _replay(actions, steps, None, sb, tb, budget_bytes)
+    return ByteReplay(stats, peak, peak_s, peak_t, tuple(per_step))
+
+
+def _per_step(name: str, value: int | Sequence[int], steps: int) -> list[int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [check_int(name, value, minimum=0)] * steps
+    values = list(value)
+    if len(values) != steps:
+        raise ValueError(f"{name} has {len(values)} entries, expected one per step ({steps})")
+    return [check_int(name, v, minimum=0) for v in values]
+
+
+def _replay(
+    actions: Iterable[Action],
+    steps: int,
+    snaps: int | None,
+    sb: list[int] | None,
+    tb: list[int] | None,
+    budget: int | None,
+) -> tuple[ReplayStats, int, int, int, list[int]]:
+    check_int("steps", steps)
     store: dict[int, int] = {}  # slot -> step
     holders: dict[int, int] = {}  # step -> number of slots holding it
+    kept: set[int] = set()  # steps whose tape is kept
     live = 0
     current: int | None = 0
     next_reverse = steps - 1
-    advances = taped = shots = restores = count = peak = 0
+    advances = taped = shots = restores = count = peak = peak_tapes = 0
+    state_b = tape_b = peak_b = peak_sb = peak_tb = 0
+    bytes_on = sb is not None
     per_step = [0] * steps
     terminated = False
+
+    def at_peak(extra_tape: int = 0) -> None:
+        nonlocal peak_b, peak_sb, peak_tb
+        total = state_b + tape_b + extra_tape
+        if total > peak_b:
+            peak_b, peak_sb, peak_tb = total, state_b, tape_b + extra_tape
+            if budget is not None and total > budget:
+                raise ScheduleError(
+                    f"action {count} {act!r}: {total} B stored exceeds the budget of {budget} B"
+                )
+
     for act in actions:
         count += 1
         if terminated:
@@ -408,27 +504,70 @@ def replay(actions: Iterable[Action], steps: int, snaps: int | None = None) -> R
             if old is not None and old <= next_reverse:
                 live -= 1
                 holders[old] -= 1
+                if bytes_on:
+                    state_b -= sb[old]
             store[act.slot] = act.step
             holders[act.step] = holders.get(act.step, 0) + 1
             live += 1
             shots += 1
             peak = max(peak, live)
+            if bytes_on:
+                state_b += sb[act.step]
+                at_peak()
         elif kind is _RESTORE:
             if store.get(act.slot) != act.step:
                 raise ScheduleError(f"action {count} {act!r}: slot holds {store.get(act.slot)}")
+            if next_reverse == steps - 1:
+                raise ScheduleError(f"action {count} {act!r}: RESTORE before FIRSTURN")
             restores += 1
             current = act.step
-        elif kind is _FIRSTURN or kind is _YOUTURN:
-            if act.step != next_reverse or current != act.step:
+        elif kind is _TAPE:
+            i = act.step
+            if current is None or i != current or i > next_reverse:
                 raise ScheduleError(
-                    f"action {count} {act!r}: expected reverse of step {next_reverse} "
-                    f"from x_{next_reverse}, current x_{current}"
+                    f"action {count} {act!r}: current state is x_{current}, "
+                    f"next step to reverse {next_reverse}"
                 )
-            if (kind is _FIRSTURN) != (act.step == steps - 1):
-                raise ScheduleError(f"action {count} {act!r}: FIRSTURN is for step {steps - 1}")
+            if i == steps - 1:
+                raise ScheduleError(f"action {count} {act!r}: step {i} is taped by FIRSTURN")
+            if i in kept:
+                raise ScheduleError(f"action {count} {act!r}: step {i}'s tape is already kept")
+            kept.add(i)
+            peak_tapes = max(peak_tapes, len(kept))
             taped += 1
+            current = i + 1
+            if bytes_on:
+                tape_b += tb[i]
+                at_peak()
+        elif kind is _FIRSTURN or kind is _YOUTURN or kind is _REVERSE:
+            i = act.step
+            if kind is _REVERSE:
+                if i != next_reverse or i not in kept:
+                    raise ScheduleError(
+                        f"action {count} {act!r}: expected reverse of step {next_reverse} "
+                        "from its kept tape"
+                    )
+                if bytes_on:
+                    tape_b -= tb[i]
+                kept.discard(i)
+            else:
+                if i != next_reverse or current != i:
+                    raise ScheduleError(
+                        f"action {count} {act!r}: expected reverse of step {next_reverse} "
+                        f"from x_{next_reverse}, current x_{current}"
+                    )
+                if (kind is _FIRSTURN) != (i == steps - 1):
+                    raise ScheduleError(f"action {count} {act!r}: FIRSTURN is for step {steps - 1}")
+                if i in kept:
+                    raise ScheduleError(f"action {count} {act!r}: step {i} has a kept tape")
+                taped += 1
+                if bytes_on:
+                    at_peak(tb[i])
             # x_step is never needed again: the slots holding it are free
-            live -= holders.pop(act.step, 0)
+            held = holders.pop(i, 0)
+            live -= held
+            if bytes_on:
+                state_b -= held * sb[i]
             next_reverse -= 1
             current = None  # the reverse consumed the state
         elif kind is _TERMINATE:
@@ -439,7 +578,7 @@ def replay(actions: Iterable[Action], steps: int, snaps: int | None = None) -> R
             raise ScheduleError(f"unknown action {act!r}")
     if not terminated:
         raise ScheduleError("schedule ended without TERMINATE")
-    return ReplayStats(
+    stats = ReplayStats(
         steps=steps,
         advances=advances,
         taped=taped,
@@ -448,7 +587,9 @@ def replay(actions: Iterable[Action], steps: int, snaps: int | None = None) -> R
         actions=count,
         peak_snapshots=peak,
         max_step_advances=max(per_step),
+        peak_tapes=peak_tapes,
     )
+    return stats, peak_b, peak_sb, peak_tb, per_step
 
 
 # --------------------------------------------------------------------------- planning helpers
@@ -468,10 +609,10 @@ def memory_savings(
     checkpointed run keeps ``min(snaps, steps)`` state snapshots plus one tape. Example:
     ``memory_savings(1000, 31, state_bytes=65536, tape_bytes=10 * 65536)`` = 10000/41 ~ 243.9.
     """
-    _check_int("steps", steps)
-    _check_int("snaps", snaps)
-    _check_int("state_bytes", state_bytes)
-    tape = state_bytes if tape_bytes is None else _check_int("tape_bytes", tape_bytes)
+    check_int("steps", steps)
+    check_int("snaps", snaps)
+    check_int("state_bytes", state_bytes)
+    tape = state_bytes if tape_bytes is None else check_int("tape_bytes", tape_bytes)
     return steps * tape / (min(snaps, steps) * state_bytes + tape)
 
 
@@ -481,9 +622,9 @@ def snaps_for_budget(steps: int, budget_bytes: int, state_bytes: int) -> int:
     Example: ``snaps_for_budget(1000, 2 * 2**20, 65536)`` = 32. Raises ``ValueError`` when not
     even the one slot holding x_0 fits.
     """
-    _check_int("steps", steps)
-    _check_int("state_bytes", state_bytes)
-    _check_int("budget_bytes", budget_bytes, minimum=0)
+    check_int("steps", steps)
+    check_int("state_bytes", state_bytes)
+    check_int("budget_bytes", budget_bytes, minimum=0)
     snaps = budget_bytes // state_bytes
     if snaps < 1:
         raise ValueError(f"budget {budget_bytes} B holds no state of {state_bytes} B")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import autograd
 import autograd.numpy as anp
 import numpy as np
 import pytest
 
 from ckptbench import binomial_checkpoint
-from ckptbench.revolve import optimal_forward_steps, replay, uniform_schedule
+from ckptbench.planner import Costs, plan_optimal, predict
+from ckptbench.revolve import optimal_forward_steps, replay, schedule, uniform_schedule
 
 B, H, I = 3, 5, 4
 
@@ -257,3 +260,117 @@ def test_parameter_cotangent_accumulated_in_place(monkeypatch):
     assert len(seen) == 30
     assert len(set(seen)) == 1
     assert len(seen[0]) == len(params)
+
+
+# ---------------------------------------------------------------- optimal plans (kept tapes)
+
+
+def optimal_cases():
+    """(steps, costs, budget) covering no tapes, some tapes and store-all tapes."""
+    hom = Costs(forward_time_s=0.4, taped_time_s=2.5, state_bytes=B * H * 8, tape_bytes=900)
+    rng = np.random.default_rng(9)
+    het = Costs(
+        forward_time_s=tuple(rng.uniform(0.2, 1.0, 23)),
+        taped_time_s=tuple(rng.uniform(1.0, 4.0, 23)),
+        state_bytes=B * H * 8,
+        tape_bytes=tuple(int(v) for v in rng.integers(300, 2000, 23)),
+    )
+    return [
+        (37, hom, 3 * 120 + 900),  # one tape only: Revolve with 3 slots
+        (37, hom, 6 * 120 + 4 * 900),
+        (37, hom, 37 * 900),  # every tape fits
+        (2, hom, 120 + 900),
+        (23, het, 5 * 120 + 3000),
+    ]
+
+
+@pytest.mark.parametrize("case", range(5))
+@pytest.mark.parametrize("model", ["rnn", "lstm"])
+def test_optimal_plans_give_plain_gradients_and_planned_counters(case, model):
+    steps, costs, budget = optimal_cases()[case]
+    f, post, make = CASES[model]
+    params, state0, inputs = make(np.random.default_rng(case), steps)
+    state_bytes = sum(np.asarray(s).nbytes for s in (state0 if model == "lstm" else (state0,)))
+    costs = replace(costs, state_bytes=state_bytes)
+    plan = plan_optimal(costs, steps, budget * state_bytes // 120)
+    counted, calls = counting(f)
+    loop = binomial_checkpoint(counted, post, steps, plan=plan)
+    ref = plain_loop(f, post, steps)
+    np.testing.assert_array_equal(loop(params, state0, inputs), ref(params, state0, inputs))
+    calls["f"] = 0
+    g = autograd.grad(loss_of(loop), (0, 1, 2))(params, state0, inputs)
+    g_ref = autograd.grad(loss_of(ref), (0, 1, 2))(params, state0, inputs)
+    for got, want in zip(g, g_ref, strict=True):
+        assert rel_err(got, want) <= 1e-12
+    st, p = loop.stats, plan.prediction
+    assert st.strategy == "optimal"
+    assert calls["f"] == st.step_evaluations == p.advances + steps
+    assert (st.steps_advanced, st.steps_taped) == (p.advances, steps)
+    assert (st.tapes_kept, st.tapes_kept_peak) == (p.tapes_kept, p.peak_tapes)
+    assert st.peak_live_snapshots == p.peak_snapshots
+    assert st.peak_stored_bytes == plan.peak_bytes <= plan.budget_bytes
+    phases = st.advance_time_s + st.taped_time_s + st.bookkeeping_time_s
+    assert 0 < phases <= st.executor_time_s
+    assert st.other_time_s >= 0
+
+
+def test_optimal_gradient_equals_revolve_executor_bit_for_bit():
+    params, h0, xs = make_rnn(np.random.default_rng(2), 40)
+    costs = Costs(forward_time_s=0.4, taped_time_s=2.5, state_bytes=h0.nbytes, tape_bytes=900)
+    plan = plan_optimal(costs, 40, 10 * h0.nbytes + 6 * 900)
+    assert plan.prediction.tapes_kept > 0
+    g_opt = autograd.grad(loss_of(binomial_checkpoint(rnn_step, readout, 40, plan=plan)))
+    g_rev = autograd.grad(loss_of(binomial_checkpoint(rnn_step, readout, 40, 5)))
+    a, b = g_opt(params, h0, xs), g_rev(params, h0, xs)
+    for k in params:
+        np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_optimal_loop_from_costs_and_budget_and_repeated_vjp():
+    params, h0, xs = make_rnn(np.random.default_rng(4), 15)
+    costs = Costs(forward_time_s=1.0, taped_time_s=3.0, state_bytes=h0.nbytes, tape_bytes=500)
+    loop = binomial_checkpoint(
+        rnn_step, readout, 15, strategy="optimal", costs=costs, budget_bytes=3 * 120 + 1500
+    )
+    assert loop.plan.prediction.tapes_kept > 0
+    ref = plain_loop(rnn_step, readout, 15)
+    J = autograd.jacobian(lambda h: loop(params, h, xs)[-2:].ravel())(h0)
+    J_ref = autograd.jacobian(lambda h: ref(params, h, xs)[-2:].ravel())(h0)
+    assert rel_err(J, J_ref) <= 1e-12
+
+
+def test_optimal_strategy_errors_are_one_line():
+    costs = Costs(forward_time_s=1.0, taped_time_s=3.0, state_bytes=120, tape_bytes=500)
+    plan = plan_optimal(costs, 10, 2000)
+    with pytest.raises(ValueError, match="needs a plan"):
+        binomial_checkpoint(rnn_step, readout, 10, 3, strategy="optimal")
+    with pytest.raises(ValueError, match="10 steps, not steps=11"):
+        binomial_checkpoint(rnn_step, readout, 11, plan=plan)
+    with pytest.raises(ValueError, match="not uniform"):
+        binomial_checkpoint(rnn_step, readout, 10, strategy="uniform", plan=plan)
+    with pytest.raises(ValueError, match="go together"):
+        binomial_checkpoint(rnn_step, readout, 10, costs=costs)
+    with pytest.raises(ValueError, match="needs snaps"):
+        binomial_checkpoint(rnn_step, readout, 10)
+
+
+def test_revolve_phase_timers_cover_the_executor():
+    params, h0, xs = make_rnn(np.random.default_rng(0), 200)
+    loop = binomial_checkpoint(rnn_step, readout, 200, 7)
+    autograd.grad(loss_of(loop))(params, h0, xs)
+    st = loop.stats
+    assert st.advance_time_s > 0 and st.taped_time_s > 0 and st.bookkeeping_time_s > 0
+    assert st.other_time_s >= 0
+    assert st.tapes_kept == st.tapes_kept_peak == st.tape_bytes == 0
+    assert st.peak_stored_bytes == st.peak_snapshot_bytes  # tapes undeclared: 0 bytes
+
+
+def test_declared_tape_bytes_make_revolve_peaks_comparable_with_plans():
+    params, h0, xs = make_rnn(np.random.default_rng(0), 100)
+    costs = Costs(forward_time_s=1.0, taped_time_s=3.0, state_bytes=h0.nbytes, tape_bytes=700)
+    loop = binomial_checkpoint(rnn_step, readout, 100, 10, tape_bytes=700)
+    autograd.grad(loss_of(loop))(params, h0, xs)
+    want = predict(schedule(100, 10), 100, costs).peak_bytes
+    assert loop.stats.peak_stored_bytes == want == 10 * h0.nbytes + 700
+    with pytest.raises(ValueError, match="tape_bytes must be >= 0"):
+        binomial_checkpoint(rnn_step, readout, 100, 10, tape_bytes=-1)

@@ -197,3 +197,30 @@ def test_planning_helpers():
 def test_revolve_module_is_pure():
     """Importing the schedule module pulls in no numpy, autograd or I/O-heavy modules."""
     assert loaded_after_import("ckptbench.revolve", HEAVY) == []
+
+
+def test_byte_replay_agrees_with_slot_replay_on_classic_schedules():
+    """States-only schedules: peak bytes = peak slots x state bytes + the live tape."""
+    for steps, snaps in [(1, 1), (10, 3), (100, 10), (37, 40)]:
+        for make in (schedule, uniform_schedule):
+            plain = replay(make(steps, snaps), steps, snaps)
+            r = revolve.replay_bytes(make(steps, snaps), steps, 64, 500)
+            assert r.stats == plain
+            assert plain.peak_tapes == 0
+            assert r.peak_bytes == plain.peak_snapshots * 64 + 500
+            assert sum(r.step_advances) == plain.advances
+            with pytest.raises(ScheduleError, match="budget"):
+                revolve.replay_bytes(
+                    make(steps, snaps), steps, 64, 500, budget_bytes=r.peak_bytes - 1
+                )
+
+
+def test_public_helpers_and_optimal_needs_a_planner():
+    assert revolve.check_int("n", 3) == 3
+    with pytest.raises(ValueError, match="n must be an integer"):
+        revolve.check_int("n", True)
+    assert revolve.to_strategy("optimal") is revolve.Strategy.OPTIMAL
+    with pytest.raises(ValueError, match=r"ckptbench\.planner"):
+        revolve.make_schedule("optimal", 10, 3)
+    with pytest.raises(ValueError, match="one per step"):
+        revolve.replay_bytes(schedule(3, 2), 3, [1, 2], 5)

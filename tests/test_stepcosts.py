@@ -1,0 +1,65 @@
+"""Measured step costs: plausible magnitudes, both memory methods, JSON round trip."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from _imports import loaded_after_import
+
+from ckptbench import measure
+from ckptbench.planner import Costs, costs_from_json, plan_optimal
+from ckptbench.stepcosts import measure_step_costs, measure_workload_costs
+from ckptbench.workloads import Sizes, load_workload
+
+SIZES = {"hidden": 128, "batch": 8, "input": 16}
+
+
+def small_lstm(steps):
+    wl = load_workload("lstm", Sizes(**SIZES))
+    return wl, *wl.init(steps, np.random.default_rng(0))
+
+
+@pytest.mark.skipif(measure.peak_method() != "vmhwm", reason="needs a resettable VmHWM")
+def test_lstm_costs_are_measured_and_plausible():
+    wl, params, state0, inputs = small_lstm(200)
+    report = measure_step_costs(wl, params, state0, inputs, samples=2)
+    c = report.costs
+    assert report.tape_method == "vmhwm"
+    assert c.state_bytes == 2 * 8 * 128 * 8  # (h, c), float64
+    # the tape keeps the gate pre-activations and their nonlinearities: several states
+    assert 2 * c.state_bytes < c.tape_bytes < 30 * c.state_bytes
+    assert 0 < c.forward_time_s < c.taped_time_s
+    assert c.fixed_time_s > 0
+    assert len(report.tape_samples_bytes) == 2
+
+
+def test_tracemalloc_agrees_with_vmhwm_on_tape_bytes():
+    wl, params, state0, inputs = small_lstm(120)
+    traced = measure_step_costs(wl, params, state0, inputs, samples=1, tape_method="tracemalloc")
+    assert traced.tape_method == "tracemalloc"
+    assert 2 * traced.costs.state_bytes < traced.costs.tape_bytes < 30 * traced.costs.state_bytes
+    if measure.peak_method() == "vmhwm":
+        rss = measure_step_costs(wl, params, state0, inputs, samples=1, tape_method="vmhwm")
+        assert rss.costs.tape_bytes == pytest.approx(traced.costs.tape_bytes, rel=0.3)
+
+
+def test_workload_costs_are_json_and_plan():
+    doc = measure_workload_costs("rnn", SIZES, steps=40, samples=1)
+    costs = costs_from_json(json.dumps(doc["costs"]))
+    assert isinstance(costs, Costs) and costs.steps is None
+    plan = plan_optimal(costs, 40, costs.state_bytes * 4 + costs.tape_bytes * 3)
+    assert plan.peak_bytes <= plan.budget_bytes
+
+
+def test_bad_arguments():
+    wl, params, state0, inputs = small_lstm(10)
+    with pytest.raises(ValueError, match="samples"):
+        measure_step_costs(wl, params, state0, inputs, samples=0)
+    with pytest.raises(ValueError, match="tape_method"):
+        measure_step_costs(wl, params, state0, inputs, samples=1, tape_method="guess")
+
+
+def test_stepcosts_imports_no_rendering_libraries():
+    assert loaded_after_import("ckptbench.stepcosts", ("pandas", "rich", "click")) == []
