@@ -18,6 +18,7 @@ import numpy as np
 
 from ckptbench.backends import Built
 from ckptbench.checkpoint import binomial_checkpoint
+from ckptbench.planner import Costs
 from ckptbench.results import Case, Mode
 from ckptbench.workloads import Sizes, load_workload
 
@@ -61,8 +62,12 @@ def _loop_phases(loop: Any) -> dict[str, float]:
     return {k: float(v) for k, v in asdict(stats).items() if k.endswith("_time_s")}
 
 
-def build_gradient(case: Case, mode: Mode) -> Built:
-    """The worker's view of ``case`` in ``mode``: params, gradient and counters."""
+def build_gradient(case: Case, mode: Mode, costs: dict[str, Any] | None = None) -> Built:
+    """The worker's view of ``case`` in ``mode``: params, gradient and counters.
+
+    Strategy ``optimal`` plans with ``costs`` (a ``planner.Costs`` document measured by the
+    parent in a fresh worker, or read from a costs file) and the case's byte budget.
+    """
     wl = load_workload(case.model, Sizes(**case.sizes()))
     params, state0, inputs = wl.init(case.steps, np.random.default_rng(case.seed))
     calls = [0]
@@ -91,7 +96,19 @@ def build_gradient(case: Case, mode: Mode) -> Built:
     elif mode is Mode.NORMAL:
         gradient = autograd.value_and_grad(unrolled)
     else:
-        loop = binomial_checkpoint(counted, post, steps, case.snaps, case.strategy)
+        if case.strategy == "optimal":
+            if costs is None:
+                raise ValueError("strategy 'optimal' needs measured step costs")
+            loop = binomial_checkpoint(
+                counted,
+                post,
+                steps,
+                strategy="optimal",
+                costs=Costs.from_dict(costs),
+                budget_bytes=case.budget_bytes,
+            )
+        else:
+            loop = binomial_checkpoint(counted, post, steps, case.snaps, case.strategy)
         gradient = autograd.value_and_grad(lambda p: wl.loss(loop(p, state0, inputs)))
     return Built(
         params=params,
@@ -100,4 +117,10 @@ def build_gradient(case: Case, mode: Mode) -> Built:
         counters=lambda: _loop_counters(loop),
         flatten=flatten,
         phases=lambda: _loop_phases(loop),
+        plan=lambda: _loop_plan(loop),
     )
+
+
+def _loop_plan(loop: Any) -> dict[str, Any]:
+    plan = getattr(loop, "plan", None)
+    return plan.summary() if plan is not None else {}

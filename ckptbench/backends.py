@@ -24,3 +24,4 @@ class Built:
     counters: Callable[[], dict[str, Any]]  # executor counters after the last iteration
     flatten: Callable[[Any], Any]  # gradient tree -> 1-D float64 numpy array
     phases: Callable[[], dict[str, float]] = dict  # executor phase times of the last call
+    plan: Callable[[], dict[str, Any]] = dict  # the plan an ``optimal`` executor ran, if any

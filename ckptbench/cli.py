@@ -191,6 +191,102 @@ ENUMERATE_LIMIT = 5_000_000
 # ---------------------------------------------------------------------- run
 
 
+def size_options(func):
+    """--hidden, --batch, --input, --output and --seed: the workload's sizes."""
+    options = [
+        click.option("--hidden", type=POS, default=256, show_default=True),
+        click.option("--batch", type=POS, default=16, show_default=True),
+        click.option("--input", "input_", type=POS, default=32, show_default=True),
+        click.option(
+            "--output",
+            type=POS,
+            default=1,
+            show_default=True,
+            help="Readout size per step. Its cotangent (steps x batch x output) is needed by "
+            "every gradient method and grows with steps.",
+        ),
+        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _read_costs(path: Path, steps: int) -> dict:
+    """A costs file (docs/planner.md) as a ``planner.Costs`` document; one line if bad."""
+    from ckptbench.planner import costs_from_json
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"--costs {path}: cannot read ({getattr(err, 'strerror', err)})") from None
+    try:
+        costs = costs_from_json(text)
+    except ValueError as err:
+        raise InputError(f"--costs {path}: {err}") from None
+    if costs.steps is not None and costs.steps != steps:
+        raise InputError(f"--costs {path}: has costs for {costs.steps} steps, not {steps}")
+    return costs.as_dict()
+
+
+@cli.command(
+    epilog="Example:\n\n  ckptbench plan --model lstm --steps 1000 --budget 8MiB\n\n"
+    "  ckptbench plan --model my.py:make --steps 200 --budget 4MiB --costs costs.json"
+)
+@click.option("--model", default="lstm", show_default=True, help="As for run.")
+@click.option("--steps", type=POS, default=1000, show_default=True, help="Sequence length l.")
+@click.option("--budget", type=BYTES, required=True, help="Bytes for states and tapes (8MiB).")
+@click.option(
+    "--costs",
+    "costs_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Plan with these step costs (JSON, see docs/planner.md) instead of measuring them.",
+)
+@size_options
+@click.option("--threads", type=POS, default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print costs and rows as JSON.")
+def plan(model, steps, budget, costs_file, hidden, batch, input_, output, seed, threads, as_json):
+    """The minimum-time schedule for a byte budget, beside Revolve and equal segments.
+
+    Measures the step costs (untaped step, taped step + reverse, state and tape bytes) in a
+    fresh worker, then plans with the dynamic program over states and tapes (Beaumont et al.,
+    2019) and predicts each strategy's time and peak storage at the same budget.
+    """
+    from ckptbench.planner import Costs, compare_at_budget
+    from ckptbench.report import plan_table
+    from ckptbench.results import Case
+    from ckptbench.runner import CostsError, measure_costs
+    from ckptbench.workloads import Sizes, load_workload
+
+    try:
+        case = Case(
+            model=model, steps=steps, strategy="optimal", budget_bytes=budget, hidden=hidden,
+            batch=batch, input=input_, output=output, seed=seed, threads=threads,
+        )  # fmt: skip
+        _check_size(case)
+        load_workload(model, Sizes(**case.sizes()))
+        doc = _read_costs(costs_file, steps) if costs_file else None
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    if doc is None:
+        click.echo("measuring step costs in a fresh worker ...", err=True)
+        try:
+            doc = measure_costs(case)["costs"]
+        except CostsError as err:
+            click.echo(f"ckptbench: {err}", err=True)
+            sys.exit(EXIT_FAILED)
+    costs = Costs.from_dict(doc)
+    try:
+        rows = compare_at_budget(costs, steps, budget)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    if as_json:
+        click.echo(json.dumps({"costs": doc, "budget_bytes": budget, "rows": rows}, indent=1))
+        return
+    _stdout_console().print(plan_table(rows, costs, steps, budget))
+
+
 def _stdout_console() -> Console:
     """Rich console for results; wide when piped, so tables are not squeezed to 80 columns."""
     console = Console()
@@ -301,18 +397,21 @@ def _strategies() -> list[str]:
     show_default=True,
     help="torch only: where the gradient is computed.",
 )
-@click.option("--hidden", type=POS, default=256, show_default=True)
-@click.option("--batch", type=POS, default=16, show_default=True)
-@click.option("--input", "input_", type=POS, default=32, show_default=True)
 @click.option(
-    "--output",
-    type=POS,
-    default=1,
-    show_default=True,
-    help="Readout size per step. Its cotangent (steps x batch x output) is needed by every "
-    "gradient method and grows with steps.",
+    "--budget",
+    type=BYTES,
+    default=None,
+    help="Strategy optimal: bytes the schedule may keep in states and tapes (e.g. 8MiB).",
 )
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--costs",
+    "costs_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Strategy optimal: plan with these step costs (a JSON costs file, see "
+    "docs/planner.md) instead of measuring them in a fresh worker first.",
+)
+@size_options
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--repeats", type=POS, default=3, show_default=True, help="Measured iterations.")
 @click.option(
@@ -363,14 +462,14 @@ def _strategies() -> list[str]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result document on stdout.")
 def run(
-    model, steps, snaps, strategy, backend, device, hidden, batch, input_, output, seed, warmup,
-    repeats, rounds, threads, timeout, memory_limit, sample_interval, modes, out, force,
-    expect_oom, as_json,
+    model, steps, snaps, strategy, backend, device, budget, costs_file, hidden, batch, input_,
+    output, seed, warmup, repeats, rounds, threads, timeout, memory_limit, sample_interval, modes,
+    out, force, expect_oom, as_json,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
     from ckptbench.report import failure_lines, headline, run_table, warning_lines
     from ckptbench.results import Case, result_to_dict
-    from ckptbench.runner import Interrupted, run_case, stop_on_signals
+    from ckptbench.runner import CostsError, Interrupted, run_case, stop_on_signals
     from ckptbench.workloads import Sizes, load_workload
 
     mode_list = _parse_modes(modes)
@@ -381,7 +480,8 @@ def run(
     try:
         case = Case(
             model=model, steps=steps, snaps=snaps, strategy=strategy, backend=backend,
-            device=device, hidden=hidden, batch=batch, input=input_, output=output, seed=seed,
+            device=device, budget_bytes=budget, hidden=hidden, batch=batch, input=input_,
+            output=output, seed=seed,
             warmup=warmup, repeats=repeats, rounds=rounds, threads=threads, timeout_s=timeout,
             memory_limit_bytes=memory_limit, sample_interval_s=sample_interval,
         )  # fmt: skip
@@ -391,6 +491,9 @@ def run(
             load_workload(model, Sizes(**case.sizes()))
         else:
             _check_torch(case)
+        if strategy == "optimal" and backend != "autograd":
+            raise InputError("strategy 'optimal' runs on the autograd backend only (so far)")
+        costs = _read_costs(costs_file, case.steps) if costs_file else None
     except ValueError as err:
         raise InputError(str(err)) from None
     out = out or _default_out(model)
@@ -404,8 +507,17 @@ def run(
     try:
         with stop_on_signals():
             result = run_case(
-                case, out_path=out, replace_out=force, progress=progress_cb, modes=mode_list
+                case,
+                out_path=out,
+                replace_out=force,
+                progress=progress_cb,
+                modes=mode_list,
+                costs=costs,
             )
+    except CostsError as err:
+        stop()
+        click.echo(f"ckptbench: {err}", err=True)
+        sys.exit(EXIT_FAILED)
     except (Interrupted, KeyboardInterrupt) as err:
         result = err.result  # type: ignore[attr-defined]
         signum = getattr(err, "signum", 2)

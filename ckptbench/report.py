@@ -174,3 +174,40 @@ def closed_form_table(steps: int, snaps: int, strategy: str) -> Table:
     for k, v in rows:
         table.add_row(k, v)
     return table
+
+
+def plan_table(rows: list[dict], costs, steps: int, budget_bytes: int) -> Table:
+    """The ``plan`` table: each strategy's predicted time and peak storage at one budget."""
+    per_step = costs.per_step(steps)
+    fwd, taped, state, tape = (v[0] for v in per_step)
+    homogeneous = costs.steps is None
+    title = (
+        f"plans for {steps} steps within {fmt_bytes(budget_bytes)}; step costs: untaped "
+        f"{fwd * 1e3:.3f} ms, taped + reverse {taped * 1e3:.3f} ms, state "
+        f"{state / 1024:.0f} KiB, tape {tape / 1024:.0f} KiB"
+        + ("" if homogeneous else " (first step; costs vary per step)")
+    )
+    table = Table(title=title, title_justify="left")
+    for col, justify in [
+        ("strategy", "left"),
+        ("snaps", "right"),
+        ("tapes kept (peak)", "right"),
+        ("advances", "right"),
+        ("predicted time", "right"),
+        ("predicted peak", "right"),
+        ("note", "left"),
+    ]:
+        table.add_column(col, justify=justify)
+    for r in rows:
+        tapes = "-" if r["tapes_kept"] is None else f"{r['tapes_kept']} ({r['peak_tapes']})"
+        t = r["predicted_time_s"]
+        table.add_row(
+            r["strategy"],
+            "-" if r["snaps"] is None else str(r["snaps"]),
+            tapes,
+            "-" if r["advances"] is None else str(r["advances"]),
+            "-" if t is None else f"{t:.3f} s",
+            fmt_bytes(r["peak_bytes"]),
+            r["note"],
+        )
+    return table

@@ -270,6 +270,7 @@ class ModeResult:
     exit_code: int | None = None
     stderr_tail: str | None = None
     wall_time_s: float | None = None  # whole worker process
+    plan: dict[str, Any] = field(default_factory=dict)  # strategy optimal: costs, prediction
     round: int = 0  # which round of the run (fresh workers per mode, rotated order)
     iterations_planned: int | None = None  # warm-up excluded; more than len(iterations)
     # when the mode was stopped (timeout, interrupt) after some iterations completed

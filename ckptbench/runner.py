@@ -50,10 +50,12 @@ from ckptbench.workloads import plugin_paths, plugin_provenance
 
 __all__ = [
     "GRAD_TOLERANCE",
+    "CostsError",
     "Interrupted",
     "Progress",
     "RunEvent",
     "default_worker_command",
+    "measure_costs",
     "pooled_modes",
     "round_order",
     "run_case",
@@ -187,6 +189,7 @@ def run_mode(
     worker: Sequence[str] | None = None,
     round_index: int = 0,
     progress: Progress | None = None,
+    costs: dict[str, Any] | None = None,
 ) -> tuple[ModeResult, dict[str, Any] | None]:
     """Run one mode in a fresh worker process: (what it measured, the worker's numpy/BLAS
     description). Never raises for a failed measurement: the status says what happened.
@@ -206,6 +209,7 @@ def run_mode(
             "channel_fd": write_fd,
             "parent_pid": os.getpid(),
             "plugin_paths": list(plugin_paths(case.model)),
+            "costs": costs,
         }
     )
     with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
@@ -329,6 +333,7 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
             peak_method=str(report.get("peak_method", "")),
             baseline_rss_anon_bytes=report.get("baseline_rss_anon_bytes"),
             counters=dict(report.get("counters") or {}),
+            plan=dict(report.get("plan") or {}),
             loss=report.get("loss"),
             **common,
         )
@@ -342,6 +347,59 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
             f"worker reported {len(iters)} measured iterations, {case.repeats} planned",
         ), None
     return result, report.get("numpy")
+
+
+class CostsError(RuntimeError):
+    """The step costs could not be measured (the worker failed; the message says why)."""
+
+
+def measure_costs(case: Case, *, worker: Sequence[str] | None = None) -> dict[str, Any]:
+    """Measure the step costs of ``case`` (``ckptbench.stepcosts``) in a fresh worker.
+
+    Returns the worker's cost report (``report["costs"]`` is a ``planner.Costs`` document).
+    """
+    read_fd, write_fd = os.pipe()
+    job = json.dumps(
+        {
+            "task": "costs",
+            "case": case.to_dict(),
+            "mode": Mode.CHECKPOINTED.value,
+            "channel_fd": write_fd,
+            "parent_pid": os.getpid(),
+            "plugin_paths": list(plugin_paths(case.model)),
+        }
+    )
+    with tempfile.TemporaryFile() as err_file:
+        try:
+            proc = subprocess.Popen(
+                list(worker or default_worker_command()),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=err_file,
+                env=_child_env(case),
+                pass_fds=(write_fd,),
+            )
+        finally:
+            os.close(write_fd)
+        channel = _Channel(read_fd)
+        report = None
+        try:
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(job.encode())  # type: ignore[union-attr]
+                proc.stdin.close()  # type: ignore[union-attr]
+            while not (channel.closed and proc.poll() is not None):
+                for event in channel.read(0.05):
+                    if event.get("event") == "result":
+                        report = event
+        finally:
+            _stop(proc)
+            os.close(read_fd)
+        err_file.seek(0)
+        tail = _tail(err_file.read().decode(errors="replace"), 1)
+    if report is None or not report.get("ok"):
+        why = (report or {}).get("error") or tail or f"exit status {proc.returncode}"
+        raise CostsError(f"measuring the step costs failed: {why}")
+    return dict(report["costs_report"])
 
 
 def _grad_error(normal_path: str, ckpt_path: str) -> float | None:
@@ -406,6 +464,7 @@ def run_case(
     progress: Progress | None = None,
     modes: Sequence[Mode] = MODES,
     worker: Sequence[str] | None = None,
+    costs: dict[str, Any] | None = None,
 ) -> RunResult:
     """Measure ``case`` in ``case.rounds`` rounds of each mode (a fresh process each),
     saving after every mode.
@@ -414,9 +473,15 @@ def run_case(
     saves replace only the file this run wrote. On :class:`Interrupted` (or Ctrl-C) the
     partial mode is saved with status ``interrupted`` and the exception is re-raised with the
     saved result attached as ``err.result``.
+
+    Strategy ``optimal`` plans with ``costs`` (a ``planner.Costs`` document); without them the
+    step costs are first measured in a fresh worker (:func:`measure_costs`, which raises
+    :class:`CostsError` when that fails).
     """
     if len(set(modes)) != len(modes):
         raise ValueError("modes must not repeat")
+    if case.strategy == "optimal" and costs is None and Mode.CHECKPOINTED in modes:
+        costs = measure_costs(case, worker=worker)["costs"]
     env = measure.environment()
     env["sample_interval_s"] = case.sample_interval_s
     env["thread_env_child"] = measure.pinned_thread_env(case.threads)
@@ -457,6 +522,7 @@ def run_case(
                         worker=worker,
                         round_index=k,
                         progress=progress,
+                        costs=costs,
                     )
                     if numpy_env and "numpy" not in env:
                         env["numpy"] = numpy_env

@@ -10,6 +10,9 @@ Every report is one JSON line with an ``event``:
 * ``iteration`` — one warm-up or measured iteration (``warmup``: bool, ``record``: {...});
 * ``result`` — the final report (``ok`` true, or false with ``error``).
 
+A job with ``"task": "costs"`` measures the step costs the planner needs instead
+(``ckptbench.stepcosts``) and reports them as ``costs_report``.
+
 The worker is started with ``-P``, so the current folder never shadows an installed module;
 plug-in folders the parent resolved are appended to the *end* of ``sys.path``. It dies with
 its parent: ``PR_SET_PDEATHSIG`` on Linux, and a watchdog thread polling the parent's pid
@@ -65,8 +68,9 @@ def _die_with_parent(parent_pid: int | None) -> None:
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
-def build(case: Case, mode: Mode) -> Built:
-    """The gradient of ``case`` in ``mode`` on the case's backend."""
+def build(case: Case, mode: Mode, costs: dict[str, Any] | None = None) -> Built:
+    """The gradient of ``case`` in ``mode`` on the case's backend (``costs``: the measured
+    step costs strategy ``optimal`` plans with)."""
     if case.backend == "torch":
         try:
             from ckptbench.torch_backend.modes import build_gradient as torch_build
@@ -75,7 +79,7 @@ def build(case: Case, mode: Mode) -> Built:
         return torch_build(case, mode)
     from ckptbench.autograd_modes import build_gradient
 
-    return build_gradient(case, mode)
+    return build_gradient(case, mode, costs)
 
 
 def _iteration(meter: measure.PeakMeter, built: Built) -> tuple[dict[str, Any], Any]:
@@ -99,7 +103,9 @@ def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict
     for path in job.get("plugin_paths") or ():
         if path not in sys.path:
             sys.path.append(path)  # at the end: never shadows an installed module
-    built = build(case, mode)
+    if job.get("task") == "costs":
+        return _measure_costs(case, emit)
+    built = build(case, mode, job.get("costs"))
     meter = measure.PeakMeter()
     measure.trim_heap()
     rss_anon = measure.read_rss_anon_bytes() if meter.method == "vmhwm" else None
@@ -128,9 +134,19 @@ def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict
         "baseline_rss_anon_bytes": rss_anon,
         "counters": counters,
         "phases": phases,
+        "plan": built.plan(),
         "loss": float(loss),
         "numpy": measure.numpy_environment(),
     }
+
+
+def _measure_costs(case: Case, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """The step costs the planner needs, measured in this fresh process (autograd only)."""
+    from ckptbench.stepcosts import measure_workload_costs
+
+    emit({"event": "ready", "planned": 0, "warmup": 0})
+    doc = measure_workload_costs(case.model, case.sizes(), case.steps, seed=case.seed)
+    return {"ok": True, "costs_report": doc}
 
 
 def _open_channel(job: dict[str, Any]) -> IO[str]:

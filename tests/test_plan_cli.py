@@ -1,0 +1,93 @@
+"""`ckptbench plan` and `run --strategy optimal`: costs files, measured costs, prediction."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ckptbench.cli import cli
+from ckptbench.results import Mode, load_result
+
+TESTS = Path(__file__).parent
+COSTS = {
+    "forward_time_s": 0.0004,
+    "taped_time_s": 0.0026,
+    "state_bytes": 65536,
+    "tape_bytes": 450000,
+}
+
+
+def invoke(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def test_plan_from_a_costs_file_beats_revolve_and_segments(tmp_path):
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps(COSTS))
+    res = invoke(["plan", "--steps", "300", "--budget", "4MiB", "--costs", str(costs), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["strategy"]: r for r in json.loads(res.output)["rows"]}
+    assert set(rows) == {"optimal", "revolve", "uniform"}
+    assert rows["optimal"]["predicted_time_s"] <= rows["revolve"]["predicted_time_s"]
+    assert rows["revolve"]["predicted_time_s"] <= rows["uniform"]["predicted_time_s"]
+    for r in rows.values():
+        assert r["peak_bytes"] <= 4 * 2**20
+    res = invoke(["plan", "--steps", "300", "--budget", "4MiB", "--costs", str(costs)])
+    assert res.exit_code == 0 and "optimal" in res.output and "revolve" in res.output
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("{not json", "costs.json"),
+        (json.dumps({**COSTS, "tape_bytes": -1}), "costs.json"),
+        (json.dumps({**COSTS, "forward_time_s": [0.1, 0.2]}), "2 steps"),
+    ],
+)
+def test_bad_costs_file_is_one_line(tmp_path, content, words):
+    costs = tmp_path / "costs.json"
+    costs.write_text(content)
+    res = invoke(["plan", "--steps", "300", "--budget", "4MiB", "--costs", str(costs)])
+    assert res.exit_code == 2 and words in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_optimal_needs_a_budget_and_budget_needs_optimal(tmp_path):
+    res = invoke(["run", "--strategy", "optimal", "--out", str(tmp_path / "a.json")])
+    assert res.exit_code == 2 and "budget" in res.output
+    res = invoke(["run", "--budget", "8MiB", "--out", str(tmp_path / "b.json")])
+    assert res.exit_code == 2 and "optimal" in res.output
+
+
+@pytest.mark.slow
+def test_run_optimal_measures_costs_and_stores_the_prediction(tmp_path):
+    out = tmp_path / "r.json"
+    res = invoke(["run", "--model", "rnn", "--hidden", "64", "--steps", "60",
+                  "--strategy", "optimal", "--budget", "96KiB", "--repeats", "1",
+                  "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    result = load_result(out)
+    ckpt = result.mode(Mode.CHECKPOINTED)
+    assert ckpt.grad_max_rel_err == 0.0
+    plan = ckpt.plan
+    assert plan["budget_bytes"] == 96 * 1024
+    assert set(plan["costs"]) >= {"forward_time_s", "taped_time_s", "state_bytes", "tape_bytes"}
+    assert plan["predicted_time_s"] > 0 and plan["peak_bytes"] <= 96 * 1024
+    assert ckpt.counters["peak_stored_bytes"] == plan["peak_bytes"]
+    assert ckpt.counters["step_calls"] == plan["advances"] + 60
+
+
+def test_run_worker_gets_the_costs_file(tmp_path, monkeypatch):
+    fake = [sys.executable, str(TESTS / "fake_worker.py")]
+    monkeypatch.setattr("ckptbench.runner.default_worker_command", lambda: list(fake))
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps(COSTS))
+    out = tmp_path / "r.json"
+    res = invoke(["run", "--model", "rnn", "--steps", "30", "--strategy", "optimal",
+                  "--budget", "1MiB", "--costs", str(costs), "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 0, res.output  # no cost-measuring worker was needed
+    assert load_result(out).case.budget_bytes == 2**20
