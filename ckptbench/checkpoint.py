@@ -30,8 +30,8 @@ from ckptbench.revolve import (
     Action,
     ActionKind,
     Strategy,
-    _check_int,
-    _strategy,
+    as_strategy,
+    check_int,
     make_schedule,
     optimal_forward_steps,
 )
@@ -121,9 +121,9 @@ class CheckpointedLoop:
             raise ValueError("f and post must be callables")
         self.f = f
         self.post = post
-        self.steps = _check_int("steps", steps)
-        self.snaps = _check_int("snaps", snaps)
-        self.strategy = _strategy(strategy)
+        self.steps = check_int("steps", steps)
+        self.snaps = check_int("snaps", snaps)
+        self.strategy = as_strategy(strategy)
         self.stats: CheckpointStats | None = None
         self._primitive = primitive(self._forward)
         defvjp_argnums(self._primitive, self._make_vjp)

@@ -25,7 +25,6 @@ __all__ = [
     "ModeResult",
     "RunResult",
     "Status",
-    "load_result",
     "result_from_dict",
     "result_to_dict",
     "save_result",
@@ -299,17 +298,3 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
 
 def save_result(result: RunResult, path: str | os.PathLike[str]) -> None:
     write_atomic(path, json.dumps(result_to_dict(result), indent=1) + "\n")
-
-
-def load_result(path: str | os.PathLike[str]) -> RunResult:
-    """Read one result file; one-line ``ValueError`` on missing, non-JSON or foreign files."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ValueError(f"{p}: cannot read ({err.strerror or err})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{p}: not JSON ({err.msg} at line {err.lineno})") from None
-    return result_from_dict(data, str(p))

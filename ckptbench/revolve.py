@@ -32,7 +32,9 @@ __all__ = [
     "ReplayStats",
     "ScheduleError",
     "Strategy",
+    "as_strategy",
     "beta",
+    "check_int",
     "make_schedule",
     "memory_savings",
     "optimal_forward_steps",
@@ -103,7 +105,7 @@ _TERMINATE = ActionKind.TERMINATE
 _new = tuple.__new__
 
 
-def _check_int(name: str, value: object, minimum: int = 1) -> int:
+def check_int(name: str, value: object, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
@@ -123,8 +125,8 @@ def beta(s: int, r: int) -> int:
 
 def repetition_number(steps: int, snaps: int) -> int:
     """r(l, s) = min{r : beta(s, r) >= l}: how often the busiest step is advanced."""
-    _check_int("steps", steps)
-    _check_int("snaps", snaps)
+    check_int("steps", steps)
+    check_int("snaps", snaps)
     return _reps(steps, snaps)
 
 
@@ -139,8 +141,8 @@ def _reps(m: int, s: int) -> int:
 
 def optimal_forward_steps(steps: int, snaps: int) -> int:
     """t(l, s) = r*l - beta(s + 1, r - 1): minimal untaped advances, first sweep included."""
-    _check_int("steps", steps)
-    _check_int("snaps", snaps)
+    check_int("steps", steps)
+    check_int("snaps", snaps)
     return _optimal(steps, snaps)
 
 
@@ -173,8 +175,8 @@ def schedule(steps: int, snaps: int) -> Iterator[Action]:
     Memory is O(snaps): an explicit stack holds at most one pending left subchain per slot.
     Total ADVANCE length is exactly :func:`optimal_forward_steps`.
     """
-    _check_int("steps", steps)
-    _check_int("snaps", snaps)
+    check_int("steps", steps)
+    check_int("snaps", snaps)
     return _revolve(steps, snaps)
 
 
@@ -236,7 +238,7 @@ def store_all_schedule(steps: int) -> Iterator[Action]:
 
     Uses ``steps`` slots; advances l - 1 steps (the first sweep only).
     """
-    _check_int("steps", steps)
+    check_int("steps", steps)
     return _store_all(steps)
 
 
@@ -263,8 +265,8 @@ def uniform_schedule(steps: int, snaps: int) -> Iterator[Action]:
     slots the states of a segment that do not fit are recomputed from the last stored one.
     k is chosen to minimise advances, then slots; the peak never exceeds ``snaps``.
     """
-    _check_int("steps", steps)
-    _check_int("snaps", snaps)
+    check_int("steps", steps)
+    check_int("snaps", snaps)
     return _uniform(steps, snaps)
 
 
@@ -324,7 +326,7 @@ def _uniform(l: int, s: int) -> Iterator[Action]:
 
 def make_schedule(strategy: Strategy | str, steps: int, snaps: int) -> Iterator[Action]:
     """The schedule of ``strategy`` (revolve, uniform or store-all) as an action iterator."""
-    strat = _strategy(strategy)
+    strat = as_strategy(strategy)
     if strat is Strategy.REVOLVE:
         return schedule(steps, snaps)
     if strat is Strategy.UNIFORM:
@@ -332,7 +334,7 @@ def make_schedule(strategy: Strategy | str, steps: int, snaps: int) -> Iterator[
     return store_all_schedule(steps)
 
 
-def _strategy(strategy: Strategy | str) -> Strategy:
+def as_strategy(strategy: Strategy | str) -> Strategy:
     if isinstance(strategy, Strategy):
         return strategy
     try:
@@ -374,7 +376,7 @@ def replay(actions: Iterable[Action], steps: int, snaps: int | None = None) -> R
     them are reused; a slot counts as live from TAKESHOT until its state can no longer be
     needed (its step is above the next step to reverse).
     """
-    _check_int("steps", steps)
+    check_int("steps", steps)
     store: dict[int, int] = {}  # slot -> step
     holders: dict[int, int] = {}  # step -> number of slots holding it
     live = 0
@@ -468,10 +470,10 @@ def memory_savings(
     checkpointed run keeps ``min(snaps, steps)`` state snapshots plus one tape. Example:
     ``memory_savings(1000, 31, state_bytes=65536, tape_bytes=10 * 65536)`` = 10000/41 ~ 243.9.
     """
-    _check_int("steps", steps)
-    _check_int("snaps", snaps)
-    _check_int("state_bytes", state_bytes)
-    tape = state_bytes if tape_bytes is None else _check_int("tape_bytes", tape_bytes)
+    check_int("steps", steps)
+    check_int("snaps", snaps)
+    check_int("state_bytes", state_bytes)
+    tape = state_bytes if tape_bytes is None else check_int("tape_bytes", tape_bytes)
     return steps * tape / (min(snaps, steps) * state_bytes + tape)
 
 
@@ -481,9 +483,9 @@ def snaps_for_budget(steps: int, budget_bytes: int, state_bytes: int) -> int:
     Example: ``snaps_for_budget(1000, 2 * 2**20, 65536)`` = 32. Raises ``ValueError`` when not
     even the one slot holding x_0 fits.
     """
-    _check_int("steps", steps)
-    _check_int("state_bytes", state_bytes)
-    _check_int("budget_bytes", budget_bytes, minimum=0)
+    check_int("steps", steps)
+    check_int("state_bytes", state_bytes)
+    check_int("budget_bytes", budget_bytes, minimum=0)
     snaps = budget_bytes // state_bytes
     if snaps < 1:
         raise ValueError(f"budget {budget_bytes} B holds no state of {state_bytes} B")

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 
 from ckptbench.analysis import mode_peak_bytes, spread
 from ckptbench.cli import cli, main, parse_bytes, parse_seconds
-from ckptbench.results import SCHEMA_VERSION, Mode, Status, load_result
+from ckptbench.results import SCHEMA_VERSION, Mode, Status
 from ckptbench.revolve import optimal_forward_steps
+from ckptbench.store import load_result
 
 FAKE = f"{sys.executable} {Path(__file__).parent / 'fake_worker.py'}"
 

@@ -17,7 +17,8 @@ import pytest
 from _synthetic import make_result
 
 from ckptbench.config import parse_config
-from ckptbench.results import MODES, Case, Status, load_result, result_to_dict, save_result
+from ckptbench.results import MODES, Case, Status, result_to_dict, save_result
+from ckptbench.store import load_result
 from ckptbench.sweep import (
     MANIFEST_NAME,
     CellState,
