@@ -325,6 +325,7 @@ def sweep(config: Path, out: Path | None, resume: bool, retry_failed: bool, dask
     """Run every cell of a TOML config, saving each result the moment it is measured."""
     from ckptbench.config import load_config
     from ckptbench.render.console import stderr_console
+    from ckptbench.store import open_folder
     from ckptbench.sweep import run_sweep
 
     try:
@@ -332,6 +333,10 @@ def sweep(config: Path, out: Path | None, resume: bool, retry_failed: bool, dask
     except ValueError as err:
         raise InputError(str(err)) from None
     out = out or Path("results") / cfg.name
+    try:
+        open_folder(out)
+    except ValueError as err:
+        raise InputError(f"--out {err}") from None
     console = stderr_console()
     for note in cfg.notes:
         console.print(f"[dim]{note}[/dim]", highlight=False)

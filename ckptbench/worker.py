@@ -5,8 +5,9 @@ exactly one JSON line on stdout; exit status 0 on success, 1 when the job failed
 line then has ``"ok": false`` and ``"error"``). Every mode imports the same modules, so the
 three processes start from the same footprint and overheads compare like for like.
 
-Per iteration (DESIGN.md §3): ``malloc_trim(0)``, reset VmHWM through
-``/proc/self/clear_refs``, run loss + gradient, read VmHWM. No pandas, rich or click here.
+Per iteration (docs/architecture.md, "Measurement protocol"): ``malloc_trim(0)``, reset
+VmHWM through ``/proc/self/clear_refs``, run loss + gradient, read VmHWM. No pandas, rich or
+click here.
 """
 
 from __future__ import annotations

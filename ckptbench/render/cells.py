@@ -15,6 +15,7 @@ from ckptbench.render.format import (
     fmt_ratio,
     fmt_time,
     missing,
+    short_labels,
 )
 from ckptbench.render.table import Column, Table
 from ckptbench.results import RunResult
@@ -35,6 +36,10 @@ def _mib(v: Any, _r: dict[str, Any]) -> str:
     return fmt_bytes(v, digits=2, unit=False)
 
 
+def _short(_v: Any, r: dict[str, Any]) -> str:
+    return r["short"]
+
+
 def _s(v: Any, _r: dict[str, Any]) -> str:
     return fmt_time(v, unit=False)
 
@@ -48,8 +53,9 @@ def cells_table(results: Sequence[RunResult]) -> Table:
     """One row per result file: the numbers people quote, recomputed from raw samples.
     Raw columns are bytes and seconds (median per iteration)."""
     labels = cell_labels([r.case for r in results])
+    shorts = short_labels([r.case for r in results])
     records = []
-    for r, label in zip(results, labels, strict=True):
+    for r, label, short in zip(results, labels, shorts, strict=True):
         s = summarize(r.case, r.modes)
         c = r.case
         over, times = s["overhead_bytes"], s["time_s"]
@@ -79,6 +85,7 @@ def cells_table(results: Sequence[RunResult]) -> Table:
                 if s["ok"]
                 else ", ".join(f"{m}: {st}" for m, st in s["status"].items() if st != "ok"),
                 "label": label,
+                "short": short,
             }
         )
     hosts = {r.host for r in results}
@@ -87,7 +94,7 @@ def cells_table(results: Sequence[RunResult]) -> Table:
         for k in ("key", "model", "steps", "snaps", "strategy", "hidden", "batch")
     ]
     columns = (
-        Column("label", "cell", align="left"),
+        Column("label", "cell", align="left", narrow=_short, narrow_priority=2),
         Column("host", "host", lambda v, _r: v or "-", "left", priority=2 if len(hosts) < 2 else 1),
         *raw,
         Column("baseline_peak_bytes", "base MiB", _mib),
@@ -127,8 +134,9 @@ def _delta_text(v: Any, r: dict[str, Any]) -> str:
 def delta_table(comparison: Comparison) -> Table:
     """One row per paired (cell, host, mode): memory delta and time test."""
     labels = cell_labels([cell.case for cell in comparison.cells])
+    shorts = short_labels([cell.case for cell in comparison.cells])
     records = []
-    for cell, label in zip(comparison.cells, labels, strict=True):
+    for cell, label, short in zip(comparison.cells, labels, shorts, strict=True):
         for mc in cell.modes:
             mem, tt = mc.memory, mc.time
             records.append(
@@ -151,6 +159,7 @@ def delta_table(comparison: Comparison) -> Table:
                     "verdict": tt.verdict if tt else "n/a",
                     "note": mc.note,
                     "label": label,
+                    "short": short,
                 }
             )
 
@@ -165,7 +174,7 @@ def delta_table(comparison: Comparison) -> Table:
 
     hosts = {cell.host for cell in comparison.cells}
     columns = (
-        Column("label", "cell", align="left"),
+        Column("label", "cell", align="left", narrow=_short, narrow_priority=2),
         Column("key", priority=0),
         Column("host", "host", lambda v, _r: v or "-", "left", priority=2 if len(hosts) < 2 else 1),
         Column("mode", "mode", align="left"),
@@ -175,7 +184,7 @@ def delta_table(comparison: Comparison) -> Table:
         Column("memory_delta_rel", priority=0),
         Column("memory_changed", priority=0),
         Column("time_before_s", "time before s", num(".4f"), priority=3),
-        Column("time_after_s", "after s", num(".4f"), priority=3),
+        Column("time_after_s", "after s", num(".4f"), priority=2),
         Column("time_change", "change", num("+.1%")),
         Column("p_value", "p", num(".3f"), priority=2),
         Column("n_before", "n", n, priority=4),
@@ -184,12 +193,14 @@ def delta_table(comparison: Comparison) -> Table:
         Column("verdict", "time verdict", verdict, "left"),
         Column("note", priority=0),
     )
-    return Table("Before -> after", columns, tuple(records))
+    common = common_fields([cell.case for cell in comparison.cells])
+    notes = (f"every cell: {common}",) if common and len(comparison.cells) > 1 else ()
+    return Table("Before -> after", columns, tuple(records), notes=notes)
 
 
 def csv_columns(table: Table) -> Table:
     """The CSV keeps the raw fields (key first), not the display label."""
-    cols = tuple(c for c in table.columns if c.key != "label")
+    cols = tuple(c for c in table.columns if c.key not in ("label", "short"))
     key = next(c for c in cols if c.key == "key")
     cols = (key, *(c for c in cols if c.key != "key"))
     return Table(table.title, cols, table.records)

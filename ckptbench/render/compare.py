@@ -3,6 +3,8 @@ before -> after table, as plain text, markdown, CSV or the HTML report."""
 
 from __future__ import annotations
 
+import textwrap
+
 from ckptbench.analysis import Comparison
 from ckptbench.render.cells import (
     cells_table,
@@ -42,5 +44,8 @@ def render(comparison: Comparison, fmt: str = "table", width: int | None = 120) 
             parts += ["", to_text(deltas, width)]
         else:
             parts += ["", "## Before → after", to_markdown(deltas)]
-        parts += ["", rule_text(comparison), *unmatched_lines(comparison)]
+        prose = [rule_text(comparison), *unmatched_lines(comparison)]
+        if fmt == "table" and width:
+            prose = [textwrap.fill(p, width, break_long_words=False) for p in prose]
+        parts += ["", *prose]
     return "\n".join(parts) + "\n"

@@ -20,6 +20,7 @@ __all__ = [
     "fmt_time",
     "fmt_time_spread",
     "missing",
+    "short_labels",
 ]
 
 MIB = 2**20
@@ -90,12 +91,20 @@ def cell_labels(cases: Sequence[Case]) -> list[str]:
     return [" ".join(_field_text(c, n) for n in names) for c in cases]
 
 
+def short_labels(cases: Sequence[Case]) -> list[str]:
+    """Only the fields that differ between ``cases`` ('s=4 uniform'), for narrow tables;
+    :func:`common_fields` names the rest."""
+    names = differing_fields(cases)
+    if not names:
+        return cell_labels(cases)
+    return [" ".join(_field_text(c, n) for n in names) for c in cases]
+
+
 def common_fields(cases: Sequence[Case]) -> str:
-    """The fields the labels leave out because every case shares them ('h=256 b=16 ...')."""
+    """The fields every case shares ('lstm l=1000 revolve h=256 b=16 ...')."""
     if not cases:
         return ""
-    differ = set(differing_fields(cases)) | set(LABEL_FIELDS)
-    names = [
-        n for n in ("hidden", "batch", "input", "output", "threads", "seed") if n not in differ
-    ]
-    return " ".join(_field_text(cases[0], n) for n in names if hasattr(cases[0], n))
+    differ = set(differing_fields(cases))
+    shown = (*LABEL_FIELDS, "hidden", "batch", "input", "output", "threads", "seed")
+    names = [n for n in shown if n not in differ and hasattr(cases[0], n)]
+    return " ".join(_field_text(cases[0], n) for n in names)

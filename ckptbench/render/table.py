@@ -19,7 +19,7 @@ import io
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
@@ -46,6 +46,8 @@ class Column:
     fmt: Formatter | None = None
     align: str = "right"
     priority: int = 1
+    narrow: Formatter | None = None  # a shorter text for when the width is short
+    narrow_priority: int = 3  # when to use it: before the columns of this priority go
 
     def text(self, record: dict[str, Any]) -> str:
         value = record.get(self.key)
@@ -84,26 +86,36 @@ class Table:
 
 
 def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column]]:
-    """The columns that fit ``width`` and those left out (highest priority number first)."""
+    """The columns that fit ``width`` and those left out. Steps, cheapest first: use a
+    column's narrow text, or leave out the column with the highest priority number."""
     cols = list(table.shown)
     dropped: list[Column] = []
     if width is None:
         return cols, dropped
-    cells = {c.key: [c.text(r) for r in table.records] for c in cols}
 
     def total(cs: list[Column]) -> int:
         widths = [
-            max([len(c.header) if table.show_header else 0, *map(len, cells[c.key])]) for c in cs
+            max(
+                [
+                    len(c.header) if table.show_header else 0,
+                    *(len(c.text(r)) for r in table.records),
+                ]
+            )
+            for c in cs
         ]
         return sum(widths) + 2 * (len(cs) - 1)
 
     while total(cols) > width:
-        candidates = [c for c in cols if c.priority > 1]
-        if not candidates:
+        steps = [(c.priority, 0, c) for c in cols if c.priority > 1]
+        steps += [(c.narrow_priority, 1, c) for c in cols if c.narrow is not None]
+        if not steps:
             break
-        worst = max(candidates, key=lambda c: (c.priority, cols.index(c)))
-        cols.remove(worst)
-        dropped.append(worst)
+        _, narrowing, col = max(steps, key=lambda s: (s[0], s[1], cols.index(s[2])))
+        i = cols.index(col)
+        if narrowing:
+            cols[i] = replace(col, fmt=col.narrow, narrow=None)
+        else:
+            dropped.append(cols.pop(i))
     return cols, dropped
 
 
