@@ -236,7 +236,8 @@ def _fields_problem(data: dict[str, Any], cls: Any, where: str) -> str | None:
 def validate_result_document(data: Any, source: str) -> None:
     """Raise :class:`StoreError` (one line, naming ``source`` and the field) unless ``data``
     is a result document this ckptbench can read: the schema version, every field of
-    :class:`~ckptbench.results.RunResult` by its type, at least one mode, no mode twice,
+    :class:`~ckptbench.results.RunResult` by its type, at least one mode, no mode twice
+    (in one round),
     and no mode marked ok without measured iterations."""
     if not isinstance(data, dict):
         raise StoreError(f"{source}: not a ckptbench result (expected a JSON object)")
@@ -249,11 +250,11 @@ def validate_result_document(data: Any, source: str) -> None:
     problem = _fields_problem(data, RunResult, "")
     if problem is None:
         modes = data["modes"]
-        seen = [m["mode"] for m in modes]
+        seen = [(m["mode"], m.get("round", 0)) for m in modes]  # rounds may repeat a mode
         if not modes:
             problem = "modes is empty (no mode was measured)"
         elif len(set(seen)) < len(seen):
-            problem = f"modes lists a mode twice ({', '.join(seen)})"
+            problem = f"modes lists a mode twice ({', '.join(m for m, _ in seen)})"
         else:
             for m in modes:
                 if m["status"] == Status.OK.value and not m.get("iterations"):

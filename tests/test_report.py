@@ -89,6 +89,8 @@ def test_normal_stopped_at_the_limit_is_a_result() -> None:
     assert re.search(r"checkpointed ran in \+2\.\d MiB over baseline", text)
     table = "\n".join(_printed(run_table(result), 120))
     assert "> 100.0 MiB" in table and "out-of-memory" in table
+    assert re.search(r"> \+5\d\.\d MiB", table)  # overhead: the limit minus the baseline peak
+    assert "FAILED" not in text
 
 
 # --------------------------------------------------------------------------- check

@@ -54,6 +54,8 @@ def _broken(name: str) -> dict:
         doc["modes"][2]["iterations"] = []
     elif name == "negative-bytes":
         doc["modes"][0]["iterations"][0]["peak_rss_bytes"] = -4096
+    elif name == "mode-twice":
+        doc["modes"].append(doc["modes"][0])
     elif name == "case-null":
         doc["case"]["steps"] = None
     return doc
@@ -69,6 +71,7 @@ def _broken(name: str) -> dict:
         ("ok-without-iterations", "mode checkpointed has status ok but no measured iterations"),
         ("negative-bytes", "peak_rss_bytes must be a finite number >= 0"),
         ("case-null", "steps must be an integer"),
+        ("mode-twice", "modes lists a mode twice"),
     ],
 )
 def test_malformed_results_are_one_line_exit_2_naming_file_and_field(

@@ -30,6 +30,7 @@ from ckptbench.render.plots import (
     plot_tradeoff,
 )
 from ckptbench.render.run import (
+    closed_form_table,
     failure_lines,
     headline,
     limit_outcome,
@@ -50,6 +51,7 @@ __all__ = [
     "check_junit",
     "check_markdown",
     "check_text",
+    "closed_form_table",
     "delta_table",
     "failure_lines",
     "family_titles",

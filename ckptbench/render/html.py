@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ckptbench.analysis import Comparison, summarize
-from ckptbench.gate import GateReport
+from ckptbench.gate import GateLine, GateReport
 from ckptbench.render.cells import cells_table, delta_table, rule_text, unmatched_lines
 from ckptbench.render.format import cell_labels, fmt_ratio
 from ckptbench.render.plots import (
@@ -83,6 +83,12 @@ def _blas(env: dict[str, Any]) -> str:
     return " ".join(str(v) for v in (blas.get("name"), blas.get("version")) if v) or "-"
 
 
+def _span(stamps: list[str]) -> str:
+    if not stamps:
+        return "-"
+    return stamps[0] if stamps[0] == stamps[-1] else f"{stamps[0]} to {stamps[-1]}"
+
+
 def _provenance(results: Sequence[RunResult]) -> list[str]:
     def values(get: Any) -> str:
         seen = sorted({str(v) for r in results if (v := get(r)) not in (None, "")})
@@ -95,7 +101,7 @@ def _provenance(results: Sequence[RunResult]) -> list[str]:
         return d
 
     rows = [
-        ("measured", values(lambda r: r.created)),
+        ("measured", _span(sorted(r.created for r in results if r.created))),
         ("hosts", values(lambda r: r.host)),
         ("CPU", values(lambda r: env(r, "cpu_model"))),
         ("Python", values(lambda r: env(r, "python_version"))),
@@ -113,15 +119,9 @@ def _provenance(results: Sequence[RunResult]) -> list[str]:
     return ["<h2>Provenance</h2>", f"<dl>{body}</dl>"]
 
 
-def _verdicts(report: GateReport | None) -> list[str]:
-    if report is None:
-        return []
-    lines = [line for line in report.lines if line.check != "status"]
-    if not lines:
-        return ["<h2>[expect] verdicts</h2>", "<p class='note'>no [expect] thresholds</p>"]
-    out = ["<h2>[expect] verdicts</h2>", "<table><tr><th>result</th><th>cell</th>"]
-    out[-1] += "<th>check</th><th>numbers</th></tr>"
-    for line in sorted(lines, key=lambda line: line.passed):
+def _verdict_rows(lines: Sequence[GateLine]) -> list[str]:
+    out = ["<table><tr><th>result</th><th>cell</th><th>check</th><th>numbers</th></tr>"]
+    for line in lines:
         mark = "pass" if line.passed else "FAIL"
         cls = "" if line.passed else ' class="changed"'
         out.append(
@@ -129,6 +129,25 @@ def _verdicts(report: GateReport | None) -> list[str]:
             f"<td class='l'>{_esc(line.check)}</td><td class='l'>{_esc(line.detail)}</td></tr>"
         )
     out.append("</table>")
+    return out
+
+
+def _verdicts(report: GateReport | None) -> list[str]:
+    """Failed checks in full, passed ones folded (asv and CI pages lead with failures)."""
+    if report is None:
+        return []
+    lines = [line for line in report.lines if line.check != "status"]
+    out = ["<h2>[expect] verdicts</h2>"]
+    if not lines:
+        return [*out, "<p class='note'>no [expect] thresholds</p>"]
+    failed = [line for line in lines if not line.passed]
+    passed = [line for line in lines if line.passed]
+    out.append(f"<p>{len(failed)} of {len(lines)} checks failed.</p>")
+    if failed:
+        out += _verdict_rows(failed)
+    if passed:
+        out += [f"<details><summary>{len(passed)} passed</summary>", *_verdict_rows(passed)]
+        out.append("</details>")
     return out
 
 

@@ -13,6 +13,7 @@ from ckptbench.results import Mode, RunResult, Status
 from ckptbench.revolve import ReplayStats, optimal_forward_steps, repetition_number
 
 __all__ = [
+    "closed_form_table",
     "failure_lines",
     "fmt_bytes",
     "headline",
@@ -61,7 +62,10 @@ def headline(result: RunResult) -> str:
         parts.append("— gradient NOT verified (no normal-mode gradient to compare)")
     if not s.get("ok", False):
         failed = [m for m, st in s.get("status", {}).items() if st != "ok"]
-        parts.append(f"— FAILED: {', '.join(failed)}")
+        if limited is not None:  # normal's stop at the limit is said above
+            failed = [m for m in failed if m != Mode.NORMAL.value]
+        if failed:
+            parts.append(f"— FAILED: {', '.join(failed)}")
     return " ".join(parts)
 
 
@@ -86,9 +90,13 @@ def run_table(result: RunResult) -> Table:
         else:
             ev = "-" if evals is None else str(evals)
         peak = fmt_bytes(mode_peak_bytes(m))
+        over = overhead.get(m.mode.value)
+        over_text = fmt_bytes(over, signed=True)
+        base = s.get("peak_rss_bytes", {}).get(Mode.BASELINE.value)
         if m.status is Status.OUT_OF_MEMORY and limit is not None:
             peak = f"> {fmt_bytes(limit)}"
-        over = overhead.get(m.mode.value)
+            if base is not None and limit > base:
+                over_text = f"> {fmt_bytes(limit - base, signed=True)}"
         t = times_s.get(m.mode.value)
         records.append(
             {
@@ -96,7 +104,7 @@ def run_table(result: RunResult) -> Table:
                 "status": m.status.value,
                 "peak": peak,
                 "sampled": fmt_bytes(m.sampled_peak_rss_bytes),
-                "overhead": "(floor)" if m.mode is Mode.BASELINE else fmt_bytes(over, signed=True),
+                "overhead": "(floor)" if m.mode is Mode.BASELINE else over_text,
                 "time": fmt_time(t["median"]) if t else "-",
                 "range": fmt_time_spread(t),
                 "slowdown": fmt_ratio(s.get("slowdown"))
@@ -151,6 +159,31 @@ def failure_lines(result: RunResult) -> list[str]:
     return lines
 
 
+def _quantities(title: str, rows: list[tuple[str, str]]) -> Table:
+    columns = (Column("quantity", "quantity", align="left"), Column("value", "value"))
+    records = tuple({"quantity": k, "value": v} for k, v in rows)
+    return Table(title, columns, records, show_header=False)
+
+
+def closed_form_table(steps: int, snaps: int, strategy: str) -> Table:
+    """A schedule's cost from the formulas alone (no enumeration), for any size."""
+    s = min(snaps, steps)
+    if strategy == "store-all":
+        t, peak, r = steps - 1, steps, 1
+    else:
+        t, peak, r = optimal_forward_steps(steps, s), s, repetition_number(steps, s)
+    rows = [
+        ("repetition number r(l, s)", str(r)),
+        ("advances t (untaped steps, first sweep included)", f"{t}"),
+        ("taped steps", f"{steps}"),
+        ("total step evaluations (t + l)", f"{t + steps}"),
+        ("recomputation factor t / l", f"{t / steps:.3f}"),
+        ("peak snapshots (at most)", f"{peak}"),
+        ("max advances of one step (at most)", f"{r}"),
+    ]
+    return _quantities(f"{strategy} schedule: {steps} steps, {snaps} snaps (closed form)", rows)
+
+
 def schedule_table(stats: ReplayStats, snaps: int, strategy: str, gen_s: float | None) -> Table:
     """What a schedule costs: r, t, evaluations, recomputation factor, peak snapshots."""
     opt = optimal_forward_steps(stats.steps, min(snaps, stats.steps))
@@ -167,7 +200,4 @@ def schedule_table(stats: ReplayStats, snaps: int, strategy: str, gen_s: float |
     ]
     if gen_s is not None:
         rows.append(("generation time (full schedule)", f"{gen_s * 1e3:.1f} ms"))
-    columns = (Column("quantity", "quantity", align="left"), Column("value", "value"))
-    records = tuple({"quantity": k, "value": v} for k, v in rows)
-    title = f"{strategy} schedule: {stats.steps} steps, {snaps} snaps"
-    return Table(title, columns, records, show_header=False)
+    return _quantities(f"{strategy} schedule: {stats.steps} steps, {snaps} snaps", rows)
