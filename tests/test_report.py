@@ -221,3 +221,13 @@ def test_empty_plots_say_no_data() -> None:
     assert any("no data" in t.get_text() for t in fig.axes[0].texts)
     fig = plot_tradeoff([failed])
     assert any("no data" in t.get_text() for t in fig.axes[0].texts)
+
+
+def test_warnings_are_not_hard_wrapped_in_logs(capsys) -> None:
+    from ckptbench.render.console import stderr_console, stdout_console
+
+    line = "warning " + "the machine was busy " * 12
+    stderr_console().print(line)
+    stdout_console().print(line)
+    out = capsys.readouterr()
+    assert out.err.rstrip() == line.rstrip() and out.out.rstrip() == line.rstrip()

@@ -71,7 +71,7 @@ def _no_data(ax: Any, what: str) -> None:
 
 def _scale(ax: Any, axis: str, values: Sequence[float], base: int = 10) -> None:
     """Log scale when the values span at least a decade, else linear; plain tick labels."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     vals = [v for v in values if v is not None and v > 0]
     if not vals or max(vals) / min(vals) < 10:
@@ -79,6 +79,8 @@ def _scale(ax: Any, axis: str, values: Sequence[float], base: int = 10) -> None:
     set_scale = ax.set_xscale if axis == "x" else ax.set_yscale
     set_scale("log", base=base)
     target = ax.xaxis if axis == "x" else ax.yaxis
+    if base == 10 and max(vals) / min(vals) < 1000:  # 1, 2, 5, 10, 20, 50: labels that fit
+        target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     target.set_minor_formatter(NullFormatter())
 
