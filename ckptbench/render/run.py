@@ -18,6 +18,7 @@ __all__ = [
     "fmt_bytes",
     "headline",
     "limit_outcome",
+    "plan_table",
     "run_table",
     "schedule_table",
     "warning_lines",
@@ -201,3 +202,38 @@ def schedule_table(stats: ReplayStats, snaps: int, strategy: str, gen_s: float |
     if gen_s is not None:
         rows.append(("generation time (full schedule)", f"{gen_s * 1e3:.1f} ms"))
     return _quantities(f"{strategy} schedule: {stats.steps} steps, {snaps} snaps", rows)
+
+
+def plan_table(rows: list[dict[str, Any]], costs: Any, steps: int, budget_bytes: int) -> Table:
+    """The ``plan`` table: each strategy's predicted time and peak storage at one budget.
+    ``costs`` is the planner's step-cost table (``costs.per_step(steps)`` gives per-step
+    (untaped s, taped + reverse s, state bytes, tape bytes) sequences)."""
+    fwd, taped, state, tape = (v[0] for v in costs.per_step(steps))
+    homogeneous = costs.steps is None
+    title = (
+        f"plans for {steps} steps within {fmt_bytes(budget_bytes)}; step costs: untaped "
+        f"{fwd * 1e3:.3f} ms, taped + reverse {taped * 1e3:.3f} ms, state "
+        f"{state / 1024:.0f} KiB, tape {tape / 1024:.0f} KiB"
+        + ("" if homogeneous else " (first step; costs vary per step)")
+    )
+    records = []
+    for r in rows:
+        tapes = "-" if r["tapes_kept"] is None else f"{r['tapes_kept']} ({r['peak_tapes']})"
+        records.append(
+            {
+                **r,
+                "tapes": tapes,
+                "time": fmt_time(r["predicted_time_s"]),
+                "peak": fmt_bytes(r["peak_bytes"]),
+            }
+        )
+    columns = (
+        Column("strategy", "strategy", _text, "left"),
+        Column("snaps", "snaps", _text),
+        Column("tapes", "tapes kept (peak)", _text, priority=3),
+        Column("advances", "advances", _text, priority=2),
+        Column("time", "predicted time", _text),
+        Column("peak", "predicted peak", _text),
+        Column("note", "note", _text, "left"),
+    )
+    return Table(title, columns, tuple(records))

@@ -18,6 +18,7 @@ import html
 import io
 import json
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -72,17 +73,20 @@ class Table:
         return tuple(c for c in self.columns if c.priority >= 1)
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
+        """Title and notes wrap like prose; the grid never wraps and fits the width."""
         from rich.text import Text
 
-        width = options.max_width
-        text = Text(to_text(self, width), no_wrap=True, overflow="ignore")
-        if self.show_header:
-            lines = text.plain.split("\n")
-            start = len(lines[0]) + 1 if self.title else 0
-            text.stylize("bold", start, start + len(lines[1 if self.title else 0]))
+        grid, notes = _grid(self, options.max_width)
+        if self.title:
+            yield Text(self.title)
+        text = Text("\n".join(grid), no_wrap=True, overflow="ignore")
+        if self.show_header and grid:
+            text.stylize("bold", 0, len(grid[0]))
         for word, style in self.styles.items():
             text.highlight_words([word], style)
         yield text
+        for note in notes:
+            yield Text(note)
 
 
 def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column]]:
@@ -119,8 +123,8 @@ def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column]]:
     return cols, dropped
 
 
-def to_text(table: Table, width: int | None = None) -> str:
-    """Aligned plain text no wider than ``width`` where leaving out columns can do it."""
+def _grid(table: Table, width: int | None) -> tuple[list[str], list[str]]:
+    """The aligned lines of the table (header, rule, rows) and its notes."""
     cols, dropped = _fit(table, width)
     rows = [[c.text(r) for c in cols] for r in table.records]
     heads = [c.header for c in cols]
@@ -135,14 +139,30 @@ def to_text(table: Table, width: int | None = None) -> str:
             out.append(c.rjust(w) if col.align == "right" else c.ljust(w))
         return "  ".join(out).rstrip()
 
-    out = [table.title] if table.title else []
+    out = []
     if table.show_header:
         out += [line(heads), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in rows]
     notes = list(table.notes)
     if dropped:
         notes.append("not shown at this width: " + ", ".join(c.header for c in dropped))
-    out += notes
+    return out, notes
+
+
+def to_text(table: Table, width: int | None = None) -> str:
+    """Aligned plain text whose grid is no wider than ``width`` where leaving out columns
+    can do it; the title and notes are wrapped at ``width`` like prose."""
+    grid, notes = _grid(table, width)
+
+    def prose(text: str) -> list[str]:
+        if not width or len(text) <= width:
+            return [text]
+        return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
+
+    out = prose(table.title) if table.title else []
+    out += grid
+    for note in notes:
+        out += prose(note)
     return "\n".join(out)
 
 
