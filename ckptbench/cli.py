@@ -16,7 +16,6 @@ from datetime import datetime
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from ckptbench import __version__
 
@@ -132,7 +131,7 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
     schedule is enumerated (and replayed to check it) only up to 5 000 000 step evaluations,
     or for --actions/--time, which refuse larger schedules.
     """
-    from ckptbench.report import closed_form_table, schedule_table
+    from ckptbench.render import closed_form_table, schedule_table
     from ckptbench.revolve import make_schedule, optimal_forward_steps, replay
 
     evaluations = (
@@ -253,10 +252,10 @@ def plan(model, steps, budget, costs_file, hidden, batch, input_, output, seed, 
     fresh worker, then plans with the dynamic program over states and tapes (Beaumont et al.,
     2019) and predicts each strategy's time and peak storage at the same budget.
     """
+    from ckptbench.launch import CostsError, measure_costs
     from ckptbench.planner import Costs, compare_at_budget
-    from ckptbench.report import plan_table
+    from ckptbench.render import plan_table
     from ckptbench.results import Case
-    from ckptbench.runner import CostsError, measure_costs
     from ckptbench.workloads import Sizes, load_workload
 
     try:
@@ -287,10 +286,10 @@ def plan(model, steps, budget, costs_file, hidden, batch, input_, output, seed, 
     _stdout_console().print(plan_table(rows, costs, steps, budget))
 
 
-def _stdout_console() -> Console:
-    """Rich console for results; wide when piped, so tables are not squeezed to 80 columns."""
-    console = Console()
-    return console if console.is_terminal else Console(width=180)
+def _stdout_console():
+    from ckptbench.render.console import stdout_console
+
+    return stdout_console()
 
 
 def _default_out(model: str) -> Path:
@@ -467,9 +466,11 @@ def run(
     out, force, expect_oom, as_json,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
-    from ckptbench.report import failure_lines, headline, run_table, warning_lines
+    from ckptbench.launch import CostsError, Interrupted, stop_on_signals
+    from ckptbench.render import failure_lines, headline, run_table, warning_lines
+    from ckptbench.render.console import mode_progress, stderr_console
     from ckptbench.results import Case, result_to_dict
-    from ckptbench.runner import CostsError, Interrupted, run_case, stop_on_signals
+    from ckptbench.runner import run_case
     from ckptbench.workloads import Sizes, load_workload
 
     mode_list = _parse_modes(modes)
@@ -499,10 +500,10 @@ def run(
     out = out or _default_out(model)
     _check_out(out, force)
 
-    err_console = Console(stderr=True, soft_wrap=True)
+    err_console = stderr_console()
     for note in notes:
         err_console.print(f"[yellow]note[/yellow] {note}", highlight=False)
-    progress_cb, stop = _progress(err_console, mode_list, case)
+    progress_cb, stop = mode_progress(err_console, mode_list, case)
     code = None
     try:
         with stop_on_signals():
@@ -577,49 +578,6 @@ def _check_torch(case) -> None:
         raise InputError("--backend torch needs PyTorch: pip install 'ckptbench[torch]'")
 
 
-def _progress(console: Console, modes, case):
-    """Progress fed by the runner's events: a live display in a terminal, else one line per
-    finished mode. Returns (callback, stop)."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    prog = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(bar_width=20),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-        disable=not console.is_terminal,
-    )
-    planned = case.warmup + case.repeats
-    tasks = {}
-    for k in range(case.rounds):
-        for m in modes:
-            label = m.value if case.rounds == 1 else f"round {k + 1} {m.value}"
-            tasks[k, m] = prog.add_task(f"{label}: waiting", total=planned, start=False)
-    prog.start()
-
-    def callback(event):
-        task = tasks[event.round, event.mode]
-        label = (
-            event.mode.value if case.rounds == 1 else f"round {event.round + 1} {event.mode.value}"
-        )
-        if event.phase == "start":
-            prog.start_task(task)
-            prog.update(task, description=f"{label}: starting a fresh worker")
-        elif event.phase == "iteration":
-            kind = "warm-up" if event.warmup else "iteration"
-            prog.update(task, completed=event.index + 1, description=f"{label}: {kind}")
-        else:
-            prog.update(
-                task, completed=planned, description=f"{label}: {event.result.status.value}"
-            )
-            if not console.is_terminal:
-                console.print(f"{label}: {event.result.status.value}", highlight=False)
-
-    return callback, prog.stop
-
-
 # ---------------------------------------------------------------------- sweep / compare / check
 
 
@@ -661,6 +619,8 @@ FRACTION = _Fraction()
 def sweep(config: Path, out: Path | None, resume: bool, retry_failed: bool, dask_address):
     """Run every cell of a TOML config, saving each result the moment it is measured."""
     from ckptbench.config import load_config
+    from ckptbench.render.console import stderr_console
+    from ckptbench.store import open_folder
     from ckptbench.sweep import run_sweep
 
     try:
@@ -668,7 +628,11 @@ def sweep(config: Path, out: Path | None, resume: bool, retry_failed: bool, dask
     except ValueError as err:
         raise InputError(str(err)) from None
     out = out or Path("results") / cfg.name
-    console = Console(stderr=True)
+    try:
+        open_folder(out)
+    except ValueError as err:
+        raise InputError(f"--out {err}") from None
+    console = stderr_console()
     for note in cfg.notes:
         console.print(f"[dim]{note}[/dim]", highlight=False)
     console.print(f"sweep {cfg.name}: {len(cfg.cases)} cells -> {out}", highlight=False)
@@ -728,19 +692,34 @@ def sweep(config: Path, out: Path | None, resume: bool, retry_failed: bool, dask
 )
 def compare(results, against, fmt, output, min_effect, any_host, plots):
     """Tabulate results; with --against, memory deltas and rank-tested time deltas."""
-    from ckptbench import compare as cmp
+    from ckptbench.analysis import compare as compare_results
+    from ckptbench.render import render
+    from ckptbench.render.console import stdout_console
     from ckptbench.results import write_atomic
+    from ckptbench.store import load_results
 
     try:
-        after = cmp.load_results(results)
-        before = cmp.load_results(against) if against else None
-        comparison = cmp.compare(after, before, min_effect=min_effect, match_host=not any_host)
-        text = cmp.render(comparison, fmt)
+        after = load_results(results)
+        before = load_results(against) if against else None
+        comparison = compare_results(after, before, min_effect=min_effect, match_host=not any_host)
+        if fmt == "html":
+            from ckptbench.render.html import render_html
+
+            text = render_html(comparison, verdicts=_expect_verdicts(after, results))
+        else:
+            text = render(comparison, fmt, width=stdout_console().width)
     except ValueError as err:
         raise InputError(str(err)) from None
+    figures = []
     if plots is not None:
-        for path in _write_plots(after, plots):
-            click.echo(f"wrote {path}", err=True)
+        from ckptbench.render.plots import plot_files
+
+        figures = plot_files(after, before or (), plots)
+    targets = [p for p, _ in figures] + ([output] if output is not None else [])
+    _refuse_duplicates(targets)
+    for path, fig in figures:
+        _write_bytes(path, fig, "--plots")
+        click.echo(f"wrote {path}", err=True)
     if output is not None:
         try:
             write_atomic(output, text)
@@ -751,28 +730,31 @@ def compare(results, against, fmt, output, min_effect, any_host, plots):
         click.echo(text)
 
 
-def _write_plots(results, folder: Path) -> list[Path]:
-    """trade-off, evaluations and one RSS timeline per cell, as PNG files in ``folder``."""
-    from ckptbench import plots as figs
+def _expect_verdicts(after, paths):
+    """The gate's [expect] checks of the results, for the report (None without a manifest)."""
+    from ckptbench.gate import check as gate_check
+    from ckptbench.store import expectations_from_manifests
 
+    expect = expectations_from_manifests(paths)
+    return gate_check(after, expect=expect) if expect is not None else None
+
+
+def _refuse_duplicates(paths) -> None:
+    """Writing one file twice in one command would lose the first: bad input, exit 2."""
+    seen: dict = {}
+    for p in paths:
+        real = Path(p).resolve()
+        if real in seen:
+            raise InputError(f"{p}: this command would write the file twice; nothing written")
+        seen[real] = p
+
+
+def _write_bytes(path: Path, data: bytes, option: str) -> None:
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        groups: dict = {}
-        for r in results:  # one trade-off plot per model and size, as in the HTML report
-            groups.setdefault(figs.cell_family(r.case), []).append(r)
-        figures = [
-            (f"tradeoff-{g[0].case.model}-l{g[0].case.steps}.png", figs.plot_tradeoff(g))
-            for g in groups.values()
-        ]
-        figures.append(("evaluations.png", figs.plot_evaluations(results)))
-        figures += [(f"timeline-{r.case.key}.png", figs.plot_timeline(r)) for r in results]
-        written = []
-        for name, fig in figures:
-            (folder / name).write_bytes(figs.figure_png(fig))
-            written.append(folder / name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
     except OSError as err:
-        raise InputError(f"--plots {folder}: cannot write ({err.strerror or err})") from None
-    return written
+        raise InputError(f"{option} {path}: cannot write ({err.strerror or err})") from None
 
 
 @cli.command(
@@ -805,12 +787,27 @@ def _write_plots(results, folder: Path) -> list[Path]:
     "--summary",
     type=click.Path(path_type=Path),
     default=None,
-    help="Append the markdown summary here (e.g. $GITHUB_STEP_SUMMARY).",
+    help="Append the markdown summary here (done by itself when $GITHUB_STEP_SUMMARY is set).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "markdown"]),
+    default="text",
+    show_default=True,
+    help="How the verdict is printed: plain lines, or markdown for a CI summary.",
+)
+@click.option(
+    "--junit",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write JUnit XML here (one testcase per check) for CI test reports.",
 )
 def check(results, against, config, memory_tolerance, memory_floor, time_tolerance, any_host,
-          summary):  # fmt: skip
+          summary, fmt, junit):  # fmt: skip
     """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
     from ckptbench.gate import run_check
+    from ckptbench.render import check_junit, check_markdown, check_text
 
     try:
         report = run_check(
@@ -824,15 +821,32 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         )
     except ValueError as err:
         raise InputError(str(err)) from None
-    md = report.markdown()
-    click.echo(md)
-    if summary is not None:
+    md = check_markdown(report)
+    click.echo(md if fmt == "markdown" else check_text(report))
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    appends = [(summary, "--summary")] if summary is not None else []
+    if step_summary and (summary is None or Path(step_summary).resolve() != summary.resolve()):
+        appends.append((Path(step_summary), "$GITHUB_STEP_SUMMARY"))
+    problems = []
+    for path, what in appends:
         try:
-            with open(summary, "a", encoding="utf-8") as fh:
+            with open(path, "a", encoding="utf-8") as fh:
                 fh.write(md + "\n")
         except OSError as err:
-            raise InputError(f"--summary {summary}: cannot write ({err.strerror})") from None
-    sys.exit(report.exit_code)
+            problems.append(f"{what} {path}: cannot write ({err.strerror or err})")
+    if junit is not None:
+        from ckptbench.results import write_atomic
+
+        try:
+            write_atomic(junit, check_junit(report))
+        except OSError as err:
+            problems.append(f"--junit {junit}: cannot write ({err.strerror or err})")
+    for problem in problems:
+        click.echo(f"ckptbench: error: {problem}", err=True)
+    # a failed gate stays exit 1 whatever else went wrong; a write error alone is exit 2
+    if report.exit_code != EXIT_OK:
+        sys.exit(report.exit_code)
+    sys.exit(EXIT_USAGE if problems else EXIT_OK)
 
 
 # ---------------------------------------------------------------------- entry point

@@ -49,6 +49,7 @@ __all__ = [
     "SweepConfig",
     "load_config",
     "parse_config",
+    "safe_name",
 ]
 
 CASE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Case))
@@ -193,6 +194,15 @@ def load_config(path: str | Path) -> SweepConfig:
     return parse_config(text, source=str(p), default_name=p.stem)
 
 
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+
+
+def safe_name(text: str) -> str:
+    """``text`` as a safe folder name: other characters become '_' (a file stem default)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", text).lstrip(".")[:100]
+    return name or "sweep"
+
+
 def parse_config(text: str, source: str = "<string>", default_name: str = "sweep") -> SweepConfig:
     """Parse and validate the TOML text of a sweep config."""
     try:
@@ -206,9 +216,15 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
     if unknown:
         raise r.error(f"unknown key (known: {', '.join(TOP_KEYS)})", key=unknown[0])
 
-    name = doc.get("name", default_name)
+    name = doc.get("name", safe_name(default_name))
     if not isinstance(name, str) or not name.strip():
         raise r.error(f"must be a non-empty string, got {name!r}", key="name")
+    if not _SAFE_NAME.fullmatch(name.strip()):
+        raise r.error(
+            f"{name!r} is not a safe folder name (letters, digits, '.', '_', '-'; "
+            "not starting with '.'): results go to results/<name>",
+            key="name",
+        )
     description = doc.get("description", "")
     if not isinstance(description, str):
         raise r.error(f"must be a string, got {description!r}", key="description")

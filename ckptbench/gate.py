@@ -10,11 +10,12 @@ What is checked, per cell (``case.key`` on one host):
 * **memory vs a reference** (``reference=``) — gated by default: the baseline's peak and the
   normal/checkpointed overhead over baseline may not grow by more than
   ``max(memory_tolerance * reference, memory_floor_bytes)`` (5% and 256 KiB by default:
-  peaks are stable to ~0.03 MiB, see ckptbench.compare). A reference cell with no result
+  peaks are stable to ~0.03 MiB, see ckptbench.analysis.stats). A reference cell with no result
   fails (a lost cell); a new cell without reference passes with a note;
 * **time vs a reference** — only with ``time_tolerance`` (e.g. 0.25): a mode fails when it is
-  significantly slower by the rule of :func:`ckptbench.compare.time_test` with
-  ``min_effect = time_tolerance``. Time is never gated by default (DESIGN.md §4).
+  significantly slower by the rule of :func:`ckptbench.analysis.time_test` with
+  ``min_effect = time_tolerance``. Time is never gated by default
+  (docs/architecture.md, "Noise").
 
 Exit codes: 0 every check passed; 1 a regression, an unmet expectation or a failed cell.
 Bad input (unreadable files, nothing to compare) raises ``ValueError`` (the CLI exits 2).
@@ -22,31 +23,36 @@ Bad input (unreadable files, nothing to compare) raises ``ValueError`` (the CLI 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ckptbench.analysis import summarize
-from ckptbench.compare import (
+from ckptbench.analysis import (
     ALPHA,
     MEMORY_FLOOR_BYTES,
     MEMORY_TOLERANCE,
-    MIB,
     PooledCell,
-    load_results,
     memory_delta,
-    pool_results,
-    settings_notes,
+    pair,
+    summarize,
     time_test,
 )
 from ckptbench.config import Expect, SweepConfig, load_config
 from ckptbench.results import MODES, Case, Mode, RunResult
 from ckptbench.revolve import make_schedule, replay
+from ckptbench.store import expectations_from_manifests, load_results
 
-__all__ = ["GateLine", "GateReport", "check", "expectations_from_manifests", "run_check"]
+MIB = 2**20
+
+__all__ = [
+    "GateLine",
+    "GateReport",
+    "check",
+    "expectations_from_manifests",
+    "run_check",
+]
 
 ExpectSource = Expect | SweepConfig | Mapping[str, Expect] | Callable[[Case], Expect] | None
 
@@ -84,7 +90,9 @@ class GateReport:
     def cells(self) -> tuple[tuple[str, str], ...]:
         return tuple(dict.fromkeys((line.key, line.host) for line in self.lines))
 
-    def _headline(self) -> str:
+    @property
+    def headline(self) -> str:
+        """'ckptbench check: PASSED (12 checks on 2 cells)' or FAILED with the counts."""
         n_cells, n_checks = len(self.cells), len(self.lines)
         if self.passed:
             return f"ckptbench check: PASSED ({n_checks} checks on {n_cells} cells)"
@@ -93,46 +101,6 @@ class GateReport:
             f"ckptbench check: FAILED ({len(self.failures)} of {n_checks} checks, "
             f"{failed_cells} of {n_cells} cells)"
         )
-
-    def text(self) -> str:
-        """Plain lines: the headline, then one line per check (failures first)."""
-        out = [self._headline()]
-        ordered = sorted(self.lines, key=lambda line: line.passed)
-        for line in ordered:
-            word = "ok  " if line.passed else "FAIL"
-            host = f"@{line.host}" if line.host else ""
-            out.append(f"{word} {line.key}{host} {line.check}: {line.detail}")
-        out.extend(f"note: {n}" for n in self.notes)
-        return "\n".join(out) + "\n"
-
-    def markdown(self) -> str:
-        """A summary for a CI job page: headline, failures with numbers, every check folded."""
-
-        def row(line: GateLine) -> str:
-            mark = "pass" if line.passed else "**FAIL**"
-            cell = f"`{line.key}`" + (f" ({line.host})" if line.host else "")
-            return f"| {mark} | {cell} | {line.check} | {line.detail.replace('|', '/')} |"
-
-        head = "| result | cell | check | numbers |\n|---|---|---|---|"
-        out = [f"### {self._headline()}", ""]
-        if self.failures:
-            out += ["#### Failures", "", head, *(row(f) for f in self.failures), ""]
-        out += ["<details><summary>All checks</summary>", "", head]
-        out += [row(line) for line in self.lines]
-        out += ["", "</details>", ""]
-        s = self.settings
-        if s:
-            time_rule = (
-                f"time gated at +{s['time_tolerance']:.0%} (rank test + effect)"
-                if s.get("time_tolerance")
-                else "time not gated"
-            )
-            out.append(
-                f"Memory tolerance {s['memory_tolerance']:.0%} with a "
-                f"{s['memory_floor_bytes'] / MIB:.2f} MiB floor; {time_rule}."
-            )
-        out += [f"- {n}" for n in self.notes]
-        return "\n".join(out).rstrip() + "\n"
 
 
 # --------------------------------------------------------------------------- expectations
@@ -161,6 +129,11 @@ def _fmt(v: float | None, spec: str = ".3g") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
+def _need(value: str, condition: str, passed: bool) -> str:
+    """Both sides of a threshold: '23.10x, need >= 25x' (failed) or '30.20x (need >= 25x)'."""
+    return f"{value} (need {condition})" if passed else f"{value}, need {condition}"
+
+
 def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
     c = result.case
     s = summarize(c, result.modes)
@@ -172,15 +145,20 @@ def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
     if expect.memory_savings_min is not None:
         v = s["memory_savings"]
         ok = v is not None and v >= expect.memory_savings_min
-        add("memory_savings_min", ok, f"{_fmt(v, '.2f')}x >= {expect.memory_savings_min:g}x")
+        add(
+            "memory_savings_min",
+            ok,
+            _need(f"{_fmt(v, '.2f')}x", f">= {expect.memory_savings_min:g}x", ok),
+        )
     if expect.slowdown_max is not None:
         v = s["slowdown"]
         ok = v is not None and v <= expect.slowdown_max
-        add("slowdown_max", ok, f"{_fmt(v, '.2f')}x <= {expect.slowdown_max:g}x")
+        add("slowdown_max", ok, _need(f"{_fmt(v, '.2f')}x", f"<= {expect.slowdown_max:g}x", ok))
     if expect.grad_max_rel_err_max is not None:
         v = s["grad_max_rel_err"]
         ok = v is not None and v <= expect.grad_max_rel_err_max
-        add("grad_max_rel_err_max", ok, f"{_fmt(v, '.2e')} <= {expect.grad_max_rel_err_max:.1e}")
+        limit = f"<= {expect.grad_max_rel_err_max:.1e}"
+        add("grad_max_rel_err_max", ok, _need(_fmt(v, ".2e"), limit, ok))
     if expect.forward_steps_exact:
         ckpt = result.mode(Mode.CHECKPOINTED)
         counters = ckpt.counters if ckpt is not None else {}
@@ -290,17 +268,12 @@ def check(
         if exp is not None:
             lines.extend(_expect_lines(r, exp))
     if reference:
-        cur, ref = pool_results(results, match_host), pool_results(reference, match_host)
-        common = [k for k in cur if k in ref]
-        if not common:
-            hosts = (sorted({h for _, h in ref}), sorted({h for _, h in cur}))
-            extra = f" (hosts: reference {hosts[0]}, results {hosts[1]})" if match_host else ""
-            raise ValueError(f"no cell of the results matches the reference{extra}")
+        pairing = pair(results, reference, match_host=match_host)
         small_samples = False
-        for k in common:
-            lines.extend(_memory_lines(ref[k], cur[k], memory_tolerance, memory_floor_bytes))
+        for ref_cell, cur_cell in pairing.pairs():
+            lines.extend(_memory_lines(ref_cell, cur_cell, memory_tolerance, memory_floor_bytes))
             if time_tolerance is not None:
-                time_lines, small = _time_lines(ref[k], cur[k], time_tolerance, alpha)
+                time_lines, small = _time_lines(ref_cell, cur_cell, time_tolerance, alpha)
                 lines.extend(time_lines)
                 small_samples = small_samples or small
         if small_samples:
@@ -309,13 +282,12 @@ def check(
                 f"gives at best 0.1), so only slowdowns that separate the samples by "
                 f"{time_tolerance:.0%} fail; use repeats >= 5 for a sharper time gate"
             )
-        for key, host in ref:
-            if (key, host) not in cur:
-                lines.append(
-                    GateLine(key, host, "present", False, "in the reference but not measured")
-                )
-        notes.extend(settings_notes(ref, cur, common))
-        new = [f"{k}@{h}" if h else k for k, h in cur if (k, h) not in ref]
+        for lost in pairing.only_reference:
+            lines.append(
+                GateLine(lost.key, lost.host, "present", False, "in the reference but not measured")
+            )
+        notes.extend(pairing.notes())
+        new = [f"{c.key}@{c.host}" if c.host else c.key for c in pairing.only_current]
         if new:
             notes.append(f"{len(new)} cell(s) without reference: {', '.join(new)}")
     settings = {
@@ -330,31 +302,6 @@ def check(
 
 
 # --------------------------------------------------------------------------- CLI entry
-
-
-def expectations_from_manifests(paths: Iterable[str | Path]) -> dict[str, Expect] | None:
-    """The ``[expect]`` tables recorded in the sweep manifests among ``paths`` (a folder or
-    its ``sweep.json``), as {strategy or "*": Expect}; None when there is none."""
-    found: dict[str, Expect] | None = None
-    for raw in paths:
-        p = Path(raw)
-        manifest = p / "sweep.json" if p.is_dir() else p
-        if manifest.name != "sweep.json" or not manifest.exists():
-            continue
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-            cfg = data["config"]
-            table = {"*": Expect(**cfg.get("expect", {}))}
-            for strategy, values in cfg.get("expect_by_strategy", {}).items():
-                table[strategy] = Expect(**values)
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"{manifest}: unreadable sweep manifest ({err})") from None
-        if found is not None and found != table:
-            raise ValueError(f"{manifest}: expectations differ from another sweep's; pass --config")
-        found = table
-    if found is not None and all(e.empty for e in found.values()):
-        return None
-    return found
 
 
 def run_check(

@@ -4,7 +4,7 @@ This module is imported inside the measured worker process, so it depends on
 the standard library and psutil only; numpy is imported lazily, and only by
 :func:`numpy_environment`.
 
-The protocol follows DESIGN.md section 3:
+The protocol follows docs/architecture.md, "Measurement protocol":
 
 * Exact peak (Linux): before the measured region call ``malloc_trim(0)`` and
   write ``5`` to ``/proc/self/clear_refs`` (resets ``VmHWM`` to the current

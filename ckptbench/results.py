@@ -31,7 +31,6 @@ __all__ = [
     "Status",
     "TargetError",
     "check_target",
-    "load_result",
     "pool_rounds",
     "result_from_dict",
     "result_to_dict",
@@ -453,17 +452,3 @@ def write_atomic(path: str | os.PathLike[str], text: str, *, replace: bool = Tru
 def save_result(result: RunResult, path: str | os.PathLike[str], *, replace: bool = True) -> None:
     """Save a result atomically (see :func:`write_atomic` for what is never replaced)."""
     write_atomic(path, json.dumps(result_to_dict(result), indent=1) + "\n", replace=replace)
-
-
-def load_result(path: str | os.PathLike[str]) -> RunResult:
-    """Read one result file; one-line ``ValueError`` on missing, non-JSON or foreign files."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ValueError(f"{p}: cannot read ({err.strerror or err})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{p}: not JSON ({err.msg} at line {err.lineno})") from None
-    return result_from_dict(data, str(p))

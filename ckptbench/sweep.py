@@ -32,16 +32,13 @@ This module never prints: progress goes to a callback; the outcome is returned.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import Enum
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -51,16 +48,20 @@ from ckptbench.results import (
     MODES,
     SETTINGS_FIELDS,
     Case,
-    Mode,
-    ModeResult,
     RunResult,
-    load_result,
-    result_from_dict,
-    result_to_dict,
     save_result,
-    write_atomic,
 )
-from ckptbench.revolve import make_schedule, replay
+from ckptbench.store import (
+    MANIFEST_KIND,
+    MANIFEST_NAME,
+    StoreError,
+    cell_path,
+    load_result,
+    open_folder,
+    read_manifest,
+    write_manifest,
+)
+from ckptbench.sweep_progress import Progress, ProgressTracker, SweepProgress, cell_cost
 
 __all__ = [
     "MANIFEST_KIND",
@@ -72,13 +73,12 @@ __all__ = [
     "SweepProgress",
     "cell_cost",
     "cell_path",
+    "default_run_cell",
+    "first_error",
+    "one_line",
     "run_sweep",
+    "saved_outcome",
 ]
-
-MANIFEST_NAME = "sweep.json"
-MANIFEST_KIND = "ckptbench-sweep"
-MANIFEST_VERSION = 1
-#: Case fields that change what is measured without being part of case.key.
 
 RunCell = Callable[..., RunResult]  # run_cell(case, *, out_path=..., progress=...)
 
@@ -194,64 +194,7 @@ class SweepOutcome:
         return lines
 
 
-@dataclass(frozen=True)
-class SweepProgress:
-    """A progress event: ``event`` is "cell-start", "mode-start", "mode-done" or "cell-done".
-
-    ``done``/``total`` count the cells this sweep measures (kept cells excluded); ``eta_s``
-    is the elapsed time scaled by the work left over the work done, work being
-    :func:`cell_cost` (None before the first cell finishes); with Dask the elapsed time
-    already reflects the cluster's parallelism.
-    """
-
-    event: str
-    case: Case
-    done: int
-    total: int
-    elapsed_s: float
-    eta_s: float | None
-    mode: Mode | None = None
-    mode_result: ModeResult | None = None
-    cell: CellOutcome | None = None
-
-    def line(self) -> str:
-        """One progress line, e.g. ``[3/13] lstm-l1000-s4-uniform-... done (measured) 45 s,
-        ETA 12 min``."""
-        where = f"[{self.done + (self.event != 'cell-done')}/{self.total}] {self.case.key}"
-        if self.event == "cell-start":
-            text = f"{where} started"
-        elif self.event in ("mode-start", "mode-done") and self.mode is not None:
-            status = f" ({self.mode_result.status.value})" if self.mode_result else ""
-            verb = "running" if self.event == "mode-start" else "done"
-            text = f"{where} {self.mode.value} {verb}{status}"
-        elif self.cell is not None:
-            took = f" in {self.cell.duration_s:.0f} s" if self.cell.duration_s is not None else ""
-            ok = "" if self.cell.ok is not False else ", NOT OK"
-            text = f"{where} {self.cell.state.value}{ok}{took}"
-        else:
-            text = f"{where} {self.event}"
-        if self.eta_s is not None:
-            text += f", ETA {_duration(self.eta_s)}"
-        return text
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-Progress = Callable[[SweepProgress], None]
-
-
-def cell_path(out_dir: str | os.PathLike[str], case: Case) -> Path:
-    """The result file of one cell: ``OUT/<case.key>.json``."""
-    return Path(out_dir) / f"{case.key}.json"
-
-
-def _one_line(err: BaseException) -> str:
+def one_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
@@ -287,12 +230,13 @@ def _check_manifest(out_dir: Path, name: str) -> None:
     if not path.exists():
         return
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_manifest(path)
+    except StoreError:
         raise SweepError(
             f"{path}: unreadable sweep manifest; move it away or use another --out"
         ) from None
-    other = data.get("config", {}).get("name") if isinstance(data, dict) else None
+    config = data.get("config") if data is not None else None
+    other = config.get("name") if isinstance(config, dict) else None
     if other != name:
         raise SweepError(
             f"{out_dir} holds sweep {other!r}, not {name!r}: use another --out for this config"
@@ -343,10 +287,7 @@ def _plan(
 def _write_manifest(
     config: SweepConfig, out_dir: Path, cells: list[CellOutcome], started: str
 ) -> Path:
-    path = out_dir / MANIFEST_NAME
     doc = {
-        "kind": MANIFEST_KIND,
-        "manifest_version": MANIFEST_VERSION,
         "tool_version": ckptbench.__version__,
         "config": {
             "name": config.name,
@@ -359,14 +300,13 @@ def _write_manifest(
         "updated": datetime.now(UTC).isoformat(timespec="seconds"),
         "cells": [c.to_dict() for c in cells],
     }
-    write_atomic(path, json.dumps(doc, indent=1) + "\n")
-    return path
+    return write_manifest(out_dir, doc)
 
 
 # --------------------------------------------------------------------------- the sweep
 
 
-def _default_run_cell() -> RunCell:
+def default_run_cell() -> RunCell:
     from ckptbench.runner import run_case
 
     return run_case
@@ -389,15 +329,14 @@ def run_sweep(
     measuring anything when the folder holds results of this sweep and ``resume`` is False,
     holds another sweep, or the Dask cluster has no workers.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = open_folder(out_dir)
     _check_manifest(out, config.name)
     _remove_stale_temp_files(out, [MANIFEST_NAME, *(f"{c.key}.json" for c in config.cases)])
     cells, to_run = _plan(config, out, resume, retry_failed)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     manifest = _write_manifest(config, out, cells, started)
     clock0 = time.monotonic()
-    state = _Progress(progress, [cells[i].case for i in to_run], clock0)
+    state = ProgressTracker(progress, [cells[i].case for i in to_run], clock0)
 
     def finished(index: int, outcome: CellOutcome) -> None:
         cells[index] = outcome
@@ -410,12 +349,32 @@ def run_sweep(
         state.emit("cell-start", cells[index].case)
 
     if dask_address is None:
-        runner = run_cell or _default_run_cell()
+        runner = run_cell or default_run_cell()
         for index in to_run:
             starting(index)
             finished(index, _run_local(runner, cells[index], state))
     else:
-        _run_dask(dask_address, run_cell, cells, to_run, starting, finished)
+        from ckptbench.sweep_dask import DaskError, run_dask  # distributed only on this path
+
+        def done(index: int, result: RunResult | None, error: str | None, worker: str,
+                 duration: float) -> None:  # fmt: skip
+            if result is None:
+                outcome = replace(
+                    cells[index],
+                    state=CellState.ERROR,
+                    error=error,
+                    worker=worker,
+                    duration_s=duration,
+                )
+            else:
+                outcome = saved_outcome(cells[index], result, duration, worker)
+            finished(index, outcome)
+
+        jobs = [(i, cells[i].case) for i in to_run]
+        try:
+            run_dask(dask_address, run_cell, jobs, starting, done)
+        except DaskError as err:
+            raise SweepError(str(err)) from None
     return SweepOutcome(
         name=config.name,
         out_dir=out,
@@ -425,64 +384,7 @@ def run_sweep(
     )
 
 
-def cell_cost(case: Case) -> int:
-    """Rough work of measuring a cell, in untaped step evaluations, for the ETA: per
-    iteration the baseline's forward sweep (l), the taped sweep and its reverse in normal and
-    checkpointed mode (~3l each) and the schedule's recomputation (its planned advances)."""
-    return (case.warmup + case.repeats) * (7 * case.steps + _planned_advances(case))
-
-
-@lru_cache(maxsize=1024)
-def _planned_advances_of(strategy: str, steps: int, snaps: int) -> int:
-    try:
-        return replay(make_schedule(strategy, steps, snaps), steps, snaps).advances
-    except ValueError:  # pragma: no cover - Case validation makes every schedule valid
-        return steps
-
-
-def _planned_advances(case: Case) -> int:
-    return _planned_advances_of(case.strategy, case.steps, min(case.snaps, case.steps))
-
-
-class _Progress:
-    """Progress events with an ETA weighted by :func:`cell_cost` (cells differ a lot: a
-    uniform cell with few slots can cost 10x a revolve cell)."""
-
-    def __init__(self, callback: Progress | None, cases: list[Case], clock0: float) -> None:
-        self.callback = callback
-        self.total = len(cases)
-        self.done = 0
-        self.clock0 = clock0
-        self.cost_total = sum(cell_cost(c) for c in cases) if callback else 0
-        self.cost_done = 0
-
-    def emit(self, event: str, case: Case, **extra: Any) -> None:
-        if self.callback is None:
-            return
-        elapsed = time.monotonic() - self.clock0
-        eta = None
-        if self.cost_done:
-            eta = elapsed / self.cost_done * (self.cost_total - self.cost_done)
-        self.callback(
-            SweepProgress(
-                event=event,
-                case=case,
-                done=self.done,
-                total=self.total,
-                elapsed_s=elapsed,
-                eta_s=eta,
-                **extra,
-            )
-        )
-
-    def cell_done(self, outcome: CellOutcome) -> None:
-        self.done += 1
-        if self.callback is not None:
-            self.cost_done += cell_cost(outcome.case)
-        self.emit("cell-done", outcome.case, cell=outcome)
-
-
-def _saved_outcome(
+def saved_outcome(
     pending: CellOutcome, result: RunResult, duration: float, worker: str = ""
 ) -> CellOutcome:
     if result.case.key != pending.case.key:
@@ -501,19 +403,19 @@ def _saved_outcome(
         ok=result.ok,
         host=result.host,
         worker=worker,
-        error=None if result.ok else _first_error(result),
+        error=None if result.ok else first_error(result),
         duration_s=duration,
     )
 
 
-def _first_error(result: RunResult) -> str:
+def first_error(result: RunResult) -> str:
     for m in result.modes:
         if not m.ok:
             return f"{m.mode.value}: {m.status.value}" + (f" ({m.error})" if m.error else "")
     return "not ok"
 
 
-def _run_local(run_cell: RunCell, pending: CellOutcome, state: _Progress) -> CellOutcome:
+def _run_local(run_cell: RunCell, pending: CellOutcome, state: ProgressTracker) -> CellOutcome:
     case = pending.case
 
     def on_mode(event: Any) -> None:
@@ -530,125 +432,7 @@ def _run_local(run_cell: RunCell, pending: CellOutcome, state: _Progress) -> Cel
         return replace(
             pending,
             state=CellState.ERROR,
-            error=_one_line(err),
+            error=one_line(err),
             duration_s=time.monotonic() - t0,
         )
-    return _saved_outcome(pending, result, time.monotonic() - t0)
-
-
-# --------------------------------------------------------------------------- Dask
-
-
-def _remote_cell(run_cell: RunCell | None, case_data: dict[str, Any]) -> dict[str, Any]:
-    """Runs on a Dask worker: measure one cell, return its JSON document (same schema)."""
-    case = Case.from_dict(case_data)
-    runner = run_cell or _default_run_cell()
-    result = runner(case, out_path=None, progress=None)
-    if not result.host:
-        result = replace(result, host=socket.gethostname())
-    try:
-        from distributed import get_worker
-
-        address = get_worker().address
-    except (ImportError, ValueError):  # pragma: no cover - always on a worker here
-        address = ""
-    return {"result": result_to_dict(result), "worker": address}
-
-
-def _worker_addresses(client: Any) -> list[str]:
-    """Addresses of the workers connected now. ``Client.nthreads()`` asks the scheduler;
-    ``Client.scheduler_info()`` is not used: a background refresh can overwrite its cached
-    identity with a truncated worker list, which would look like workers leaving."""
-    return sorted(client.nthreads())
-
-
-def _run_dask(
-    address: str,
-    run_cell: RunCell | None,
-    cells: list[CellOutcome],
-    to_run: list[int],
-    starting: Callable[[int], None],
-    finished: Callable[[int, CellOutcome], None],
-    poll_s: float = 0.2,
-) -> None:
-    try:
-        from distributed import Client
-    except ImportError:
-        raise SweepError(
-            "--dask needs the optional dependency: pip install 'ckptbench[dask]'"
-        ) from None
-    try:
-        client = Client(address, set_as_default=False, timeout="20s")
-    except (OSError, TimeoutError) as err:
-        raise SweepError(f"cannot connect to Dask scheduler {address}: {_one_line(err)}") from None
-    try:
-        known = set(_worker_addresses(client))
-        if not known and to_run:
-            raise SweepError(f"Dask scheduler {address} has no workers")
-        free: deque[str] = deque(sorted(known))
-        queue: deque[int] = deque(to_run)
-        running: dict[Any, tuple[int, str, float]] = {}  # future -> (cell, worker, start)
-        while queue or running:
-            while queue and free:
-                worker = free.popleft()
-                index = queue.popleft()
-                starting(index)
-                future = client.submit(
-                    _remote_cell,
-                    run_cell,
-                    cells[index].case.to_dict(),
-                    key=f"ckptbench-{cells[index].key}-{time.time_ns()}",
-                    workers=[worker],
-                    allow_other_workers=False,
-                    pure=False,
-                    retries=0,
-                )
-                running[future] = (index, worker, time.monotonic())
-            if not any(f.done() for f in running):
-                time.sleep(poll_s)
-            alive = set(_worker_addresses(client))
-            for future in [f for f in running if f.done()]:
-                index, worker, t0 = running.pop(future)
-                finished(index, _collect(future, cells[index], worker, time.monotonic() - t0))
-                if worker in alive:
-                    free.append(worker)
-            for future, (index, worker, t0) in list(running.items()):
-                if worker not in alive:  # pinned to a worker that left: it would never run
-                    future.cancel()
-                    del running[future]
-                    err = f"Dask worker {worker} left before the cell finished"
-                    finished(
-                        index,
-                        replace(
-                            cells[index],
-                            state=CellState.ERROR,
-                            error=err,
-                            worker=worker,
-                            duration_s=time.monotonic() - t0,
-                        ),
-                    )
-            busy = {w for _, w, _ in running.values()}
-            for worker in sorted(alive - known):
-                known.add(worker)
-                if worker not in busy:
-                    free.append(worker)
-            free = deque(w for w in free if w in alive)
-            if queue and not free and not running:
-                raise SweepError(f"Dask scheduler {address} has no workers left")
-    finally:
-        client.close()
-
-
-def _collect(future: Any, pending: CellOutcome, worker: str, duration: float) -> CellOutcome:
-    try:
-        payload = future.result()
-        result = result_from_dict(payload["result"], f"Dask result of {pending.key}")
-    except Exception as err:  # the remote cell raised, or returned something foreign
-        return replace(
-            pending,
-            state=CellState.ERROR,
-            error=_one_line(err),
-            worker=worker,
-            duration_s=duration,
-        )
-    return _saved_outcome(pending, result, duration, payload.get("worker") or worker)
+    return saved_outcome(pending, result, time.monotonic() - t0)

@@ -1,8 +1,8 @@
 """Synthetic RunResults with realistic noise, for sweep/compare/gate tests (no workers run).
 
-Noise model (DESIGN.md §4): each mode's exact peak is stable to ~0.03 MiB from process to
-process (one Gaussian offset per mode per invocation, plus page-sized jitter per iteration);
-iteration times vary with a coefficient of variation of 10-25%.
+Noise model (docs/architecture.md, "Noise"): each mode's exact peak is stable to ~0.03 MiB
+from process to process (one Gaussian offset per mode per invocation, plus page-sized jitter
+per iteration); iteration times vary with a coefficient of variation of 10-25%.
 """
 
 from __future__ import annotations

@@ -13,15 +13,16 @@ from click.testing import CliRunner
 
 from ckptbench.analysis import mode_peak_bytes, spread
 from ckptbench.cli import cli, main, parse_bytes, parse_seconds
-from ckptbench.results import SCHEMA_VERSION, Mode, Status, load_result
+from ckptbench.results import SCHEMA_VERSION, Mode, Status
 from ckptbench.revolve import optimal_forward_steps
+from ckptbench.store import load_result
 
 FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.runner.default_worker_command", lambda: list(FAKE))
+    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(FAKE))
     for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
                 "FAKE_SCALE", "FAKE_CPU_SHARE"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)

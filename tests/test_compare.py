@@ -1,4 +1,4 @@
-"""Tests for ckptbench.compare: the significance rule, memory deltas, pairing, renderers."""
+"""Comparing results (analysis, render): the significance rule, memory deltas, pairing, output."""
 
 from __future__ import annotations
 
@@ -14,18 +14,11 @@ import numpy as np
 import pytest
 from _synthetic import CI_CASE, MIB, make_result
 
-from ckptbench.compare import (
-    FORMATS,
-    compare,
-    load_results,
-    memory_delta,
-    render,
-    results_table,
-    time_test,
-)
+from ckptbench.analysis import compare, memory_delta, time_test
 from ckptbench.config import parse_config
-from ckptbench.plots import figure_png, plot_tradeoff
+from ckptbench.render import FORMATS, figure_png, plot_tradeoff, render, results_table
 from ckptbench.results import Mode, Status, save_result
+from ckptbench.store import load_results
 from ckptbench.sweep import run_sweep
 
 UNIFORM = CI_CASE.with_(strategy="uniform")

@@ -11,6 +11,7 @@ from _synthetic import CI_CASE, make_result
 
 from ckptbench.config import Expect, load_config
 from ckptbench.gate import check, expectations_from_manifests, run_check
+from ckptbench.render import check_markdown, check_text
 from ckptbench.results import Mode, Status, save_result
 from ckptbench.revolve import optimal_forward_steps
 from ckptbench.sweep import run_sweep
@@ -47,7 +48,7 @@ def _sweep(seed: int, host: str = "ci-runner", *, cell: int = 0, repeats: int = 
 
 def test_shipped_ci_expectations_pass_on_a_healthy_sweep() -> None:
     report = check(_sweep(1), expect=CI_CONFIG)
-    assert report.exit_code == 0, report.text()
+    assert report.exit_code == 0, check_text(report)
     names = {line.check for line in report.lines}
     assert {"status", "memory_savings_min", "slowdown_max", "forward_steps_exact"} <= names
 
@@ -56,7 +57,7 @@ def test_twenty_rechecks_of_identical_reruns_all_pass() -> None:
     reference = _sweep(0)
     for k in range(1, 21):
         report = check(_sweep(k), reference, expect=CI_CONFIG)
-        assert report.exit_code == 0, report.text()
+        assert report.exit_code == 0, check_text(report)
         assert sum(line.check.startswith("memory:") for line in report.lines) == 6
 
 
@@ -70,16 +71,16 @@ def test_a_twenty_percent_memory_regression_fails() -> None:
         assert failure.key == CELLS[cell].key and failure.check == "memory:checkpointed"
         growth = float(re.search(r"MiB \(\+([0-9.]+)%\)", failure.detail).group(1))
         assert 15 < growth < 25
-    md = report.markdown()
+    md = check_markdown(report)
     assert "FAILED" in md and "#### Failures" in md and CELLS[1].key in md.split("<details>")[0]
 
 
 def test_smaller_regressions_within_tolerance_pass() -> None:
     reference = _sweep(0)
     report = check(_sweep(1, memory_scale={"normal": 1.03}), reference)
-    assert report.exit_code == 0, report.text()
+    assert report.exit_code == 0, check_text(report)
     improved = check(_sweep(1, memory_scale={"checkpointed": 0.7}), reference)
-    assert improved.exit_code == 0 and "improved" in improved.text()
+    assert improved.exit_code == 0 and "improved" in check_text(improved)
 
 
 def test_time_is_not_gated_by_default_but_can_be() -> None:
@@ -91,7 +92,7 @@ def test_time_is_not_gated_by_default_but_can_be() -> None:
     assert report.exit_code == 1
     assert [f.check for f in report.failures] == ["time:checkpointed"]
     same = check(_sweep(2, repeats=5, time_cv=0.10), reference, time_tolerance=0.25)
-    assert same.exit_code == 0, same.text()
+    assert same.exit_code == 0, check_text(same)
     # 3 vs 3: only a change that separates the samples by the tolerance is caught; say so
     reference = _sweep(0, time_cv=0.10)
     report = check(
@@ -130,7 +131,7 @@ def test_each_expectation_can_fail() -> None:
         "memory_savings_min",
         "slowdown_max",
     ]
-    assert f"schedule plans {optimal_forward_steps(256, 16)}" in report.text()
+    assert f"schedule plans {optimal_forward_steps(256, 16)}" in check_text(report)
 
 
 def test_missing_and_unmatched_cells() -> None:
@@ -159,7 +160,7 @@ def test_run_check_reads_expectations_from_the_sweep_manifest(tmp_path: Path) ->
     for r in _sweep(0):
         save_result(r, ref_dir / f"{r.case.key}.json")
     report = run_check([tmp_path / "new"], against=[ref_dir])
-    assert report.exit_code == 0, report.text()
+    assert report.exit_code == 0, check_text(report)
     assert any(line.check == "memory_savings_min" for line in report.lines)
     # a stricter config on the command line wins over the manifest
     strict = tmp_path / "strict.toml"
@@ -173,7 +174,7 @@ def test_run_check_reads_expectations_from_the_sweep_manifest(tmp_path: Path) ->
 
 
 def test_markdown_summary_of_a_passing_gate() -> None:
-    md = check(_sweep(1), _sweep(0), expect=CI_CONFIG).markdown()
+    md = check_markdown(check(_sweep(1), _sweep(0), expect=CI_CONFIG))
     assert md.startswith("### ckptbench check: PASSED")
     assert "Failures" not in md and "<details>" in md and "time not gated" in md
     assert md.count("| pass |") == len(check(_sweep(1), _sweep(0), expect=CI_CONFIG).lines)

@@ -20,8 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 from ckptbench.cli import _default_out, cli
-from ckptbench.results import Case, Mode, Status, load_result
+from ckptbench.results import Case, Mode, Status
 from ckptbench.runner import run_case
+from ckptbench.store import load_result
 
 TESTS = Path(__file__).parent
 FAKE = [sys.executable, str(TESTS / "fake_worker.py")]
@@ -32,7 +33,7 @@ WAIT_S = 30
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.runner.default_worker_command", lambda: list(FAKE))
+    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(FAKE))
     for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
                 "FAKE_SCALE", "FAKE_CPU_SHARE", "FAKE_ITER_SLEEP", "FAKE_SPOOF"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
@@ -249,7 +250,7 @@ def test_worker_dies_with_a_killed_parent(tmp_path):
     script = textwrap.dedent(
         """
         from ckptbench.results import Case, Mode
-        from ckptbench.runner import run_mode
+        from ckptbench.launch import run_mode
         run_mode(Case(model="slow.py:make", steps=10, snaps=3), Mode.BASELINE)
         """
     )

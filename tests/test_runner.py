@@ -11,7 +11,7 @@ from ckptbench.runner import run_case
 
 def test_twenty_percent_larger_workload_shows_as_twenty_percent_more_overhead():
     """Normal mode's tape grows linearly with steps: 180 vs 150 steps is +20% overhead,
-    measured with warm-up on, in fresh processes (DESIGN.md §3: trim + VmHWM reset)."""
+    measured with warm-up on, in fresh processes (docs/architecture.md: trim + VmHWM reset)."""
     base = Case(model="lstm", steps=150, snaps=5, hidden=128, batch=16, input=16, repeats=2)
     modes = (Mode.BASELINE, Mode.NORMAL)
     small = run_case(base, modes=modes)
@@ -27,6 +27,6 @@ def test_twenty_percent_larger_workload_shows_as_twenty_percent_more_overhead():
 
 
 def test_worker_imports_stay_minimal():
-    """The measured process must not pull in the reporting stack (DESIGN.md §1)."""
+    """The measured process must not pull in the reporting stack (docs/architecture.md)."""
     reporting = ("pandas", "rich", "click", "matplotlib", "scipy")
     assert loaded_after_import("ckptbench.worker", reporting) == []

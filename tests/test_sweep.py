@@ -18,7 +18,8 @@ import pytest
 from _synthetic import make_result
 
 from ckptbench.config import parse_config
-from ckptbench.results import MODES, Case, Status, load_result, result_to_dict, save_result
+from ckptbench.results import MODES, Case, Status, result_to_dict, save_result
+from ckptbench.store import load_result
 from ckptbench.sweep import (
     MANIFEST_NAME,
     CellState,
@@ -308,7 +309,7 @@ def test_dask_localcluster_one_cell_per_worker_same_schema(tmp_path: Path) -> No
 def test_default_cell_runner_is_the_real_runner(tmp_path: Path, monkeypatch) -> None:
     """One cell through ckptbench.runner.run_case with the fake worker (no timing)."""
     fake = [sys.executable, str(TESTS / "fake_worker.py")]
-    monkeypatch.setattr("ckptbench.runner.default_worker_command", lambda: list(fake))
+    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(fake))
     config = _config(
         "[case]\nmodel = 'rnn'\nsteps = 20\nrepeats = 2\nwarmup = 0\n[grid]\nsnaps = [4]\n"
     )

@@ -19,7 +19,17 @@ from typing import Any
 from ckptbench.results import Case, Mode, ModeResult
 from ckptbench.revolve import optimal_forward_steps
 
-__all__ = ["BUSY_CPU_SHARE", "Spread", "busy_modes", "spread", "summarize"]
+__all__ = [
+    "BUSY_CPU_SHARE",
+    "Spread",
+    "busy_modes",
+    "effective_snaps",
+    "mode_peak_bytes",
+    "mode_time_s",
+    "ratio",
+    "spread",
+    "summarize",
+]
 
 #: Below this CPU share the worker was descheduled for long: its times are not trustworthy.
 BUSY_CPU_SHARE = 0.9
@@ -79,7 +89,7 @@ def effective_snaps(case: Case) -> int:
     return min(case.snaps, case.steps)
 
 
-def _ratio(num: float | None, den: float | None) -> float | None:
+def ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den <= 0:
         return None
     return num / den
@@ -117,10 +127,10 @@ def summarize(case: Case, modes: Sequence[ModeResult]) -> dict[str, Any]:
     advanced = counters.get("steps_advanced")
     taped = counters.get("steps_taped")
     return {
-        "slowdown": _ratio(
+        "slowdown": ratio(
             mode_time_s(ckpt) if ckpt else None, mode_time_s(normal) if normal else None
         ),
-        "memory_savings": _ratio(
+        "memory_savings": ratio(
             overhead.get(Mode.NORMAL.value), overhead.get(Mode.CHECKPOINTED.value)
         ),
         "overhead_bytes": overhead,

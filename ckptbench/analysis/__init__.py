@@ -1,0 +1,79 @@
+"""The numbers of ckptbench's reports: summaries of one result, statistics of before/after
+samples and the pairing of current with reference cells. Stdlib only (scipy is imported
+lazily by the rank test); nothing here formats, prints or reads files
+(docs/architecture.md, "analysis").
+"""
+
+from __future__ import annotations
+
+from ckptbench.analysis.pairing import (
+    RUN_SETTINGS,
+    CellComparison,
+    Comparison,
+    ModeComparison,
+    Pairing,
+    PooledCell,
+    case_identity,
+    compare,
+    compare_cells,
+    differing_fields,
+    pair,
+    pool_results,
+    settings_notes,
+)
+from ckptbench.analysis.stats import (
+    ALPHA,
+    MEMORY_FLOOR_BYTES,
+    MEMORY_TOLERANCE,
+    MIN_EFFECT,
+    MemoryDelta,
+    TimeTest,
+    memory_delta,
+    p_floor,
+    time_test,
+)
+from ckptbench.analysis.summary import (
+    BUSY_CPU_SHARE,
+    Spread,
+    busy_modes,
+    effective_snaps,
+    mode_peak_bytes,
+    mode_time_s,
+    ratio,
+    spread,
+    summarize,
+)
+
+__all__ = [
+    "ALPHA",
+    "BUSY_CPU_SHARE",
+    "MEMORY_FLOOR_BYTES",
+    "MEMORY_TOLERANCE",
+    "MIN_EFFECT",
+    "RUN_SETTINGS",
+    "CellComparison",
+    "Comparison",
+    "MemoryDelta",
+    "ModeComparison",
+    "Pairing",
+    "PooledCell",
+    "Spread",
+    "TimeTest",
+    "busy_modes",
+    "case_identity",
+    "compare",
+    "compare_cells",
+    "differing_fields",
+    "effective_snaps",
+    "memory_delta",
+    "mode_peak_bytes",
+    "mode_time_s",
+    "p_floor",
+    "pair",
+    "pool_results",
+    "ratio",
+    "settings_notes",
+    "spread",
+    "summarize",
+    "time_test",
+]

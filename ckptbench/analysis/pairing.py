@@ -1,0 +1,320 @@
+"""Pairing current cells with reference cells, and the before/after comparison of each pair.
+
+A *cell* is one case measured on one host. Cells pair on their **full case** (every
+:class:`~ckptbench.results.Case` field, present and future, except the run settings in
+:data:`RUN_SETTINGS`, which change how long or how often a case is measured, not what) and
+on the host (a laptop and a CI runner are not the same machine). ``case.key`` names a cell
+for people; it is never what decides a pair, so two cases whose keys collide are still two
+cells. Several files of one cell on one host are pooled, so rerunning a sweep adds samples.
+
+:func:`pair` is the one pairing used by ``compare`` and ``check``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ckptbench.analysis.stats import (
+    ALPHA,
+    MEMORY_FLOOR_BYTES,
+    MEMORY_TOLERANCE,
+    MIN_EFFECT,
+    MemoryDelta,
+    TimeTest,
+    memory_delta,
+    time_test,
+)
+from ckptbench.results import MODES, SETTINGS_FIELDS, Case, Iteration, Mode, RunResult
+
+__all__ = [
+    "RUN_SETTINGS",
+    "CellComparison",
+    "CellId",
+    "Comparison",
+    "ModeComparison",
+    "Pairing",
+    "PooledCell",
+    "case_identity",
+    "compare",
+    "compare_cells",
+    "differing_fields",
+    "pair",
+    "pool_results",
+    "settings_notes",
+]
+
+#: Case fields that change how a cell is run but not what is measured: cells that differ
+#: only in these pair (with a note when the pooled files disagree on SETTINGS_FIELDS).
+RUN_SETTINGS: tuple[str, ...] = (*SETTINGS_FIELDS, "timeout_s", "memory_limit_bytes")
+
+CellId = tuple[tuple[tuple[str, Any], ...], str]  # (case identity, host)
+
+
+def case_identity(case: Case) -> tuple[tuple[str, Any], ...]:
+    """Every field of the case that changes what is measured, as (name, value) pairs."""
+    return tuple(case.identity().items())
+
+
+def differing_fields(cases: Iterable[Case]) -> list[str]:
+    """Names of the identity fields whose values differ between ``cases`` (field order)."""
+    cases = list(cases)
+    if len(cases) < 2:
+        return []
+    values = [dict(case_identity(c)) for c in cases]
+    return [name for name in values[0] if len({repr(v[name]) for v in values}) > 1]
+
+
+@dataclass(frozen=True)
+class PooledCell:
+    """Every sample of one cell (full case, host) over one or more result files."""
+
+    case: Case
+    host: str
+    results: tuple[RunResult, ...]
+
+    @property
+    def key(self) -> str:
+        return self.case.key
+
+    def iterations(self, mode: Mode) -> list[Iteration]:
+        its: list[Iteration] = []
+        for r in self.results:
+            m = r.mode(mode)
+            if m is not None and m.ok:
+                its.extend(m.iterations)
+        return its
+
+    def times(self, mode: Mode) -> list[float]:
+        return [it.wall_time_s for it in self.iterations(mode)]
+
+    def peak(self, mode: Mode) -> int | None:
+        its = self.iterations(mode)
+        return int(statistics.median(it.peak_rss_bytes for it in its)) if its else None
+
+    def memory(self, mode: Mode) -> int | None:
+        """Overhead over baseline for normal/checkpointed; the peak for baseline."""
+        peak = self.peak(mode)
+        if mode is Mode.BASELINE or peak is None:
+            return peak
+        base = self.peak(Mode.BASELINE)
+        return None if base is None else peak - base
+
+    def processes(self, mode: Mode) -> int:
+        return sum(1 for r in self.results if (m := r.mode(mode)) is not None and m.ok)
+
+    def ok(self, mode: Mode) -> bool:
+        return all((m := r.mode(mode)) is not None and m.ok for r in self.results)
+
+
+def pool_results(results: Iterable[RunResult], match_host: bool) -> dict[CellId, PooledCell]:
+    """Group result files into cells by full case (and host when ``match_host``)."""
+    groups: dict[CellId, list[RunResult]] = {}
+    for r in results:
+        groups.setdefault((case_identity(r.case), r.host if match_host else ""), []).append(r)
+    return {k: PooledCell(v[0].case, k[1], tuple(v)) for k, v in groups.items()}
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Current and reference cells, and which of them pair."""
+
+    current: dict[CellId, PooledCell]
+    reference: dict[CellId, PooledCell]
+    common: tuple[CellId, ...]
+
+    @property
+    def only_current(self) -> tuple[PooledCell, ...]:
+        return tuple(c for k, c in self.current.items() if k not in self.reference)
+
+    @property
+    def only_reference(self) -> tuple[PooledCell, ...]:
+        return tuple(c for k, c in self.reference.items() if k not in self.current)
+
+    def pairs(self) -> list[tuple[PooledCell, PooledCell]]:
+        """(reference, current) of every paired cell, in the current results' order."""
+        return [(self.reference[k], self.current[k]) for k in self.common]
+
+    def notes(self) -> list[str]:
+        return settings_notes(self.pairs())
+
+
+def _mismatch(current: dict[CellId, PooledCell], reference: dict[CellId, PooledCell]) -> str:
+    """What keeps every current cell from pairing: the hosts, or the nearest cases' fields."""
+    hosts_c = sorted({h for _, h in current})
+    hosts_r = sorted({h for _, h in reference})
+    idents_c = {i for i, _ in current}
+    if hosts_c != hosts_r and any(i in idents_c for i, _ in reference):
+        return f"hosts differ: before {hosts_r}, after {hosts_c} (--any-host pairs across hosts)"
+    best: tuple[int, str] | None = None
+    for cur in current.values():
+        for ref in reference.values():
+            diff = differing_fields([ref.case, cur.case])
+            text = ", ".join(
+                f"{n} {getattr(ref.case, n)!r} vs {getattr(cur.case, n)!r}" for n in diff[:3]
+            )
+            if cur.host != ref.host:
+                text = ", ".join(filter(None, [text, f"host {ref.host!r} vs {cur.host!r}"]))
+            same_key = " (same key)" if ref.key == cur.key else ""
+            cand = (len(diff) + (cur.host != ref.host), f"{text}{same_key}")
+            if best is None or cand[0] < best[0]:
+                best = cand
+    if best is None:
+        return "nothing to pair"
+    keys = f"keys before {sorted({c.key for c in reference.values()})[:3]}"
+    return f"cases differ (nearest: {best[1]}); {keys}"
+
+
+def pair(
+    current: Iterable[RunResult],
+    reference: Iterable[RunResult],
+    *,
+    match_host: bool = True,
+    what: str = "no cell of the results matches the reference",
+) -> Pairing:
+    """Pair current with reference cells by full case and host. Raises ``ValueError``
+    starting with ``what`` and naming what differs (hosts, or the nearest cases' fields)
+    when no cell pairs."""
+    cur, ref = pool_results(current, match_host), pool_results(reference, match_host)
+    common = tuple(k for k in cur if k in ref)
+    if not common:
+        raise ValueError(f"{what}: {_mismatch(cur, ref)}")
+    return Pairing(cur, ref, common)
+
+
+def settings_notes(pairs: Iterable[tuple[PooledCell, PooledCell]]) -> list[str]:
+    """Paired cells whose files disagree on settings outside the identity (e.g. repeats)."""
+    notes = []
+    for before, after in pairs:
+        cases = [r.case for r in (*before.results, *after.results)]
+        differ = [f for f in SETTINGS_FIELDS if len({getattr(c, f) for c in cases}) > 1]
+        if differ:
+            values = "; ".join(f"{f} {sorted({getattr(c, f) for c in cases})}" for f in differ)
+            notes.append(f"{after.key}: paired files were measured with different {values}")
+    return notes
+
+
+@dataclass(frozen=True)
+class ModeComparison:
+    mode: Mode
+    memory: MemoryDelta | None
+    time: TimeTest | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CellComparison:
+    key: str
+    host: str
+    case: Case
+    modes: tuple[ModeComparison, ...]
+
+    def mode(self, mode: Mode) -> ModeComparison:
+        return next(m for m in self.modes if m.mode is mode)
+
+
+def compare_cells(
+    before: PooledCell,
+    after: PooledCell,
+    *,
+    min_effect: float = MIN_EFFECT,
+    alpha: float = ALPHA,
+    memory_tolerance: float = MEMORY_TOLERANCE,
+    memory_floor_bytes: int = MEMORY_FLOOR_BYTES,
+) -> CellComparison:
+    """Memory delta and time test of every mode of one paired cell."""
+    modes = []
+    for mode in MODES:
+        mb, ma = before.memory(mode), after.memory(mode)
+        mem = None
+        if mb is not None and ma is not None:
+            mem = memory_delta(mb, ma, tolerance=memory_tolerance, floor_bytes=memory_floor_bytes)
+        tt = time_test(before.times(mode), after.times(mode), min_effect=min_effect, alpha=alpha)
+        if tt is not None:
+            tt = replace(
+                tt,
+                processes_before=before.processes(mode),
+                processes_after=after.processes(mode),
+            )
+        note = ""
+        if not before.ok(mode) or not after.ok(mode):
+            side = "before" if not before.ok(mode) else "after"
+            note = f"{mode.value} did not measure OK {side}"
+        modes.append(ModeComparison(mode, mem, tt, note))
+    return CellComparison(after.key, after.host, after.case, tuple(modes))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """All cells of ``after`` and, given ``before``, the matched before/after deltas."""
+
+    after: tuple[RunResult, ...]
+    before: tuple[RunResult, ...] = ()
+    cells: tuple[CellComparison, ...] = ()
+    only_before: tuple[tuple[str, str], ...] = ()  # (key, host) with no match in after
+    only_after: tuple[tuple[str, str], ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # e.g. paired cells measured with other settings
+
+    @property
+    def has_before(self) -> bool:
+        return bool(self.before)
+
+
+def compare(
+    after: Sequence[RunResult],
+    before: Sequence[RunResult] | None = None,
+    *,
+    min_effect: float = MIN_EFFECT,
+    alpha: float = ALPHA,
+    memory_tolerance: float = MEMORY_TOLERANCE,
+    memory_floor_bytes: int = MEMORY_FLOOR_BYTES,
+    match_host: bool = True,
+) -> Comparison:
+    """Tabulate ``after``; with ``before``, pair cells (:func:`pair`) and test every mode.
+
+    Raises ``ValueError`` when ``before`` is given but no cell pairs (e.g. other hosts: pass
+    ``match_host=False`` to pair across machines knowingly).
+    """
+    for name, value in (("min_effect", min_effect), ("memory_tolerance", memory_tolerance)):
+        if not 0 <= value < 10:
+            raise ValueError(f"{name} must be a fraction such as 0.05, got {value!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    settings = {
+        "min_effect": min_effect,
+        "alpha": alpha,
+        "memory_tolerance": memory_tolerance,
+        "memory_floor_bytes": memory_floor_bytes,
+        "match_host": match_host,
+    }
+    if not before:
+        return Comparison(after=tuple(after), settings=settings)
+    pairing = pair(
+        after,
+        before,
+        match_host=match_host,
+        what="no cell of the two result sets matches by key and host",
+    )
+    cells = tuple(
+        compare_cells(
+            b,
+            a,
+            min_effect=min_effect,
+            alpha=alpha,
+            memory_tolerance=memory_tolerance,
+            memory_floor_bytes=memory_floor_bytes,
+        )
+        for b, a in pairing.pairs()
+    )
+    return Comparison(
+        after=tuple(after),
+        before=tuple(before),
+        cells=cells,
+        only_before=tuple((c.key, c.host) for c in pairing.only_reference),
+        only_after=tuple((c.key, c.host) for c in pairing.only_current),
+        settings=settings,
+        notes=tuple(pairing.notes()),
+    )

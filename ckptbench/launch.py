@@ -1,0 +1,380 @@
+"""One fresh worker process: start it, feed it a job, follow its events, stop it.
+
+The worker (``python -P -m ckptbench.worker``) reports on a private pipe; this module reads
+that channel, samples the worker's RSS like ``top`` (``measure.RssSampler``), enforces
+``--timeout`` (counted from the worker's ready event) and ``--memory-limit``, and keeps every
+iteration the worker completed, even when it has to stop it. It never prints and never
+computes ratios (see docs/architecture.md, "The worker").
+
+Worker processes never outlive ckptbench: :func:`stop_on_signals` turns SIGTERM/SIGHUP into
+:class:`Interrupted`, which stops the worker and carries the partial result; a SIGKILLed
+parent is noticed by the worker itself (see ``ckptbench.worker``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ckptbench
+from ckptbench import measure
+from ckptbench.results import Case, Iteration, Mode, ModeResult, Status
+from ckptbench.workloads import plugin_paths
+
+__all__ = [
+    "CostsError",
+    "Interrupted",
+    "Progress",
+    "RunEvent",
+    "default_worker_command",
+    "measure_costs",
+    "run_mode",
+    "stop_on_signals",
+]
+
+TIMELINE_POINTS = 2000
+#: How long the runner waits for a stopped worker to exit before SIGKILL.
+KILL_GRACE_S = 2.0
+
+
+class Interrupted(BaseException):
+    """ckptbench was asked to stop (SIGTERM, SIGHUP); ``signum`` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    names = ("SIGTERM", "SIGHUP")
+    previous = {}
+    for name in names:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """Progress of a run: a mode starts, an iteration completes, or a mode is done."""
+
+    phase: str  # "start" | "iteration" | "done"
+    mode: Mode
+    round: int
+    rounds: int
+    index: int = 0  # iteration index (warm-up included), for "iteration"
+    planned: int = 0  # warm-up + repeats
+    warmup: bool = False
+    result: ModeResult | None = None  # for "done"
+
+
+Progress = Callable[[RunEvent], None]
+
+
+def default_worker_command() -> list[str]:
+    """``python -P -m ckptbench.worker``: ``-P`` keeps the current folder off ``sys.path``."""
+    return [sys.executable, "-P", "-m", "ckptbench.worker"]
+
+
+def _child_env(case: Case) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(measure.pinned_thread_env(case.threads))
+    root = str(Path(ckptbench.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _tail(text: str, lines: int = 8) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+class _Channel:
+    """Reads the worker's JSON-line events from a pipe without blocking for long."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+        self.closed = False
+
+    def read(self, timeout_s: float) -> list[dict[str, Any]]:
+        if self.closed:
+            time.sleep(timeout_s)
+            return []
+        ready, _, _ = select.select([self.fd], [], [], timeout_s)
+        if not ready:
+            return []
+        chunk = os.read(self.fd, 65536)
+        if not chunk:
+            self.closed = True
+        self.buffer += chunk
+        events = []
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+        return events
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _iteration(record: dict[str, Any]) -> Iteration:
+    return Iteration(**record)
+
+
+def run_mode(
+    case: Case,
+    mode: Mode,
+    grad_path: str | None = None,
+    *,
+    worker: Sequence[str] | None = None,
+    round_index: int = 0,
+    progress: Progress | None = None,
+    costs: dict[str, Any] | None = None,
+) -> tuple[ModeResult, dict[str, Any] | None]:
+    """Run one mode in a fresh worker process: (what it measured, the worker's numpy/BLAS
+    description). Never raises for a failed measurement: the status says what happened.
+
+    ``--timeout`` counts from the worker's ``ready`` event (imports and data built); start-up
+    has a limit of its own of the same length. A mode stopped by the timeout keeps the
+    iterations it completed (status ``timeout``). :class:`Interrupted` and
+    ``KeyboardInterrupt`` stop the worker and are re-raised with the partial result attached
+    as ``err.partial``.
+    """
+    read_fd, write_fd = os.pipe()
+    job = json.dumps(
+        {
+            "case": case.to_dict(),
+            "mode": mode.value,
+            "grad_path": grad_path,
+            "channel_fd": write_fd,
+            "parent_pid": os.getpid(),
+            "plugin_paths": list(plugin_paths(case.model)),
+            "costs": costs,
+        }
+    )
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        return _supervise(
+            case, mode, job, read_fd, write_fd, (out_file, err_file), worker, round_index,
+            progress,
+        )  # fmt: skip
+
+
+def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, progress):
+    """Start the worker, feed it the job, follow its events; see :func:`run_mode`."""
+    out_file, err_file = files
+    planned = case.warmup + case.repeats
+    started = time.perf_counter()
+    try:
+        proc = subprocess.Popen(
+            list(worker or default_worker_command()),
+            stdin=subprocess.PIPE,
+            stdout=out_file,
+            stderr=err_file,
+            env=_child_env(case),
+            pass_fds=(write_fd,),
+        )
+    except OSError as err:
+        os.close(read_fd)
+        os.close(write_fd)
+        return ModeResult(
+            mode=mode, status=Status.CRASHED, error=f"cannot start worker: {err}"
+        ), None
+    sampler = measure.RssSampler(proc.pid, case.sample_interval_s, case.memory_limit_bytes)
+    channel = _Channel(read_fd)
+    warm: list[Iteration] = []
+    iters: list[Iteration] = []
+    report: dict[str, Any] | None = None
+    timed_out = interrupted = None
+    deadline = None if case.timeout_s is None else started + case.timeout_s
+    try:
+        os.close(write_fd)
+        sampler.start()
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(job.encode())  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+        while True:
+            for event in channel.read(0.05):
+                kind = event.get("event")
+                if kind == "ready" and case.timeout_s is not None:
+                    deadline = time.perf_counter() + case.timeout_s
+                elif kind == "iteration" and isinstance(event.get("record"), dict):
+                    with contextlib.suppress(TypeError):
+                        it = _iteration(event["record"])
+                        (warm if event.get("warmup") else iters).append(it)
+                        if progress:
+                            progress(
+                                RunEvent(
+                                    "iteration", mode, round_index, case.rounds,
+                                    index=int(event.get("index", 0)), planned=planned,
+                                    warmup=bool(event.get("warmup")),
+                                )
+                            )  # fmt: skip
+                elif kind == "result":
+                    report = event
+            if channel.closed and proc.poll() is not None:
+                break
+            if sampler.limit_exceeded:
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                timed_out = True
+                break
+    except (Interrupted, KeyboardInterrupt) as err:
+        interrupted = err
+    finally:
+        _stop(proc)
+        if sampler.running:
+            sampler.stop()
+        os.close(read_fd)
+    wall = time.perf_counter() - started
+    err_file.seek(0)
+    err_text = err_file.read().decode(errors="replace")
+    common: dict[str, Any] = {
+        "mode": mode,
+        "round": round_index,
+        "sampled_peak_rss_bytes": sampler.peak_rss_bytes or None,
+        "sample_count": sampler.sample_count,
+        "sampler_cpu_time_s": sampler.cpu_time_s,
+        "timeline": tuple(measure.thin_timeline(sampler.timeline, TIMELINE_POINTS)),
+        "exit_code": proc.returncode,
+        "wall_time_s": wall,
+        "warmup": tuple(warm),
+        "iterations": tuple(iters),
+        "iterations_planned": case.repeats,
+    }
+
+    def failed(status: Status, error: str) -> ModeResult:
+        return ModeResult(status=status, error=error, stderr_tail=_tail(err_text), **common)
+
+    kept = f"; {len(iters)} of {case.repeats} measured iterations completed and kept"
+    if interrupted is not None:
+        partial = failed(Status.INTERRUPTED, f"stopped by {interrupted or 'Ctrl-C'}{kept}")
+        interrupted.partial = partial  # type: ignore[attr-defined]
+        raise interrupted
+    if sampler.limit_exceeded:
+        return failed(
+            Status.OUT_OF_MEMORY,
+            f"RSS {_mib(sampler.exceeded_rss_bytes or 0)} exceeded the memory limit of "
+            f"{_mib(case.memory_limit_bytes or 0)}; the worker was stopped{kept}",
+        ), None
+    if timed_out:
+        return failed(
+            Status.TIMEOUT,
+            f"worker exceeded the timeout of {case.timeout_s:g} s and was stopped{kept}",
+        ), None
+    if report is None:
+        return failed(
+            Status.CRASHED, f"worker exited with status {proc.returncode} without a result"
+        ), None
+    if not report.get("ok"):
+        return failed(Status.FAILED, str(report.get("error", "worker reported a failure"))), None
+    try:
+        result = ModeResult(
+            status=Status.OK,
+            peak_method=str(report.get("peak_method", "")),
+            baseline_rss_anon_bytes=report.get("baseline_rss_anon_bytes"),
+            counters=dict(report.get("counters") or {}),
+            plan=dict(report.get("plan") or {}),
+            loss=report.get("loss"),
+            **common,
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        return failed(
+            Status.CRASHED, f"worker result is malformed ({type(err).__name__}: {err})"
+        ), None
+    if len(iters) != case.repeats:
+        return failed(
+            Status.CRASHED,
+            f"worker reported {len(iters)} measured iterations, {case.repeats} planned",
+        ), None
+    return result, report.get("numpy")
+
+
+class CostsError(RuntimeError):
+    """The step costs could not be measured (the worker failed; the message says why)."""
+
+
+def measure_costs(case: Case, *, worker: Sequence[str] | None = None) -> dict[str, Any]:
+    """Measure the step costs of ``case`` (``ckptbench.stepcosts``) in a fresh worker.
+
+    Returns the worker's cost report (``report["costs"]`` is a ``planner.Costs`` document).
+    """
+    read_fd, write_fd = os.pipe()
+    job = json.dumps(
+        {
+            "task": "costs",
+            "case": case.to_dict(),
+            "mode": Mode.CHECKPOINTED.value,
+            "channel_fd": write_fd,
+            "parent_pid": os.getpid(),
+            "plugin_paths": list(plugin_paths(case.model)),
+        }
+    )
+    with tempfile.TemporaryFile() as err_file:
+        try:
+            proc = subprocess.Popen(
+                list(worker or default_worker_command()),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=err_file,
+                env=_child_env(case),
+                pass_fds=(write_fd,),
+            )
+        finally:
+            os.close(write_fd)
+        channel = _Channel(read_fd)
+        report = None
+        try:
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(job.encode())  # type: ignore[union-attr]
+                proc.stdin.close()  # type: ignore[union-attr]
+            while not (channel.closed and proc.poll() is not None):
+                for event in channel.read(0.05):
+                    if event.get("event") == "result":
+                        report = event
+        finally:
+            _stop(proc)
+            os.close(read_fd)
+        err_file.seek(0)
+        tail = _tail(err_file.read().decode(errors="replace"), 1)
+    if report is None or not report.get("ok"):
+        why = (report or {}).get("error") or tail or f"exit status {proc.returncode}"
+        raise CostsError(f"measuring the step costs failed: {why}")
+    return dict(report["costs_report"])

@@ -1,0 +1,82 @@
+"""Everything ckptbench shows: formatting of bytes, ratios and times, tables (one model, one
+exporter per format), the gate's verdicts, plots and the HTML report. The only package that
+imports rich, pandas or matplotlib (each lazily, where it is needed); only the command line
+calls it (docs/architecture.md, "render").
+"""
+
+from __future__ import annotations
+
+from ckptbench.render.cells import (
+    cells_table,
+    delta_table,
+    results_table,
+    rule_text,
+    unmatched_lines,
+)
+from ckptbench.render.compare import FORMATS, render
+from ckptbench.render.format import (
+    cell_labels,
+    fmt_bytes,
+    fmt_ratio,
+    fmt_time,
+    fmt_time_spread,
+)
+from ckptbench.render.plots import (
+    cell_family,
+    family_titles,
+    figure_png,
+    plot_evaluations,
+    plot_timeline,
+    plot_tradeoff,
+)
+from ckptbench.render.run import (
+    closed_form_table,
+    failure_lines,
+    headline,
+    limit_outcome,
+    plan_table,
+    run_table,
+    schedule_table,
+    warning_lines,
+)
+from ckptbench.render.table import Column, Table, to_csv, to_html, to_json, to_markdown, to_text
+from ckptbench.render.verdicts import check_junit, check_markdown, check_text
+
+__all__ = [
+    "FORMATS",
+    "Column",
+    "Table",
+    "cell_family",
+    "cell_labels",
+    "cells_table",
+    "check_junit",
+    "check_markdown",
+    "check_text",
+    "closed_form_table",
+    "delta_table",
+    "failure_lines",
+    "family_titles",
+    "figure_png",
+    "fmt_bytes",
+    "fmt_ratio",
+    "fmt_time",
+    "fmt_time_spread",
+    "headline",
+    "limit_outcome",
+    "plan_table",
+    "plot_evaluations",
+    "plot_timeline",
+    "plot_tradeoff",
+    "render",
+    "results_table",
+    "rule_text",
+    "run_table",
+    "schedule_table",
+    "to_csv",
+    "to_html",
+    "to_json",
+    "to_markdown",
+    "to_text",
+    "unmatched_lines",
+    "warning_lines",
+]

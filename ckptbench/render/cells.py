@@ -1,0 +1,258 @@
+"""The tables of ``ckptbench compare``: one row per result (the cells) and, with a reference,
+one row per paired cell and mode (before -> after), in every export format."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ckptbench.analysis import Comparison, summarize
+from ckptbench.render.format import (
+    MIB,
+    cell_labels,
+    common_fields,
+    fmt_bytes,
+    fmt_ratio,
+    fmt_time,
+    missing,
+    short_labels,
+)
+from ckptbench.render.table import Column, Table
+from ckptbench.results import RunResult
+
+__all__ = [
+    "cells_table",
+    "csv_columns",
+    "delta_table",
+    "results_table",
+    "rule_text",
+    "unmatched_lines",
+]
+
+_INT_COLUMNS = {"forward_steps", "forward_steps_optimal", "evaluations", "evaluations_optimal"}
+
+
+def _mib(v: Any, _r: dict[str, Any]) -> str:
+    return fmt_bytes(v, digits=2, unit=False)
+
+
+def _short(_v: Any, r: dict[str, Any]) -> str:
+    return r["short"]
+
+
+def _s(v: Any, _r: dict[str, Any]) -> str:
+    return fmt_time(v, unit=False)
+
+
+def _evals(v: Any, r: dict[str, Any]) -> str:
+    opt = r["evaluations_optimal"]
+    return f"{'-' if missing(v) else int(v)} ({'-' if missing(opt) else int(opt)})"
+
+
+def cells_table(results: Sequence[RunResult]) -> Table:
+    """One row per result file: the numbers people quote, recomputed from raw samples.
+    Raw columns are bytes and seconds (median per iteration)."""
+    labels = cell_labels([r.case for r in results])
+    shorts = short_labels([r.case for r in results])
+    records = []
+    for r, label, short in zip(results, labels, shorts, strict=True):
+        s = summarize(r.case, r.modes)
+        c = r.case
+        over, times = s["overhead_bytes"], s["time_s"]
+        records.append(
+            {
+                "key": c.key,
+                "host": r.host,
+                "model": c.model,
+                "steps": c.steps,
+                "snaps": c.snaps,
+                "strategy": c.strategy,
+                "hidden": c.hidden,
+                "batch": c.batch,
+                "baseline_peak_bytes": s["peak_rss_bytes"].get("baseline"),
+                "normal_overhead_bytes": over.get("normal"),
+                "checkpointed_overhead_bytes": over.get("checkpointed"),
+                "normal_time_s": times.get("normal", {}).get("median"),
+                "checkpointed_time_s": times.get("checkpointed", {}).get("median"),
+                "slowdown": s["slowdown"],
+                "memory_savings": s["memory_savings"],
+                "forward_steps": s["forward_steps"],
+                "forward_steps_optimal": s["forward_steps_optimal"],
+                "evaluations": s["step_evaluations"],
+                "evaluations_optimal": s["step_evaluations_optimal"],
+                "grad_max_rel_err": s["grad_max_rel_err"],
+                "status": "ok"
+                if s["ok"]
+                else ", ".join(f"{m}: {st}" for m, st in s["status"].items() if st != "ok"),
+                "label": label,
+                "short": short,
+            }
+        )
+    hosts = {r.host for r in results}
+    raw = [
+        Column(k, priority=0)
+        for k in ("key", "model", "steps", "snaps", "strategy", "hidden", "batch")
+    ]
+    columns = (
+        Column("label", "cell", align="left", narrow=_short, narrow_priority=2),
+        Column("host", "host", lambda v, _r: v or "-", "left", priority=2 if len(hosts) < 2 else 1),
+        *raw,
+        Column("baseline_peak_bytes", "base MiB", _mib),
+        Column("normal_overhead_bytes", "normal +MiB", _mib),
+        Column("checkpointed_overhead_bytes", "ckpt +MiB", _mib),
+        Column("normal_time_s", "normal s", _s, priority=3),
+        Column("checkpointed_time_s", "ckpt s", _s, priority=3),
+        Column("slowdown", "slowdown", lambda v, _r: fmt_ratio(v)),
+        Column("memory_savings", "savings", lambda v, _r: fmt_ratio(v, 1)),
+        Column("forward_steps", priority=0),
+        Column("forward_steps_optimal", priority=0),
+        Column("evaluations", "evals (opt)", _evals, priority=2),
+        Column("evaluations_optimal", priority=0),
+        Column(
+            "grad_max_rel_err",
+            "grad err",
+            lambda v, _r: "-" if missing(v) else f"{v:.1e}",
+            priority=4,
+        ),
+        Column("status", "status", align="left"),
+    )
+    common = common_fields([r.case for r in results])
+    notes = (f"every cell: {common}",) if common and len(results) > 1 else ()
+    return Table("Cells", columns, tuple(records), notes=notes)
+
+
+def _delta_text(v: Any, r: dict[str, Any]) -> str:
+    if missing(v):
+        return "-"
+    rel = r["memory_delta_rel"]
+    rel_text = f" ({rel:+.1%})" if not missing(rel) else ""
+    return f"{fmt_bytes(v, signed=True, digits=2, unit=False)}{rel_text}" + (
+        " CHANGED" if r["memory_changed"] else ""
+    )
+
+
+def delta_table(comparison: Comparison) -> Table:
+    """One row per paired (cell, host, mode): memory delta and time test."""
+    labels = cell_labels([cell.case for cell in comparison.cells])
+    shorts = short_labels([cell.case for cell in comparison.cells])
+    records = []
+    for cell, label, short in zip(comparison.cells, labels, shorts, strict=True):
+        for mc in cell.modes:
+            mem, tt = mc.memory, mc.time
+            records.append(
+                {
+                    "key": cell.key,
+                    "host": cell.host,
+                    "mode": mc.mode.value,
+                    "memory_before_bytes": mem.before_bytes if mem else None,
+                    "memory_after_bytes": mem.after_bytes if mem else None,
+                    "memory_delta_bytes": mem.delta_bytes if mem else None,
+                    "memory_delta_rel": mem.delta_rel if mem else None,
+                    "memory_changed": mem.changed if mem else None,
+                    "time_before_s": tt.before_median_s if tt else None,
+                    "time_after_s": tt.after_median_s if tt else None,
+                    "time_change": tt.change if tt else None,
+                    "p_value": tt.p_value if tt else None,
+                    "n_before": tt.n_before if tt else None,
+                    "n_after": tt.n_after if tt else None,
+                    "time_significant": tt.significant if tt else None,
+                    "verdict": tt.verdict if tt else "n/a",
+                    "note": mc.note,
+                    "label": label,
+                    "short": short,
+                }
+            )
+
+    def n(v: Any, r: dict[str, Any]) -> str:
+        return "-" if missing(v) else f"{v}v{r['n_after']}"
+
+    def verdict(v: Any, r: dict[str, Any]) -> str:
+        return v + (f" [{r['note']}]" if r["note"] else "")
+
+    def num(spec: str):
+        return lambda v, _r: "-" if missing(v) else format(v, spec)
+
+    hosts = {cell.host for cell in comparison.cells}
+    columns = (
+        Column("label", "cell", align="left", narrow=_short, narrow_priority=2),
+        Column("key", priority=0),
+        Column("host", "host", lambda v, _r: v or "-", "left", priority=2 if len(hosts) < 2 else 1),
+        Column("mode", "mode", align="left"),
+        Column("memory_before_bytes", "memory before MiB", _mib, priority=2),
+        Column("memory_after_bytes", "after MiB", _mib),
+        Column("memory_delta_bytes", "delta", _delta_text),
+        Column("memory_delta_rel", priority=0),
+        Column("memory_changed", priority=0),
+        Column("time_before_s", "time before s", num(".4f"), priority=3),
+        Column("time_after_s", "after s", num(".4f"), priority=2),
+        Column("time_change", "change", num("+.1%")),
+        Column("p_value", "p", num(".3f"), priority=2),
+        Column("n_before", "n", n, priority=4),
+        Column("n_after", priority=0),
+        Column("time_significant", priority=0),
+        Column("verdict", "time verdict", verdict, "left"),
+        Column("note", priority=0),
+    )
+    common = common_fields([cell.case for cell in comparison.cells])
+    notes = (f"every cell: {common}",) if common and len(comparison.cells) > 1 else ()
+    return Table("Before -> after", columns, tuple(records), notes=notes)
+
+
+def csv_columns(table: Table) -> Table:
+    """The CSV keeps the raw fields (key first), not the display label."""
+    cols = tuple(c for c in table.columns if c.key not in ("label", "short"))
+    key = next(c for c in cols if c.key == "key")
+    cols = (key, *(c for c in cols if c.key != "key"))
+    return Table(table.title, cols, table.records)
+
+
+def results_table(results: Sequence[RunResult]) -> Any:
+    """The cells' raw records as a pandas DataFrame (byte and count columns nullable ints)."""
+    import pandas as pd
+
+    table = csv_columns(cells_table(results))
+    df = pd.DataFrame([{c.key: r.get(c.key) for c in table.columns} for r in table.records])
+    for col in df.columns:
+        if col.endswith("_bytes") or col in _INT_COLUMNS:
+            df[col] = df[col].astype("Int64")
+    return df
+
+
+def rule_text(comparison: Comparison) -> str:
+    s = comparison.settings
+    return (
+        f"Memory: changed when |delta| > max({s['memory_tolerance']:.0%} of before, "
+        f"{s['memory_floor_bytes'] / MIB:.2f} MiB); normal/checkpointed compare overhead over "
+        f"baseline. Time: two-sided Mann-Whitney U on per-iteration times, significant when "
+        f"p <= {s['alpha']:g} and the median moved >= {s['min_effect']:.0%}; when the sample "
+        f"sizes cannot reach p <= {s['alpha']:g}, the samples must be separated by "
+        f">= {s['min_effect']:.0%}."
+    )
+
+
+def _single_process_note(comparison: Comparison) -> list[str]:
+    single = any(
+        mc.time is not None and min(mc.time.processes_before, mc.time.processes_after) < 2
+        for cell in comparison.cells
+        for mc in cell.modes
+    )
+    if not single:
+        return []
+    return [
+        "Times come from one worker process per side: a whole process running slow (other "
+        "load on the machine) shifts all its iterations and is not in the samples. Rerun the "
+        "sweep into a second folder and pass both (files of one cell on one host pool) "
+        "before trusting a time verdict."
+    ]
+
+
+def unmatched_lines(comparison: Comparison) -> list[str]:
+    """Notes on the pairing: settings that differ, single processes, unpaired cells."""
+    out = [*comparison.notes, *_single_process_note(comparison)]
+    for label, keys in (
+        ("only before", comparison.only_before),
+        ("only after", comparison.only_after),
+    ):
+        if keys:
+            out.append(f"{label}: " + ", ".join(f"{k}@{h}" if h else k for k, h in keys))
+    return out

@@ -1,0 +1,51 @@
+"""``ckptbench compare`` in every format: the cells table and, with a reference, the
+before -> after table, as plain text, markdown, CSV or the HTML report."""
+
+from __future__ import annotations
+
+import textwrap
+
+from ckptbench.analysis import Comparison
+from ckptbench.render.cells import (
+    cells_table,
+    csv_columns,
+    delta_table,
+    rule_text,
+    unmatched_lines,
+)
+from ckptbench.render.table import to_csv, to_markdown, to_text
+
+__all__ = ["FORMATS", "render"]
+
+FORMATS = ("table", "markdown", "csv", "html")
+
+
+def render(comparison: Comparison, fmt: str = "table", width: int | None = 120) -> str:
+    """The comparison as ``table`` (plain text no wider than ``width`` where possible),
+    ``markdown``, ``csv`` or ``html`` (needs matplotlib: see :mod:`ckptbench.render.html`)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+    if fmt == "csv":
+        if comparison.has_before:
+            return to_csv(csv_columns(delta_table(comparison)))
+        return to_csv(csv_columns(cells_table(comparison.after)))
+    if fmt == "html":
+        from ckptbench.render.html import render_html
+
+        return render_html(comparison)
+    cells = cells_table(comparison.after)
+    if fmt == "table":
+        parts = [to_text(cells, width)]
+    else:
+        parts = ["## Cells", to_markdown(cells), *(f"\n{n}" for n in cells.notes)]
+    if comparison.has_before:
+        deltas = delta_table(comparison)
+        if fmt == "table":
+            parts += ["", to_text(deltas, width)]
+        else:
+            parts += ["", "## Before → after", to_markdown(deltas)]
+        prose = [rule_text(comparison), *unmatched_lines(comparison)]
+        if fmt == "table" and width:
+            prose = [textwrap.fill(p, width, break_long_words=False) for p in prose]
+        parts += ["", *prose]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,313 @@
+"""Plots of results (matplotlib, Agg backend): the RSS timeline of every mode (what top and
+mprof users expect), the memory-time trade-off beside the Revolve curve, and measured vs
+optimal step evaluations. Functions return figures; :func:`figure_png` turns one into PNG.
+
+Readability rules every plot keeps: a log axis only where the data spans a decade or more
+(a log axis over a narrow range labels only minor ticks, which overlap), "%g" tick labels,
+a legend entry for every line, "no data" on an axis with nothing to draw, and a size that
+renders sharp at 1400 px (figures 9.3 in wide at 150 dpi).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ckptbench.analysis import differing_fields, summarize
+from ckptbench.render.format import MIB, cell_labels, fmt_bytes
+from ckptbench.results import Case, RunResult
+from ckptbench.revolve import Strategy, optimal_forward_steps
+
+__all__ = [
+    "DPI",
+    "cell_family",
+    "family_titles",
+    "figure_png",
+    "plot_evaluations",
+    "plot_files",
+    "plot_timeline",
+    "plot_tradeoff",
+]
+
+DPI = 150
+WIDTH_IN = 9.3  # 1400 px at DPI
+
+_MODE_COLORS = {"baseline": "#777777", "normal": "#d62728", "checkpointed": "#1f77b4"}
+_STRATEGY_MARKERS = {"revolve": "o", "uniform": "s", "store-all": "^"}
+
+
+def _figure(height: float = 3.8, ncols: int = 1, width: float = WIDTH_IN) -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, ncols, figsize=(width, height), layout="constrained")
+    return fig, axes
+
+
+def figure_png(fig: Any, dpi: int = DPI) -> bytes:
+    """The PNG bytes of a figure from the ``plot_*`` functions (the figure is closed), e.g.
+    for the README image: ``Path("tradeoff.png").write_bytes(figure_png(plot_tradeoff(rs)))``.
+    """
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _no_data(ax: Any, what: str) -> None:
+    ax.text(0.5, 0.5, f"no data: {what}", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _scale(ax: Any, axis: str, values: Sequence[float], base: int = 10) -> None:
+    """Log scale when the values span at least a decade, else linear; plain tick labels."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    vals = [v for v in values if v is not None and v > 0]
+    if not vals or max(vals) / min(vals) < 10:
+        return
+    set_scale = ax.set_xscale if axis == "x" else ax.set_yscale
+    set_scale("log", base=base)
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    if base == 10 and max(vals) / min(vals) < 1000:  # 1, 2, 5, 10, 20, 50: labels that fit
+        target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    target.set_minor_formatter(NullFormatter())
+
+
+def _legend(ax: Any) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
+
+
+def plot_timeline(result: RunResult, label: str | None = None) -> Any:
+    """RSS over time of each mode's worker (the parent's sampler, like top), with the exact
+    per-iteration peak (median) as a dashed line and the memory limit when one was set."""
+    fig, ax = _figure(3.4)
+    c = result.case
+    drawn = False
+    for m in result.modes:
+        color = _MODE_COLORS.get(m.mode.value)
+        if m.timeline:
+            t = [p[0] for p in m.timeline]
+            rss = [p[1] / MIB for p in m.timeline]
+            ax.plot(t, rss, label=f"{m.mode.value}: sampled RSS", color=color, lw=1)
+            drawn = True
+        if m.iterations:
+            exact = statistics.median(it.peak_rss_bytes for it in m.iterations) / MIB
+            ax.axhline(exact, color=color, ls="--", lw=0.8, label=f"{m.mode.value}: exact peak")
+            drawn = True
+    title = label or cell_labels([c])[0]
+    ax.set_title(f"{title}: RSS per mode", fontsize=9)
+    if not drawn:
+        _no_data(ax, "no mode has samples")
+        return fig
+    if c.memory_limit_bytes is not None:
+        ax.axhline(
+            c.memory_limit_bytes / MIB,
+            color="black",
+            lw=1,
+            ls=":",
+            label=f"memory limit {fmt_bytes(c.memory_limit_bytes)}",
+        )
+    ax.set_xlabel("seconds since worker start")
+    ax.set_ylabel("RSS [MiB]")
+    _legend(ax)
+    return fig
+
+
+def cell_family(c: Case) -> tuple[Any, ...]:
+    """Cells that share a model and sizes: the points of one trade-off plot."""
+    return (c.model, c.steps, c.hidden, c.batch, c.input, c.output, c.threads, c.seed)
+
+
+def family_titles(cases: Sequence[Case]) -> list[str]:
+    """A title per trade-off family: model and steps, plus the fields that differ between
+    the families (so two families never share a title, or a file name)."""
+    skip = ("model", "steps", "snaps", "strategy")
+    extra = [f for f in differing_fields(cases) if f not in skip]
+    return [
+        " ".join([c.model, f"l={c.steps}", *(f"{f}={getattr(c, f)}" for f in extra)]) for c in cases
+    ]
+
+
+def _fit_line(xs: list[float], ys: list[float]) -> tuple[float, float] | None:
+    if len(set(xs)) < 2:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return my - slope * mx, slope
+
+
+def _points(results: Sequence[RunResult], strategy: str) -> list[tuple[int, float, float, Any]]:
+    """(snaps, checkpointed overhead MiB, slowdown, forward steps) of a strategy's cells."""
+    pts = []
+    for r in results:
+        if r.case.strategy != strategy:
+            continue
+        s = summarize(r.case, r.modes)
+        over = s["overhead_bytes"].get("checkpointed")
+        if over is not None and s["slowdown"] is not None:
+            pts.append((r.case.snaps, over / MIB, s["slowdown"], s["forward_steps"]))
+    return sorted(pts)
+
+
+def plot_tradeoff(
+    results: Sequence[RunResult],
+    before: Sequence[RunResult] = (),
+    title: str | None = None,
+) -> Any:
+    """Left: the memory-time trade-off (checkpointed overhead vs slowdown), measured points
+    per strategy beside the Revolve curve (slowdown modelled as a + b*t(l,s)/l and memory as
+    c + d*s, both fitted to the revolve points); ``before`` results, when given, as hollow
+    markers. Right: recomputation per step vs snaps: the binomial optimum t(l,s)/l and the
+    measured advances/l of every strategy."""
+    fig, (ax1, ax2) = _figure(4.2, ncols=2)
+    if not results:
+        _no_data(ax1, "no results")
+        _no_data(ax2, "no results")
+        return fig
+    steps = results[0].case.steps
+    xs_all: list[float] = []
+    revolve_pts: list[tuple[int, float, float, Any]] = []
+    recompute: list[float] = []
+    for strat in Strategy:
+        marker = _STRATEGY_MARKERS.get(strat.value, "o")
+        pts = _points(results, strat.value)
+        old = _points(before, strat.value)
+        if old:
+            ax1.plot(
+                [p[1] for p in old],
+                [p[2] for p in old],
+                marker,
+                mfc="none",
+                color="#999999",
+                label=f"{strat.value} before",
+            )
+            xs_all += [p[1] for p in old]
+        if not pts:
+            continue
+        line = ax1.plot([p[1] for p in pts], [p[2] for p in pts], marker, label=strat.value)[0]
+        xs_all += [p[1] for p in pts]
+        for snaps, mem, slow, _ in pts:
+            ax1.annotate(
+                f"s={snaps}", (mem, slow), fontsize=6, xytext=(3, 3), textcoords="offset points"
+            )
+        measured = [(p[0], p[3] / steps) for p in pts if p[3] is not None]
+        if measured:
+            ax2.plot(
+                *zip(*measured, strict=True),
+                marker,
+                color=line.get_color(),
+                label=f"{strat.value} measured",
+            )
+            recompute += [m[1] for m in measured]
+        if strat is Strategy.REVOLVE:
+            revolve_pts = pts
+    if not xs_all:
+        _no_data(ax1, "no cell with checkpointed overhead and slowdown")
+    else:
+        if len(revolve_pts) >= 2:
+            fit_t = _fit_line(
+                [optimal_forward_steps(steps, p[0]) / steps for p in revolve_pts],
+                [p[2] for p in revolve_pts],
+            )
+            fit_m = _fit_line([float(p[0]) for p in revolve_pts], [p[1] for p in revolve_pts])
+            if fit_t and fit_m:
+                span = range(revolve_pts[0][0], revolve_pts[-1][0] + 1)
+                xs = [fit_m[0] + fit_m[1] * s for s in span]
+                ys = [fit_t[0] + fit_t[1] * optimal_forward_steps(steps, s) / steps for s in span]
+                ax1.plot(xs, ys, "-", color="black", lw=1, label="Revolve curve (fitted costs)")
+        _scale(ax1, "x", xs_all)
+        ax1.set_xlabel("checkpointed overhead over baseline [MiB RSS]")
+        ax1.set_ylabel("slowdown vs normal [x]")
+        _legend(ax1)
+    ax1.set_title(f"{title or results[0].case.model + f' l={steps}'}: trade-off", fontsize=9)
+    smax = max([r.case.snaps for r in results] + [4])
+    grid = sorted(
+        {max(1, min(steps, round(2 ** (k / 4)))) for k in range(4, 4 * int(math.log2(smax) + 2))}
+    )
+    theory = [optimal_forward_steps(steps, s) / steps for s in grid]
+    ax2.plot(grid, theory, "-", color="black", lw=1, label="optimal t(l,s)/l")
+    _scale(ax2, "x", grid, base=2)
+    _scale(ax2, "y", theory + recompute)
+    ax2.set_xlabel("snaps (slots incl. x_0)")
+    ax2.set_ylabel("untaped advances per step")
+    ax2.set_title("recomputation: measured vs binomial optimum", fontsize=9)
+    _legend(ax2)
+    return fig
+
+
+def plot_evaluations(results: Sequence[RunResult]) -> Any:
+    """Measured step evaluations of every cell against the optimum t(l,s)+l (diagonal)."""
+    fig, ax = _figure(4.0, width=6.0)
+    values: list[float] = []
+    for strat in Strategy:
+        pts = []
+        for r in results:
+            s = summarize(r.case, r.modes)
+            if r.case.strategy == strat.value and s["step_evaluations"] is not None:
+                pts.append((s["step_evaluations_optimal"], s["step_evaluations"]))
+        if pts:
+            ax.plot(
+                *zip(*pts, strict=True), _STRATEGY_MARKERS.get(strat.value, "o"), label=strat.value
+            )
+            values += [v for p in pts for v in p]
+    ax.set_title("step evaluations: measured vs optimal", fontsize=9)
+    if not values:
+        _no_data(ax, "no checkpointed mode counted its evaluations")
+        return fig
+    lo, hi = min(values), max(values)
+    ax.plot([lo, hi], [lo, hi], "-", color="black", lw=0.8, label="measured = optimal")
+    _scale(ax, "x", values)
+    _scale(ax, "y", values)
+    ax.set_xlabel("optimal evaluations t(l,s)+l")
+    ax.set_ylabel("measured evaluations")
+    _legend(ax)
+    return fig
+
+
+def plot_files(
+    results: Sequence[RunResult], before: Sequence[RunResult], folder: Path
+) -> list[tuple[Path, bytes]]:
+    """(path, PNG bytes) of every plot for ``--plots``: one trade-off plot per model and
+    sizes (before and after), the evaluations, one RSS timeline per result. Every name tells
+    its cell apart: the fields that differ between the cells are in it."""
+
+    def name(text: str) -> str:
+        return re.sub(r"[^A-Za-z0-9.+-]+", "-", text.replace("=", "")).strip("-")
+
+    groups: dict[tuple[Any, ...], list[RunResult]] = {}
+    for r in results:
+        groups.setdefault(cell_family(r.case), []).append(r)
+    old: dict[tuple[Any, ...], list[RunResult]] = {}
+    for r in before:
+        old.setdefault(cell_family(r.case), []).append(r)
+    titles = family_titles([g[0].case for g in groups.values()])
+    files = [
+        (
+            folder / f"tradeoff-{name(title)}.png",
+            figure_png(plot_tradeoff(g, old.get(k, ()), title=title)),
+        )
+        for (k, g), title in zip(groups.items(), titles, strict=True)
+    ]
+    files.append((folder / "evaluations.png", figure_png(plot_evaluations(results))))
+    labels = cell_labels([r.case for r in results])
+    several_hosts = len({r.host for r in results}) > 1
+    for r, label in zip(results, labels, strict=True):
+        host = f"-{name(r.host)}" if several_hosts else ""
+        files.append(
+            (folder / f"timeline-{name(label)}{host}.png", figure_png(plot_timeline(r, label)))
+        )
+    return files

@@ -1,0 +1,219 @@
+"""One table model and one small exporter per format (the design of hyperfine's exports).
+
+A :class:`Table` holds raw records (numbers in bytes and seconds, None when missing) and
+the columns that show them. Exporters:
+
+* :func:`to_text` — aligned plain text that fits a width: columns of lower priority are
+  left out (and named in a note) until the table fits; a cell is never cut or wrapped;
+* :func:`to_markdown` — a GitHub table of the displayed columns;
+* :func:`to_csv` and :func:`to_json` — every column, raw values, machine-readable;
+* :func:`to_html` — an HTML table of the displayed columns;
+* the table is also a rich renderable: printed on a console it takes the console's width.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import math
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+__all__ = [
+    "Column",
+    "Table",
+    "to_csv",
+    "to_html",
+    "to_json",
+    "to_markdown",
+    "to_text",
+]
+
+Formatter = Callable[[Any, dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class Column:
+    """``key`` names the raw value in each record (the CSV/JSON header); ``header`` and
+    ``fmt`` show it. ``priority`` 1 is always shown, higher numbers are left out first when
+    the width is short, 0 is never shown (CSV/JSON only)."""
+
+    key: str
+    header: str = ""
+    fmt: Formatter | None = None
+    align: str = "right"
+    priority: int = 1
+    narrow: Formatter | None = None  # a shorter text for when the width is short
+    narrow_priority: int = 3  # when to use it: before the columns of this priority go
+
+    def text(self, record: dict[str, Any]) -> str:
+        value = record.get(self.key)
+        if self.fmt is not None:
+            return self.fmt(value, record)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "-"
+        return str(value)
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    columns: tuple[Column, ...]
+    records: tuple[dict[str, Any], ...]
+    notes: tuple[str, ...] = ()
+    show_header: bool = True
+    styles: dict[str, str] = field(default_factory=dict)  # cell text -> rich style
+
+    @property
+    def shown(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if c.priority >= 1)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        """Title and notes wrap like prose; the grid never wraps and fits the width."""
+        from rich.text import Text
+
+        grid, notes = _grid(self, options.max_width)
+        if self.title:
+            yield Text(self.title)
+        text = Text("\n".join(grid), no_wrap=True, overflow="ignore")
+        if self.show_header and grid:
+            text.stylize("bold", 0, len(grid[0]))
+        for word, style in self.styles.items():
+            text.highlight_words([word], style)
+        yield text
+        for note in notes:
+            yield Text(note)
+
+
+def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column]]:
+    """The columns that fit ``width`` and those left out. Steps, cheapest first: use a
+    column's narrow text, or leave out the column with the highest priority number."""
+    cols = list(table.shown)
+    dropped: list[Column] = []
+    if width is None:
+        return cols, dropped
+
+    def total(cs: list[Column]) -> int:
+        widths = [
+            max(
+                [
+                    len(c.header) if table.show_header else 0,
+                    *(len(c.text(r)) for r in table.records),
+                ]
+            )
+            for c in cs
+        ]
+        return sum(widths) + 2 * (len(cs) - 1)
+
+    while total(cols) > width:
+        steps = [(c.priority, 0, c) for c in cols if c.priority > 1]
+        steps += [(c.narrow_priority, 1, c) for c in cols if c.narrow is not None]
+        if not steps:
+            break
+        _, narrowing, col = max(steps, key=lambda s: (s[0], s[1], cols.index(s[2])))
+        i = cols.index(col)
+        if narrowing:
+            cols[i] = replace(col, fmt=col.narrow, narrow=None)
+        else:
+            dropped.append(cols.pop(i))
+    return cols, dropped
+
+
+def _grid(table: Table, width: int | None) -> tuple[list[str], list[str]]:
+    """The aligned lines of the table (header, rule, rows) and its notes."""
+    cols, dropped = _fit(table, width)
+    rows = [[c.text(r) for c in cols] for r in table.records]
+    heads = [c.header for c in cols]
+    widths = [
+        max([len(h) if table.show_header else 0, *(len(r[i]) for r in rows)])
+        for i, h in enumerate(heads)
+    ]
+
+    def line(cells: list[str]) -> str:
+        out = []
+        for c, w, col in zip(cells, widths, cols, strict=True):
+            out.append(c.rjust(w) if col.align == "right" else c.ljust(w))
+        return "  ".join(out).rstrip()
+
+    out = []
+    if table.show_header:
+        out += [line(heads), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in rows]
+    notes = list(table.notes)
+    if dropped:
+        notes.append("not shown at this width: " + ", ".join(c.header for c in dropped))
+    return out, notes
+
+
+def to_text(table: Table, width: int | None = None) -> str:
+    """Aligned plain text whose grid is no wider than ``width`` where leaving out columns
+    can do it; the title and notes are wrapped at ``width`` like prose."""
+    grid, notes = _grid(table, width)
+
+    def prose(text: str) -> list[str]:
+        if not width or len(text) <= width:
+            return [text]
+        return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
+
+    out = prose(table.title) if table.title else []
+    out += grid
+    for note in notes:
+        out += prose(note)
+    return "\n".join(out)
+
+
+def to_markdown(table: Table) -> str:
+    def esc(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    cols = table.shown
+    out = []
+    if table.show_header:
+        out.append("| " + " | ".join(esc(c.header) for c in cols) + " |")
+    else:
+        out.append("| " + " | ".join(" " for _ in cols) + " |")
+    out.append("|" + "|".join("---:" if c.align == "right" else "---" for c in cols) + "|")
+    out.extend("| " + " | ".join(esc(c.text(r)) for c in cols) + " |" for r in table.records)
+    return "\n".join(out)
+
+
+def _raw(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def to_csv(table: Table) -> str:
+    """Every column's raw values; a missing value is an empty field."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([c.key for c in table.columns])
+    for r in table.records:
+        writer.writerow(["" if _raw(r.get(c.key)) is None else r.get(c.key) for c in table.columns])
+    return buf.getvalue()
+
+
+def to_json(table: Table) -> str:
+    """The raw records as a JSON list (missing values null)."""
+    records = [{c.key: _raw(r.get(c.key)) for c in table.columns} for r in table.records]
+    return json.dumps(records, indent=1) + "\n"
+
+
+def to_html(table: Table, row_classes: Sequence[str] | None = None) -> str:
+    cols = table.shown
+    out = ["<table>"]
+    if table.show_header:
+        out.append("<tr>" + "".join(f"<th>{html.escape(c.header)}</th>" for c in cols) + "</tr>")
+    for i, r in enumerate(table.records):
+        cls = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ""
+        cells = "".join(
+            f'<td class="{"l" if c.align == "left" else "r"}">{html.escape(c.text(r))}</td>'
+            for c in cols
+        )
+        out.append(f"<tr{cls}>{cells}</tr>")
+    out.append("</table>")
+    return "\n".join(out)

@@ -1,0 +1,93 @@
+"""The gate's verdicts (a :class:`~ckptbench.gate.GateReport`) as plain text for a
+terminal, markdown for a CI job summary, and JUnit XML for CI test reports."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from ckptbench.gate import GateLine, GateReport
+from ckptbench.render.format import fmt_bytes
+
+__all__ = ["check_junit", "check_markdown", "check_text"]
+
+
+def _cell(line: GateLine) -> str:
+    return line.key + (f"@{line.host}" if line.host else "")
+
+
+def check_text(report: GateReport) -> str:
+    """The headline, then one line per check (failures first), then the notes."""
+    out = [report.headline]
+    for line in sorted(report.lines, key=lambda line: line.passed):
+        word = "ok  " if line.passed else "FAIL"
+        out.append(f"{word} {_cell(line)} {line.check}: {line.detail}")
+    out.extend(f"note: {n}" for n in report.notes)
+    return "\n".join(out) + "\n"
+
+
+def _rule(report: GateReport) -> str:
+    s = report.settings
+    if not s:
+        return ""
+    time_rule = (
+        f"time gated at +{s['time_tolerance']:.0%} (rank test + effect)"
+        if s.get("time_tolerance")
+        else "time not gated"
+    )
+    floor = fmt_bytes(s["memory_floor_bytes"], digits=2)
+    return f"Memory tolerance {s['memory_tolerance']:.0%} with a {floor} floor; {time_rule}."
+
+
+def check_markdown(report: GateReport) -> str:
+    """A CI job summary: headline, failures with numbers, every check folded."""
+
+    def row(line: GateLine) -> str:
+        mark = "pass" if line.passed else "**FAIL**"
+        cell = f"`{line.key}`" + (f" ({line.host})" if line.host else "")
+        return f"| {mark} | {cell} | {line.check} | {line.detail.replace('|', '/')} |"
+
+    head = "| result | cell | check | numbers |\n|---|---|---|---|"
+    out = [f"### {report.headline}", ""]
+    if report.failures:
+        out += ["#### Failures", "", head, *(row(f) for f in report.failures), ""]
+    out += ["<details><summary>All checks</summary>", "", head]
+    out += [row(line) for line in report.lines]
+    out += ["", "</details>", ""]
+    if rule := _rule(report):
+        out.append(rule)
+    out += [f"- {n}" for n in report.notes]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def check_junit(report: GateReport) -> str:
+    """JUnit XML: one testsuite per cell, one testcase per check, a failure element with
+    the numbers for each failed check; the notes go to the suite's system-out."""
+    root = ET.Element(
+        "testsuites",
+        name="ckptbench check",
+        tests=str(len(report.lines)),
+        failures=str(len(report.failures)),
+    )
+    for key, host in report.cells:
+        lines = [line for line in report.lines if (line.key, line.host) == (key, host)]
+        name = key + (f"@{host}" if host else "")
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=name,
+            tests=str(len(lines)),
+            failures=str(sum(not line.passed for line in lines)),
+            errors="0",
+        )
+        for line in lines:
+            case = ET.SubElement(suite, "testcase", classname=name, name=line.check)
+            if line.passed:
+                ET.SubElement(case, "system-out").text = line.detail
+            else:
+                fail = ET.SubElement(case, "failure", message=line.detail, type=line.check)
+                fail.text = f"{name} {line.check}: {line.detail}"
+    if report.notes or _rule(report):
+        out = ET.SubElement(root, "system-out")
+        out.text = "\n".join([_rule(report), *report.notes]).strip()
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"

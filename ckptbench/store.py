@@ -1,0 +1,352 @@
+"""The results folder: where cells are written, the sweep manifest, and reading result files.
+
+This module is the one owner of what a results folder is (docs/architecture.md, "store"):
+
+* ``OUT/<case.key>.json`` — one result per cell (:func:`cell_path`);
+* ``OUT/sweep.json`` — the manifest of a sweep (:func:`write_manifest`,
+  :func:`read_manifest`): the config, every cell's state and file, the ``[expect]`` tables;
+* loading: :func:`load_result` validates a result document once, against the dataclasses
+  of :mod:`ckptbench.results` (every field, by its annotation, so fields added there are
+  checked too), before constructing it. A null where a number belongs, a string for a
+  number, binary content, ``"modes": []`` or a mode marked ``ok`` without iterations is a
+  one-line :class:`StoreError` naming the file and the field.
+
+Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import types
+import typing
+from collections.abc import Iterable
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from ckptbench.config import Expect
+from ckptbench.results import (
+    SCHEMA_VERSION,
+    Case,
+    CaseError,
+    RunResult,
+    Status,
+    result_from_dict,
+    write_atomic,
+)
+
+__all__ = [
+    "MANIFEST_KIND",
+    "MANIFEST_NAME",
+    "MANIFEST_VERSION",
+    "StoreError",
+    "cell_path",
+    "expectations_from_manifests",
+    "load_result",
+    "load_results",
+    "manifest_files",
+    "open_folder",
+    "read_manifest",
+    "validate_result_document",
+    "write_manifest",
+]
+
+MANIFEST_NAME = "sweep.json"
+MANIFEST_KIND = "ckptbench-sweep"
+MANIFEST_VERSION = 1
+
+
+class StoreError(ValueError):
+    """A results folder or result file cannot be used; the message is one line."""
+
+
+# --------------------------------------------------------------------------- folders
+
+
+def cell_path(out_dir: str | os.PathLike[str], case: Case) -> Path:
+    """The result file of one cell: ``OUT/<case.key>.json``."""
+    return Path(out_dir) / f"{case.key}.json"
+
+
+def open_folder(path: str | os.PathLike[str]) -> Path:
+    """Create the results folder ``path`` (parents too) and check it is writable."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise StoreError(f"{p}: exists and is not a folder (results go into a folder)")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise StoreError(f"{p}: cannot create the results folder ({err.strerror or err})") from None
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise StoreError(f"{p}: the results folder is not writable")
+    return p
+
+
+def write_manifest(out_dir: Path, body: dict[str, Any]) -> Path:
+    """Write ``OUT/sweep.json`` atomically: ``body`` under the manifest's kind and version."""
+    path = out_dir / MANIFEST_NAME
+    doc = {"kind": MANIFEST_KIND, "manifest_version": MANIFEST_VERSION, **body}
+    write_atomic(path, json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The manifest document at ``path`` (a folder means its ``sweep.json``); None when there
+    is none or the file is not a manifest; :class:`StoreError` when it cannot be read."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / MANIFEST_NAME
+    if not p.exists():
+        return None
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise StoreError(f"{p}: unreadable sweep manifest") from None
+    if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
+        return None
+    return data
+
+
+def manifest_files(path: Path) -> list[Path] | None:
+    """The result files a manifest lists (those present), or None if ``path`` is none."""
+    try:
+        data = read_manifest(path)
+    except StoreError:
+        return None
+    if data is None:
+        return None
+    cells = data.get("cells", [])
+    files = [path.parent / c["file"] for c in cells if isinstance(c, dict) and c.get("file")]
+    return [f for f in files if f.exists()]
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _describe(tp: Any) -> str:
+    if tp is type(None):
+        return "null"
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return "one of " + "/".join(str(e.value) for e in tp)
+    if dataclasses.is_dataclass(tp):
+        return "an object"
+    origin = typing.get_origin(tp)
+    if origin is tuple or origin is list:
+        return "a list"
+    if origin is dict:
+        return "an object"
+    return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _problem(value: Any, tp: Any, where: str) -> str | None:
+    """Why ``value`` (parsed JSON) does not fit the annotation ``tp``; None when it does."""
+    if tp is Any:
+        return None
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        problems = [_problem(value, a, where) for a in options]
+        if any(p is None for p in problems):
+            return None
+        if len(options) == 1:
+            return problems[0]
+        return f"{where} must be {_describe(tp)}, got {_short(value)}"
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            return f"{where} must be an object, got {_short(value)}"
+        return _fields_problem(value, tp, where)
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        if value not in {e.value for e in tp}:
+            return f"{where} must be {_describe(tp)}, got {_short(value)}"
+        return None
+    if origin in (tuple, list):
+        if not isinstance(value, list):
+            return f"{where} must be a list, got {_short(value)}"
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                return f"{where} must hold {len(args)} values, got {len(value)}"
+            items = list(zip(value, args, strict=True))
+        else:
+            items = [(v, args[0] if args else Any) for v in value]
+        for i, (v, a) in enumerate(items):
+            if (p := _problem(v, a, f"{where}[{i}]")) is not None:
+                return p
+        return None
+    if origin is dict:
+        if not isinstance(value, dict):
+            return f"{where} must be an object, got {_short(value)}"
+        vt = args[1] if args else Any
+        for k, v in value.items():
+            if (p := _problem(v, vt, f"{where}.{k}")) is not None:
+                return p
+        return None
+    ok = {
+        bool: lambda v: isinstance(v, bool),
+        int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+        float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        str: lambda v: isinstance(v, str),
+    }.get(tp)
+    if ok is not None and not ok(value):
+        return f"{where} must be {_describe(tp)}, got {_short(value)}"
+    return _unit_problem(value, where)
+
+
+def _unit_problem(value: Any, where: str) -> str | None:
+    """Quantities named in bytes or seconds are finite and not negative."""
+    name = where.rsplit(".", 1)[-1].split("[", 1)[0]
+    quantity = name.endswith("_bytes") or name.endswith("_s")
+    if quantity and isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
+        return f"{where} must be a finite number >= 0, got {_short(value)}"
+    return None
+
+
+def _fields_problem(data: dict[str, Any], cls: Any, where: str) -> str | None:
+    hints = typing.get_type_hints(cls)
+    names = set()
+    for f in dataclasses.fields(cls):
+        names.add(f.name)
+        path = f"{where}.{f.name}" if where else f.name
+        if f.name not in data:
+            no_default = f.default is dataclasses.MISSING
+            if no_default and f.default_factory is dataclasses.MISSING:
+                return f"{path} is missing"
+            continue
+        if (p := _problem(data[f.name], hints[f.name], path)) is not None:
+            return p
+    unknown = sorted(set(data) - names)
+    if unknown:
+        return f"{where or 'result'} has unknown field(s) {', '.join(unknown)}"
+    return None
+
+
+def validate_result_document(data: Any, source: str) -> None:
+    """Raise :class:`StoreError` (one line, naming ``source`` and the field) unless ``data``
+    is a result document this ckptbench can read: the schema version, every field of
+    :class:`~ckptbench.results.RunResult` by its type, at least one mode, no mode twice
+    (in one round),
+    and no mode marked ok without measured iterations."""
+    if not isinstance(data, dict):
+        raise StoreError(f"{source}: not a ckptbench result (expected a JSON object)")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise StoreError(
+            f"{source}: schema_version {version!r} is not supported (this ckptbench reads "
+            f"{SCHEMA_VERSION})"
+        )
+    problem = _fields_problem(data, RunResult, "")
+    if problem is None:
+        modes = data["modes"]
+        seen = [(m["mode"], m.get("round", 0)) for m in modes]  # rounds may repeat a mode
+        if not modes:
+            problem = "modes is empty (no mode was measured)"
+        elif len(set(seen)) < len(seen):
+            problem = f"modes lists a mode twice ({', '.join(m for m, _ in seen)})"
+        else:
+            for m in modes:
+                if m["status"] == Status.OK.value and not m.get("iterations"):
+                    problem = f"mode {m['mode']} has status ok but no measured iterations"
+                    break
+    if problem is not None:
+        raise StoreError(f"{source}: malformed result: {problem}")
+
+
+def load_result(path: str | os.PathLike[str]) -> RunResult:
+    """Read and validate one result file; one-line :class:`StoreError` on anything else."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise StoreError(f"{p}: cannot read ({err.strerror or err})") from None
+    try:
+        if b"\x00" in raw:
+            raise UnicodeDecodeError("utf-8", raw, raw.index(b"\x00"), raw.index(b"\x00") + 1, "")
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise StoreError(
+            f"{p}: binary content at byte {err.start}, not a ckptbench result"
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise StoreError(f"{p}: not JSON ({err.msg} at line {err.lineno})") from None
+    validate_result_document(data, str(p))
+    try:
+        return result_from_dict(data, str(p))
+    except CaseError as err:
+        raise StoreError(f"{p}: malformed result: case: {err}") from None
+    except ValueError as err:
+        raise StoreError(str(err)) from None
+
+
+def load_results(paths: Iterable[str | os.PathLike[str]]) -> list[RunResult]:
+    """Load result files. A folder means its sweep manifest's cells (or every ``*.json`` in
+    it); a manifest file means its cells. One-line :class:`StoreError` on a bad or foreign
+    file, a missing path, or when nothing is found. A file named twice is read once."""
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            listed = manifest_files(p / MANIFEST_NAME)
+            found = listed if listed is not None else sorted(p.glob("*.json"))
+            if not found:
+                raise StoreError(f"{p}: no result files in this folder")
+            files.extend(found)
+        elif p.exists():
+            listed = manifest_files(p) if p.name == MANIFEST_NAME else None
+            files.extend(listed if listed is not None else [p])
+        else:
+            raise StoreError(f"{p}: no such file or folder")
+    seen: set[Path] = set()
+    results = []
+    for f in files:
+        real = f.resolve()
+        if real in seen:
+            continue
+        seen.add(real)
+        results.append(load_result(f))
+    if not results:
+        raise StoreError("no results to compare")
+    return results
+
+
+def expectations_from_manifests(
+    paths: Iterable[str | os.PathLike[str]],
+) -> dict[str, Expect] | None:
+    """The ``[expect]`` tables recorded in the sweep manifests among ``paths`` (a folder or
+    its ``sweep.json``), as {strategy or "*": Expect}; None when there is none."""
+    found: dict[str, Expect] | None = None
+    for raw in paths:
+        p = Path(raw)
+        manifest = p / MANIFEST_NAME if p.is_dir() else p
+        if manifest.name != MANIFEST_NAME or not manifest.exists():
+            continue
+        data = read_manifest(manifest)
+        try:
+            if data is None:
+                raise KeyError("kind")
+            cfg = data["config"]
+            table = {"*": Expect(**cfg.get("expect", {}))}
+            for strategy, values in cfg.get("expect_by_strategy", {}).items():
+                table[strategy] = Expect(**values)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise StoreError(f"{manifest}: unreadable sweep manifest ({err})") from None
+        if found is not None and found != table:
+            raise StoreError(f"{manifest}: expectations differ from another sweep's; pass --config")
+        found = table
+    if found is not None and all(e.empty for e in found.values()):
+        return None
+    return found

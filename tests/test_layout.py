@@ -1,0 +1,98 @@
+"""The layout rules of docs/architecture.md, read from the source: only ``render`` imports
+rich, pandas or matplotlib and only the command line calls ``render``; no import cycles; no
+private name imported across modules; the numbers-only modules load no heavy library."""
+
+from __future__ import annotations
+
+import pytest
+from _imports import import_edges, loaded_after_import, package_modules
+
+HEAVY = ("rich", "pandas", "matplotlib")
+#: Modules over the size rule, and why (see docs/architecture.md, "Size").
+LONG_MODULES = {
+    "ckptbench.cli": "every command's options; the run/schedule commands are being reworked",
+    "ckptbench.measure": "the measurement protocol, kept in one place",
+    "ckptbench.revolve": "the schedules and their closed forms, kept with their proofs",
+    "ckptbench.checkpoint": "one executor: forward sweep, reverse sweep, counters and timers",
+    "ckptbench.planner": "the dynamic program, its plan emission and the comparison at a budget",
+}
+MAX_LINES = 460  # about 450
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_only_render_imports_rich_pandas_matplotlib() -> None:
+    bad = [
+        f"{e.importer}:{e.line} imports {e.target}"
+        for e in import_edges()
+        if e.target.split(".")[0] in HEAVY and not _in(e.importer, "ckptbench.render")
+    ]
+    assert bad == []
+
+
+def test_only_the_command_line_calls_render() -> None:
+    bad = [
+        f"{e.importer}:{e.line} imports {e.target}"
+        for e in import_edges()
+        if _in(e.target, "ckptbench.render")
+        and not (_in(e.importer, "ckptbench.render") or e.importer == "ckptbench.cli")
+    ]
+    assert bad == []
+
+
+def test_no_import_cycles() -> None:
+    modules = package_modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for e in import_edges():
+        if e.target in modules and e.target != e.importer:
+            graph[e.importer].add(e.target)
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    bad = [
+        f"{e.importer}:{e.line} takes {name} from {e.target}"
+        for e in import_edges()
+        for name in e.names
+        if name.startswith("_") and not name.startswith("__") and e.target != e.importer
+    ]
+    assert bad == []
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "ckptbench.gate",
+        "ckptbench.sweep",
+        "ckptbench.store",
+        "ckptbench.analysis",
+    ],
+)
+def test_numbers_only_modules_load_no_rendering_library(module: str) -> None:
+    assert loaded_after_import(module, (*HEAVY, "click", "distributed")) == []
+
+
+def test_modules_stay_small() -> None:
+    long = {
+        name: len(path.read_text(encoding="utf-8").splitlines())
+        for name, path in package_modules().items()
+    }
+    over = {n: lines for n, lines in long.items() if lines > MAX_LINES and n not in LONG_MODULES}
+    assert over == {}
