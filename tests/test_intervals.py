@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from _imports import loaded_after_import
 
 from ckptbench.intervals import (
     CV_MAX,
@@ -239,3 +240,10 @@ def test_verdicts_name_every_reason_and_only_those():
     # a peak spread alone is about memory, not time
     only_peaks = [v for v in verdicts if v.kind is VerdictKind.PEAK_SPREAD]
     assert not time_unstable(only_peaks)
+
+
+def test_importing_the_statistics_loads_no_scipy_or_rendering():
+    heavy = ("scipy", "pandas", "rich", "matplotlib", "click")
+    assert loaded_after_import("ckptbench.intervals", heavy) == []
+    assert loaded_after_import("ckptbench.noise", heavy) == []
+    assert loaded_after_import("ckptbench.mprof", heavy) == []
