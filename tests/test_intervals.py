@@ -247,3 +247,14 @@ def test_importing_the_statistics_loads_no_scipy_or_rendering():
     assert loaded_after_import("ckptbench.intervals", heavy) == []
     assert loaded_after_import("ckptbench.noise", heavy) == []
     assert loaded_after_import("ckptbench.mprof", heavy) == []
+
+
+def test_large_rounds_use_the_normal_approximation_with_the_expected_width():
+    # one round of 150 x 150 iterations (22 500 pairs): the rank interval's half-width on
+    # the log scale is about 1.96 * sigma * sqrt(1/150 + 1/150) = 0.0068 for sigma = 0.03
+    rng = np.random.default_rng(2)
+    num = (1.3 * np.exp(rng.normal(0, 0.03, 150))).tolist()
+    den = np.exp(rng.normal(0, 0.03, 150)).tolist()
+    est = ratio_estimate([(num, den)])
+    assert est.contains(1.3)
+    assert 0.004 < est.half_width_rel < 0.011
