@@ -176,6 +176,9 @@ def test_savings_interval_is_tiny_and_contains_the_truth():
     assert est.half_width_rel < 0.05
     exact = savings_estimate(_peaks(np.random.default_rng(5), jitter=0.0))
     assert exact.value == pytest.approx(truth, rel=1e-12) and exact.low == exact.high
+    one = savings_estimate(_peaks(np.random.default_rng(5), rounds=1))
+    assert one.n_rounds == 1 and "one round" in one.method
+    assert one.contains(truth) and 0 < one.half_width_rel < 0.05
 
 
 def test_savings_rejects_a_peak_at_the_baseline():
