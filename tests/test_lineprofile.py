@@ -1,0 +1,74 @@
+"""Tests for ckptbench.lineprofile: memory_profiler's line profiler over a real LSTM gradient."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ckptbench
+from ckptbench.lineprofile import profile_gradient, profile_job
+
+SMALL = {"model": "lstm", "steps": 40, "snaps": 4, "hidden": 64, "batch": 8, "input": 16}
+
+
+def _run_module(job: object) -> tuple[int, dict]:
+    root = str(Path(ckptbench.__file__).resolve().parent.parent)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptbench.lineprofile"],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, proc.stdout + proc.stderr
+    return proc.returncode, json.loads(lines[0])
+
+
+@pytest.mark.slow
+def test_normal_mode_holds_the_tape_on_the_step_lines_and_checkpointing_holds_less():
+    rc, normal = _run_module({**SMALL, "mode": "normal"})
+    assert rc == 0 and normal["ok"]
+    rc, ckpt = _run_module({**SMALL, "mode": "checkpointed"})
+    assert rc == 0 and ckpt["ok"]
+
+    step_rows = [r for r in normal["rows"] if r["function"] == "step"]
+    assert step_rows and all(r["file"].endswith("lstm.py") for r in step_rows)
+    # every taped step keeps its intermediates: the step's lines add memory, 40 times each
+    assert sum(r["increment_mib"] for r in step_rows) > 0
+    body = [r for r in step_rows if "anp.dot" in r["source"]]
+    assert body and body[0]["occurrences"] == SMALL["steps"] and body[0]["increment_mib"] > 0
+    # Revolve with 4 slots holds far less than the whole tape at its peak
+    assert 0 < ckpt["peak_traced_mib"] < 0.6 * normal["peak_traced_mib"]
+    # the executor's loops were profiled in checkpointed mode, and not in normal mode
+    assert any(r["file"].endswith("checkpoint.py") for r in ckpt["rows"])
+    assert not any(r["file"].endswith("checkpoint.py") for r in normal["rows"])
+
+
+def test_step_runs_once_per_step_in_normal_mode_in_process():
+    prof = profile_gradient(**{**SMALL, "steps": 10}, mode="normal")
+    assert prof.mode == "normal" and prof.steps == 10
+    counts = {r.occurrences for r in prof.rows if r.function == "step" and "anp.dot" in r.source}
+    assert counts == {10}
+    assert prof.function_increment_mib("step") > 0
+    assert prof.peak_traced_mib >= prof.end_traced_mib
+
+
+def test_bad_jobs_are_one_json_line_and_exit_1():
+    rc, doc = _run_module({**SMALL, "mode": "sideways"})
+    assert rc == 1 and doc == {"ok": False, "error": doc["error"]}
+    assert "unknown mode 'sideways'" in doc["error"]
+    rc, doc = _run_module({"steps": 0})
+    assert rc == 1 and "steps must be >= 1" in doc["error"]
+    with pytest.raises(ValueError, match="unknown profile job key"):
+        profile_job({"model": "lstm", "colour": "red"})
