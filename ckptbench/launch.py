@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import ckptbench
-from ckptbench import measure
+from ckptbench import measure, noise
 from ckptbench.results import Case, Iteration, Mode, ModeResult, Status
 from ckptbench.workloads import plugin_paths
 
@@ -202,6 +202,8 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
     out_file, err_file = files
     planned = case.warmup + case.repeats
     started = time.perf_counter()
+    started_unix = time.time()
+    probe = noise.BusyProbe.start()
     try:
         proc = subprocess.Popen(
             list(worker or default_worker_command()),
@@ -264,6 +266,7 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
             sampler.stop()
         os.close(read_fd)
     wall = time.perf_counter() - started
+    busy = probe.stop()
     err_file.seek(0)
     err_text = err_file.read().decode(errors="replace")
     common: dict[str, Any] = {
@@ -278,6 +281,8 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
         "warmup": tuple(warm),
         "iterations": tuple(iters),
         "iterations_planned": case.repeats,
+        "started_unix_s": started_unix,
+        "other_busy_cores": busy.other_cores,
     }
 
     def failed(status: Status, error: str) -> ModeResult:

@@ -41,7 +41,8 @@ from typing import Any
 import memory_profiler
 import numpy as np
 
-from ckptbench import checkpoint, worker
+from ckptbench import checkpoint
+from ckptbench.autograd_modes import build_gradient
 from ckptbench.results import Case, Mode
 from ckptbench.workloads import Sizes, load_workload
 
@@ -116,7 +117,7 @@ def _display_path(filename: str) -> str:
 
 def _functions(wl: Any) -> list[Any]:
     found = [getattr(wl, name, None) for name in ("step", "post", "loss")]
-    found.append(worker.build_gradient)
+    found.append(build_gradient)
     found += [
         fn
         for fn in vars(checkpoint.CheckpointedLoop).values()
@@ -189,7 +190,8 @@ def profile_gradient(
     except ValueError:
         names = ", ".join(m.value for m in Mode)
         raise ValueError(f"unknown mode {mode!r} (choose from {names})") from None
-    params, gradient, _, _ = worker.build_gradient(case, which)
+    built = build_gradient(case, which)
+    params, gradient = built.params, built.gradient
     wl = load_workload(case.model, Sizes(**case.sizes()))
     gradient(params)  # warm-up: first-call caches are not what a step holds
     started = not tracemalloc.is_tracing()

@@ -270,6 +270,8 @@ class ModeResult:
     stderr_tail: str | None = None
     wall_time_s: float | None = None  # whole worker process
     plan: dict[str, Any] = field(default_factory=dict)  # strategy optimal: costs, prediction
+    started_unix_s: float | None = None  # when the worker was started (for mprof files)
+    other_busy_cores: float | None = None  # cores other processes kept busy meanwhile
     round: int = 0  # which round of the run (fresh workers per mode, rotated order)
     iterations_planned: int | None = None  # warm-up excluded; more than len(iterations)
     # when the mode was stopped (timeout, interrupt) after some iterations completed

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import ckptbench
-from ckptbench import measure
+from ckptbench import measure, noise
 from ckptbench.analysis import summarize
 from ckptbench.launch import Interrupted, Progress, RunEvent, measure_costs, run_mode
 from ckptbench.results import (
@@ -127,17 +127,22 @@ def run_case(
     env["sample_interval_s"] = case.sample_interval_s
     env["thread_env_child"] = measure.pinned_thread_env(case.threads)
     env["plugin"] = plugin_provenance(case.model)
+    env["machine_state"] = noise.machine_state().as_dict()
     host = socket.gethostname()
     created = datetime.now(UTC).isoformat(timespec="seconds")
     results: list[ModeResult] = []
     saved = [False]
 
     def snapshot() -> RunResult:
+        busy: dict[str, float] = {}
+        for r in results:
+            if r.other_busy_cores is not None:
+                busy[r.mode.value] = max(busy.get(r.mode.value, 0.0), r.other_busy_cores)
         return RunResult(
             case=case,
             modes=tuple(results),
             environment=env,
-            summary=summarize(case, pooled_modes(results)),
+            summary=summarize(case, pooled_modes(results), results, busy),
             created=created,
             host=host,
             tool_version=ckptbench.__version__,

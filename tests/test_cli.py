@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ckptbench.analysis import mode_peak_bytes, spread
+from ckptbench.analysis import mode_peak_bytes
+from ckptbench.analysis.intervals import slowdown_estimate
 from ckptbench.cli import cli, main, parse_bytes, parse_seconds
 from ckptbench.results import SCHEMA_VERSION, Mode, Status
 from ckptbench.revolve import optimal_forward_steps
@@ -55,8 +56,13 @@ def test_run_with_fake_worker_saves_recomputable_ratios(fake, tmp_path):
     ckpt_over = peaks[Mode.CHECKPOINTED] - peaks[Mode.BASELINE]
     assert s["memory_savings"] == pytest.approx(normal_over / ckpt_over)
     assert s["memory_savings"] == pytest.approx(100 / 18)
-    times = {m.mode: spread([i.wall_time_s for i in m.iterations]).median for m in result.modes}
-    assert s["slowdown"] == pytest.approx(times[Mode.CHECKPOINTED] / times[Mode.NORMAL])
+    times = {m.mode.value: [i.wall_time_s for i in m.iterations] for m in result.modes}
+    # the slowdown is the stratified Hodges-Lehmann estimate of the raw times (one round)
+    assert s["slowdown"] == pytest.approx(slowdown_estimate([times]).value)
+    ratios = [c / n for c in times["checkpointed"] for n in times["normal"]]
+    assert min(ratios) <= s["slowdown"] <= max(ratios)
+    low, high = s["slowdown_ci"]
+    assert low <= s["slowdown"] <= high and s["rounds"] == 1
     assert s["forward_steps"] == s["forward_steps_optimal"] == optimal_forward_steps(100, 10)
     assert s["grad_max_rel_err"] == 0.0
     assert s["overhead_bytes"]["normal"] == normal_over
@@ -201,8 +207,13 @@ def test_real_run_end_to_end(tmp_path):
     # ratios recompute from the raw samples
     peaks = {m.mode: mode_peak_bytes(m) for m in result.modes}
     assert s["overhead_bytes"]["normal"] == peaks[Mode.NORMAL] - peaks[Mode.BASELINE]
-    times = {m.mode: spread([i.wall_time_s for i in m.iterations]).median for m in result.modes}
-    assert s["slowdown"] == pytest.approx(times[Mode.CHECKPOINTED] / times[Mode.NORMAL])
+    times = {m.mode.value: [i.wall_time_s for i in m.iterations] for m in result.modes}
+    # the slowdown is the stratified Hodges-Lehmann estimate of the raw times (one round)
+    assert s["slowdown"] == pytest.approx(slowdown_estimate([times]).value)
+    ratios = [c / n for c in times["checkpointed"] for n in times["normal"]]
+    assert min(ratios) <= s["slowdown"] <= max(ratios)
+    low, high = s["slowdown_ci"]
+    assert low <= s["slowdown"] <= high and s["rounds"] == 1
     for m in result.modes:
         assert m.peak_method in ("vmhwm", "ru_maxrss")
         assert m.sample_count > 0 and m.timeline

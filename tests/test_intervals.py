@@ -1,4 +1,4 @@
-"""Tests for ckptbench.intervals: coverage on synthetic rounds with a known ratio, A/A, exactness.
+"""ckptbench.analysis.intervals: coverage on synthetic rounds with a known ratio, A/A, exactness.
 
 The fake generator follows the issue's noise model on the log scale: per iteration a
 multiplicative lognormal factor, per round a drift shared by both modes of the round, per
@@ -13,19 +13,21 @@ import numpy as np
 import pytest
 from _imports import loaded_after_import
 
-from ckptbench.intervals import (
-    CV_MAX,
+from ckptbench.analysis.intervals import (
     Estimate,
     IntervalError,
-    VerdictKind,
-    coefficient_of_variation,
     differs,
-    mode_noise,
-    noise_verdicts,
     ratio_estimate,
     round_ratios,
     savings_estimate,
     slowdown_estimate,
+)
+from ckptbench.analysis.stability import (
+    CV_MAX,
+    VerdictKind,
+    coefficient_of_variation,
+    mode_noise,
+    noise_verdicts,
     time_unstable,
 )
 
@@ -247,9 +249,9 @@ def test_verdicts_name_every_reason_and_only_those():
 
 def test_importing_the_statistics_loads_no_scipy_or_rendering():
     heavy = ("scipy", "pandas", "rich", "matplotlib", "click")
-    assert loaded_after_import("ckptbench.intervals", heavy) == []
+    assert loaded_after_import("ckptbench.analysis.intervals", heavy) == []
     assert loaded_after_import("ckptbench.noise", heavy) == []
-    assert loaded_after_import("ckptbench.mprof", heavy) == []
+    assert loaded_after_import("ckptbench.render.mprof", heavy) == []
 
 
 def test_large_rounds_use_the_normal_approximation_with_the_expected_width():

@@ -1,4 +1,4 @@
-"""Tests for ckptbench.mprof: files that memory_profiler's own reader parses back."""
+"""Tests for ckptbench.render.mprof: files that memory_profiler's own reader parses back."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import pytest
 from mprof import read_mprofile_file  # memory_profiler's top-level module
 
-from ckptbench.mprof import MprofError, format_mprof, mprof_name, write_mprof
+from ckptbench.render.mprof import MprofError, format_mprof, mprof_name, write_mprof
 from ckptbench.results import Case
 
 MIB = 2**20

@@ -11,11 +11,13 @@ Definitions (the numbers ckptbench prints):
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ckptbench.analysis import intervals, stability
 from ckptbench.results import Case, Mode, ModeResult
 from ckptbench.revolve import optimal_forward_steps
 
@@ -95,14 +97,27 @@ def ratio(num: float | None, den: float | None) -> float | None:
     return num / den
 
 
-def summarize(case: Case, modes: Sequence[ModeResult]) -> dict[str, Any]:
+def summarize(
+    case: Case,
+    modes: Sequence[ModeResult],
+    rounds: Sequence[ModeResult] = (),
+    other_busy_cores: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """The summary document: stable keys CI scripts rely on, recomputable from raw samples.
 
-    Keys: ``slowdown``, ``memory_savings``, ``overhead_bytes`` (per mode), ``peak_rss_bytes``
-    (per mode), ``time_s`` (per mode: median/q1/q3/min/max/n), ``forward_steps``,
-    ``forward_steps_optimal``, ``step_evaluations``, ``step_evaluations_optimal``,
-    ``grad_max_rel_err``, ``cpu_share`` (per mode: median CPU time / wall time of an
-    iteration; well below 1 means the worker waited for a core), ``status`` (per mode), ``ok``.
+    ``modes`` holds one result per mode (rounds pooled); ``rounds`` every (round, mode)
+    result, for the estimates with intervals (``ckptbench.analysis.intervals``).
+
+    Keys: ``slowdown`` (the stratified Hodges-Lehmann estimate over rounds and iterations;
+    with one round of equal-length samples, the ratio of medians), ``slowdown_ci``,
+    ``slowdown_per_round``, ``memory_savings``, ``memory_savings_ci``, ``rounds``,
+    ``overhead_bytes`` (per mode), ``peak_rss_bytes`` (per mode), ``time_s`` (per mode:
+    median/q1/q3/min/max/n), ``phases_s`` (per mode: median executor phase times),
+    ``forward_steps``, ``forward_steps_optimal``, ``step_evaluations``,
+    ``step_evaluations_optimal``, ``grad_max_rel_err``, ``cpu_share`` (per mode: median CPU
+    time / wall time of an iteration; well below 1 means the worker waited for a core),
+    ``noise`` (verdicts that make time figures unstable), ``time_unstable``, ``status`` (per
+    mode), ``ok``.
     """
     by_mode = {m.mode: m for m in modes}
     peaks = {m.mode.value: mode_peak_bytes(m) for m in modes}
@@ -126,13 +141,23 @@ def summarize(case: Case, modes: Sequence[ModeResult]) -> dict[str, Any]:
     opt = optimal_forward_steps(case.steps, effective_snaps(case))
     advanced = counters.get("steps_advanced")
     taped = counters.get("steps_taped")
+    estimates = round_estimates(rounds or modes, cpu_share, other_busy_cores)
+    slowdown = estimates.get("slowdown")
+    savings = estimates.get("memory_savings")
     return {
-        "slowdown": ratio(
-            mode_time_s(ckpt) if ckpt else None, mode_time_s(normal) if normal else None
-        ),
-        "memory_savings": ratio(
-            overhead.get(Mode.NORMAL.value), overhead.get(Mode.CHECKPOINTED.value)
-        ),
+        "slowdown": slowdown.value
+        if slowdown
+        else ratio(mode_time_s(ckpt) if ckpt else None, mode_time_s(normal) if normal else None),
+        "slowdown_ci": slowdown.as_list() if slowdown else None,
+        "slowdown_per_round": estimates.get("per_round"),
+        "memory_savings": savings.value
+        if savings
+        else ratio(overhead.get(Mode.NORMAL.value), overhead.get(Mode.CHECKPOINTED.value)),
+        "memory_savings_ci": savings.as_list() if savings else None,
+        "rounds": estimates["rounds"],
+        "noise": estimates["noise"],
+        "time_unstable": estimates["time_unstable"],
+        "phases_s": {m.mode.value: _median_phases(m) for m in modes if m.ok and _median_phases(m)},
         "overhead_bytes": overhead,
         "peak_rss_bytes": peaks,
         "time_s": times,
@@ -145,6 +170,56 @@ def summarize(case: Case, modes: Sequence[ModeResult]) -> dict[str, Any]:
         "status": {m.mode.value: m.status.value for m in modes},
         "ok": all(m.ok for m in modes),
     }
+
+
+def _median_phases(result: ModeResult) -> dict[str, float]:
+    names = sorted({k for it in result.iterations for k in it.phases})
+    return {
+        k: statistics.median(it.phases[k] for it in result.iterations if k in it.phases)
+        for k in names
+    }
+
+
+def round_estimates(
+    results: Sequence[ModeResult],
+    cpu_share: dict[str, float] | None = None,
+    other_busy_cores: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """Slowdown and savings estimates with 95% intervals from every (round, mode) result,
+    the per-round slowdowns and the noise verdicts (``ckptbench.analysis.intervals``)."""
+    by_round: dict[int, dict[str, ModeResult]] = {}
+    for r in results:
+        if r.ok and r.iterations:
+            by_round.setdefault(r.round, {})[r.mode.value] = r
+    ordered = [by_round[k] for k in sorted(by_round)]
+    times = [{m: [it.wall_time_s for it in r.iterations] for m, r in rd.items()} for rd in ordered]
+    peaks = [
+        {m: [it.peak_rss_bytes for it in r.iterations] for m, r in rd.items()} for rd in ordered
+    ]
+    out: dict[str, Any] = {"rounds": len({r.round for r in results}) if results else 0}
+    pair = (Mode.NORMAL.value, Mode.CHECKPOINTED.value)
+    timed = [t for t in times if all(m in t for m in pair)]
+    if timed:
+        with contextlib.suppress(intervals.IntervalError):
+            out["slowdown"] = intervals.slowdown_estimate(timed)
+            out["per_round"] = intervals.round_ratios(timed)
+    three = (Mode.BASELINE.value, *pair)
+    peaked = [p for p in peaks if all(m in p for m in three)]
+    if peaked:
+        with contextlib.suppress(intervals.IntervalError):
+            out["memory_savings"] = intervals.savings_estimate(peaked)
+    verdicts: tuple = ()
+    if times:
+        verdicts = stability.noise_verdicts(
+            times,
+            peaks=peaks,
+            slowdown=out.get("slowdown"),
+            cpu_share=cpu_share,
+            other_busy_cores=other_busy_cores,
+        )
+    out["noise"] = [v.as_dict() for v in verdicts]
+    out["time_unstable"] = stability.time_unstable(verdicts)
+    return out
 
 
 def busy_modes(summary: dict[str, Any]) -> dict[str, float]:
