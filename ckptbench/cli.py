@@ -467,7 +467,7 @@ def run(
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
     from ckptbench.launch import CostsError, Interrupted, stop_on_signals
-    from ckptbench.render import failure_lines, headline, run_table, warning_lines
+    from ckptbench.render import explain_lines, failure_lines, headline, run_table, warning_lines
     from ckptbench.render.console import mode_progress, stderr_console
     from ckptbench.results import Case, result_to_dict
     from ckptbench.runner import run_case
@@ -535,7 +535,9 @@ def run(
     else:
         console = _stdout_console()
         console.print(run_table(result))
-        console.print(headline(result))
+        console.print(headline(result), highlight=False)
+        for line in explain_lines(result):
+            console.print(line, highlight=False)
         console.print(f"[dim]saved {out}[/dim]")
     for line in warning_lines(result):
         err_console.print(f"[yellow]warning[/yellow] {line}", highlight=False)

@@ -31,6 +31,7 @@ from ckptbench.render.plots import (
 )
 from ckptbench.render.run import (
     closed_form_table,
+    explain_lines,
     failure_lines,
     headline,
     limit_outcome,
@@ -54,6 +55,7 @@ __all__ = [
     "check_text",
     "closed_form_table",
     "delta_table",
+    "explain_lines",
     "failure_lines",
     "family_titles",
     "figure_png",

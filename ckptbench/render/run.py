@@ -14,6 +14,7 @@ from ckptbench.revolve import ReplayStats, optimal_forward_steps, repetition_num
 
 __all__ = [
     "closed_form_table",
+    "explain_lines",
     "failure_lines",
     "fmt_bytes",
     "headline",
@@ -43,21 +44,46 @@ def limit_outcome(result: RunResult) -> str | None:
     return f"plain autograd needed more than {fmt_bytes(limit)}; {ran}"
 
 
+def _with_ci(value: float | None, ci: list[float] | None, digits: int) -> str:
+    """'1.17x [1.10, 1.25]' (the 95% interval) or just '1.17x'."""
+    text = fmt_ratio(value, digits)
+    if value is None or not ci:
+        return text
+    return f"{text} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def _setting(result: RunResult) -> str:
+    c = result.case
+    backend = "" if c.backend == "autograd" else f" on {c.backend}/{c.device}"
+    if c.strategy == "optimal":
+        what = f"optimal within {fmt_bytes(c.budget_bytes)}"
+    elif c.strategy == "torch-checkpoint":
+        what = f"torch.utils.checkpoint, {c.snaps} segments"
+    else:
+        what = f"{c.snaps} snaps ({c.strategy})"
+    rounds = f", {c.rounds} rounds" if c.rounds > 1 else ""
+    return f"{c.model} {c.steps} steps, {what}{backend}{rounds}:"
+
+
 def headline(result: RunResult) -> str:
-    """The sentence people quote: 'slowdown 1.12x, memory savings 35.2x' (plus context)."""
+    """The sentence people quote: 'slowdown 1.12x [1.08, 1.16], memory savings 35.2x
+    [35.0, 35.4]' (95% intervals) plus context."""
     s, c = result.summary, result.case
-    parts = [f"{c.model} {c.steps} steps, {c.snaps} snaps ({c.strategy}):"]
+    parts = [_setting(result)]
     limited = limit_outcome(result)
+    unstable = " (time unstable)" if s.get("time_unstable") else ""
     if limited is not None:
         parts.append(limited)
     else:
         parts += [
-            f"slowdown {fmt_ratio(s.get('slowdown'))},",
-            f"memory savings {fmt_ratio(s.get('memory_savings'), 1)}",
+            f"slowdown {_with_ci(s.get('slowdown'), s.get('slowdown_ci'), 2)}{unstable},",
+            f"memory savings {_with_ci(s.get('memory_savings'), s.get('memory_savings_ci'), 1)}",
         ]
     ev, opt = s.get("step_evaluations"), s.get("step_evaluations_optimal")
-    if ev is not None:
+    if ev is not None and c.strategy in ("revolve", "uniform", "store-all"):
         parts.append(f"— {ev} step evaluations (optimal {opt})")
+    elif ev is not None:
+        parts.append(f"— {ev} step evaluations")
     ckpt = result.mode(Mode.CHECKPOINTED)
     if ckpt is not None and ckpt.ok and ckpt.grad_max_rel_err is None:
         parts.append("— gradient NOT verified (no normal-mode gradient to compare)")
@@ -84,9 +110,14 @@ def run_table(result: RunResult) -> Table:
     times_s = s.get("time_s", {})
     limit = result.case.memory_limit_bytes
     records = []
-    for m in result.modes:
+    unstable = "*" if s.get("time_unstable") else ""
+    pooled = [p for p in (result.mode(mode) for mode in Mode) if p is not None]
+    pooled.sort(key=lambda p: [m.mode for m in result.modes].index(p.mode))
+    for m in pooled:
         evals = m.counters.get("step_calls")
-        if m.mode is Mode.CHECKPOINTED and evals is not None:
+        if m.mode is Mode.CHECKPOINTED and evals is not None and result.case.strategy == "optimal":
+            ev = f"{evals} (plan {result.case.steps + m.plan.get('advances', 0)})"
+        elif m.mode is Mode.CHECKPOINTED and evals is not None:
             ev = f"{evals} / {s.get('step_evaluations_optimal')}"
         else:
             ev = "-" if evals is None else str(evals)
@@ -106,9 +137,9 @@ def run_table(result: RunResult) -> Table:
                 "peak": peak,
                 "sampled": fmt_bytes(m.sampled_peak_rss_bytes),
                 "overhead": "(floor)" if m.mode is Mode.BASELINE else over_text,
-                "time": fmt_time(t["median"]) if t else "-",
+                "time": (fmt_time(t["median"]) + unstable) if t else "-",
                 "range": fmt_time_spread(t),
-                "slowdown": fmt_ratio(s.get("slowdown"))
+                "slowdown": _with_ci(s.get("slowdown"), s.get("slowdown_ci"), 2) + unstable
                 if m.mode is Mode.CHECKPOINTED
                 else ("1.00x" if m.mode is Mode.NORMAL and t else "-"),
                 "savings": fmt_ratio(s.get("memory_savings"), 1)
@@ -135,10 +166,53 @@ def run_table(result: RunResult) -> Table:
     return Table(f"ckptbench run — {result.case.key}", columns, tuple(records), styles=bad)
 
 
-def warning_lines(result: RunResult) -> list[str]:
-    """Measurement caveats worth a line: a busy machine."""
+def explain_lines(result: RunResult) -> list[str]:
+    """Where the time goes (the executor's own phase timers) and, for a planned schedule,
+    the prediction beside the measurement."""
+    s = result.summary
     lines = []
+    phases = s.get("phases_s", {}).get(Mode.CHECKPOINTED.value)
+    ckpt = result.mode(Mode.CHECKPOINTED)
+    times = s.get("time_s", {})
+    if phases and ckpt is not None and Mode.CHECKPOINTED.value in times:
+        wall = times[Mode.CHECKPOINTED.value]["median"]
+        advanced = ckpt.counters.get("steps_advanced") or 0
+        adv = phases.get("advance_time_s", 0.0)
+        taped = phases.get("taped_time_s", 0.0)
+        book = phases.get("bookkeeping_time_s", 0.0)
+        per = f" ({advanced} untaped steps x {adv / advanced * 1e3:.2f} ms)" if advanced else ""
+        normal = times.get(Mode.NORMAL.value)
+        vs = f" vs plain gradient's {normal['median']:.2f} s" if normal else ""
+        share = (adv + taped + book) / wall if wall > 0 else 0.0
+        lines.append(
+            f"where the time goes (median iteration {wall:.2f} s): recomputation {adv:.2f} s"
+            f"{per}, taped steps + reverse {taped:.2f} s{vs}, bookkeeping {book:.3f} s; "
+            f"phases add up to {share:.1%} of the iteration"
+        )
+    plan = ckpt.plan if ckpt is not None else {}
+    if plan and Mode.CHECKPOINTED.value in times:
+        wall = times[Mode.CHECKPOINTED.value]["median"]
+        predicted = plan.get("predicted_time_s")
+        stored = ckpt.counters.get("peak_stored_bytes")
+        over = s.get("overhead_bytes", {}).get(Mode.CHECKPOINTED.value)
+        if predicted:
+            lines.append(
+                f"plan: predicted {predicted:.2f} s and {fmt_bytes(plan.get('peak_bytes'))} "
+                f"stored; measured {wall:.2f} s ({wall / predicted - 1:+.0%}), "
+                f"{fmt_bytes(stored)} stored by the executor, overhead "
+                f"{fmt_bytes(over, signed=True)} over baseline"
+            )
+    return lines
+
+
+def warning_lines(result: RunResult) -> list[str]:
+    """Measurement caveats worth a line: a busy machine, noisy or unstable times."""
+    lines = [str(v["message"]) for v in result.summary.get("noise", [])]
+    if result.summary.get("time_unstable"):
+        lines.append("* time figures marked * are unstable (see the lines above)")
     busy = busy_modes(result.summary)
+    if any(v.get("kind") == "low-cpu-share" for v in result.summary.get("noise", [])):
+        busy = {}  # said by the verdicts above
     if busy:
         shares = ", ".join(f"{m} {v:.0%}" for m, v in busy.items())
         lines.append(
