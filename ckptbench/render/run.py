@@ -207,12 +207,12 @@ def explain_lines(result: RunResult) -> list[str]:
 
 def warning_lines(result: RunResult) -> list[str]:
     """Measurement caveats worth a line: a busy machine, noisy or unstable times."""
-    lines = [str(v["message"]) for v in result.summary.get("noise", [])]
+    # a low CPU share is said once, by the busy-machine line below
+    noise = [v for v in result.summary.get("noise", []) if v.get("kind") != "low-cpu-share"]
+    lines = [str(v["message"]) for v in noise]
     if result.summary.get("time_unstable"):
         lines.append("* time figures marked * are unstable (see the lines above)")
     busy = busy_modes(result.summary)
-    if any(v.get("kind") == "low-cpu-share" for v in result.summary.get("noise", [])):
-        busy = {}  # said by the verdicts above
     if busy:
         shares = ", ".join(f"{m} {v:.0%}" for m, v in busy.items())
         lines.append(
