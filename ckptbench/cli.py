@@ -5,6 +5,7 @@ Exit status: 0 ok, 1 a failed measurement or a regression, 2 bad usage or input.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -459,11 +460,19 @@ def _strategies() -> list[str]:
     help="This mode is meant to exceed --memory-limit (e.g. normal, to show that only the "
     "checkpointed gradient fits): its out-of-memory is the result, exit 0; if it fits, exit 1.",
 )
+@click.option(
+    "--mprof",
+    "mprof_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Also write every mode's RSS timeline in memory_profiler's mprof format into this "
+    "folder (`mprof plot FILE` draws one).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result document on stdout.")
 def run(
     model, steps, snaps, strategy, backend, device, budget, costs_file, hidden, batch, input_,
     output, seed, warmup, repeats, rounds, threads, timeout, memory_limit, sample_interval, modes,
-    out, force, expect_oom, as_json,
+    out, force, expect_oom, mprof_dir, as_json,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
     from ckptbench.launch import CostsError, Interrupted, stop_on_signals
@@ -499,6 +508,11 @@ def run(
         raise InputError(str(err)) from None
     out = out or _default_out(model)
     _check_out(out, force)
+    if mprof_dir is not None:
+        try:
+            mprof_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise InputError(f"--mprof {mprof_dir}: {err.strerror or err}") from None
 
     err_console = stderr_console()
     for note in notes:
@@ -539,6 +553,8 @@ def run(
         for line in explain_lines(result):
             console.print(line, highlight=False)
         console.print(f"[dim]saved {out}[/dim]")
+    if mprof_dir is not None:
+        _write_mprof([result], mprof_dir)
     for line in warning_lines(result):
         err_console.print(f"[yellow]warning[/yellow] {line}", highlight=False)
     expected, unmet = _expected_oom(result, expect_oom)
@@ -578,6 +594,78 @@ def _check_torch(case) -> None:
 
     if importlib.util.find_spec("torch") is None:
         raise InputError("--backend torch needs PyTorch: pip install 'ckptbench[torch]'")
+
+
+@cli.command(
+    epilog="Example:\n\n  ckptbench profile --model lstm --steps 50 --snaps 5 --mode normal"
+)
+@click.option("--model", default="lstm", show_default=True, help="As for run.")
+@click.option("--steps", type=POS, default=50, show_default=True, help="Sequence length l.")
+@click.option("--snaps", type=POS, default=5, show_default=True, help=SNAPS_HELP)
+@click.option(
+    "--strategy", type=click.Choice(["revolve", "uniform", "store-all"]), default="revolve"
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["checkpointed", "normal", "baseline"]),
+    default="checkpointed",
+    show_default=True,
+)
+@size_options
+@click.option("--top", type=POS, default=25, show_default=True, help="Lines to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print every row as JSON.")
+def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, seed, top,
+            as_json):  # fmt: skip
+    """Where one gradient's memory goes, line by line (memory_profiler's line profiler).
+
+    Runs one gradient in a fresh process under memory_profiler's LineProfiler over the
+    workload's step/post/loss and the executor's loops, and prints the lines that hold the
+    most memory: what each line of a step keeps on autograd's tape.
+    """
+    import subprocess
+
+    from ckptbench.launch import child_env
+    from ckptbench.render.console import stdout_console
+    from ckptbench.render.profile import profile_lines, profile_table
+    from ckptbench.results import Case
+
+    try:
+        case = Case(
+            model=model, steps=steps, snaps=snaps, strategy=strategy, hidden=hidden,
+            batch=batch, input=input_, output=output, seed=seed,
+        )  # fmt: skip
+        case, _ = case.effective()
+        _check_size(case)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    job = {
+        "model": model, "steps": case.steps, "snaps": case.snaps, "mode": mode,
+        "strategy": strategy, "hidden": hidden, "batch": batch, "input": input_,
+        "output": output, "seed": seed,
+    }  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "ckptbench.lineprofile"],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        env=child_env(case),
+    )
+    doc = None
+    for line in reversed(proc.stdout.strip().splitlines()):
+        with contextlib.suppress(json.JSONDecodeError):
+            doc = json.loads(line)
+            break
+    if not isinstance(doc, dict) or not doc.get("ok"):
+        why = doc.get("error") if isinstance(doc, dict) else proc.stderr.strip()[-300:]
+        click.echo(f"ckptbench: profiling failed: {why}", err=True)
+        sys.exit(EXIT_FAILED)
+    if as_json:
+        click.echo(json.dumps(doc, indent=1))
+        return
+    console = stdout_console()
+    console.print(profile_table(doc, top))
+    for line in profile_lines(doc):
+        console.print(line, highlight=False)
 
 
 # ---------------------------------------------------------------------- sweep / compare / check
@@ -692,7 +780,15 @@ def sweep(config: Path, out: Path | None, resume: bool, retry_failed: bool, dask
     default=None,
     help="Also write the plots as PNG files into this folder (e.g. for a README).",
 )
-def compare(results, against, fmt, output, min_effect, any_host, plots):
+@click.option(
+    "--mprof",
+    "mprof_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Also write every mode's RSS timeline in memory_profiler's mprof format into this "
+    "folder (`mprof plot FILE` draws one).",
+)
+def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_dir):
     """Tabulate results; with --against, memory deltas and rank-tested time deltas."""
     from ckptbench.analysis import compare as compare_results
     from ckptbench.render import render
@@ -722,6 +818,8 @@ def compare(results, against, fmt, output, min_effect, any_host, plots):
     for path, fig in figures:
         _write_bytes(path, fig, "--plots")
         click.echo(f"wrote {path}", err=True)
+    if mprof_dir is not None:
+        _write_mprof(after, mprof_dir)
     if output is not None:
         try:
             write_atomic(output, text)
@@ -730,6 +828,19 @@ def compare(results, against, fmt, output, min_effect, any_host, plots):
         click.echo(f"wrote {output}")
     else:
         click.echo(text)
+
+
+def _write_mprof(results, folder: Path) -> None:
+    """--mprof: the RSS timelines as mprof files; one line and exit 2 if they cannot be."""
+    import shlex
+
+    from ckptbench.render.mprof import export_mprof
+
+    try:
+        for path in export_mprof(results, folder, shlex.join(["ckptbench", *sys.argv[1:]])):
+            click.echo(f"wrote {path}", err=True)
+    except (OSError, ValueError) as err:
+        raise InputError(f"--mprof {folder}: {getattr(err, 'strerror', None) or err}") from None
 
 
 def _expect_verdicts(after, paths):

@@ -37,6 +37,7 @@ __all__ = [
     "Interrupted",
     "Progress",
     "RunEvent",
+    "child_env",
     "default_worker_command",
     "measure_costs",
     "run_mode",
@@ -98,7 +99,8 @@ def default_worker_command() -> list[str]:
     return [sys.executable, "-P", "-m", "ckptbench.worker"]
 
 
-def _child_env(case: Case) -> dict[str, str]:
+def child_env(case: Case) -> dict[str, str]:
+    """The worker's environment: pinned BLAS threads, ckptbench importable."""
     env = dict(os.environ)
     env.update(measure.pinned_thread_env(case.threads))
     root = str(Path(ckptbench.__file__).resolve().parent.parent)
@@ -210,7 +212,7 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
             stdin=subprocess.PIPE,
             stdout=out_file,
             stderr=err_file,
-            env=_child_env(case),
+            env=child_env(case),
             pass_fds=(write_fd,),
         )
     except OSError as err:
@@ -359,7 +361,7 @@ def measure_costs(case: Case, *, worker: Sequence[str] | None = None) -> dict[st
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=err_file,
-                env=_child_env(case),
+                env=child_env(case),
                 pass_fds=(write_fd,),
             )
         finally:

@@ -21,10 +21,17 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from ckptbench.results import write_atomic
 
-__all__ = ["MprofError", "format_mprof", "mprof_name", "write_mprof"]
+__all__ = [
+    "MprofError",
+    "export_mprof",
+    "format_mprof",
+    "mprof_name",
+    "write_mprof",
+]
 
 MIB = 2**20
 
@@ -58,9 +65,38 @@ def write_mprof(
     *,
     start_time: float,
     command: str,
+    replace: bool = False,
 ) -> None:
-    """Write ``timeline`` to ``path`` in mprof's format, atomically (``write_atomic``)."""
-    write_atomic(path, format_mprof(timeline, start_time=start_time, command=command))
+    """Write ``timeline`` to ``path`` in mprof's format, atomically (``write_atomic``); an
+    existing file is never replaced unless ``replace``."""
+    write_atomic(
+        path, format_mprof(timeline, start_time=start_time, command=command), replace=replace
+    )
+
+
+def export_mprof(results: Sequence[Any], folder: str | os.PathLike[str], command: str) -> list[str]:
+    """One mprof file per (result, round, mode) with a timeline, in ``folder``; the paths.
+
+    Names are :func:`mprof_name`; a name met twice in one export (reruns of one case) gets a
+    ``-2``, ``-3`` ... suffix, so no file is written twice and none is replaced.
+    """
+    os.makedirs(folder, exist_ok=True)
+    written: list[str] = []
+    seen: dict[str, int] = {}
+    for result in results:
+        rounds = result.case.rounds > 1
+        for m in result.modes:
+            if len(m.timeline) < 1:
+                continue
+            name = mprof_name(result.case.key, m.mode.value, m.round if rounds else None)
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] > 1:
+                name = name.replace(".dat", f"-{seen[name]}.dat")
+            path = os.path.join(folder, name)
+            start = m.started_unix_s if m.started_unix_s is not None else 0.0
+            write_mprof(path, m.timeline, start_time=start, command=command)
+            written.append(path)
+    return written
 
 
 def mprof_name(case_key: str, mode: str, round_index: int | None = None) -> str:

@@ -1,0 +1,56 @@
+"""What ``ckptbench profile`` shows: the source lines that hold the most memory in one
+gradient, from memory_profiler's line profiler (``ckptbench.lineprofile``). Returns a table
+(:mod:`ckptbench.render.table`) and strings; never prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ckptbench.render.table import Column, Table
+
+__all__ = ["profile_lines", "profile_table"]
+
+
+def _mib(value: Any, _record: dict[str, Any]) -> str:
+    return "-" if value is None else f"{value:+,.2f}"
+
+
+def _source(value: Any, _record: dict[str, Any]) -> str:
+    text = str(value or "")
+    return text if len(text) <= 56 else text[:55] + "…"
+
+
+def profile_table(doc: dict[str, Any], top: int) -> Table:
+    """The ``top`` lines by absolute increment, largest first (every row in CSV/JSON)."""
+    rows = sorted(doc.get("rows", []), key=lambda r: -abs(r["increment_mib"]))[:top]
+    records = tuple(
+        {
+            "where": f"{r['file']}:{r['line']}",
+            "function": r["function"],
+            "increment_mib": r["increment_mib"],
+            "occurrences": r["occurrences"],
+            "source": r["source"].strip(),
+        }
+        for r in rows
+    )
+    columns = (
+        Column("where", "file:line", align="left"),
+        Column("function", "function", align="left", priority=3),
+        Column("increment_mib", "increment MiB", _mib),
+        Column("occurrences", "runs"),
+        Column("source", "source", _source, align="left", priority=2),
+    )
+    return Table(f"memory by line, top {len(records)} of {len(doc.get('rows', []))}", columns,
+                 records)  # fmt: skip
+
+
+def profile_lines(doc: dict[str, Any]) -> list[str]:
+    """The totals below the table: peak and end of traced memory."""
+    peak, end = doc.get("peak_traced_mib"), doc.get("end_traced_mib")
+    lines = []
+    if peak is not None:
+        lines.append(
+            f"traced memory (tracemalloc) during the profiled gradient: peak {peak:,.2f} MiB"
+            + ("" if end is None else f", {end:,.2f} MiB still held at its end")
+        )
+    return lines

@@ -1,0 +1,60 @@
+"""`run --mprof`, `compare --mprof` and `profile`: exports a person opens with other tools."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ckptbench.cli import cli
+from ckptbench.store import load_result
+
+TESTS = Path(__file__).parent
+FAKE = [sys.executable, str(TESTS / "fake_worker.py")]
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(FAKE))
+    monkeypatch.setenv("FAKE_ALLOC", "normal:40")  # a timeline with a visible peak
+    return monkeypatch
+
+
+def invoke(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def test_run_and_compare_write_mprof_files_mprof_reads(fake, tmp_path):
+    mprof = pytest.importorskip("mprof")
+    out = tmp_path / "r.json"
+    res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--rounds", "2",
+                  "--out", str(out), "--mprof", str(tmp_path / "m")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    files = sorted((tmp_path / "m").glob("*.dat"))
+    assert len(files) == 6  # 2 rounds x 3 modes, each its own file
+    result = load_result(out)
+    normal = next(m for m in result.modes if m.mode.value == "normal" and m.round == 1)
+    name = next(f for f in files if f.name.endswith("_normal_r1.dat"))
+    data = mprof.read_mprofile_file(str(name))
+    assert max(data["mem_usage"]) == pytest.approx(normal.sampled_peak_rss_bytes / 2**20, 1e-5)
+    # compare exports the same files elsewhere, and never replaces existing ones
+    res = invoke(["compare", str(out), "--mprof", str(tmp_path / "c")])
+    assert res.exit_code == 0 and len(list((tmp_path / "c").glob("*.dat"))) == 6
+    res = invoke(["compare", str(out), "--mprof", str(tmp_path / "c")])
+    assert res.exit_code == 2 and "exists" in res.output
+
+
+@pytest.mark.slow
+def test_profile_shows_the_lines_of_a_step():
+    res = invoke(["profile", "--model", "lstm", "--hidden", "32", "--steps", "10",
+                  "--snaps", "3", "--mode", "normal", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    step_rows = [r for r in doc["rows"] if r["function"] == "step"]
+    assert step_rows and sum(r["increment_mib"] for r in step_rows) > 0
+    assert all(r["occurrences"] >= 10 for r in step_rows if r["increment_mib"] > 0)
+    res = invoke(["profile", "--model", "lstm", "--hidden", "32", "--steps", "10", "--top", "5"])
+    assert res.exit_code == 0 and "memory by line" in res.output
