@@ -86,6 +86,23 @@ class _Seconds(click.ParamType):
 BYTES, SECONDS = _Bytes(), _Seconds()
 POS = click.IntRange(min=1)
 
+
+def output_options(func):
+    """-q/--quiet, -v/--verbose and --progress, on every command."""
+    func = click.option(
+        "--progress",
+        "progress_lines",
+        is_flag=True,
+        help="Progress lines (iteration k of n, elapsed, ETA) even when stderr is not a terminal.",
+    )(func)
+    func = click.option(
+        "-v", "--verbose", is_flag=True, help="More detail: every iteration, every note."
+    )(func)
+    return click.option("-q", "--quiet", is_flag=True, help="Only results, warnings and failures.")(
+        func
+    )
+
+
 SNAPS_HELP = (
     "Snapshot slots, INCLUDING the one holding the initial state x_0 "
     "(the Revolve/pyrevolve convention)."
@@ -125,7 +142,11 @@ def cli() -> None:
 @click.option("--actions", is_flag=True, help="Print every action of the schedule.")
 @click.option("--time", "timed", is_flag=True, help="Time generating the full schedule.")
 @click.option("--repeat", type=POS, default=5, show_default=True, help="Timing repetitions.")
-def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, repeat: int):
+@output_options
+def schedule(
+    steps: int, snaps: int, strategy: str, actions: bool, timed: bool, repeat: int, quiet: bool,
+    verbose: bool, progress_lines: bool,
+):  # fmt: skip
     """Show a checkpointing schedule's cost: r, t, evaluations, peak snapshots.
 
     The figures come from the closed-form Griewank-Walther formulas for any size; the
@@ -246,7 +267,11 @@ def _read_costs(path: Path, steps: int) -> dict:
 @size_options
 @click.option("--threads", type=POS, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print costs and rows as JSON.")
-def plan(model, steps, budget, costs_file, hidden, batch, input_, output, seed, threads, as_json):
+@output_options
+def plan(
+    model, steps, budget, costs_file, hidden, batch, input_, output, seed, threads, as_json,
+    quiet, verbose, progress_lines,
+):  # fmt: skip
     """The minimum-time schedule for a byte budget, beside Revolve and equal segments.
 
     Measures the step costs (untaped step, taped step + reverse, state and tape bytes) in a
@@ -269,8 +294,9 @@ def plan(model, steps, budget, costs_file, hidden, batch, input_, output, seed, 
         doc = _read_costs(costs_file, steps) if costs_file else None
     except ValueError as err:
         raise InputError(str(err)) from None
-    if doc is None:
+    if doc is None and not quiet:
         click.echo("measuring step costs in a fresh worker ...", err=True)
+    if doc is None:
         try:
             doc = measure_costs(case)["costs"]
         except CostsError as err:
@@ -469,10 +495,11 @@ def _strategies() -> list[str]:
     "folder (`mprof plot FILE` draws one).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result document on stdout.")
+@output_options
 def run(
     model, steps, snaps, strategy, backend, device, budget, costs_file, hidden, batch, input_,
     output, seed, warmup, repeats, rounds, threads, timeout, memory_limit, sample_interval, modes,
-    out, force, expect_oom, mprof_dir, as_json,
+    out, force, expect_oom, mprof_dir, as_json, quiet, verbose, progress_lines,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
     from ckptbench.launch import CostsError, Interrupted, stop_on_signals
@@ -515,9 +542,11 @@ def run(
             raise InputError(f"--mprof {mprof_dir}: {err.strerror or err}") from None
 
     err_console = stderr_console()
-    for note in notes:
+    for note in notes if not quiet else ():
         err_console.print(f"[yellow]note[/yellow] {note}", highlight=False)
-    progress_cb, stop = mode_progress(err_console, mode_list, case)
+    progress_cb, stop = mode_progress(
+        err_console, mode_list, case, quiet=quiet, verbose=verbose, lines=progress_lines
+    )
     code = None
     try:
         with stop_on_signals():
@@ -550,11 +579,12 @@ def run(
         console = _stdout_console()
         console.print(run_table(result))
         console.print(headline(result), highlight=False)
-        for line in explain_lines(result):
+        for line in explain_lines(result) if not quiet else ():
             console.print(line, highlight=False)
-        console.print(f"[dim]saved {out}[/dim]")
+        if not quiet:
+            console.print(f"[dim]saved {out}[/dim]")
     if mprof_dir is not None:
-        _write_mprof([result], mprof_dir)
+        _write_mprof([result], mprof_dir, quiet)
     for line in warning_lines(result):
         err_console.print(f"[yellow]warning[/yellow] {line}", highlight=False)
     expected, unmet = _expected_oom(result, expect_oom)
@@ -614,8 +644,9 @@ def _check_torch(case) -> None:
 @size_options
 @click.option("--top", type=POS, default=25, show_default=True, help="Lines to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print every row as JSON.")
+@output_options
 def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, seed, top,
-            as_json):  # fmt: skip
+            as_json, quiet, verbose, progress_lines):  # fmt: skip
     """Where one gradient's memory goes, line by line (memory_profiler's line profiler).
 
     Runs one gradient in a fresh process under memory_profiler's LineProfiler over the
@@ -670,6 +701,9 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
 
 # ---------------------------------------------------------------------- sweep / compare / check
 
+#: Sweeps over this many cells, or about this many hours, ask before they start.
+CONFIRM_CELLS, CONFIRM_HOURS = 200, 2.0
+
 
 def parse_fraction(text: str) -> float:
     """'5%' or '0.05' -> 0.05."""
@@ -706,12 +740,22 @@ FRACTION = _Fraction()
 @click.option(
     "--dask", "dask_address", default=None, help="Send cells to this Dask scheduler address."
 )
-def sweep(config: Path, out: Path | None, resume: bool, retry_failed: bool, dask_address):
+@click.option(
+    "--yes",
+    is_flag=True,
+    help=f"Run a sweep over {CONFIRM_CELLS} cells or about {CONFIRM_HOURS} h without asking.",
+)
+@output_options
+def sweep(
+    config: Path, out: Path | None, resume: bool, retry_failed: bool, dask_address, yes: bool,
+    quiet: bool, verbose: bool, progress_lines: bool,
+):  # fmt: skip
     """Run every cell of a TOML config, saving each result the moment it is measured."""
     from ckptbench.config import load_config
     from ckptbench.render.console import stderr_console
     from ckptbench.store import open_folder
     from ckptbench.sweep import run_sweep
+    from ckptbench.sweep_progress import estimated_seconds
 
     try:
         cfg = load_config(config)
@@ -723,12 +767,33 @@ def sweep(config: Path, out: Path | None, resume: bool, retry_failed: bool, dask
     except ValueError as err:
         raise InputError(f"--out {err}") from None
     console = stderr_console()
-    for note in cfg.notes:
+    try:
+        for case in cfg.cases:
+            _check_size(case)
+    except InputError as err:
+        raise InputError(f"{config}: {err.message}") from None
+    hours = sum(estimated_seconds(c) for c in cfg.cases) / 3600
+    for note in cfg.notes if not quiet else ():
         console.print(f"[dim]{note}[/dim]", highlight=False)
-    console.print(f"sweep {cfg.name}: {len(cfg.cases)} cells -> {out}", highlight=False)
+    if not quiet:
+        console.print(
+            f"sweep {cfg.name}: {len(cfg.cases)} cells, roughly {hours:.1f} h -> {out}",
+            highlight=False,
+        )
+    if (len(cfg.cases) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
+        question = f"{len(cfg.cases)} cells, roughly {hours:.1f} h: run them?"
+        if not sys.stdin.isatty():
+            raise InputError(f"{config}: {question[:-15]}; pass --yes to run them")
+        if not click.confirm(question, err=True):
+            raise InputError("sweep not started")
+    show_iterations = not quiet and (verbose or progress_lines or console.is_terminal)
 
     def progress(event):
-        if event.event in ("cell-start", "cell-done"):
+        if quiet:
+            return
+        if event.event in ("cell-start", "cell-done") or (
+            event.event == "mode-iteration" and show_iterations
+        ):
             console.print(event.line(), highlight=False)
 
     try:
@@ -788,7 +853,11 @@ def sweep(config: Path, out: Path | None, resume: bool, retry_failed: bool, dask
     help="Also write every mode's RSS timeline in memory_profiler's mprof format into this "
     "folder (`mprof plot FILE` draws one).",
 )
-def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_dir):
+@output_options
+def compare(
+    results, against, fmt, output, min_effect, any_host, plots, mprof_dir, quiet, verbose,
+    progress_lines,
+):  # fmt: skip
     """Tabulate results; with --against, memory deltas and rank-tested time deltas."""
     from ckptbench.analysis import compare as compare_results
     from ckptbench.render import render
@@ -817,20 +886,22 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     _refuse_duplicates(targets)
     for path, fig in figures:
         _write_bytes(path, fig, "--plots")
-        click.echo(f"wrote {path}", err=True)
+        if not quiet:
+            click.echo(f"wrote {path}", err=True)
     if mprof_dir is not None:
-        _write_mprof(after, mprof_dir)
+        _write_mprof(after, mprof_dir, quiet)
     if output is not None:
         try:
             write_atomic(output, text)
         except OSError as err:
             raise InputError(f"-o {output}: cannot write ({err.strerror or err})") from None
-        click.echo(f"wrote {output}")
+        if not quiet:
+            click.echo(f"wrote {output}")
     else:
         click.echo(text)
 
 
-def _write_mprof(results, folder: Path) -> None:
+def _write_mprof(results, folder: Path, quiet: bool = False) -> None:
     """--mprof: the RSS timelines as mprof files; one line and exit 2 if they cannot be."""
     import shlex
 
@@ -838,7 +909,8 @@ def _write_mprof(results, folder: Path) -> None:
 
     try:
         for path in export_mprof(results, folder, shlex.join(["ckptbench", *sys.argv[1:]])):
-            click.echo(f"wrote {path}", err=True)
+            if not quiet:
+                click.echo(f"wrote {path}", err=True)
     except (OSError, ValueError) as err:
         raise InputError(f"--mprof {folder}: {getattr(err, 'strerror', None) or err}") from None
 
@@ -916,8 +988,9 @@ def _write_bytes(path: Path, data: bytes, option: str) -> None:
     default=None,
     help="Also write JUnit XML here (one testcase per check) for CI test reports.",
 )
+@output_options
 def check(results, against, config, memory_tolerance, memory_floor, time_tolerance, any_host,
-          summary, fmt, junit):  # fmt: skip
+          summary, fmt, junit, quiet, verbose, progress_lines):  # fmt: skip
     """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
     from ckptbench.gate import run_check
     from ckptbench.render import check_junit, check_markdown, check_text
@@ -935,7 +1008,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     except ValueError as err:
         raise InputError(str(err)) from None
     md = check_markdown(report)
-    click.echo(md if fmt == "markdown" else check_text(report))
+    click.echo(md if fmt == "markdown" else check_text(report, quiet=quiet))
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     appends = [(summary, "--summary")] if summary is not None else []
     if step_summary and (summary is None or Path(step_summary).resolve() != summary.resolve()):

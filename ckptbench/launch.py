@@ -89,6 +89,8 @@ class RunEvent:
     planned: int = 0  # warm-up + repeats
     warmup: bool = False
     result: ModeResult | None = None  # for "done"
+    record: Iteration | None = None  # for "iteration": what it measured
+    elapsed_s: float = 0.0  # since the worker was started
 
 
 Progress = Callable[[RunEvent], None]
@@ -248,7 +250,8 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
                                 RunEvent(
                                     "iteration", mode, round_index, case.rounds,
                                     index=int(event.get("index", 0)), planned=planned,
-                                    warmup=bool(event.get("warmup")),
+                                    warmup=bool(event.get("warmup")), record=it,
+                                    elapsed_s=time.perf_counter() - started,
                                 )
                             )  # fmt: skip
                 elif kind == "result":

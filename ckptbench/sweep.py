@@ -421,6 +421,8 @@ def _run_local(run_cell: RunCell, pending: CellOutcome, state: ProgressTracker) 
     def on_mode(event: Any) -> None:
         if event.phase in ("start", "done"):
             state.emit(f"mode-{event.phase}", case, mode=event.mode, mode_result=event.result)
+        else:
+            state.emit("mode-iteration", case, mode=event.mode, iteration=event)
 
     t0 = time.monotonic()
     if pending.path.exists():  # re-measuring a failed cell: keep the old file beside it

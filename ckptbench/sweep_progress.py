@@ -15,17 +15,24 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ckptbench.results import Case, Mode, ModeResult
-from ckptbench.revolve import make_schedule, replay
+from ckptbench.revolve import make_schedule, optimal_forward_steps, replay
 
 if TYPE_CHECKING:
     from ckptbench.sweep import CellOutcome
 
-__all__ = ["Progress", "ProgressTracker", "SweepProgress", "cell_cost"]
+__all__ = [
+    "Progress",
+    "ProgressTracker",
+    "SweepProgress",
+    "cell_cost",
+    "estimated_seconds",
+]
 
 
 @dataclass(frozen=True)
 class SweepProgress:
-    """A progress event: ``event`` is "cell-start", "mode-start", "mode-done" or "cell-done".
+    """A progress event: ``event`` is "cell-start", "mode-start", "mode-iteration",
+    "mode-done" or "cell-done".
 
     ``done``/``total`` count the cells this sweep measures (kept cells excluded); ``eta_s``
     is the elapsed time scaled by the work left over the work done, work being
@@ -42,6 +49,7 @@ class SweepProgress:
     mode: Mode | None = None
     mode_result: ModeResult | None = None
     cell: CellOutcome | None = None
+    iteration: Any = None  # "mode-iteration": the runner's RunEvent (index, planned, ...)
 
     def line(self) -> str:
         """One progress line, e.g. ``[3/13] lstm-l1000-s4-uniform-... done (measured) 45 s,
@@ -49,6 +57,11 @@ class SweepProgress:
         where = f"[{self.done + (self.event != 'cell-done')}/{self.total}] {self.case.key}"
         if self.event == "cell-start":
             text = f"{where} started"
+        elif self.event == "mode-iteration" and self.iteration is not None:
+            it = self.iteration
+            kind = "warm-up" if it.warmup else "iteration"
+            rnd = f" round {it.round + 1}" if it.rounds > 1 else ""
+            text = f"{where}{rnd} {it.mode.value} {kind} {it.index + 1}/{it.planned}"
         elif self.event in ("mode-start", "mode-done") and self.mode is not None:
             status = f" ({self.mode_result.status.value})" if self.mode_result else ""
             verb = "running" if self.event == "mode-start" else "done"
@@ -79,15 +92,44 @@ def cell_cost(case: Case) -> int:
     """Rough work of measuring a cell, in untaped step evaluations, for the ETA: per
     iteration the baseline's forward sweep (l), the taped sweep and its reverse in normal and
     checkpointed mode (~3l each) and the schedule's recomputation (its planned advances)."""
-    return (case.warmup + case.repeats) * (7 * case.steps + _planned_advances(case))
+    return case.rounds * (case.warmup + case.repeats) * (7 * case.steps + _planned_advances(case))
+
+
+#: Above this many steps a uniform schedule is not enumerated for the ETA.
+ENUMERATE_STEPS = 100_000
 
 
 @lru_cache(maxsize=1024)
 def _planned_advances_of(strategy: str, steps: int, snaps: int) -> int:
-    try:
-        return replay(make_schedule(strategy, steps, snaps), steps, snaps).advances
-    except ValueError:  # pragma: no cover - Case validation makes every schedule valid
-        return steps
+    """Untaped advances of a schedule: the closed form where there is one (revolve,
+    store-all), a replay of small uniform schedules, else Revolve's t(l, s) as a lower bound
+    (optimal plans and torch's segments: about one extra forward sweep, l)."""
+    if strategy == "revolve":
+        return optimal_forward_steps(steps, snaps)
+    if strategy == "store-all":
+        return steps - 1
+    if strategy == "uniform" and steps <= ENUMERATE_STEPS:
+        try:
+            return replay(make_schedule(strategy, steps, snaps), steps, snaps).advances
+        except ValueError:  # pragma: no cover - Case validation makes every schedule valid
+            return steps
+    if strategy == "uniform":
+        return optimal_forward_steps(steps, snaps)
+    return steps
+
+
+#: Seconds per unit of :func:`cell_cost` for the reference LSTM step (hidden 256, batch 16,
+#: input 32: one untaped step ~0.35-0.45 ms on the machines measured, docs/architecture.md).
+SECONDS_PER_UNIT = 0.0004
+_REFERENCE_FLOPS = 2 * 16 * (32 + 256) * 4 * 256
+
+
+def estimated_seconds(case: Case) -> float:
+    """A rough wall time for measuring a cell, scaled from the reference LSTM step by the
+    step's matmul work (for the confirmation of large sweeps; not a prediction)."""
+    flops = 2 * case.batch * (case.input + case.hidden) * 4 * case.hidden
+    per_unit = SECONDS_PER_UNIT * max(flops / _REFERENCE_FLOPS, 0.05)
+    return cell_cost(case) * per_unit + 3.0 * case.rounds * 3  # + worker start-ups
 
 
 def _planned_advances(case: Case) -> int:

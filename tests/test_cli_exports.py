@@ -58,3 +58,48 @@ def test_profile_shows_the_lines_of_a_step():
     assert all(r["occurrences"] >= 10 for r in step_rows if r["increment_mib"] > 0)
     res = invoke(["profile", "--model", "lstm", "--hidden", "32", "--steps", "10", "--top", "5"])
     assert res.exit_code == 0 and "memory by line" in res.output
+
+
+# ------------------------------------------------------------- --quiet, --verbose, --progress
+
+
+def test_progress_verbose_quiet_when_not_a_terminal(fake, tmp_path):
+    base = ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--repeats", "3"]
+    res = invoke([*base, "--out", str(tmp_path / "a.json"), "--progress"])
+    assert res.exit_code == 0
+    assert "normal: iteration 2/4" in res.output and "ETA" in res.output
+    res = invoke([*base, "--out", str(tmp_path / "b.json"), "--verbose"])
+    assert "exact peak" in res.output and "iteration 4/4" in res.output
+    res = invoke([*base, "--out", str(tmp_path / "c.json"), "--quiet"])
+    assert res.exit_code == 0
+    assert "iteration" not in res.output and "saved" not in res.output
+    assert "slowdown" in res.output  # the result itself is never quiet
+
+
+def test_big_sweeps_ask_first_and_huge_cells_are_refused(fake, tmp_path, monkeypatch):
+    config = tmp_path / "c.toml"
+    config.write_text("name = 'c'\n[case]\nmodel = 'rnn'\nsteps = 20\n[[grid]]\nsnaps = [3, 4]\n")
+    monkeypatch.setattr("ckptbench.cli.CONFIRM_CELLS", 1)
+    res = invoke(["sweep", str(config), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "2 cells" in res.output and "--yes" in res.output
+    assert not (tmp_path / "o" / "sweep.json").exists()
+    res = invoke(["sweep", str(config), "--out", str(tmp_path / "o"), "--yes", "--progress"])
+    assert res.exit_code == 0, res.output
+    assert "iteration 4/4" in res.output
+    huge = tmp_path / "h.toml"
+    huge.write_text("name = 'h'\n[case]\nmodel = 'rnn'\n[[grid]]\nsteps = [1000000000]\n")
+    res = invoke(["sweep", str(huge), "--out", str(tmp_path / "h")])
+    assert res.exit_code == 2 and "GiB" in res.output
+
+
+def test_check_quiet_lists_only_failures(fake, tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text(
+        "name = 'c'\n[case]\nmodel = 'rnn'\nsteps = 20\n[[grid]]\nsnaps = [3]\n"
+        "[expect]\nmemory_savings_min = 1.0\n"
+    )
+    assert invoke(["sweep", str(config), "--out", str(tmp_path / "o")]).exit_code == 0
+    loud = invoke(["check", str(tmp_path / "o")])
+    quiet = invoke(["check", str(tmp_path / "o"), "--quiet"])
+    assert loud.exit_code == quiet.exit_code == 0
+    assert "ok " in loud.output and "ok " not in quiet.output

@@ -33,11 +33,33 @@ def stderr_console() -> Console:
     return Console(stderr=True, soft_wrap=True, no_color=True, highlight=False)
 
 
-def mode_progress(console: Console, modes: Sequence[Mode], case: Any):
-    """Progress fed by the runner's events: a live display in a terminal, else one line per
-    finished mode. Returns (callback, stop)."""
+def _eta(event: Any) -> str:
+    done = event.index + 1
+    left = event.planned - done
+    if done <= 0 or left <= 0:
+        return ""
+    return f", ETA {event.elapsed_s / done * left:.0f} s"
+
+
+def mode_progress(
+    console: Console,
+    modes: Sequence[Mode],
+    case: Any,
+    *,
+    quiet: bool = False,
+    verbose: bool = False,
+    lines: bool = False,
+):
+    """Progress fed by the runner's events; returns (callback, stop).
+
+    In a terminal a live bar per (round, mode) with iteration k of n; elsewhere one line per
+    finished mode. ``lines`` (``--progress``) prints one line per iteration with the elapsed
+    time and an ETA even when not a terminal; ``verbose`` adds each iteration's time and
+    exact peak; ``quiet`` shows nothing.
+    """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    live = console.is_terminal and not quiet and not lines
     prog = Progress(
         TextColumn("{task.description}"),
         BarColumn(bar_width=20),
@@ -45,32 +67,47 @@ def mode_progress(console: Console, modes: Sequence[Mode], case: Any):
         TimeElapsedColumn(),
         console=console,
         transient=False,
-        disable=not console.is_terminal,
+        disable=not live,
     )
     planned = case.warmup + case.repeats
     tasks = {}
+
+    def label_of(round_index: int, mode: Mode) -> str:
+        return mode.value if case.rounds == 1 else f"round {round_index + 1} {mode.value}"
+
     for k in range(case.rounds):
         for m in modes:
-            label = m.value if case.rounds == 1 else f"round {k + 1} {m.value}"
-            tasks[k, m] = prog.add_task(f"{label}: waiting", total=planned, start=False)
+            tasks[k, m] = prog.add_task(f"{label_of(k, m)}: waiting", total=planned, start=False)
     prog.start()
+
+    def say(text: str) -> None:
+        if not quiet:
+            console.print(text, highlight=False)
 
     def callback(event):
         task = tasks[event.round, event.mode]
-        label = (
-            event.mode.value if case.rounds == 1 else f"round {event.round + 1} {event.mode.value}"
-        )
+        label = label_of(event.round, event.mode)
         if event.phase == "start":
             prog.start_task(task)
             prog.update(task, description=f"{label}: starting a fresh worker")
         elif event.phase == "iteration":
             kind = "warm-up" if event.warmup else "iteration"
             prog.update(task, completed=event.index + 1, description=f"{label}: {kind}")
+            if lines or verbose:
+                rec = event.record
+                detail = (
+                    f": {rec.wall_time_s:.3f} s, exact peak {rec.peak_rss_bytes / 2**20:.1f} MiB"
+                    if verbose and rec is not None
+                    else ""
+                )
+                say(
+                    f"{label}: {kind} {event.index + 1}/{event.planned}{detail}, elapsed "
+                    f"{event.elapsed_s:.0f} s{_eta(event)}"
+                )
         else:
-            prog.update(
-                task, completed=planned, description=f"{label}: {event.result.status.value}"
-            )
-            if not console.is_terminal:
-                console.print(f"{label}: {event.result.status.value}", highlight=False)
+            status = event.result.status.value
+            prog.update(task, completed=planned, description=f"{label}: {status}")
+            if not live:
+                say(f"{label}: {status}")
 
     return callback, prog.stop

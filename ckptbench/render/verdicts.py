@@ -15,10 +15,12 @@ def _cell(line: GateLine) -> str:
     return line.key + (f"@{line.host}" if line.host else "")
 
 
-def check_text(report: GateReport) -> str:
-    """The headline, then one line per check (failures first), then the notes."""
+def check_text(report: GateReport, *, quiet: bool = False) -> str:
+    """The headline, then one line per check (failures first; only failures when
+    ``quiet``), then the notes."""
     out = [report.headline]
-    for line in sorted(report.lines, key=lambda line: line.passed):
+    shown = report.failures if quiet else report.lines
+    for line in sorted(shown, key=lambda line: line.passed):
         word = "ok  " if line.passed else "FAIL"
         out.append(f"{word} {_cell(line)} {line.check}: {line.detail}")
     out.extend(f"note: {n}" for n in report.notes)
