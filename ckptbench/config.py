@@ -247,11 +247,23 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
     )
 
 
+#: Fields a value needs beside it to be checked on its own (the cell itself is checked whole).
+_COMPANIONS: dict[tuple[str, Any], dict[str, Any]] = {
+    ("strategy", "optimal"): {"budget_bytes": 1},
+    ("strategy", "torch-checkpoint"): {"backend": "torch"},
+    ("device", "cuda"): {"backend": "torch"},
+    ("budget_bytes", "*"): {"strategy": "optimal"},
+    ("budget_bytes", None): {},
+}
+
+
 def _check_case_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) -> None:
     if key not in CASE_FIELDS:
         raise r.error(f"unknown case key (known: {', '.join(CASE_FIELDS)})", table, key, index)
     try:
-        Case(**{key: value})
+        hashable = value if isinstance(value, (str, int, float, type(None))) else None
+        extra = _COMPANIONS.get((key, hashable), _COMPANIONS.get((key, "*"), {}))
+        Case(**{**extra, key: value})
     except CaseError as err:
         raise r.error(str(err), table, key, index) from None
     except TypeError as err:  # pragma: no cover - Case(**{known: value}) only fails on values

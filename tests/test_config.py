@@ -180,3 +180,18 @@ def test_cells_with_one_key_but_different_settings_are_an_error(tmp_path: Path) 
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_grid_axes_that_need_each_other_are_checked_as_cells(tmp_path):
+    from ckptbench.config import load_config
+
+    cfg = load_config(Path(__file__).parent.parent / "configs" / "budget.toml")
+    optimal = [c for c in cfg.cases if c.strategy == "optimal"]
+    assert len(optimal) == 8 and all(c.budget_bytes for c in optimal)
+    assert all(c.budget_bytes is None for c in cfg.cases if c.strategy != "optimal")
+    cfg = load_config(Path(__file__).parent.parent / "configs" / "torch.toml")
+    assert {c.strategy for c in cfg.cases} == {"revolve", "torch-checkpoint"}
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[case]\nstrategy = 'optimal'\n[[grid]]\nsnaps = [3]\n")
+    with pytest.raises(ValueError, match="budget"):
+        load_config(bad)
