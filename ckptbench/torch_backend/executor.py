@@ -342,8 +342,9 @@ _KNOWN = frozenset(ActionKind)
 
 def _unknown(act: Any) -> UnknownActionError:
     known = ", ".join(k.name for k in ActionKind)
+    kind = getattr(act.kind, "name", act.kind)
     return UnknownActionError(
-        f"the torch executor cannot run action {act!r} (it knows {known}); "
+        f"the torch executor cannot run action {kind!r} (it knows {known}); "
         "teach ckptbench.torch_backend.executor the new kind"
     )
 
