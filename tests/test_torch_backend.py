@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import subprocess
 import sys
 import textwrap
@@ -252,6 +253,25 @@ def test_second_backward_of_one_call_gives_the_same_gradient():
     assert calls[0] == 2 * once
 
 
+@pytest.mark.parametrize("strategy", ["revolve", "store-all"])
+def test_a_gradient_leaves_no_reference_cycle_holding_tensors(strategy):
+    """A cycle would keep snapshots and taped graphs alive until the collector runs."""
+    wl, params, state0, inputs = problem("lstm", 30)
+    loop = revolve_checkpoint(wl.step, wl.post, 30, 4, strategy)
+    p = {k: v.requires_grad_() for k, v in params.items()}
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        grads = torch.autograd.grad(wl.loss(loop(p, state0, inputs)), list(p.values()))
+        del grads
+        gc.collect()
+        leaked = [o for o in gc.garbage if isinstance(o, torch.Tensor)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert leaked == []
+
+
 def test_gradient_only_for_the_initial_state():
     wl, params, state0, inputs = problem("rnn", 12)
     h0 = state0.clone().requires_grad_()
@@ -471,6 +491,7 @@ print(" ".join(sorted(sys.modules)))
 """
 
 
+@pytest.mark.slow
 def test_every_torch_mode_has_imported_the_same_modules():
     loaded = {}
     for mode, strategy in [

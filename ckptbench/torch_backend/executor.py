@@ -21,6 +21,7 @@ names of ``ckptbench.checkpoint.CheckpointStats``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -80,7 +81,7 @@ class _Run:
         self.srebuild = srebuild
         self.n_p = n_p
         self.actions: Iterator[Action] | None = None
-        self.slots: dict[int, tuple[int, Any]] = {}
+        self.slots: dict[int, tuple[int, Any]] = {}  # slot -> (step, state)
         self.turn: _Turn | None = None  # step l-1, taped by the forward pass
         self.param_leaves: list[torch.Tensor] = []
         self.tape_params: Any = None
@@ -109,6 +110,12 @@ class _Run:
     def store(self, slot: int, step: int, state: Any) -> None:
         self.slots[slot] = (step, state)
         self.peak_live = max(self.peak_live, len(self.slots))
+
+    def restore(self, slot: int, step: int) -> Any:
+        held = self.slots.get(slot)
+        if held is None or held[0] != step:
+            raise RuntimeError(f"RESTORE of x_{step}: slot {slot} holds {held and held[0]}")
+        return held[1]
 
     def free(self, step: int) -> None:
         """Drop snapshots of x_step: once step is reversed, no action can need them again."""
@@ -272,7 +279,7 @@ class RevolveLoop:
                         state = step(params, state, inputs[i])
                     run.advanced += act.stop - act.start
                 elif kind is ActionKind.RESTORE:
-                    state = run.slots[act.slot][1]
+                    state = run.restore(act.slot, act.step)
                 elif kind is ActionKind.TAKESHOT:
                     run.store(act.slot, act.step, state)
                 elif kind is ActionKind.TERMINATE:
@@ -368,25 +375,42 @@ def _as_strategy(strategy: Strategy | str) -> Strategy:
 
 
 def _flatten(tree: Any, what: str) -> tuple[list[torch.Tensor], Callable[[list], Any]]:
-    """Tensor leaves of nested dict/tuple/list containers, and a function rebuilding them."""
+    """Tensor leaves of nested dict/tuple/list containers, and a function rebuilding them.
+
+    Module-level recursion, no self-referencing closure: a closure that calls itself is a
+    reference cycle, and a cycle holding the leaves (states, a taped step's outputs and so
+    its whole graph) keeps them alive until the garbage collector runs. That measured as
+    +10 MiB of RSS on the 1000-step LSTM.
+    """
     leaves: list[torch.Tensor] = []
+    spec = _spec(tree, leaves, what)
+    return leaves, functools.partial(_build, spec)
 
-    def walk(t: Any) -> Callable[[Iterator], Any]:
-        if isinstance(t, dict):
-            keys = list(t)
-            subs = [walk(t[k]) for k in keys]
-            return lambda it: {k: s(it) for k, s in zip(keys, subs, strict=True)}
-        if isinstance(t, tuple | list):
-            subs = [walk(v) for v in t]
-            kind = type(t)
-            return lambda it: kind([s(it) for s in subs])
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{what} must hold torch tensors, got {type(t).__name__}")
-        leaves.append(t)
-        return next
 
-    build = walk(tree)
-    return leaves, lambda flat: build(iter(flat))
+def _spec(t: Any, leaves: list, what: str) -> Any:
+    if isinstance(t, dict):
+        return ("dict", tuple(t), tuple(_spec(v, leaves, what) for v in t.values()))
+    if isinstance(t, tuple | list):
+        return ("seq", type(t), tuple(_spec(v, leaves, what) for v in t))
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{what} must hold torch tensors, got {type(t).__name__}")
+    leaves.append(t)
+    return None
+
+
+def _build(spec: Any, flat: list) -> Any:
+    if spec is None and len(flat) == 1:
+        return flat[0]
+    return _fill(spec, iter(flat))
+
+
+def _fill(spec: Any, it: Iterator) -> Any:
+    if spec is None:
+        return next(it)
+    kind, meta, subs = spec
+    if kind == "dict":
+        return {k: _fill(s, it) for k, s in zip(meta, subs, strict=True)}
+    return meta(_fill(s, it) for s in subs)
 
 
 def _signature(leaves: list[torch.Tensor]) -> tuple:
