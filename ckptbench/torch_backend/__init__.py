@@ -26,8 +26,12 @@ __all__ = ["INSTALL_HINT", "TorchMissingError", "require_torch"]
 INSTALL_HINT = "pip install 'ckptbench[torch]'"
 
 
-class TorchMissingError(ValueError):
-    """The torch backend was asked for but PyTorch cannot be imported (a one-line message)."""
+class TorchMissingError(ImportError, ValueError):
+    """The torch backend was asked for but PyTorch cannot be imported (a one-line message).
+
+    An ``ImportError`` (what the worker catches around the backend's import) and a
+    ``ValueError`` (the project's bad-input convention) at once.
+    """
 
 
 def require_torch() -> Any:

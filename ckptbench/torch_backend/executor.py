@@ -22,6 +22,7 @@ names of ``ckptbench.checkpoint.CheckpointStats``.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,21 @@ class TorchCheckpointStats:
     peak_live_snapshots: int  # most snapshot slots holding a live state at once
     peak_snapshot_bytes: int  # bytes held in those snapshots at the peak
     state_bytes: int  # bytes of one state
+    tapes_kept: int = 0  # TAPE actions (planner schedules; this executor runs none yet)
+    tapes_kept_peak: int = 0  # most tapes kept at once
+    tape_bytes: int = 0  # declared bytes of one tape (0: unknown)
+    peak_stored_bytes: int = 0  # most bytes of live snapshots (+ kept tapes) at once
+    advance_time_s: float = 0.0  # in ADVANCE actions (untaped steps, first-sweep readouts)
+    taped_time_s: float = 0.0  # in taped steps (turns) and their reverses
+    bookkeeping_time_s: float = 0.0  # snapshots, restores, producing the schedule's actions
+    executor_time_s: float = 0.0  # all time inside the Function's forward and backward
+
+    @property
+    def other_time_s(self) -> float:
+        """Executor time in no action (argument checks, zero cotangents, assembling grads)."""
+        return self.executor_time_s - (
+            self.advance_time_s + self.taped_time_s + self.bookkeeping_time_s
+        )
 
     @property
     def step_evaluations(self) -> int:
@@ -92,6 +108,10 @@ class _Run:
         self.post_calls = 0
         self.peak_live = 0
         self.state_bytes = 0
+        self.advance_s = 0.0
+        self.taped_s = 0.0
+        self.book_s = 0.0
+        self.executor_s = 0.0
 
     def stats(self) -> TorchCheckpointStats:
         lp = self.loop
@@ -105,6 +125,11 @@ class _Run:
             peak_live_snapshots=self.peak_live,
             peak_snapshot_bytes=self.peak_live * self.state_bytes,
             state_bytes=self.state_bytes,
+            peak_stored_bytes=self.peak_live * self.state_bytes,
+            advance_time_s=self.advance_s,
+            taped_time_s=self.taped_s,
+            bookkeeping_time_s=self.book_s,
+            executor_time_s=self.executor_s,
         )
 
     def store(self, slot: int, step: int, state: Any) -> None:
@@ -187,6 +212,8 @@ class RevolveLoop:
 
     def first_sweep(self, run: _Run, args: tuple) -> torch.Tensor:
         """Run the schedule up to FIRSTURN under ``no_grad``; return every step's output."""
+        clock = time.perf_counter
+        t_enter = clock()
         n_p = run.n_p
         pleaves, sleaves, inputs = args[:n_p], args[n_p:-1], args[-1]
         run.param_leaves = [p.detach().requires_grad_(p.requires_grad) for p in pleaves]
@@ -197,8 +224,11 @@ class RevolveLoop:
         state = run.srebuild(list(sleaves))
         step, post = self.step, self.post
         out: torch.Tensor | None = None
+        t_prev = clock()
         with torch.no_grad():
             for act in run.actions:
+                t0 = clock()
+                run.book_s += t0 - t_prev
                 kind = act.kind
                 if kind is ActionKind.ADVANCE:
                     for i in range(act.start, act.stop):
@@ -208,16 +238,22 @@ class RevolveLoop:
                         out = _store_output(out, i, post(params, state), self.steps)
                     run.advanced += act.stop - act.start
                     run.post_calls += act.stop - act.start
+                    t_prev = clock()
+                    run.advance_s += t_prev - t0
                 elif kind is ActionKind.TAKESHOT:
                     run.store(act.slot, act.step, state)
+                    t_prev = clock()
+                    run.book_s += t_prev - t0
                 elif kind is ActionKind.FIRSTURN:
                     run.turn = self._tape(run, state, inputs, act.step)
                     out = _store_output(out, act.step, run.turn.y.detach(), self.steps)
+                    run.taped_s += clock() - t0
                     break
-                elif kind in _KNOWN:
+                elif kind in _HANDLED:
                     raise RuntimeError(f"unexpected {act!r} in the first sweep")
                 else:
                     raise _unknown(act)
+        run.executor_s += clock() - t_enter
         self.stats = run.stats()
         return out
 
@@ -236,6 +272,8 @@ class RevolveLoop:
 
     def reverse_sweep(self, run: _Run, saved: tuple, g: torch.Tensor, needs: tuple) -> list:
         """Resume the schedule after FIRSTURN; return the cotangents of every ``apply`` arg."""
+        clock = time.perf_counter
+        t_enter = clock()
         n_p = run.n_p
         pleaves, sleaves, inputs = saved[:n_p], saved[n_p:-1], saved[-1]
         if run.turn is None:  # a second backward of the same call (retain_graph)
@@ -262,34 +300,46 @@ class RevolveLoop:
                 inputs_bar[i] = turn.x.grad
             run.free(i)
 
+        t0 = clock()
         turn, run.turn = run.turn, None
         reverse(turn, self.steps - 1)
         del turn
         params = run.prebuild(list(pleaves))
         state = None
         step = self.step
+        t_prev = clock()
+        run.taped_s += t_prev - t0
         with torch.no_grad():
             for act in run.actions:
+                t0 = clock()
+                run.book_s += t0 - t_prev
                 kind = act.kind
                 if kind is ActionKind.YOUTURN:
                     reverse(self._tape(run, state, inputs, act.step), act.step)
                     state = None
+                    t_prev = clock()
+                    run.taped_s += t_prev - t0
                 elif kind is ActionKind.ADVANCE:
                     for i in range(act.start, act.stop):
                         state = step(params, state, inputs[i])
                     run.advanced += act.stop - act.start
+                    t_prev = clock()
+                    run.advance_s += t_prev - t0
                 elif kind is ActionKind.RESTORE:
                     state = run.restore(act.slot, act.step)
+                    t_prev = clock()
+                    run.book_s += t_prev - t0
                 elif kind is ActionKind.TAKESHOT:
                     run.store(act.slot, act.step, state)
+                    t_prev = clock()
+                    run.book_s += t_prev - t0
                 elif kind is ActionKind.TERMINATE:
                     break
-                elif kind in _KNOWN:
+                elif kind in _HANDLED:
                     raise RuntimeError(f"unexpected {act!r} in the reverse sweep")
                 else:
                     raise _unknown(act)
         run.slots.clear()
-        self.stats = run.stats()
         result: list[torch.Tensor | None] = []
         for leaf, need in zip(run.param_leaves, needs[:n_p], strict=True):
             result.append(_or_zeros(leaf.grad, leaf) if need else None)
@@ -297,6 +347,8 @@ class RevolveLoop:
         for s_bar, s0, need in zip(state_bar, sleaves, needs[n_p:-1], strict=True):
             result.append(_or_zeros(s_bar, s0) if need else None)
         result.append(inputs_bar)
+        run.executor_s += clock() - t_enter
+        self.stats = run.stats()
         return result
 
     def _replace_snapshots(self, run: _Run, pleaves, sleaves, inputs) -> None:
@@ -344,11 +396,21 @@ def revolve_checkpoint(
 
 # ---------------------------------------------------------------------- helpers
 
-_KNOWN = frozenset(ActionKind)
+#: The action kinds this executor interprets; any other kind is an UnknownActionError.
+_HANDLED = frozenset(
+    {
+        ActionKind.ADVANCE,
+        ActionKind.TAKESHOT,
+        ActionKind.RESTORE,
+        ActionKind.FIRSTURN,
+        ActionKind.YOUTURN,
+        ActionKind.TERMINATE,
+    }
+)
 
 
 def _unknown(act: Any) -> UnknownActionError:
-    known = ", ".join(k.name for k in ActionKind)
+    known = ", ".join(sorted(k.name for k in _HANDLED))
     kind = getattr(act.kind, "name", act.kind)
     return UnknownActionError(
         f"the torch executor cannot run action {kind!r} (it knows {known}); "
@@ -364,14 +426,16 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
+#: Strategies whose schedules come from ``make_schedule`` with snaps alone.
+SCHEDULE_STRATEGIES: tuple[str, ...] = ("revolve", "uniform", "store-all")
+
+
 def _as_strategy(strategy: Strategy | str) -> Strategy:
-    if isinstance(strategy, Strategy):
-        return strategy
-    try:
-        return Strategy(strategy)
-    except ValueError:
-        names = ", ".join(s.value for s in Strategy)
-        raise ValueError(f"unknown strategy {strategy!r} (choose from {names})") from None
+    name = strategy.value if isinstance(strategy, Strategy) else strategy
+    if name not in SCHEDULE_STRATEGIES:
+        names = ", ".join(SCHEDULE_STRATEGIES)
+        raise ValueError(f"unknown strategy {name!r} for the torch executor (choose from {names})")
+    return Strategy(name)
 
 
 def _flatten(tree: Any, what: str) -> tuple[list[torch.Tensor], Callable[[list], Any]]:

@@ -1,11 +1,13 @@
 """``build_gradient(case, mode)`` for ``--backend torch``: the worker's contract, in PyTorch.
 
-Same contract as ``ckptbench.worker.build_gradient``: it returns ``(params, gradient,
-calls, loop)``; ``gradient(params)`` returns ``(loss: float, grad)`` where ``grad`` has the
-structure of ``params`` (a dict of tensors for the built-ins) and :func:`flatten_gradient`
-turns it into the float64 vector the autograd worker's flattening gives (dict keys sorted,
+It returns a :class:`ckptbench.backends.Built`, as the autograd backend does:
+``gradient(params)`` returns ``(loss: float, grad)`` where ``grad`` has the structure of
+``params`` (a dict of tensors for the built-ins); ``flatten`` (:func:`flatten_gradient`)
+turns it into the float64 vector the autograd backend's flattening gives (dict keys sorted,
 leaves raveled), so gradients compare across backends; ``calls[0]`` counts step
-evaluations; ``loop`` is the checkpointed loop (with ``.stats``) or ``None``.
+evaluations; ``counters()`` and ``phases()`` are the executor's counters and phase times
+(the names of ``ckptbench.checkpoint.CheckpointStats``; empty for the peer, which keeps
+none). On CUDA every gradient ends with a device synchronisation, so wall times are whole.
 
 Modes (``docs/architecture.md``, "modes"):
 
@@ -29,6 +31,7 @@ torch's intra-op pool the way the runner pins BLAS threads.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from ckptbench.torch_backend import require_torch
@@ -40,13 +43,22 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402  (same footprint in every mode; see the docstring)
 import torch.utils.checkpoint  # noqa: E402
 
+from ckptbench.backends import Built  # noqa: E402
 from ckptbench.torch_backend.cuda import resolve_device, synchronize  # noqa: E402
 from ckptbench.torch_backend.executor import revolve_checkpoint  # noqa: E402
 from ckptbench.torch_backend.peer import torch_checkpoint  # noqa: E402
 from ckptbench.torch_backend.workloads import load_torch_workload  # noqa: E402
 from ckptbench.workloads import Sizes  # noqa: E402
 
-__all__ = ["PEER_STRATEGY", "STRATEGIES", "build_gradient", "flatten_gradient", "tree_leaves"]
+__all__ = [
+    "PEER_STRATEGY",
+    "STRATEGIES",
+    "build_gradient",
+    "flatten_gradient",
+    "loop_counters",
+    "loop_phases",
+    "tree_leaves",
+]
 
 #: The strategy name of torch's own checkpointing (equal segments, non-reentrant).
 PEER_STRATEGY = "torch-checkpoint"
@@ -92,8 +104,8 @@ def _mode_name(mode: Any) -> str:
     return name
 
 
-def build_gradient(case: Any, mode: Any) -> tuple[Any, Callable, list[int], Any]:
-    """(params, gradient function of params, step-call counter, checkpointed loop or None).
+def build_gradient(case: Any, mode: Any) -> Built:
+    """The worker's view of ``case`` in ``mode`` on the torch backend.
 
     Reads ``case.model, steps, snaps, strategy, hidden, batch, input, output, seed`` and, when
     present, ``case.device`` (default ``"cpu"``) and ``case.threads``.
@@ -102,7 +114,7 @@ def build_gradient(case: Any, mode: Any) -> tuple[Any, Callable, list[int], Any]
     strategy = getattr(case, "strategy", "revolve")
     if name == "checkpointed" and strategy not in STRATEGIES:
         raise ValueError(
-            f"unknown strategy {strategy!r} for the torch backend "
+            f"strategy {strategy!r} is not available on the torch backend "
             f"(choose from {', '.join(STRATEGIES)})"
         )
     threads = getattr(case, "threads", None)
@@ -162,4 +174,31 @@ def build_gradient(case: Any, mode: Any) -> tuple[Any, Callable, list[int], Any]
         else:
             loop = revolve_checkpoint(counted, post, steps, case.snaps, strategy)
         gradient = differentiate(lambda p: loss_of(loop(p, state0, inputs)))
-    return params, gradient, calls, loop
+    return Built(
+        params=params,
+        gradient=gradient,
+        calls=calls,
+        counters=lambda: loop_counters(loop),
+        flatten=flatten_gradient,
+        phases=lambda: loop_phases(loop),
+    )
+
+
+def loop_counters(loop: Any) -> dict[str, int]:
+    """The integer counters of a loop's last call (steps and snaps left out; {} without)."""
+    stats = getattr(loop, "stats", None)
+    if stats is None:
+        return {}
+    return {
+        k: v
+        for k, v in asdict(stats).items()
+        if isinstance(v, int) and not isinstance(v, bool) and k not in ("steps", "snaps")
+    }
+
+
+def loop_phases(loop: Any) -> dict[str, float]:
+    """The executor's phase times of its last call (``*_time_s``; {} without stats)."""
+    stats = getattr(loop, "stats", None)
+    if stats is None:
+        return {}
+    return {k: float(v) for k, v in asdict(stats).items() if k.endswith("_time_s")}
