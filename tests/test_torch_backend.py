@@ -476,7 +476,7 @@ def test_plugin_with_torch_tensors(tmp_path, factory):
 def test_plugin_errors_are_workload_errors(tmp_path):
     with pytest.raises(WorkloadError, match="not found"):
         load_torch_workload(f"{tmp_path}/missing.py:make", Sizes())
-    path = tmp_path / "bad.py"
+    path = tmp_path / "init_not_a_tuple.py"
     path.write_text(
         "class W:\n    def init(self, steps, rng): return 1\n    step = post = loss = init\n"
     )

@@ -3,7 +3,7 @@
 The executor interprets a :mod:`ckptbench.revolve` action stream (binomial checkpointing,
 Griewank & Walther, "Algorithm 799: Revolve", ACM TOMS 26(1), 2000; uniform segments and
 store-all come from the same vocabulary) with PyTorch, the way ``ckptbench.checkpoint`` does
-with autograd (``docs/architecture.md``, "executor"):
+with autograd (see docs/architecture.md):
 
 * ``forward`` *is* the schedule's first sweep, under ``no_grad``: it computes every output,
   places the snapshots and tapes only the last step (FIRSTURN), whose graph it keeps;

@@ -9,7 +9,7 @@ evaluations; ``counters()`` and ``phases()`` are the executor's counters and pha
 (the names of ``ckptbench.checkpoint.CheckpointStats``; empty for the peer, which keeps
 none). On CUDA every gradient ends with a device synchronisation, so wall times are whole.
 
-Modes (``docs/architecture.md``, "modes"):
+Modes (see docs/architecture.md):
 
 * ``baseline`` — the unrolled loop under ``torch.no_grad`` and zero gradients: the floor;
 * ``normal`` — the unrolled loop with graph recording, ``torch.autograd.grad``;
