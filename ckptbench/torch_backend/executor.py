@@ -21,7 +21,6 @@ names of ``ckptbench.checkpoint.CheckpointStats``.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any
 import torch
 
 from ckptbench.revolve import Action, ActionKind, Strategy, make_schedule, optimal_forward_steps
+from ckptbench.torch_backend.trees import check_state, flatten_tree, state_signature
 
 __all__ = ["RevolveLoop", "TorchCheckpointStats", "UnknownActionError", "revolve_checkpoint"]
 
@@ -195,8 +195,8 @@ class RevolveLoop:
         )
 
     def __call__(self, params: Any, state0: Any, inputs: torch.Tensor) -> torch.Tensor:
-        pleaves, prebuild = _flatten(params, "params")
-        sleaves, srebuild = _flatten(state0, "state0")
+        pleaves, prebuild = flatten_tree(params, "params")
+        sleaves, srebuild = flatten_tree(state0, "state0")
         if not isinstance(inputs, torch.Tensor) or inputs.dim() == 0:
             raise ValueError("inputs must be a tensor whose leading axis is the step axis")
         if inputs.shape[0] != self.steps:
@@ -204,7 +204,7 @@ class RevolveLoop:
                 f"inputs has leading axis {inputs.shape[0]}, expected steps={self.steps}"
             )
         run = _Run(self, prebuild, srebuild, len(pleaves))
-        run.signature = _signature(sleaves)
+        run.signature = state_signature(sleaves)
         run.state_bytes = sum(t.numel() * t.element_size() for t in sleaves)
         return _Revolve.apply(run, *pleaves, *sleaves, inputs)
 
@@ -234,7 +234,7 @@ class RevolveLoop:
                     for i in range(act.start, act.stop):
                         state = step(params, state, inputs[i])
                         if i == 0:
-                            _check_state(state, run.signature)
+                            check_state(state, run.signature)
                         out = _store_output(out, i, post(params, state), self.steps)
                     run.advanced += act.stop - act.start
                     run.post_calls += act.stop - act.start
@@ -260,13 +260,13 @@ class RevolveLoop:
     def _tape(self, run: _Run, state: Any, inputs: torch.Tensor, i: int) -> _Turn:
         """Evaluate step i and its output with graph recording, from detached leaves."""
         with torch.enable_grad():
-            leaves = [t.detach().requires_grad_() for t in _flatten(state, "state")[0]]
+            leaves = [t.detach().requires_grad_() for t in flatten_tree(state, "state")[0]]
             x = inputs[i].detach().requires_grad_(run.want_inputs)
             new = self.step(run.tape_params, run.srebuild(leaves), x)
-            _check_state(new, run.signature)
+            check_state(new, run.signature)
             y = self.post(run.tape_params, new)
         run.taped += 1
-        return _Turn(leaves, x, _flatten(new, "state")[0], y)
+        return _Turn(leaves, x, flatten_tree(new, "state")[0], y)
 
     # ------------------------------------------------------------------ reverse sweep
 
@@ -436,65 +436,6 @@ def _as_strategy(strategy: Strategy | str) -> Strategy:
         names = ", ".join(SCHEDULE_STRATEGIES)
         raise ValueError(f"unknown strategy {name!r} for the torch executor (choose from {names})")
     return Strategy(name)
-
-
-def _flatten(tree: Any, what: str) -> tuple[list[torch.Tensor], Callable[[list], Any]]:
-    """Tensor leaves of nested dict/tuple/list containers, and a function rebuilding them.
-
-    Module-level recursion, no self-referencing closure: a closure that calls itself is a
-    reference cycle, and a cycle holding the leaves (states, a taped step's outputs and so
-    its whole graph) keeps them alive until the garbage collector runs. That measured as
-    +10 MiB of RSS on the 1000-step LSTM.
-    """
-    leaves: list[torch.Tensor] = []
-    spec = _spec(tree, leaves, what)
-    return leaves, functools.partial(_build, spec)
-
-
-def _spec(t: Any, leaves: list, what: str) -> Any:
-    if isinstance(t, dict):
-        return ("dict", tuple(t), tuple(_spec(v, leaves, what) for v in t.values()))
-    if isinstance(t, tuple | list):
-        return ("seq", type(t), tuple(_spec(v, leaves, what) for v in t))
-    if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{what} must hold torch tensors, got {type(t).__name__}")
-    leaves.append(t)
-    return None
-
-
-def _build(spec: Any, flat: list) -> Any:
-    if spec is None and len(flat) == 1:
-        return flat[0]
-    return _fill(spec, iter(flat))
-
-
-def _fill(spec: Any, it: Iterator) -> Any:
-    if spec is None:
-        return next(it)
-    kind, meta, subs = spec
-    if kind == "dict":
-        return {k: _fill(s, it) for k, s in zip(meta, subs, strict=True)}
-    return meta(_fill(s, it) for s in subs)
-
-
-def _signature(leaves: list[torch.Tensor]) -> tuple:
-    return tuple((tuple(t.shape), t.dtype, t.device) for t in leaves)
-
-
-def _check_state(new: Any, expected: tuple) -> None:
-    try:
-        got = _signature(_flatten(new, "step's result")[0])
-    except ValueError:
-        got = None
-    if got != expected:
-        raise ValueError(
-            f"step must return a state like the one it got: expected {_describe(expected)}, "
-            f"got {_describe(got) if got is not None else type(new).__name__}"
-        )
-
-
-def _describe(sig: tuple) -> str:
-    return "(" + ", ".join(f"{list(shape)} {dtype}" for shape, dtype, _ in sig) + ")"
 
 
 def _store_output(out: torch.Tensor | None, i: int, y: Any, steps: int) -> torch.Tensor:
