@@ -1,0 +1,181 @@
+"""The RNN and LSTM workloads in PyTorch, and plug-ins whose arrays are torch tensors.
+
+The math is that of :mod:`ckptbench.workloads.rnn` and :mod:`ckptbench.workloads.lstm`, op
+for op (the LSTM's one fused ``tanh`` over all four gates included), in float64. Initial
+values are *not* drawn again: ``init`` calls the autograd workload's own ``init`` with the
+same generator and converts its numpy arrays with ``torch.from_numpy``, so the same seed
+gives bit-identical parameters, states and inputs on both backends by construction, and the
+losses agree to rounding (see ``tests/test_torch_backend.py``).
+
+A plug-in (``"path/to/file.py:NAME"`` or ``"package.module:NAME"``) is loaded by
+:func:`ckptbench.workloads.load_workload` (same factory protocol, same one-line errors). Its
+``init`` may return numpy arrays or torch tensors; both are moved to the requested device.
+Its ``step``, ``post`` and ``loss`` receive torch tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ckptbench.workloads import LSTM, RNN, Sizes, WorkloadError, load_workload
+
+__all__ = [
+    "TORCH_BUILTINS",
+    "TorchLSTM",
+    "TorchPlugin",
+    "TorchRNN",
+    "load_torch_workload",
+    "to_device",
+]
+
+Params = dict[str, torch.Tensor]
+
+
+def to_device(tree: Any, device: torch.device | str) -> Any:
+    """numpy arrays and tensors of a nested dict/tuple/list, as tensors on ``device``.
+
+    CPU conversion of a float64 array shares its memory (``torch.from_numpy``); nothing is
+    cast, so float64 stays float64.
+    """
+    if isinstance(tree, dict):
+        return {k: to_device(v, device) for k, v in tree.items()}
+    if isinstance(tree, tuple | list):
+        return type(tree)(to_device(v, device) for v in tree)
+    if isinstance(tree, np.ndarray | np.generic):
+        arr = np.asarray(tree)
+        if not arr.flags.c_contiguous:
+            arr = arr.copy()
+        return torch.from_numpy(arr).to(device)
+    if isinstance(tree, torch.Tensor):
+        return tree.to(device)
+    raise WorkloadError(f"init must return arrays or tensors, got {type(tree).__name__}")
+
+
+@dataclass(frozen=True)
+class TorchRNN:
+    """``h' = tanh(h @ W_hh + x @ W_xh + b)``, ``y = h' @ W_out + b_out``, ``L = mean(y**2)``."""
+
+    hidden: int = 256
+    batch: int = 16
+    input: int = 32
+    output: int = 32
+    device: str = "cpu"
+    reference: RNN = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ref = RNN(hidden=self.hidden, batch=self.batch, input=self.input, output=self.output)
+        object.__setattr__(self, "reference", ref)
+
+    @property
+    def state_nbytes(self) -> int:
+        return self.reference.state_nbytes
+
+    def init(self, steps: int, rng: np.random.Generator) -> tuple[Params, torch.Tensor, Any]:
+        """The autograd workload's ``(params, h0, inputs)`` for ``rng``, as tensors."""
+        return to_device(self.reference.init(steps, rng), self.device)
+
+    def step(self, params: Params, state: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(state @ params["W_hh"] + x @ params["W_xh"] + params["b"])
+
+    def post(self, params: Params, state: torch.Tensor) -> torch.Tensor:
+        return state @ params["W_out"] + params["b_out"]
+
+    def loss(self, outputs: torch.Tensor) -> torch.Tensor:
+        return torch.mean(outputs**2)
+
+
+@dataclass(frozen=True)
+class TorchLSTM:
+    """The fused-gate LSTM of :mod:`ckptbench.workloads.lstm`; the state is ``(h, c)``."""
+
+    hidden: int = 256
+    batch: int = 16
+    input: int = 32
+    output: int = 32
+    device: str = "cpu"
+    reference: LSTM = field(init=False, repr=False, compare=False)
+    scale: torch.Tensor = field(init=False, repr=False, compare=False)
+    shift: torch.Tensor = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ref = LSTM(hidden=self.hidden, batch=self.batch, input=self.input, output=self.output)
+        object.__setattr__(self, "reference", ref)
+        h = self.hidden
+        # sigmoid(u) = 0.5 * tanh(u / 2) + 0.5: columns [i | f | o] get 0.5, [g] gets 1 / 0.
+        scale = torch.full((4 * h,), 0.5, dtype=torch.float64, device=self.device)
+        scale[3 * h :] = 1.0
+        shift = torch.full((4 * h,), 0.5, dtype=torch.float64, device=self.device)
+        shift[3 * h :] = 0.0
+        object.__setattr__(self, "scale", scale)
+        object.__setattr__(self, "shift", shift)
+
+    @property
+    def state_nbytes(self) -> int:
+        return self.reference.state_nbytes
+
+    def init(self, steps: int, rng: np.random.Generator) -> tuple[Params, tuple, Any]:
+        """The autograd workload's ``(params, (h0, c0), inputs)`` for ``rng``, as tensors."""
+        return to_device(self.reference.init(steps, rng), self.device)
+
+    def step(self, params: Params, state: tuple, x: torch.Tensor) -> tuple:
+        h, c = state[0], state[1]
+        n = self.hidden
+        z = torch.cat((x, h), dim=1) @ params["W"] + params["b"]
+        gates = torch.tanh(z * self.scale) * self.scale + self.shift
+        c = gates[:, n : 2 * n] * c + gates[:, :n] * gates[:, 3 * n :]
+        h = gates[:, 2 * n : 3 * n] * torch.tanh(c)
+        return h, c
+
+    def post(self, params: Params, state: tuple) -> torch.Tensor:
+        return state[0] @ params["W_out"] + params["b_out"]
+
+    def loss(self, outputs: torch.Tensor) -> torch.Tensor:
+        return torch.mean(outputs**2)
+
+
+@dataclass(frozen=True)
+class TorchPlugin:
+    """A user workload run with torch tensors: ``init``'s arrays are moved to ``device``."""
+
+    spec: str
+    workload: Any
+    device: str = "cpu"
+
+    def init(self, steps: int, rng: np.random.Generator) -> tuple[Any, Any, Any]:
+        drawn = self.workload.init(steps, rng)
+        if not isinstance(drawn, tuple) or len(drawn) != 3:
+            raise WorkloadError(
+                f"workload {self.spec!r}: init must return (params, state0, inputs), "
+                f"got {type(drawn).__name__}"
+            )
+        return to_device(drawn, self.device)
+
+    def step(self, params: Any, state: Any, x: Any) -> Any:
+        return self.workload.step(params, state, x)
+
+    def post(self, params: Any, state: Any) -> Any:
+        return self.workload.post(params, state)
+
+    def loss(self, outputs: Any) -> Any:
+        return self.workload.loss(outputs)
+
+
+TORCH_BUILTINS: dict[str, Callable[..., Any]] = {"lstm": TorchLSTM, "rnn": TorchRNN}
+
+
+def load_torch_workload(spec: str, sizes: Sizes, device: str = "cpu") -> Any:
+    """The torch workload named by ``spec`` (``"rnn"``, ``"lstm"`` or a plug-in) on ``device``.
+
+    Plug-ins follow :func:`ckptbench.workloads.load_workload`'s protocol and errors.
+    """
+    if not isinstance(sizes, Sizes):
+        raise WorkloadError(f"sizes must be a Sizes instance, got {type(sizes).__name__}")
+    name = spec.strip() if isinstance(spec, str) else spec
+    if name in TORCH_BUILTINS:
+        return TORCH_BUILTINS[name](**sizes.as_kwargs(), device=device)
+    return TorchPlugin(spec=name, workload=load_workload(name, sizes), device=device)
