@@ -569,23 +569,28 @@ def _store_output(out: np.ndarray | None, i: int, y: Any, steps: int) -> np.ndar
 
 
 def _flatten(tree: Any) -> tuple[list, Callable[[list], Any]]:
-    """Leaves of nested dict/tuple/list containers, and a function rebuilding the structure."""
+    """Leaves of nested dict/tuple/list containers, and a function rebuilding the structure.
+
+    The walk is a module-level function, not a closure calling itself: such a closure is a
+    reference cycle that would keep every taped step's boxes (and their tape) alive until
+    the garbage collector runs.
+    """
     leaves: list = []
-
-    def walk(t: Any) -> Callable[[Iterator], Any]:
-        if isinstance(t, dict):
-            keys = list(t)
-            subs = [walk(t[k]) for k in keys]
-            return lambda it: {k: s(it) for k, s in zip(keys, subs, strict=True)}
-        if isinstance(t, (tuple, list)):
-            subs = [walk(v) for v in t]
-            kind = type(t)
-            return lambda it: kind([s(it) for s in subs])
-        leaves.append(t)
-        return next
-
-    build = walk(tree)
+    build = _walk(tree, leaves)
     return leaves, lambda flat: build(iter(flat))
+
+
+def _walk(t: Any, leaves: list) -> Callable[[Iterator], Any]:
+    if isinstance(t, dict):
+        keys = list(t)
+        subs = [_walk(t[k], leaves) for k in keys]
+        return lambda it: {k: s(it) for k, s in zip(keys, subs, strict=True)}
+    if isinstance(t, (tuple, list)):
+        subs = [_walk(v, leaves) for v in t]
+        kind = type(t)
+        return lambda it: kind([s(it) for s in subs])
+    leaves.append(t)
+    return next
 
 
 def _accumulate(acc: list, grads: list) -> None:

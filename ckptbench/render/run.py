@@ -117,7 +117,11 @@ def run_table(result: RunResult) -> Table:
         evals = m.counters.get("step_calls")
         if m.mode is Mode.CHECKPOINTED and evals is not None and result.case.strategy == "optimal":
             ev = f"{evals} (plan {result.case.steps + m.plan.get('advances', 0)})"
-        elif m.mode is Mode.CHECKPOINTED and evals is not None:
+        elif (
+            m.mode is Mode.CHECKPOINTED
+            and evals is not None
+            and result.case.strategy in ("revolve", "uniform", "store-all")
+        ):
             ev = f"{evals} / {s.get('step_evaluations_optimal')}"
         else:
             ev = "-" if evals is None else str(evals)
