@@ -25,3 +25,4 @@ class Built:
     flatten: Callable[[Any], Any]  # gradient tree -> 1-D float64 numpy array
     phases: Callable[[], dict[str, float]] = dict  # executor phase times of the last call
     plan: Callable[[], dict[str, Any]] = dict  # the plan an ``optimal`` executor ran, if any
+    device_meter: Any = None  # CUDA: ``measure()`` context giving the device's peak bytes

@@ -246,6 +246,8 @@ class Iteration:
     peak_rss_bytes: int  # exact peak of this iteration (VmHWM after reset, or fallback)
     start_rss_bytes: int  # RSS just before the iteration, after malloc_trim
     phases: dict[str, float] = field(default_factory=dict)  # executor phase times (s)
+    peak_device_bytes: int | None = None  # CUDA: torch.cuda.max_memory_allocated
+    start_device_bytes: int | None = None  # CUDA: memory_allocated before the iteration
 
 
 @dataclass(frozen=True)

@@ -83,17 +83,22 @@ def build(case: Case, mode: Mode, costs: dict[str, Any] | None = None) -> Built:
 
 
 def _iteration(meter: measure.PeakMeter, built: Built) -> tuple[dict[str, Any], Any]:
-    with meter.measure() as window:
+    device = built.device_meter.measure() if built.device_meter is not None else None
+    with meter.measure() as window, device or contextlib.nullcontext() as dwin:
         t0, c0 = time.perf_counter(), time.process_time()
-        value = built.gradient(built.params)
+        value = built.gradient(built.params)  # synchronises a CUDA device before returning
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     r = window.reading
-    return {
+    record = {
         "wall_time_s": wall,
         "cpu_time_s": cpu,
         "peak_rss_bytes": r.peak_rss_bytes,
         "start_rss_bytes": r.start_rss_bytes,
-    }, value
+    }
+    if dwin is not None and dwin.reading is not None:  # device memory beside host RSS
+        record["peak_device_bytes"] = dwin.reading.peak_device_bytes
+        record["start_device_bytes"] = dwin.reading.start_device_bytes
+    return record, value
 
 
 def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:

@@ -345,3 +345,26 @@ def test_expect_oom_makes_the_limit_the_point_of_the_run(fake, tmp_path):
                   "--expect-oom", "normal"])  # fmt: skip
     assert res.exit_code == 1 and "did not" in res.output
     assert invoke(small(tmp_path / "d.json", "--expect-oom", "normal")).exit_code == 2
+
+
+def test_device_memory_is_summarised_beside_host_rss():
+    from ckptbench.analysis import summarize
+    from ckptbench.results import Iteration, ModeResult
+
+    def mode(m, device_mib):
+        its = tuple(
+            Iteration(1.0, 1.0, 100 * 2**20, 50 * 2**20, peak_device_bytes=device_mib * 2**20)
+            for _ in range(3)
+        )
+        return ModeResult(mode=m, status=Status.OK, iterations=its)
+
+    case = Case(backend="torch", device="cuda")
+    s = summarize(
+        case, [mode(Mode.BASELINE, 10), mode(Mode.NORMAL, 410), mode(Mode.CHECKPOINTED, 30)]
+    )
+    assert s["device_overhead_bytes"]["normal"] == 400 * 2**20
+    assert s["device_memory_savings"] == pytest.approx(20.0)
+    cpu = ModeResult(
+        mode=Mode.BASELINE, status=Status.OK, iterations=(Iteration(1.0, 1.0, 2**20, 2**20),)
+    )
+    assert "device_memory_savings" not in summarize(Case(), [cpu])

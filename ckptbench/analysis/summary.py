@@ -159,6 +159,7 @@ def summarize(
         "time_unstable": estimates["time_unstable"],
         "phases_s": {m.mode.value: _median_phases(m) for m in modes if m.ok and _median_phases(m)},
         "overhead_bytes": overhead,
+        **_device_figures(modes),
         "peak_rss_bytes": peaks,
         "time_s": times,
         "forward_steps": advanced,
@@ -169,6 +170,27 @@ def summarize(
         "cpu_share": cpu_share,
         "status": {m.mode.value: m.status.value for m in modes},
         "ok": all(m.ok for m in modes),
+    }
+
+
+def _device_figures(modes: Sequence[ModeResult]) -> dict[str, Any]:
+    """CUDA cases: median device peak per mode (``max_memory_allocated``) and the savings in
+    device memory over the baseline's; empty for CPU cases."""
+    peaks = {
+        m.mode.value: int(statistics.median(it.peak_device_bytes for it in m.iterations))
+        for m in modes
+        if m.ok and m.iterations and all(it.peak_device_bytes is not None for it in m.iterations)
+    }
+    if not peaks:
+        return {}
+    base = peaks.get(Mode.BASELINE.value)
+    over = {k: None if base is None else v - base for k, v in peaks.items()}
+    return {
+        "peak_device_bytes": peaks,
+        "device_overhead_bytes": over,
+        "device_memory_savings": ratio(
+            over.get(Mode.NORMAL.value), over.get(Mode.CHECKPOINTED.value)
+        ),
     }
 
 

@@ -44,7 +44,11 @@ import torch._dynamo  # noqa: E402  (same footprint in every mode; see the docst
 import torch.utils.checkpoint  # noqa: E402
 
 from ckptbench.backends import Built  # noqa: E402
-from ckptbench.torch_backend.cuda import resolve_device, synchronize  # noqa: E402
+from ckptbench.torch_backend.cuda import (  # noqa: E402
+    DevicePeakMeter,
+    resolve_device,
+    synchronize,
+)
 from ckptbench.torch_backend.executor import revolve_checkpoint  # noqa: E402
 from ckptbench.torch_backend.peer import torch_checkpoint  # noqa: E402
 from ckptbench.torch_backend.workloads import load_torch_workload  # noqa: E402
@@ -181,6 +185,7 @@ def build_gradient(case: Any, mode: Any) -> Built:
         counters=lambda: loop_counters(loop),
         flatten=flatten_gradient,
         phases=lambda: loop_phases(loop),
+        device_meter=DevicePeakMeter(device) if device.type == "cuda" else None,
     )
 
 
