@@ -439,13 +439,16 @@ def _strategies() -> list[str]:
 )
 @size_options
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)
-@click.option("--repeats", type=POS, default=3, show_default=True, help="Measured iterations.")
+@click.option(
+    "--repeats", type=POS, default=1, show_default=True, help="Measured iterations per round."
+)
 @click.option(
     "--rounds",
     type=POS,
-    default=1,
+    default=6,
     show_default=True,
-    help="Measure every mode this many times, each in a fresh worker, in rotated order.",
+    help="Measure every mode this many times, each in a fresh worker, in rotated order; "
+    "the slowdown's 95% interval comes from the spread between rounds.",
 )
 @click.option(
     "--threads", type=POS, default=1, show_default=True, help="BLAS/OpenMP threads in workers."

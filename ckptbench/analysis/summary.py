@@ -116,8 +116,9 @@ def summarize(
     ``forward_steps``, ``forward_steps_optimal``, ``step_evaluations``,
     ``step_evaluations_optimal``, ``grad_max_rel_err``, ``cpu_share`` (per mode: median CPU
     time / wall time of an iteration; well below 1 means the worker waited for a core),
-    ``noise`` (verdicts that make time figures unstable), ``time_unstable``, ``status`` (per
-    mode), ``ok``.
+    ``noise`` (verdicts that make time figures unstable), ``time_unstable``, ``time_cv`` and
+    ``peak_spread_bytes`` (per mode: CV of its iteration times, spread of its per-round
+    median exact peaks), ``status`` (per mode), ``ok``.
     """
     by_mode = {m.mode: m for m in modes}
     peaks = {m.mode.value: mode_peak_bytes(m) for m in modes}
@@ -156,6 +157,8 @@ def summarize(
         "memory_savings_ci": savings.as_list() if savings else None,
         "rounds": estimates["rounds"],
         "noise": estimates["noise"],
+        "time_cv": estimates.get("time_cv", {}),
+        "peak_spread_bytes": estimates.get("peak_spread_bytes", {}),
         "time_unstable": estimates["time_unstable"],
         "phases_s": {m.mode.value: _median_phases(m) for m in modes if m.ok and _median_phases(m)},
         "overhead_bytes": overhead,
@@ -240,6 +243,10 @@ def round_estimates(
             other_busy_cores=other_busy_cores,
         )
     out["noise"] = [v.as_dict() for v in verdicts]
+    if times:
+        noise = stability.mode_noise(times, peaks)
+        out["time_cv"] = {m: n.cv for m, n in noise.items()}
+        out["peak_spread_bytes"] = {m: n.peak_spread_bytes for m, n in noise.items()}
     out["time_unstable"] = stability.time_unstable(verdicts)
     return out
 

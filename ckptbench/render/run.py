@@ -193,6 +193,16 @@ def explain_lines(result: RunResult) -> list[str]:
             f"{per}, taped steps + reverse {taped:.2f} s{vs}, bookkeeping {book:.3f} s; "
             f"phases add up to {share:.1%} of the iteration"
         )
+    spread = s.get("peak_spread_bytes") or {}
+    if result.case.rounds > 1 and spread:
+        parts = ", ".join(
+            f"{m} {fmt_bytes(v, digits=2)}" for m, v in spread.items() if v is not None
+        )
+        cvs = ", ".join(f"{m} {v:.1%}" for m, v in (s.get("time_cv") or {}).items())
+        lines.append(
+            f"across {result.case.rounds} rounds: exact peaks spread by {parts}; "
+            f"iteration times vary by (CV) {cvs}"
+        )
     plan = ckpt.plan if ckpt is not None else {}
     if plan and Mode.CHECKPOINTED.value in times:
         wall = times[Mode.CHECKPOINTED.value]["median"]
