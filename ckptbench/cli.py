@@ -351,6 +351,15 @@ def _check_out(path: Path, force: bool) -> None:
         raise InputError(f"--out {path}: cannot write there ({err.strerror or err})") from None
 
 
+def _relative_model(model: str) -> str:
+    """A file plug-in given by an absolute path is recorded relative to the current folder
+    (results never hold absolute paths of this machine)."""
+    target, sep, name = model.rpartition(":")
+    if sep and os.path.isabs(target) and os.path.isfile(target):
+        return f"{os.path.relpath(target)}:{name}"
+    return model
+
+
 def _parse_modes(text: str):
     from ckptbench.results import Mode
 
@@ -513,6 +522,7 @@ def run(
     from ckptbench.workloads import Sizes, load_workload
 
     mode_list = _parse_modes(modes)
+    model = _relative_model(model)
     if expect_oom and memory_limit is None:
         raise InputError("--expect-oom needs --memory-limit")
     if set(expect_oom) - {m.value for m in mode_list}:

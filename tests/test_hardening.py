@@ -161,6 +161,12 @@ def test_plugin_provenance_is_relative_with_content_hash(fake, tmp_path, monkeyp
         "sha256": hashlib.sha256(plug.read_bytes()).hexdigest(),
     }
     assert str(tmp_path) not in json.dumps(env["plugin"])
+    res = invoke(["run", "--model", f"{plug}:make", "--steps", "10", "--snaps", "3",
+                  "--out", "abs.json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = (tmp_path / "abs.json").read_text()
+    assert str(tmp_path) not in doc.replace(str(Path(sys.executable).parent), "")
+    assert load_result(tmp_path / "abs.json").case.model == "models/mine.py:make"
 
 
 # ------------------------------------------------------------- 7: effective values
