@@ -22,7 +22,7 @@ from typing import Any
 
 import ckptbench
 from ckptbench import measure, noise
-from ckptbench.analysis import summarize
+from ckptbench.analysis.summary import pool_by_mode, summarize
 from ckptbench.launch import Interrupted, Progress, RunEvent, measure_costs, run_mode
 from ckptbench.results import (
     MODES,
@@ -31,13 +31,12 @@ from ckptbench.results import (
     ModeResult,
     RunResult,
     Status,
-    pool_rounds,
     save_result,
 )
 from ckptbench.revolve import Strategy, optimal_forward_steps
 from ckptbench.workloads import plugin_provenance
 
-__all__ = ["GRAD_TOLERANCE", "pooled_modes", "round_order", "run_case"]
+__all__ = ["GRAD_TOLERANCE", "round_order", "run_case"]
 
 #: Checkpointed gradients must match the plain gradient to this max relative error.
 GRAD_TOLERANCE = 1e-8
@@ -77,18 +76,6 @@ def _verify(case: Case, result: ModeResult, grad_err: float | None) -> ModeResul
                 error=f"step evaluations {got} != optimal {want} (t(l,s) + l)",
             )
     return result
-
-
-def pooled_modes(results: Sequence[ModeResult]) -> list[ModeResult]:
-    """One result per mode, its rounds pooled (``results.pool_rounds``), in first-seen order."""
-    order: list[Mode] = []
-    for r in results:
-        if r.mode not in order:
-            order.append(r.mode)
-    return [
-        pool_rounds(tuple(sorted((r for r in results if r.mode is m), key=lambda r: r.round)))
-        for m in order
-    ]
 
 
 def round_order(modes: Sequence[Mode], round_index: int) -> tuple[Mode, ...]:
@@ -142,7 +129,7 @@ def run_case(
             case=case,
             modes=tuple(results),
             environment=env,
-            summary=summarize(case, pooled_modes(results), results, busy),
+            summary=summarize(case, pool_by_mode(results), results, busy),
             created=created,
             host=host,
             tool_version=ckptbench.__version__,

@@ -46,7 +46,8 @@ def one_line_error(capsys, argv) -> str:
 
 def test_run_with_fake_worker_saves_recomputable_ratios(fake, tmp_path):
     out = tmp_path / "r.json"
-    res = invoke(["run", "--model", "rnn", "--steps", "100", "--snaps", "10", "--out", str(out)])
+    res = invoke(["run", "--model", "rnn", "--steps", "100", "--snaps", "10", "--out", str(out),
+                  "--rounds", "1", "--repeats", "3"])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "slowdown 1.10x" in res.output  # 0.055 / 0.050
     result = load_result(out)
@@ -75,12 +76,15 @@ def test_run_json_output_has_stable_keys(fake, tmp_path):
     doc = json.loads(res.stdout)
     assert doc["schema_version"] == SCHEMA_VERSION
     for key in ("slowdown", "memory_savings", "overhead_bytes", "forward_steps",
-                "forward_steps_optimal", "grad_max_rel_err"):  # fmt: skip
+                "forward_steps_optimal", "grad_max_rel_err", "slowdown_ci", "memory_savings_ci",
+                "rounds", "slowdown_per_round"):  # fmt: skip
         assert key in doc["summary"]
+    assert doc["summary"]["rounds"] == 6 == len(doc["summary"]["slowdown_per_round"])
     assert set(doc["environment"]) >= {"python_version", "cpu_model", "thread_env_child", "numpy"}
     assert doc["environment"]["thread_env_child"]["OPENBLAS_NUM_THREADS"] == "1"
-    assert [m["mode"] for m in doc["modes"]] == ["baseline", "normal", "checkpointed"]
-    assert len(doc["modes"][1]["iterations"]) == 3 and len(doc["modes"][1]["warmup"]) == 1
+    assert [m["mode"] for m in doc["modes"][:3]] == ["baseline", "normal", "checkpointed"]
+    assert len(doc["modes"]) == 18 and {m["round"] for m in doc["modes"]} == set(range(6))
+    assert len(doc["modes"][1]["iterations"]) == 1 and len(doc["modes"][1]["warmup"]) == 1
 
 
 def test_crashed_mode_is_reported_and_others_saved(fake, tmp_path):
@@ -194,7 +198,7 @@ def test_real_run_end_to_end(tmp_path):
     """A small real run through the CLI: real workers, real measurements."""
     out = tmp_path / "rnn.json"
     proc = _cli("run", "--model", "rnn", "--steps", "50", "--snaps", "5", "--hidden", "64",
-                "--repeats", "2", "--out", str(out), "--json")  # fmt: skip
+                "--repeats", "2", "--rounds", "1", "--out", str(out), "--json")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc == json.loads(out.read_text())

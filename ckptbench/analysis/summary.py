@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptbench.analysis import intervals, stability
-from ckptbench.results import Case, Mode, ModeResult
+from ckptbench.results import Case, Mode, ModeResult, pool_rounds
 from ckptbench.revolve import optimal_forward_steps
 
 __all__ = [
@@ -120,6 +120,8 @@ def summarize(
     ``peak_spread_bytes`` (per mode: CV of its iteration times, spread of its per-round
     median exact peaks), ``status`` (per mode), ``ok``.
     """
+    if not rounds and len({m.mode for m in modes}) < len(modes):
+        rounds, modes = modes, pool_by_mode(modes)  # a result's modes, several rounds each
     by_mode = {m.mode: m for m in modes}
     peaks = {m.mode.value: mode_peak_bytes(m) for m in modes}
     base = peaks.get(Mode.BASELINE.value)
@@ -139,7 +141,7 @@ def summarize(
     normal = by_mode.get(Mode.NORMAL)
     ckpt = by_mode.get(Mode.CHECKPOINTED)
     counters = ckpt.counters if ckpt is not None else {}
-    opt = optimal_forward_steps(case.steps, effective_snaps(case))
+    opt = optimum_advances(case, ckpt)
     advanced = counters.get("steps_advanced")
     taped = counters.get("steps_taped")
     estimates = round_estimates(rounds or modes, cpu_share, other_busy_cores)
@@ -168,12 +170,36 @@ def summarize(
         "forward_steps": advanced,
         "forward_steps_optimal": opt,
         "step_evaluations": None if advanced is None or taped is None else advanced + taped,
-        "step_evaluations_optimal": opt + case.steps,
+        "step_evaluations_optimal": None if opt is None else opt + case.steps,
         "grad_max_rel_err": ckpt.grad_max_rel_err if ckpt is not None else None,
         "cpu_share": cpu_share,
         "status": {m.mode.value: m.status.value for m in modes},
         "ok": all(m.ok for m in modes),
     }
+
+
+def pool_by_mode(results: Sequence[ModeResult]) -> list[ModeResult]:
+    """One result per mode, its rounds pooled (``results.pool_rounds``), first-seen order."""
+    order: list[Mode] = []
+    for r in results:
+        if r.mode not in order:
+            order.append(r.mode)
+    return [
+        pool_rounds(tuple(sorted((r for r in results if r.mode is m), key=lambda r: r.round)))
+        for m in order
+    ]
+
+
+def optimum_advances(case: Case, ckpt: ModeResult | None) -> int | None:
+    """The advances a cell's checkpointed mode should make: Revolve's t(l, s) for the
+    action-stream strategies (a lower bound for uniform), the plan's own count for
+    ``optimal``, and None for a peer (torch-checkpoint) whose schedule is not ours."""
+    if case.strategy in ("revolve", "uniform", "store-all"):
+        return optimal_forward_steps(case.steps, effective_snaps(case))
+    if case.strategy == "optimal" and ckpt is not None and ckpt.plan:
+        advances = ckpt.plan.get("advances")
+        return int(advances) if isinstance(advances, int) else None
+    return None
 
 
 def _device_figures(modes: Sequence[ModeResult]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ckptbench.analysis import differing_fields, summarize
 from ckptbench.render.format import MIB, cell_labels, fmt_bytes
-from ckptbench.results import Case, RunResult
+from ckptbench.results import EXTRA_STRATEGIES, Case, RunResult
 from ckptbench.revolve import Strategy, optimal_forward_steps
 
 __all__ = [
@@ -38,7 +38,13 @@ DPI = 150
 WIDTH_IN = 9.3  # 1400 px at DPI
 
 _MODE_COLORS = {"baseline": "#777777", "normal": "#d62728", "checkpointed": "#1f77b4"}
-_STRATEGY_MARKERS = {"revolve": "o", "uniform": "s", "store-all": "^"}
+_STRATEGY_MARKERS = {
+    "revolve": "o",
+    "uniform": "s",
+    "store-all": "^",
+    "optimal": "D",
+    "torch-checkpoint": "v",
+}
 
 
 def _figure(height: float = 3.8, ncols: int = 1, width: float = WIDTH_IN) -> tuple[Any, Any]:
@@ -150,16 +156,30 @@ def _fit_line(xs: list[float], ys: list[float]) -> tuple[float, float] | None:
     return my - slope * mx, slope
 
 
+#: Every strategy a cell may have: our action streams, then the peers.
+_STRATEGIES = (*(s.value for s in Strategy), *EXTRA_STRATEGIES)
+
+
+def _point_label(strategy: str, setting: int) -> str:
+    if strategy == "optimal":
+        return f"{setting / MIB:g} MiB"
+    if strategy == "torch-checkpoint":
+        return f"{setting} seg"
+    return f"s={setting}"
+
+
 def _points(results: Sequence[RunResult], strategy: str) -> list[tuple[int, float, float, Any]]:
-    """(snaps, checkpointed overhead MiB, slowdown, forward steps) of a strategy's cells."""
+    """(setting, checkpointed overhead MiB, slowdown, forward steps) of a strategy's cells;
+    the setting is snaps (segments for torch-checkpoint, the byte budget for optimal)."""
     pts = []
     for r in results:
         if r.case.strategy != strategy:
             continue
         s = summarize(r.case, r.modes)
         over = s["overhead_bytes"].get("checkpointed")
+        setting = r.case.budget_bytes if strategy == "optimal" else r.case.snaps
         if over is not None and s["slowdown"] is not None:
-            pts.append((r.case.snaps, over / MIB, s["slowdown"], s["forward_steps"]))
+            pts.append((setting or 0, over / MIB, s["slowdown"], s["forward_steps"]))
     return sorted(pts)
 
 
@@ -182,10 +202,10 @@ def plot_tradeoff(
     xs_all: list[float] = []
     revolve_pts: list[tuple[int, float, float, Any]] = []
     recompute: list[float] = []
-    for strat in Strategy:
-        marker = _STRATEGY_MARKERS.get(strat.value, "o")
-        pts = _points(results, strat.value)
-        old = _points(before, strat.value)
+    for name in _STRATEGIES:
+        marker = _STRATEGY_MARKERS.get(name, "o")
+        pts = _points(results, name)
+        old = _points(before, name)
         if old:
             ax1.plot(
                 [p[1] for p in old],
@@ -193,27 +213,30 @@ def plot_tradeoff(
                 marker,
                 mfc="none",
                 color="#999999",
-                label=f"{strat.value} before",
+                label=f"{name} before",
             )
             xs_all += [p[1] for p in old]
         if not pts:
             continue
-        line = ax1.plot([p[1] for p in pts], [p[2] for p in pts], marker, label=strat.value)[0]
+        line = ax1.plot([p[1] for p in pts], [p[2] for p in pts], marker, label=name)[0]
         xs_all += [p[1] for p in pts]
         for snaps, mem, slow, _ in pts:
             ax1.annotate(
-                f"s={snaps}", (mem, slow), fontsize=6, xytext=(3, 3), textcoords="offset points"
-            )
+                _point_label(name, snaps), (mem, slow), fontsize=6, xytext=(3, 3),
+                textcoords="offset points",
+            )  # fmt: skip
+        if name == "optimal":
+            continue  # its snaps are not a setting: no point on the recomputation panel
         measured = [(p[0], p[3] / steps) for p in pts if p[3] is not None]
         if measured:
             ax2.plot(
                 *zip(*measured, strict=True),
                 marker,
                 color=line.get_color(),
-                label=f"{strat.value} measured",
+                label=f"{name} measured",
             )
             recompute += [m[1] for m in measured]
-        if strat is Strategy.REVOLVE:
+        if name == Strategy.REVOLVE.value:
             revolve_pts = pts
     if not xs_all:
         _no_data(ax1, "no cell with checkpointed overhead and slowdown")
@@ -257,7 +280,11 @@ def plot_evaluations(results: Sequence[RunResult]) -> Any:
         pts = []
         for r in results:
             s = summarize(r.case, r.modes)
-            if r.case.strategy == strat.value and s["step_evaluations"] is not None:
+            if (
+                r.case.strategy == strat.value
+                and s["step_evaluations"] is not None
+                and s["step_evaluations_optimal"] is not None
+            ):
                 pts.append((s["step_evaluations_optimal"], s["step_evaluations"]))
         if pts:
             ax.plot(

@@ -80,8 +80,9 @@ def headline(result: RunResult) -> str:
             f"memory savings {_with_ci(s.get('memory_savings'), s.get('memory_savings_ci'), 1)}",
         ]
     ev, opt = s.get("step_evaluations"), s.get("step_evaluations_optimal")
-    if ev is not None and c.strategy in ("revolve", "uniform", "store-all"):
-        parts.append(f"— {ev} step evaluations (optimal {opt})")
+    if ev is not None and opt is not None:
+        best = "planned" if c.strategy == "optimal" else "optimal"
+        parts.append(f"— {ev} step evaluations ({best} {opt})")
     elif ev is not None:
         parts.append(f"— {ev} step evaluations")
     ckpt = result.mode(Mode.CHECKPOINTED)
@@ -115,14 +116,9 @@ def run_table(result: RunResult) -> Table:
     pooled.sort(key=lambda p: [m.mode for m in result.modes].index(p.mode))
     for m in pooled:
         evals = m.counters.get("step_calls")
-        if m.mode is Mode.CHECKPOINTED and evals is not None and result.case.strategy == "optimal":
-            ev = f"{evals} (plan {result.case.steps + m.plan.get('advances', 0)})"
-        elif (
-            m.mode is Mode.CHECKPOINTED
-            and evals is not None
-            and result.case.strategy in ("revolve", "uniform", "store-all")
-        ):
-            ev = f"{evals} / {s.get('step_evaluations_optimal')}"
+        opt = s.get("step_evaluations_optimal")
+        if m.mode is Mode.CHECKPOINTED and evals is not None and opt is not None:
+            ev = f"{evals} / {opt}"
         else:
             ev = "-" if evals is None else str(evals)
         peak = fmt_bytes(mode_peak_bytes(m))
