@@ -9,14 +9,13 @@ Imported only inside the worker of an autograd case (see docs/architecture.md).
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import autograd
 import autograd.numpy as anp
 import numpy as np
 
-from ckptbench.backends import Built
+from ckptbench.backends import Built, loop_counters, loop_phases
 from ckptbench.checkpoint import binomial_checkpoint
 from ckptbench.planner import Costs
 from ckptbench.results import Case, Mode
@@ -41,25 +40,6 @@ def flatten(tree: Any) -> np.ndarray:
     if isinstance(tree, (tuple, list)):
         return np.concatenate([flatten(v) for v in tree])
     return np.ravel(np.asarray(tree, dtype=np.float64))
-
-
-def _loop_counters(loop: Any) -> dict[str, Any]:
-    stats = getattr(loop, "stats", None)
-    if stats is None:
-        return {}
-    data = asdict(stats)
-    return {
-        k: v
-        for k, v in data.items()
-        if isinstance(v, int) and not isinstance(v, bool) and k not in ("steps", "snaps")
-    }
-
-
-def _loop_phases(loop: Any) -> dict[str, float]:
-    stats = getattr(loop, "stats", None)
-    if stats is None:
-        return {}
-    return {k: float(v) for k, v in asdict(stats).items() if k.endswith("_time_s")}
 
 
 def build_gradient(case: Case, mode: Mode, costs: dict[str, Any] | None = None) -> Built:
@@ -114,9 +94,9 @@ def build_gradient(case: Case, mode: Mode, costs: dict[str, Any] | None = None) 
         params=params,
         gradient=gradient,
         calls=calls,
-        counters=lambda: _loop_counters(loop),
+        counters=lambda: loop_counters(loop),
         flatten=flatten,
-        phases=lambda: _loop_phases(loop),
+        phases=lambda: loop_phases(loop),
         plan=lambda: _loop_plan(loop),
     )
 

@@ -8,10 +8,12 @@ measures it; it knows nothing else about the backend (see docs/architecture.md).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Built"]
+from ckptbench.revolve import optimal_forward_steps
+
+__all__ = ["Built", "CheckpointStats", "loop_counters", "loop_phases"]
 
 
 @dataclass(frozen=True)
@@ -26,3 +28,64 @@ class Built:
     phases: Callable[[], dict[str, float]] = dict  # executor phase times of the last call
     plan: Callable[[], dict[str, Any]] = dict  # the plan an ``optimal`` executor ran, if any
     device_meter: Any = None  # CUDA: ``measure()`` context giving the device's peak bytes
+
+
+@dataclass(frozen=True)
+class CheckpointStats:
+    """Counters and phase times of one executor call (forward sweep plus, when differentiated,
+    its reverse sweep), the same for every backend's executor."""
+
+    steps: int
+    snaps: int
+    strategy: str
+    steps_advanced: int  # untaped evaluations of f, first sweep included
+    steps_taped: int  # evaluations of f with the backend's tape
+    post_calls: int  # untaped evaluations of post (one per step, in the first sweep)
+    peak_live_snapshots: int  # most snapshot slots holding a live state at once
+    peak_snapshot_bytes: int  # bytes held in those snapshots at the peak
+    state_bytes: int  # bytes of one state
+    tapes_kept: int = 0  # TAPE actions: tapes kept beyond their own step
+    tapes_kept_peak: int = 0  # most tapes kept at once (the one being reversed excluded)
+    tape_bytes: int = 0  # declared bytes of one tape (the plan's costs; 0 when unknown)
+    peak_stored_bytes: int = 0  # most bytes of live snapshots + kept tapes + the live tape
+    advance_time_s: float = 0.0  # in ADVANCE actions (untaped steps, first-sweep readouts)
+    taped_time_s: float = 0.0  # in taped steps (TAPE, turns) and their reverses
+    bookkeeping_time_s: float = 0.0  # snapshots, restores, producing the schedule's actions
+    executor_time_s: float = 0.0  # all time inside the primitive's forward and vjp
+
+    @property
+    def other_time_s(self) -> float:
+        """Executor time in no action (argument checks, zero cotangents, assembling grads)."""
+        return self.executor_time_s - (
+            self.advance_time_s + self.taped_time_s + self.bookkeeping_time_s
+        )
+
+    @property
+    def step_evaluations(self) -> int:
+        """All evaluations of f: advanced + taped."""
+        return self.steps_advanced + self.steps_taped
+
+    @property
+    def forward_steps_optimal(self) -> int:
+        """t(l, s) for this call's steps and snaps: the binomial lower bound on advances."""
+        return optimal_forward_steps(self.steps, min(self.snaps, self.steps))
+
+
+def loop_counters(loop: Any) -> dict[str, int]:
+    """The integer counters of an executor's last call ({} without stats: the peer)."""
+    stats = getattr(loop, "stats", None)
+    if stats is None:
+        return {}
+    return {
+        k: v
+        for k, v in asdict(stats).items()
+        if isinstance(v, int) and not isinstance(v, bool) and k not in ("steps", "snaps")
+    }
+
+
+def loop_phases(loop: Any) -> dict[str, float]:
+    """The executor's phase times of its last call (``*_time_s``; {} without stats)."""
+    stats = getattr(loop, "stats", None)
+    if stats is None:
+        return {}
+    return {k: float(v) for k, v in asdict(stats).items() if k.endswith("_time_s")}

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,7 @@ from autograd.core import VJPNode, add_outgrads
 from autograd.extend import defvjp_argnums, primitive
 from autograd.tracer import isbox, new_box, toposort, trace_stack
 
+from ckptbench.backends import CheckpointStats
 from ckptbench.planner import Costs, Plan, plan_optimal
 from ckptbench.revolve import (
     Action,
@@ -40,51 +40,10 @@ from ckptbench.revolve import (
     Strategy,
     check_int,
     make_schedule,
-    optimal_forward_steps,
     to_strategy,
 )
 
-__all__ = ["CheckpointStats", "CheckpointedLoop", "binomial_checkpoint"]
-
-
-@dataclass(frozen=True)
-class CheckpointStats:
-    """Counters of one call (forward sweep plus, when differentiated, its reverse sweep)."""
-
-    steps: int
-    snaps: int
-    strategy: str
-    steps_advanced: int  # untaped evaluations of f, first sweep included
-    steps_taped: int  # evaluations of f under autograd's tape
-    post_calls: int  # untaped evaluations of post (one per step, in the first sweep)
-    peak_live_snapshots: int  # most snapshot slots holding a live state at once
-    peak_snapshot_bytes: int  # bytes held in those snapshots at the peak
-    state_bytes: int  # bytes of one state
-    tapes_kept: int = 0  # TAPE actions: tapes kept beyond their own step
-    tapes_kept_peak: int = 0  # most tapes kept at once (the one being reversed excluded)
-    tape_bytes: int = 0  # declared bytes of one tape (the plan's costs; 0 when unknown)
-    peak_stored_bytes: int = 0  # most bytes of live snapshots + kept tapes + the live tape
-    advance_time_s: float = 0.0  # in ADVANCE actions (untaped steps, first-sweep readouts)
-    taped_time_s: float = 0.0  # in taped steps (TAPE, turns) and their reverses
-    bookkeeping_time_s: float = 0.0  # snapshots, restores, producing the schedule's actions
-    executor_time_s: float = 0.0  # all time inside the primitive's forward and vjp
-
-    @property
-    def other_time_s(self) -> float:
-        """Executor time in no action (argument checks, zero cotangents, assembling grads)."""
-        return self.executor_time_s - (
-            self.advance_time_s + self.taped_time_s + self.bookkeeping_time_s
-        )
-
-    @property
-    def step_evaluations(self) -> int:
-        """All evaluations of f: advanced + taped."""
-        return self.steps_advanced + self.steps_taped
-
-    @property
-    def forward_steps_optimal(self) -> int:
-        """t(l, s) for this call's steps and snaps: the binomial lower bound on advances."""
-        return optimal_forward_steps(self.steps, min(self.snaps, self.steps))
+__all__ = ["CheckpointStats", "CheckpointedLoop", "binomial_checkpoint"]  # stats: backends
 
 
 class _Run:

@@ -28,7 +28,8 @@ from typing import Any
 
 import torch
 
-from ckptbench.revolve import Action, ActionKind, Strategy, make_schedule, optimal_forward_steps
+from ckptbench.backends import CheckpointStats
+from ckptbench.revolve import Action, ActionKind, Strategy, make_schedule
 from ckptbench.torch_backend.trees import check_state, flatten_tree, state_signature
 
 __all__ = ["RevolveLoop", "TorchCheckpointStats", "UnknownActionError", "revolve_checkpoint"]
@@ -38,44 +39,8 @@ class UnknownActionError(NotImplementedError):
     """The schedule emitted an action kind this executor cannot interpret."""
 
 
-@dataclass(frozen=True)
-class TorchCheckpointStats:
-    """Counters of one call; field names are those of ``ckptbench.checkpoint.CheckpointStats``."""
-
-    steps: int
-    snaps: int
-    strategy: str
-    steps_advanced: int  # untaped evaluations of step, first sweep included
-    steps_taped: int  # evaluations of step with torch's graph recording
-    post_calls: int  # untaped evaluations of post (one per step, in the first sweep)
-    peak_live_snapshots: int  # most snapshot slots holding a live state at once
-    peak_snapshot_bytes: int  # bytes held in those snapshots at the peak
-    state_bytes: int  # bytes of one state
-    tapes_kept: int = 0  # TAPE actions (planner schedules; this executor runs none yet)
-    tapes_kept_peak: int = 0  # most tapes kept at once
-    tape_bytes: int = 0  # declared bytes of one tape (0: unknown)
-    peak_stored_bytes: int = 0  # most bytes of live snapshots (+ kept tapes) at once
-    advance_time_s: float = 0.0  # in ADVANCE actions (untaped steps, first-sweep readouts)
-    taped_time_s: float = 0.0  # in taped steps (turns) and their reverses
-    bookkeeping_time_s: float = 0.0  # snapshots, restores, producing the schedule's actions
-    executor_time_s: float = 0.0  # all time inside the Function's forward and backward
-
-    @property
-    def other_time_s(self) -> float:
-        """Executor time in no action (argument checks, zero cotangents, assembling grads)."""
-        return self.executor_time_s - (
-            self.advance_time_s + self.taped_time_s + self.bookkeeping_time_s
-        )
-
-    @property
-    def step_evaluations(self) -> int:
-        """All evaluations of step: advanced + taped."""
-        return self.steps_advanced + self.steps_taped
-
-    @property
-    def forward_steps_optimal(self) -> int:
-        """t(l, s) for this call's steps and snaps: the binomial lower bound on advances."""
-        return optimal_forward_steps(self.steps, min(self.snaps, self.steps))
+#: The counters of every executor (``ckptbench.backends.CheckpointStats``).
+TorchCheckpointStats = CheckpointStats
 
 
 @dataclass

@@ -31,7 +31,6 @@ torch's intra-op pool the way the runner pins BLAS threads.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 from ckptbench.torch_backend import require_torch
@@ -43,7 +42,7 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402  (same footprint in every mode; see the docstring)
 import torch.utils.checkpoint  # noqa: E402
 
-from ckptbench.backends import Built  # noqa: E402
+from ckptbench.backends import Built, loop_counters, loop_phases  # noqa: E402
 from ckptbench.torch_backend.cuda import (  # noqa: E402
     DevicePeakMeter,
     resolve_device,
@@ -59,8 +58,6 @@ __all__ = [
     "STRATEGIES",
     "build_gradient",
     "flatten_gradient",
-    "loop_counters",
-    "loop_phases",
     "tree_leaves",
 ]
 
@@ -187,23 +184,3 @@ def build_gradient(case: Any, mode: Any) -> Built:
         phases=lambda: loop_phases(loop),
         device_meter=DevicePeakMeter(device) if device.type == "cuda" else None,
     )
-
-
-def loop_counters(loop: Any) -> dict[str, int]:
-    """The integer counters of a loop's last call (steps and snaps left out; {} without)."""
-    stats = getattr(loop, "stats", None)
-    if stats is None:
-        return {}
-    return {
-        k: v
-        for k, v in asdict(stats).items()
-        if isinstance(v, int) and not isinstance(v, bool) and k not in ("steps", "snaps")
-    }
-
-
-def loop_phases(loop: Any) -> dict[str, float]:
-    """The executor's phase times of its last call (``*_time_s``; {} without stats)."""
-    stats = getattr(loop, "stats", None)
-    if stats is None:
-        return {}
-    return {k: float(v) for k, v in asdict(stats).items() if k.endswith("_time_s")}
