@@ -579,9 +579,9 @@ def run(
         result = err.result  # type: ignore[attr-defined]
         signum = getattr(err, "signum", 2)
         code = 128 + signum
+        where = f"what was measured is saved in {out}" if result.modes else "nothing measured"
         err_console.print(
-            f"[red]interrupted[/red] by {err or 'Ctrl-C'}: workers stopped; what was measured "
-            f"is saved in {out}",
+            f"[red]interrupted[/red] by {err or 'Ctrl-C'}: workers stopped; {where}",
             highlight=False,
         )
     finally:
@@ -594,7 +594,7 @@ def run(
         console.print(headline(result), highlight=False)
         for line in explain_lines(result) if not quiet else ():
             console.print(line, highlight=False)
-        if not quiet:
+        if not quiet and result.modes:
             console.print(f"[dim]saved {out}[/dim]")
     if mprof_dir is not None:
         _write_mprof([result], mprof_dir, quiet)

@@ -57,11 +57,35 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
+#: While a worker is being started, a stop signal is held back and raised right after,
+#: so the runner always has the process in hand to stop it and to save its partial result.
+_DEFERRED: dict[str, Any] = {"on": False, "pending": None}
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    _DEFERRED["on"] = True
+    try:
+        yield
+    finally:
+        _DEFERRED["on"] = False
+
+
+def _raise_deferred() -> None:
+    signum = _DEFERRED["pending"]
+    if signum is not None:
+        _DEFERRED["pending"] = None
+        raise Interrupted(signum)
+
+
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread."""
 
     def handler(signum: int, frame: Any) -> None:
+        if _DEFERRED["on"]:  # starting a worker: raise once its process is ours to stop
+            _DEFERRED["pending"] = signum
+            return
         raise Interrupted(signum)
 
     names = ("SIGTERM", "SIGHUP")
@@ -209,14 +233,15 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
     started_unix = time.time()
     probe = noise.BusyProbe.start()
     try:
-        proc = subprocess.Popen(
-            list(worker or default_worker_command()),
-            stdin=subprocess.PIPE,
-            stdout=out_file,
-            stderr=err_file,
-            env=child_env(case),
-            pass_fds=(write_fd,),
-        )
+        with _signals_deferred():
+            proc = subprocess.Popen(
+                list(worker or default_worker_command()),
+                stdin=subprocess.PIPE,
+                stdout=out_file,
+                stderr=err_file,
+                env=child_env(case),
+                pass_fds=(write_fd,),
+            )
     except OSError as err:
         os.close(read_fd)
         os.close(write_fd)
@@ -231,6 +256,7 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
     timed_out = interrupted = None
     deadline = None if case.timeout_s is None else started + case.timeout_s
     try:
+        _raise_deferred()
         os.close(write_fd)
         sampler.start()
         with contextlib.suppress(BrokenPipeError):

@@ -167,7 +167,8 @@ def run_case(
             partial = getattr(err, "partial", None)
             if partial is not None:
                 results.append(partial)
-            save()
+            if results:  # nothing measured yet: no file (a result needs a mode)
+                save()
             err.result = snapshot()  # type: ignore[attr-defined]
             raise
     return snapshot()

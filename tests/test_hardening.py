@@ -45,7 +45,8 @@ def invoke(args):
 
 
 def small(out: Path, *extra: str) -> list[str]:
-    return ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--out", str(out), *extra]
+    return ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--rounds", "1",
+            "--out", str(out), *extra]  # fmt: skip
 
 
 def _env() -> dict[str, str]:
@@ -218,11 +219,17 @@ def make():
 
 
 def _worker_children(pid: int) -> list[psutil.Process]:
+    def cmdline(p: psutil.Process) -> str:
+        try:
+            return " ".join(p.cmdline())
+        except psutil.Error:  # a short-lived child (git rev-parse) already gone
+            return ""
+
     for _ in range(400):
         kids = [
             p
             for p in psutil.Process(pid).children(recursive=True)
-            if "ckptbench.worker" in " ".join(p.cmdline())
+            if "ckptbench.worker" in cmdline(p)
         ]
         if kids:
             return kids
