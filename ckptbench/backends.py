@@ -13,7 +13,7 @@ from typing import Any
 
 from ckptbench.revolve import optimal_forward_steps
 
-__all__ = ["Built", "CheckpointStats", "loop_counters", "loop_phases"]
+__all__ = ["Built", "CheckpointStats", "ExecutorCounters", "loop_counters", "loop_phases"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,48 @@ class CheckpointStats:
     def forward_steps_optimal(self) -> int:
         """t(l, s) for this call's steps and snaps: the binomial lower bound on advances."""
         return optimal_forward_steps(self.steps, min(self.snaps, self.steps))
+
+
+class ExecutorCounters:
+    """The mutable counters an executor keeps during one call (advances, taped steps, live
+    snapshots and tapes, phase times); :meth:`stats` freezes them as :class:`CheckpointStats`.
+    """
+
+    def __init__(self) -> None:
+        self.advanced = 0
+        self.taped = 0
+        self.post_calls = 0
+        self.peak_live = 0
+        self.state_bytes = 0
+        self.tapes_kept = 0
+        self.peak_tapes = 0
+        self.advance_s = 0.0
+        self.taped_s = 0.0
+        self.book_s = 0.0
+        self.executor_s = 0.0
+
+    def frozen(
+        self, steps: int, snaps: int, strategy: str, *, tape_bytes: int, peak_stored_bytes: int
+    ) -> CheckpointStats:
+        return CheckpointStats(
+            steps=steps,
+            snaps=snaps,
+            strategy=strategy,
+            steps_advanced=self.advanced,
+            steps_taped=self.taped,
+            post_calls=self.post_calls,
+            peak_live_snapshots=self.peak_live,
+            peak_snapshot_bytes=self.peak_live * self.state_bytes,
+            state_bytes=self.state_bytes,
+            tapes_kept=self.tapes_kept,
+            tapes_kept_peak=self.peak_tapes,
+            tape_bytes=tape_bytes,
+            peak_stored_bytes=peak_stored_bytes,
+            advance_time_s=self.advance_s,
+            taped_time_s=self.taped_s,
+            bookkeeping_time_s=self.book_s,
+            executor_time_s=self.executor_s,
+        )
 
 
 def loop_counters(loop: Any) -> dict[str, int]:

@@ -32,7 +32,7 @@ from autograd.core import VJPNode, add_outgrads
 from autograd.extend import defvjp_argnums, primitive
 from autograd.tracer import isbox, new_box, toposort, trace_stack
 
-from ckptbench.backends import CheckpointStats
+from ckptbench.backends import CheckpointStats, ExecutorCounters
 from ckptbench.planner import Costs, Plan, plan_optimal
 from ckptbench.revolve import (
     Action,
@@ -46,49 +46,27 @@ from ckptbench.revolve import (
 __all__ = ["CheckpointStats", "CheckpointedLoop", "binomial_checkpoint"]  # stats: backends
 
 
-class _Run:
+class _Run(ExecutorCounters):
     """Mutable state of one call: the schedule, the snapshots and the counters."""
 
     def __init__(self, loop: CheckpointedLoop) -> None:
+        super().__init__()
         self.loop = loop
         self.actions: Iterator[Action] | None = None
         self.slots: dict[int, tuple[int, Any]] = {}
         self.last_turn: Callable | None = None  # vjp of step l-1, taped in the forward pass
-        self.advanced = 0
-        self.taped = 0
-        self.post_calls = 0
-        self.peak_live = 0
-        self.state_bytes = 0
         self.tapes: dict[int, Callable] = {}  # step -> kept reverse closure (TAPE .. REVERSE)
-        self.tapes_kept = 0
-        self.peak_tapes = 0
         self.kept_tape_bytes = 0
         self.peak_bytes = 0
-        self.advance_s = 0.0
-        self.taped_s = 0.0
-        self.book_s = 0.0
-        self.executor_s = 0.0
 
     def stats(self) -> CheckpointStats:
         lp = self.loop
-        return CheckpointStats(
-            steps=lp.steps,
-            snaps=lp.snaps,
-            strategy=lp.strategy.value,
-            steps_advanced=self.advanced,
-            steps_taped=self.taped,
-            post_calls=self.post_calls,
-            peak_live_snapshots=self.peak_live,
-            peak_snapshot_bytes=self.peak_live * self.state_bytes,
-            state_bytes=self.state_bytes,
-            tapes_kept=self.tapes_kept,
-            tapes_kept_peak=self.peak_tapes,
+        return self.frozen(
+            lp.steps,
+            lp.snaps,
+            lp.strategy.value,
             tape_bytes=lp.tape_bytes_of(0),
             peak_stored_bytes=self.peak_bytes,
-            advance_time_s=self.advance_s,
-            taped_time_s=self.taped_s,
-            bookkeeping_time_s=self.book_s,
-            executor_time_s=self.executor_s,
         )
 
     def _at_peak(self, live_tape: int = 0) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from ckptbench.backends import CheckpointStats
+from ckptbench.backends import CheckpointStats, ExecutorCounters
 from ckptbench.revolve import Action, ActionKind, Strategy, make_schedule
 from ckptbench.torch_backend.trees import check_state, flatten_tree, state_signature
 
@@ -53,10 +53,11 @@ class _Turn:
     y: torch.Tensor
 
 
-class _Run:
+class _Run(ExecutorCounters):
     """Mutable state of one call: the schedule, the snapshots, the taped leaves, the counters."""
 
     def __init__(self, loop: RevolveLoop, prebuild: Callable, srebuild: Callable, n_p: int):
+        super().__init__()
         self.loop = loop
         self.prebuild = prebuild
         self.srebuild = srebuild
@@ -68,33 +69,15 @@ class _Run:
         self.tape_params: Any = None
         self.want_inputs = False
         self.signature: tuple = ()
-        self.advanced = 0
-        self.taped = 0
-        self.post_calls = 0
-        self.peak_live = 0
-        self.state_bytes = 0
-        self.advance_s = 0.0
-        self.taped_s = 0.0
-        self.book_s = 0.0
-        self.executor_s = 0.0
 
-    def stats(self) -> TorchCheckpointStats:
+    def stats(self) -> CheckpointStats:
         lp = self.loop
-        return TorchCheckpointStats(
-            steps=lp.steps,
-            snaps=lp.snaps,
-            strategy=lp.strategy.value,
-            steps_advanced=self.advanced,
-            steps_taped=self.taped,
-            post_calls=self.post_calls,
-            peak_live_snapshots=self.peak_live,
-            peak_snapshot_bytes=self.peak_live * self.state_bytes,
-            state_bytes=self.state_bytes,
+        return self.frozen(
+            lp.steps,
+            lp.snaps,
+            lp.strategy.value,
+            tape_bytes=0,
             peak_stored_bytes=self.peak_live * self.state_bytes,
-            advance_time_s=self.advance_s,
-            taped_time_s=self.taped_s,
-            bookkeeping_time_s=self.book_s,
-            executor_time_s=self.executor_s,
         )
 
     def store(self, slot: int, step: int, state: Any) -> None:
