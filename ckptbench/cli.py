@@ -576,14 +576,17 @@ def run(
         click.echo(f"ckptbench: {err}", err=True)
         sys.exit(EXIT_FAILED)
     except (Interrupted, KeyboardInterrupt) as err:
-        result = err.result  # type: ignore[attr-defined]
-        signum = getattr(err, "signum", 2)
-        code = 128 + signum
-        where = f"what was measured is saved in {out}" if result.modes else "nothing measured"
+        result = getattr(err, "result", None)  # None: stopped while measuring step costs
+        code = 128 + getattr(err, "signum", 2)
+        measured = result is not None and result.modes
+        where = f"what was measured is saved in {out}" if measured else "nothing measured"
         err_console.print(
             f"[red]interrupted[/red] by {err or 'Ctrl-C'}: workers stopped; {where}",
             highlight=False,
         )
+        if result is None:
+            stop()
+            sys.exit(code)
     finally:
         stop()
     if as_json:

@@ -150,6 +150,9 @@ class _Channel:
         self.buffer = b""
         self.closed = False
 
+    def close(self) -> None:
+        os.close(self.fd)
+
     def read(self, timeout_s: float) -> list[dict[str, Any]]:
         if self.closed:
             time.sleep(timeout_s)
@@ -206,26 +209,47 @@ def run_mode(
     ``KeyboardInterrupt`` stop the worker and are re-raised with the partial result attached
     as ``err.partial``.
     """
-    read_fd, write_fd = os.pipe()
-    job = json.dumps(
-        {
-            "case": case.to_dict(),
-            "mode": mode.value,
-            "grad_path": grad_path,
-            "channel_fd": write_fd,
-            "parent_pid": os.getpid(),
-            "plugin_paths": list(plugin_paths(case.model)),
-            "costs": costs,
-        }
-    )
+    fields = {"mode": mode.value, "grad_path": grad_path, "costs": costs}
     with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
-        return _supervise(
-            case, mode, job, read_fd, write_fd, (out_file, err_file), worker, round_index,
-            progress,
-        )  # fmt: skip
+        return _supervise(case, mode, fields, (out_file, err_file), worker, round_index, progress)
 
 
-def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, progress):
+def _start_worker(
+    case: Case, fields: dict[str, Any], worker: Sequence[str] | None, stdout: Any, stderr: Any
+) -> tuple[subprocess.Popen, _Channel]:
+    """Start a worker with a private report pipe and hand it its job: the case, the parent's
+    pid, the plug-in folders, and ``fields``. A stop signal arriving meanwhile is held back
+    until the caller has the process (:func:`_raise_deferred`). OSError if it cannot start."""
+    read_fd, write_fd = os.pipe()
+    job = {
+        "case": case.to_dict(),
+        "channel_fd": write_fd,
+        "parent_pid": os.getpid(),
+        "plugin_paths": list(plugin_paths(case.model)),
+        **fields,
+    }
+    try:
+        with _signals_deferred():
+            proc = subprocess.Popen(
+                list(worker or default_worker_command()),
+                stdin=subprocess.PIPE,
+                stdout=stdout,
+                stderr=stderr,
+                env=child_env(case),
+                pass_fds=(write_fd,),
+            )
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(json.dumps(job).encode())  # type: ignore[union-attr]
+                proc.stdin.close()  # type: ignore[union-attr]
+    except OSError:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return proc, _Channel(read_fd)
+
+
+def _supervise(case, mode, fields, files, worker, round_index, progress):
     """Start the worker, feed it the job, follow its events; see :func:`run_mode`."""
     out_file, err_file = files
     planned = case.warmup + case.repeats
@@ -233,23 +257,12 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
     started_unix = time.time()
     probe = noise.BusyProbe.start()
     try:
-        with _signals_deferred():
-            proc = subprocess.Popen(
-                list(worker or default_worker_command()),
-                stdin=subprocess.PIPE,
-                stdout=out_file,
-                stderr=err_file,
-                env=child_env(case),
-                pass_fds=(write_fd,),
-            )
+        proc, channel = _start_worker(case, fields, worker, out_file, err_file)
     except OSError as err:
-        os.close(read_fd)
-        os.close(write_fd)
         return ModeResult(
             mode=mode, status=Status.CRASHED, error=f"cannot start worker: {err}"
         ), None
     sampler = measure.RssSampler(proc.pid, case.sample_interval_s, case.memory_limit_bytes)
-    channel = _Channel(read_fd)
     warm: list[Iteration] = []
     iters: list[Iteration] = []
     report: dict[str, Any] | None = None
@@ -257,11 +270,7 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
     deadline = None if case.timeout_s is None else started + case.timeout_s
     try:
         _raise_deferred()
-        os.close(write_fd)
         sampler.start()
-        with contextlib.suppress(BrokenPipeError):
-            proc.stdin.write(job.encode())  # type: ignore[union-attr]
-            proc.stdin.close()  # type: ignore[union-attr]
         while True:
             for event in channel.read(0.05):
                 kind = event.get("event")
@@ -295,7 +304,7 @@ def _supervise(case, mode, job, read_fd, write_fd, files, worker, round_index, p
         _stop(proc)
         if sampler.running:
             sampler.stop()
-        os.close(read_fd)
+        channel.close()
     wall = time.perf_counter() - started
     busy = probe.stop()
     err_file.seek(0)
@@ -372,42 +381,19 @@ def measure_costs(case: Case, *, worker: Sequence[str] | None = None) -> dict[st
 
     Returns the worker's cost report (``report["costs"]`` is a ``planner.Costs`` document).
     """
-    read_fd, write_fd = os.pipe()
-    job = json.dumps(
-        {
-            "task": "costs",
-            "case": case.to_dict(),
-            "mode": Mode.CHECKPOINTED.value,
-            "channel_fd": write_fd,
-            "parent_pid": os.getpid(),
-            "plugin_paths": list(plugin_paths(case.model)),
-        }
-    )
     with tempfile.TemporaryFile() as err_file:
-        try:
-            proc = subprocess.Popen(
-                list(worker or default_worker_command()),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=err_file,
-                env=child_env(case),
-                pass_fds=(write_fd,),
-            )
-        finally:
-            os.close(write_fd)
-        channel = _Channel(read_fd)
+        fields = {"task": "costs", "mode": Mode.CHECKPOINTED.value}
+        proc, channel = _start_worker(case, fields, worker, subprocess.DEVNULL, err_file)
         report = None
         try:
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.write(job.encode())  # type: ignore[union-attr]
-                proc.stdin.close()  # type: ignore[union-attr]
+            _raise_deferred()
             while not (channel.closed and proc.poll() is not None):
                 for event in channel.read(0.05):
                     if event.get("event") == "result":
                         report = event
         finally:
             _stop(proc)
-            os.close(read_fd)
+            channel.close()
         err_file.seek(0)
         tail = _tail(err_file.read().decode(errors="replace"), 1)
     if report is None or not report.get("ok"):
