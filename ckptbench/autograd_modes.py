@@ -15,7 +15,7 @@ import autograd
 import autograd.numpy as anp
 import numpy as np
 
-from ckptbench.backends import Built, loop_counters, loop_phases
+from ckptbench.backends import Built, counting, loop_counters, loop_phases, unrolled_outputs
 from ckptbench.checkpoint import binomial_checkpoint
 from ckptbench.planner import Costs
 from ckptbench.results import Case, Mode
@@ -50,18 +50,11 @@ def build_gradient(case: Case, mode: Mode, costs: dict[str, Any] | None = None) 
     """
     wl = load_workload(case.model, Sizes(**case.sizes()))
     params, state0, inputs = wl.init(case.steps, np.random.default_rng(case.seed))
-    calls = [0]
-    step, post, steps = wl.step, wl.post, case.steps
-
-    def counted(p, s, x):
-        calls[0] += 1
-        return step(p, s, x)
+    post, steps = wl.post, case.steps
+    counted, calls = counting(wl.step)
 
     def unrolled(p):
-        state, outs = state0, []
-        for i in range(steps):
-            state = counted(p, state, inputs[i])
-            outs.append(post(p, state))
+        outs = unrolled_outputs(counted, post, p, state0, inputs, steps)
         # anp.array, not anp.stack: autograd's stack/concatenate vjp is quadratic in the
         # number of pieces (1.4 s extra at 1000 steps here, 16 s at 4000), which would
         # flatter every ratio against normal mode. anp.array's vjp is linear.

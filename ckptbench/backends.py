@@ -13,7 +13,15 @@ from typing import Any
 
 from ckptbench.revolve import optimal_forward_steps
 
-__all__ = ["Built", "CheckpointStats", "ExecutorCounters", "loop_counters", "loop_phases"]
+__all__ = [
+    "Built",
+    "CheckpointStats",
+    "ExecutorCounters",
+    "counting",
+    "loop_counters",
+    "loop_phases",
+    "unrolled_outputs",
+]
 
 
 @dataclass(frozen=True)
@@ -131,3 +139,32 @@ def loop_phases(loop: Any) -> dict[str, float]:
     if stats is None:
         return {}
     return {k: float(v) for k, v in asdict(stats).items() if k.endswith("_time_s")}
+
+
+def counting(step: Callable[..., Any]) -> tuple[Callable[..., Any], list[int]]:
+    """``step`` wrapped to count its calls, and the counter (``calls[0]``; the worker resets
+    it before every iteration)."""
+    calls = [0]
+
+    def counted(params: Any, state: Any, x: Any) -> Any:
+        calls[0] += 1
+        return step(params, state, x)
+
+    return counted, calls
+
+
+def unrolled_outputs(
+    step: Callable[..., Any],
+    post: Callable[..., Any],
+    params: Any,
+    state0: Any,
+    inputs: Any,
+    steps: int,
+) -> list[Any]:
+    """The plain loop every backend's baseline and normal mode runs: one ``post`` output per
+    step, from ``state0`` over ``inputs[0 .. steps-1]`` (stacking them is the backend's)."""
+    state, outs = state0, []
+    for i in range(steps):
+        state = step(params, state, inputs[i])
+        outs.append(post(params, state))
+    return outs

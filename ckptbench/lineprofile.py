@@ -5,8 +5,9 @@
 0.61: a ``sys.settrace`` hook that measures memory at every line event of the registered
 code objects and keeps, per line, the summed increment and the number of occurrences).
 Registered: the workload's ``step``, ``post`` and ``loss``; the worker's gradient builder
-(its nested plain loop, used by normal and baseline mode); every method of the executor
-``CheckpointedLoop`` with the closures inside them (first sweep, taped step, reverse sweep).
+and the plain loop it runs in normal and baseline mode (``backends.unrolled_outputs``);
+every method of the executor ``CheckpointedLoop`` with the closures inside them (first
+sweep, taped step, reverse sweep).
 
 What is measured: the memory currently traced by ``tracemalloc`` (Python objects and numpy
 buffers, which numpy reports to tracemalloc). memory_profiler's own ``tracemalloc`` backend
@@ -43,6 +44,7 @@ import numpy as np
 
 from ckptbench import checkpoint
 from ckptbench.autograd_modes import build_gradient
+from ckptbench.backends import counting, unrolled_outputs
 from ckptbench.results import Case, Mode
 from ckptbench.workloads import Sizes, load_workload
 
@@ -117,7 +119,7 @@ def _display_path(filename: str) -> str:
 
 def _functions(wl: Any) -> list[Any]:
     found = [getattr(wl, name, None) for name in ("step", "post", "loss")]
-    found.append(build_gradient)
+    found += [build_gradient, unrolled_outputs, counting]
     found += [
         fn
         for fn in vars(checkpoint.CheckpointedLoop).values()

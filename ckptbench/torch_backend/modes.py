@@ -42,7 +42,13 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402  (same footprint in every mode; see the docstring)
 import torch.utils.checkpoint  # noqa: E402
 
-from ckptbench.backends import Built, loop_counters, loop_phases  # noqa: E402
+from ckptbench.backends import (  # noqa: E402
+    Built,
+    counting,
+    loop_counters,
+    loop_phases,
+    unrolled_outputs,
+)
 from ckptbench.torch_backend.cuda import (  # noqa: E402
     DevicePeakMeter,
     resolve_device,
@@ -133,19 +139,11 @@ def build_gradient(case: Any, mode: Any) -> Built:
                 f"got {type(leaf).__name__}"
             )
         leaf.requires_grad_(True)
-    calls = [0]
-    step, post, loss_of, steps = wl.step, wl.post, wl.loss, case.steps
-
-    def counted(p, s, x):
-        calls[0] += 1
-        return step(p, s, x)
+    post, loss_of, steps = wl.post, wl.loss, case.steps
+    counted, calls = counting(wl.step)
 
     def unrolled(p):
-        state, outs = state0, []
-        for i in range(steps):
-            state = counted(p, state, inputs[i])
-            outs.append(post(p, state))
-        return loss_of(torch.stack(outs))
+        return loss_of(torch.stack(unrolled_outputs(counted, post, p, state0, inputs, steps)))
 
     def differentiate(value: Callable[[Any], Any]) -> Callable[[Any], tuple[float, Any]]:
         def gradient(p):
