@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ckptbench.revolve import Strategy
+from ckptbench.schedules import Setting, get_strategy
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -84,8 +84,6 @@ MODES: tuple[Mode, ...] = (Mode.BASELINE, Mode.NORMAL, Mode.CHECKPOINTED)
 SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s")
 #: Case fields that only limit a measurement (not part of the key either).
 LIMIT_FIELDS = ("timeout_s", "memory_limit_bytes")
-#: Strategies that are not action streams of ``ckptbench.revolve``.
-EXTRA_STRATEGIES = ("torch-checkpoint",)
 
 
 def _pos_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -125,8 +123,8 @@ class Case:
     output: int = 1  # readout size per step (a scalar prediction per step by default)
     seed: int = 0
     warmup: int = 1
-    repeats: int = 3
-    rounds: int = 1  # fresh workers per mode, in rotated order (see runner)
+    repeats: int = 1  # measured iterations per round
+    rounds: int = 6  # fresh workers per mode, in rotated order (see runner)
     threads: int = 1
     timeout_s: float | None = 900.0
     memory_limit_bytes: int | None = None
@@ -140,18 +138,20 @@ class Case:
         _pos_int("output", self.output)
         _pos_int("warmup", self.warmup, minimum=0)
         _pos_int("seed", self.seed, minimum=0)
-        names = [s.value for s in Strategy] + list(EXTRA_STRATEGIES)
-        if self.strategy not in names:
-            raise CaseError(f"unknown strategy {self.strategy!r} (choose from {', '.join(names)})")
+        try:
+            spec = get_strategy(self.strategy)
+        except ValueError as err:
+            raise CaseError(str(err)) from None
         _choice("backend", self.backend, Backend)
         _choice("device", self.device, Device)
         if self.backend == Backend.AUTOGRAD.value and self.device != Device.CPU.value:
             raise CaseError(f"device {self.device!r} needs --backend torch (autograd is CPU-only)")
-        if self.strategy == "torch-checkpoint" and self.backend != Backend.TORCH.value:
-            raise CaseError("strategy 'torch-checkpoint' needs --backend torch")
-        if self.strategy == "optimal":
+        if self.backend not in spec.backends:
+            runs_on = " or ".join(f"--backend {b}" for b in sorted(spec.backends))
+            raise CaseError(f"strategy {spec.name!r} needs {runs_on}")
+        if spec.setting is Setting.BUDGET:
             if self.budget_bytes is None:
-                raise CaseError("strategy 'optimal' needs a byte budget (--budget)")
+                raise CaseError(f"strategy {spec.name!r} needs a byte budget (--budget)")
             _pos_int("budget_bytes", self.budget_bytes)
         elif self.budget_bytes is not None:
             raise CaseError("a byte budget (--budget) is only used by strategy 'optimal'")
@@ -189,7 +189,8 @@ class Case:
         """
         notes: list[str] = []
         case = self
-        if self.snaps > self.steps and self.strategy != "torch-checkpoint":
+        segments = get_strategy(self.strategy).setting is Setting.SEGMENTS
+        if self.snaps > self.steps and not segments:
             notes.append(
                 f"--snaps {self.snaps} clamped to {self.steps}: a chain of {self.steps} "
                 "steps never uses more slots than steps"
