@@ -182,6 +182,20 @@ class Case:
             f"-seed{self.seed}-{digest}"
         )
 
+    def check_fits_memory(self, total_bytes: int | None = None) -> None:
+        """Refuse (``CaseError``) a case whose inputs and outputs alone could not fit in this
+        machine's memory (``total_bytes``, default: psutil's total)."""
+        need = 8 * self.steps * self.batch * (self.input + self.output)
+        if total_bytes is None:
+            import psutil
+
+            total_bytes = psutil.virtual_memory().total
+        if need > total_bytes:
+            raise CaseError(
+                f"--steps {self.steps}: the inputs and outputs alone need about "
+                f"{need / 2**30:,.1f} GiB, more than this machine's {total_bytes / 2**30:.1f} GiB"
+            )
+
     def effective(self) -> tuple[Case, tuple[str, ...]]:
         """The case as it will really run, and a note for every value that was clamped.
 

@@ -36,7 +36,7 @@ from ckptbench.results import (
 from ckptbench.schedules import get_strategy
 from ckptbench.workloads import plugin_provenance
 
-__all__ = ["GRAD_TOLERANCE", "round_order", "run_case"]
+__all__ = ["GRAD_TOLERANCE", "expected_oom", "round_order", "run_case"]
 
 #: Checkpointed gradients must match the plain gradient to this max relative error.
 GRAD_TOLERANCE = 1e-8
@@ -190,3 +190,17 @@ def _checked(
     if Mode.NORMAL in modes and os.path.exists(grads[Mode.NORMAL]):
         err = _grad_error(grads[Mode.NORMAL], grads[mode])
     return _verify(case, result, err)
+
+
+def expected_oom(result: RunResult, expect_oom: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``run --expect-oom``: (modes that ran out of memory as expected, expected modes that
+    did not). The command exits 0 only when every expected mode hit the limit and every
+    other mode is ok."""
+    hit, unmet = [], []
+    for name in expect_oom:
+        m = result.mode(Mode(name))
+        if m is not None and m.status is Status.OUT_OF_MEMORY:
+            hit.append(name)
+        else:
+            unmet.append(name)
+    return hit, unmet

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from ckptbench.analysis import mode_peak_bytes
 from ckptbench.analysis.intervals import slowdown_estimate
-from ckptbench.cli import cli, main, parse_bytes, parse_seconds
+from ckptbench.cli import cli, main
+from ckptbench.cli.options import parse_bytes, parse_seconds
 from ckptbench.results import SCHEMA_VERSION, Mode, Status
 from ckptbench.schedules import optimal_forward_steps
 from ckptbench.store import load_result

@@ -78,8 +78,11 @@ def test_progress_verbose_quiet_when_not_a_terminal(fake, tmp_path):
 
 def test_big_sweeps_ask_first_and_huge_cells_are_refused(fake, tmp_path, monkeypatch):
     config = tmp_path / "c.toml"
-    config.write_text("name = 'c'\n[case]\nmodel = 'rnn'\nsteps = 20\n[[grid]]\nsnaps = [3, 4]\n")
-    monkeypatch.setattr("ckptbench.cli.CONFIRM_CELLS", 1)
+    config.write_text(
+        "name = 'c'\n[case]\nmodel = 'rnn'\nsteps = 20\nrepeats = 3\nrounds = 1\n"
+        "[[grid]]\nsnaps = [3, 4]\n"
+    )
+    monkeypatch.setattr("ckptbench.cli.sweep.CONFIRM_CELLS", 1)
     res = invoke(["sweep", str(config), "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and "2 cells" in res.output and "--yes" in res.output
     assert not (tmp_path / "o" / "sweep.json").exists()

@@ -19,7 +19,8 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from ckptbench.cli import _default_out, cli
+from ckptbench.cli import cli
+from ckptbench.cli.run import _default_out
 from ckptbench.results import Case, Mode, Status
 from ckptbench.runner import run_case
 from ckptbench.store import load_result

@@ -10,8 +10,8 @@ from _imports import import_edges, loaded_after_import, package_modules
 HEAVY = ("rich", "pandas", "matplotlib")
 #: Modules over the size rule, and why (see docs/architecture.md, "Size").
 LONG_MODULES = {
-    "ckptbench.cli": "every command's options; the run/schedule commands are being reworked",
     "ckptbench.measure": "the measurement protocol, kept in one place",
+    "ckptbench.results": "the schema: Case with its validation, and every result dataclass",
     "ckptbench.schedules": "the schedules and their closed forms, kept with their proofs",
     "ckptbench.checkpoint": "one executor: forward sweep, reverse sweep, counters and timers",
     "ckptbench.planner": "the dynamic program, its plan emission and the comparison at a budget",
@@ -37,7 +37,7 @@ def test_only_the_command_line_calls_render() -> None:
         f"{e.importer}:{e.line} imports {e.target}"
         for e in import_edges()
         if _in(e.target, "ckptbench.render")
-        and not (_in(e.importer, "ckptbench.render") or e.importer == "ckptbench.cli")
+        and not (_in(e.importer, "ckptbench.render") or _in(e.importer, "ckptbench.cli"))
     ]
     assert bad == []
 

@@ -347,7 +347,9 @@ def test_dask_worker_processes_run_the_real_runner(tmp_path: Path, monkeypatch) 
     from ckptbench.runner import run_case
 
     fake_cell = functools.partial(run_case, worker=[sys.executable, str(TESTS / "fake_worker.py")])
-    config = _config("[case]\nmodel = 'rnn'\nsteps = 20\nrepeats = 2\n[grid]\nsnaps = [3, 4]\n")
+    config = _config(
+        "[case]\nmodel = 'rnn'\nsteps = 20\nrepeats = 2\nrounds = 1\n[grid]\nsnaps = [3, 4]\n"
+    )
     with distributed.LocalCluster(
         n_workers=2,
         threads_per_worker=1,

@@ -1,0 +1,60 @@
+"""The command line: one module per command, shared options defined once
+(docs/architecture.md). The only package that prints or exits.
+
+Exit status: 0 ok, 1 a failed measurement or a regression, 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ckptbench import __version__
+from ckptbench.cli import check, compare, plan, profile, run, schedule, sweep
+from ckptbench.cli.options import EXIT_OK, EXIT_USAGE
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog="Example:\n\n  ckptbench run --model lstm --steps 1000 --snaps 31",
+)
+@click.version_option(__version__, prog_name="ckptbench")
+def cli() -> None:
+    """Measure what gradient checkpointing (binomial Revolve) costs and saves.
+
+    Runs the same RNN/LSTM gradient as baseline (forward only), normal (plain autograd) and
+    checkpointed (our Revolve executor), each in a fresh process, and prints overhead over
+    baseline, slowdown and memory savings.
+    """
+
+
+cli.add_command(schedule.schedule)
+cli.add_command(plan.plan)
+cli.add_command(run.run)
+cli.add_command(profile.profile)
+cli.add_command(sweep.sweep)
+cli.add_command(compare.compare)
+cli.add_command(check.check)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; usage errors become one line on stderr with exit status 2."""
+    try:
+        rv = cli.main(args=argv, prog_name="ckptbench", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("ckptbench: aborted", err=True)
+        sys.exit(130)
+    except click.UsageError as e:
+        click.echo(f"ckptbench: error: {e.format_message()}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as e:
+        click.echo(f"ckptbench: error: {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
+    sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""``ckptbench check``: the CI gate."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ckptbench.cli.options import (
+    BYTES,
+    EXIT_OK,
+    EXIT_USAGE,
+    FRACTION,
+    InputError,
+    against_option,
+    any_host_option,
+    quiet_option,
+)
+
+
+@click.command(
+    epilog="Example:\n\n  ckptbench sweep configs/ci.toml --out ci && ckptbench check ci\n\n"
+    "  ckptbench check results/new --against results/main --time-tolerance 25%"
+)
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@against_option("Reference results to gate against; repeatable.")
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Take [expect] from this config (default: the sweep manifest's).",
+)
+@click.option("--memory-tolerance", type=FRACTION, default="5%", show_default=True)
+@click.option("--memory-floor", type=BYTES, default="256KiB", show_default=True)
+@click.option(
+    "--time-tolerance",
+    type=FRACTION,
+    default=None,
+    help="Also gate time (rank test + this minimum effect). Off by default: time is noisy.",
+)
+@any_host_option
+@click.option(
+    "--summary",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Append the markdown summary here (done by itself when $GITHUB_STEP_SUMMARY is set).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "markdown"]),
+    default="text",
+    show_default=True,
+    help="How the verdict is printed: plain lines, or markdown for a CI summary.",
+)
+@click.option(
+    "--junit",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write JUnit XML here (one testcase per check) for CI test reports.",
+)
+@quiet_option
+def check(results, against, config, memory_tolerance, memory_floor, time_tolerance, any_host,
+          summary, fmt, junit, quiet):  # fmt: skip
+    """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
+    from ckptbench.gate import run_check
+    from ckptbench.render import check_junit, check_markdown, check_text
+
+    try:
+        report = run_check(
+            results,
+            against=against or None,
+            config=config,
+            memory_tolerance=memory_tolerance,
+            memory_floor_bytes=memory_floor,
+            time_tolerance=time_tolerance,
+            match_host=not any_host,
+        )
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    md = check_markdown(report)
+    click.echo(md if fmt == "markdown" else check_text(report, quiet=quiet))
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    appends = [(summary, "--summary")] if summary is not None else []
+    if step_summary and (summary is None or Path(step_summary).resolve() != summary.resolve()):
+        appends.append((Path(step_summary), "$GITHUB_STEP_SUMMARY"))
+    problems = []
+    for path, what in appends:
+        try:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(md + "\n")
+        except OSError as err:
+            problems.append(f"{what} {path}: cannot write ({err.strerror or err})")
+    if junit is not None:
+        from ckptbench.results import write_atomic
+
+        try:
+            write_atomic(junit, check_junit(report))
+        except OSError as err:
+            problems.append(f"--junit {junit}: cannot write ({err.strerror or err})")
+    for problem in problems:
+        click.echo(f"ckptbench: error: {problem}", err=True)
+    # a failed gate stays exit 1 whatever else went wrong; a write error alone is exit 2
+    if report.exit_code != EXIT_OK:
+        sys.exit(report.exit_code)
+    sys.exit(EXIT_USAGE if problems else EXIT_OK)

@@ -1,0 +1,91 @@
+"""``ckptbench compare``: tables, reports and plots of results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ckptbench.cli.options import (
+    FRACTION,
+    InputError,
+    against_option,
+    any_host_option,
+    mprof_option,
+    quiet_option,
+)
+from ckptbench.cli.outputs import expect_verdicts, refuse_duplicates, write_bytes, write_mprof
+
+
+@click.command(
+    epilog="Example:\n\n  ckptbench compare results/lstm --format html -o report.html\n\n"
+    "  ckptbench compare results/after --against results/before --format markdown"
+)
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@against_option("Results measured before (files or sweep folders); repeatable.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "markdown", "html", "csv"]),
+    default="table",
+    show_default=True,
+)
+@click.option("-o", "--output", "output", type=click.Path(path_type=Path), default=None)
+@click.option(
+    "--min-effect",
+    type=FRACTION,
+    default="10%",
+    show_default=True,
+    help="Smallest time change called significant.",
+)
+@any_host_option
+@click.option(
+    "--plots",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Also write the plots as PNG files into this folder (e.g. for a README).",
+)
+@mprof_option
+@quiet_option
+def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_dir, quiet):
+    """Tabulate results; with --against, memory deltas and rank-tested time deltas."""
+    from ckptbench.analysis import compare as compare_results
+    from ckptbench.render import render
+    from ckptbench.render.console import stdout_console
+    from ckptbench.results import write_atomic
+    from ckptbench.store import load_results
+
+    try:
+        after = load_results(results)
+        before = load_results(against) if against else None
+        comparison = compare_results(after, before, min_effect=min_effect, match_host=not any_host)
+        if fmt == "html":
+            from ckptbench.render.html import render_html
+
+            text = render_html(comparison, verdicts=expect_verdicts(after, results))
+        else:
+            text = render(comparison, fmt, width=stdout_console().width)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    figures = []
+    if plots is not None:
+        from ckptbench.render.plots import plot_files
+
+        figures = plot_files(after, before or (), plots)
+    targets = [p for p, _ in figures] + ([output] if output is not None else [])
+    refuse_duplicates(targets)
+    for path, fig in figures:
+        write_bytes(path, fig, "--plots")
+        if not quiet:
+            click.echo(f"wrote {path}", err=True)
+    if mprof_dir is not None:
+        write_mprof(after, mprof_dir, quiet)
+    if output is not None:
+        try:
+            write_atomic(output, text)
+        except OSError as err:
+            raise InputError(f"-o {output}: cannot write ({err.strerror or err})") from None
+        if not quiet:
+            click.echo(f"wrote {output}")
+    else:
+        click.echo(text)

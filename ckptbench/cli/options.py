@@ -1,0 +1,211 @@
+"""Options and parsers shared by the commands: sizes, durations, fractions, the
+workload's sizes, -q/-v/--progress, and the one-line input error (exit status 2)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from ckptbench.results import Case
+from ckptbench.schedules import get_strategy, strategy_names
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 2**20,
+    "mb": 10**6,
+    "mib": 2**20,
+    "g": 2**30,
+    "gb": 10**9,
+    "gib": 2**30,
+    "t": 2**40,
+    "tb": 10**12,
+    "tib": 2**40,
+}
+
+
+class InputError(click.ClickException):
+    """Bad input: one line on stderr, exit status 2."""
+
+    exit_code = EXIT_USAGE
+
+
+def parse_bytes(text: str) -> int:
+    """'2GiB', '500MB', '1.5g', '1048576' -> bytes (k/m/g/t alone are binary units)."""
+    m = _SIZE.match(text)
+    if not m or (m.group(2) or "").lower() not in _UNITS:
+        raise click.BadParameter(f"{text!r} is not a size like 2GiB, 500MB or 1048576")
+    n = int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+    if n <= 0:
+        raise click.BadParameter(f"{text!r} must be positive")
+    return n
+
+
+def parse_seconds(text: str) -> float:
+    """'5ms', '0.005', '2s', '10m' -> seconds."""
+    m = re.match(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$", text)
+    if not m:
+        raise click.BadParameter(f"{text!r} is not a duration like 5ms, 2s or 10m")
+    value = float(m.group(1)) * {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+    if value <= 0:
+        raise click.BadParameter(f"{text!r} must be positive")
+    return value
+
+
+class _Bytes(click.ParamType):
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):
+        return value if isinstance(value, int) else parse_bytes(str(value))
+
+
+class _Seconds(click.ParamType):
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):
+        return value if isinstance(value, float) else parse_seconds(str(value))
+
+
+BYTES, SECONDS = _Bytes(), _Seconds()
+
+
+POS = click.IntRange(min=1)
+
+
+def quiet_option(func):
+    """-q/--quiet: only results, warnings and failures."""
+    return click.option("-q", "--quiet", is_flag=True, help="Only results, warnings and failures.")(
+        func
+    )
+
+
+def output_options(func):
+    """-q/--quiet, -v/--verbose and --progress: the commands that measure."""
+    func = click.option(
+        "--progress",
+        "progress_lines",
+        is_flag=True,
+        help="Progress lines (iteration k of n, elapsed, ETA) even when stderr is not a terminal.",
+    )(func)
+    func = click.option(
+        "-v", "--verbose", is_flag=True, help="More detail: every iteration, every note."
+    )(func)
+    return quiet_option(func)
+
+
+#: --mprof DIR on the commands that have RSS timelines (run, compare).
+mprof_option = click.option(
+    "--mprof",
+    "mprof_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Also write every mode's RSS timeline in memory_profiler's mprof format into this "
+    "folder (`mprof plot FILE` draws one).",
+)
+
+
+def against_option(help_text: str):
+    """--against FILE_OR_FOLDER (repeatable): the reference of compare and check."""
+    return click.option("--against", multiple=True, type=click.Path(path_type=Path), help=help_text)
+
+
+#: --any-host: pair cells measured on different hosts (compare, check).
+any_host_option = click.option(
+    "--any-host", is_flag=True, help="Pair cells measured on different hosts."
+)
+
+
+#: A case's defaults: `run` measures a cell the way `sweep` does unless told otherwise.
+CASE_DEFAULTS = Case()
+
+
+SNAPS_HELP = (
+    "Snapshot slots, INCLUDING the one holding the initial state x_0 "
+    "(the Revolve/pyrevolve convention)."
+)
+
+
+#: The strategies `schedule` and `profile` take: action streams set by snaps alone.
+SNAPS_STREAMS = [n for n in strategy_names(ours=True) if get_strategy(n).stream is not None]
+
+
+def strategy_help(names: list[str]) -> str:
+    """One line per strategy from the registry, for --help."""
+    return "; ".join(f"{n}: {get_strategy(n).help}" for n in names) + "."
+
+
+def size_options(func):
+    """--hidden, --batch, --input, --output and --seed: the workload's sizes."""
+    options = [
+        click.option("--hidden", type=POS, default=256, show_default=True),
+        click.option("--batch", type=POS, default=16, show_default=True),
+        click.option("--input", "input_", type=POS, default=32, show_default=True),
+        click.option(
+            "--output",
+            type=POS,
+            default=1,
+            show_default=True,
+            help="Readout size per step. Its cotangent (steps x batch x output) is needed by "
+            "every gradient method and grows with steps.",
+        ),
+        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def read_costs(path: Path, steps: int) -> dict:
+    """A costs file (docs/planner.md) as a ``planner.Costs`` document; one line if bad."""
+    from ckptbench.planner import costs_from_json
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"--costs {path}: cannot read ({getattr(err, 'strerror', err)})") from None
+    try:
+        costs = costs_from_json(text)
+    except ValueError as err:
+        raise InputError(f"--costs {path}: {err}") from None
+    if costs.steps is not None and costs.steps != steps:
+        raise InputError(f"--costs {path}: has costs for {costs.steps} steps, not {steps}")
+    return costs.as_dict()
+
+
+def stdout_console():
+    from ckptbench.render.console import stdout_console
+
+    return stdout_console()
+
+
+def parse_fraction(text: str) -> float:
+    """'5%' or '0.05' -> 0.05."""
+    t = str(text).strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a fraction like 5% or 0.05") from None
+    if not 0 <= value < 10:
+        raise click.BadParameter(f"{text!r} is out of range")
+    return value
+
+
+class _Fraction(click.ParamType):
+    name = "FRACTION"
+
+    def convert(self, value, param, ctx):
+        return value if isinstance(value, float) else parse_fraction(value)
+
+
+FRACTION = _Fraction()

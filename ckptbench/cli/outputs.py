@@ -1,0 +1,75 @@
+"""Files the commands write beside their results (--mprof, --plots, -o): checked
+before anything is measured and written without replacing what they must not."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ckptbench.cli.options import InputError
+
+
+def check_out(path: Path, force: bool) -> None:
+    """Fail early (exit 2) when the result file could not be written, or would replace
+    something it must not (see ``results.check_target``)."""
+    import tempfile
+
+    from ckptbench.results import TargetError, check_target
+
+    try:
+        check_target(path, replace=force)
+    except TargetError as err:
+        hint = "; pass --force to replace it" if path.is_file() and not path.is_symlink() else ""
+        raise InputError(f"--out {err}{hint}") from None
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".ckptbench-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise InputError(f"--out {path}: cannot write there ({err.strerror or err})") from None
+
+
+def write_mprof(results, folder: Path, quiet: bool = False) -> None:
+    """--mprof: the RSS timelines as mprof files; one line and exit 2 if they cannot be."""
+    import shlex
+
+    from ckptbench.render.mprof import export_mprof
+
+    try:
+        for path in export_mprof(results, folder, shlex.join(["ckptbench", *sys.argv[1:]])):
+            if not quiet:
+                click.echo(f"wrote {path}", err=True)
+    except (OSError, ValueError) as err:
+        raise InputError(f"--mprof {folder}: {getattr(err, 'strerror', None) or err}") from None
+
+
+def expect_verdicts(after, paths):
+    """The gate's [expect] checks of the results, for the report (None without a manifest)."""
+    from ckptbench.gate import check as gate_check
+    from ckptbench.store import expectations_from_manifests
+
+    expect = expectations_from_manifests(paths)
+    return gate_check(after, expect=expect) if expect is not None else None
+
+
+def refuse_duplicates(paths) -> None:
+    """Writing one file twice in one command would lose the first: bad input, exit 2."""
+    seen: dict = {}
+    for p in paths:
+        real = Path(p).resolve()
+        if real in seen:
+            raise InputError(f"{p}: this command would write the file twice; nothing written")
+        seen[real] = p
+
+
+def write_bytes(path: Path, data: bytes, option: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError as err:
+        raise InputError(f"{option} {path}: cannot write ({err.strerror or err})") from None

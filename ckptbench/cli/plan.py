@@ -1,0 +1,83 @@
+"""``ckptbench plan``: the budget planner's schedule beside Revolve and equal segments."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ckptbench.cli.options import (
+    BYTES,
+    EXIT_FAILED,
+    POS,
+    InputError,
+    quiet_option,
+    read_costs,
+    size_options,
+    stdout_console,
+)
+from ckptbench.results import Case
+
+
+@click.command(
+    epilog="Example:\n\n  ckptbench plan --model lstm --steps 1000 --budget 8MiB\n\n"
+    "  ckptbench plan --model my.py:make --steps 200 --budget 4MiB --costs costs.json"
+)
+@click.option("--model", default="lstm", show_default=True, help="As for run.")
+@click.option("--steps", type=POS, default=1000, show_default=True, help="Sequence length l.")
+@click.option("--budget", type=BYTES, required=True, help="Bytes for states and tapes (8MiB).")
+@click.option(
+    "--costs",
+    "costs_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Plan with these step costs (JSON, see docs/planner.md) instead of measuring them.",
+)
+@size_options
+@click.option("--threads", type=POS, default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print costs and rows as JSON.")
+@quiet_option
+def plan(
+    model, steps, budget, costs_file, hidden, batch, input_, output, seed, threads, as_json,
+    quiet,
+):  # fmt: skip
+    """The minimum-time schedule for a byte budget, beside Revolve and equal segments.
+
+    Measures the step costs (untaped step, taped step + reverse, state and tape bytes) in a
+    fresh worker, then plans with the dynamic program over states and tapes (Beaumont et al.,
+    2019) and predicts each strategy's time and peak storage at the same budget.
+    """
+    from ckptbench.launch import CostsError, measure_costs
+    from ckptbench.planner import Costs, compare_at_budget
+    from ckptbench.render import plan_table
+    from ckptbench.workloads import Sizes, load_workload
+
+    try:
+        case = Case(
+            model=model, steps=steps, strategy="optimal", budget_bytes=budget, hidden=hidden,
+            batch=batch, input=input_, output=output, seed=seed, threads=threads,
+        )  # fmt: skip
+        case.check_fits_memory()
+        load_workload(model, Sizes(**case.sizes()))
+        doc = read_costs(costs_file, steps) if costs_file else None
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    if doc is None and not quiet:
+        click.echo("measuring step costs in a fresh worker ...", err=True)
+    if doc is None:
+        try:
+            doc = measure_costs(case)["costs"]
+        except CostsError as err:
+            click.echo(f"ckptbench: {err}", err=True)
+            sys.exit(EXIT_FAILED)
+    costs = Costs.from_dict(doc)
+    try:
+        rows = compare_at_budget(costs, steps, budget)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    if as_json:
+        click.echo(json.dumps({"costs": doc, "budget_bytes": budget, "rows": rows}, indent=1))
+        return
+    stdout_console().print(plan_table(rows, costs, steps, budget))

@@ -1,0 +1,297 @@
+"""``ckptbench run``: one case, baseline / normal / checkpointed, each in fresh workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from ckptbench.cli.options import (
+    BYTES,
+    CASE_DEFAULTS,
+    EXIT_FAILED,
+    EXIT_OK,
+    POS,
+    SECONDS,
+    SNAPS_HELP,
+    InputError,
+    mprof_option,
+    output_options,
+    read_costs,
+    size_options,
+    stdout_console,
+    strategy_help,
+)
+from ckptbench.cli.outputs import check_out, write_mprof
+from ckptbench.results import Case
+from ckptbench.schedules import strategy_names
+
+
+def _default_out(model: str) -> Path:
+    """results/run-<model>-<date>-<time>.<microseconds>-<random>.json: unique per run."""
+    import secrets
+
+    now = datetime.now()
+    stamp = now.strftime("%Y%m%d-%H%M%S") + f".{now.microsecond:06d}"
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_")[-30:].strip("_") or "model"
+    return Path("results") / f"run-{slug}-{stamp}-{secrets.token_hex(3)}.json"
+
+
+def _relative_model(model: str) -> str:
+    """A file plug-in given by an absolute path is recorded relative to the current folder
+    (results never hold absolute paths of this machine)."""
+    target, sep, name = model.rpartition(":")
+    if sep and os.path.isabs(target) and os.path.isfile(target):
+        return f"{os.path.relpath(target)}:{name}"
+    return model
+
+
+def _parse_modes(text: str):
+    from ckptbench.results import Mode
+
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    if not names:
+        raise InputError("--modes is empty")
+    try:
+        modes = tuple(Mode(m) for m in names)
+    except ValueError:
+        raise InputError(f"--modes {text!r}: use baseline, normal, checkpointed") from None
+    if len(set(modes)) != len(modes):
+        raise InputError(f"--modes {text!r} names a mode twice")
+    return modes
+
+
+@click.command(epilog="Example:\n\n  ckptbench run --model lstm --steps 1000 --snaps 31")
+@click.option(
+    "--model",
+    default="lstm",
+    show_default=True,
+    help="rnn, lstm, or a plug-in 'path/to/file.py:NAME' / 'package.module:NAME'.",
+)
+@click.option("--steps", type=POS, default=1000, show_default=True, help="Sequence length l.")
+@click.option(
+    "--snaps",
+    type=POS,
+    default=31,
+    show_default=True,
+    help=SNAPS_HELP + " More than --steps is clamped to --steps (and said so).",
+)
+@click.option(
+    "--strategy",
+    type=click.Choice(strategy_names()),
+    default="revolve",
+    show_default=True,
+    help=strategy_help(strategy_names()),
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["autograd", "torch"]),
+    default="autograd",
+    show_default=True,
+    help="Library that computes the gradient (torch: pip install '.[torch]').",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    help="torch only: where the gradient is computed.",
+)
+@click.option(
+    "--budget",
+    type=BYTES,
+    default=None,
+    help="Strategy optimal: bytes the schedule may keep in states and tapes (e.g. 8MiB).",
+)
+@click.option(
+    "--costs",
+    "costs_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Strategy optimal: plan with these step costs (a JSON costs file, see "
+    "docs/planner.md) instead of measuring them in a fresh worker first.",
+)
+@size_options
+@click.option(
+    "--warmup", type=click.IntRange(min=0), default=CASE_DEFAULTS.warmup, show_default=True
+)
+@click.option(
+    "--repeats",
+    type=POS,
+    default=CASE_DEFAULTS.repeats,
+    show_default=True,
+    help="Measured iterations per round.",
+)
+@click.option(
+    "--rounds",
+    type=POS,
+    default=CASE_DEFAULTS.rounds,
+    show_default=True,
+    help="Measure every mode this many times, each in a fresh worker, in rotated order; "
+    "the slowdown's 95% interval comes from the spread between rounds.",
+)
+@click.option(
+    "--threads", type=POS, default=1, show_default=True, help="BLAS/OpenMP threads in workers."
+)
+@click.option(
+    "--timeout",
+    type=SECONDS,
+    default="15m",
+    show_default=True,
+    help="Per mode, counted from the worker's ready signal (imports and data built; start-up "
+    "has its own limit of the same length). A stopped mode keeps its completed iterations.",
+)
+@click.option(
+    "--memory-limit",
+    type=BYTES,
+    default=None,
+    help="Stop a mode whose RSS exceeds this (e.g. 2GiB) and report it out of memory.",
+)
+@click.option("--sample-interval", type=SECONDS, default="5ms", show_default=True)
+@click.option(
+    "--modes",
+    default="baseline,normal,checkpointed",
+    show_default=True,
+    help="Comma-separated subset of baseline, normal, checkpointed (each at most once).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Result JSON file (default: a new, unique name under results/). An existing file is "
+    "never replaced without --force; a link, folder or device never.",
+)
+@click.option("--force", is_flag=True, help="Allow --out to replace an existing result file.")
+@click.option(
+    "--expect-oom",
+    multiple=True,
+    type=click.Choice(["baseline", "normal", "checkpointed"]),
+    help="This mode is meant to exceed --memory-limit (e.g. normal, to show that only the "
+    "checkpointed gradient fits): its out-of-memory is the result, exit 0; if it fits, exit 1.",
+)
+@mprof_option
+@click.option("--json", "as_json", is_flag=True, help="Print the result document on stdout.")
+@output_options
+def run(
+    model, steps, snaps, strategy, backend, device, budget, costs_file, hidden, batch, input_,
+    output, seed, warmup, repeats, rounds, threads, timeout, memory_limit, sample_interval, modes,
+    out, force, expect_oom, mprof_dir, as_json, quiet, verbose, progress_lines,
+):  # fmt: skip
+    """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
+    from ckptbench.launch import CostsError, Interrupted, stop_on_signals
+    from ckptbench.render import explain_lines, failure_lines, headline, run_table, warning_lines
+    from ckptbench.render.console import mode_progress, stderr_console
+    from ckptbench.results import result_to_dict
+    from ckptbench.runner import expected_oom, run_case
+    from ckptbench.workloads import Sizes, load_workload
+
+    mode_list = _parse_modes(modes)
+    model = _relative_model(model)
+    if expect_oom and memory_limit is None:
+        raise InputError("--expect-oom needs --memory-limit")
+    if set(expect_oom) - {m.value for m in mode_list}:
+        raise InputError("--expect-oom names a mode that --modes does not run")
+    try:
+        case = Case(
+            model=model, steps=steps, snaps=snaps, strategy=strategy, backend=backend,
+            device=device, budget_bytes=budget, hidden=hidden, batch=batch, input=input_,
+            output=output, seed=seed,
+            warmup=warmup, repeats=repeats, rounds=rounds, threads=threads, timeout_s=timeout,
+            memory_limit_bytes=memory_limit, sample_interval_s=sample_interval,
+        )  # fmt: skip
+        case, notes = case.effective()
+        case.check_fits_memory()
+        if backend == "autograd":
+            load_workload(model, Sizes(**case.sizes()))
+        else:
+            _check_torch(case)
+        if strategy == "optimal" and backend != "autograd":
+            raise InputError("strategy 'optimal' runs on the autograd backend only (so far)")
+        costs = read_costs(costs_file, case.steps) if costs_file else None
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    out = out or _default_out(model)
+    check_out(out, force)
+    if mprof_dir is not None:
+        try:
+            mprof_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise InputError(f"--mprof {mprof_dir}: {err.strerror or err}") from None
+
+    err_console = stderr_console()
+    for note in notes if not quiet else ():
+        err_console.print(f"[yellow]note[/yellow] {note}", highlight=False)
+    progress_cb, stop = mode_progress(
+        err_console, mode_list, case, quiet=quiet, verbose=verbose, lines=progress_lines
+    )
+    code = None
+    try:
+        with stop_on_signals():
+            result = run_case(
+                case,
+                out_path=out,
+                replace_out=force,
+                progress=progress_cb,
+                modes=mode_list,
+                costs=costs,
+            )
+    except CostsError as err:
+        stop()
+        click.echo(f"ckptbench: {err}", err=True)
+        sys.exit(EXIT_FAILED)
+    except (Interrupted, KeyboardInterrupt) as err:
+        result = getattr(err, "result", None)  # None: stopped while measuring step costs
+        code = 128 + getattr(err, "signum", 2)
+        measured = result is not None and result.modes
+        where = f"what was measured is saved in {out}" if measured else "nothing measured"
+        err_console.print(
+            f"[red]interrupted[/red] by {err or 'Ctrl-C'}: workers stopped; {where}",
+            highlight=False,
+        )
+        if result is None:
+            stop()
+            sys.exit(code)
+    finally:
+        stop()
+    if as_json:
+        click.echo(json.dumps(result_to_dict(result), indent=1))
+    else:
+        console = stdout_console()
+        console.print(run_table(result))
+        console.print(headline(result), highlight=False)
+        for line in explain_lines(result) if not quiet else ():
+            console.print(line, highlight=False)
+        if not quiet and result.modes:
+            console.print(f"[dim]saved {out}[/dim]")
+    if mprof_dir is not None:
+        write_mprof([result], mprof_dir, quiet)
+    for line in warning_lines(result):
+        err_console.print(f"[yellow]warning[/yellow] {line}", highlight=False)
+    expected, unmet = expected_oom(result, expect_oom)
+    for line in failure_lines(result):
+        if not any(line.startswith(f"{m}:") for m in expected):
+            err_console.print(f"[red]failed[/red] {line}", highlight=False)
+    for m in expected:
+        err_console.print(f"expected: {m} exceeded the memory limit, as --expect-oom said")
+    for m in unmet:
+        err_console.print(
+            f"[red]failed[/red] {m} was expected to exceed --memory-limit but did not",
+            highlight=False,
+        )
+    if code is None:
+        others_ok = all(m.ok for m in result.modes if m.mode.value not in expected)
+        code = EXIT_OK if others_ok and not unmet else EXIT_FAILED
+    sys.exit(code)
+
+
+def _check_torch(case) -> None:
+    """One line and exit 2 when the torch backend cannot run this case here."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise InputError("--backend torch needs PyTorch: pip install 'ckptbench[torch]'")

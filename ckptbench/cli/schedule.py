@@ -1,0 +1,94 @@
+"""``ckptbench schedule``: a schedule's cost from the closed forms or a replay."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import deque
+
+import click
+
+from ckptbench.cli.options import (
+    POS,
+    SNAPS_HELP,
+    SNAPS_STREAMS,
+    InputError,
+    stdout_console,
+    strategy_help,
+)
+from ckptbench.schedules import get_strategy
+
+
+@click.command(
+    epilog="Example:\n\n  ckptbench schedule --steps 100000 --snaps 50 --time\n\n"
+    "  ckptbench schedule --steps 10 --snaps 3 --actions"
+)
+@click.option("--steps", type=POS, required=True, help="Number of steps l.")
+@click.option("--snaps", type=POS, required=True, help=SNAPS_HELP)
+@click.option(
+    "--strategy",
+    type=click.Choice(SNAPS_STREAMS),
+    default="revolve",
+    show_default=True,
+    help=strategy_help(SNAPS_STREAMS),
+)
+@click.option("--actions", is_flag=True, help="Print every action of the schedule.")
+@click.option("--time", "timed", is_flag=True, help="Time generating the full schedule.")
+@click.option("--repeat", type=POS, default=5, show_default=True, help="Timing repetitions.")
+def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, repeat: int):
+    """Show a checkpointing schedule's cost: r, t, evaluations, peak snapshots.
+
+    The figures come from the closed-form Griewank-Walther formulas for any size; the
+    schedule is enumerated (and replayed to check it) only up to 5 000 000 step evaluations,
+    or for --actions/--time, which refuse larger schedules.
+    """
+    from ckptbench.render import closed_form_table, schedule_table
+    from ckptbench.schedules import make_schedule, replay
+
+    spec = get_strategy(strategy)
+    closed = spec.advances is not None
+    if closed:
+        small = spec.advances(steps, spec.effective_snaps(steps, snaps)) + steps <= ENUMERATE_LIMIT
+    else:  # no closed form: enumerate what is small enough
+        small = steps <= ENUMERATE_LIMIT // 2 and min(steps, snaps) <= 20_000
+    if (actions or timed) and not small:
+        raise InputError(
+            f"--actions/--time enumerate the schedule; {steps} steps with {snaps} snaps is "
+            f"over the limit of {ENUMERATE_LIMIT:,} step evaluations (the figures without "
+            "these options come from the formulas)"
+        )
+    if not small:
+        if not closed:
+            raise InputError(
+                f"the {strategy} schedule has no closed form; {steps} steps is too many to "
+                "enumerate here (use --strategy revolve for the formulas)"
+            )
+        stdout_console().print(closed_form_table(steps, snaps, strategy))
+        return
+    console = stdout_console()
+    if actions:
+        for act in make_schedule(strategy, steps, snaps):
+            click.echo(repr(act))
+    gen_s = None
+    if timed:
+        runs = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            deque(make_schedule(strategy, steps, snaps), maxlen=0)
+            runs.append(time.perf_counter() - t0)
+        gen_s = min(runs)
+    # store-all ignores the slot budget: it keeps every state
+    stats = replay(
+        make_schedule(strategy, steps, snaps), steps, None if strategy == "store-all" else snaps
+    )
+    console.print(schedule_table(stats, snaps, strategy, gen_s))
+    if timed:
+        console.print(
+            f"generation time: min {min(runs) * 1e3:.1f} ms, median "
+            f"{statistics.median(runs) * 1e3:.1f} ms over {repeat} runs "
+            f"({stats.actions} actions)"
+        )
+
+
+#: Schedules up to this many step evaluations are enumerated (about 2 s here).
+ENUMERATE_LIMIT = 5_000_000

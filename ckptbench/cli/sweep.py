@@ -1,0 +1,98 @@
+"""``ckptbench sweep``: every cell of a TOML config, saved as it is measured."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ckptbench.cli.options import InputError, output_options
+
+#: Sweeps over this many cells, or about this many hours, ask before they start.
+CONFIRM_CELLS, CONFIRM_HOURS = 200, 2.0
+
+
+@click.command(
+    epilog="Example:\n\n  ckptbench sweep configs/lstm.toml --out results/lstm\n\n"
+    "  ckptbench sweep configs/lstm.toml --out results/lstm --resume   # after a crash"
+)
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option(
+    "--out", type=click.Path(path_type=Path), default=None, help="Folder (results/<name>)."
+)
+@click.option("--resume", is_flag=True, help="Measure only the cells missing from --out.")
+@click.option("--retry-failed", is_flag=True, help="With --resume, re-measure failed cells.")
+@click.option(
+    "--dask", "dask_address", default=None, help="Send cells to this Dask scheduler address."
+)
+@click.option(
+    "--yes",
+    is_flag=True,
+    help=f"Run a sweep over {CONFIRM_CELLS} cells or about {CONFIRM_HOURS} h without asking.",
+)
+@output_options
+def sweep(
+    config: Path, out: Path | None, resume: bool, retry_failed: bool, dask_address, yes: bool,
+    quiet: bool, verbose: bool, progress_lines: bool,
+):  # fmt: skip
+    """Run every cell of a TOML config, saving each result the moment it is measured."""
+    from ckptbench.config import load_config
+    from ckptbench.render.console import stderr_console
+    from ckptbench.store import open_folder
+    from ckptbench.sweep import run_sweep
+    from ckptbench.sweep_progress import estimated_seconds
+
+    try:
+        cfg = load_config(config)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    out = out or Path("results") / cfg.name
+    try:
+        open_folder(out)
+    except ValueError as err:
+        raise InputError(f"--out {err}") from None
+    console = stderr_console()
+    try:
+        for case in cfg.cases:
+            case.check_fits_memory()
+    except ValueError as err:
+        raise InputError(f"{config}: {err}") from None
+    hours = sum(estimated_seconds(c) for c in cfg.cases) / 3600
+    for note in cfg.notes if not quiet else ():
+        console.print(f"[dim]{note}[/dim]", highlight=False)
+    if not quiet:
+        console.print(
+            f"sweep {cfg.name}: {len(cfg.cases)} cells, roughly {hours:.1f} h -> {out}",
+            highlight=False,
+        )
+    if (len(cfg.cases) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
+        question = f"{len(cfg.cases)} cells, roughly {hours:.1f} h: run them?"
+        if not sys.stdin.isatty():
+            raise InputError(f"{config}: {question[:-15]}; pass --yes to run them")
+        if not click.confirm(question, err=True):
+            raise InputError("sweep not started")
+    show_iterations = not quiet and (verbose or progress_lines or console.is_terminal)
+
+    def progress(event):
+        if quiet:
+            return
+        if event.event in ("cell-start", "cell-done") or (
+            event.event == "mode-iteration" and show_iterations
+        ):
+            console.print(event.line(), highlight=False)
+
+    try:
+        outcome = run_sweep(
+            cfg,
+            out,
+            resume=resume,
+            retry_failed=retry_failed,
+            progress=progress,
+            dask_address=dask_address,
+        )
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    for line in outcome.summary_lines():
+        click.echo(line)
+    sys.exit(outcome.exit_code)
