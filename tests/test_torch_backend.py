@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
+from ckptbench import engine  # noqa: E402
 from ckptbench.checkpoint import CheckpointStats, binomial_checkpoint  # noqa: E402
 from ckptbench.results import Case, Mode  # noqa: E402
 from ckptbench.revolve import (  # noqa: E402
@@ -23,7 +24,7 @@ from ckptbench.revolve import (  # noqa: E402
     optimal_forward_steps,
     replay,
 )
-from ckptbench.torch_backend import TorchMissingError, executor  # noqa: E402
+from ckptbench.torch_backend import TorchMissingError  # noqa: E402
 from ckptbench.torch_backend import cuda as tcuda  # noqa: E402
 from ckptbench.torch_backend.executor import (  # noqa: E402
     TorchCheckpointStats,
@@ -320,7 +321,7 @@ def test_unknown_action_kind_is_a_clear_error(monkeypatch):
         actions = list(make_schedule(strategy, steps, snaps))
         return iter([*actions[:-1], Action("keep-tape", None, None, None, 0), actions[-1]])
 
-    monkeypatch.setattr(executor, "make_schedule", with_new_kind)
+    monkeypatch.setattr(engine, "make_schedule", with_new_kind)
     loop = revolve_checkpoint(wl.step, wl.post, 3, 2)
     p = {k: v.requires_grad_() for k, v in params.items()}
     loss = wl.loss(loop(p, state0, inputs))
@@ -334,7 +335,7 @@ def test_unknown_action_kind_is_a_clear_error(monkeypatch):
         ("inputs", "leading axis 4, expected steps=5"),
         ("state", "step must return a state like the one it got"),
         ("params", "params must hold torch tensors"),
-        ("strategy", "unknown strategy 'fastest' for the torch executor"),
+        ("strategy", r"unknown strategy 'fastest' \(choose from revolve"),
     ],
 )
 def test_bad_arguments_are_one_line_value_errors(change, match):
