@@ -44,7 +44,7 @@ import memory_profiler
 import numpy as np
 
 from ckptbench import checkpoint, engine
-from ckptbench.autograd_modes import build_gradient
+from ckptbench.autograd_backend import build_gradient
 from ckptbench.backends import counting, unrolled_outputs
 from ckptbench.results import Case, Mode
 from ckptbench.workloads import Sizes, load_workload

@@ -31,7 +31,7 @@ from ckptbench.torch_backend.executor import (  # noqa: E402
     UnknownActionError,
     revolve_checkpoint,
 )
-from ckptbench.torch_backend.modes import (  # noqa: E402
+from ckptbench.torch_backend.framework import (  # noqa: E402
     build_gradient,
     flatten_gradient,
     tree_leaves,
@@ -51,20 +51,10 @@ HAS_CUDA = torch.cuda.is_available()
 
 
 def autograd_gradient(case):
-    """(loss, flattened gradient) of the autograd backend's normal mode for ``case``.
+    """(loss, flattened gradient) of the autograd backend's normal mode for ``case``."""
+    from ckptbench.backends.registry import get_backend
 
-    Main's ``ckptbench.autograd_modes.build_gradient`` returns a ``Built``; before that split
-    the worker's ``build_gradient`` returned a tuple (drop this branch once merged).
-    """
-    try:
-        from ckptbench.autograd_modes import build_gradient as autograd_build
-    except ImportError:
-        from ckptbench.worker import build_gradient as worker_build
-
-        params, gradient, _, _ = worker_build(case, Mode.NORMAL)
-        loss, grad = gradient(params)
-        return loss, np.concatenate([np.ravel(grad[k]) for k in sorted(grad)])
-    built = autograd_build(case, Mode.NORMAL)
+    built = get_backend("autograd").build_gradient(case, Mode.NORMAL)
     loss, grad = built.gradient(built.params)
     return loss, built.flatten(grad)
 
@@ -500,7 +490,7 @@ def test_missing_torch_is_one_line():
         "import sys; sys.modules['torch'] = None\n"
         "from ckptbench.torch_backend import TorchMissingError\n"
         "try:\n"
-        "    import ckptbench.torch_backend.modes\n"
+        "    import ckptbench.torch_backend.framework\n"
         "except TorchMissingError as err:\n"
         "    print(repr(str(err)))\n"
     )
@@ -514,7 +504,7 @@ def test_missing_torch_is_one_line():
 MODULES_AFTER_GRADIENT = """
 import sys
 from types import SimpleNamespace
-from ckptbench.torch_backend.modes import build_gradient
+from ckptbench.torch_backend.framework import build_gradient
 case = SimpleNamespace(model="rnn", steps=6, snaps=2, strategy=sys.argv[2], hidden=4, batch=2,
                        input=3, output=1, seed=0, threads=1)
 built = build_gradient(case, sys.argv[1])
