@@ -32,7 +32,7 @@ from autograd.extend import defvjp_argnums, primitive
 from autograd.tracer import isbox, new_box, toposort, trace_stack
 
 from ckptbench.backends import CheckpointStats
-from ckptbench.engine import EngineRun, first_sweep, loop_schedule, reverse_sweep
+from ckptbench.engine import EngineLoop, EngineRun, UnrolledOps, first_sweep, reverse_sweep
 from ckptbench.planner import Costs, Plan
 from ckptbench.revolve import Strategy
 
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 
-class AutogradStepOps:
+class AutogradStepOps(UnrolledOps):
     """The engine's step operations on autograd (see :class:`ckptbench.engine.StepOps`).
 
     Built once for the forward pass (``outputs`` collected into ``out``) and once per vjp
@@ -62,7 +62,7 @@ class AutogradStepOps:
         want_params: bool = False,
         want_inputs: bool = False,
     ) -> None:
-        self.f, self.post, self.steps = loop.f, loop.post, loop.steps
+        self.step, self.post, self.steps = loop.step, loop.post, loop.steps
         self.params, self.inputs, self.sig, self.g = params, inputs, sig, g
         self.out: np.ndarray | None = None
         pleaves, self.prebuild = _flatten(params)
@@ -71,26 +71,17 @@ class AutogradStepOps:
         self.inputs_bar = np.zeros_like(inputs) if want_inputs else None
         self.zeros: list | None = None  # the cotangent of x_l, set by the vjp
 
-    def advance(self, state: Any, start: int, stop: int, outputs: bool) -> Any:
-        f, params, inputs = self.f, self.params, self.inputs
-        if not outputs:
-            for i in range(start, stop):
-                state = f(params, state, inputs[i])
-            return state
-        post = self.post
-        for i in range(start, stop):
-            state = f(params, state, inputs[i])
-            if i == 0:
-                _check_state(state, self.sig)
-            self.out = _store_output(self.out, i, post(params, state), self.steps)
-        return state
+    def check_state(self, state: Any) -> None:
+        _check_state(state, self.sig)
+
+    def put(self, i: int, y: Any) -> None:
+        self.out = _store_output(self.out, i, y, self.steps)
 
     def tape(self, state: Any, step: int, outputs: bool) -> tuple[Callable, Any]:
-        turn, (new, y) = tape_step(
-            self.f, self.post, self.params, state, self.inputs[step], self.sig
-        )
+        x = self.inputs[step]
+        turn, (new, y) = tape_step(self.step, self.post, self.params, state, x, self.sig)
         if outputs:
-            self.out = _store_output(self.out, step, y, self.steps)
+            self.put(step, y)
         return turn, new
 
     def reverse(self, turn: Callable, state_bar: Any, step: int) -> list:
@@ -106,55 +97,22 @@ class AutogradStepOps:
         return _nbytes(state)
 
 
-class CheckpointedLoop:
+class CheckpointedLoop(EngineLoop):
     """``loop(params, state0, inputs)`` -> stacked ``post`` outputs, differentiable by autograd.
 
-    ``stats`` holds the counters of the most recent call (updated after the reverse sweep).
-    ``schedule`` (a :class:`ckptbench.engine.LoopSchedule`) is what it runs: with a plan
-    (a :class:`ckptbench.planner.Plan`) that schedule, keeping tapes where it says so,
+    The arguments are :func:`binomial_checkpoint`'s. ``stats`` holds the counters of the
+    most recent call (updated after the reverse sweep). ``schedule`` (a
+    :class:`ckptbench.engine.LoopSchedule`) is what it runs: with a plan (a
+    :class:`ckptbench.planner.Plan`) that schedule, keeping tapes where it says so,
     ``snaps`` the plan's slot count and tape bytes the plan's; otherwise ``tape_bytes``
     declares one tape's bytes for ``peak_stored_bytes``.
     """
 
-    def __init__(
-        self,
-        f: Callable[[Any, Any, Any], Any],
-        post: Callable[[Any, Any], Any],
-        steps: int,
-        snaps: int | None = None,
-        strategy: Strategy | str | None = None,
-        *,
-        plan: Plan | None = None,
-        costs: Costs | None = None,
-        budget_bytes: int | None = None,
-        tape_bytes: int = 0,
-    ) -> None:
-        if not callable(f) or not callable(post):
-            raise ValueError("f and post must be callables")
-        self.f = f
-        self.post = post
-        self.schedule = loop_schedule(
-            steps,
-            snaps,
-            strategy,
-            plan=plan,
-            costs=costs,
-            budget_bytes=budget_bytes,
-            tape_bytes=tape_bytes,
-        )
-        self.steps = self.schedule.steps
-        self.snaps = self.schedule.snaps
-        self.strategy = self.schedule.strategy
-        self.plan = self.schedule.plan
-        self.stats: CheckpointStats | None = None
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.f = self.step  # the name this module's users know the step by
         self._primitive = primitive(self._forward)
         defvjp_argnums(self._primitive, self._make_vjp)
-
-    def __repr__(self) -> str:
-        return (
-            f"CheckpointedLoop(steps={self.steps}, snaps={self.snaps}, "
-            f"strategy={self.strategy.value!r})"
-        )
 
     def __call__(self, params: Any, state0: Any, inputs: Any) -> Any:
         return self._primitive(_pack(params), _pack(state0), inputs, EngineRun(self.schedule))

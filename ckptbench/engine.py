@@ -41,10 +41,12 @@ from ckptbench.revolve import Action, ActionKind, Strategy, check_int, make_sche
 
 __all__ = [
     "HANDLED_KINDS",
+    "EngineLoop",
     "EngineRun",
     "LoopSchedule",
     "StepOps",
     "UnknownActionError",
+    "UnrolledOps",
     "first_sweep",
     "loop_schedule",
     "reverse_sweep",
@@ -165,6 +167,60 @@ def loop_schedule(
     snaps = check_int("snaps", snaps)
     declared = check_int("tape_bytes", tape_bytes, minimum=0)
     return LoopSchedule(steps, snaps, strat, None, (declared,) * steps)
+
+
+class EngineLoop:
+    """What every backend's checkpointed loop holds: ``step``, ``post``, the validated
+    :class:`LoopSchedule` (``steps``, ``snaps``, ``strategy``, ``plan``) and ``stats``, the
+    counters of the most recent call. The bindings subclass it and add ``__call__``."""
+
+    def __init__(
+        self, step: Any, post: Any, steps: int, snaps: int | None = None, strategy: Any = None,
+        **schedule: Any,
+    ) -> None:  # fmt: skip
+        if not callable(step) or not callable(post):
+            raise ValueError("step and post must be callables")
+        self.step = step
+        self.post = post
+        self.schedule = loop_schedule(steps, snaps, strategy, **schedule)
+        self.steps = self.schedule.steps
+        self.snaps = self.schedule.snaps
+        self.strategy = self.schedule.strategy
+        self.plan = self.schedule.plan
+        self.stats: CheckpointStats | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(steps={self.steps}, snaps={self.snaps}, "
+            f"strategy={self.strategy.value!r})"
+        )
+
+
+class UnrolledOps:
+    """The untaped part of :class:`StepOps`, the same for every framework: a subclass sets
+    ``step``, ``post``, ``steps``, ``params``, ``inputs`` and gives ``check_state(state)``
+    (the first step's result against the initial state) and ``put(i, y)`` (store output
+    i); a framework that must switch its tape off wraps :meth:`advance`."""
+
+    step: Any
+    post: Any
+    steps: int
+    params: Any
+    inputs: Any
+
+    def advance(self, state: Any, start: int, stop: int, outputs: bool) -> Any:
+        step, params, inputs = self.step, self.params, self.inputs
+        if not outputs:
+            for i in range(start, stop):
+                state = step(params, state, inputs[i])
+            return state
+        post = self.post
+        for i in range(start, stop):
+            state = step(params, state, inputs[i])
+            if i == 0:
+                self.check_state(state)
+            self.put(i, post(params, state))
+        return state
 
 
 # ---------------------------------------------------------------------- one call's state

@@ -32,14 +32,13 @@ import torch
 
 from ckptbench.backends import CheckpointStats
 from ckptbench.engine import (
+    EngineLoop,
     EngineRun,
     UnknownActionError,
+    UnrolledOps,
     first_sweep,
-    loop_schedule,
     reverse_sweep,
 )
-from ckptbench.planner import Costs, Plan
-from ckptbench.revolve import Strategy
 from ckptbench.torch_backend.trees import check_state, flatten_tree, state_signature
 
 __all__ = [
@@ -64,7 +63,7 @@ class _Turn:
     y: torch.Tensor
 
 
-class TorchStepOps:
+class TorchStepOps(UnrolledOps):
     """The engine's step operations on torch (see :class:`ckptbench.engine.StepOps`).
 
     One per call: the forward builds it, ``backward`` sets the output cotangent ``g``
@@ -84,19 +83,14 @@ class TorchStepOps:
         self.inputs_bar: torch.Tensor | None = None
 
     def advance(self, state: Any, start: int, stop: int, outputs: bool) -> Any:
-        step, params, inputs = self.step, self.params, self.inputs
         with torch.no_grad():
-            if not outputs:
-                for i in range(start, stop):
-                    state = step(params, state, inputs[i])
-                return state
-            post = self.post
-            for i in range(start, stop):
-                state = step(params, state, inputs[i])
-                if i == 0:
-                    check_state(state, self.sig)
-                self.out = _store_output(self.out, i, post(params, state), self.steps)
-        return state
+            return super().advance(state, start, stop, outputs)
+
+    def check_state(self, state: Any) -> None:
+        check_state(state, self.sig)
+
+    def put(self, i: int, y: Any) -> None:
+        self.out = _store_output(self.out, i, y, self.steps)
 
     def tape(self, state: Any, i: int, outputs: bool) -> tuple[_Turn, Any]:
         """Step i and its output with graph recording, from detached leaves."""
@@ -108,7 +102,7 @@ class TorchStepOps:
             y = self.post(self.tape_params, new)
         new_leaves = flatten_tree(new, "state")[0]
         if outputs:
-            self.out = _store_output(self.out, i, y.detach(), self.steps)
+            self.put(i, y.detach())
         return _Turn(leaves, x, new_leaves, y), self.srebuild([t.detach() for t in new_leaves])
 
     def reverse(self, turn: _Turn, state_bar: Any, i: int) -> list:
@@ -174,51 +168,15 @@ class _Revolve(torch.autograd.Function):
         return (None, None, None, *result)
 
 
-class RevolveLoop:
+class RevolveLoop(EngineLoop):
     """``loop(params, state0, inputs)`` -> stacked ``post`` outputs, differentiable by torch.
 
     ``params`` is a tensor or a nested dict/tuple/list of tensors, ``state0`` a tensor or a
-    tuple of tensors, ``inputs`` a tensor whose leading axis is ``steps``. ``stats`` holds the
-    counters of the most recent call (updated again after its backward). ``schedule`` (a
-    :class:`ckptbench.engine.LoopSchedule`) is what it runs, validated as autograd's is.
+    tuple of tensors, ``inputs`` a tensor whose leading axis is ``steps``. The arguments and
+    attributes are those of :class:`ckptbench.engine.EngineLoop` (validated as autograd's
+    are); ``stats`` holds the counters of the most recent call (updated again after its
+    backward).
     """
-
-    def __init__(
-        self,
-        step: Callable[[Any, Any, Any], Any],
-        post: Callable[[Any, Any], Any],
-        steps: int,
-        snaps: int | None = None,
-        strategy: Strategy | str | None = None,
-        *,
-        plan: Plan | None = None,
-        costs: Costs | None = None,
-        budget_bytes: int | None = None,
-        tape_bytes: int = 0,
-    ) -> None:
-        if not callable(step) or not callable(post):
-            raise ValueError("step and post must be callables")
-        self.step = step
-        self.post = post
-        self.schedule = loop_schedule(
-            steps,
-            snaps,
-            strategy,
-            plan=plan,
-            costs=costs,
-            budget_bytes=budget_bytes,
-            tape_bytes=tape_bytes,
-        )
-        self.steps = self.schedule.steps
-        self.snaps = self.schedule.snaps
-        self.strategy = self.schedule.strategy
-        self.plan = self.schedule.plan
-        self.stats: TorchCheckpointStats | None = None
-
-    def __repr__(self) -> str:
-        return (
-            f"RevolveLoop(steps={self.steps}, snaps={self.snaps}, strategy={self.strategy.value!r})"
-        )
 
     def __call__(self, params: Any, state0: Any, inputs: torch.Tensor) -> torch.Tensor:
         pleaves, prebuild = flatten_tree(params, "params")
@@ -235,28 +193,17 @@ class RevolveLoop:
         return _Revolve.apply(self, EngineRun(self.schedule), ops, *args)
 
 
-def revolve_checkpoint(
-    step: Callable[[Any, Any, Any], Any],
-    post: Callable[[Any, Any], Any],
-    steps: int,
-    snaps: int | None = None,
-    strategy: Strategy | str | None = None,
-    *,
-    plan: Plan | None = None,
-    costs: Costs | None = None,
-    budget_bytes: int | None = None,
-    tape_bytes: int = 0,
-) -> RevolveLoop:
+def revolve_checkpoint(step: Callable, post: Callable, *args: Any, **kwargs: Any) -> RevolveLoop:
     """Checkpointed ``loop(params, state0, inputs)`` for ``state = step(params, state, x)``.
 
-    ``loop`` returns ``post(params, x_i)`` for i = 1..steps stacked on a new leading axis; a
-    torch backward through it yields the gradients of ``params``, ``state0`` and ``inputs``
-    (whichever require grad) from one reverse sweep. ``snaps`` counts every snapshot slot
-    *including the one holding state0*. With ``strategy="revolve"`` one gradient evaluates
-    ``step`` exactly ``optimal_forward_steps(steps, snaps) + steps`` times. The arguments
-    are :func:`ckptbench.checkpoint.binomial_checkpoint`'s: ``plan=`` (or ``costs=`` and
-    ``budget_bytes=``) runs strategy optimal, keeping tapes; ``tape_bytes`` declares one
-    tape's bytes for ``stats.peak_stored_bytes``.
+    The arguments are :func:`ckptbench.checkpoint.binomial_checkpoint`'s (``steps``,
+    ``snaps``, ``strategy``; ``plan=`` or ``costs=`` with ``budget_bytes=`` for strategy
+    optimal, which keeps tapes; ``tape_bytes`` declaring one tape's bytes for
+    ``stats.peak_stored_bytes``). ``loop`` returns ``post(params, x_i)`` for i = 1..steps
+    stacked on a new leading axis; a torch backward through it yields the gradients of
+    ``params``, ``state0`` and ``inputs`` (whichever require grad) from one reverse sweep.
+    With ``strategy="revolve"`` one gradient evaluates ``step`` exactly
+    ``optimal_forward_steps(steps, snaps) + steps`` times.
 
     Example::
 
@@ -264,17 +211,7 @@ def revolve_checkpoint(
         loss = lstm.loss(loop(params, (h0, c0), xs))
         grads = torch.autograd.grad(loss, list(params.values()))   # 2439 + 1000 steps
     """
-    return RevolveLoop(
-        step,
-        post,
-        steps,
-        snaps,
-        strategy,
-        plan=plan,
-        costs=costs,
-        budget_bytes=budget_bytes,
-        tape_bytes=tape_bytes,
-    )
+    return RevolveLoop(step, post, *args, **kwargs)
 
 
 # ---------------------------------------------------------------------- helpers
