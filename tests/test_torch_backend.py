@@ -464,6 +464,60 @@ def test_plugin_with_torch_tensors(tmp_path, factory):
         assert np.max(np.abs(got - want)) <= 1e-10 * np.max(np.abs(want))
 
 
+MODULE_PLUGIN = textwrap.dedent(
+    """
+    import torch
+
+    class CellModel:
+        def __init__(self, hidden, batch, input):
+            self.hidden, self.batch, self.input = hidden, batch, input
+
+        def init(self, steps, rng):
+            torch.manual_seed(int(rng.integers(1 << 30)))
+            net = torch.nn.ModuleDict(
+                {"cell": torch.nn.LSTMCell(self.input, self.hidden),
+                 "out": torch.nn.Linear(self.hidden, 1)}
+            ).double()
+            h0 = torch.from_numpy(rng.standard_normal((self.batch, self.hidden)))
+            c0 = torch.from_numpy(rng.standard_normal((self.batch, self.hidden)))
+            xs = torch.from_numpy(rng.standard_normal((steps, self.batch, self.input)))
+            return net, (h0, c0), xs
+
+        def step(self, net, state, x):
+            return net["cell"](x, state)
+
+        def post(self, net, state):
+            return net["out"](state[0])
+
+        def loss(self, ys):
+            return (ys ** 2).mean()
+
+    def make(hidden, batch, input):
+        return CellModel(hidden, batch, input)
+    """
+)
+
+
+def test_plugin_with_an_nn_module_step_differentiates_its_parameters(tmp_path):
+    path = tmp_path / "module_cell.py"
+    path.write_text(MODULE_PLUGIN)
+    spec = f"{path}:make"
+    normal = build_gradient(small_case(spec, steps=12), "normal")
+    assert set(normal.params) == {
+        "cell.weight_ih", "cell.weight_hh", "cell.bias_ih", "cell.bias_hh", "out.weight",
+        "out.bias",
+    }  # fmt: skip
+    want = flatten_gradient(normal.gradient(normal.params)[1])
+    assert np.max(np.abs(want)) > 0
+    costs = {"forward_time_s": 1.0, "taped_time_s": 3.0, "state_bytes": 96, "tape_bytes": 500}
+    for strategy, extra in [("revolve", {}), ("optimal", {"budget_bytes": 4 * 96 + 2000})]:
+        case = small_case(spec, steps=12, snaps=3, strategy=strategy, **extra)
+        built = build_gradient(case, "checkpointed", costs)
+        got = flatten_gradient(built.gradient(built.params)[1])
+        assert np.max(np.abs(got - want)) <= 1e-12 * np.max(np.abs(want)), strategy
+    assert built.counters()["tapes_kept"] > 0
+
+
 def test_plugin_errors_are_workload_errors(tmp_path):
     with pytest.raises(WorkloadError, match="not found"):
         load_torch_workload(f"{tmp_path}/missing.py:make", Sizes())
