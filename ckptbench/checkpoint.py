@@ -1,27 +1,26 @@
 """``binomial_checkpoint``: run any checkpointing schedule as one autograd primitive.
 
-The executor interprets a :mod:`ckptbench.schedules` action stream (binomial checkpointing,
-Griewank & Walther, "Algorithm 799: Revolve", ACM TOMS 26(1), 2000). The primitive's forward
-pass *is* the schedule's first sweep: it computes every output, places the snapshots and
-tapes the last step, so one gradient costs ``t(l, s) + l`` step evaluations. The vjp resumes
-the same schedule and produces the cotangents of params, initial state and inputs from that
-one reverse sweep (autograd's ``defvjp_argnums``), accumulating parameter cotangents in place.
+The schedule (binomial checkpointing, Griewank & Walther, "Algorithm 799: Revolve", ACM TOMS
+26(1), 2000; equal segments; store-all; or a budget plan keeping states and tapes, Beaumont
+et al., "Optimal checkpointing for heterogeneous chains", 2019) is interpreted by
+:mod:`ckptbench.engine`, the interpreter every backend shares. This module is autograd's
+binding: the primitive's forward pass *is* the schedule's first sweep (every output, the
+snapshots, the tape of the last step), so one gradient costs ``t(l, s) + l`` step
+evaluations; its vjp resumes the same schedule and produces the cotangents of params,
+initial state and inputs from that one reverse sweep (autograd's ``defvjp_argnums``).
 
-Compared with the older autograd ``binomial_checkpoint`` example, which ran a forward pass,
-then a full Revolve run per argument (l + t + l evaluations per argument), this costs t + l
-evaluations in total.
-
-Besides states, a schedule from :mod:`ckptbench.planner` may keep a step's *tape* (TAPE ..
-REVERSE; Beaumont et al., "Optimal checkpointing for heterogeneous chains", 2019): the
-executor keeps that step's reverse closure until the REVERSE action runs it. The executor
-times itself per action (not per step): untaped advances, taped steps with their reverses,
-and bookkeeping (snapshots, restores, generating the schedule).
+What is autograd's here (:class:`AutogradStepOps`): every array leaf of params and state,
+and x, is its own root node of a one-step tape, so the user's ``f`` indexes a plain
+dict/tuple of boxes (no container nodes, whose vjps would allocate a zero gradient for
+*every* parameter at every step); parameter cotangents accumulate in place into one set of
+arrays per call; no closure calls itself (a reference cycle would keep every taped step
+alive until the garbage collector runs).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -32,147 +31,91 @@ from autograd.core import VJPNode, add_outgrads
 from autograd.extend import defvjp_argnums, primitive
 from autograd.tracer import isbox, new_box, toposort, trace_stack
 
-from ckptbench.backends import CheckpointStats, ExecutorCounters
-from ckptbench.planner import Costs, Plan, plan_optimal
-from ckptbench.schedules import (
-    Action,
-    ActionKind,
-    check_int,
-    get_strategy,
-    make_schedule,
-)
+from ckptbench.backends import CheckpointStats
+from ckptbench.engine import EngineLoop, EngineRun, UnrolledOps, first_sweep, reverse_sweep
+from ckptbench.planner import Costs, Plan
+from ckptbench.schedules import StrategySpec
 
-__all__ = ["CheckpointStats", "CheckpointedLoop", "binomial_checkpoint"]  # stats: backends
-
-
-class _Run(ExecutorCounters):
-    """Mutable state of one call: the schedule, the snapshots and the counters."""
-
-    def __init__(self, loop: CheckpointedLoop) -> None:
-        super().__init__()
-        self.loop = loop
-        self.actions: Iterator[Action] | None = None
-        self.slots: dict[int, tuple[int, Any]] = {}
-        self.last_turn: Callable | None = None  # vjp of step l-1, taped in the forward pass
-        self.tapes: dict[int, Callable] = {}  # step -> kept reverse closure (TAPE .. REVERSE)
-        self.kept_tape_bytes = 0
-        self.peak_bytes = 0
-
-    def stats(self) -> CheckpointStats:
-        lp = self.loop
-        return self.frozen(
-            lp.steps,
-            lp.snaps,
-            lp.strategy.name,
-            tape_bytes=lp.tape_bytes_of(0),
-            peak_stored_bytes=self.peak_bytes,
-        )
-
-    def _at_peak(self, live_tape: int = 0) -> None:
-        total = len(self.slots) * self.state_bytes + self.kept_tape_bytes + live_tape
-        if total > self.peak_bytes:
-            self.peak_bytes = total
-
-    def store(self, slot: int, step: int, state: Any) -> None:
-        self.slots[slot] = (step, state)
-        self.peak_live = max(self.peak_live, len(self.slots))
-        self._at_peak()
-
-    def turning(self, step: int) -> None:
-        """Account the tape of a step being taped and reversed at once (FIRSTURN/YOUTURN)."""
-        self._at_peak(self.loop.tape_bytes_of(step))
-
-    def keep_tape(self, step: int, turn: Callable) -> None:
-        self.tapes[step] = turn
-        self.tapes_kept += 1
-        self.peak_tapes = max(self.peak_tapes, len(self.tapes))
-        self.kept_tape_bytes += self.loop.tape_bytes_of(step)
-        self._at_peak()
-
-    def take_tape(self, step: int) -> Callable:
-        """The kept reverse closure of ``step``, no longer counted as kept."""
-        self.kept_tape_bytes -= self.loop.tape_bytes_of(step)
-        return self.tapes.pop(step)
-
-    def free(self, step: int) -> None:
-        """Drop snapshots of x_step: once step is reversed, no action can need them again."""
-        dead = [k for k, (st, _) in self.slots.items() if st == step]
-        for k in dead:
-            del self.slots[k]
+__all__ = [
+    "AutogradStepOps",
+    "CheckpointStats",  # re-exported: ckptbench.backends
+    "CheckpointedLoop",
+    "binomial_checkpoint",
+    "tape_step",
+]
 
 
-class CheckpointedLoop:
-    """``loop(params, state0, inputs)`` -> stacked ``post`` outputs, differentiable by autograd.
+class AutogradStepOps(UnrolledOps):
+    """The engine's step operations on autograd (see :class:`ckptbench.engine.StepOps`).
 
-    ``stats`` holds the counters of the most recent call (updated after the reverse sweep).
-    With ``plan`` (a :class:`ckptbench.planner.Plan`) the loop runs that schedule, keeping
-    tapes where it says so; ``snaps`` is then the plan's slot count and tape bytes are the
-    plan's. Otherwise ``tape_bytes`` declares one tape's bytes for ``peak_stored_bytes``.
+    Built once for the forward pass (``outputs`` collected into ``out``) and once per vjp
+    (with the output cotangent ``g`` and the accumulators the vjp asked for).
     """
 
     def __init__(
         self,
-        f: Callable[[Any, Any, Any], Any],
-        post: Callable[[Any, Any], Any],
-        steps: int,
-        snaps: int | None = None,
-        strategy: str = "revolve",
-        *,
-        plan: Plan | None = None,
-        tape_bytes: int = 0,
+        loop: CheckpointedLoop,
+        params: Any,
+        inputs: Any,
+        sig: tuple,
+        g: Any = None,
+        want_params: bool = False,
+        want_inputs: bool = False,
     ) -> None:
-        if not callable(f) or not callable(post):
-            raise ValueError("f and post must be callables")
-        self.f = f
-        self.post = post
-        self.steps = check_int("steps", steps)
-        self.plan = plan
-        if plan is not None:
-            if not isinstance(plan, Plan):
-                raise ValueError(f"plan must be a ckptbench.planner.Plan, got {type(plan)}")
-            if plan.steps != self.steps:
-                raise ValueError(f"plan is for {plan.steps} steps, not steps={self.steps}")
-            self.strategy = get_strategy("optimal")
-            self.snaps = max(1, plan.slots)
-            tb = plan.costs.tape_bytes
-            self._tape_bytes = list(tb) if isinstance(tb, tuple) else [tb] * self.steps
-        else:
-            self.strategy = get_strategy(strategy)
-            if self.strategy.planned:
-                raise ValueError(
-                    "strategy optimal needs a plan, or costs and budget_bytes "
-                    "(ckptbench.planner.plan_optimal)"
-                )
-            if self.strategy.stream is None:
-                raise ValueError(f"strategy {self.strategy.name} is not an action stream")
-            if snaps is None:
-                raise ValueError(f"strategy {self.strategy.name} needs snaps")
-            self.snaps = check_int("snaps", snaps)
-            self._tape_bytes = [check_int("tape_bytes", tape_bytes, minimum=0)] * self.steps
-        self.stats: CheckpointStats | None = None
+        self.step, self.post, self.steps = loop.step, loop.post, loop.steps
+        self.params, self.inputs, self.sig, self.g = params, inputs, sig, g
+        self.out: np.ndarray | None = None
+        pleaves, self.prebuild = _flatten(params)
+        self.n_p = len(pleaves)
+        self.acc = [np.zeros_like(leaf) for leaf in pleaves] if want_params else None
+        self.inputs_bar = np.zeros_like(inputs) if want_inputs else None
+        self.zeros: list | None = None  # the cotangent of x_l, set by the vjp
+
+    def check_state(self, state: Any) -> None:
+        _check_state(state, self.sig)
+
+    def put(self, i: int, y: Any) -> None:
+        self.out = _store_output(self.out, i, y, self.steps)
+
+    def tape(self, state: Any, step: int, outputs: bool) -> tuple[Callable, Any]:
+        x = self.inputs[step]
+        turn, (new, y) = tape_step(self.step, self.post, self.params, state, x, self.sig)
+        if outputs:
+            self.put(step, y)
+        return turn, new
+
+    def reverse(self, turn: Callable, state_bar: Any, step: int) -> list:
+        zeros = self.zeros
+        grads = turn(zeros if state_bar is None else state_bar, self.g[step])
+        if self.acc is not None:
+            _accumulate(self.acc, grads[: self.n_p])
+        if self.inputs_bar is not None and grads[-1] is not None:
+            self.inputs_bar[step] = grads[-1]
+        return [z if gk is None else gk for z, gk in zip(zeros, grads[self.n_p : -1], strict=True)]
+
+    def state_nbytes(self, state: Any) -> int:
+        return _nbytes(state)
+
+
+class CheckpointedLoop(EngineLoop):
+    """``loop(params, state0, inputs)`` -> stacked ``post`` outputs, differentiable by autograd.
+
+    The arguments are :func:`binomial_checkpoint`'s. ``stats`` holds the counters of the
+    most recent call (updated after the reverse sweep). ``schedule`` (a
+    :class:`ckptbench.engine.LoopSchedule`) is what it runs: with a plan (a
+    :class:`ckptbench.planner.Plan`) that schedule, keeping tapes where it says so,
+    ``snaps`` the plan's slot count and tape bytes the plan's; otherwise ``tape_bytes``
+    declares one tape's bytes for ``peak_stored_bytes``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.f = self.step  # the name this module's users know the step by
         self._primitive = primitive(self._forward)
         defvjp_argnums(self._primitive, self._make_vjp)
 
-    def __repr__(self) -> str:
-        return (
-            f"CheckpointedLoop(steps={self.steps}, snaps={self.snaps}, "
-            f"strategy={self.strategy.name!r})"
-        )
-
     def __call__(self, params: Any, state0: Any, inputs: Any) -> Any:
-        return self._primitive(_pack(params), _pack(state0), inputs, _Run(self))
-
-    def tape_bytes_of(self, step: int) -> int:
-        """Declared bytes of step ``step``'s tape (the plan's costs; 0 without a plan)."""
-        return self._tape_bytes[step]
-
-    def schedule_actions(self) -> Iterable[Action]:
-        """A fresh action stream of this loop's schedule."""
-        if self.plan is not None:
-            return self.plan.actions()
-        return make_schedule(self.strategy, self.steps, self.snaps)
-
-    # ------------------------------------------------------------------ forward = first sweep
+        return self._primitive(_pack(params), _pack(state0), inputs, EngineRun(self.schedule))
 
     def _check_inputs(self, state0: Any, inputs: Any) -> tuple:
         """Validate the arguments; return the state's signature (structure, shapes, dtypes)."""
@@ -183,104 +126,14 @@ class CheckpointedLoop:
             raise ValueError(f"inputs has leading axis {shape[0]}, expected steps={self.steps}")
         return _signature(state0, "state0")
 
-    def _forward(self, params: Any, state0: Any, inputs: Any, run: _Run) -> np.ndarray:
-        clock = time.perf_counter
-        t_enter = clock()
-        sig = self._check_inputs(state0, inputs)
-        run.state_bytes = _nbytes(state0)
-        run.actions = iter(self.schedule_actions())
-        out: np.ndarray | None = None
-        state = state0
-        f, post = self.f, self.post
-        t_prev = clock()
-        for act in run.actions:
-            t0 = clock()
-            run.book_s += t0 - t_prev
-            kind = act.kind
-            if kind is ActionKind.ADVANCE:
-                for i in range(act.start, act.stop):
-                    state = f(params, state, inputs[i])
-                    if i == 0:
-                        _check_state(state, sig)
-                    y = post(params, state)
-                    out = _store_output(out, i, y, self.steps)
-                run.advanced += act.stop - act.start
-                run.post_calls += act.stop - act.start
-                t_prev = clock()
-                run.advance_s += t_prev - t0
-            elif kind is ActionKind.TAKESHOT:
-                run.store(act.slot, act.step, state)
-                t_prev = clock()
-                run.book_s += t_prev - t0
-            elif kind is ActionKind.TAPE:
-                i = act.step
-                turn, (state, y) = self._tape(params, state, inputs[i], sig)
-                run.keep_tape(i, turn)
-                run.taped += 1
-                out = _store_output(out, i, y, self.steps)
-                t_prev = clock()
-                run.taped_s += t_prev - t0
-            elif kind is ActionKind.FIRSTURN:
-                i = act.step
-                run.turning(i)
-                run.last_turn, (_, y) = self._tape(params, state, inputs[i], sig)
-                run.taped += 1
-                out = _store_output(out, i, y, self.steps)
-                t_prev = clock()
-                run.taped_s += t_prev - t0
-                break
-            else:  # pragma: no cover - schedules reach FIRSTURN before anything else
-                raise RuntimeError(f"unexpected {act!r} in the first sweep")
+    def _forward(self, params: Any, state0: Any, inputs: Any, run: EngineRun) -> np.ndarray:
+        """The primitive's forward pass: the engine's first sweep, collecting the outputs."""
+        t_enter = time.perf_counter()
+        ops = AutogradStepOps(self, params, inputs, self._check_inputs(state0, inputs))
+        first_sweep(run, ops, state0)
+        run.executor_s += time.perf_counter() - t_enter
         self.stats = run.stats()
-        run.executor_s += clock() - t_enter
-        return out
-
-    def _tape(self, params: Any, state: Any, x: Any, sig: tuple) -> tuple[Callable, Any]:
-        """Evaluate step + post on autograd's tape; return (turn, (new_state, output)).
-
-        Every array leaf of params and state, and x, is its own root node, so the user's
-        ``f`` indexes a plain dict/tuple of boxes: no autograd container nodes, whose vjps
-        would allocate a zero gradient for *every* parameter at every step. ``turn(state_bar,
-        g)`` runs the reverse of this one step and returns the list of cotangents of the
-        roots (``None`` where a root does not influence the outputs).
-        """
-        pleaves, prebuild = _flatten(params)
-        sleaves, srebuild = _flatten(state)
-        values = [*pleaves, *sleaves, x]
-        n_p, n_s = len(pleaves), len(sleaves)
-        roots = [VJPNode.new_root() for _ in values]
-        with trace_stack.new_trace() as trace:
-            boxes = [new_box(v, trace, r) for v, r in zip(values, roots, strict=True)]
-            p = prebuild(boxes[:n_p])
-            new = self.f(p, srebuild(boxes[n_p : n_p + n_s]), boxes[-1])
-            _check_state(new, sig)
-            y = self.post(p, new)
-            end = ag_tuple((*_flatten(new)[0], y))
-            if isbox(end) and end._trace == trace:
-                end_value, end_node = end._value, end._node
-            else:
-                end_value, end_node = tuple(_unbox(v) for v in end), None
-        new_state = srebuild(list(end_value[:-1]))
-        index = {node: k for k, node in enumerate(roots)}
-
-        def turn(state_bar_leaves: list, g_i: Any) -> list:
-            grads: list = [None] * len(values)
-            if end_node is None:
-                return grads
-            outgrads = {end_node: ((*state_bar_leaves, g_i), False)}
-            for node in toposort(end_node):
-                og = outgrads.pop(node)
-                k = index.get(node)
-                if k is not None:
-                    grads[k] = og[0]
-                    continue
-                for parent, ingrad in zip(node.parents, node.vjp(og[0]), strict=False):
-                    outgrads[parent] = add_outgrads(outgrads.get(parent), ingrad)
-            return grads
-
-        return turn, (new_state, end_value[-1])
-
-    # ------------------------------------------------------------------ reverse sweep
+        return ops.out
 
     def _make_vjp(self, argnums, ans, args, kwargs):
         params, state0, inputs, run = args
@@ -290,113 +143,64 @@ class CheckpointedLoop:
 
         return vjp
 
-    def _reverse(self, g, argnums, params, state0, inputs, run: _Run):
-        clock = time.perf_counter
-        t_enter = clock()
-        want_params, want_inputs = 0 in argnums, 2 in argnums
+    def _reverse(self, g, argnums, params, state0, inputs, run: EngineRun):
+        """The vjp: the engine's reverse sweep into freshly zeroed accumulators."""
+        t_enter = time.perf_counter()
         sig = _signature(state0, "state0")
-        if run.last_turn is None:  # a second vjp of the same call: redo the first sweep
-            self._replace_snapshots(params, state0, inputs, run, sig)
-        pleaves, prebuild = _flatten(params)
+        ops = AutogradStepOps(self, params, inputs, sig, g, 0 in argnums, 2 in argnums)
         s0leaves, s0rebuild = _flatten(state0)
-        n_p = len(pleaves)
-        acc = [np.zeros_like(leaf) for leaf in pleaves] if want_params else None
-        inputs_bar = np.zeros_like(inputs) if want_inputs else None
-        zeros = [np.zeros_like(leaf) for leaf in s0leaves]
-        state_bar = zeros
-
-        def reverse_step(turn: Callable, i: int) -> None:
-            nonlocal state_bar
-            grads = turn(state_bar, g[i])
-            if want_params:
-                _accumulate(acc, grads[:n_p])
-            state_bar = [
-                z if gk is None else gk for z, gk in zip(zeros, grads[n_p:-1], strict=True)
-            ]
-            if want_inputs and grads[-1] is not None:
-                inputs_bar[i] = grads[-1]
-            run.free(i)
-
-        # The forward pass consumed FIRSTURN and kept its tape: reverse step l-1 first.
-        t0 = clock()
-        turn, run.last_turn = run.last_turn, None
-        reverse_step(turn, self.steps - 1)
-        state = None
-        f = self.f
-        t_prev = clock()
-        run.taped_s += t_prev - t0
-        for act in run.actions:
-            t0 = clock()
-            run.book_s += t0 - t_prev
-            kind = act.kind
-            if kind is ActionKind.YOUTURN:
-                run.turning(act.step)
-                turn, _ = self._tape(params, state, inputs[act.step], sig)
-                run.taped += 1
-                reverse_step(turn, act.step)
-                state = None
-                t_prev = clock()
-                run.taped_s += t_prev - t0
-            elif kind is ActionKind.ADVANCE:
-                for i in range(act.start, act.stop):
-                    state = f(params, state, inputs[i])
-                run.advanced += act.stop - act.start
-                t_prev = clock()
-                run.advance_s += t_prev - t0
-            elif kind is ActionKind.TAPE:
-                turn, (state, _) = self._tape(params, state, inputs[act.step], sig)
-                run.keep_tape(act.step, turn)
-                run.taped += 1
-                t_prev = clock()
-                run.taped_s += t_prev - t0
-            elif kind is ActionKind.REVERSE:
-                reverse_step(run.take_tape(act.step), act.step)
-                state = None
-                t_prev = clock()
-                run.taped_s += t_prev - t0
-            elif kind is ActionKind.RESTORE:
-                state = run.slots[act.slot][1]
-                t_prev = clock()
-                run.book_s += t_prev - t0
-            elif kind is ActionKind.TAKESHOT:
-                run.store(act.slot, act.step, state)
-                t_prev = clock()
-                run.book_s += t_prev - t0
-            elif kind is ActionKind.TERMINATE:
-                break
-            else:  # pragma: no cover - FIRSTURN was consumed by the first sweep
-                raise RuntimeError(f"unexpected {act!r} in the reverse sweep")
-        run.slots.clear()
-        run.tapes.clear()
-        params_bar = prebuild(_like_leaves(acc, pleaves)) if want_params else None
-        grads = {0: params_bar, 1: s0rebuild(_like_leaves(state_bar, s0leaves)), 2: inputs_bar}
-        run.executor_s += clock() - t_enter
+        ops.zeros = [np.zeros_like(leaf) for leaf in s0leaves]
+        state_bar = reverse_sweep(run, ops, state0)
+        grads = {1: s0rebuild(_like_leaves(state_bar, s0leaves)), 2: ops.inputs_bar}
+        if 0 in argnums:
+            grads[0] = ops.prebuild(_like_leaves(ops.acc, _flatten(params)[0]))
+        run.executor_s += time.perf_counter() - t_enter
         self.stats = run.stats()
         return tuple(grads[n] for n in argnums)
 
-    def _replace_snapshots(self, params, state0, inputs, run: _Run, sig: tuple) -> None:
-        """Re-run the first sweep (no outputs) so the schedule can be reversed once more."""
-        run.slots.clear()
-        run.tapes.clear()
-        run.kept_tape_bytes = 0
-        run.actions = iter(self.schedule_actions())
-        state = state0
-        for act in run.actions:
-            if act.kind is ActionKind.ADVANCE:
-                for i in range(act.start, act.stop):
-                    state = self.f(params, state, inputs[i])
-                run.advanced += act.stop - act.start
-            elif act.kind is ActionKind.TAKESHOT:
-                run.store(act.slot, act.step, state)
-            elif act.kind is ActionKind.TAPE:
-                turn, (state, _) = self._tape(params, state, inputs[act.step], sig)
-                run.keep_tape(act.step, turn)
-                run.taped += 1
-            elif act.kind is ActionKind.FIRSTURN:
-                run.turning(act.step)
-                run.last_turn, _ = self._tape(params, state, inputs[act.step], sig)
-                run.taped += 1
-                return
+
+def tape_step(f, post, params: Any, state: Any, x: Any, sig: tuple) -> tuple[Callable, Any]:
+    """Evaluate step + post on autograd's tape; return (turn, (new_state, output)).
+
+    Every array leaf of params and state, and x, is its own root node (module docstring).
+    ``turn(state_bar, g)`` runs the reverse of this one step and returns the list of
+    cotangents of the roots (``None`` where a root does not influence the outputs).
+    """
+    pleaves, prebuild = _flatten(params)
+    sleaves, srebuild = _flatten(state)
+    values = [*pleaves, *sleaves, x]
+    n_p, n_s = len(pleaves), len(sleaves)
+    roots = [VJPNode.new_root() for _ in values]
+    with trace_stack.new_trace() as trace:
+        boxes = [new_box(v, trace, r) for v, r in zip(values, roots, strict=True)]
+        p = prebuild(boxes[:n_p])
+        new = f(p, srebuild(boxes[n_p : n_p + n_s]), boxes[-1])
+        _check_state(new, sig)
+        y = post(p, new)
+        end = ag_tuple((*_flatten(new)[0], y))
+        if isbox(end) and end._trace == trace:
+            end_value, end_node = end._value, end._node
+        else:
+            end_value, end_node = tuple(_unbox(v) for v in end), None
+    new_state = srebuild(list(end_value[:-1]))
+    index = {node: k for k, node in enumerate(roots)}
+
+    def turn(state_bar_leaves: list, g_i: Any) -> list:
+        grads: list = [None] * len(values)
+        if end_node is None:
+            return grads
+        outgrads = {end_node: ((*state_bar_leaves, g_i), False)}
+        for node in toposort(end_node):
+            og = outgrads.pop(node)
+            k = index.get(node)
+            if k is not None:
+                grads[k] = og[0]
+                continue
+            for parent, ingrad in zip(node.parents, node.vjp(og[0]), strict=False):
+                outgrads[parent] = add_outgrads(outgrads.get(parent), ingrad)
+        return grads
+
+    return turn, (new_state, end_value[-1])
 
 
 def binomial_checkpoint(
@@ -404,7 +208,7 @@ def binomial_checkpoint(
     post: Callable[[Any, Any], Any],
     steps: int,
     snaps: int | None = None,
-    strategy: str | None = None,
+    strategy: StrategySpec | str | None = None,
     *,
     plan: Plan | None = None,
     costs: Costs | None = None,
@@ -432,18 +236,17 @@ def binomial_checkpoint(
         loss = lambda p: anp.sum(loop(p, h0, xs) ** 2)
         g = autograd.grad(loss)(params)      # 2439 + 1000 evaluations of rnn_step
     """
-    if costs is not None or budget_bytes is not None:
-        if plan is not None:
-            raise ValueError("give either plan or costs and budget_bytes, not both")
-        if costs is None or budget_bytes is None:
-            raise ValueError("costs and budget_bytes go together")
-        plan = plan_optimal(costs, steps, budget_bytes)
-    strat = get_strategy("revolve" if strategy is None else strategy)
-    if plan is not None and strategy is not None and not strat.planned:
-        raise ValueError(f"a plan runs strategy optimal, not {strat.name}")
-    if plan is not None and tape_bytes:
-        raise ValueError("a plan declares its own tape bytes")
-    return CheckpointedLoop(f, post, steps, snaps, strat, plan=plan, tape_bytes=tape_bytes)
+    return CheckpointedLoop(
+        f,
+        post,
+        steps,
+        snaps,
+        strategy,
+        plan=plan,
+        costs=costs,
+        budget_bytes=budget_bytes,
+        tape_bytes=tape_bytes,
+    )
 
 
 # ---------------------------------------------------------------------- helpers

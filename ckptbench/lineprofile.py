@@ -6,8 +6,9 @@
 code objects and keeps, per line, the summed increment and the number of occurrences).
 Registered: the workload's ``step``, ``post`` and ``loss``; the worker's gradient builder
 and the plain loop it runs in normal and baseline mode (``backends.unrolled_outputs``);
-every method of the executor ``CheckpointedLoop`` with the closures inside them (first
-sweep, taped step, reverse sweep).
+the engine's first and reverse sweeps (``ckptbench.engine``) and every method of autograd's
+binding (``CheckpointedLoop``, ``AutogradStepOps``, the taped step) with the closures inside
+them.
 
 What is measured: the memory currently traced by ``tracemalloc`` (Python objects and numpy
 buffers, which numpy reports to tracemalloc). memory_profiler's own ``tracemalloc`` backend
@@ -42,8 +43,8 @@ from typing import Any
 import memory_profiler
 import numpy as np
 
-from ckptbench import checkpoint
-from ckptbench.autograd_modes import build_gradient
+from ckptbench import checkpoint, engine
+from ckptbench.autograd_backend import build_gradient
 from ckptbench.backends import counting, unrolled_outputs
 from ckptbench.results import Case, Mode
 from ckptbench.workloads import Sizes, load_workload
@@ -120,9 +121,11 @@ def _display_path(filename: str) -> str:
 def _functions(wl: Any) -> list[Any]:
     found = [getattr(wl, name, None) for name in ("step", "post", "loss")]
     found += [build_gradient, unrolled_outputs, counting]
+    found += [engine.first_sweep, engine.reverse_sweep, checkpoint.tape_step]
     found += [
         fn
-        for fn in vars(checkpoint.CheckpointedLoop).values()
+        for cls in (checkpoint.CheckpointedLoop, checkpoint.AutogradStepOps)
+        for fn in vars(cls).values()
         if inspect.isfunction(fn) and fn.__module__ == checkpoint.__name__
     ]
     return [fn for fn in found if getattr(fn, "__code__", None) is not None]

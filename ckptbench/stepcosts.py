@@ -3,22 +3,26 @@
 The planner (:mod:`ckptbench.planner`, after Beaumont et al. 2019) needs, per step: the time
 of an untaped step, the time of a taped step plus its reverse, and the bytes of a state and
 of a kept tape. Everything here is measured on the real workload through the real executor
-(``ckptbench.checkpoint``), never estimated:
+of the backend that will run the plan (its binding of :mod:`ckptbench.engine`, reached
+through a framework object of :mod:`ckptbench.backends.modes`), never estimated:
 
-* untaped step: a plain loop of ``step`` calls (what an ADVANCE runs);
+* untaped step: a plain loop of ``step`` calls without a tape (what an ADVANCE runs);
 * taped step + reverse: the executor's own ``taped_time_s`` timer over a store-all schedule
   (every step a YOUTURN from its stored state) divided by the steps;
 * readout: a loop of ``post`` calls; ``fixed_time_s`` = steps x that (the first sweep's
   readouts, which the schedule cost model does not count);
 * each time is the minimum over ``samples`` (other processes only ever add time: on a
   shared 2-core machine one of three samples of the untaped step read 0.35 ms, two 0.74 ms);
-* state bytes: ``nbytes`` of the state's leaves;
-* tape bytes: the slope of the exact peak RSS (VmHWM reset per run, ``ckptbench.measure``)
-  of one gradient whose schedule keeps *every* tape (TAPE 0..k-2, then the reverses),
-  between k1 and k2 steps: (peak(k2) - peak(k1)) / (k2 - k1). The slope cancels every
-  constant; it includes the few bytes per step of the output and its cotangent. Where
-  VmHWM cannot be reset (no ``/proc/self/clear_refs``) tracemalloc's peak is used instead
-  (numpy reports its buffers to tracemalloc); :func:`measure_step_costs` says which.
+* state bytes: the bytes of the state's leaves;
+* tape bytes: what the framework counts itself when it can (torch: the distinct storages
+  one taped step keeps alive, from autograd's saved-tensor hooks,
+  ``ckptbench.torch_backend.tapes``); otherwise the slope of the exact peak RSS (VmHWM
+  reset per run, ``ckptbench.measure``) of one gradient whose schedule keeps *every* tape
+  (TAPE 0..k-2, then the reverses), between k1 and k2 steps: (peak(k2) - peak(k1)) /
+  (k2 - k1). The slope cancels every constant; it includes the few bytes per step of the
+  output and its cotangent. Where VmHWM cannot be reset (no ``/proc/self/clear_refs``)
+  tracemalloc's peak is used instead (numpy reports its buffers to tracemalloc);
+  :func:`measure_step_costs` says which.
 
 No pandas, rich or click: this runs in the worker.
 """
@@ -31,14 +35,11 @@ import tracemalloc
 from dataclasses import dataclass
 from typing import Any
 
-import autograd
-import autograd.numpy as anp
 import numpy as np
 
 from ckptbench import measure
-from ckptbench.checkpoint import binomial_checkpoint
+from ckptbench.backends import registry
 from ckptbench.planner import Costs, plan_optimal
-from ckptbench.workloads import Sizes, load_workload, state_nbytes
 
 __all__ = ["StepCostReport", "measure_step_costs", "measure_workload_costs"]
 
@@ -49,7 +50,7 @@ class StepCostReport:
 
     costs: Costs
     steps: int
-    tape_method: str  # "vmhwm" or "tracemalloc"
+    tape_method: str  # "vmhwm", "tracemalloc" or the framework's own ("saved-tensors")
     tape_steps: tuple[int, int]  # (k1, k2) of the tape slope
     forward_samples_s: tuple[float, ...]  # per-step time of each sample
     taped_samples_s: tuple[float, ...]
@@ -88,22 +89,31 @@ def measure_step_costs(
     samples: int = 5,
     tape_steps: tuple[int, int] | None = None,
     tape_method: str | None = None,
+    framework: Any = None,
 ) -> StepCostReport:
     """Measure the step costs of ``workload`` on these arguments (see the module docstring).
 
     ``inputs`` has one row per step of the chain the costs are for (its length sets
     ``fixed_time_s``). ``tape_steps`` = (k1, k2) defaults to (16, 112), shrunk to fit.
-    ``tape_method`` forces "vmhwm" or "tracemalloc" (default: vmhwm where it works).
+    ``tape_method`` forces "vmhwm" or "tracemalloc" (default: the framework's own count
+    where it has one, else vmhwm where it works). ``framework`` is the backend's framework
+    object (default: autograd's, ``ckptbench.autograd_backend``).
     """
+    fw = registry.get_backend("autograd").framework if framework is None else framework
     steps = int(np.shape(inputs)[0])
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     if steps < 2:
         raise ValueError("measuring step costs needs at least 2 steps of inputs")
-    if tape_method is None:
-        tape_method = "vmhwm" if measure.peak_method() == "vmhwm" else "tracemalloc"
-    elif tape_method not in ("vmhwm", "tracemalloc"):
+    if tape_method is not None and tape_method not in ("vmhwm", "tracemalloc"):
         raise ValueError(f"tape_method must be vmhwm or tracemalloc, got {tape_method!r}")
+    own = None
+    if tape_method is None:
+        own = fw.tape_nbytes(workload.step, workload.post, params, state0, inputs[0])
+    if own is not None:
+        tape_method = fw.tape_method
+    elif tape_method is None:
+        tape_method = "vmhwm" if measure.peak_method() == "vmhwm" else "tracemalloc"
     method = tape_method
     k1, k2 = tape_steps if tape_steps is not None else (16, 112)
     k2 = min(k2, steps)
@@ -116,25 +126,29 @@ def measure_step_costs(
     fwd, tap, pst = [], [], []
     for _ in range(samples):
         state = state0
-        t0 = time.perf_counter()
-        for i in range(k_time):
-            state = f(params, state, inputs[i])
-        fwd.append((time.perf_counter() - t0) / k_time)
-        t0 = time.perf_counter()
-        for _ in range(k_time):
-            post(params, state)
-        pst.append((time.perf_counter() - t0) / k_time)
-        tap.append(_store_all_taped_time(f, post, params, state0, inputs[:k_time]) / k_time)
+        with fw.untaped():
+            t0 = time.perf_counter()
+            for i in range(k_time):
+                state = f(params, state, inputs[i])
+            fwd.append((time.perf_counter() - t0) / k_time)
+            t0 = time.perf_counter()
+            for _ in range(k_time):
+                post(params, state)
+            pst.append((time.perf_counter() - t0) / k_time)
+        tap.append(_store_all_taped_time(fw, workload, params, state0, inputs[:k_time]) / k_time)
 
     tapes = []
     for _ in range(max(1, min(samples, 3))):
-        peaks = [_tape_all_peak(f, post, params, state0, inputs[:k], k, method) for k in (k1, k2)]
+        if own is not None:
+            tapes.append(own)
+            continue
+        peaks = [_tape_all_peak(fw, workload, params, state0, inputs[:k], method) for k in (k1, k2)]
         tapes.append(max(0, round((peaks[1] - peaks[0]) / (k2 - k1))))
 
     costs = Costs(
         forward_time_s=min(fwd),
         taped_time_s=min(tap),
-        state_bytes=state_nbytes(state0),
+        state_bytes=fw.state_nbytes(state0),
         tape_bytes=int(statistics.median(tapes)),
         fixed_time_s=steps * min(pst),
     )
@@ -150,17 +164,18 @@ def measure_step_costs(
     )
 
 
-def _store_all_taped_time(f, post, params, state0, inputs) -> float:
+def _store_all_taped_time(fw, workload, params, state0, inputs) -> float:
     """The executor's taped-phase time of one gradient that turns every step from a snapshot."""
     k = int(np.shape(inputs)[0])
-    loop = binomial_checkpoint(f, post, k, k, "store-all")
-    autograd.grad(lambda p: anp.sum(loop(p, state0, inputs)))(params)
+    loop = fw.checkpoint(workload.step, workload.post, k, k, "store-all")
+    fw.value_and_grad(lambda p: workload.loss(loop(p, state0, inputs)), None)(params)
     return loop.stats.taped_time_s
 
 
-def _tape_all_peak(f, post, params, state0, inputs, k: int, method: str) -> int:
-    loop = binomial_checkpoint(f, post, k, plan=_tape_all_plan(k))
-    grad = autograd.grad(lambda p: anp.sum(loop(p, state0, inputs)))
+def _tape_all_peak(fw, workload, params, state0, inputs, method: str) -> int:
+    k = int(np.shape(inputs)[0])
+    loop = fw.checkpoint(workload.step, workload.post, k, plan=_tape_all_plan(k))
+    grad = fw.value_and_grad(lambda p: workload.loss(loop(p, state0, inputs)), None)
     if method == "vmhwm":
         meter = measure.PeakMeter(method="vmhwm")
         with meter.measure() as window:
@@ -178,11 +193,13 @@ def _tape_all_peak(f, post, params, state0, inputs, k: int, method: str) -> int:
 def measure_workload_costs(
     model: str, sizes: dict[str, int], steps: int, seed: int = 0, samples: int = 5
 ) -> dict[str, Any]:
-    """Build the workload as the worker does and measure its costs; a JSON-able dict.
-
-    This is the call for a fresh worker process: ``{"costs": {...}, "steps": ..., ...}``
-    (see :meth:`StepCostReport.as_dict`); ``Costs.from_dict(result["costs"])`` plans with it.
+    """Build the autograd workload as the worker does and measure its costs; a JSON-able
+    dict ``{"costs": {...}, "steps": ..., ...}`` (see :meth:`StepCostReport.as_dict`);
+    ``Costs.from_dict(result["costs"])`` plans with it. Other backends: their
+    ``measure_costs(case)`` (``ckptbench.backends.registry.measure_costs``).
     """
+    from ckptbench.workloads import Sizes, load_workload
+
     wl = load_workload(model, Sizes(**sizes))
     params, state0, inputs = wl.init(steps, np.random.default_rng(seed))
     return measure_step_costs(wl, params, state0, inputs, samples=samples).as_dict()

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from ckptbench import measure
-from ckptbench.backends import Built
+from ckptbench.backends import Built, registry
 from ckptbench.results import Case, Mode
 
 #: How often the watchdog checks that the parent is still alive.
@@ -70,16 +70,8 @@ def _die_with_parent(parent_pid: int | None) -> None:
 
 def build(case: Case, mode: Mode, costs: dict[str, Any] | None = None) -> Built:
     """The gradient of ``case`` in ``mode`` on the case's backend (``costs``: the measured
-    step costs strategy ``optimal`` plans with)."""
-    if case.backend == "torch":
-        try:
-            from ckptbench.torch_backend.modes import build_gradient as torch_build
-        except ImportError as err:
-            raise RuntimeError(f"the torch backend needs torch ({err})") from None
-        return torch_build(case, mode)
-    from ckptbench.autograd_modes import build_gradient
-
-    return build_gradient(case, mode, costs)
+    step costs strategy ``optimal`` plans with), through the backend registry."""
+    return registry.build(case, mode, costs)
 
 
 def _iteration(meter: measure.PeakMeter, built: Built) -> tuple[dict[str, Any], Any]:
@@ -146,12 +138,10 @@ def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict
 
 
 def _measure_costs(case: Case, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """The step costs the planner needs, measured in this fresh process (autograd only)."""
-    from ckptbench.stepcosts import measure_workload_costs
-
+    """The step costs the planner needs, measured in this fresh process on the case's
+    backend (``ckptbench.stepcosts`` through the registry)."""
     emit({"event": "ready", "planned": 0, "warmup": 0})
-    doc = measure_workload_costs(case.model, case.sizes(), case.steps, seed=case.seed)
-    return {"ok": True, "costs_report": doc}
+    return {"ok": True, "costs_report": registry.measure_costs(case)}
 
 
 def _open_channel(job: dict[str, Any]) -> IO[str]:

@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
+from ckptbench import engine  # noqa: E402
 from ckptbench.checkpoint import CheckpointStats, binomial_checkpoint  # noqa: E402
 from ckptbench.results import Case, Mode  # noqa: E402
 from ckptbench.schedules import (  # noqa: E402
@@ -23,14 +24,14 @@ from ckptbench.schedules import (  # noqa: E402
     optimal_forward_steps,
     replay,
 )
-from ckptbench.torch_backend import TorchMissingError, executor  # noqa: E402
+from ckptbench.torch_backend import TorchMissingError  # noqa: E402
 from ckptbench.torch_backend import cuda as tcuda  # noqa: E402
 from ckptbench.torch_backend.executor import (  # noqa: E402
     TorchCheckpointStats,
     UnknownActionError,
     revolve_checkpoint,
 )
-from ckptbench.torch_backend.modes import (  # noqa: E402
+from ckptbench.torch_backend.framework import (  # noqa: E402
     build_gradient,
     flatten_gradient,
     tree_leaves,
@@ -50,20 +51,10 @@ HAS_CUDA = torch.cuda.is_available()
 
 
 def autograd_gradient(case):
-    """(loss, flattened gradient) of the autograd backend's normal mode for ``case``.
+    """(loss, flattened gradient) of the autograd backend's normal mode for ``case``."""
+    from ckptbench.backends.registry import get_backend
 
-    Main's ``ckptbench.autograd_modes.build_gradient`` returns a ``Built``; before that split
-    the worker's ``build_gradient`` returned a tuple (drop this branch once merged).
-    """
-    try:
-        from ckptbench.autograd_modes import build_gradient as autograd_build
-    except ImportError:
-        from ckptbench.worker import build_gradient as worker_build
-
-        params, gradient, _, _ = worker_build(case, Mode.NORMAL)
-        loss, grad = gradient(params)
-        return loss, np.concatenate([np.ravel(grad[k]) for k in sorted(grad)])
-    built = autograd_build(case, Mode.NORMAL)
+    built = get_backend("autograd").build_gradient(case, Mode.NORMAL)
     loss, grad = built.gradient(built.params)
     return loss, built.flatten(grad)
 
@@ -320,7 +311,7 @@ def test_unknown_action_kind_is_a_clear_error(monkeypatch):
         actions = list(make_schedule(strategy, steps, snaps))
         return iter([*actions[:-1], Action("keep-tape", None, None, None, 0), actions[-1]])
 
-    monkeypatch.setattr(executor, "make_schedule", with_new_kind)
+    monkeypatch.setattr(engine, "make_schedule", with_new_kind)
     loop = revolve_checkpoint(wl.step, wl.post, 3, 2)
     p = {k: v.requires_grad_() for k, v in params.items()}
     loss = wl.loss(loop(p, state0, inputs))
@@ -334,7 +325,7 @@ def test_unknown_action_kind_is_a_clear_error(monkeypatch):
         ("inputs", "leading axis 4, expected steps=5"),
         ("state", "step must return a state like the one it got"),
         ("params", "params must hold torch tensors"),
-        ("strategy", "unknown strategy 'fastest'"),
+        ("strategy", r"unknown strategy 'fastest' \(choose from revolve"),
     ],
 )
 def test_bad_arguments_are_one_line_value_errors(change, match):
@@ -473,6 +464,60 @@ def test_plugin_with_torch_tensors(tmp_path, factory):
         assert np.max(np.abs(got - want)) <= 1e-10 * np.max(np.abs(want))
 
 
+MODULE_PLUGIN = textwrap.dedent(
+    """
+    import torch
+
+    class CellModel:
+        def __init__(self, hidden, batch, input):
+            self.hidden, self.batch, self.input = hidden, batch, input
+
+        def init(self, steps, rng):
+            torch.manual_seed(int(rng.integers(1 << 30)))
+            net = torch.nn.ModuleDict(
+                {"cell": torch.nn.LSTMCell(self.input, self.hidden),
+                 "out": torch.nn.Linear(self.hidden, 1)}
+            ).double()
+            h0 = torch.from_numpy(rng.standard_normal((self.batch, self.hidden)))
+            c0 = torch.from_numpy(rng.standard_normal((self.batch, self.hidden)))
+            xs = torch.from_numpy(rng.standard_normal((steps, self.batch, self.input)))
+            return net, (h0, c0), xs
+
+        def step(self, net, state, x):
+            return net["cell"](x, state)
+
+        def post(self, net, state):
+            return net["out"](state[0])
+
+        def loss(self, ys):
+            return (ys ** 2).mean()
+
+    def make(hidden, batch, input):
+        return CellModel(hidden, batch, input)
+    """
+)
+
+
+def test_plugin_with_an_nn_module_step_differentiates_its_parameters(tmp_path):
+    path = tmp_path / "module_cell.py"
+    path.write_text(MODULE_PLUGIN)
+    spec = f"{path}:make"
+    normal = build_gradient(small_case(spec, steps=12), "normal")
+    assert set(normal.params) == {
+        "cell.weight_ih", "cell.weight_hh", "cell.bias_ih", "cell.bias_hh", "out.weight",
+        "out.bias",
+    }  # fmt: skip
+    want = flatten_gradient(normal.gradient(normal.params)[1])
+    assert np.max(np.abs(want)) > 0
+    costs = {"forward_time_s": 1.0, "taped_time_s": 3.0, "state_bytes": 96, "tape_bytes": 500}
+    for strategy, extra in [("revolve", {}), ("optimal", {"budget_bytes": 4 * 96 + 2000})]:
+        case = small_case(spec, steps=12, snaps=3, strategy=strategy, **extra)
+        built = build_gradient(case, "checkpointed", costs)
+        got = flatten_gradient(built.gradient(built.params)[1])
+        assert np.max(np.abs(got - want)) <= 1e-12 * np.max(np.abs(want)), strategy
+    assert built.counters()["tapes_kept"] > 0
+
+
 def test_plugin_errors_are_workload_errors(tmp_path):
     with pytest.raises(WorkloadError, match="not found"):
         load_torch_workload(f"{tmp_path}/missing.py:make", Sizes())
@@ -499,7 +544,7 @@ def test_missing_torch_is_one_line():
         "import sys; sys.modules['torch'] = None\n"
         "from ckptbench.torch_backend import TorchMissingError\n"
         "try:\n"
-        "    import ckptbench.torch_backend.modes\n"
+        "    import ckptbench.torch_backend.framework\n"
         "except TorchMissingError as err:\n"
         "    print(repr(str(err)))\n"
     )
@@ -513,7 +558,7 @@ def test_missing_torch_is_one_line():
 MODULES_AFTER_GRADIENT = """
 import sys
 from types import SimpleNamespace
-from ckptbench.torch_backend.modes import build_gradient
+from ckptbench.torch_backend.framework import build_gradient
 case = SimpleNamespace(model="rnn", steps=6, snaps=2, strategy=sys.argv[2], hidden=4, batch=2,
                        input=3, output=1, seed=0, threads=1)
 built = build_gradient(case, sys.argv[1])

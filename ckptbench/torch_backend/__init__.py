@@ -1,7 +1,8 @@
 """The PyTorch backend: the same workloads, modes and Revolve schedules, run with torch.
 
 Importing this package does not import torch; its submodules do. Every entry point that a
-user reaches (``modes.build_gradient``) first calls :func:`require_torch`, so a missing
+user reaches (``framework.BACKEND``, registered as ``torch`` in
+``ckptbench.backends.registry``) first calls :func:`require_torch`, so a missing
 torch is one line (:class:`TorchMissingError`, a ``ValueError``) that ``cli`` turns into
 exit status 2. Install with the optional extra: ``pip install 'ckptbench[torch]'``.
 
@@ -10,9 +11,12 @@ Submodules:
 * ``workloads`` — ``TorchRNN`` and ``TorchLSTM`` (the math of ``ckptbench.workloads``, the
   initial values of the same numpy draws) and plug-ins with torch tensors;
 * ``executor`` — ``revolve_checkpoint``: any :mod:`ckptbench.schedules` action stream as one
-  ``torch.autograd.Function`` (Griewank & Walther, Algorithm 799: Revolve, 2000);
+  ``torch.autograd.Function``, torch's binding of :mod:`ckptbench.engine` (Griewank &
+  Walther, Algorithm 799: Revolve, 2000; budget plans with kept tapes);
 * ``peer`` — ``torch.utils.checkpoint`` over equal segments, measured beside it;
-* ``modes`` — ``build_gradient(case, mode)``, the torch twin of the worker's;
+* ``framework`` — torch's operations for the modes written once in
+  ``ckptbench.backends.modes``, and ``BACKEND``;
+* ``tapes`` — the bytes one kept tape holds, counted from autograd's saved tensors;
 * ``cuda`` — device-memory peaks and synchronisation, guarded for machines without CUDA.
 """
 

@@ -1,43 +1,53 @@
 """``revolve_checkpoint``: run a checkpointing schedule as one ``torch.autograd.Function``.
 
-The executor interprets a :mod:`ckptbench.schedules` action stream (binomial checkpointing,
-Griewank & Walther, "Algorithm 799: Revolve", ACM TOMS 26(1), 2000; uniform segments and
-store-all come from the same vocabulary) with PyTorch, the way ``ckptbench.checkpoint`` does
-with autograd (see docs/architecture.md):
+The schedule (Revolve, Griewank & Walther, "Algorithm 799: Revolve", ACM TOMS 26(1), 2000;
+equal segments; store-all; or a budget plan keeping states and tapes, Beaumont et al.,
+"Optimal checkpointing for heterogeneous chains", 2019) is interpreted by
+:mod:`ckptbench.engine`, the interpreter every backend shares. This module is torch's
+binding (see docs/architecture.md, "The engine"):
 
-* ``forward`` *is* the schedule's first sweep, under ``no_grad``: it computes every output,
-  places the snapshots and tapes only the last step (FIRSTURN), whose graph it keeps;
-* ``backward`` resumes the same schedule: it reverses step l-1 on that graph, then re-tapes
-  one step at a time (YOUTURN), advancing untaped from restored snapshots in between. The
-  cotangents of the parameters, the initial state and the inputs come from this one reverse
-  sweep. Parameter gradients accumulate in place: every taped step shares one set of detached
-  parameter leaves, and torch's ``AccumulateGrad`` adds into their ``.grad`` buffers.
+* ``forward`` *is* the schedule's first sweep, under ``no_grad``: every output, the
+  snapshots, the tapes the schedule keeps (TAPE) and the last step's graph (FIRSTURN);
+* ``backward`` resumes the same schedule; the cotangents of the parameters, the initial
+  state and the inputs come from that one reverse sweep.
+
+What is torch's here (:class:`TorchStepOps`): a taped step runs with graph recording from
+detached copies of the state's leaves; every taped step shares one set of detached
+parameter leaves, so torch's ``AccumulateGrad`` adds parameter cotangents into their
+``.grad`` buffers in place; untaped steps run under ``no_grad``.
 
 One gradient therefore evaluates ``step`` exactly ``t(l, s) + l`` times with
-``strategy="revolve"`` (t from :func:`ckptbench.schedules.optimal_forward_steps`), and keeps at
-most ``snaps`` states plus one step's graph alive. ``loop.stats`` has the counters under the
-names of ``ckptbench.checkpoint.CheckpointStats``.
+``strategy="revolve"`` (t from :func:`ckptbench.schedules.optimal_forward_steps`).
+``loop.stats`` has the engine's counters (``ckptbench.backends.CheckpointStats``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ckptbench.backends import CheckpointStats, ExecutorCounters
-from ckptbench.schedules import Action, ActionKind, StrategySpec, get_strategy, make_schedule
+from ckptbench.backends import CheckpointStats
+from ckptbench.engine import (
+    EngineLoop,
+    EngineRun,
+    UnknownActionError,
+    UnrolledOps,
+    first_sweep,
+    reverse_sweep,
+)
 from ckptbench.torch_backend.trees import check_state, flatten_tree, state_signature
 
-__all__ = ["RevolveLoop", "TorchCheckpointStats", "UnknownActionError", "revolve_checkpoint"]
-
-
-class UnknownActionError(NotImplementedError):
-    """The schedule emitted an action kind this executor cannot interpret."""
-
+__all__ = [
+    "RevolveLoop",
+    "TorchCheckpointStats",
+    "TorchStepOps",
+    "UnknownActionError",  # re-exported: ckptbench.engine
+    "revolve_checkpoint",
+]
 
 #: The counters of every executor (``ckptbench.backends.CheckpointStats``).
 TorchCheckpointStats = CheckpointStats
@@ -53,94 +63,120 @@ class _Turn:
     y: torch.Tensor
 
 
-class _Run(ExecutorCounters):
-    """Mutable state of one call: the schedule, the snapshots, the taped leaves, the counters."""
+class TorchStepOps(UnrolledOps):
+    """The engine's step operations on torch (see :class:`ckptbench.engine.StepOps`).
 
-    def __init__(self, loop: RevolveLoop, prebuild: Callable, srebuild: Callable, n_p: int):
-        super().__init__()
-        self.loop = loop
-        self.prebuild = prebuild
-        self.srebuild = srebuild
-        self.n_p = n_p
-        self.actions: Iterator[Action] | None = None
-        self.slots: dict[int, tuple[int, Any]] = {}  # slot -> (step, state)
-        self.turn: _Turn | None = None  # step l-1, taped by the forward pass
-        self.param_leaves: list[torch.Tensor] = []
-        self.tape_params: Any = None
-        self.want_inputs = False
-        self.signature: tuple = ()
+    One per call: the forward builds it, ``backward`` sets the output cotangent ``g``
+    and the input-cotangent buffer, and reads the parameter leaves' ``.grad``.
+    """
 
-    def stats(self) -> CheckpointStats:
-        lp = self.loop
-        return self.frozen(
-            lp.steps,
-            lp.snaps,
-            lp.strategy.name,
-            tape_bytes=0,
-            peak_stored_bytes=self.peak_live * self.state_bytes,
-        )
+    def __init__(self, loop: RevolveLoop, args: tuple, n_p: int, prebuild, srebuild, sig):
+        pleaves, self.inputs = args[:n_p], args[-1]
+        self.step, self.post, self.steps = loop.step, loop.post, loop.steps
+        self.srebuild, self.sig = srebuild, sig
+        self.params = prebuild(list(pleaves))
+        self.param_leaves = [p.detach().requires_grad_(p.requires_grad) for p in pleaves]
+        self.tape_params = prebuild(self.param_leaves)
+        self.want_inputs = self.inputs.requires_grad
+        self.out: torch.Tensor | None = None
+        self.g: torch.Tensor | None = None
+        self.inputs_bar: torch.Tensor | None = None
 
-    def store(self, slot: int, step: int, state: Any) -> None:
-        self.slots[slot] = (step, state)
-        self.peak_live = max(self.peak_live, len(self.slots))
+    def advance(self, state: Any, start: int, stop: int, outputs: bool) -> Any:
+        with torch.no_grad():
+            return super().advance(state, start, stop, outputs)
 
-    def restore(self, slot: int, step: int) -> Any:
-        held = self.slots.get(slot)
-        if held is None or held[0] != step:
-            raise RuntimeError(f"RESTORE of x_{step}: slot {slot} holds {held and held[0]}")
-        return held[1]
+    def check_state(self, state: Any) -> None:
+        check_state(state, self.sig)
 
-    def free(self, step: int) -> None:
-        """Drop snapshots of x_step: once step is reversed, no action can need them again."""
-        for k in [k for k, (st, _) in self.slots.items() if st == step]:
-            del self.slots[k]
+    def put(self, i: int, y: Any) -> None:
+        self.out = _store_output(self.out, i, y, self.steps)
+
+    def tape(self, state: Any, i: int, outputs: bool) -> tuple[_Turn, Any]:
+        """Step i and its output with graph recording, from detached leaves."""
+        with torch.enable_grad():
+            leaves = [t.detach().requires_grad_() for t in flatten_tree(state, "state")[0]]
+            x = self.inputs[i].detach().requires_grad_(self.want_inputs)
+            new = self.step(self.tape_params, self.srebuild(leaves), x)
+            check_state(new, self.sig)
+            y = self.post(self.tape_params, new)
+        new_leaves = flatten_tree(new, "state")[0]
+        if outputs:
+            self.put(i, y.detach())
+        return _Turn(leaves, x, new_leaves, y), self.srebuild([t.detach() for t in new_leaves])
+
+    def reverse(self, turn: _Turn, state_bar: Any, i: int) -> list:
+        if state_bar is None:
+            state_bar = [None] * len(turn.new_leaves)
+        outs, grads = [], []
+        for o, gb in zip(turn.new_leaves, state_bar, strict=True):
+            if gb is not None and o.requires_grad:
+                outs.append(o)
+                grads.append(gb)
+        if turn.y.requires_grad:
+            outs.append(turn.y)
+            grads.append(self.g[i])
+        if outs:
+            with torch.enable_grad():
+                torch.autograd.backward(outs, grads)
+        if self.inputs_bar is not None and turn.x.grad is not None:
+            self.inputs_bar[i] = turn.x.grad
+        return [leaf.grad for leaf in turn.state_leaves]
+
+    def state_nbytes(self, state: Any) -> int:
+        return sum(t.numel() * t.element_size() for t in flatten_tree(state, "state")[0])
 
 
 class _Revolve(torch.autograd.Function):
-    """``apply(run, *param_leaves, *state0_leaves, inputs)`` -> stacked outputs."""
+    """``apply(loop, run, ops, *param_leaves, *state0_leaves, inputs)`` -> stacked outputs."""
 
     @staticmethod
-    def forward(ctx, run: _Run, *args: torch.Tensor) -> torch.Tensor:
-        ctx.run = run
+    def forward(ctx, loop, run: EngineRun, ops: TorchStepOps, *args: torch.Tensor):
+        t_enter = time.perf_counter()
+        ctx.loop, ctx.run, ctx.ops = loop, run, ops
         ctx.save_for_backward(*args)
-        return run.loop.first_sweep(run, args)
+        state0 = ops.srebuild(list(args[len(ops.param_leaves) : -1]))
+        first_sweep(run, ops, state0)
+        out, ops.out = ops.out, None
+        run.executor_s += time.perf_counter() - t_enter
+        loop.stats = run.stats()
+        return out
 
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple:
-        run: _Run = ctx.run
-        grads = run.loop.reverse_sweep(run, ctx.saved_tensors, g, ctx.needs_input_grad[1:])
-        return (None, *grads)
+        t_enter = time.perf_counter()
+        loop, run, ops = ctx.loop, ctx.run, ctx.ops
+        saved, needs = ctx.saved_tensors, ctx.needs_input_grad[3:]
+        n_p = len(ops.param_leaves)
+        for leaf in ops.param_leaves:
+            leaf.grad = None
+        ops.g = g
+        ops.inputs_bar = torch.zeros_like(saved[-1]) if needs[-1] else None
+        state_bar = reverse_sweep(run, ops, ops.srebuild(list(saved[n_p:-1])))
+        if state_bar is None:  # pragma: no cover - every schedule reverses step l-1
+            state_bar = [None] * (len(saved) - n_p - 1)
+        result: list[torch.Tensor | None] = []
+        for leaf, need in zip(ops.param_leaves, needs[:n_p], strict=True):
+            result.append(_or_zeros(leaf.grad, leaf) if need else None)
+            leaf.grad = None
+        for s_bar, s0, need in zip(state_bar, saved[n_p:-1], needs[n_p:-1], strict=True):
+            result.append(_or_zeros(s_bar, s0) if need else None)
+        result.append(ops.inputs_bar)
+        ops.g = ops.inputs_bar = None
+        run.executor_s += time.perf_counter() - t_enter
+        loop.stats = run.stats()
+        return (None, None, None, *result)
 
 
-class RevolveLoop:
+class RevolveLoop(EngineLoop):
     """``loop(params, state0, inputs)`` -> stacked ``post`` outputs, differentiable by torch.
 
     ``params`` is a tensor or a nested dict/tuple/list of tensors, ``state0`` a tensor or a
-    tuple of tensors, ``inputs`` a tensor whose leading axis is ``steps``. ``stats`` holds the
-    counters of the most recent call (updated again after its backward).
+    tuple of tensors, ``inputs`` a tensor whose leading axis is ``steps``. The arguments and
+    attributes are those of :class:`ckptbench.engine.EngineLoop` (validated as autograd's
+    are); ``stats`` holds the counters of the most recent call (updated again after its
+    backward).
     """
-
-    def __init__(
-        self,
-        step: Callable[[Any, Any, Any], Any],
-        post: Callable[[Any, Any], Any],
-        steps: int,
-        snaps: int,
-        strategy: StrategySpec | str = "revolve",
-    ) -> None:
-        if not callable(step) or not callable(post):
-            raise ValueError("step and post must be callables")
-        self.step = step
-        self.post = post
-        self.steps = _positive("steps", steps)
-        self.snaps = _positive("snaps", snaps)
-        self.strategy = _as_strategy(strategy)
-        self.stats: TorchCheckpointStats | None = None
-
-    def __repr__(self) -> str:
-        return (
-            f"RevolveLoop(steps={self.steps}, snaps={self.snaps}, strategy={self.strategy.name!r})"
-        )
 
     def __call__(self, params: Any, state0: Any, inputs: torch.Tensor) -> torch.Tensor:
         pleaves, prebuild = flatten_tree(params, "params")
@@ -151,187 +187,23 @@ class RevolveLoop:
             raise ValueError(
                 f"inputs has leading axis {inputs.shape[0]}, expected steps={self.steps}"
             )
-        run = _Run(self, prebuild, srebuild, len(pleaves))
-        run.signature = state_signature(sleaves)
-        run.state_bytes = sum(t.numel() * t.element_size() for t in sleaves)
-        return _Revolve.apply(run, *pleaves, *sleaves, inputs)
-
-    # ------------------------------------------------------------------ forward = first sweep
-
-    def first_sweep(self, run: _Run, args: tuple) -> torch.Tensor:
-        """Run the schedule up to FIRSTURN under ``no_grad``; return every step's output."""
-        clock = time.perf_counter
-        t_enter = clock()
-        n_p = run.n_p
-        pleaves, sleaves, inputs = args[:n_p], args[n_p:-1], args[-1]
-        run.param_leaves = [p.detach().requires_grad_(p.requires_grad) for p in pleaves]
-        run.tape_params = run.prebuild(run.param_leaves)
-        run.want_inputs = inputs.requires_grad
-        run.actions = make_schedule(self.strategy, self.steps, self.snaps)
-        params = run.prebuild(list(pleaves))
-        state = run.srebuild(list(sleaves))
-        step, post = self.step, self.post
-        out: torch.Tensor | None = None
-        t_prev = clock()
-        with torch.no_grad():
-            for act in run.actions:
-                t0 = clock()
-                run.book_s += t0 - t_prev
-                kind = act.kind
-                if kind is ActionKind.ADVANCE:
-                    for i in range(act.start, act.stop):
-                        state = step(params, state, inputs[i])
-                        if i == 0:
-                            check_state(state, run.signature)
-                        out = _store_output(out, i, post(params, state), self.steps)
-                    run.advanced += act.stop - act.start
-                    run.post_calls += act.stop - act.start
-                    t_prev = clock()
-                    run.advance_s += t_prev - t0
-                elif kind is ActionKind.TAKESHOT:
-                    run.store(act.slot, act.step, state)
-                    t_prev = clock()
-                    run.book_s += t_prev - t0
-                elif kind is ActionKind.FIRSTURN:
-                    run.turn = self._tape(run, state, inputs, act.step)
-                    out = _store_output(out, act.step, run.turn.y.detach(), self.steps)
-                    run.taped_s += clock() - t0
-                    break
-                elif kind in _HANDLED:
-                    raise RuntimeError(f"unexpected {act!r} in the first sweep")
-                else:
-                    raise _unknown(act)
-        run.executor_s += clock() - t_enter
-        self.stats = run.stats()
-        return out
-
-    def _tape(self, run: _Run, state: Any, inputs: torch.Tensor, i: int) -> _Turn:
-        """Evaluate step i and its output with graph recording, from detached leaves."""
-        with torch.enable_grad():
-            leaves = [t.detach().requires_grad_() for t in flatten_tree(state, "state")[0]]
-            x = inputs[i].detach().requires_grad_(run.want_inputs)
-            new = self.step(run.tape_params, run.srebuild(leaves), x)
-            check_state(new, run.signature)
-            y = self.post(run.tape_params, new)
-        run.taped += 1
-        return _Turn(leaves, x, flatten_tree(new, "state")[0], y)
-
-    # ------------------------------------------------------------------ reverse sweep
-
-    def reverse_sweep(self, run: _Run, saved: tuple, g: torch.Tensor, needs: tuple) -> list:
-        """Resume the schedule after FIRSTURN; return the cotangents of every ``apply`` arg."""
-        clock = time.perf_counter
-        t_enter = clock()
-        n_p = run.n_p
-        pleaves, sleaves, inputs = saved[:n_p], saved[n_p:-1], saved[-1]
-        if run.turn is None:  # a second backward of the same call (retain_graph)
-            self._replace_snapshots(run, pleaves, sleaves, inputs)
-        for leaf in run.param_leaves:
-            leaf.grad = None
-        inputs_bar = torch.zeros_like(inputs) if needs[-1] else None
-        state_bar: list[torch.Tensor | None] = [None] * len(sleaves)
-
-        def reverse(turn: _Turn, i: int) -> None:
-            nonlocal state_bar
-            outs, grads = [], []
-            for o, gb in zip(turn.new_leaves, state_bar, strict=True):
-                if gb is not None and o.requires_grad:
-                    outs.append(o)
-                    grads.append(gb)
-            if turn.y.requires_grad:
-                outs.append(turn.y)
-                grads.append(g[i])
-            if outs:
-                torch.autograd.backward(outs, grads)
-            state_bar = [leaf.grad for leaf in turn.state_leaves]
-            if inputs_bar is not None and turn.x.grad is not None:
-                inputs_bar[i] = turn.x.grad
-            run.free(i)
-
-        t0 = clock()
-        turn, run.turn = run.turn, None
-        reverse(turn, self.steps - 1)
-        del turn
-        params = run.prebuild(list(pleaves))
-        state = None
-        step = self.step
-        t_prev = clock()
-        run.taped_s += t_prev - t0
-        with torch.no_grad():
-            for act in run.actions:
-                t0 = clock()
-                run.book_s += t0 - t_prev
-                kind = act.kind
-                if kind is ActionKind.YOUTURN:
-                    reverse(self._tape(run, state, inputs, act.step), act.step)
-                    state = None
-                    t_prev = clock()
-                    run.taped_s += t_prev - t0
-                elif kind is ActionKind.ADVANCE:
-                    for i in range(act.start, act.stop):
-                        state = step(params, state, inputs[i])
-                    run.advanced += act.stop - act.start
-                    t_prev = clock()
-                    run.advance_s += t_prev - t0
-                elif kind is ActionKind.RESTORE:
-                    state = run.restore(act.slot, act.step)
-                    t_prev = clock()
-                    run.book_s += t_prev - t0
-                elif kind is ActionKind.TAKESHOT:
-                    run.store(act.slot, act.step, state)
-                    t_prev = clock()
-                    run.book_s += t_prev - t0
-                elif kind is ActionKind.TERMINATE:
-                    break
-                elif kind in _HANDLED:
-                    raise RuntimeError(f"unexpected {act!r} in the reverse sweep")
-                else:
-                    raise _unknown(act)
-        run.slots.clear()
-        result: list[torch.Tensor | None] = []
-        for leaf, need in zip(run.param_leaves, needs[:n_p], strict=True):
-            result.append(_or_zeros(leaf.grad, leaf) if need else None)
-            leaf.grad = None
-        for s_bar, s0, need in zip(state_bar, sleaves, needs[n_p:-1], strict=True):
-            result.append(_or_zeros(s_bar, s0) if need else None)
-        result.append(inputs_bar)
-        run.executor_s += clock() - t_enter
-        self.stats = run.stats()
-        return result
-
-    def _replace_snapshots(self, run: _Run, pleaves, sleaves, inputs) -> None:
-        """Re-run the first sweep (no outputs) so the schedule can be reversed once more."""
-        run.slots.clear()
-        run.actions = make_schedule(self.strategy, self.steps, self.snaps)
-        params = run.prebuild(list(pleaves))
-        state = run.srebuild(list(sleaves))
-        with torch.no_grad():
-            for act in run.actions:
-                if act.kind is ActionKind.ADVANCE:
-                    for i in range(act.start, act.stop):
-                        state = self.step(params, state, inputs[i])
-                    run.advanced += act.stop - act.start
-                elif act.kind is ActionKind.TAKESHOT:
-                    run.store(act.slot, act.step, state)
-                elif act.kind is ActionKind.FIRSTURN:
-                    run.turn = self._tape(run, state, inputs, act.step)
-                    return
+        args = (*pleaves, *sleaves, inputs)
+        sig = state_signature(sleaves)
+        ops = TorchStepOps(self, args, len(pleaves), prebuild, srebuild, sig)
+        return _Revolve.apply(self, EngineRun(self.schedule), ops, *args)
 
 
-def revolve_checkpoint(
-    step: Callable[[Any, Any, Any], Any],
-    post: Callable[[Any, Any], Any],
-    steps: int,
-    snaps: int,
-    strategy: StrategySpec | str = "revolve",
-) -> RevolveLoop:
+def revolve_checkpoint(step: Callable, post: Callable, *args: Any, **kwargs: Any) -> RevolveLoop:
     """Checkpointed ``loop(params, state0, inputs)`` for ``state = step(params, state, x)``.
 
-    ``loop`` returns ``post(params, x_i)`` for i = 1..steps stacked on a new leading axis; a
-    torch backward through it yields the gradients of ``params``, ``state0`` and ``inputs``
-    (whichever require grad) from one reverse sweep. ``snaps`` counts every snapshot slot
-    *including the one holding state0*. With ``strategy="revolve"`` one gradient evaluates
-    ``step`` exactly ``optimal_forward_steps(steps, snaps) + steps`` times.
+    The arguments are :func:`ckptbench.checkpoint.binomial_checkpoint`'s (``steps``,
+    ``snaps``, ``strategy``; ``plan=`` or ``costs=`` with ``budget_bytes=`` for strategy
+    optimal, which keeps tapes; ``tape_bytes`` declaring one tape's bytes for
+    ``stats.peak_stored_bytes``). ``loop`` returns ``post(params, x_i)`` for i = 1..steps
+    stacked on a new leading axis; a torch backward through it yields the gradients of
+    ``params``, ``state0`` and ``inputs`` (whichever require grad) from one reverse sweep.
+    With ``strategy="revolve"`` one gradient evaluates ``step`` exactly
+    ``optimal_forward_steps(steps, snaps) + steps`` times.
 
     Example::
 
@@ -339,48 +211,10 @@ def revolve_checkpoint(
         loss = lstm.loss(loop(params, (h0, c0), xs))
         grads = torch.autograd.grad(loss, list(params.values()))   # 2439 + 1000 steps
     """
-    return RevolveLoop(step, post, steps, snaps, strategy)
+    return RevolveLoop(step, post, *args, **kwargs)
 
 
 # ---------------------------------------------------------------------- helpers
-
-#: The action kinds this executor interprets; any other kind is an UnknownActionError.
-_HANDLED = frozenset(
-    {
-        ActionKind.ADVANCE,
-        ActionKind.TAKESHOT,
-        ActionKind.RESTORE,
-        ActionKind.FIRSTURN,
-        ActionKind.YOUTURN,
-        ActionKind.TERMINATE,
-    }
-)
-
-
-def _unknown(act: Any) -> UnknownActionError:
-    known = ", ".join(sorted(k.name for k in _HANDLED))
-    kind = getattr(act.kind, "name", act.kind)
-    return UnknownActionError(
-        f"the torch executor cannot run action {kind!r} (it knows {known}); "
-        "teach ckptbench.torch_backend.executor the new kind"
-    )
-
-
-def _positive(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return value
-
-
-def _as_strategy(strategy: StrategySpec | str) -> StrategySpec:
-    spec = get_strategy(strategy)
-    if spec.stream is None:
-        raise ValueError(
-            f"strategy {spec.name!r} is not an action stream the torch executor runs on snaps"
-        )
-    return spec
 
 
 def _store_output(out: torch.Tensor | None, i: int, y: Any, steps: int) -> torch.Tensor:

@@ -9,7 +9,7 @@ with graph recording. One gradient evaluates ``step`` exactly ``2 * steps`` time
 ``segments`` states plus one segment's graph (about ``steps / segments`` steps of tape).
 
 The first non-reentrant call imports ``torch._dynamo`` (about 800 modules, 70 MiB here);
-:mod:`ckptbench.torch_backend.modes` imports it in every mode so footprints compare.
+:mod:`ckptbench.torch_backend.framework` imports it in every mode so footprints compare.
 """
 
 from __future__ import annotations

@@ -11,6 +11,13 @@ A plug-in (``"path/to/file.py:NAME"`` or ``"package.module:NAME"``) is loaded by
 :func:`ckptbench.workloads.load_workload` (same factory protocol, same one-line errors). Its
 ``init`` may return numpy arrays or torch tensors; both are moved to the requested device.
 Its ``step``, ``post`` and ``loss`` receive torch tensors.
+
+A plug-in's ``init`` may also return an ``nn.Module`` as its params (for example one holding
+an ``nn.LSTMCell`` and a readout ``nn.Linear``): then ``step(module, state, x)`` and
+``post(module, state)`` receive that module, and the gradient's parameters are the module's
+named parameters (a dict, keys as ``named_parameters`` gives them). Each call runs the
+module with those tensors in place of its own (``torch.func.functional_call`` over a small
+wrapper), so the engine sees the parameters as explicit leaves like any other params.
 """
 
 from __future__ import annotations
@@ -138,13 +145,27 @@ class TorchLSTM:
         return torch.mean(outputs**2)
 
 
+class _Call(torch.nn.Module):
+    """Runs ``fn(module, *args)`` as its forward, so ``functional_call`` can swap the held
+    module's parameters for the tensors the engine differentiates."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        super().__init__()
+        self.m = module
+
+    def forward(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(self.m, *args)
+
+
 @dataclass(frozen=True)
 class TorchPlugin:
-    """A user workload run with torch tensors: ``init``'s arrays are moved to ``device``."""
+    """A user workload run with torch tensors: ``init``'s arrays are moved to ``device``; an
+    ``nn.Module`` as params becomes the dict of its named parameters (module docstring)."""
 
     spec: str
     workload: Any
     device: str = "cpu"
+    call: list = field(default_factory=list, repr=False, compare=False)  # [_Call] once known
 
     def init(self, steps: int, rng: np.random.Generator) -> tuple[Any, Any, Any]:
         drawn = self.workload.init(steps, rng)
@@ -153,13 +174,26 @@ class TorchPlugin:
                 f"workload {self.spec!r}: init must return (params, state0, inputs), "
                 f"got {type(drawn).__name__}"
             )
-        return to_device(drawn, self.device)
+        params, state0, inputs = drawn
+        if isinstance(params, torch.nn.Module):
+            module = params.to(self.device)
+            self.call[:] = [_Call(module)]
+            params = {k: p.detach().clone() for k, p in module.named_parameters()}
+        else:
+            params = to_device(params, self.device)
+        return (params, *to_device((state0, inputs), self.device))
+
+    def _run(self, fn: Callable[..., Any], params: Any, *args: Any) -> Any:
+        if not self.call:
+            return fn(params, *args)
+        named = {f"m.{k}": v for k, v in params.items()}
+        return torch.func.functional_call(self.call[0], named, (fn, *args))
 
     def step(self, params: Any, state: Any, x: Any) -> Any:
-        return self.workload.step(params, state, x)
+        return self._run(self.workload.step, params, state, x)
 
     def post(self, params: Any, state: Any) -> Any:
-        return self.workload.post(params, state)
+        return self._run(self.workload.post, params, state)
 
     def loss(self, outputs: Any) -> Any:
         return self.workload.loss(outputs)

@@ -1,0 +1,156 @@
+"""The three modes of a case, written once over a framework's few operations.
+
+* baseline — the unrolled loop without a tape and a zero gradient: the memory floor;
+* normal — the framework's own gradient of the unrolled loop: every step's tape kept;
+* checkpointed — our schedules through the framework's binding of :mod:`ckptbench.engine`
+  (``strategy`` revolve, uniform, store-all, or optimal with measured step costs and the
+  case's byte budget), or one of the framework's own checkpointing peers.
+
+A :class:`Framework` supplies the operations; :class:`FrameworkBackend` turns it into a
+:class:`ckptbench.backends.registry.Backend` (see docs/architecture.md, "Backends").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ckptbench.backends.contract import (
+    Built,
+    counting,
+    loop_counters,
+    loop_phases,
+    unrolled_outputs,
+)
+from ckptbench.schedules import get_strategy, strategy_names
+
+__all__ = ["MODES", "Framework", "FrameworkBackend", "mode_name"]
+
+#: The measured modes, in the worker's vocabulary.
+MODES: tuple[str, ...] = ("baseline", "normal", "checkpointed")
+
+
+def mode_name(mode: Any) -> str:
+    """``mode`` (a ``results.Mode`` or its value) as a string; one line when unknown."""
+    name = getattr(mode, "value", mode)
+    if name not in MODES:
+        raise ValueError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
+    return name
+
+
+class Framework(Protocol):
+    """What the generic modes need from a framework (autograd, torch, ...)."""
+
+    name: str
+    #: other checkpointed strategies: name -> ``factory(step, post, steps, snaps)`` -> loop
+    peers: dict[str, Callable[..., Any]]
+
+    def setup(self, case: Any) -> Any:
+        """Per-case settings (threads, device); returns a context the other calls get."""
+
+    def workload(self, case: Any, ctx: Any) -> tuple[Any, Any, Any, Any]:
+        """``(workload, params, state0, inputs)`` for the case, parameters differentiable."""
+
+    def stack(self, outputs: list[Any]) -> Any:
+        """The per-step outputs stacked on a new leading axis (a linear-time vjp)."""
+
+    def value_and_grad(self, value: Callable[[Any], Any], ctx: Any) -> Callable[[Any], Any]:
+        """``params -> (loss: float, gradient tree shaped like params)``."""
+
+    def value_only(self, value: Callable[[Any], Any], ctx: Any) -> Callable[[Any], Any]:
+        """``params -> (loss, zero tree)`` without recording a tape (baseline)."""
+
+    def checkpoint(self, step: Callable, post: Callable, steps: int, *args, **kw) -> Any:
+        """The framework's binding of the engine (``binomial_checkpoint``'s arguments)."""
+
+    def flatten(self, grad: Any) -> Any:
+        """A gradient tree as one float64 numpy vector (dict keys sorted)."""
+
+    def device_meter(self, ctx: Any) -> Any:
+        """A device-memory meter for the worker (``None`` on the CPU)."""
+
+    def measure_costs(self, case: Any) -> dict[str, Any]:
+        """The planner's step costs measured on this framework."""
+
+
+class FrameworkBackend:
+    """A :class:`ckptbench.backends.registry.Backend` made of a :class:`Framework`."""
+
+    def __init__(self, framework: Framework) -> None:
+        self.framework = framework
+        self.name = framework.name
+
+    def strategies(self) -> tuple[str, ...]:
+        """Checkpointed-mode strategies: the engine's schedules and the framework's peers."""
+        return (*strategy_names(self.name, ours=True), *self.framework.peers)
+
+    def build_gradient(self, case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
+        """The worker's view of ``case`` in ``mode``: params, gradient and counters.
+
+        Reads ``case.model, steps, snaps, strategy, budget_bytes, seed`` and the sizes;
+        strategy ``optimal`` plans with ``costs`` and the case's byte budget.
+        """
+        fw = self.framework
+        name = mode_name(mode)
+        strategy = getattr(case, "strategy", "revolve")
+        if name == "checkpointed" and strategy not in self.strategies():
+            raise ValueError(
+                f"strategy {strategy!r} is not available on the {self.name} backend "
+                f"(choose from {', '.join(self.strategies())})"
+            )
+        ctx = fw.setup(case)
+        wl, params, state0, inputs = fw.workload(case, ctx)
+        post, steps = wl.post, case.steps
+        counted, calls = counting(wl.step)
+
+        def unrolled(p: Any) -> Any:
+            return wl.loss(fw.stack(unrolled_outputs(counted, post, p, state0, inputs, steps)))
+
+        loop = None
+        if name == "baseline":
+            gradient = fw.value_only(unrolled, ctx)
+        elif name == "normal":
+            gradient = fw.value_and_grad(unrolled, ctx)
+        else:
+            loop = self.checkpointed_loop(case, counted, post, costs)
+            gradient = fw.value_and_grad(lambda p: wl.loss(loop(p, state0, inputs)), ctx)
+        return Built(
+            params=params,
+            gradient=gradient,
+            calls=calls,
+            counters=lambda: loop_counters(loop),
+            flatten=fw.flatten,
+            phases=lambda: loop_phases(loop),
+            plan=lambda: _loop_plan(loop),
+            device_meter=fw.device_meter(ctx),
+        )
+
+    def checkpointed_loop(
+        self, case: Any, step: Callable, post: Callable, costs: dict[str, Any] | None
+    ) -> Any:
+        """The checkpointed loop of ``case.strategy`` over ``step`` and ``post``."""
+        strategy, steps = case.strategy, case.steps
+        if strategy in self.framework.peers:
+            return self.framework.peers[strategy](step, post, steps, case.snaps)
+        if get_strategy(strategy).planned:
+            from ckptbench.planner import Costs
+
+            if costs is None:
+                raise ValueError("strategy 'optimal' needs measured step costs")
+            return self.framework.checkpoint(
+                step,
+                post,
+                steps,
+                strategy=strategy,
+                costs=Costs.from_dict(costs),
+                budget_bytes=case.budget_bytes,
+            )
+        return self.framework.checkpoint(step, post, steps, case.snaps, strategy)
+
+    def measure_costs(self, case: Any) -> dict[str, Any]:
+        return self.framework.measure_costs(case)
+
+
+def _loop_plan(loop: Any) -> dict[str, Any]:
+    plan = getattr(loop, "plan", None)
+    return plan.summary() if plan is not None else {}
