@@ -16,14 +16,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from ckptbench.backends.registry import BACKENDS
+from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.schedules import Setting, get_strategy
 
 __all__ = [
     "SCHEMA_VERSION",
-    "Backend",
     "Case",
     "CaseError",
-    "Device",
     "Iteration",
     "Mode",
     "ModeResult",
@@ -62,20 +62,6 @@ class Status(Enum):
     TIMEOUT = "timeout"  # stopped at --timeout; the iterations it completed are kept
     OUT_OF_MEMORY = "out-of-memory"  # RSS exceeded --memory-limit; the worker was stopped
     INTERRUPTED = "interrupted"  # ckptbench itself was stopped (SIGTERM, SIGHUP, Ctrl-C)
-
-
-class Backend(Enum):
-    """Which array/autodiff library a case runs on."""
-
-    AUTOGRAD = "autograd"
-    TORCH = "torch"
-
-
-class Device(Enum):
-    """Where a torch case computes (autograd always runs on the CPU)."""
-
-    CPU = "cpu"
-    CUDA = "cuda"
 
 
 MODES: tuple[Mode, ...] = (Mode.BASELINE, Mode.NORMAL, Mode.CHECKPOINTED)
@@ -142,10 +128,17 @@ class Case:
             spec = get_strategy(self.strategy)
         except ValueError as err:
             raise CaseError(str(err)) from None
-        _choice("backend", self.backend, Backend)
-        _choice("device", self.device, Device)
-        if self.backend == Backend.AUTOGRAD.value and self.device != Device.CPU.value:
-            raise CaseError(f"device {self.device!r} needs --backend torch (autograd is CPU-only)")
+        try:
+            backend = backend_spec(self.backend)
+        except ValueError as err:
+            raise CaseError(str(err)) from None
+        if self.device not in backend.devices:
+            runs = ", ".join(b.name for b in BACKENDS.values() if self.device in b.devices)
+            where = f"; {self.device} needs --backend {runs}" if runs else ""
+            raise CaseError(
+                f"unknown device {self.device!r} for --backend {self.backend} "
+                f"(choose from {', '.join(backend.devices)}){where}"
+            )
         if self.backend not in spec.backends:
             runs_on = " or ".join(f"--backend {b}" for b in sorted(spec.backends))
             raise CaseError(f"strategy {spec.name!r} needs {runs_on}")
@@ -244,12 +237,6 @@ class Case:
 def _slug(text: str) -> str:
     keep = [c if c.isalnum() else "_" for c in text]
     return "".join(keep).strip("_")[-40:].strip("_") or "model"
-
-
-def _choice(name: str, value: Any, enum: type[Enum]) -> None:
-    names = [e.value for e in enum]
-    if value not in names:
-        raise CaseError(f"unknown {name} {value!r} (choose from {', '.join(names)})")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from ckptbench.backends.registry import backend_names
+from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.results import Case
 from ckptbench.schedules import get_strategy, strategy_names
 
@@ -124,6 +126,33 @@ def against_option(help_text: str):
 any_host_option = click.option(
     "--any-host", is_flag=True, help="Pair cells measured on different hosts."
 )
+
+
+#: --backend: the registered backends (ckptbench.backends.registry).
+backend_option = click.option(
+    "--backend",
+    type=click.Choice(backend_names()),
+    default="autograd",
+    show_default=True,
+    help="Library that computes the gradient (torch: pip install '.[torch]').",
+)
+
+
+#: --device: every device some backend runs on; Case validation pairs it with the backend.
+device_option = click.option(
+    "--device",
+    type=click.Choice(sorted({d for n in backend_names() for d in backend_spec(n).devices})),
+    default="cpu",
+    show_default=True,
+    help="Where the gradient is computed (cuda: torch only).",
+)
+
+
+def check_backend(case: Case) -> None:
+    """One line and exit 2 when the case's backend cannot run here (its framework missing)."""
+    reason = backend_spec(case.backend).available()
+    if reason is not None:
+        raise InputError(reason)
 
 
 #: A case's defaults: `run` measures a cell the way `sweep` does unless told otherwise.

@@ -13,6 +13,8 @@ from ckptbench.cli.options import (
     EXIT_FAILED,
     POS,
     InputError,
+    backend_option,
+    check_backend,
     quiet_option,
     read_costs,
     size_options,
@@ -35,13 +37,14 @@ from ckptbench.results import Case
     default=None,
     help="Plan with these step costs (JSON, see docs/planner.md) instead of measuring them.",
 )
+@backend_option
 @size_options
 @click.option("--threads", type=POS, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print costs and rows as JSON.")
 @quiet_option
 def plan(
-    model, steps, budget, costs_file, hidden, batch, input_, output, seed, threads, as_json,
-    quiet,
+    model, steps, budget, costs_file, backend, hidden, batch, input_, output, seed, threads,
+    as_json, quiet,
 ):  # fmt: skip
     """The minimum-time schedule for a byte budget, beside Revolve and equal segments.
 
@@ -56,16 +59,18 @@ def plan(
 
     try:
         case = Case(
-            model=model, steps=steps, strategy="optimal", budget_bytes=budget, hidden=hidden,
-            batch=batch, input=input_, output=output, seed=seed, threads=threads,
+            model=model, steps=steps, strategy="optimal", budget_bytes=budget, backend=backend,
+            hidden=hidden, batch=batch, input=input_, output=output, seed=seed, threads=threads,
         )  # fmt: skip
         case.check_fits_memory()
-        load_workload(model, Sizes(**case.sizes()))
+        check_backend(case)
+        if backend == "autograd":
+            load_workload(model, Sizes(**case.sizes()))
         doc = read_costs(costs_file, steps) if costs_file else None
     except ValueError as err:
         raise InputError(str(err)) from None
     if doc is None and not quiet:
-        click.echo("measuring step costs in a fresh worker ...", err=True)
+        click.echo(f"measuring step costs on {backend} in a fresh worker ...", err=True)
     if doc is None:
         try:
             doc = measure_costs(case)["costs"]

@@ -20,6 +20,9 @@ from ckptbench.cli.options import (
     SECONDS,
     SNAPS_HELP,
     InputError,
+    backend_option,
+    check_backend,
+    device_option,
     mprof_option,
     output_options,
     read_costs,
@@ -88,20 +91,8 @@ def _parse_modes(text: str):
     show_default=True,
     help=strategy_help(strategy_names()),
 )
-@click.option(
-    "--backend",
-    type=click.Choice(["autograd", "torch"]),
-    default="autograd",
-    show_default=True,
-    help="Library that computes the gradient (torch: pip install '.[torch]').",
-)
-@click.option(
-    "--device",
-    type=click.Choice(["cpu", "cuda"]),
-    default="cpu",
-    show_default=True,
-    help="torch only: where the gradient is computed.",
-)
+@backend_option
+@device_option
 @click.option(
     "--budget",
     type=BYTES,
@@ -206,12 +197,9 @@ def run(
         )  # fmt: skip
         case, notes = case.effective()
         case.check_fits_memory()
+        check_backend(case)
         if backend == "autograd":
             load_workload(model, Sizes(**case.sizes()))
-        else:
-            _check_torch(case)
-        if strategy == "optimal" and backend != "autograd":
-            raise InputError("strategy 'optimal' runs on the autograd backend only (so far)")
         costs = read_costs(costs_file, case.steps) if costs_file else None
     except ValueError as err:
         raise InputError(str(err)) from None
@@ -287,11 +275,3 @@ def run(
         others_ok = all(m.ok for m in result.modes if m.mode.value not in expected)
         code = EXIT_OK if others_ok and not unmet else EXIT_FAILED
     sys.exit(code)
-
-
-def _check_torch(case) -> None:
-    """One line and exit 2 when the torch backend cannot run this case here."""
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
-        raise InputError("--backend torch needs PyTorch: pip install 'ckptbench[torch]'")
