@@ -13,7 +13,6 @@ LONG_MODULES = {
     "ckptbench.measure": "the measurement protocol, kept in one place",
     "ckptbench.results": "the schema: Case with its validation, and every result dataclass",
     "ckptbench.schedules": "the schedules and their closed forms, kept with their proofs",
-    "ckptbench.checkpoint": "one executor: forward sweep, reverse sweep, counters and timers",
     "ckptbench.planner": "the dynamic program, its plan emission and the comparison at a budget",
 }
 MAX_LINES = 460  # about 450
