@@ -264,13 +264,20 @@ def _read_costs(path: Path, steps: int) -> dict:
     default=None,
     help="Plan with these step costs (JSON, see docs/planner.md) instead of measuring them.",
 )
+@click.option(
+    "--backend",
+    type=click.Choice(["autograd", "jax"]),
+    default="autograd",
+    show_default=True,
+    help="Measure the step costs on this backend.",
+)
 @size_options
 @click.option("--threads", type=POS, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print costs and rows as JSON.")
 @output_options
 def plan(
-    model, steps, budget, costs_file, hidden, batch, input_, output, seed, threads, as_json,
-    quiet, verbose, progress_lines,
+    model, steps, budget, costs_file, backend, hidden, batch, input_, output, seed, threads,
+    as_json, quiet, verbose, progress_lines,
 ):  # fmt: skip
     """The minimum-time schedule for a byte budget, beside Revolve and equal segments.
 
@@ -288,8 +295,11 @@ def plan(
         case = Case(
             model=model, steps=steps, strategy="optimal", budget_bytes=budget, hidden=hidden,
             batch=batch, input=input_, output=output, seed=seed, threads=threads,
+            backend=backend,
         )  # fmt: skip
         _check_size(case)
+        if backend == "jax":
+            _check_jax(case)
         load_workload(model, Sizes(**case.sizes()))
         doc = _read_costs(costs_file, steps) if costs_file else None
     except ValueError as err:
@@ -420,10 +430,11 @@ def _strategies() -> list[str]:
 )
 @click.option(
     "--backend",
-    type=click.Choice(["autograd", "torch"]),
+    type=click.Choice(["autograd", "torch", "jax"]),
     default="autograd",
     show_default=True,
-    help="Library that computes the gradient (torch: pip install '.[torch]').",
+    help="Library that computes the gradient (torch: pip install '.[torch]'; "
+    "jax: pip install '.[jax]').",
 )
 @click.option(
     "--device",
@@ -539,10 +550,12 @@ def run(
         _check_size(case)
         if backend == "autograd":
             load_workload(model, Sizes(**case.sizes()))
+        elif backend == "jax":
+            _check_jax(case)
         else:
             _check_torch(case)
-        if strategy == "optimal" and backend != "autograd":
-            raise InputError("strategy 'optimal' runs on the autograd backend only (so far)")
+        if strategy == "optimal" and backend == "torch":
+            raise InputError("strategy 'optimal' runs on the autograd and jax backends (so far)")
         costs = _read_costs(costs_file, case.steps) if costs_file else None
     except ValueError as err:
         raise InputError(str(err)) from None
@@ -640,6 +653,16 @@ def _check_torch(case) -> None:
 
     if importlib.util.find_spec("torch") is None:
         raise InputError("--backend torch needs PyTorch: pip install 'ckptbench[torch]'")
+
+
+def _check_jax(case) -> None:
+    """One line and exit 2 when the JAX backend (or equinox, for its strategy) is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec("jax") is None:
+        raise InputError("--backend jax needs JAX: pip install 'ckptbench[jax]'")
+    if case.strategy == "equinox" and importlib.util.find_spec("equinox") is None:
+        raise InputError("--strategy equinox needs equinox: pip install 'ckptbench[equinox]'")
 
 
 @cli.command(

@@ -69,6 +69,7 @@ class Backend(Enum):
 
     AUTOGRAD = "autograd"
     TORCH = "torch"
+    JAX = "jax"
 
 
 class Device(Enum):
@@ -85,7 +86,9 @@ SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s")
 #: Case fields that only limit a measurement (not part of the key either).
 LIMIT_FIELDS = ("timeout_s", "memory_limit_bytes")
 #: Strategies that are not action streams of ``ckptbench.revolve``.
-EXTRA_STRATEGIES = ("torch-checkpoint",)
+EXTRA_STRATEGIES = ("torch-checkpoint", "jax-checkpoint", "equinox")
+#: The backend each framework's own checkpointing runs on.
+PEER_BACKENDS = {"torch-checkpoint": "torch", "jax-checkpoint": "jax", "equinox": "jax"}
 
 
 def _pos_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -147,8 +150,9 @@ class Case:
         _choice("device", self.device, Device)
         if self.backend == Backend.AUTOGRAD.value and self.device != Device.CPU.value:
             raise CaseError(f"device {self.device!r} needs --backend torch (autograd is CPU-only)")
-        if self.strategy == "torch-checkpoint" and self.backend != Backend.TORCH.value:
-            raise CaseError("strategy 'torch-checkpoint' needs --backend torch")
+        peer_backend = PEER_BACKENDS.get(self.strategy)
+        if peer_backend is not None and self.backend != peer_backend:
+            raise CaseError(f"strategy {self.strategy!r} needs --backend {peer_backend}")
         if self.strategy == "optimal":
             if self.budget_bytes is None:
                 raise CaseError("strategy 'optimal' needs a byte budget (--budget)")
@@ -189,7 +193,7 @@ class Case:
         """
         notes: list[str] = []
         case = self
-        if self.snaps > self.steps and self.strategy != "torch-checkpoint":
+        if self.snaps > self.steps and self.strategy not in PEER_BACKENDS:
             notes.append(
                 f"--snaps {self.snaps} clamped to {self.steps}: a chain of {self.steps} "
                 "steps never uses more slots than steps"

@@ -77,6 +77,10 @@ def build(case: Case, mode: Mode, costs: dict[str, Any] | None = None) -> Built:
         except ImportError as err:
             raise RuntimeError(f"the torch backend needs torch ({err})") from None
         return torch_build(case, mode)
+    if case.backend == "jax":
+        from ckptbench.jax_backend.modes import build_gradient as jax_build
+
+        return jax_build(case, mode, costs)
     from ckptbench.autograd_modes import build_gradient
 
     return build_gradient(case, mode, costs)
@@ -150,6 +154,10 @@ def _measure_costs(case: Case, emit: Callable[[dict[str, Any]], None]) -> dict[s
     from ckptbench.stepcosts import measure_workload_costs
 
     emit({"event": "ready", "planned": 0, "warmup": 0})
+    if case.backend == "jax":
+        from ckptbench.jax_backend.modes import measure_costs as jax_costs
+
+        return {"ok": True, "costs_report": jax_costs(case)}
     doc = measure_workload_costs(case.model, case.sizes(), case.steps, seed=case.seed)
     return {"ok": True, "costs_report": doc}
 
