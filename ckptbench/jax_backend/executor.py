@@ -312,7 +312,11 @@ def compiled_checkpoint(
         return pbar, sbar, xsbar if want_x else None, counts
 
     loop.defvjp(fwd, bwd, symbolic_zeros=True)
-    return loop
+
+    def run(params: Any, state0: Any, inputs: Any, counts: Any) -> Any:
+        return loop(*jax.tree_util.tree_map(jnp.asarray, (params, state0, inputs, counts)))
+
+    return run
 
 
 def _values(tree: Any) -> Any:
