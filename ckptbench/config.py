@@ -251,6 +251,8 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
 _COMPANIONS: dict[tuple[str, Any], dict[str, Any]] = {
     ("strategy", "optimal"): {"budget_bytes": 1},
     ("strategy", "torch-checkpoint"): {"backend": "torch"},
+    ("strategy", "jax-checkpoint"): {"backend": "jax"},
+    ("strategy", "equinox"): {"backend": "jax"},
     ("device", "cuda"): {"backend": "torch"},
     ("budget_bytes", "*"): {"strategy": "optimal"},
     ("budget_bytes", None): {},

@@ -86,9 +86,8 @@ SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s")
 #: Case fields that only limit a measurement (not part of the key either).
 LIMIT_FIELDS = ("timeout_s", "memory_limit_bytes")
 #: Strategies that are not action streams of ``ckptbench.revolve``.
-EXTRA_STRATEGIES = ("torch-checkpoint", "jax-checkpoint", "equinox")
-#: The backend each framework's own checkpointing runs on.
 PEER_BACKENDS = {"torch-checkpoint": "torch", "jax-checkpoint": "jax", "equinox": "jax"}
+EXTRA_STRATEGIES = tuple(PEER_BACKENDS)  # each runs only on its framework's backend
 
 
 def _pos_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -150,9 +149,8 @@ class Case:
         _choice("device", self.device, Device)
         if self.backend == Backend.AUTOGRAD.value and self.device != Device.CPU.value:
             raise CaseError(f"device {self.device!r} needs --backend torch (autograd is CPU-only)")
-        peer_backend = PEER_BACKENDS.get(self.strategy)
-        if peer_backend is not None and self.backend != peer_backend:
-            raise CaseError(f"strategy {self.strategy!r} needs --backend {peer_backend}")
+        if (need := PEER_BACKENDS.get(self.strategy)) not in (None, self.backend):
+            raise CaseError(f"strategy {self.strategy!r} needs --backend {need}")
         if self.strategy == "optimal":
             if self.budget_bytes is None:
                 raise CaseError("strategy 'optimal' needs a byte budget (--budget)")
