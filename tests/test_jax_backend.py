@@ -496,3 +496,26 @@ def test_real_run_on_the_jax_backend(tmp_path):
     ckpt = next(m for m in doc["modes"] if m["mode"] == "checkpointed")
     assert ckpt["counters"]["step_calls"] == optimal_forward_steps(12, 3) + 12
     assert ckpt["grad_max_rel_err"] <= 1e-12
+
+
+@pytest.mark.parametrize(("mode", "strategy"), [("normal", "revolve"), ("checkpointed", "revolve")])
+def test_compilation_happens_in_build_never_in_an_iteration(mode, strategy):
+    import jax.monitoring
+
+    events = []
+
+    def listen(event, duration, **kw):
+        if "compile" in event:
+            events.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        built = build_gradient(small_case(steps=7, snaps=3, strategy=strategy), Mode(mode))
+        assert events, "the build compiles"
+        assert built.counters()["compile_time_ns"] > 0
+        events.clear()
+        for _ in range(2):
+            built.gradient(built.params)
+        assert events == []
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
