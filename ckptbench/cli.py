@@ -426,7 +426,9 @@ def _strategies() -> list[str]:
     type=click.Choice(_strategies()),
     default="revolve",
     show_default=True,
-    help="torch-checkpoint: torch.utils.checkpoint over --snaps equal segments (the peer).",
+    help="torch-checkpoint: torch.utils.checkpoint over --snaps equal segments (the peer); "
+    "jax-checkpoint / equinox: jax.checkpoint over --snaps scan segments / equinox's "
+    "checkpointed loop with --snaps checkpoints.",
 )
 @click.option(
     "--backend",
@@ -441,7 +443,7 @@ def _strategies() -> list[str]:
     type=click.Choice(["cpu", "cuda"]),
     default="cpu",
     show_default=True,
-    help="torch only: where the gradient is computed.",
+    help="torch and jax: where the gradient is computed (cuda: the first GPU).",
 )
 @click.option(
     "--budget",

@@ -44,6 +44,8 @@ _STRATEGY_MARKERS = {
     "store-all": "^",
     "optimal": "D",
     "torch-checkpoint": "v",
+    "jax-checkpoint": "<",
+    "equinox": ">",
 }
 
 
@@ -163,8 +165,10 @@ _STRATEGIES = (*(s.value for s in Strategy), *EXTRA_STRATEGIES)
 def _point_label(strategy: str, setting: int) -> str:
     if strategy == "optimal":
         return f"{setting / MIB:g} MiB"
-    if strategy == "torch-checkpoint":
+    if strategy in ("torch-checkpoint", "jax-checkpoint"):
         return f"{setting} seg"
+    if strategy == "equinox":
+        return f"{setting} ckpt"
     return f"s={setting}"
 
 

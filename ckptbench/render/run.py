@@ -59,6 +59,10 @@ def _setting(result: RunResult) -> str:
         what = f"optimal within {fmt_bytes(c.budget_bytes)}"
     elif c.strategy == "torch-checkpoint":
         what = f"torch.utils.checkpoint, {c.snaps} segments"
+    elif c.strategy == "jax-checkpoint":
+        what = f"jax.checkpoint, {c.snaps} scan segments"
+    elif c.strategy == "equinox":
+        what = f"equinox checkpointed while loop, {c.snaps} checkpoints"
     else:
         what = f"{c.snaps} snaps ({c.strategy})"
     rounds = f", {c.rounds} rounds" if c.rounds > 1 else ""
