@@ -135,3 +135,12 @@ register(
         install_hint="pip install 'ckptbench[torch]'",
     )
 )
+register(
+    BackendSpec(
+        name="jax",
+        module="ckptbench.jax_backend.modes",
+        requires=("jax",),
+        devices=("cpu", "cuda"),
+        install_hint="pip install 'ckptbench[jax]'",
+    )
+)

@@ -149,8 +149,9 @@ device_option = click.option(
 
 
 def check_backend(case: Case) -> None:
-    """One line and exit 2 when the case's backend cannot run here (its framework missing)."""
-    reason = backend_spec(case.backend).available()
+    """One line and exit 2 when the case's backend, or the package its strategy needs (a
+    framework's own checkpointing), cannot be imported here."""
+    reason = backend_spec(case.backend).available() or get_strategy(case.strategy).missing()
     if reason is not None:
         raise InputError(reason)
 

@@ -46,4 +46,5 @@ EQUINOX = StrategySpec(
     setting=Setting.SEGMENTS,
     backends=frozenset({"jax"}),
     help="equinox's checkpointed while loop with --snaps checkpoints (the peer)",
+    requires=("equinox",),
 )

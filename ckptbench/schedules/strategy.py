@@ -57,6 +57,16 @@ class StrategySpec:
     advances: Callable[[int, int], int] | None = None
     lower_bound: Callable[[int, int], int] | None = None  # advances no schedule goes below
     planned: bool = False  # the stream comes from ckptbench.planner (states and tapes)
+    requires: tuple[str, ...] = ()  # packages a peer needs beyond its backend's framework
+
+    def missing(self) -> str | None:
+        """None when every package this strategy needs can be imported, else one line."""
+        import importlib.util
+
+        for package in self.requires:
+            if importlib.util.find_spec(package) is None:
+                return f"--strategy {self.name} needs {package}: pip install 'ckptbench[{package}]'"
+        return None
 
     @property
     def ours(self) -> bool:

@@ -1,0 +1,96 @@
+"""The planner's step costs measured on the JAX backend, in a fresh worker process.
+
+What ``ckptbench plan --backend jax`` and strategy ``optimal`` on JAX plan with
+(:mod:`ckptbench.planner`, after Beaumont et al., 2019), measured on the compiled code that
+will run the plan, each time the minimum over ``samples`` runs after a compiling one:
+
+* untaped step: a jitted ``lax.scan`` of ``step`` alone, divided by the steps;
+* readout: the same scan with ``post`` minus the scan without, divided by the steps;
+  ``fixed_time_s`` = steps x that (the first sweep's readouts);
+* taped step + reverse: the compiled executor's gradient under the store-all schedule
+  (steps - 1 advances with readouts, then every step a turn from its stored state) minus
+  the scan with readouts, divided by the steps;
+* state bytes: the state's leaves; tape bytes: the bytes a kept tape stores, from the
+  shapes of the step's ``jax.vjp`` residuals that depend on the state or input (exact,
+  :class:`ckptbench.jax_backend.executor.TapeLayout`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ckptbench.jax_backend.executor import COUNTERS, compiled_checkpoint, tape_layout
+from ckptbench.jax_backend.table import encode
+from ckptbench.jax_backend.workloads import load_jax_workload
+from ckptbench.planner import Costs
+from ckptbench.schedules import store_all_schedule
+from ckptbench.workloads import Sizes
+
+__all__ = ["measure_jax_costs"]
+
+
+def _best(fn: Callable, args: tuple, samples: int) -> float:
+    compiled = jax.jit(fn).lower(*args).compile()
+    jax.block_until_ready(compiled(*args))
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def measure_jax_costs(case: Any, samples: int = 3) -> dict[str, Any]:
+    """The step costs of ``case``'s workload on JAX: ``{"costs": Costs document, ...}``."""
+    sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
+    wl = load_jax_workload(case.model, sizes)
+    steps = case.steps
+    params, state0, inputs = wl.init(steps, np.random.default_rng(case.seed))
+    step, post = wl.step, wl.post
+
+    def scan(readout: bool) -> Callable:
+        def run(p, s0, xs):
+            def body(s, x):
+                s = step(p, s, x)
+                return s, (post(p, s) if readout else None)
+
+            return lax.scan(body, s0, xs)
+
+        return run
+
+    layout = tape_layout(step, post, params, state0, inputs[0])
+    loop = compiled_checkpoint(step, post, encode(store_all_schedule(steps), steps), layout)
+
+    def store_all(p, s0, xs):
+        zero = jnp.zeros(len(COUNTERS), jnp.float64)
+        return jax.grad(lambda q: wl.loss(loop(q, s0, xs, zero)))(p)
+
+    args = (params, state0, inputs)
+    plain = _best(scan(False), args, samples)
+    with_post = _best(scan(True), args, samples)
+    taped = _best(store_all, args, samples)
+    forward_s = plain / steps
+    post_s = max(with_post - plain, 0.0) / steps
+    taped_s = max((taped - with_post) / steps, forward_s)  # noise floor: never below a step
+    state_bytes = sum(int(a.size) * a.dtype.itemsize for a in jax.tree_util.tree_leaves(state0))
+    costs = Costs(
+        forward_time_s=forward_s,
+        taped_time_s=taped_s,
+        state_bytes=state_bytes,
+        tape_bytes=layout.tape_bytes,
+        fixed_time_s=post_s * steps,
+    )
+    return {
+        "costs": costs.as_dict(),
+        "steps": steps,
+        "tape_method": "jax-residual-shapes",
+        "backend": "jax",
+        "samples": samples,
+    }
