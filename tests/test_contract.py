@@ -132,7 +132,7 @@ BINDINGS = [
 REGISTERED = [
     pytest.param("autograd", id="autograd"),
     pytest.param("torch", id="torch", marks=_installed("torch")),
-    # pytest.param("jax", id="jax", marks=_installed("jax")),
+    pytest.param("jax", id="jax", marks=_installed("jax")),
 ]
 
 #: (steps, snaps) for the snapshot strategies: 1 step, snaps >= steps, few and many slots.
