@@ -5,7 +5,6 @@ Exit status: 0 ok, 1 a failed measurement or a regression, 2 bad usage or input.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -52,10 +51,21 @@ def parse_bytes(text: str) -> int:
     m = _SIZE.match(text)
     if not m or (m.group(2) or "").lower() not in _UNITS:
         raise click.BadParameter(f"{text!r} is not a size like 2GiB, 500MB or 1048576")
-    n = int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+    value = float(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
+    if not value < MAX_BYTES:  # hundreds of digits read as inf
+        raise click.BadParameter(f"{_clip(text)} is too large (the limit is 2**62 bytes)")
+    n = int(value)
     if n <= 0:
         raise click.BadParameter(f"{text!r} must be positive")
     return n
+
+
+#: Largest size an option takes (4 EiB: beyond it, a typo).
+MAX_BYTES = 2**62
+
+
+def _clip(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text)} characters)"
 
 
 def parse_seconds(text: str) -> float:
@@ -64,6 +74,8 @@ def parse_seconds(text: str) -> float:
     if not m:
         raise click.BadParameter(f"{text!r} is not a duration like 5ms, 2s or 10m")
     value = float(m.group(1)) * {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+    if not value < 1e12:  # hundreds of digits read as inf
+        raise click.BadParameter(f"{_clip(text)} is too long a duration")
     if value <= 0:
         raise click.BadParameter(f"{text!r} must be positive")
     return value
@@ -235,12 +247,15 @@ def size_options(func):
 
 def _read_costs(path: Path, steps: int) -> dict:
     """A costs file (docs/planner.md) as a ``planner.Costs`` document; one line if bad."""
+    from ckptbench.inputs import read_text_limited
     from ckptbench.planner import costs_from_json
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"--costs {path}: cannot read ({getattr(err, 'strerror', err)})") from None
+        text = read_text_limited(path, 64 * 2**20)
+    except OSError as err:
+        raise InputError(f"--costs {path}: cannot read ({err.strerror or err})") from None
+    except ValueError as err:
+        raise InputError(f"--costs {path}: {err}") from None
     try:
         costs = costs_from_json(text)
     except ValueError as err:
@@ -278,32 +293,42 @@ def plan(
     fresh worker, then plans with the dynamic program over states and tapes (Beaumont et al.,
     2019) and predicts each strategy's time and peak storage at the same budget.
     """
-    from ckptbench.launch import CostsError, measure_costs
-    from ckptbench.planner import Costs, compare_at_budget
+    from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.planner import Costs, check_budget, check_plannable, compare_at_budget
     from ckptbench.render import plan_table
     from ckptbench.results import Case
-    from ckptbench.workloads import Sizes, load_workload
+    from ckptbench.tasks import CostsError, check_plugin, measure_costs
 
     try:
         case = Case(
-            model=model, steps=steps, strategy="optimal", budget_bytes=budget, hidden=hidden,
-            batch=batch, input=input_, output=output, seed=seed, threads=threads,
+            model=_relative_model(model), steps=steps, strategy="optimal", budget_bytes=budget,
+            hidden=hidden, batch=batch, input=input_, output=output, seed=seed, threads=threads,
         )  # fmt: skip
         _check_size(case)
-        load_workload(model, Sizes(**case.sizes()))
         doc = _read_costs(costs_file, steps) if costs_file else None
+        check_plannable(steps, Costs.from_dict(doc) if doc is not None else None)
+        if doc is not None:
+            check_budget(Costs.from_dict(doc), steps, budget)
     except ValueError as err:
         raise InputError(str(err)) from None
-    if doc is None and not quiet:
-        click.echo("measuring step costs in a fresh worker ...", err=True)
-    if doc is None:
-        try:
-            doc = measure_costs(case)["costs"]
-        except CostsError as err:
-            click.echo(f"ckptbench: {err}", err=True)
-            sys.exit(EXIT_FAILED)
+    try:
+        with stop_on_signals():
+            check_plugin(case)  # in a disposable worker, never in this process
+            if doc is None and not quiet:
+                click.echo("measuring step costs in a fresh worker ...", err=True)
+            if doc is None:
+                doc = measure_costs(case)["costs"]
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    except CostsError as err:
+        click.echo(f"ckptbench: {err}", err=True)
+        sys.exit(EXIT_FAILED)
+    except (Interrupted, KeyboardInterrupt) as err:
+        click.echo(f"ckptbench: interrupted by {stop_reason(err)}; nothing planned", err=True)
+        sys.exit(128 + getattr(err, "signum", 2))
     costs = Costs.from_dict(doc)
     try:
+        check_budget(costs, steps, budget)
         rows = compare_at_budget(costs, steps, budget)
     except ValueError as err:
         raise InputError(str(err)) from None
@@ -334,13 +359,12 @@ def _check_out(path: Path, force: bool) -> None:
     something it must not (see ``results.check_target``)."""
     import tempfile
 
-    from ckptbench.results import TargetError, check_target
+    from ckptbench.store import StoreError, check_output
 
     try:
-        check_target(path, replace=force)
-    except TargetError as err:
-        hint = "; pass --force to replace it" if path.is_file() and not path.is_symlink() else ""
-        raise InputError(f"--out {err}{hint}") from None
+        check_output(path, "--out", replace=force, result=True)
+    except StoreError as err:
+        raise InputError(str(err)) from None
     folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -514,12 +538,13 @@ def run(
     out, force, expect_oom, mprof_dir, as_json, quiet, verbose, progress_lines,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
-    from ckptbench.launch import CostsError, Interrupted, stop_on_signals
+    from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.planner import PlanError
     from ckptbench.render import explain_lines, failure_lines, headline, run_table, warning_lines
     from ckptbench.render.console import mode_progress, stderr_console
-    from ckptbench.results import Case, result_to_dict
+    from ckptbench.results import SNAPS_IGNORED, Case, result_to_dict
     from ckptbench.runner import run_case
-    from ckptbench.workloads import Sizes, load_workload
+    from ckptbench.tasks import CostsError, check_plugin, probe_cuda
 
     mode_list = _parse_modes(modes)
     model = _relative_model(model)
@@ -527,6 +552,9 @@ def run(
         raise InputError("--expect-oom needs --memory-limit")
     if set(expect_oom) - {m.value for m in mode_list}:
         raise InputError("--expect-oom names a mode that --modes does not run")
+    given = click.get_current_context().get_parameter_source("snaps")
+    if strategy in SNAPS_IGNORED and given is click.core.ParameterSource.DEFAULT:
+        snaps = steps  # not given and not used: no note
     try:
         case = Case(
             model=model, steps=steps, snaps=snaps, strategy=strategy, backend=backend,
@@ -537,22 +565,31 @@ def run(
         )  # fmt: skip
         case, notes = case.effective()
         _check_size(case)
-        if backend == "autograd":
-            load_workload(model, Sizes(**case.sizes()))
-        else:
+        if backend != "autograd":
             _check_torch(case)
         if strategy == "optimal" and backend != "autograd":
             raise InputError("strategy 'optimal' runs on the autograd backend only (so far)")
         costs = _read_costs(costs_file, case.steps) if costs_file else None
+        if costs is not None and strategy != "optimal":
+            notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
+            costs = None
     except ValueError as err:
         raise InputError(str(err)) from None
     out = out or _default_out(model)
     _check_out(out, force)
     if mprof_dir is not None:
-        try:
-            mprof_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise InputError(f"--mprof {mprof_dir}: {err.strerror or err}") from None
+        _check_mprof_dir(mprof_dir, case, mode_list)
+    try:
+        with stop_on_signals():
+            if backend == "autograd":
+                check_plugin(case)  # in a disposable worker, never in this process
+            if device == "cuda" and (why := probe_cuda(case)) is not None:
+                raise InputError(f"--device cuda: {why}")
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    except (Interrupted, KeyboardInterrupt) as err:
+        click.echo(f"ckptbench: interrupted by {stop_reason(err)}; nothing measured", err=True)
+        sys.exit(128 + getattr(err, "signum", 2))
 
     err_console = stderr_console()
     for note in notes if not quiet else ():
@@ -571,6 +608,9 @@ def run(
                 modes=mode_list,
                 costs=costs,
             )
+    except PlanError as err:
+        stop()
+        raise InputError(str(err)) from None
     except CostsError as err:
         stop()
         click.echo(f"ckptbench: {err}", err=True)
@@ -580,8 +620,10 @@ def run(
         code = 128 + getattr(err, "signum", 2)
         measured = result is not None and result.modes
         where = f"what was measured is saved in {out}" if measured else "nothing measured"
+        ran = len({m.round for m in result.modes}) if measured else 0
+        rounds_ran = f" ({ran} of {case.rounds} rounds ran)" if case.rounds > 1 else ""
         err_console.print(
-            f"[red]interrupted[/red] by {err or 'Ctrl-C'}: workers stopped; {where}",
+            f"[red]interrupted[/red] by {stop_reason(err)}: workers stopped; {where}{rounds_ran}",
             highlight=False,
         )
         if result is None:
@@ -634,6 +676,26 @@ def _expected_oom(result, expect_oom) -> tuple[list[str], list[str]]:
     return hit, unmet
 
 
+def _check_mprof_dir(folder: Path, case, modes) -> None:
+    """--mprof, checked before anything is measured: a folder ckptbench can write, holding
+    none of the files this run will write (see ``store.check_output``)."""
+    from ckptbench.render.mprof import mprof_name
+    from ckptbench.store import StoreError, check_output
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(13, "the folder is not writable")
+        for k in range(case.rounds):
+            for m in modes:
+                name = mprof_name(case.key, m.value, k if case.rounds > 1 else None)
+                check_output(folder / name, "--mprof")
+    except OSError as err:
+        raise InputError(f"--mprof {folder}: {err.strerror or err}") from None
+    except StoreError as err:
+        raise InputError(str(err)) from None
+
+
 def _check_torch(case) -> None:
     """One line and exit 2 when the torch backend cannot run this case here."""
     import importlib.util
@@ -669,43 +731,39 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
     workload's step/post/loss and the executor's loops, and prints the lines that hold the
     most memory: what each line of a step keeps on autograd's tape.
     """
-    import subprocess
-
-    from ckptbench.launch import child_env
+    from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
     from ckptbench.render.console import stdout_console
     from ckptbench.render.profile import profile_lines, profile_table
     from ckptbench.results import Case
+    from ckptbench.tasks import TaskError, check_plugin
+    from ckptbench.tasks import profile_lines as run_profile
 
     try:
         case = Case(
-            model=model, steps=steps, snaps=snaps, strategy=strategy, hidden=hidden,
-            batch=batch, input=input_, output=output, seed=seed,
+            model=_relative_model(model), steps=steps, snaps=snaps, strategy=strategy,
+            hidden=hidden, batch=batch, input=input_, output=output, seed=seed,
         )  # fmt: skip
         case, _ = case.effective()
         _check_size(case)
     except ValueError as err:
         raise InputError(str(err)) from None
     job = {
-        "model": model, "steps": case.steps, "snaps": case.snaps, "mode": mode,
+        "model": case.model, "steps": case.steps, "snaps": case.snaps, "mode": mode,
         "strategy": strategy, "hidden": hidden, "batch": batch, "input": input_,
         "output": output, "seed": seed,
     }  # fmt: skip
-    proc = subprocess.run(
-        [sys.executable, "-P", "-m", "ckptbench.lineprofile"],
-        input=json.dumps(job),
-        capture_output=True,
-        text=True,
-        env=child_env(case),
-    )
-    doc = None
-    for line in reversed(proc.stdout.strip().splitlines()):
-        with contextlib.suppress(json.JSONDecodeError):
-            doc = json.loads(line)
-            break
-    if not isinstance(doc, dict) or not doc.get("ok"):
-        why = doc.get("error") if isinstance(doc, dict) else proc.stderr.strip()[-300:]
-        click.echo(f"ckptbench: profiling failed: {why}", err=True)
+    try:
+        with stop_on_signals():  # the profiling worker goes through the launcher's guard
+            check_plugin(case)
+            doc = run_profile(case, job)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    except TaskError as err:
+        click.echo(f"ckptbench: profiling failed: {err}", err=True)
         sys.exit(EXIT_FAILED)
+    except (Interrupted, KeyboardInterrupt) as err:
+        click.echo(f"ckptbench: interrupted by {stop_reason(err)}; the worker stopped", err=True)
+        sys.exit(128 + getattr(err, "signum", 2))
     if as_json:
         click.echo(json.dumps(doc, indent=1))
         return
@@ -812,17 +870,27 @@ def sweep(
         ):
             console.print(event.line(), highlight=False)
 
+    from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
+
     try:
-        outcome = run_sweep(
-            cfg,
-            out,
-            resume=resume,
-            retry_failed=retry_failed,
-            progress=progress,
-            dask_address=dask_address,
-        )
+        with stop_on_signals():
+            outcome = run_sweep(
+                cfg,
+                out,
+                resume=resume,
+                retry_failed=retry_failed,
+                progress=progress,
+                dask_address=dask_address,
+            )
     except ValueError as err:
         raise InputError(str(err)) from None
+    except (Interrupted, KeyboardInterrupt) as err:
+        click.echo(
+            f"ckptbench: sweep interrupted by {stop_reason(err)}: workers stopped; the mode in "
+            f"flight is saved as interrupted; `--resume` measures the rest ({out})",
+            err=True,
+        )
+        sys.exit(128 + getattr(err, "signum", 2))
     for line in outcome.summary_lines():
         click.echo(line)
     sys.exit(outcome.exit_code)
@@ -869,10 +937,11 @@ def sweep(
     help="Also write every mode's RSS timeline in memory_profiler's mprof format into this "
     "folder (`mprof plot FILE` draws one).",
 )
+@click.option("--force", is_flag=True, help="Allow -o/--plots to replace existing files.")
 @output_options
 def compare(
-    results, against, fmt, output, min_effect, any_host, plots, mprof_dir, quiet, verbose,
-    progress_lines,
+    results, against, fmt, output, min_effect, any_host, plots, mprof_dir, force, quiet,
+    verbose, progress_lines,
 ):  # fmt: skip
     """Tabulate results; with --against, memory deltas and rank-tested time deltas."""
     from ckptbench.analysis import compare as compare_results
@@ -893,6 +962,9 @@ def compare(
             text = render(comparison, fmt, width=stdout_console().width)
     except ValueError as err:
         raise InputError(str(err)) from None
+    inputs = [*results, *against]
+    if output is not None:
+        _check_side_output(output, "-o", inputs, force)
     figures = []
     if plots is not None:
         from ckptbench.render.plots import plot_files
@@ -900,6 +972,8 @@ def compare(
         figures = plot_files(after, before or (), plots)
     targets = [p for p, _ in figures] + ([output] if output is not None else [])
     _refuse_duplicates(targets)
+    for path, _ in figures:
+        _check_side_output(path, "--plots", inputs, force)
     for path, fig in figures:
         _write_bytes(path, fig, "--plots")
         if not quiet:
@@ -908,7 +982,7 @@ def compare(
         _write_mprof(after, mprof_dir, quiet)
     if output is not None:
         try:
-            write_atomic(output, text)
+            write_atomic(output, text, replace=force)
         except OSError as err:
             raise InputError(f"-o {output}: cannot write ({err.strerror or err})") from None
         if not quiet:
@@ -948,6 +1022,16 @@ def _refuse_duplicates(paths) -> None:
         if real in seen:
             raise InputError(f"{p}: this command would write the file twice; nothing written")
         seen[real] = p
+
+
+def _check_side_output(path: Path, what: str, inputs, force: bool, append: bool = False) -> None:
+    """The one rule for files ckptbench writes (``store.check_output``); exit 2 if broken."""
+    from ckptbench.store import StoreError, check_output
+
+    try:
+        check_output(path, what, inputs=inputs, replace=force, append=append)
+    except StoreError as err:
+        raise InputError(str(err)) from None
 
 
 def _write_bytes(path: Path, data: bytes, option: str) -> None:
@@ -1004,12 +1088,15 @@ def _write_bytes(path: Path, data: bytes, option: str) -> None:
     default=None,
     help="Also write JUnit XML here (one testcase per check) for CI test reports.",
 )
+@click.option("--force", is_flag=True, help="Allow --junit to replace an existing file.")
 @output_options
 def check(results, against, config, memory_tolerance, memory_floor, time_tolerance, any_host,
-          summary, fmt, junit, quiet, verbose, progress_lines):  # fmt: skip
+          summary, fmt, junit, force, quiet, verbose, progress_lines):  # fmt: skip
     """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
     from ckptbench.gate import run_check
     from ckptbench.render import check_junit, check_markdown, check_text
+
+    from ckptbench.store import StoreError, check_output
 
     try:
         report = run_check(
@@ -1026,21 +1113,32 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     md = check_markdown(report)
     click.echo(md if fmt == "markdown" else check_text(report, quiet=quiet))
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    appends = [(summary, "--summary")] if summary is not None else []
+    targets = [(summary, "--summary", True)] if summary is not None else []
     if step_summary and (summary is None or Path(step_summary).resolve() != summary.resolve()):
-        appends.append((Path(step_summary), "$GITHUB_STEP_SUMMARY"))
-    problems = []
-    for path, what in appends:
+        targets.append((Path(step_summary), "$GITHUB_STEP_SUMMARY", True))
+    if junit is not None:
+        targets.append((junit, "--junit", False))
+    inputs = [*results, *against, *([config] if config is not None else [])]
+    problems, allowed = [], []
+    for path, what, append in targets:  # every side output obeys store.check_output
+        try:
+            check_output(path, what, inputs=inputs, replace=force, append=append)
+            allowed.append(what)
+        except StoreError as err:
+            problems.append(str(err))
+    for path, what, _ in targets[:-1] if junit is not None else targets:
+        if what not in allowed:
+            continue
         try:
             with open(path, "a", encoding="utf-8") as fh:
                 fh.write(md + "\n")
         except OSError as err:
             problems.append(f"{what} {path}: cannot write ({err.strerror or err})")
-    if junit is not None:
+    if junit is not None and "--junit" in allowed:
         from ckptbench.results import write_atomic
 
         try:
-            write_atomic(junit, check_junit(report))
+            write_atomic(junit, check_junit(report), replace=force)
         except OSError as err:
             problems.append(f"--junit {junit}: cannot write ({err.strerror or err})")
     for problem in problems:

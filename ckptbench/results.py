@@ -86,21 +86,23 @@ SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s")
 LIMIT_FIELDS = ("timeout_s", "memory_limit_bytes")
 #: Strategies that are not action streams of ``ckptbench.revolve``.
 EXTRA_STRATEGIES = ("torch-checkpoint",)
+SNAPS_IGNORED = ("store-all", "optimal")  #: strategies that do not use snaps (Case.effective)
+MAX_INT = 2**63 - 1
 
 
 def _pos_int(name: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise CaseError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise CaseError(f"{name} must be >= {minimum}, got {value}")
+    if not minimum <= value <= MAX_INT:  # the top: every reader takes it back
+        raise CaseError(f"{name} must be >= {minimum} and < 2**63, got {str(value)[:40]}")
     return value
 
 
 def _pos_float(name: str, value: Any, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise CaseError(f"{name} must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e300:
+        raise CaseError(f"{name} must be a positive, finite number, got {str(value)[:40]}")
     return float(value)
 
 
@@ -185,22 +187,20 @@ class Case:
     def effective(self) -> tuple[Case, tuple[str, ...]]:
         """The case as it will really run, and a note for every value that was clamped.
 
-        More snapshot slots than steps are never used, so ``snaps`` is clamped to ``steps``.
+        More slots than steps are never used, so ``snaps`` is clamped to ``steps``; strategies
+        that ignore it (:data:`SNAPS_IGNORED`) record ``snaps = steps``, as sweeps do.
         """
-        notes: list[str] = []
-        case = self
-        if self.snaps > self.steps and self.strategy != "torch-checkpoint":
-            notes.append(
-                f"--snaps {self.snaps} clamped to {self.steps}: a chain of {self.steps} "
-                "steps never uses more slots than steps"
-            )
-            case = replace(case, snaps=self.steps)
+        if self.strategy in SNAPS_IGNORED and self.snaps != self.steps:
+            note = f"--snaps {self.snaps} is not used by strategy {self.strategy}; recorded as "
+            note += f"{self.steps}, so every command gives this case one key"
+        elif self.snaps > self.steps and self.strategy != "torch-checkpoint":
+            note = f"--snaps {self.snaps} clamped to {self.steps}: a chain of {self.steps} "
+            note += "steps never uses more slots than steps"
         elif self.snaps > self.steps:
-            notes.append(
-                f"--snaps {self.snaps} clamped to {self.steps}: at most one segment per step"
-            )
-            case = replace(case, snaps=self.steps)
-        return case, tuple(notes)
+            note = f"--snaps {self.snaps} clamped to {self.steps}: at most one segment per step"
+        else:
+            return self, ()
+        return replace(self, snaps=self.steps), (note,)
 
     def sizes(self) -> dict[str, int]:
         """Keyword sizes for the workload factory."""

@@ -23,7 +23,7 @@ from typing import Any
 import ckptbench
 from ckptbench import measure, noise
 from ckptbench.analysis.summary import pool_by_mode, summarize
-from ckptbench.launch import Interrupted, Progress, RunEvent, measure_costs, run_mode
+from ckptbench.launch import Interrupted, Progress, RunEvent, run_mode
 from ckptbench.results import (
     MODES,
     Case,
@@ -34,6 +34,7 @@ from ckptbench.results import (
     save_result,
 )
 from ckptbench.revolve import Strategy, optimal_forward_steps
+from ckptbench.tasks import measure_costs
 from ckptbench.workloads import plugin_provenance
 
 __all__ = ["GRAD_TOLERANCE", "round_order", "run_case"]
@@ -104,12 +105,19 @@ def run_case(
 
     Strategy ``optimal`` plans with ``costs`` (a ``planner.Costs`` document); without them the
     step costs are first measured in a fresh worker (:func:`measure_costs`, which raises
-    :class:`CostsError` when that fails).
+    :class:`CostsError` when that fails). Before any mode is measured, a plan too large to
+    compute or a budget no schedule fits is a ``PlanError`` (``planner.check_plannable``,
+    ``planner.check_budget``): nothing is measured and no file is written.
     """
     if len(set(modes)) != len(modes):
         raise ValueError("modes must not repeat")
-    if case.strategy == "optimal" and costs is None and Mode.CHECKPOINTED in modes:
-        costs = measure_costs(case, worker=worker)["costs"]
+    if case.strategy == "optimal" and Mode.CHECKPOINTED in modes:
+        from ckptbench.planner import Costs, check_budget, check_plannable
+
+        check_plannable(case.steps, Costs.from_dict(costs) if costs is not None else None)
+        if costs is None:
+            costs = measure_costs(case, worker=worker)["costs"]
+        check_budget(Costs.from_dict(costs), case.steps, case.budget_bytes or 0)
     env = measure.environment()
     env["sample_interval_s"] = case.sample_interval_s
     env["thread_env_child"] = measure.pinned_thread_env(case.threads)

@@ -61,7 +61,9 @@ def _setting(result: RunResult) -> str:
         what = f"torch.utils.checkpoint, {c.snaps} segments"
     else:
         what = f"{c.snaps} snaps ({c.strategy})"
-    rounds = f", {c.rounds} rounds" if c.rounds > 1 else ""
+    ran = len({m.round for m in result.modes})  # an interrupted run ran fewer
+    rounds = f", {c.rounds} rounds" if ran == c.rounds > 1 else ""
+    rounds = f", {ran} of {c.rounds} rounds ran" if ran < c.rounds else rounds
     return f"{c.model} {c.steps} steps, {what}{backend}{rounds}:"
 
 
