@@ -689,7 +689,7 @@ def _check_mprof_dir(folder: Path, case, modes) -> None:
         for k in range(case.rounds):
             for m in modes:
                 name = mprof_name(case.key, m.value, k if case.rounds > 1 else None)
-                check_output(folder / name, "--mprof")
+                check_output(folder / name, "--mprof", hint="remove it or use another folder")
     except OSError as err:
         raise InputError(f"--mprof {folder}: {err.strerror or err}") from None
     except StoreError as err:
@@ -1095,7 +1095,6 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
     from ckptbench.gate import run_check
     from ckptbench.render import check_junit, check_markdown, check_text
-
     from ckptbench.store import StoreError, check_output
 
     try:

@@ -203,27 +203,16 @@ class Channel:
         return events
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
 def stop_worker(proc: subprocess.Popen) -> None:
     """Stop the worker and everything in its process group (what a plug-in forked too):
-    SIGTERM, then SIGKILL after :data:`KILL_GRACE_S`."""
-    pgid = proc.pid
+    SIGTERM, up to :data:`KILL_GRACE_S` for the worker to exit, then SIGKILL to the group,
+    so leftovers die even when they ignore SIGTERM."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGTERM)
+        os.killpg(proc.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(KILL_GRACE_S)
-    end = time.monotonic() + KILL_GRACE_S
-    while _group_alive(pgid) and time.monotonic() < end:
-        time.sleep(0.02)
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
     if proc.poll() is None:
         proc.kill()
         proc.wait()

@@ -384,7 +384,7 @@ def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
     if budget_bytes < least:
         raise PlanError(
             f"no schedule of {steps} steps fits in a budget of {budget_bytes} B; the smallest "
-            f"budget that works is {least} B ({least / 2**20:.2f} MiB: x_0 and the largest tape)"
+            f"budget that works is {least} B (x_0 and the largest tape)"
         )
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import ckptbench
 from ckptbench import measure, noise
 from ckptbench.analysis.summary import pool_by_mode, summarize
-from ckptbench.launch import Interrupted, Progress, RunEvent, run_mode
+from ckptbench.launch import Interrupted, Progress, RunEvent, run_mode, stop_reason
 from ckptbench.results import (
     MODES,
     Case,
@@ -173,6 +173,12 @@ def run_case(
                         progress(RunEvent("done", mode, k, case.rounds, result=results[-1]))
         except (Interrupted, KeyboardInterrupt) as err:
             partial = getattr(err, "partial", None)
+            order = [(k, m) for k in range(case.rounds) for m in round_order(modes, k)]
+            if partial is None and results and len(results) < len(order):
+                k, mode = order[len(results)]  # stopped between modes: say so in the file
+                why = f"stopped by {stop_reason(err)} before this mode started"
+                partial = ModeResult(mode=mode, status=Status.INTERRUPTED, error=why, round=k,
+                                     iterations_planned=case.repeats)  # fmt: skip
             if partial is not None:
                 results.append(partial)
             if results:  # nothing measured yet: no file (a result needs a mode)

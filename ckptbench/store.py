@@ -114,6 +114,7 @@ def check_output(
     replace: bool = False,
     append: bool = False,
     result: bool = False,
+    hint: str = "pass --force to replace it",
 ) -> None:
     """The rule for every file ckptbench writes (``what`` names the option): never through a
     link or over a non-regular file, never an input of the command (nor a ``*.json`` in an
@@ -143,7 +144,7 @@ def check_output(
             "replaces or appends to one"
         )
     if not replace and not append:
-        raise StoreError(f"{what} {p}: exists; pass --force to replace it")
+        raise StoreError(f"{what} {p}: exists; {hint}")
 
 
 @contextlib.contextmanager

@@ -115,7 +115,9 @@ def check_plugin(case: Case, *, worker: Sequence[str] | None = None) -> None:
     try:
         run_task(case, {"task": "check"}, worker=worker, timeout_s=case.timeout_s)
     except TaskError as err:
-        raise PluginError(f"--model {case.model}: {err}") from None
+        raise PluginError(
+            f"--model {case.model}: loading it in a fresh worker failed: {err}"
+        ) from None
 
 
 def probe_cuda(case: Case, *, worker: Sequence[str] | None = None) -> str | None:

@@ -214,6 +214,8 @@ def main() -> int:
         msg = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
         if isinstance(err, SystemExit):
             msg = f"SystemExit({err.code!r}) raised while running the job (a plug-in exited?)"
+        elif not isinstance(err, Exception):
+            msg = f"{msg} raised while running the job, though no signal came from ckptbench"
         traceback.print_exc(file=sys.stderr)
         with contextlib.suppress(OSError, ValueError):
             emit({"event": "result", "ok": False, "error": msg})

@@ -198,7 +198,7 @@ def explain_lines(result: RunResult) -> list[str]:
         )
         cvs = ", ".join(f"{m} {v:.1%}" for m, v in (s.get("time_cv") or {}).items())
         lines.append(
-            f"across {result.case.rounds} rounds: exact peaks spread by {parts}; "
+            f"across {len({m.round for m in result.modes})} rounds: exact peaks spread by {parts}; "
             f"iteration times vary by (CV) {cvs}"
         )
     plan = ckpt.plan if ckpt is not None else {}
