@@ -364,18 +364,30 @@ def check_plannable(
                         "here); use fewer steps")  # fmt: skip
 
 
+def _least_storage(sb: np.ndarray, tb: np.ndarray) -> int:
+    """The smallest storage peak of any schedule (exact in the given units). With x_i stored,
+    the rest [i, l) needs only its largest tape (restore x_i for every step); before storing,
+    a schedule can only keep tapes. So the least peak is min(sum of tapes, min over k of
+    tapes 0..k-1 kept + state x_k + largest tape of k..l-1)."""
+    kept = np.concatenate([[0], np.cumsum(tb)[:-1]])
+    largest_after = np.maximum.accumulate(tb[::-1])[::-1]
+    return int(min(int(tb.sum()), int((kept + sb + largest_after).min())))
+
+
 def min_budget_bytes(costs: Costs, steps: int, levels: int = DEFAULT_LEVELS) -> int:
-    """The smallest budget any schedule fits: x_0's slot and the largest tape, since with one
-    slot the plan restores x_0 for every step and tapes only the step it reverses. Memory is
-    planned in quanta (module doc), so the first budget from there whose rounded sizes hold
-    x_0 and that tape is returned."""
-    _, _, sb, tb = costs.per_step(steps)
-    need = sb[0] + max(tb)
-    for budget in range(need, need + 4 * (need // levels + 2)):
-        q, _ = _quantum(sb, tb, budget, levels)
-        if -(-sb[0] // q) + max(-(-x // q) for x in tb) <= budget // q:
+    """The smallest budget :func:`plan_optimal` plans with: from the least storage peak in
+    exact bytes (:func:`_least_storage`, below which no schedule fits), the first budget whose
+    rounded sizes (module doc: memory quanta) still fit; a budget is skipped when the peak in
+    quanta needs more, up to the next budget that holds it at that quantum."""
+    _, _, sb_list, tb_list = costs.per_step(steps)
+    sb, tb = np.asarray(sb_list, dtype=np.int64), np.asarray(tb_list, dtype=np.int64)
+    budget = _least_storage(sb, tb)
+    while True:
+        q, _ = _quantum(sb_list, tb_list, budget, levels)
+        need = _least_storage(-(-sb // q), -(-tb // q))
+        if need <= budget // q:
             return budget
-    return need + 4 * (need // levels + 2)  # pragma: no cover - rounding stays within 2q
+        budget = max(budget + 1, need * q)
 
 
 def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
@@ -384,7 +396,7 @@ def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
     if budget_bytes < least:
         raise PlanError(
             f"no schedule of {steps} steps fits in a budget of {budget_bytes} B; the smallest "
-            f"budget that works is {least} B (x_0 and the largest tape)"
+            f"budget that works is {least} B"
         )
 
 
