@@ -8,7 +8,7 @@ __all__ = ["__version__", "binomial_checkpoint"]
 
 
 def __getattr__(name: str):
-    # Lazy: keep `import ckptbench.revolve` free of numpy/autograd.
+    # Lazy: keep `import ckptbench.schedules` free of numpy/autograd.
     if name == "binomial_checkpoint":
         from ckptbench.checkpoint import binomial_checkpoint
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ckptbench.revolve import optimal_forward_steps
+from ckptbench.schedules import optimal_forward_steps
 
 __all__ = [
     "Built",

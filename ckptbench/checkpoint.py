@@ -1,6 +1,6 @@
 """``binomial_checkpoint``: run any checkpointing schedule as one autograd primitive.
 
-The executor interprets a :mod:`ckptbench.revolve` action stream (binomial checkpointing,
+The executor interprets a :mod:`ckptbench.schedules` action stream (binomial checkpointing,
 Griewank & Walther, "Algorithm 799: Revolve", ACM TOMS 26(1), 2000). The primitive's forward
 pass *is* the schedule's first sweep: it computes every output, places the snapshots and
 tapes the last step, so one gradient costs ``t(l, s) + l`` step evaluations. The vjp resumes
@@ -34,13 +34,12 @@ from autograd.tracer import isbox, new_box, toposort, trace_stack
 
 from ckptbench.backends import CheckpointStats, ExecutorCounters
 from ckptbench.planner import Costs, Plan, plan_optimal
-from ckptbench.revolve import (
+from ckptbench.schedules import (
     Action,
     ActionKind,
-    Strategy,
     check_int,
+    get_strategy,
     make_schedule,
-    to_strategy,
 )
 
 __all__ = ["CheckpointStats", "CheckpointedLoop", "binomial_checkpoint"]  # stats: backends
@@ -64,7 +63,7 @@ class _Run(ExecutorCounters):
         return self.frozen(
             lp.steps,
             lp.snaps,
-            lp.strategy.value,
+            lp.strategy.name,
             tape_bytes=lp.tape_bytes_of(0),
             peak_stored_bytes=self.peak_bytes,
         )
@@ -117,7 +116,7 @@ class CheckpointedLoop:
         post: Callable[[Any, Any], Any],
         steps: int,
         snaps: int | None = None,
-        strategy: Strategy | str = Strategy.REVOLVE,
+        strategy: str = "revolve",
         *,
         plan: Plan | None = None,
         tape_bytes: int = 0,
@@ -133,19 +132,21 @@ class CheckpointedLoop:
                 raise ValueError(f"plan must be a ckptbench.planner.Plan, got {type(plan)}")
             if plan.steps != self.steps:
                 raise ValueError(f"plan is for {plan.steps} steps, not steps={self.steps}")
-            self.strategy = Strategy.OPTIMAL
+            self.strategy = get_strategy("optimal")
             self.snaps = max(1, plan.slots)
             tb = plan.costs.tape_bytes
             self._tape_bytes = list(tb) if isinstance(tb, tuple) else [tb] * self.steps
         else:
-            self.strategy = to_strategy(strategy)
-            if self.strategy is Strategy.OPTIMAL:
+            self.strategy = get_strategy(strategy)
+            if self.strategy.planned:
                 raise ValueError(
                     "strategy optimal needs a plan, or costs and budget_bytes "
                     "(ckptbench.planner.plan_optimal)"
                 )
+            if self.strategy.stream is None:
+                raise ValueError(f"strategy {self.strategy.name} is not an action stream")
             if snaps is None:
-                raise ValueError(f"strategy {self.strategy.value} needs snaps")
+                raise ValueError(f"strategy {self.strategy.name} needs snaps")
             self.snaps = check_int("snaps", snaps)
             self._tape_bytes = [check_int("tape_bytes", tape_bytes, minimum=0)] * self.steps
         self.stats: CheckpointStats | None = None
@@ -155,7 +156,7 @@ class CheckpointedLoop:
     def __repr__(self) -> str:
         return (
             f"CheckpointedLoop(steps={self.steps}, snaps={self.snaps}, "
-            f"strategy={self.strategy.value!r})"
+            f"strategy={self.strategy.name!r})"
         )
 
     def __call__(self, params: Any, state0: Any, inputs: Any) -> Any:
@@ -403,7 +404,7 @@ def binomial_checkpoint(
     post: Callable[[Any, Any], Any],
     steps: int,
     snaps: int | None = None,
-    strategy: Strategy | str | None = None,
+    strategy: str | None = None,
     *,
     plan: Plan | None = None,
     costs: Costs | None = None,
@@ -437,9 +438,9 @@ def binomial_checkpoint(
         if costs is None or budget_bytes is None:
             raise ValueError("costs and budget_bytes go together")
         plan = plan_optimal(costs, steps, budget_bytes)
-    strat = Strategy.REVOLVE if strategy is None else to_strategy(strategy)
-    if plan is not None and strategy is not None and strat is not Strategy.OPTIMAL:
-        raise ValueError(f"a plan runs strategy optimal, not {strat.value}")
+    strat = get_strategy("revolve" if strategy is None else strategy)
+    if plan is not None and strategy is not None and not strat.planned:
+        raise ValueError(f"a plan runs strategy optimal, not {strat.name}")
     if plan is not None and tape_bytes:
         raise ValueError("a plan declares its own tape bytes")
     return CheckpointedLoop(f, post, steps, snaps, strat, plan=plan, tape_bytes=tape_bytes)

@@ -18,6 +18,8 @@ from pathlib import Path
 import click
 
 from ckptbench import __version__
+from ckptbench.results import Case
+from ckptbench.schedules import get_strategy, strategy_names
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -115,10 +117,21 @@ def output_options(func):
     )
 
 
+#: A case's defaults: `run` measures a cell the way `sweep` does unless told otherwise.
+CASE_DEFAULTS = Case()
+
 SNAPS_HELP = (
     "Snapshot slots, INCLUDING the one holding the initial state x_0 "
     "(the Revolve/pyrevolve convention)."
 )
+
+#: The strategies `schedule` and `profile` take: action streams set by snaps alone.
+SNAPS_STREAMS = [n for n in strategy_names(ours=True) if get_strategy(n).stream is not None]
+
+
+def _strategy_help(names: list[str]) -> str:
+    """One line per strategy from the registry, for --help."""
+    return "; ".join(f"{n}: {get_strategy(n).help}" for n in names) + "."
 
 
 @click.group(
@@ -146,10 +159,10 @@ def cli() -> None:
 @click.option("--snaps", type=POS, required=True, help=SNAPS_HELP)
 @click.option(
     "--strategy",
-    type=click.Choice(["revolve", "uniform", "store-all"]),
+    type=click.Choice(SNAPS_STREAMS),
     default="revolve",
     show_default=True,
-    help="revolve: optimal binomial; uniform: sqrt(n)-style equal segments; store-all.",
+    help=_strategy_help(SNAPS_STREAMS),
 )
 @click.option("--actions", is_flag=True, help="Print every action of the schedule.")
 @click.option("--time", "timed", is_flag=True, help="Time generating the full schedule.")
@@ -166,17 +179,13 @@ def schedule(
     or for --actions/--time, which refuse larger schedules.
     """
     from ckptbench.render import closed_form_table, schedule_table
-    from ckptbench.revolve import make_schedule, optimal_forward_steps, replay
+    from ckptbench.schedules import make_schedule, replay
 
-    evaluations = (
-        optimal_forward_steps(steps, min(snaps, steps)) + steps
-        if strategy == "revolve"
-        else 2 * steps - 1
-        if strategy == "store-all"
-        else None
-    )
-    small = evaluations is not None and evaluations <= ENUMERATE_LIMIT
-    if strategy == "uniform":
+    spec = get_strategy(strategy)
+    closed = spec.advances is not None
+    if closed:
+        small = spec.advances(steps, spec.effective_snaps(steps, snaps)) + steps <= ENUMERATE_LIMIT
+    else:  # no closed form: enumerate what is small enough
         small = steps <= ENUMERATE_LIMIT // 2 and min(steps, snaps) <= 20_000
     if (actions or timed) and not small:
         raise InputError(
@@ -185,9 +194,9 @@ def schedule(
             "these options come from the formulas)"
         )
     if not small:
-        if strategy == "uniform":
+        if not closed:
             raise InputError(
-                f"the uniform schedule has no closed form; {steps} steps is too many to "
+                f"the {strategy} schedule has no closed form; {steps} steps is too many to "
                 "enumerate here (use --strategy revolve for the formulas)"
             )
         _stdout_console().print(closed_form_table(steps, snaps, strategy))
@@ -413,13 +422,6 @@ def _check_size(case) -> None:
         )
 
 
-def _strategies() -> list[str]:
-    from ckptbench.results import EXTRA_STRATEGIES
-    from ckptbench.revolve import Strategy
-
-    return [s.value for s in Strategy] + list(EXTRA_STRATEGIES)
-
-
 @cli.command(epilog="Example:\n\n  ckptbench run --model lstm --steps 1000 --snaps 31")
 @click.option(
     "--model",
@@ -437,10 +439,10 @@ def _strategies() -> list[str]:
 )
 @click.option(
     "--strategy",
-    type=click.Choice(_strategies()),
+    type=click.Choice(strategy_names()),
     default="revolve",
     show_default=True,
-    help="torch-checkpoint: torch.utils.checkpoint over --snaps equal segments (the peer).",
+    help=_strategy_help(strategy_names()),
 )
 @click.option(
     "--backend",
@@ -471,14 +473,20 @@ def _strategies() -> list[str]:
     "docs/planner.md) instead of measuring them in a fresh worker first.",
 )
 @size_options
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option(
-    "--repeats", type=POS, default=1, show_default=True, help="Measured iterations per round."
+    "--warmup", type=click.IntRange(min=0), default=CASE_DEFAULTS.warmup, show_default=True
+)
+@click.option(
+    "--repeats",
+    type=POS,
+    default=CASE_DEFAULTS.repeats,
+    show_default=True,
+    help="Measured iterations per round.",
 )
 @click.option(
     "--rounds",
     type=POS,
-    default=6,
+    default=CASE_DEFAULTS.rounds,
     show_default=True,
     help="Measure every mode this many times, each in a fresh worker, in rotated order; "
     "the slowdown's 95% interval comes from the spread between rounds.",
@@ -542,7 +550,7 @@ def run(
     from ckptbench.planner import PlanError
     from ckptbench.render import explain_lines, failure_lines, headline, run_table, warning_lines
     from ckptbench.render.console import mode_progress, stderr_console
-    from ckptbench.results import SNAPS_IGNORED, Case, result_to_dict
+    from ckptbench.results import Case, result_to_dict, snaps_ignored
     from ckptbench.runner import run_case
     from ckptbench.tasks import CostsError, check_plugin, probe_cuda
 
@@ -553,7 +561,7 @@ def run(
     if set(expect_oom) - {m.value for m in mode_list}:
         raise InputError("--expect-oom names a mode that --modes does not run")
     given = click.get_current_context().get_parameter_source("snaps")
-    if strategy in SNAPS_IGNORED and given is click.core.ParameterSource.DEFAULT:
+    if snaps_ignored(strategy) and given is click.core.ParameterSource.DEFAULT:
         snaps = steps  # not given and not used: no note
     try:
         case = Case(
@@ -710,9 +718,7 @@ def _check_torch(case) -> None:
 @click.option("--model", default="lstm", show_default=True, help="As for run.")
 @click.option("--steps", type=POS, default=50, show_default=True, help="Sequence length l.")
 @click.option("--snaps", type=POS, default=5, show_default=True, help=SNAPS_HELP)
-@click.option(
-    "--strategy", type=click.Choice(["revolve", "uniform", "store-all"]), default="revolve"
-)
+@click.option("--strategy", type=click.Choice(SNAPS_STREAMS), default="revolve", show_default=True)
 @click.option(
     "--mode",
     type=click.Choice(["checkpointed", "normal", "baseline"]),

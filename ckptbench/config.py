@@ -41,7 +41,7 @@ from typing import Any
 
 from ckptbench.inputs import read_text_limited
 from ckptbench.results import Case, CaseError
-from ckptbench.revolve import Strategy
+from ckptbench.schedules import STRATEGIES, Setting, get_strategy
 
 __all__ = [
     "EXPECT_KEYS",
@@ -55,7 +55,6 @@ __all__ = [
 
 CASE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Case))
 TOP_KEYS = ("name", "description", "case", "grid", "expect")
-STRATEGIES = tuple(s.value for s in Strategy)
 #: A sweep config larger than this is not one (read in a bounded way: ``/dev/zero`` ends).
 MAX_CONFIG_BYTES = 4 * 2**20
 
@@ -114,12 +113,6 @@ class SweepConfig:
     def expect_for(self, case: Case) -> Expect:
         """The thresholds for one cell: [expect] with its strategy's overrides applied."""
         return self.expect_by_strategy.get(case.strategy, self.expect)
-
-    def case_for(self, key: str) -> Case | None:
-        for case in self.cases:
-            if case.key == key:
-                return case
-        return None
 
 
 # --------------------------------------------------------------------------- locating lines
@@ -252,21 +245,30 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
 
 #: Fields a value needs beside it to be checked on its own (the cell itself is checked whole).
 _COMPANIONS: dict[tuple[str, Any], dict[str, Any]] = {
-    ("strategy", "optimal"): {"budget_bytes": 1},
-    ("strategy", "torch-checkpoint"): {"backend": "torch"},
     ("device", "cuda"): {"backend": "torch"},
     ("budget_bytes", "*"): {"strategy": "optimal"},
     ("budget_bytes", None): {},
 }
 
 
+def _companions(key: str, value: Any) -> dict[str, Any]:
+    """What ``key = value`` needs beside it: a strategy's budget and backend come from the
+    strategy registry, the rest from :data:`_COMPANIONS`."""
+    if key == "strategy" and value in STRATEGIES:
+        spec = get_strategy(value)
+        extra: dict[str, Any] = {"budget_bytes": 1} if spec.setting is Setting.BUDGET else {}
+        if "autograd" not in spec.backends:
+            extra["backend"] = sorted(spec.backends)[0]
+        return extra
+    hashable = value if isinstance(value, (str, int, float, type(None))) else None
+    return _COMPANIONS.get((key, hashable), _COMPANIONS.get((key, "*"), {}))
+
+
 def _check_case_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) -> None:
     if key not in CASE_FIELDS:
         raise r.error(f"unknown case key (known: {', '.join(CASE_FIELDS)})", table, key, index)
     try:
-        hashable = value if isinstance(value, (str, int, float, type(None))) else None
-        extra = _COMPANIONS.get((key, hashable), _COMPANIONS.get((key, "*"), {}))
-        Case(**{**extra, key: value})
+        Case(**{**_companions(key, value), key: value})
     except CaseError as err:
         raise r.error(str(err), table, key, index) from None
     except TypeError as err:  # pragma: no cover - Case(**{known: value}) only fails on values

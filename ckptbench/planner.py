@@ -7,7 +7,7 @@ Eyraud-Dubois, Herrmann, Joly & Shilova, "Optimal checkpointing for heterogeneou
 how to train deep neural networks with limited memory" (2019, the ``rotor`` tool) give a
 dynamic program over chains whose steps each have a forward cost, a taped-forward-plus-
 reverse cost, a state size and a tape size. This module is our version of that program for
-the :mod:`ckptbench.revolve` vocabulary (ADVANCE, TAKESHOT, RESTORE, TAPE, REVERSE,
+the :mod:`ckptbench.schedules` vocabulary (ADVANCE, TAKESHOT, RESTORE, TAPE, REVERSE,
 FIRSTURN/YOUTURN).
 
 Cost model (:func:`predict` scores any action stream with it, so Revolve, equal segments and
@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from ckptbench.revolve import (
+from ckptbench.schedules import (
     Action,
     ActionKind,
     ScheduleError,
@@ -236,7 +236,7 @@ class Prediction:
 
 
 def predict(actions: Iterable[Action], steps: int, costs: Costs) -> Prediction:
-    """Replay ``actions`` (checked like :func:`ckptbench.revolve.replay_bytes`) and score them.
+    """Replay ``actions`` (checked like :func:`ckptbench.schedules.replay_bytes`) and score them.
 
     Example: Revolve with 31 slots on 1000 steps, forward 0.4 ms, taped 2.5 ms, 64 KiB
     states, 440 KiB tapes: time = 2439 * 0.4 ms + 1000 * 2.5 ms = 3.4756 s and peak =

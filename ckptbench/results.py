@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ckptbench.revolve import Strategy
+from ckptbench.schedules import Setting, get_strategy
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -84,10 +84,12 @@ MODES: tuple[Mode, ...] = (Mode.BASELINE, Mode.NORMAL, Mode.CHECKPOINTED)
 SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s")
 #: Case fields that only limit a measurement (not part of the key either).
 LIMIT_FIELDS = ("timeout_s", "memory_limit_bytes")
-#: Strategies that are not action streams of ``ckptbench.revolve``.
-EXTRA_STRATEGIES = ("torch-checkpoint",)
-SNAPS_IGNORED = ("store-all", "optimal")  #: strategies that do not use snaps (Case.effective)
-MAX_INT = 2**63 - 1
+MAX_INT = 2**63 - 1  #: the largest integer a case field holds
+
+
+def snaps_ignored(strategy: str) -> bool:  # store-all, budget: cases record snaps = steps
+    s = get_strategy(strategy)
+    return s.setting is Setting.BUDGET or s.effective_snaps(2, 1) == 2
 
 
 def _pos_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -127,8 +129,8 @@ class Case:
     output: int = 1  # readout size per step (a scalar prediction per step by default)
     seed: int = 0
     warmup: int = 1
-    repeats: int = 3
-    rounds: int = 1  # fresh workers per mode, in rotated order (see runner)
+    repeats: int = 1  # measured iterations per round
+    rounds: int = 6  # fresh workers per mode, in rotated order (see runner)
     threads: int = 1
     timeout_s: float | None = 900.0
     memory_limit_bytes: int | None = None
@@ -142,18 +144,20 @@ class Case:
         _pos_int("output", self.output)
         _pos_int("warmup", self.warmup, minimum=0)
         _pos_int("seed", self.seed, minimum=0)
-        names = [s.value for s in Strategy] + list(EXTRA_STRATEGIES)
-        if self.strategy not in names:
-            raise CaseError(f"unknown strategy {self.strategy!r} (choose from {', '.join(names)})")
+        try:
+            spec = get_strategy(self.strategy)
+        except ValueError as err:
+            raise CaseError(str(err)) from None
         _choice("backend", self.backend, Backend)
         _choice("device", self.device, Device)
         if self.backend == Backend.AUTOGRAD.value and self.device != Device.CPU.value:
             raise CaseError(f"device {self.device!r} needs --backend torch (autograd is CPU-only)")
-        if self.strategy == "torch-checkpoint" and self.backend != Backend.TORCH.value:
-            raise CaseError("strategy 'torch-checkpoint' needs --backend torch")
-        if self.strategy == "optimal":
+        if self.backend not in spec.backends:
+            runs_on = " or ".join(f"--backend {b}" for b in sorted(spec.backends))
+            raise CaseError(f"strategy {spec.name!r} needs {runs_on}")
+        if spec.setting is Setting.BUDGET:
             if self.budget_bytes is None:
-                raise CaseError("strategy 'optimal' needs a byte budget (--budget)")
+                raise CaseError(f"strategy {spec.name!r} needs a byte budget (--budget)")
             _pos_int("budget_bytes", self.budget_bytes)
         elif self.budget_bytes is not None:
             raise CaseError("a byte budget (--budget) is only used by strategy 'optimal'")
@@ -185,19 +189,15 @@ class Case:
         )
 
     def effective(self) -> tuple[Case, tuple[str, ...]]:
-        """The case as it will really run, and a note for every value that was clamped.
-
-        More slots than steps are never used, so ``snaps`` is clamped to ``steps``; strategies
-        that ignore it (:data:`SNAPS_IGNORED`) record ``snaps = steps``, as sweeps do.
-        """
-        if self.strategy in SNAPS_IGNORED and self.snaps != self.steps:
+        """The case as it will run (snaps clamped, or = steps where unused), and a note."""
+        if snaps_ignored(self.strategy) and self.snaps != self.steps:
             note = f"--snaps {self.snaps} is not used by strategy {self.strategy}; recorded as "
             note += f"{self.steps}, so every command gives this case one key"
-        elif self.snaps > self.steps and self.strategy != "torch-checkpoint":
-            note = f"--snaps {self.snaps} clamped to {self.steps}: a chain of {self.steps} "
-            note += "steps never uses more slots than steps"
         elif self.snaps > self.steps:
-            note = f"--snaps {self.snaps} clamped to {self.steps}: at most one segment per step"
+            segments = get_strategy(self.strategy).setting is Setting.SEGMENTS
+            note = f"--snaps {self.snaps} clamped to {self.steps}: " + (
+                "at most one segment per step" if segments else "never more slots than steps"
+            )
         else:
             return self, ()
         return replace(self, snaps=self.steps), (note,)

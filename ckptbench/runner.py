@@ -33,7 +33,7 @@ from ckptbench.results import (
     Status,
     save_result,
 )
-from ckptbench.revolve import Strategy, optimal_forward_steps
+from ckptbench.schedules import get_strategy
 from ckptbench.tasks import measure_costs
 from ckptbench.workloads import plugin_provenance
 
@@ -58,7 +58,8 @@ def _grad_error(normal_path: str, ckpt_path: str) -> float | None:
 
 
 def _verify(case: Case, result: ModeResult, grad_err: float | None) -> ModeResult:
-    """Fail a checkpointed result whose gradient or (for revolve) step count is wrong."""
+    """Fail a checkpointed result whose gradient or step count is wrong (the count a
+    strategy plans: its closed form, a replay of its stream, or the recorded plan's)."""
     result = replace(result, grad_max_rel_err=grad_err)
     if grad_err is not None and not grad_err <= GRAD_TOLERANCE:
         return replace(
@@ -67,15 +68,15 @@ def _verify(case: Case, result: ModeResult, grad_err: float | None) -> ModeResul
             error=f"gradient differs from the plain gradient: max rel err {grad_err:.3g} "
             f"> {GRAD_TOLERANCE:g}",
         )
-    if case.strategy == Strategy.REVOLVE.value:
-        want = optimal_forward_steps(case.steps, min(case.snaps, case.steps)) + case.steps
-        got = result.counters.get("step_calls")
-        if got is not None and got != want:
-            return replace(
-                result,
-                status=Status.FAILED,
-                error=f"step evaluations {got} != optimal {want} (t(l,s) + l)",
-            )
+    counts = get_strategy(case.strategy).step_counts(case.steps, case.snaps, result.plan)
+    got = result.counters.get("step_calls")
+    if counts is not None and got is not None and got != sum(counts):
+        return replace(
+            result,
+            status=Status.FAILED,
+            error=f"step evaluations {got} != planned {sum(counts)} "
+            f"({counts[0]} advances + {counts[1]} taped)",
+        )
     return result
 
 

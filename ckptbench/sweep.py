@@ -38,7 +38,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +61,7 @@ from ckptbench.store import (
     read_manifest,
     write_manifest,
 )
+from ckptbench.sweep_cells import CellOutcome, CellState
 from ckptbench.sweep_progress import Progress, ProgressTracker, SweepProgress, cell_cost
 
 __all__ = [
@@ -86,46 +86,6 @@ RunCell = Callable[..., RunResult]  # run_cell(case, *, out_path=..., progress=.
 
 class SweepError(ValueError):
     """The sweep cannot start (existing results without --resume, no Dask workers, ...)."""
-
-
-class CellState(Enum):
-    MEASURED = "measured"  # measured in this sweep (the result may still have failed modes)
-    KEPT = "kept"  # resume: a complete result was already in the folder
-    ERROR = "error"  # the cell runner raised; no file written
-    CONFLICT = "conflict"  # resume: unreadable/foreign file or other settings; left alone
-    PENDING = "pending"  # manifest only: not reached yet
-    RUNNING = "running"  # manifest only: being measured (seen after a kill)
-
-
-@dataclass(frozen=True)
-class CellOutcome:
-    """What happened to one cell."""
-
-    case: Case
-    path: Path
-    state: CellState
-    ok: bool | None = None  # every mode measured OK (None: no result)
-    host: str = ""
-    worker: str = ""  # Dask worker address, when run on Dask
-    error: str | None = None
-    duration_s: float | None = None
-
-    @property
-    def key(self) -> str:
-        return self.case.key
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "file": self.path.name,
-            "state": self.state.value,
-            "ok": self.ok,
-            "host": self.host,
-            "worker": self.worker,
-            "error": self.error,
-            "duration_s": self.duration_s,
-            "case": self.case.to_dict(),
-        }
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ckptbench.results import Case, Mode, ModeResult
-from ckptbench.revolve import make_schedule, optimal_forward_steps, replay
-
-if TYPE_CHECKING:
-    from ckptbench.sweep import CellOutcome
+from ckptbench.schedules import get_strategy
+from ckptbench.sweep_cells import CellOutcome
 
 __all__ = [
     "Progress",
@@ -95,27 +93,11 @@ def cell_cost(case: Case) -> int:
     return case.rounds * (case.warmup + case.repeats) * (7 * case.steps + _planned_advances(case))
 
 
-#: Above this many steps a uniform schedule is not enumerated for the ETA.
-ENUMERATE_STEPS = 100_000
-
-
 @lru_cache(maxsize=1024)
 def _planned_advances_of(strategy: str, steps: int, snaps: int) -> int:
-    """Untaped advances of a schedule: the closed form where there is one (revolve,
-    store-all), a replay of small uniform schedules, else Revolve's t(l, s) as a lower bound
-    (optimal plans and torch's segments: about one extra forward sweep, l)."""
-    if strategy == "revolve":
-        return optimal_forward_steps(steps, snaps)
-    if strategy == "store-all":
-        return steps - 1
-    if strategy == "uniform" and steps <= ENUMERATE_STEPS:
-        try:
-            return replay(make_schedule(strategy, steps, snaps), steps, snaps).advances
-        except ValueError:  # pragma: no cover - Case validation makes every schedule valid
-            return steps
-    if strategy == "uniform":
-        return optimal_forward_steps(steps, snaps)
-    return steps
+    """Untaped advances of a cell for the ETA, from the strategy registry: exact where a
+    closed form or a cheap replay gives them, else a lower bound or one extra sweep."""
+    return get_strategy(strategy).estimated_advances(steps, snaps)
 
 
 #: Seconds per unit of :func:`cell_cost` for the reference LSTM (hidden 256, batch 16, input

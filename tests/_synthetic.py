@@ -13,7 +13,7 @@ import numpy as np
 
 from ckptbench.analysis import summarize
 from ckptbench.results import MODES, Case, Iteration, Mode, ModeResult, RunResult, Status
-from ckptbench.revolve import make_schedule, replay
+from ckptbench.schedules import make_schedule, replay
 
 MIB = 2**20
 PAGE = 4096

@@ -85,7 +85,7 @@ def main() -> int:
         if iter_sleep is not None:
             time.sleep(float(iter_sleep))
         emit({"event": "iteration", "warmup": k < case["warmup"], "index": k, "record": record})
-    from ckptbench.revolve import optimal_forward_steps
+    from ckptbench.schedules import optimal_forward_steps
 
     t = optimal_forward_steps(steps, min(snaps, steps))
     counters = {"step_calls": steps}

@@ -11,7 +11,7 @@ import pytest
 
 from ckptbench import binomial_checkpoint
 from ckptbench.planner import Costs, plan_optimal, predict
-from ckptbench.revolve import optimal_forward_steps, replay, schedule, uniform_schedule
+from ckptbench.schedules import optimal_forward_steps, replay, schedule, uniform_schedule
 
 B, H, I = 3, 5, 4
 

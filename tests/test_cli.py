@@ -15,7 +15,7 @@ from ckptbench.analysis import mode_peak_bytes
 from ckptbench.analysis.intervals import slowdown_estimate
 from ckptbench.cli import cli, main, parse_bytes, parse_seconds
 from ckptbench.results import SCHEMA_VERSION, Mode, Status
-from ckptbench.revolve import optimal_forward_steps
+from ckptbench.schedules import optimal_forward_steps
 from ckptbench.store import load_result
 
 FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]

@@ -8,7 +8,7 @@ import pytest
 
 from ckptbench.config import ConfigError, Expect, load_config, parse_config
 from ckptbench.results import Case
-from ckptbench.revolve import optimal_forward_steps
+from ckptbench.schedules import optimal_forward_steps
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -13,7 +13,7 @@ from ckptbench.config import Expect, load_config
 from ckptbench.gate import check, expectations_from_manifests, run_check
 from ckptbench.render import check_markdown, check_text
 from ckptbench.results import Mode, Status, save_result
-from ckptbench.revolve import optimal_forward_steps
+from ckptbench.schedules import optimal_forward_steps
 from ckptbench.sweep import run_sweep
 
 CI_CONFIG = load_config(Path(__file__).resolve().parents[1] / "configs" / "ci.toml")

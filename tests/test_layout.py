@@ -12,7 +12,7 @@ HEAVY = ("rich", "pandas", "matplotlib")
 LONG_MODULES = {
     "ckptbench.cli": "every command's options; the run/schedule commands are being reworked",
     "ckptbench.measure": "the measurement protocol, kept in one place",
-    "ckptbench.revolve": "the schedules and their closed forms, kept with their proofs",
+    "ckptbench.schedules": "the schedules and their closed forms, kept with their proofs",
     "ckptbench.checkpoint": "one executor: forward sweep, reverse sweep, counters and timers",
     "ckptbench.planner": "the dynamic program, its plan emission and the comparison at a budget",
 }

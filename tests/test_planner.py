@@ -13,7 +13,7 @@ from _imports import loaded_after_import
 
 from ckptbench import planner
 from ckptbench.planner import Costs, PlanError, compare_at_budget, costs_from_json, predict
-from ckptbench.revolve import (
+from ckptbench.schedules import (
     Action,
     ActionKind,
     ScheduleError,

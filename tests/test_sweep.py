@@ -311,7 +311,8 @@ def test_default_cell_runner_is_the_real_runner(tmp_path: Path, monkeypatch) -> 
     fake = [sys.executable, str(TESTS / "fake_worker.py")]
     monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(fake))
     config = _config(
-        "[case]\nmodel = 'rnn'\nsteps = 20\nrepeats = 2\nwarmup = 0\n[grid]\nsnaps = [4]\n"
+        "[case]\nmodel = 'rnn'\nsteps = 20\nrepeats = 2\nwarmup = 0\nrounds = 1\n"
+        "[grid]\nsnaps = [4]\n"
     )
     modes_seen: list[str] = []
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ckptbench.analysis import intervals, stability
 from ckptbench.results import Case, Mode, ModeResult, pool_rounds
-from ckptbench.revolve import optimal_forward_steps
+from ckptbench.schedules import get_strategy
 
 __all__ = [
     "BUSY_CPU_SHARE",
@@ -85,10 +85,8 @@ def mode_time_s(result: ModeResult) -> float | None:
 
 
 def effective_snaps(case: Case) -> int:
-    """Slots a case's schedule may use: store-all keeps every state, whatever --snaps says."""
-    if case.strategy == "store-all":
-        return case.steps
-    return min(case.snaps, case.steps)
+    """Slots a case's schedule may use (store-all keeps every state, whatever --snaps says)."""
+    return get_strategy(case.strategy).effective_snaps(case.steps, case.snaps)
 
 
 def ratio(num: float | None, den: float | None) -> float | None:
@@ -191,15 +189,11 @@ def pool_by_mode(results: Sequence[ModeResult]) -> list[ModeResult]:
 
 
 def optimum_advances(case: Case, ckpt: ModeResult | None) -> int | None:
-    """The advances a cell's checkpointed mode should make: Revolve's t(l, s) for the
-    action-stream strategies (a lower bound for uniform), the plan's own count for
-    ``optimal``, and None for a peer (torch-checkpoint) whose schedule is not ours."""
-    if case.strategy in ("revolve", "uniform", "store-all"):
-        return optimal_forward_steps(case.steps, effective_snaps(case))
-    if case.strategy == "optimal" and ckpt is not None and ckpt.plan:
-        advances = ckpt.plan.get("advances")
-        return int(advances) if isinstance(advances, int) else None
-    return None
+    """The advances a cell's checkpointed mode should make, from the strategy registry:
+    Revolve's t(l, s) for the action streams set by snaps (a lower bound for uniform), the
+    plan's own count for ``optimal``, and None for a peer whose schedule is not ours."""
+    plan = ckpt.plan if ckpt is not None else None
+    return get_strategy(case.strategy).optimum_advances(case.steps, case.snaps, plan)
 
 
 def _device_figures(modes: Sequence[ModeResult]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from ckptbench.render.run import (
     schedule_table,
     warning_lines,
 )
-from ckptbench.render.table import Column, Table, to_csv, to_html, to_json, to_markdown, to_text
+from ckptbench.render.table import Column, Table, to_csv, to_html, to_markdown, to_text
 from ckptbench.render.verdicts import check_junit, check_markdown, check_text
 
 __all__ = [
@@ -76,7 +76,6 @@ __all__ = [
     "schedule_table",
     "to_csv",
     "to_html",
-    "to_json",
     "to_markdown",
     "to_text",
     "unmatched_lines",

@@ -20,8 +20,8 @@ from typing import Any
 
 from ckptbench.analysis import differing_fields, summarize
 from ckptbench.render.format import MIB, cell_labels, fmt_bytes
-from ckptbench.results import EXTRA_STRATEGIES, Case, RunResult
-from ckptbench.revolve import Strategy, optimal_forward_steps
+from ckptbench.results import Case, RunResult
+from ckptbench.schedules import STRATEGIES, Setting, get_strategy, optimal_forward_steps
 
 __all__ = [
     "DPI",
@@ -38,13 +38,6 @@ DPI = 150
 WIDTH_IN = 9.3  # 1400 px at DPI
 
 _MODE_COLORS = {"baseline": "#777777", "normal": "#d62728", "checkpointed": "#1f77b4"}
-_STRATEGY_MARKERS = {
-    "revolve": "o",
-    "uniform": "s",
-    "store-all": "^",
-    "optimal": "D",
-    "torch-checkpoint": "v",
-}
 
 
 def _figure(height: float = 3.8, ncols: int = 1, width: float = WIDTH_IN) -> tuple[Any, Any]:
@@ -156,28 +149,25 @@ def _fit_line(xs: list[float], ys: list[float]) -> tuple[float, float] | None:
     return my - slope * mx, slope
 
 
-#: Every strategy a cell may have: our action streams, then the peers.
-_STRATEGIES = (*(s.value for s in Strategy), *EXTRA_STRATEGIES)
-
-
 def _point_label(strategy: str, setting: int) -> str:
-    if strategy == "optimal":
+    kind = get_strategy(strategy).setting
+    if kind is Setting.BUDGET:
         return f"{setting / MIB:g} MiB"
-    if strategy == "torch-checkpoint":
+    if kind is Setting.SEGMENTS:
         return f"{setting} seg"
     return f"s={setting}"
 
 
 def _points(results: Sequence[RunResult], strategy: str) -> list[tuple[int, float, float, Any]]:
     """(setting, checkpointed overhead MiB, slowdown, forward steps) of a strategy's cells;
-    the setting is snaps (segments for torch-checkpoint, the byte budget for optimal)."""
+    the setting is what the strategy is set by (snaps, a peer's segments, a byte budget)."""
     pts = []
     for r in results:
         if r.case.strategy != strategy:
             continue
         s = summarize(r.case, r.modes)
         over = s["overhead_bytes"].get("checkpointed")
-        setting = r.case.budget_bytes if strategy == "optimal" else r.case.snaps
+        setting = get_strategy(strategy).setting_of(r.case.snaps, r.case.budget_bytes)
         if over is not None and s["slowdown"] is not None:
             pts.append((setting or 0, over / MIB, s["slowdown"], s["forward_steps"]))
     return sorted(pts)
@@ -202,8 +192,8 @@ def plot_tradeoff(
     xs_all: list[float] = []
     revolve_pts: list[tuple[int, float, float, Any]] = []
     recompute: list[float] = []
-    for name in _STRATEGIES:
-        marker = _STRATEGY_MARKERS.get(name, "o")
+    for name, spec in STRATEGIES.items():
+        marker = spec.marker
         pts = _points(results, name)
         old = _points(before, name)
         if old:
@@ -225,7 +215,7 @@ def plot_tradeoff(
                 _point_label(name, snaps), (mem, slow), fontsize=6, xytext=(3, 3),
                 textcoords="offset points",
             )  # fmt: skip
-        if name == "optimal":
+        if spec.setting is Setting.BUDGET:
             continue  # its snaps are not a setting: no point on the recomputation panel
         measured = [(p[0], p[3] / steps) for p in pts if p[3] is not None]
         if measured:
@@ -236,7 +226,7 @@ def plot_tradeoff(
                 label=f"{name} measured",
             )
             recompute += [m[1] for m in measured]
-        if name == Strategy.REVOLVE.value:
+        if name == "revolve":
             revolve_pts = pts
     if not xs_all:
         _no_data(ax1, "no cell with checkpointed overhead and slowdown")
@@ -276,20 +266,18 @@ def plot_evaluations(results: Sequence[RunResult]) -> Any:
     """Measured step evaluations of every cell against the optimum t(l,s)+l (diagonal)."""
     fig, ax = _figure(4.0, width=6.0)
     values: list[float] = []
-    for strat in Strategy:
+    for strat in STRATEGIES.values():
         pts = []
         for r in results:
             s = summarize(r.case, r.modes)
             if (
-                r.case.strategy == strat.value
+                r.case.strategy == strat.name
                 and s["step_evaluations"] is not None
                 and s["step_evaluations_optimal"] is not None
             ):
                 pts.append((s["step_evaluations_optimal"], s["step_evaluations"]))
         if pts:
-            ax.plot(
-                *zip(*pts, strict=True), _STRATEGY_MARKERS.get(strat.value, "o"), label=strat.value
-            )
+            ax.plot(*zip(*pts, strict=True), strat.marker, label=strat.name)
             values += [v for p in pts for v in p]
     ax.set_title("step evaluations: measured vs optimal", fontsize=9)
     if not values:

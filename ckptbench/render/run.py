@@ -10,7 +10,13 @@ from ckptbench.analysis import busy_modes, mode_peak_bytes
 from ckptbench.render.format import fmt_bytes, fmt_ratio, fmt_time, fmt_time_spread
 from ckptbench.render.table import Column, Table
 from ckptbench.results import Mode, RunResult, Status
-from ckptbench.revolve import ReplayStats, optimal_forward_steps, repetition_number
+from ckptbench.schedules import (
+    ReplayStats,
+    Setting,
+    get_strategy,
+    optimal_forward_steps,
+    repetition_number,
+)
 
 __all__ = [
     "closed_form_table",
@@ -55,10 +61,11 @@ def _with_ci(value: float | None, ci: list[float] | None, digits: int) -> str:
 def _setting(result: RunResult) -> str:
     c = result.case
     backend = "" if c.backend == "autograd" else f" on {c.backend}/{c.device}"
-    if c.strategy == "optimal":
-        what = f"optimal within {fmt_bytes(c.budget_bytes)}"
-    elif c.strategy == "torch-checkpoint":
-        what = f"torch.utils.checkpoint, {c.snaps} segments"
+    spec = get_strategy(c.strategy)
+    if spec.setting is Setting.BUDGET:
+        what = f"{c.strategy} within {fmt_bytes(c.budget_bytes)}"
+    elif spec.setting is Setting.SEGMENTS:
+        what = f"{spec.label}, {c.snaps} segments"
     else:
         what = f"{c.snaps} snaps ({c.strategy})"
     ran = len({m.round for m in result.modes})  # an interrupted run ran fewer

@@ -6,7 +6,7 @@ the columns that show them. Exporters:
 * :func:`to_text` — aligned plain text that fits a width: columns of lower priority are
   left out (and named in a note) until the table fits; a cell is never cut or wrapped;
 * :func:`to_markdown` — a GitHub table of the displayed columns;
-* :func:`to_csv` and :func:`to_json` — every column, raw values, machine-readable;
+* :func:`to_csv` — every column, raw values, machine-readable;
 * :func:`to_html` — an HTML table of the displayed columns;
 * the table is also a rich renderable: printed on a console it takes the console's width.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import html
 import io
-import json
 import math
 import textwrap
 from collections.abc import Callable, Sequence
@@ -28,7 +27,6 @@ __all__ = [
     "Table",
     "to_csv",
     "to_html",
-    "to_json",
     "to_markdown",
     "to_text",
 ]
@@ -195,12 +193,6 @@ def to_csv(table: Table) -> str:
     for r in table.records:
         writer.writerow(["" if _raw(r.get(c.key)) is None else r.get(c.key) for c in table.columns])
     return buf.getvalue()
-
-
-def to_json(table: Table) -> str:
-    """The raw records as a JSON list (missing values null)."""
-    records = [{c.key: _raw(r.get(c.key)) for c in table.columns} for r in table.records]
-    return json.dumps(records, indent=1) + "\n"
 
 
 def to_html(table: Table, row_classes: Sequence[str] | None = None) -> str:

@@ -9,7 +9,7 @@ Submodules:
 
 * ``workloads`` — ``TorchRNN`` and ``TorchLSTM`` (the math of ``ckptbench.workloads``, the
   initial values of the same numpy draws) and plug-ins with torch tensors;
-* ``executor`` — ``revolve_checkpoint``: any :mod:`ckptbench.revolve` action stream as one
+* ``executor`` — ``revolve_checkpoint``: any :mod:`ckptbench.schedules` action stream as one
   ``torch.autograd.Function`` (Griewank & Walther, Algorithm 799: Revolve, 2000);
 * ``peer`` — ``torch.utils.checkpoint`` over equal segments, measured beside it;
 * ``modes`` — ``build_gradient(case, mode)``, the torch twin of the worker's;

@@ -1,6 +1,6 @@
 """``revolve_checkpoint``: run a checkpointing schedule as one ``torch.autograd.Function``.
 
-The executor interprets a :mod:`ckptbench.revolve` action stream (binomial checkpointing,
+The executor interprets a :mod:`ckptbench.schedules` action stream (binomial checkpointing,
 Griewank & Walther, "Algorithm 799: Revolve", ACM TOMS 26(1), 2000; uniform segments and
 store-all come from the same vocabulary) with PyTorch, the way ``ckptbench.checkpoint`` does
 with autograd (see docs/architecture.md):
@@ -14,7 +14,7 @@ with autograd (see docs/architecture.md):
   parameter leaves, and torch's ``AccumulateGrad`` adds into their ``.grad`` buffers.
 
 One gradient therefore evaluates ``step`` exactly ``t(l, s) + l`` times with
-``strategy="revolve"`` (t from :func:`ckptbench.revolve.optimal_forward_steps`), and keeps at
+``strategy="revolve"`` (t from :func:`ckptbench.schedules.optimal_forward_steps`), and keeps at
 most ``snaps`` states plus one step's graph alive. ``loop.stats`` has the counters under the
 names of ``ckptbench.checkpoint.CheckpointStats``.
 """
@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from ckptbench.backends import CheckpointStats, ExecutorCounters
-from ckptbench.revolve import Action, ActionKind, Strategy, make_schedule
+from ckptbench.schedules import Action, ActionKind, StrategySpec, get_strategy, make_schedule
 from ckptbench.torch_backend.trees import check_state, flatten_tree, state_signature
 
 __all__ = ["RevolveLoop", "TorchCheckpointStats", "UnknownActionError", "revolve_checkpoint"]
@@ -75,7 +75,7 @@ class _Run(ExecutorCounters):
         return self.frozen(
             lp.steps,
             lp.snaps,
-            lp.strategy.value,
+            lp.strategy.name,
             tape_bytes=0,
             peak_stored_bytes=self.peak_live * self.state_bytes,
         )
@@ -126,7 +126,7 @@ class RevolveLoop:
         post: Callable[[Any, Any], Any],
         steps: int,
         snaps: int,
-        strategy: Strategy | str = Strategy.REVOLVE,
+        strategy: StrategySpec | str = "revolve",
     ) -> None:
         if not callable(step) or not callable(post):
             raise ValueError("step and post must be callables")
@@ -139,7 +139,7 @@ class RevolveLoop:
 
     def __repr__(self) -> str:
         return (
-            f"RevolveLoop(steps={self.steps}, snaps={self.snaps}, strategy={self.strategy.value!r})"
+            f"RevolveLoop(steps={self.steps}, snaps={self.snaps}, strategy={self.strategy.name!r})"
         )
 
     def __call__(self, params: Any, state0: Any, inputs: torch.Tensor) -> torch.Tensor:
@@ -323,7 +323,7 @@ def revolve_checkpoint(
     post: Callable[[Any, Any], Any],
     steps: int,
     snaps: int,
-    strategy: Strategy | str = "revolve",
+    strategy: StrategySpec | str = "revolve",
 ) -> RevolveLoop:
     """Checkpointed ``loop(params, state0, inputs)`` for ``state = step(params, state, x)``.
 
@@ -374,16 +374,13 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
-#: Strategies whose schedules come from ``make_schedule`` with snaps alone.
-SCHEDULE_STRATEGIES: tuple[str, ...] = ("revolve", "uniform", "store-all")
-
-
-def _as_strategy(strategy: Strategy | str) -> Strategy:
-    name = strategy.value if isinstance(strategy, Strategy) else strategy
-    if name not in SCHEDULE_STRATEGIES:
-        names = ", ".join(SCHEDULE_STRATEGIES)
-        raise ValueError(f"unknown strategy {name!r} for the torch executor (choose from {names})")
-    return Strategy(name)
+def _as_strategy(strategy: StrategySpec | str) -> StrategySpec:
+    spec = get_strategy(strategy)
+    if spec.stream is None:
+        raise ValueError(
+            f"strategy {spec.name!r} is not an action stream the torch executor runs on snaps"
+        )
+    return spec
 
 
 def _store_output(out: torch.Tensor | None, i: int, y: Any, steps: int) -> torch.Tensor:

@@ -1,0 +1,155 @@
+"""Binomial checkpointing (Revolve): the optimal schedule for s slots, and its closed forms.
+
+Griewank, "Achieving logarithmic growth of temporal and spatial complexity in reverse
+automatic differentiation", OMS 1(1), 1992; Griewank & Walther, "Algorithm 799: Revolve",
+ACM TOMS 26(1), 2000. Conventions (the Revolve / pyrevolve ones, docs/architecture.md):
+
+* ``steps`` = l, states x_0 .. x_l, step i maps x_i to x_{i+1}.
+* ``snaps`` = s counts *every* snapshot slot, including the one that holds x_0.
+* beta(s, r) = C(s + r, s) is the longest chain reversible with s slots and r repetitions.
+* t(l, s) = r*l - beta(s + 1, r - 1) untaped forward steps ("advances", the first sweep
+  included), with r = r(l, s) = min{r : beta(s, r) >= l}; the reverse sweep tapes each
+  step exactly once, so a gradient costs t + l step evaluations.
+
+Pure: no arrays, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from ckptbench.schedules.actions import Action, ActionKind, check_int
+from ckptbench.schedules.strategy import ALL_BACKENDS, Setting, StrategySpec
+
+__all__ = ["REVOLVE", "beta", "optimal_forward_steps", "repetition_number", "schedule"]
+
+_new = tuple.__new__
+
+
+def beta(s: int, r: int) -> int:
+    """beta(s, r) = C(s + r, s): most steps reversible with s slots and r repetitions."""
+    if r < 0 or s < 0:
+        return 0
+    return math.comb(s + r, s)
+
+
+def repetition_number(steps: int, snaps: int) -> int:
+    """r(l, s) = min{r : beta(s, r) >= l}: how often the busiest step is advanced."""
+    check_int("steps", steps)
+    check_int("snaps", snaps)
+    return _reps(steps, snaps)
+
+
+def _reps(m: int, s: int) -> int:
+    r = 0
+    b = 1  # beta(s, 0)
+    while b < m:
+        r += 1
+        b = b * (s + r) // r
+    return r
+
+
+def optimal_forward_steps(steps: int, snaps: int) -> int:
+    """t(l, s) = r*l - beta(s + 1, r - 1): minimal untaped advances, first sweep included."""
+    check_int("steps", steps)
+    check_int("snaps", snaps)
+    return _optimal(steps, snaps)
+
+
+def _optimal(m: int, s: int) -> int:
+    if m <= 1:
+        return 0
+    r = _reps(m, s)
+    return r * m - beta(s + 1, r - 1)
+
+
+def _split(m: int, s: int) -> int:
+    """Optimal first checkpoint offset k (1 <= k < m) for m steps with s slots (s >= 2).
+
+    With r = r(m, s), every k with the left part in [beta(s, r-2), beta(s, r-1)] and the
+    right part in [beta(s-1, r-1), beta(s-1, r)] attains t(m, s) exactly, because
+    beta(s+1, r-1) = beta(s+1, r-2) + beta(s, r-1). We take the largest such k: it leaves
+    the smallest subchain to the recursion with one slot fewer.
+    """
+    r = _reps(m, s)
+    hi = min(beta(s, r - 1), m - beta(s - 1, r - 1), m - 1)
+    return hi
+
+
+def schedule(steps: int, snaps: int) -> Iterator[Action]:
+    """Lazy optimal (binomial / Revolve) schedule reversing ``steps`` steps with ``snaps`` slots.
+
+    Memory is O(snaps): an explicit stack holds at most one pending left subchain per slot.
+    Total ADVANCE length is exactly :func:`optimal_forward_steps`.
+    """
+    check_int("steps", steps)
+    check_int("snaps", snaps)
+    return _revolve(steps, snaps)
+
+
+def _revolve(l: int, s: int) -> Iterator[Action]:
+    new, A = _new, Action  # locals: this loop runs ~4 times per step
+    _ADVANCE, _TAKESHOT, _RESTORE = ActionKind.ADVANCE, ActionKind.TAKESHOT, ActionKind.RESTORE
+    _FIRSTURN, _YOUTURN = ActionKind.FIRSTURN, ActionKind.YOUTURN
+    yield new(A, (_TAKESHOT, None, None, 0, 0))
+    top = s - 1  # highest slot index
+    # Each entry: (a, b, c) = reverse steps b-1..a, x_a in slot top-c, c free slots above it.
+    stack: list[tuple[int, int, int]] = []
+    a, b, c = 0, l, top
+    restore = False
+    while True:
+        if restore:
+            yield new(A, (_RESTORE, None, None, top - c, a))
+        while True:
+            m = b - a
+            if m == 1:
+                yield new(A, (_FIRSTURN if b == l else _YOUTURN, None, None, None, a))
+                break
+            if m <= c + 2:
+                # Enough slots for every interior state but the last: store them all.
+                base = top - c - a
+                for j in range(a + 1, b - 1):
+                    yield new(A, (_ADVANCE, j - 1, j, None, None))
+                    yield new(A, (_TAKESHOT, None, None, base + j, j))
+                yield new(A, (_ADVANCE, b - 2, b - 1, None, None))
+                yield new(A, (_FIRSTURN if b == l else _YOUTURN, None, None, None, b - 1))
+                for j in range(b - 2, a - 1, -1):
+                    yield new(A, (_RESTORE, None, None, base + j, j))
+                    yield new(A, (_YOUTURN, None, None, None, j))
+                break
+            if c == 0:
+                slot = top
+                yield new(A, (_ADVANCE, a, b - 1, None, None))
+                yield new(A, (_FIRSTURN if b == l else _YOUTURN, None, None, None, b - 1))
+                for j in range(b - 2, a, -1):
+                    yield new(A, (_RESTORE, None, None, slot, a))
+                    yield new(A, (_ADVANCE, a, j, None, None))
+                    yield new(A, (_YOUTURN, None, None, None, j))
+                yield new(A, (_RESTORE, None, None, slot, a))
+                yield new(A, (_YOUTURN, None, None, None, a))
+                break
+            k = a + _split(m, c + 1)
+            yield new(A, (_ADVANCE, a, k, None, None))
+            yield new(A, (_TAKESHOT, None, None, top - c + 1, k))
+            stack.append((a, k, c))
+            a, c = k, c - 1
+        if not stack:
+            break
+        a, b, c = stack.pop()
+        restore = True
+    yield new(A, (ActionKind.TERMINATE, None, None, None, None))
+
+
+#: Optimal binomial checkpointing: the fewest advances for s slots.
+REVOLVE = StrategySpec(
+    name="revolve",
+    label="Revolve (binomial)",
+    marker="o",
+    setting=Setting.SNAPS,
+    backends=ALL_BACKENDS,
+    help="optimal binomial checkpointing with --snaps slots (Griewank & Walther)",
+    stream=schedule,
+    advances=optimal_forward_steps,
+    lower_bound=optimal_forward_steps,
+)

@@ -1,0 +1,72 @@
+"""Store-all: every state x_0 .. x_{l-1} kept in the first sweep, no recomputation.
+
+The other end of the trade-off from Revolve with one slot: ``steps`` slots, l - 1 advances
+(the first sweep only), every step taped once in the reverse sweep. Written in the action
+vocabulary of :mod:`ckptbench.schedules.actions`. Pure: no arrays, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ckptbench.schedules.actions import Action, ActionKind, check_int
+from ckptbench.schedules.strategy import ALL_BACKENDS, Setting, StrategySpec
+
+__all__ = ["STORE_ALL", "store_all_schedule"]
+
+_new = tuple.__new__
+_ADVANCE = ActionKind.ADVANCE
+_TAKESHOT = ActionKind.TAKESHOT
+_RESTORE = ActionKind.RESTORE
+_FIRSTURN = ActionKind.FIRSTURN
+_YOUTURN = ActionKind.YOUTURN
+_TERMINATE = ActionKind.TERMINATE
+
+
+def store_all_schedule(steps: int) -> Iterator[Action]:
+    """Store every state x_0..x_{l-1} in the first sweep, then reverse with no recomputation.
+
+    Uses ``steps`` slots; advances l - 1 steps (the first sweep only).
+    """
+    check_int("steps", steps)
+    return _store_all(steps)
+
+
+def _store_all(l: int) -> Iterator[Action]:
+    new = _new
+    A = Action
+    for i in range(l - 1):
+        yield new(A, (_TAKESHOT, None, None, i, i))
+        yield new(A, (_ADVANCE, i, i + 1, None, None))
+    yield new(A, (_FIRSTURN, None, None, None, l - 1))
+    for i in range(l - 2, -1, -1):
+        yield new(A, (_RESTORE, None, None, i, i))
+        yield new(A, (_YOUTURN, None, None, None, i))
+    yield new(A, (_TERMINATE, None, None, None, None))
+
+
+def _store_all_advances(steps: int, snaps: int) -> int:
+    return steps - 1
+
+
+def _store_all_stream(steps: int, snaps: int) -> Iterator[Action]:
+    return store_all_schedule(steps)
+
+
+class _StoreAllSpec(StrategySpec):
+    def effective_snaps(self, steps: int, snaps: int) -> int:
+        return steps  # it keeps every state, whatever --snaps says
+
+
+#: Every state stored: the fastest schedule and the largest.
+STORE_ALL = _StoreAllSpec(
+    name="store-all",
+    label="store all",
+    marker="^",
+    setting=Setting.SNAPS,
+    backends=ALL_BACKENDS,
+    help="store every state (snaps = steps)",
+    stream=_store_all_stream,
+    advances=_store_all_advances,
+    lower_bound=_store_all_advances,
+)

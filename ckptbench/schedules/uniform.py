@@ -1,0 +1,110 @@
+"""Uniform segments: the sqrt(n) strategy of ``checkpoint_sequential`` and Graphcore.
+
+Chen, Xu, Zhang & Guestrin, "Training deep nets with sublinear memory cost", 2016: the chain
+is cut into k near-equal segments whose start states are stored in the first sweep; each
+segment is rerun once from its start and reversed. Written in the action vocabulary of
+:mod:`ckptbench.schedules.actions`, so the same executors run it and :func:`replay` checks
+it. It has no closed form: its counts come from a replay.
+
+Pure: no arrays, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ckptbench.schedules.actions import Action, ActionKind, check_int
+from ckptbench.schedules.revolve import optimal_forward_steps
+from ckptbench.schedules.strategy import ALL_BACKENDS, Setting, StrategySpec
+
+__all__ = ["UNIFORM", "uniform_schedule"]
+
+_new = tuple.__new__
+_ADVANCE = ActionKind.ADVANCE
+_TAKESHOT = ActionKind.TAKESHOT
+_RESTORE = ActionKind.RESTORE
+_FIRSTURN = ActionKind.FIRSTURN
+_YOUTURN = ActionKind.YOUTURN
+_TERMINATE = ActionKind.TERMINATE
+
+
+def uniform_schedule(steps: int, snaps: int) -> Iterator[Action]:
+    """Uniform segments: the sqrt(n) strategy of ``checkpoint_sequential`` and Graphcore.
+
+    The chain is cut into k near-equal segments whose start states are stored in the first
+    sweep (k slots). Each segment is then rerun once from its start, storing its interior
+    states in the remaining ``snaps - k`` slots, and reversed from them. With snaps >= about
+    2*sqrt(steps) every segment fits and the cost is about one extra forward sweep; with fewer
+    slots the states of a segment that do not fit are recomputed from the last stored one.
+    k is chosen to minimise advances, then slots; the peak never exceeds ``snaps``.
+    """
+    check_int("steps", steps)
+    check_int("snaps", snaps)
+    return _uniform(steps, snaps)
+
+
+def _uniform_cost(l: int, s: int, k: int) -> tuple[int, int]:
+    """(advances, peak slots) of the uniform strategy with k segments."""
+    bounds = [i * l // k for i in range(k + 1)]
+    interior = s - k
+    adv = bounds[k - 1]
+    held_max = 0
+    for i in range(k):
+        seg = bounds[i + 1] - bounds[i]
+        held = min(seg - 1, interior)
+        tail = seg - held
+        adv += held + tail * (tail - 1) // 2
+        held_max = max(held_max, held)
+    return adv, k + held_max
+
+
+def _uniform_segments(l: int, s: int) -> int:
+    best = min(range(1, min(l, s) + 1), key=lambda k: (*_uniform_cost(l, s, k), k))
+    return best
+
+
+def _uniform(l: int, s: int) -> Iterator[Action]:
+    new = _new
+    A = Action
+    nseg = _uniform_segments(l, s)
+    bounds = [i * l // nseg for i in range(nseg + 1)]
+    interior = s - nseg
+    yield new(A, (_TAKESHOT, None, None, 0, 0))
+    for i in range(1, nseg):
+        yield new(A, (_ADVANCE, bounds[i - 1], bounds[i], None, None))
+        yield new(A, (_TAKESHOT, None, None, i, bounds[i]))
+    for i in range(nseg - 1, -1, -1):
+        a, b = bounds[i], bounds[i + 1]
+        if i != nseg - 1:
+            yield new(A, (_RESTORE, None, None, i, a))
+        held = min(b - a - 1, interior)  # interior states x_{a+1}..x_{a+held} get slots
+        for j in range(a + 1, a + held + 1):
+            yield new(A, (_ADVANCE, j - 1, j, None, None))
+            yield new(A, (_TAKESHOT, None, None, nseg + j - a - 1, j))
+        base = a + held
+        base_slot = nseg + held - 1 if held else i
+        fresh = True  # current state is x_base
+        for j in range(b - 1, base - 1, -1):
+            if not fresh:
+                yield new(A, (_RESTORE, None, None, base_slot, base))
+            if j > base:
+                yield new(A, (_ADVANCE, base, j, None, None))
+            yield new(A, (_FIRSTURN if j + 1 == l else _YOUTURN, None, None, None, j))
+            fresh = False
+        for j in range(base - 1, a - 1, -1):
+            yield new(A, (_RESTORE, None, None, nseg + j - a - 1 if j > a else i, j))
+            yield new(A, (_YOUTURN, None, None, None, j))
+    yield new(A, (_TERMINATE, None, None, None, None))
+
+
+#: Equal segments with their interiors stored where slots allow.
+UNIFORM = StrategySpec(
+    name="uniform",
+    label="equal segments",
+    marker="s",
+    setting=Setting.SNAPS,
+    backends=ALL_BACKENDS,
+    help="sqrt(n)-style equal segments within --snaps slots",
+    stream=uniform_schedule,
+    lower_bound=optimal_forward_steps,
+)

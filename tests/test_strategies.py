@@ -1,0 +1,104 @@
+"""The strategy registry: one validity test for every schedule, and every list reads it."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from ckptbench.cli import cli
+from ckptbench.config import load_config
+from ckptbench.results import Case, CaseError
+from ckptbench.schedules import (
+    STRATEGIES,
+    ScheduleError,
+    Setting,
+    get_strategy,
+    make_schedule,
+    optimal_forward_steps,
+    replay,
+    replay_bytes,
+    strategy_names,
+)
+
+STREAMS = [s for s in STRATEGIES.values() if s.stream is not None]
+GRID = [(1, 1), (1, 5), (2, 1), (2, 2), (3, 2), (7, 3), (10, 10), (12, 40), (50, 4), (101, 7)]
+
+
+@pytest.mark.parametrize("spec", STREAMS, ids=lambda s: s.name)
+@pytest.mark.parametrize(("steps", "snaps"), GRID)
+def test_every_stream_replays_and_its_counts_are_what_it_does(spec, steps, snaps):
+    """Each stream is valid against the simulated store; the registry's step counts (closed
+    form or replay) equal what the replay counts; no stream beats the binomial optimum and
+    none holds more slots than it may use."""
+    s = spec.effective_snaps(steps, snaps)
+    stats = replay(spec.stream(steps, snaps), steps, s)
+    assert spec.step_counts(steps, snaps) == (stats.advances, stats.taped)
+    assert stats.taped == steps
+    assert stats.advances >= optimal_forward_steps(steps, s)
+    assert spec.optimum_advances(steps, snaps) == optimal_forward_steps(steps, s)
+    assert spec.estimated_advances(steps, snaps) == stats.advances
+    assert stats.peak_snapshots <= s
+    bytes_ = replay_bytes(spec.stream(steps, snaps), steps, 8, 100)
+    assert bytes_.peak_bytes == stats.peak_snapshots * 8 + 100
+
+
+def test_a_stream_that_cheats_is_caught():
+    broken = list(make_schedule("revolve", 20, 4))
+    broken.remove(next(a for a in broken if a.kind.name == "YOUTURN"))
+    with pytest.raises(ScheduleError):
+        replay(broken, 20, 4)
+
+
+def test_registry_properties():
+    assert get_strategy("revolve").advances(1000, 31) == 2439
+    assert get_strategy("optimal").setting is Setting.BUDGET
+    assert get_strategy("optimal").step_counts(100, 5, {"advances": 150}) == (150, 100)
+    assert get_strategy("optimal").step_counts(100, 5, {}) is None
+    for peer in ("torch-checkpoint", "jax-checkpoint", "equinox"):
+        spec = get_strategy(peer)
+        assert not spec.ours
+        assert spec.step_counts(100, 5) is None
+        assert spec.optimum_advances(100, 5) is None
+        with pytest.raises(ValueError, match="framework's own"):
+            make_schedule(peer, 10, 3)
+    with pytest.raises(ValueError, match="unknown strategy 'magic'"):
+        get_strategy("magic")
+    assert strategy_names("torch") == [
+        "revolve", "uniform", "store-all", "optimal", "torch-checkpoint"
+    ]  # fmt: skip
+    assert set(strategy_names(ours=False)) == {"torch-checkpoint", "jax-checkpoint", "equinox"}
+    markers = [s.marker for s in STRATEGIES.values()]
+    assert len(set(markers)) == len(markers)
+
+
+def test_case_validation_reads_the_registry():
+    with pytest.raises(CaseError, match="needs --backend torch"):
+        Case(strategy="torch-checkpoint")
+    with pytest.raises(CaseError, match="needs --backend jax"):
+        Case(strategy="equinox", backend="torch")
+    with pytest.raises(CaseError, match="needs a byte budget"):
+        Case(strategy="optimal")
+    with pytest.raises(CaseError, match="unknown strategy"):
+        Case(strategy="magic")
+    assert Case(strategy="torch-checkpoint", backend="torch").strategy == "torch-checkpoint"
+
+
+def test_cli_choices_are_the_registry():
+    runner = CliRunner()
+    for command, names in (
+        ("run", strategy_names()),
+        ("schedule", [s.name for s in STREAMS]),
+        ("profile", [s.name for s in STREAMS]),
+    ):
+        out = runner.invoke(cli, [command, "--help"], terminal_width=400).output
+        assert "[" + "|".join(names) + "]" in out, command
+
+
+def test_config_strategy_companions_come_from_the_registry(tmp_path):
+    cfg = tmp_path / "peer.toml"
+    cfg.write_text(
+        'name = "peer"\n[case]\nsteps = 10\nbackend = "torch"\n'
+        '[[grid]]\nstrategy = ["revolve", "torch-checkpoint"]\nsnaps = [2, 3]\n'
+    )
+    config = load_config(cfg)
+    assert {c.strategy for c in config.cases} == {"revolve", "torch-checkpoint"}
