@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ckptbench.inputs import read_text_limited
 from ckptbench.results import Case, CaseError
 from ckptbench.schedules import STRATEGIES, Setting, get_strategy
 
@@ -54,6 +55,8 @@ __all__ = [
 
 CASE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Case))
 TOP_KEYS = ("name", "description", "case", "grid", "expect")
+#: A sweep config larger than this is not one (read in a bounded way: ``/dev/zero`` ends).
+MAX_CONFIG_BYTES = 4 * 2**20
 
 
 class ConfigError(ValueError):
@@ -179,11 +182,11 @@ def load_config(path: str | Path) -> SweepConfig:
     """Read and validate a sweep config file; :class:`ConfigError` on any problem."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text_limited(p, MAX_CONFIG_BYTES)
     except OSError as err:
         raise ConfigError(f"{p}: cannot read ({err.strerror or err})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: not UTF-8 text") from None
+    except ValueError as err:
+        raise ConfigError(f"{p}: {err}") from None
     return parse_config(text, source=str(p), default_name=p.stem)
 
 
@@ -347,11 +350,10 @@ def _parse_expect(r: _Reader, table: Any) -> tuple[Expect, dict[str, Expect]]:
 
 
 def _canonical(case: Case) -> Case:
-    """store-all stores every state and ignores snaps: give it the slots it really uses."""
-    snaps = get_strategy(case.strategy).effective_snaps(case.steps, case.snaps)
-    if snaps != case.snaps and case.strategy == "store-all":
-        return case.with_(snaps=snaps)
-    return case
+    """The case as ``run`` records it (``Case.effective``): store-all and optimal ignore snaps
+    and get ``snaps = steps``; more snaps than steps are clamped. One case, one key."""
+    canon, notes = case.effective()
+    return canon if notes else case
 
 
 def _expand(
@@ -396,7 +398,10 @@ def _expand(
         raise r.error("empty grid: no cells", key="grid")
     notes = []
     if remapped:
-        notes.append(f"store-all ignores snaps: {remapped} grid cell(s) run with snaps = steps")
+        notes.append(
+            f"snaps clamped, or not used (store-all, optimal): {remapped} grid cell(s) "
+            "recorded with snaps = steps"
+        )
     if dropped:
         notes.append(f"{dropped} duplicate grid cell(s) measured once")
     return tuple(cases), tuple(notes), tuple(axes)

@@ -3,7 +3,8 @@
 What is checked, per cell (``case.key`` on one host):
 
 * **status** — every mode measured OK and the file holds all three modes (a failed, crashed,
-  timed-out or partial cell fails the gate);
+  timed-out or partial cell fails the gate); a cell the sweep manifest lists whose file is
+  missing fails too (``present``);
 * **expectations** — the config's ``[expect]`` thresholds (``memory_savings_min``,
   ``slowdown_max``, ``grad_max_rel_err_max``, ``forward_steps_exact``: the counted advances
   and taped steps equal the planned schedule's, for revolve the binomial optimum);
@@ -42,7 +43,7 @@ from ckptbench.analysis import (
 from ckptbench.config import Expect, SweepConfig, load_config
 from ckptbench.results import MODES, Case, Mode, RunResult
 from ckptbench.schedules import get_strategy
-from ckptbench.store import expectations_from_manifests, load_results
+from ckptbench.store import expectations_from_manifests, load_results, missing_cells
 
 MIB = 2**20
 
@@ -328,6 +329,12 @@ def run_check(
         expect=expect,
         match_host=match_host,
     )
+    lost = [
+        GateLine(key, "", "present", False, f"listed in the sweep manifest; {what} is missing")
+        for key, what in missing_cells(results)
+    ]
+    if lost:  # a deleted cell, or a sweep stopped between cells, fails the gate
+        report = GateReport((*report.lines, *lost), report.notes, report.settings)
     if expect is None:
         note = "no [expect] thresholds (pass --config or check a sweep folder)"
         report = GateReport(report.lines, (*report.notes, note), report.settings)

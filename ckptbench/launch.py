@@ -8,7 +8,14 @@ computes ratios (see docs/architecture.md, "The worker").
 
 Worker processes never outlive ckptbench: :func:`stop_on_signals` turns SIGTERM/SIGHUP into
 :class:`Interrupted`, which stops the worker and carries the partial result; a SIGKILLed
-parent is noticed by the worker itself (see ``ckptbench.worker``).
+parent is noticed by the worker itself (see ``ckptbench.worker``). Every worker is started in
+a process group of its own, and stopping it stops the whole group, so what a plug-in spawned
+(threads keep the worker alive, forked children keep the channel open) never outlives the
+mode; once the worker has reported its result, such leftovers cannot turn a completed mode
+into a timeout. The memory limit holds whatever ``--sample-interval`` says: beside the
+sampler, the worker's start-up and per-iteration exact peaks (VmHWM) and its VmHWM read every
+50 ms are compared with it. Side tasks (plug-in check, device probe, step costs, line
+profile) run through the same guard (``ckptbench.tasks``).
 """
 
 from __future__ import annotations
@@ -33,15 +40,18 @@ from ckptbench.results import Case, Iteration, Mode, ModeResult, Status
 from ckptbench.workloads import plugin_paths
 
 __all__ = [
-    "CostsError",
+    "Channel",
     "Interrupted",
     "Progress",
     "RunEvent",
     "child_env",
     "default_worker_command",
-    "measure_costs",
+    "raise_deferred",
     "run_mode",
+    "start_worker",
     "stop_on_signals",
+    "stop_reason",
+    "stop_worker",
 ]
 
 TIMELINE_POINTS = 2000
@@ -55,6 +65,13 @@ class Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+def stop_reason(err: BaseException) -> str:
+    """The signal that stopped ckptbench, by name: ``SIGTERM``, or ``SIGINT (Ctrl-C)``."""
+    if isinstance(err, Interrupted):
+        return signal.Signals(err.signum).name
+    return "SIGINT (Ctrl-C)"
 
 
 #: While a worker is being started, a stop signal is held back and raised right after,
@@ -71,7 +88,8 @@ def _signals_deferred() -> Iterator[None]:
         _DEFERRED["on"] = False
 
 
-def _raise_deferred() -> None:
+def raise_deferred() -> None:
+    """Raise the stop signal held back while a worker was started (call once it is ours)."""
     signum = _DEFERRED["pending"]
     if signum is not None:
         _DEFERRED["pending"] = None
@@ -142,7 +160,7 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-class _Channel:
+class Channel:
     """Reads the worker's JSON-line events from a pipe without blocking for long."""
 
     def __init__(self, fd: int) -> None:
@@ -175,15 +193,41 @@ class _Channel:
                 events.append(event)
         return events
 
+    def drain(self) -> list[dict[str, Any]]:
+        """What the exited worker left in the pipe; never waits for a writer it forked."""
+        events: list[dict[str, Any]] = []
+        for _ in range(1000):
+            if self.closed or not select.select([self.fd], [], [], 0)[0]:
+                break
+            events += self.read(0)
+        return events
 
-def _stop(proc: subprocess.Popen) -> None:
+
+def stop_worker(proc: subprocess.Popen) -> None:
+    """Stop the worker and everything in its process group (what a plug-in forked too):
+    SIGTERM, up to :data:`KILL_GRACE_S` for the worker to exit, then SIGKILL to the group,
+    so leftovers die even when they ignore SIGTERM."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(KILL_GRACE_S)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
     if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(KILL_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        proc.kill()
+        proc.wait()
+
+
+def _vm_hwm_bytes(pid: int) -> int | None:
+    """The worker's RSS high-water mark (``/proc/PID/status`` VmHWM), None where unknown."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _iteration(record: dict[str, Any]) -> Iteration:
@@ -214,12 +258,12 @@ def run_mode(
         return _supervise(case, mode, fields, (out_file, err_file), worker, round_index, progress)
 
 
-def _start_worker(
+def start_worker(
     case: Case, fields: dict[str, Any], worker: Sequence[str] | None, stdout: Any, stderr: Any
-) -> tuple[subprocess.Popen, _Channel]:
+) -> tuple[subprocess.Popen, Channel]:
     """Start a worker with a private report pipe and hand it its job: the case, the parent's
     pid, the plug-in folders, and ``fields``. A stop signal arriving meanwhile is held back
-    until the caller has the process (:func:`_raise_deferred`). OSError if it cannot start."""
+    until the caller has the process (:func:`raise_deferred`). OSError if it cannot start."""
     read_fd, write_fd = os.pipe()
     job = {
         "case": case.to_dict(),
@@ -237,6 +281,7 @@ def _start_worker(
                 stderr=stderr,
                 env=child_env(case),
                 pass_fds=(write_fd,),
+                process_group=0,  # its own group: stopping it stops what it spawned
             )
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.write(json.dumps(job).encode())  # type: ignore[union-attr]
@@ -246,7 +291,7 @@ def _start_worker(
         raise
     finally:
         os.close(write_fd)
-    return proc, _Channel(read_fd)
+    return proc, Channel(read_fd)
 
 
 def _supervise(case, mode, fields, files, worker, round_index, progress):
@@ -257,43 +302,66 @@ def _supervise(case, mode, fields, files, worker, round_index, progress):
     started_unix = time.time()
     probe = noise.BusyProbe.start()
     try:
-        proc, channel = _start_worker(case, fields, worker, out_file, err_file)
+        proc, channel = start_worker(case, fields, worker, out_file, err_file)
     except OSError as err:
         return ModeResult(
             mode=mode, status=Status.CRASHED, error=f"cannot start worker: {err}"
         ), None
-    sampler = measure.RssSampler(proc.pid, case.sample_interval_s, case.memory_limit_bytes)
+    limit = case.memory_limit_bytes
+    sampler = measure.RssSampler(proc.pid, case.sample_interval_s, limit)
     warm: list[Iteration] = []
     iters: list[Iteration] = []
     report: dict[str, Any] | None = None
     timed_out = interrupted = None
+    over: list[int] = []  # an exact peak over the memory limit, whatever the sampler saw
+    reported_at = 0.0
     deadline = None if case.timeout_s is None else started + case.timeout_s
+
+    def handle(event: dict[str, Any]) -> None:
+        nonlocal deadline, report, reported_at
+        kind = event.get("event")
+        if kind == "ready":
+            if case.timeout_s is not None:
+                deadline = time.perf_counter() + case.timeout_s
+            peak = event.get("startup_peak_rss_bytes")
+            if limit and isinstance(peak, int) and peak > limit:
+                over.append(peak)
+        elif kind == "iteration" and isinstance(event.get("record"), dict):
+            with contextlib.suppress(TypeError):
+                it = _iteration(event["record"])
+                (warm if event.get("warmup") else iters).append(it)
+                if limit and isinstance(it.peak_rss_bytes, int) and it.peak_rss_bytes > limit:
+                    over.append(it.peak_rss_bytes)
+                if progress:
+                    progress(
+                        RunEvent(
+                            "iteration", mode, round_index, case.rounds,
+                            index=int(event.get("index", 0)), planned=planned,
+                            warmup=bool(event.get("warmup")), record=it,
+                            elapsed_s=time.perf_counter() - started,
+                        )
+                    )  # fmt: skip
+        elif kind == "result":
+            report, reported_at = event, time.perf_counter()
+
     try:
-        _raise_deferred()
+        raise_deferred()
         sampler.start()
         while True:
             for event in channel.read(0.05):
-                kind = event.get("event")
-                if kind == "ready" and case.timeout_s is not None:
-                    deadline = time.perf_counter() + case.timeout_s
-                elif kind == "iteration" and isinstance(event.get("record"), dict):
-                    with contextlib.suppress(TypeError):
-                        it = _iteration(event["record"])
-                        (warm if event.get("warmup") else iters).append(it)
-                        if progress:
-                            progress(
-                                RunEvent(
-                                    "iteration", mode, round_index, case.rounds,
-                                    index=int(event.get("index", 0)), planned=planned,
-                                    warmup=bool(event.get("warmup")), record=it,
-                                    elapsed_s=time.perf_counter() - started,
-                                )
-                            )  # fmt: skip
-                elif kind == "result":
-                    report = event
-            if channel.closed and proc.poll() is not None:
+                handle(event)
+            if proc.poll() is not None:  # exited: what it wrote is in the pipe already
+                for event in channel.drain():
+                    handle(event)
                 break
-            if sampler.limit_exceeded:
+            if report is not None:
+                # reported: threads or children it left may not hold the mode back
+                if time.perf_counter() - reported_at > KILL_GRACE_S:
+                    break
+                continue
+            if limit and not over and (hwm := _vm_hwm_bytes(proc.pid)) and hwm > limit:
+                over.append(hwm)
+            if sampler.limit_exceeded or over:
                 break
             if deadline is not None and time.perf_counter() > deadline:
                 timed_out = True
@@ -301,7 +369,7 @@ def _supervise(case, mode, fields, files, worker, round_index, progress):
     except (Interrupted, KeyboardInterrupt) as err:
         interrupted = err
     finally:
-        _stop(proc)
+        stop_worker(proc)
         if sampler.running:
             sampler.stop()
         channel.close()
@@ -330,13 +398,14 @@ def _supervise(case, mode, fields, files, worker, round_index, progress):
 
     kept = f"; {len(iters)} of {case.repeats} measured iterations completed and kept"
     if interrupted is not None:
-        partial = failed(Status.INTERRUPTED, f"stopped by {interrupted or 'Ctrl-C'}{kept}")
+        partial = failed(Status.INTERRUPTED, f"stopped by {stop_reason(interrupted)}{kept}")
         interrupted.partial = partial  # type: ignore[attr-defined]
         raise interrupted
-    if sampler.limit_exceeded:
+    if sampler.limit_exceeded or over:
+        rss = max([sampler.exceeded_rss_bytes or 0, *over])
         return failed(
             Status.OUT_OF_MEMORY,
-            f"RSS {_mib(sampler.exceeded_rss_bytes or 0)} exceeded the memory limit of "
+            f"RSS {_mib(rss)} exceeded the memory limit of "
             f"{_mib(case.memory_limit_bytes or 0)}; the worker was stopped{kept}",
         ), None
     if timed_out:
@@ -370,33 +439,3 @@ def _supervise(case, mode, fields, files, worker, round_index, progress):
             f"worker reported {len(iters)} measured iterations, {case.repeats} planned",
         ), None
     return result, report.get("numpy")
-
-
-class CostsError(RuntimeError):
-    """The step costs could not be measured (the worker failed; the message says why)."""
-
-
-def measure_costs(case: Case, *, worker: Sequence[str] | None = None) -> dict[str, Any]:
-    """Measure the step costs of ``case`` (``ckptbench.stepcosts``) in a fresh worker.
-
-    Returns the worker's cost report (``report["costs"]`` is a ``planner.Costs`` document).
-    """
-    with tempfile.TemporaryFile() as err_file:
-        fields = {"task": "costs", "mode": Mode.CHECKPOINTED.value}
-        proc, channel = _start_worker(case, fields, worker, subprocess.DEVNULL, err_file)
-        report = None
-        try:
-            _raise_deferred()
-            while not (channel.closed and proc.poll() is not None):
-                for event in channel.read(0.05):
-                    if event.get("event") == "result":
-                        report = event
-        finally:
-            _stop(proc)
-            channel.close()
-        err_file.seek(0)
-        tail = _tail(err_file.read().decode(errors="replace"), 1)
-    if report is None or not report.get("ok"):
-        why = (report or {}).get("error") or tail or f"exit status {proc.returncode}"
-        raise CostsError(f"measuring the step costs failed: {why}")
-    return dict(report["costs_report"])

@@ -66,17 +66,29 @@ from ckptbench.schedules import (
 )
 
 __all__ = [
+    "MAX_PLAN_UPDATES",
     "Costs",
     "Plan",
     "PlanError",
     "Prediction",
+    "check_budget",
+    "check_plannable",
     "compare_at_budget",
     "costs_from_json",
+    "min_budget_bytes",
+    "plan_estimate",
     "plan_optimal",
     "predict",
 ]
 
 DEFAULT_LEVELS = 512
+#: Plans whose dynamic program needs more table updates than this are refused before anything
+#: is measured (about 10 minutes on the 2-core machine of docs/architecture.md, which managed
+#: about 4e7 updates/s: l = 1000 homogeneous at 512 levels, 2.6e8 updates, took 8 s there).
+MAX_PLAN_UPDATES = 2 * 10**10
+#: Largest byte count or time a costs file may give (beyond, a typo, not a measurement).
+MAX_COST_BYTES = 2**62
+MAX_COST_TIME_S = 1e9
 
 
 class PlanError(ValueError):
@@ -96,16 +108,22 @@ def _tuple_or_scalar(name: str, value: Any, kind: type) -> Any:
 
 def _scalar(name: str, value: Any, kind: type) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PlanError(f"{name} must be a number or a list of numbers, got {value!r}")
+        raise PlanError(f"{name} must be a number or a list of numbers, got {_brief(value)}")
+    top = MAX_COST_BYTES if kind is int else MAX_COST_TIME_S
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PlanError(f"{name} must be finite and >= 0, got {value!r}")
+    if value < 0 or value > top:
+        raise PlanError(f"{name} must be finite, >= 0 and <= {top:.3g}, got {_brief(value)}")
     if kind is int:
         if value != int(value):
             raise PlanError(f"{name} must be a whole number of bytes, got {value!r}")
-        value = int(value)
-    else:
-        value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise PlanError(f"{name} must be finite and >= 0, got {value!r}")
-    return value
+        return int(value)
+    return float(value)
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -194,6 +212,8 @@ def costs_from_json(text: str) -> Costs:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
         raise PlanError(f"costs file is not JSON: {err.msg} at line {err.lineno}") from None
+    except ValueError as err:  # e.g. an integer with more digits than Python converts
+        raise PlanError(f"costs file is not usable JSON: {str(err).splitlines()[0]}") from None
     return Costs.from_dict(doc)
 
 
@@ -304,6 +324,82 @@ def plan_optimal(
     return _plan_cached(costs, steps, budget_bytes, levels)
 
 
+def plan_estimate(
+    steps: int, homogeneous: bool = True, levels: int = DEFAULT_LEVELS
+) -> tuple[int, int]:
+    """(table updates, table bytes) of the dynamic program for ``steps`` steps, at most
+    ``levels`` + 1 memory levels wide: homogeneous l^2/2 x width updates and (l + 1) x width
+    x 32 bytes (two float64 values, two int32 choices, one working row block); heterogeneous
+    l^3/6 x width updates and l^2/2 x width x 24 bytes."""
+    width = levels + 1
+    if homogeneous:
+        return steps * steps // 2 * width, 32 * (steps + 1) * width
+    return steps**3 // 6 * width, 12 * steps * steps * width
+
+
+def check_plannable(
+    steps: int, costs: Costs | None = None, *, memory_bytes: int | None = None,
+    levels: int = DEFAULT_LEVELS,
+) -> None:  # fmt: skip
+    """:class:`PlanError` with the estimate when planning ``steps`` steps would need more than
+    :data:`MAX_PLAN_UPDATES` table updates or more than half of ``memory_bytes`` (default:
+    this machine's memory). Without ``costs`` the chain is taken as homogeneous (measured
+    costs are)."""
+    homogeneous = costs is None or costs.steps is None
+    updates, table_bytes = plan_estimate(steps, homogeneous, levels)
+    if memory_bytes is None:
+        import psutil
+
+        memory_bytes = int(psutil.virtual_memory().total)
+    kind = "homogeneous" if homogeneous else "per-step (heterogeneous)"
+    what = (
+        f"planning {steps} steps with {kind} costs needs about {updates:.1e} table updates "
+        f"and {table_bytes / 2**30:,.1f} GiB of tables"
+    )
+    if table_bytes > memory_bytes // 2:
+        raise PlanError(f"{what}, more than half of this machine's "
+                        f"{memory_bytes / 2**30:.1f} GiB; use fewer steps")  # fmt: skip
+    if updates > MAX_PLAN_UPDATES:
+        raise PlanError(f"{what}, over the limit of {MAX_PLAN_UPDATES:.0e} (about 10 minutes "
+                        "here); use fewer steps")  # fmt: skip
+
+
+def _least_storage(sb: np.ndarray, tb: np.ndarray) -> int:
+    """The smallest storage peak of any schedule (exact in the given units). With x_i stored,
+    the rest [i, l) needs only its largest tape (restore x_i for every step); before storing,
+    a schedule can only keep tapes. So the least peak is min(sum of tapes, min over k of
+    tapes 0..k-1 kept + state x_k + largest tape of k..l-1)."""
+    kept = np.concatenate([[0], np.cumsum(tb)[:-1]])
+    largest_after = np.maximum.accumulate(tb[::-1])[::-1]
+    return int(min(int(tb.sum()), int((kept + sb + largest_after).min())))
+
+
+def min_budget_bytes(costs: Costs, steps: int, levels: int = DEFAULT_LEVELS) -> int:
+    """The smallest budget :func:`plan_optimal` plans with: from the least storage peak in
+    exact bytes (:func:`_least_storage`, below which no schedule fits), the first budget whose
+    rounded sizes (module doc: memory quanta) still fit; a budget is skipped when the peak in
+    quanta needs more, up to the next budget that holds it at that quantum."""
+    _, _, sb_list, tb_list = costs.per_step(steps)
+    sb, tb = np.asarray(sb_list, dtype=np.int64), np.asarray(tb_list, dtype=np.int64)
+    budget = _least_storage(sb, tb)
+    while True:
+        q, _ = _quantum(sb_list, tb_list, budget, levels)
+        need = _least_storage(-(-sb // q), -(-tb // q))
+        if need <= budget // q:
+            return budget
+        budget = max(budget + 1, need * q)
+
+
+def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
+    """:class:`PlanError` naming the smallest budget that works when none fits ``budget``."""
+    least = min_budget_bytes(costs, steps)
+    if budget_bytes < least:
+        raise PlanError(
+            f"no schedule of {steps} steps fits in a budget of {budget_bytes} B; the smallest "
+            f"budget that works is {least} B"
+        )
+
+
 @lru_cache(maxsize=64)
 def _plan_cached(costs: Costs, steps: int, budget: int, levels: int) -> Plan:
     cf, cb, sb, tb = costs.per_step(steps)
@@ -317,10 +413,10 @@ def _plan_cached(costs: Costs, steps: int, budget: int, levels: int) -> Plan:
     else:
         tables = _dp_heterogeneous(steps, cf, cb, su, tu, m_top)
     if not math.isfinite(tables.value(steps, 0, m_top)):
-        need = min(sb) + min(tb)
+        least = min_budget_bytes(costs, steps, levels)
         raise PlanError(
-            f"no schedule of {steps} steps fits in {budget} B "
-            f"(x_0 and one tape alone need about {need} B)"
+            f"no schedule of {steps} steps fits in {budget} B; the smallest budget that "
+            f"works is {least} B"
         )
     acts = tuple(_emit(tables, steps, su, tu, m_top))
     pred = predict(acts, steps, costs)

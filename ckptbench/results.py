@@ -70,21 +70,27 @@ MODES: tuple[Mode, ...] = (Mode.BASELINE, Mode.NORMAL, Mode.CHECKPOINTED)
 SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s")
 #: Case fields that only limit a measurement (not part of the key either).
 LIMIT_FIELDS = ("timeout_s", "memory_limit_bytes")
+MAX_INT = 2**63 - 1  #: the largest integer a case field holds
+
+
+def snaps_ignored(strategy: str) -> bool:  # store-all, budget: cases record snaps = steps
+    s = get_strategy(strategy)
+    return s.setting is Setting.BUDGET or s.effective_snaps(2, 1) == 2
 
 
 def _pos_int(name: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise CaseError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise CaseError(f"{name} must be >= {minimum}, got {value}")
+    if not minimum <= value <= MAX_INT:  # the top: every reader takes it back
+        raise CaseError(f"{name} must be >= {minimum} and < 2**63, got {str(value)[:40]}")
     return value
 
 
 def _pos_float(name: str, value: Any, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise CaseError(f"{name} must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e300:
+        raise CaseError(f"{name} must be a positive, finite number, got {str(value)[:40]}")
     return float(value)
 
 
@@ -190,25 +196,18 @@ class Case:
             )
 
     def effective(self) -> tuple[Case, tuple[str, ...]]:
-        """The case as it will really run, and a note for every value that was clamped.
-
-        More snapshot slots than steps are never used, so ``snaps`` is clamped to ``steps``.
-        """
-        notes: list[str] = []
-        case = self
-        segments = get_strategy(self.strategy).setting is Setting.SEGMENTS
-        if self.snaps > self.steps and not segments:
-            notes.append(
-                f"--snaps {self.snaps} clamped to {self.steps}: a chain of {self.steps} "
-                "steps never uses more slots than steps"
-            )
-            case = replace(case, snaps=self.steps)
+        """The case as it will run (snaps clamped, or = steps where unused), and a note."""
+        if snaps_ignored(self.strategy) and self.snaps != self.steps:
+            note = f"--snaps {self.snaps} is not used by strategy {self.strategy}; recorded as "
+            note += f"{self.steps}, so every command gives this case one key"
         elif self.snaps > self.steps:
-            notes.append(
-                f"--snaps {self.snaps} clamped to {self.steps}: at most one segment per step"
+            segments = get_strategy(self.strategy).setting is Setting.SEGMENTS
+            note = f"--snaps {self.snaps} clamped to {self.steps}: " + (
+                "at most one segment per step" if segments else "never more slots than steps"
             )
-            case = replace(case, snaps=self.steps)
-        return case, tuple(notes)
+        else:
+            return self, ()
+        return replace(self, snaps=self.steps), (note,)
 
     def sizes(self) -> dict[str, int]:
         """Keyword sizes for the workload factory."""

@@ -23,7 +23,7 @@ from typing import Any
 import ckptbench
 from ckptbench import measure, noise
 from ckptbench.analysis.summary import pool_by_mode, summarize
-from ckptbench.launch import Interrupted, Progress, RunEvent, measure_costs, run_mode
+from ckptbench.launch import Interrupted, Progress, RunEvent, run_mode, stop_reason
 from ckptbench.results import (
     MODES,
     Case,
@@ -34,6 +34,7 @@ from ckptbench.results import (
     save_result,
 )
 from ckptbench.schedules import get_strategy
+from ckptbench.tasks import measure_costs
 from ckptbench.workloads import plugin_provenance
 
 __all__ = ["GRAD_TOLERANCE", "expected_oom", "round_order", "run_case"]
@@ -105,12 +106,19 @@ def run_case(
 
     Strategy ``optimal`` plans with ``costs`` (a ``planner.Costs`` document); without them the
     step costs are first measured in a fresh worker (:func:`measure_costs`, which raises
-    :class:`CostsError` when that fails).
+    :class:`CostsError` when that fails). Before any mode is measured, a plan too large to
+    compute or a budget no schedule fits is a ``PlanError`` (``planner.check_plannable``,
+    ``planner.check_budget``): nothing is measured and no file is written.
     """
     if len(set(modes)) != len(modes):
         raise ValueError("modes must not repeat")
-    if case.strategy == "optimal" and costs is None and Mode.CHECKPOINTED in modes:
-        costs = measure_costs(case, worker=worker)["costs"]
+    if case.strategy == "optimal" and Mode.CHECKPOINTED in modes:
+        from ckptbench.planner import Costs, check_budget, check_plannable
+
+        check_plannable(case.steps, Costs.from_dict(costs) if costs is not None else None)
+        if costs is None:
+            costs = measure_costs(case, worker=worker)["costs"]
+        check_budget(Costs.from_dict(costs), case.steps, case.budget_bytes or 0)
     env = measure.environment()
     env["sample_interval_s"] = case.sample_interval_s
     env["thread_env_child"] = measure.pinned_thread_env(case.threads)
@@ -166,6 +174,12 @@ def run_case(
                         progress(RunEvent("done", mode, k, case.rounds, result=results[-1]))
         except (Interrupted, KeyboardInterrupt) as err:
             partial = getattr(err, "partial", None)
+            order = [(k, m) for k in range(case.rounds) for m in round_order(modes, k)]
+            if partial is None and results and len(results) < len(order):
+                k, mode = order[len(results)]  # stopped between modes: say so in the file
+                why = f"stopped by {stop_reason(err)} before this mode started"
+                partial = ModeResult(mode=mode, status=Status.INTERRUPTED, error=why, round=k,
+                                     iterations_planned=case.repeats)  # fmt: skip
             if partial is not None:
                 results.append(partial)
             if results:  # nothing measured yet: no file (a result needs a mode)

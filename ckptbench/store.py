@@ -5,6 +5,8 @@ This module is the one owner of what a results folder is (docs/architecture.md, 
 * ``OUT/<case.key>.json`` — one result per cell (:func:`cell_path`);
 * ``OUT/sweep.json`` — the manifest of a sweep (:func:`write_manifest`,
   :func:`read_manifest`): the config, every cell's state and file, the ``[expect]`` tables;
+* writing: :func:`check_output`, the one rule for every file ckptbench writes;
+  :func:`locked_folder`, one sweep at a time per folder;
 * loading: :func:`load_result` validates a result document once, against the dataclasses
   of :mod:`ckptbench.results` (every field, by its annotation, so fields added there are
   checked too), before constructing it. A null where a number belongs, a string for a
@@ -16,13 +18,17 @@ Nothing here prints.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import math
 import os
+import re
+import stat
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -44,10 +50,13 @@ __all__ = [
     "MANIFEST_VERSION",
     "StoreError",
     "cell_path",
+    "check_output",
     "expectations_from_manifests",
     "load_result",
     "load_results",
+    "locked_folder",
     "manifest_files",
+    "missing_cells",
     "open_folder",
     "read_manifest",
     "validate_result_document",
@@ -85,6 +94,80 @@ def open_folder(path: str | os.PathLike[str]) -> Path:
     return p
 
 
+_DOCUMENT = re.compile(rb'^\s*\{\s*"(schema_version"\s*:\s*\d|kind"\s*:\s*"ckptbench-sweep")')
+
+
+def _is_ckptbench_document(path: Path) -> bool:  # a result or manifest, by its first key
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return _DOCUMENT.match(head) is not None
+
+
+def check_output(
+    path: str | os.PathLike[str],
+    what: str,
+    *,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+    replace: bool = False,
+    append: bool = False,
+    result: bool = False,
+    hint: str = "pass --force to replace it",
+) -> None:
+    """The rule for every file ckptbench writes (``what`` names the option): never through a
+    link or over a non-regular file, never an input of the command (nor a ``*.json`` in an
+    input folder), never a result or manifest unless it writes a ``result`` itself, never an
+    existing file without ``replace`` (``--force``) unless it ``append``s. One-line StoreError."""
+    p = Path(path)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise StoreError(f"{what} {p}: cannot be checked ({err.strerror or err})") from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise StoreError(f"{what} {p}: is a symbolic link; ckptbench never writes through one")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"{what} {p}: exists and is not a regular file")
+    real = p.resolve()
+    for raw in inputs:
+        q = Path(raw).resolve()
+        if real == q or (q.is_dir() and q in real.parents and real.suffix == ".json"):
+            raise StoreError(f"{what} {p}: is an input of this command; nothing written")
+    if st is None:
+        return
+    if not result and _is_ckptbench_document(p):
+        raise StoreError(
+            f"{what} {p}: is a ckptbench result or sweep manifest; a side output never "
+            "replaces or appends to one"
+        )
+    if not replace and not append:
+        raise StoreError(f"{what} {p}: exists; {hint}")
+
+
+@contextlib.contextmanager
+def locked_folder(out_dir: Path) -> Iterator[None]:
+    """Hold an exclusive ``fcntl.flock`` on the folder itself for the block (no lock file is
+    left behind; the kernel drops it when the process dies); StoreError if another holds it."""
+    try:
+        fd = os.open(out_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as err:
+        raise StoreError(f"{out_dir}: cannot lock the folder ({err.strerror or err})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(
+                f"{out_dir}: another ckptbench sweep is writing this folder; wait for it to "
+                "finish or use another --out"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def write_manifest(out_dir: Path, body: dict[str, Any]) -> Path:
     """Write ``OUT/sweep.json`` atomically: ``body`` under the manifest's kind and version."""
     path = out_dir / MANIFEST_NAME
@@ -108,6 +191,26 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
         return None
     return data
+
+
+def missing_cells(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str]]:
+    """(key, file and state) of every cell a sweep manifest among ``paths`` lists without its
+    result file: deleted, or never measured (a sweep stopped between cells, an error)."""
+    missing: list[tuple[str, str]] = []
+    for raw in paths:
+        p = Path(raw)
+        manifest = p / MANIFEST_NAME if p.is_dir() else p
+        if manifest.name != MANIFEST_NAME:
+            continue
+        try:
+            data = read_manifest(manifest)
+        except StoreError:
+            continue
+        for c in (data or {}).get("cells", []):
+            if isinstance(c, dict) and c.get("file") and not (manifest.parent / c["file"]).exists():
+                state = c.get("state", "?")
+                missing.append((str(c.get("key", c["file"])), f"{c['file']} (state {state})"))
+    return missing
 
 
 def manifest_files(path: Path) -> list[Path] | None:
@@ -303,7 +406,9 @@ def load_results(paths: Iterable[str | os.PathLike[str]]) -> list[RunResult]:
             listed = manifest_files(p / MANIFEST_NAME)
             found = listed if listed is not None else sorted(p.glob("*.json"))
             if not found:
-                raise StoreError(f"{p}: no result files in this folder")
+                lost = missing_cells([p])
+                why = f" (its manifest lists {len(lost)} cells, none saved)" if lost else ""
+                raise StoreError(f"{p}: no result files in this folder{why}")
             files.extend(found)
         elif p.exists():
             listed = manifest_files(p) if p.name == MANIFEST_NAME else None

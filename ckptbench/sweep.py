@@ -56,6 +56,7 @@ from ckptbench.store import (
     StoreError,
     cell_path,
     load_result,
+    locked_folder,
     open_folder,
     read_manifest,
     write_manifest,
@@ -290,6 +291,12 @@ def run_sweep(
     holds another sweep, or the Dask cluster has no workers.
     """
     out = open_folder(out_dir)
+    with locked_folder(out):
+        return _run_locked(config, out, resume, run_cell, progress, dask_address, retry_failed)
+
+
+def _run_locked(config, out, resume, run_cell, progress, dask_address, retry_failed):
+    """:func:`run_sweep` once the folder's lock is held."""
     _check_manifest(out, config.name)
     _remove_stale_temp_files(out, [MANIFEST_NAME, *(f"{c.key}.json" for c in config.cases)])
     cells, to_run = _plan(config, out, resume, retry_failed)
@@ -312,7 +319,15 @@ def run_sweep(
         runner = run_cell or default_run_cell()
         for index in to_run:
             starting(index)
-            finished(index, _run_local(runner, cells[index], state))
+            try:
+                outcome = _run_local(runner, cells[index], state)
+            except BaseException as err:  # a stop signal: record the saved part, then stop
+                partial = getattr(err, "result", None)
+                if partial is not None and partial.modes and cells[index].path.exists():
+                    cells[index] = saved_outcome(cells[index], partial, 0.0)
+                    _write_manifest(config, out, cells, started)
+                raise
+            finished(index, outcome)
     else:
         from ckptbench.sweep_dask import DaskError, run_dask  # distributed only on this path
 

@@ -10,8 +10,14 @@ Every report is one JSON line with an ``event``:
 * ``iteration`` — one warm-up or measured iteration (``warmup``: bool, ``record``: {...});
 * ``result`` — the final report (``ok`` true, or false with ``error``).
 
-A job with ``"task": "costs"`` measures the step costs the planner needs instead
-(``ckptbench.stepcosts``) and reports them as ``costs_report``.
+A job with a ``task`` runs a side task instead (``ckptbench.tasks``): ``"costs"`` measures
+the step costs the planner needs (``ckptbench.stepcosts``, reported as ``costs_report``),
+``"check"`` loads the plug-in workload once, ``"device"`` asks torch whether CUDA is there,
+``"profile"`` profiles one gradient line by line (``ckptbench.lineprofile``). Whatever a
+plug-in raises at import, ``SystemExit`` and ``KeyboardInterrupt`` included, is reported as
+one ``result`` event; after it the worker exits at once (``os._exit``), so threads a plug-in
+left running cannot keep it alive. The ``ready`` event carries the start-up peak
+(``startup_peak_rss_bytes``, VmHWM before the first reset) for the memory limit.
 
 The worker is started with ``-P``, so the current folder never shadows an installed module;
 plug-in folders the parent resolved are appended to the *end* of ``sys.path``. It dies with
@@ -100,13 +106,18 @@ def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict
     for path in job.get("plugin_paths") or ():
         if path not in sys.path:
             sys.path.append(path)  # at the end: never shadows an installed module
-    if job.get("task") == "costs":
+    task = job.get("task")
+    if task == "costs":
         return _measure_costs(case, emit)
+    if task is not None:
+        return _side_task(task, case, job)
     built = build(case, mode, job.get("costs"))
     meter = measure.PeakMeter()
     measure.trim_heap()
     rss_anon = measure.read_rss_anon_bytes() if meter.method == "vmhwm" else None
-    emit({"event": "ready", "planned": case.warmup + case.repeats, "warmup": case.warmup})
+    startup_peak = measure.read_peak_bytes() if meter.method == "vmhwm" else None
+    emit({"event": "ready", "planned": case.warmup + case.repeats, "warmup": case.warmup,
+          "startup_peak_rss_bytes": startup_peak})  # fmt: skip
     value = None
     phases: dict[str, float] = {}
     for n in range(case.warmup + case.repeats):
@@ -144,6 +155,31 @@ def _measure_costs(case: Case, emit: Callable[[dict[str, Any]], None]) -> dict[s
     return {"ok": True, "costs_report": registry.measure_costs(case)}
 
 
+def _side_task(task: str, case: Case, job: dict[str, Any]) -> dict[str, Any]:
+    """The plug-in check, the CUDA probe or the line profile (module doc)."""
+    if task == "check":
+        from ckptbench.workloads import Sizes, load_workload
+
+        load_workload(case.model, Sizes(**case.sizes()))
+        return {"ok": True}
+    if task == "device":
+        try:
+            import torch
+        except ImportError as err:
+            return {"ok": False, "error": f"the torch backend needs torch ({err})"}
+        return {
+            "ok": True,
+            "cuda_available": bool(torch.cuda.is_available()),
+            "torch_version": str(torch.__version__),
+            "torch_cuda": torch.version.cuda,
+        }
+    if task == "profile":
+        from ckptbench.lineprofile import profile_job
+
+        return profile_job(job.get("profile"))
+    raise ValueError(f"unknown task {task!r}")
+
+
 def _open_channel(job: dict[str, Any]) -> IO[str]:
     fd = job.get("channel_fd")
     if isinstance(fd, int):
@@ -163,16 +199,28 @@ def main() -> int:
         _die_with_parent(job.get("parent_pid"))
         channel = _open_channel(job)
         report = run_job(job, emit)
-    except Exception as err:  # report every failure as one event; the parent decides
+    except BaseException as err:  # a plug-in's exit or ^C is a failure too
         lines = str(err).strip().splitlines()
         msg = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+        if isinstance(err, SystemExit):
+            msg = f"SystemExit({err.code!r}) raised while running the job (a plug-in exited?)"
+        elif not isinstance(err, Exception):
+            msg = f"{msg} raised while running the job, though no signal came from ckptbench"
         traceback.print_exc(file=sys.stderr)
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):
             emit({"event": "result", "ok": False, "error": msg})
         return 1
     emit({"event": "result", **report})
     return 0
 
 
+def _exit_now(code: int) -> None:
+    """Exit without waiting for threads a plug-in left running (the result is sent)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit_now(main())

@@ -8,7 +8,8 @@ FAKE_CRASH=<mode> exits 3 with a stderr message; FAKE_FAIL=<mode> reports ok=fal
 FAKE_SLEEP=<mode>:<seconds> sleeps (timeouts); FAKE_ALLOC=<mode>:<MiB> touches memory and
 waits (memory limits); FAKE_GRAD_NOISE=<x> perturbs the checkpointed gradient;
 FAKE_SCALE=<x> multiplies every reported peak overhead (regressions); FAKE_CPU_SHARE=<x>
-reports CPU time = x * wall time (a busy machine).
+reports CPU time = x * wall time (a busy machine). Side tasks: ``check`` passes unless
+FAKE_PLUGIN_BAD=<message>; ``device`` reports CUDA available only with FAKE_CUDA=1.
 """
 
 import json
@@ -38,6 +39,15 @@ def main() -> int:
             return arg if m == mode else None
         return "1" if value == mode else None
 
+    task = job.get("task")
+    if task == "check":
+        bad = os.environ.get("FAKE_PLUGIN_BAD")
+        emit({"event": "result", "ok": not bad, "error": bad})
+        return 0
+    if task == "device":
+        cuda = os.environ.get("FAKE_CUDA") == "1"
+        emit({"event": "result", "ok": True, "cuda_available": cuda, "torch_version": "0.fake"})
+        return 0
     if flag("FAKE_CRASH"):
         print("fake worker: simulated segfault", file=sys.stderr)
         return 3

@@ -205,6 +205,7 @@ class Slow:
     def __init__(self):
         self.inner = rnn(hidden=8)
     def init(self, steps, rng):
+        open("in-init", "w").close()  # a measured mode (the plug-in check never calls init)
         time.sleep(120)
         return self.inner.init(steps, rng)
     def step(self, p, s, x):
@@ -248,6 +249,9 @@ def test_sigterm_stops_workers_and_saves(tmp_path, sig):
          "--snaps", "3", "--out", str(out)],
         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
+    while not (tmp_path / "in-init").exists():  # past the plug-in check, in a measured mode
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
     workers = _worker_children(proc.pid)
     proc.send_signal(sig)
     proc.communicate(timeout=WAIT_S)

@@ -61,12 +61,14 @@ from ckptbench.cli.options import (
     default=None,
     help="Also write JUnit XML here (one testcase per check) for CI test reports.",
 )
+@click.option("--force", is_flag=True, help="Allow --junit to replace an existing file.")
 @quiet_option
 def check(results, against, config, memory_tolerance, memory_floor, time_tolerance, any_host,
-          summary, fmt, junit, quiet):  # fmt: skip
+          summary, fmt, junit, force, quiet):  # fmt: skip
     """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
     from ckptbench.gate import run_check
     from ckptbench.render import check_junit, check_markdown, check_text
+    from ckptbench.store import StoreError, check_output
 
     try:
         report = run_check(
@@ -83,21 +85,32 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     md = check_markdown(report)
     click.echo(md if fmt == "markdown" else check_text(report, quiet=quiet))
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    appends = [(summary, "--summary")] if summary is not None else []
+    targets = [(summary, "--summary", True)] if summary is not None else []
     if step_summary and (summary is None or Path(step_summary).resolve() != summary.resolve()):
-        appends.append((Path(step_summary), "$GITHUB_STEP_SUMMARY"))
-    problems = []
-    for path, what in appends:
+        targets.append((Path(step_summary), "$GITHUB_STEP_SUMMARY", True))
+    if junit is not None:
+        targets.append((junit, "--junit", False))
+    inputs = [*results, *against, *([config] if config is not None else [])]
+    problems, allowed = [], []
+    for path, what, append in targets:  # every side output obeys store.check_output
+        try:
+            check_output(path, what, inputs=inputs, replace=force, append=append)
+            allowed.append(what)
+        except StoreError as err:
+            problems.append(str(err))
+    for path, what, _ in targets[:-1] if junit is not None else targets:
+        if what not in allowed:
+            continue
         try:
             with open(path, "a", encoding="utf-8") as fh:
                 fh.write(md + "\n")
         except OSError as err:
             problems.append(f"{what} {path}: cannot write ({err.strerror or err})")
-    if junit is not None:
+    if junit is not None and "--junit" in allowed:
         from ckptbench.results import write_atomic
 
         try:
-            write_atomic(junit, check_junit(report))
+            write_atomic(junit, check_junit(report), replace=force)
         except OSError as err:
             problems.append(f"--junit {junit}: cannot write ({err.strerror or err})")
     for problem in problems:

@@ -14,7 +14,13 @@ from ckptbench.cli.options import (
     mprof_option,
     quiet_option,
 )
-from ckptbench.cli.outputs import expect_verdicts, refuse_duplicates, write_bytes, write_mprof
+from ckptbench.cli.outputs import (
+    check_side_output,
+    expect_verdicts,
+    refuse_duplicates,
+    write_bytes,
+    write_mprof,
+)
 
 
 @click.command(
@@ -46,8 +52,9 @@ from ckptbench.cli.outputs import expect_verdicts, refuse_duplicates, write_byte
     help="Also write the plots as PNG files into this folder (e.g. for a README).",
 )
 @mprof_option
+@click.option("--force", is_flag=True, help="Allow -o/--plots to replace existing files.")
 @quiet_option
-def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_dir, quiet):
+def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_dir, force, quiet):
     """Tabulate results; with --against, memory deltas and rank-tested time deltas."""
     from ckptbench.analysis import compare as compare_results
     from ckptbench.render import render
@@ -67,6 +74,9 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
             text = render(comparison, fmt, width=stdout_console().width)
     except ValueError as err:
         raise InputError(str(err)) from None
+    inputs = [*results, *against]
+    if output is not None:
+        check_side_output(output, "-o", inputs, force)
     figures = []
     if plots is not None:
         from ckptbench.render.plots import plot_files
@@ -74,6 +84,8 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         figures = plot_files(after, before or (), plots)
     targets = [p for p, _ in figures] + ([output] if output is not None else [])
     refuse_duplicates(targets)
+    for path, _ in figures:
+        check_side_output(path, "--plots", inputs, force)
     for path, fig in figures:
         write_bytes(path, fig, "--plots")
         if not quiet:
@@ -82,7 +94,7 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         write_mprof(after, mprof_dir, quiet)
     if output is not None:
         try:
-            write_atomic(output, text)
+            write_atomic(output, text, replace=force)
         except OSError as err:
             raise InputError(f"-o {output}: cannot write ({err.strerror or err})") from None
         if not quiet:

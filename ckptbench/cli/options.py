@@ -3,6 +3,7 @@ workload's sizes, -q/-v/--progress, and the one-line input error (exit status 2)
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -48,10 +49,21 @@ def parse_bytes(text: str) -> int:
     m = _SIZE.match(text)
     if not m or (m.group(2) or "").lower() not in _UNITS:
         raise click.BadParameter(f"{text!r} is not a size like 2GiB, 500MB or 1048576")
-    n = int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+    value = float(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
+    if not value < MAX_BYTES:  # hundreds of digits read as inf
+        raise click.BadParameter(f"{_clip(text)} is too large (the limit is 2**62 bytes)")
+    n = int(value)
     if n <= 0:
         raise click.BadParameter(f"{text!r} must be positive")
     return n
+
+
+#: Largest size an option takes (4 EiB: beyond it, a typo).
+MAX_BYTES = 2**62
+
+
+def _clip(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text)} characters)"
 
 
 def parse_seconds(text: str) -> float:
@@ -60,6 +72,8 @@ def parse_seconds(text: str) -> float:
     if not m:
         raise click.BadParameter(f"{text!r} is not a duration like 5ms, 2s or 10m")
     value = float(m.group(1)) * {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+    if not value < 1e12:  # hundreds of digits read as inf
+        raise click.BadParameter(f"{_clip(text)} is too long a duration")
     if value <= 0:
         raise click.BadParameter(f"{text!r} must be positive")
     return value
@@ -198,12 +212,15 @@ def size_options(func):
 
 def read_costs(path: Path, steps: int) -> dict:
     """A costs file (docs/planner.md) as a ``planner.Costs`` document; one line if bad."""
+    from ckptbench.inputs import read_text_limited
     from ckptbench.planner import costs_from_json
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"--costs {path}: cannot read ({getattr(err, 'strerror', err)})") from None
+        text = read_text_limited(path, 64 * 2**20)
+    except OSError as err:
+        raise InputError(f"--costs {path}: cannot read ({err.strerror or err})") from None
+    except ValueError as err:
+        raise InputError(f"--costs {path}: {err}") from None
     try:
         costs = costs_from_json(text)
     except ValueError as err:
@@ -217,6 +234,15 @@ def stdout_console():
     from ckptbench.render.console import stdout_console
 
     return stdout_console()
+
+
+def relative_model(model: str) -> str:
+    """A file plug-in given by an absolute path is recorded relative to the current folder
+    (results never hold absolute paths of this machine)."""
+    target, sep, name = model.rpartition(":")
+    if sep and os.path.isabs(target) and os.path.isfile(target):
+        return f"{os.path.relpath(target)}:{name}"
+    return model
 
 
 def parse_fraction(text: str) -> float:

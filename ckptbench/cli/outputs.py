@@ -17,13 +17,12 @@ def check_out(path: Path, force: bool) -> None:
     something it must not (see ``results.check_target``)."""
     import tempfile
 
-    from ckptbench.results import TargetError, check_target
+    from ckptbench.store import StoreError, check_output
 
     try:
-        check_target(path, replace=force)
-    except TargetError as err:
-        hint = "; pass --force to replace it" if path.is_file() and not path.is_symlink() else ""
-        raise InputError(f"--out {err}{hint}") from None
+        check_output(path, "--out", replace=force, result=True)
+    except StoreError as err:
+        raise InputError(str(err)) from None
     folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -32,6 +31,26 @@ def check_out(path: Path, force: bool) -> None:
         os.unlink(probe)
     except OSError as err:
         raise InputError(f"--out {path}: cannot write there ({err.strerror or err})") from None
+
+
+def check_mprof_dir(folder: Path, case, modes) -> None:
+    """--mprof, checked before anything is measured: a folder ckptbench can write, holding
+    none of the files this run will write (see ``store.check_output``)."""
+    from ckptbench.render.mprof import mprof_name
+    from ckptbench.store import StoreError, check_output
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(13, "the folder is not writable")
+        for k in range(case.rounds):
+            for m in modes:
+                name = mprof_name(case.key, m.value, k if case.rounds > 1 else None)
+                check_output(folder / name, "--mprof", hint="remove it or use another folder")
+    except OSError as err:
+        raise InputError(f"--mprof {folder}: {err.strerror or err}") from None
+    except StoreError as err:
+        raise InputError(str(err)) from None
 
 
 def write_mprof(results, folder: Path, quiet: bool = False) -> None:
@@ -65,6 +84,16 @@ def refuse_duplicates(paths) -> None:
         if real in seen:
             raise InputError(f"{p}: this command would write the file twice; nothing written")
         seen[real] = p
+
+
+def check_side_output(path: Path, what: str, inputs, force: bool, append: bool = False) -> None:
+    """The one rule for files ckptbench writes (``store.check_output``); exit 2 if broken."""
+    from ckptbench.store import StoreError, check_output
+
+    try:
+        check_output(path, what, inputs=inputs, replace=force, append=append)
+    except StoreError as err:
+        raise InputError(str(err)) from None
 
 
 def write_bytes(path: Path, data: bytes, option: str) -> None:

@@ -17,6 +17,7 @@ from ckptbench.cli.options import (
     check_backend,
     quiet_option,
     read_costs,
+    relative_model,
     size_options,
     stdout_console,
 )
@@ -52,33 +53,43 @@ def plan(
     fresh worker, then plans with the dynamic program over states and tapes (Beaumont et al.,
     2019) and predicts each strategy's time and peak storage at the same budget.
     """
-    from ckptbench.launch import CostsError, measure_costs
-    from ckptbench.planner import Costs, compare_at_budget
+    from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.planner import Costs, check_budget, check_plannable, compare_at_budget
     from ckptbench.render import plan_table
-    from ckptbench.workloads import Sizes, load_workload
+    from ckptbench.tasks import CostsError, check_plugin, measure_costs
 
     try:
         case = Case(
-            model=model, steps=steps, strategy="optimal", budget_bytes=budget, backend=backend,
-            hidden=hidden, batch=batch, input=input_, output=output, seed=seed, threads=threads,
+            model=relative_model(model), steps=steps, strategy="optimal", budget_bytes=budget,
+            backend=backend, hidden=hidden, batch=batch, input=input_, output=output, seed=seed,
+            threads=threads,
         )  # fmt: skip
         case.check_fits_memory()
         check_backend(case)
-        if backend == "autograd":
-            load_workload(model, Sizes(**case.sizes()))
         doc = read_costs(costs_file, steps) if costs_file else None
+        check_plannable(steps, Costs.from_dict(doc) if doc is not None else None)
+        if doc is not None:
+            check_budget(Costs.from_dict(doc), steps, budget)
     except ValueError as err:
         raise InputError(str(err)) from None
-    if doc is None and not quiet:
-        click.echo(f"measuring step costs on {backend} in a fresh worker ...", err=True)
-    if doc is None:
-        try:
-            doc = measure_costs(case)["costs"]
-        except CostsError as err:
-            click.echo(f"ckptbench: {err}", err=True)
-            sys.exit(EXIT_FAILED)
+    try:
+        with stop_on_signals():
+            check_plugin(case)  # in a disposable worker, never in this process
+            if doc is None and not quiet:
+                click.echo(f"measuring step costs on {backend} in a fresh worker ...", err=True)
+            if doc is None:
+                doc = measure_costs(case)["costs"]
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    except CostsError as err:
+        click.echo(f"ckptbench: {err}", err=True)
+        sys.exit(EXIT_FAILED)
+    except (Interrupted, KeyboardInterrupt) as err:
+        click.echo(f"ckptbench: interrupted by {stop_reason(err)}; nothing planned", err=True)
+        sys.exit(128 + getattr(err, "signum", 2))
     costs = Costs.from_dict(doc)
     try:
+        check_budget(costs, steps, budget)
         rows = compare_at_budget(costs, steps, budget)
     except ValueError as err:
         raise InputError(str(err)) from None

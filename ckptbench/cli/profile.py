@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 
@@ -14,6 +13,7 @@ from ckptbench.cli.options import (
     SNAPS_HELP,
     SNAPS_STREAMS,
     InputError,
+    relative_model,
     size_options,
 )
 from ckptbench.results import Case
@@ -43,42 +43,38 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
     workload's step/post/loss and the executor's loops, and prints the lines that hold the
     most memory: what each line of a step keeps on autograd's tape.
     """
-    import subprocess
-
-    from ckptbench.launch import child_env
+    from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
     from ckptbench.render.console import stdout_console
     from ckptbench.render.profile import profile_lines, profile_table
+    from ckptbench.tasks import TaskError, check_plugin
+    from ckptbench.tasks import profile_lines as run_profile
 
     try:
         case = Case(
-            model=model, steps=steps, snaps=snaps, strategy=strategy, hidden=hidden,
-            batch=batch, input=input_, output=output, seed=seed,
+            model=relative_model(model), steps=steps, snaps=snaps, strategy=strategy,
+            hidden=hidden, batch=batch, input=input_, output=output, seed=seed,
         )  # fmt: skip
         case, _ = case.effective()
         case.check_fits_memory()
     except ValueError as err:
         raise InputError(str(err)) from None
     job = {
-        "model": model, "steps": case.steps, "snaps": case.snaps, "mode": mode,
+        "model": case.model, "steps": case.steps, "snaps": case.snaps, "mode": mode,
         "strategy": strategy, "hidden": hidden, "batch": batch, "input": input_,
         "output": output, "seed": seed,
     }  # fmt: skip
-    proc = subprocess.run(
-        [sys.executable, "-P", "-m", "ckptbench.lineprofile"],
-        input=json.dumps(job),
-        capture_output=True,
-        text=True,
-        env=child_env(case),
-    )
-    doc = None
-    for line in reversed(proc.stdout.strip().splitlines()):
-        with contextlib.suppress(json.JSONDecodeError):
-            doc = json.loads(line)
-            break
-    if not isinstance(doc, dict) or not doc.get("ok"):
-        why = doc.get("error") if isinstance(doc, dict) else proc.stderr.strip()[-300:]
-        click.echo(f"ckptbench: profiling failed: {why}", err=True)
+    try:
+        with stop_on_signals():  # the profiling worker goes through the launcher's guard
+            check_plugin(case)
+            doc = run_profile(case, job)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    except TaskError as err:
+        click.echo(f"ckptbench: profiling failed: {err}", err=True)
         sys.exit(EXIT_FAILED)
+    except (Interrupted, KeyboardInterrupt) as err:
+        click.echo(f"ckptbench: interrupted by {stop_reason(err)}; the worker stopped", err=True)
+        sys.exit(128 + getattr(err, "signum", 2))
     if as_json:
         click.echo(json.dumps(doc, indent=1))
         return

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from datetime import datetime
@@ -26,11 +25,12 @@ from ckptbench.cli.options import (
     mprof_option,
     output_options,
     read_costs,
+    relative_model,
     size_options,
     stdout_console,
     strategy_help,
 )
-from ckptbench.cli.outputs import check_out, write_mprof
+from ckptbench.cli.outputs import check_mprof_dir, check_out, write_mprof
 from ckptbench.results import Case
 from ckptbench.schedules import strategy_names
 
@@ -43,15 +43,6 @@ def _default_out(model: str) -> Path:
     stamp = now.strftime("%Y%m%d-%H%M%S") + f".{now.microsecond:06d}"
     slug = re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_")[-30:].strip("_") or "model"
     return Path("results") / f"run-{slug}-{stamp}-{secrets.token_hex(3)}.json"
-
-
-def _relative_model(model: str) -> str:
-    """A file plug-in given by an absolute path is recorded relative to the current folder
-    (results never hold absolute paths of this machine)."""
-    target, sep, name = model.rpartition(":")
-    if sep and os.path.isabs(target) and os.path.isfile(target):
-        return f"{os.path.relpath(target)}:{name}"
-    return model
 
 
 def _parse_modes(text: str):
@@ -174,19 +165,23 @@ def run(
     out, force, expect_oom, mprof_dir, as_json, quiet, verbose, progress_lines,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
-    from ckptbench.launch import CostsError, Interrupted, stop_on_signals
+    from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.planner import PlanError
     from ckptbench.render import explain_lines, failure_lines, headline, run_table, warning_lines
     from ckptbench.render.console import mode_progress, stderr_console
-    from ckptbench.results import result_to_dict
+    from ckptbench.results import result_to_dict, snaps_ignored
     from ckptbench.runner import expected_oom, run_case
-    from ckptbench.workloads import Sizes, load_workload
+    from ckptbench.tasks import CostsError, check_plugin, probe_cuda
 
     mode_list = _parse_modes(modes)
-    model = _relative_model(model)
+    model = relative_model(model)
     if expect_oom and memory_limit is None:
         raise InputError("--expect-oom needs --memory-limit")
     if set(expect_oom) - {m.value for m in mode_list}:
         raise InputError("--expect-oom names a mode that --modes does not run")
+    given = click.get_current_context().get_parameter_source("snaps")
+    if snaps_ignored(strategy) and given is click.core.ParameterSource.DEFAULT:
+        snaps = steps  # not given and not used: no note
     try:
         case = Case(
             model=model, steps=steps, snaps=snaps, strategy=strategy, backend=backend,
@@ -198,18 +193,27 @@ def run(
         case, notes = case.effective()
         case.check_fits_memory()
         check_backend(case)
-        if backend == "autograd":
-            load_workload(model, Sizes(**case.sizes()))
         costs = read_costs(costs_file, case.steps) if costs_file else None
+        if costs is not None and strategy != "optimal":
+            notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
+            costs = None
     except ValueError as err:
         raise InputError(str(err)) from None
     out = out or _default_out(model)
     check_out(out, force)
     if mprof_dir is not None:
-        try:
-            mprof_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise InputError(f"--mprof {mprof_dir}: {err.strerror or err}") from None
+        check_mprof_dir(mprof_dir, case, mode_list)
+    try:
+        with stop_on_signals():
+            if backend == "autograd":
+                check_plugin(case)  # in a disposable worker, never in this process
+            if device == "cuda" and backend == "torch" and (why := probe_cuda(case)) is not None:
+                raise InputError(f"--device cuda: {why}")
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    except (Interrupted, KeyboardInterrupt) as err:
+        click.echo(f"ckptbench: interrupted by {stop_reason(err)}; nothing measured", err=True)
+        sys.exit(128 + getattr(err, "signum", 2))
 
     err_console = stderr_console()
     for note in notes if not quiet else ():
@@ -228,6 +232,9 @@ def run(
                 modes=mode_list,
                 costs=costs,
             )
+    except PlanError as err:
+        stop()
+        raise InputError(str(err)) from None
     except CostsError as err:
         stop()
         click.echo(f"ckptbench: {err}", err=True)
@@ -237,8 +244,10 @@ def run(
         code = 128 + getattr(err, "signum", 2)
         measured = result is not None and result.modes
         where = f"what was measured is saved in {out}" if measured else "nothing measured"
+        ran = len({m.round for m in result.modes}) if measured else 0
+        rounds_ran = f" ({ran} of {case.rounds} rounds ran)" if case.rounds > 1 else ""
         err_console.print(
-            f"[red]interrupted[/red] by {err or 'Ctrl-C'}: workers stopped; {where}",
+            f"[red]interrupted[/red] by {stop_reason(err)}: workers stopped; {where}{rounds_ran}",
             highlight=False,
         )
         if result is None:

@@ -82,17 +82,27 @@ def sweep(
         ):
             console.print(event.line(), highlight=False)
 
+    from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
+
     try:
-        outcome = run_sweep(
-            cfg,
-            out,
-            resume=resume,
-            retry_failed=retry_failed,
-            progress=progress,
-            dask_address=dask_address,
-        )
+        with stop_on_signals():
+            outcome = run_sweep(
+                cfg,
+                out,
+                resume=resume,
+                retry_failed=retry_failed,
+                progress=progress,
+                dask_address=dask_address,
+            )
     except ValueError as err:
         raise InputError(str(err)) from None
+    except (Interrupted, KeyboardInterrupt) as err:
+        click.echo(
+            f"ckptbench: sweep interrupted by {stop_reason(err)}: workers stopped; the mode in "
+            f"flight is saved as interrupted; `--resume` measures the rest ({out})",
+            err=True,
+        )
+        sys.exit(128 + getattr(err, "signum", 2))
     for line in outcome.summary_lines():
         click.echo(line)
     sys.exit(outcome.exit_code)

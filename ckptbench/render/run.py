@@ -68,7 +68,9 @@ def _setting(result: RunResult) -> str:
         what = f"{spec.label}, {c.snaps} segments"
     else:
         what = f"{c.snaps} snaps ({c.strategy})"
-    rounds = f", {c.rounds} rounds" if c.rounds > 1 else ""
+    ran = len({m.round for m in result.modes})  # an interrupted run ran fewer
+    rounds = f", {c.rounds} rounds" if ran == c.rounds > 1 else ""
+    rounds = f", {ran} of {c.rounds} rounds ran" if ran < c.rounds else rounds
     return f"{c.model} {c.steps} steps, {what}{backend}{rounds}:"
 
 
@@ -203,7 +205,7 @@ def explain_lines(result: RunResult) -> list[str]:
         )
         cvs = ", ".join(f"{m} {v:.1%}" for m, v in (s.get("time_cv") or {}).items())
         lines.append(
-            f"across {result.case.rounds} rounds: exact peaks spread by {parts}; "
+            f"across {len({m.round for m in result.modes})} rounds: exact peaks spread by {parts}; "
             f"iteration times vary by (CV) {cvs}"
         )
     plan = ckpt.plan if ckpt is not None else {}
