@@ -220,6 +220,13 @@ def warning_lines(result: RunResult) -> list[str]:
     # a low CPU share is said once, by the busy-machine line below
     noise = [v for v in result.summary.get("noise", []) if v.get("kind") != "low-cpu-share"]
     lines = [str(v["message"]) for v in noise]
+    aside = result.summary.get("slowdown_set_aside") or []
+    per_round = result.summary.get("slowdown_per_round") or []
+    if aside:
+        named = ", ".join(
+            f"{k} ({per_round[k - 1]:.3f}x)" if k <= len(per_round) else str(k) for k in aside
+        )
+        lines.append(f"round(s) {named} set aside from the slowdown as outliers")
     if result.summary.get("time_unstable"):
         lines.append("* time figures marked * are unstable (see the lines above)")
     busy = busy_modes(result.summary)
