@@ -492,6 +492,27 @@ def _strategies() -> list[str]:
 )
 @click.option("--force", is_flag=True, help="Allow --out to replace an existing result file.")
 @click.option(
+    "--retry-oom",
+    is_flag=True,
+    help="Measure a mode that exceeded --memory-limit again in every round (default: later "
+    "rounds skip it, and say so).",
+)
+@click.option(
+    "--precision",
+    default=None,
+    callback=lambda _ctx, _p, v: None if v is None else parse_fraction(v),
+    help="Add rounds after --rounds until the slowdown's 95% interval is within this "
+    "(e.g. 3%), up to --max-rounds and --max-time; says when it stopped short.",
+)
+@click.option("--max-rounds", type=POS, default=30, show_default=True, help="For --precision.")
+@click.option(
+    "--max-time",
+    type=SECONDS,
+    default="30m",
+    show_default=True,
+    help="For --precision: start no new round after measuring this long.",
+)
+@click.option(
     "--expect-oom",
     multiple=True,
     type=click.Choice(["baseline", "normal", "checkpointed"]),
@@ -511,14 +532,15 @@ def _strategies() -> list[str]:
 def run(
     model, steps, snaps, strategy, backend, device, budget, costs_file, hidden, batch, input_,
     output, seed, warmup, repeats, rounds, threads, timeout, memory_limit, sample_interval, modes,
-    out, force, expect_oom, mprof_dir, as_json, quiet, verbose, progress_lines,
+    out, force, retry_oom, precision, max_rounds, max_time, expect_oom, mprof_dir, as_json, quiet,
+    verbose, progress_lines,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
     from ckptbench.launch import CostsError, Interrupted, stop_on_signals
     from ckptbench.render import explain_lines, failure_lines, headline, run_table, warning_lines
     from ckptbench.render.console import mode_progress, stderr_console
     from ckptbench.results import Case, result_to_dict
-    from ckptbench.runner import run_case
+    from ckptbench.runner import Precision, run_case
     from ckptbench.workloads import Sizes, load_workload
 
     mode_list = _parse_modes(modes)
@@ -544,6 +566,9 @@ def run(
         if strategy == "optimal" and backend != "autograd":
             raise InputError("strategy 'optimal' runs on the autograd backend only (so far)")
         costs = _read_costs(costs_file, case.steps) if costs_file else None
+        target = None
+        if precision is not None:
+            target = Precision(precision, max(max_rounds, case.rounds), max_time)
     except ValueError as err:
         raise InputError(str(err)) from None
     out = out or _default_out(model)
@@ -570,6 +595,8 @@ def run(
                 progress=progress_cb,
                 modes=mode_list,
                 costs=costs,
+                retry_oom=retry_oom,
+                precision=target,
             )
     except CostsError as err:
         stop()

@@ -189,6 +189,12 @@ def explain_lines(result: RunResult) -> list[str]:
             f"{per}, taped steps + reverse {taped:.2f} s{vs}, bookkeeping {book:.3f} s; "
             f"phases add up to {share:.1%} of the iteration"
         )
+    prec = result.environment.get("precision") or {}
+    if prec.get("stopped") == "reached":
+        lines.append(
+            f"--precision {prec['target_rel']:.1%} reached: slowdown interval "
+            f"+/-{prec['half_width_rel']:.1%} after {prec['rounds']} rounds"
+        )
     spread = s.get("peak_spread_bytes") or {}
     if result.case.rounds > 1 and spread:
         parts = ", ".join(
@@ -227,6 +233,20 @@ def warning_lines(result: RunResult) -> list[str]:
             f"{k} ({per_round[k - 1]:.3f}x)" if k <= len(per_round) else str(k) for k in aside
         )
         lines.append(f"round(s) {named} set aside from the slowdown as outliers")
+    prec = result.environment.get("precision") or {}
+    why = {"max-rounds": "--max-rounds", "max-time": "--max-time", "no-slowdown": "no slowdown"}
+    if prec.get("stopped") in why:
+        half = prec.get("half_width_rel")
+        got = "no interval" if half is None else f"+/-{half:.1%}"
+        lines.append(
+            f"--precision {prec['target_rel']:.1%} not reached: slowdown interval {got} after "
+            f"{prec['rounds']} rounds (stopped by {why[prec['stopped']]})"
+        )
+    for mode, first in (result.environment.get("skipped_after_oom") or {}).items():
+        lines.append(
+            f"{mode} exceeded the memory limit in round {first}; later rounds skipped it "
+            "(--retry-oom measures every round)"
+        )
     if result.summary.get("time_unstable"):
         lines.append("* time figures marked * are unstable (see the lines above)")
     busy = busy_modes(result.summary)
