@@ -879,7 +879,7 @@ def sweep(
     type=FRACTION,
     default="10%",
     show_default=True,
-    help="Smallest time change called significant.",
+    help="Time is slower/faster when the 95% interval of new/old lies beyond 1 +/- this.",
 )
 @click.option("--any-host", is_flag=True, help="Pair cells measured on different hosts.")
 @click.option(
@@ -901,7 +901,7 @@ def compare(
     results, against, fmt, output, min_effect, any_host, plots, mprof_dir, quiet, verbose,
     progress_lines,
 ):  # fmt: skip
-    """Tabulate results; with --against, memory deltas and rank-tested time deltas."""
+    """Tabulate results; with --against, memory deltas and time ratios with intervals."""
     from ckptbench.analysis import compare as compare_results
     from ckptbench.render import render
     from ckptbench.render.console import stdout_console
@@ -1008,7 +1008,8 @@ def _write_bytes(path: Path, data: bytes, option: str) -> None:
     "--time-tolerance",
     type=FRACTION,
     default=None,
-    help="Also gate time (rank test + this minimum effect). Off by default: time is noisy.",
+    help="Also gate time: fail when the 95% interval of new/old time lies above 1 + this "
+    "(the estimator run reports). Off by default: time is noisy.",
 )
 @click.option("--any-host", is_flag=True, help="Pair cells measured on different hosts.")
 @click.option(

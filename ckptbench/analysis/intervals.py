@@ -70,10 +70,13 @@ __all__ = [
     "Estimate",
     "IntervalError",
     "differs",
+    "outlier_rounds",
     "ratio_estimate",
     "round_ratios",
     "savings_estimate",
     "slowdown_estimate",
+    "t_interval",
+    "widen",
 ]
 
 CONFIDENCE = 0.95
@@ -82,7 +85,7 @@ CONFIDENCE = 0.95
 #: main job in a row on a quiet machine, gave 1.220, 1.229, 1.214, 1.218 (sd 0.53%; that sd
 #: includes each run's own sampling error, so it bounds this one from above).
 INVOCATION_SD_TIME = 0.005
-#: Chance that a run without outlier rounds sets one aside (:func:`_outlier_rounds`).
+#: Chance that a run without outlier rounds sets one aside (:func:`outlier_rounds`).
 OUTLIER_ALPHA = 0.05
 #: Smallest spread of the other rounds' log ratios the outlier test assumes (0.5%), so
 #: rounds that agree to a few hundredths of a percent do not make a 1% round an outlier.
@@ -182,7 +185,7 @@ def _rank_interval(
     return float(d[k - 1]), float(d[d.size - k])
 
 
-def _t_interval(values: Sequence[float], confidence: float) -> tuple[float, float] | None:
+def t_interval(values: Sequence[float], confidence: float) -> tuple[float, float] | None:
     n = len(values)
     if n < 2 or statistics.stdev(values) == 0:
         return None  # nothing to widen (and exp(log(x)) may round x by an ulp)
@@ -193,7 +196,7 @@ def _t_interval(values: Sequence[float], confidence: float) -> tuple[float, floa
     return mean - half, mean + half
 
 
-def _outlier_rounds(logs: Sequence[float]) -> tuple[int, ...]:
+def outlier_rounds(logs: Sequence[float]) -> tuple[int, ...]:
     """Indices of the rounds set aside as outliers, by the externally studentized residual
     with a Bonferroni bound (Cook & Weisberg, "Residuals and Influence in Regression", 1982,
     ch. 2): round i is an outlier when |x_i - mean(others)| / (sd(others) sqrt(1 + 1/m))
@@ -226,7 +229,7 @@ def _normal_quantile(p: float) -> float:
     return statistics.NormalDist().inv_cdf(p)
 
 
-def _widen(low: float, high: float, centre: float, sd: float, confidence: float):
+def widen(low: float, high: float, centre: float, sd: float, confidence: float):
     """Add a between-invocation standard deviation ``sd`` (log scale) to both half-widths of
     ``[low, high]`` around ``centre`` in quadrature: the variance of an estimate is the
     within-run variance the interval measured plus the invocation's own offset."""
@@ -279,20 +282,20 @@ def ratio_estimate(
         else:
             lo, hi = float(pooled.min()), float(pooled.max())
             how = "range of pairwise ratios (too few iterations for a rank interval)"
-        lo, hi = _widen(lo, hi, value, invocation_sd, confidence)
+        lo, hi = widen(lo, hi, value, invocation_sd, confidence)
         method = f"one round: Hodges-Lehmann on log times; {how}{floor}"
         return Estimate(value, lo, hi, method, 1, n_samples)
     logs = [math.log(v) for v in per_round]
-    aside = _outlier_rounds(logs)
+    aside = outlier_rounds(logs)
     kept = [v for i, v in enumerate(logs) if i not in aside]
     kept_ratios = [v for i, v in enumerate(per_round) if i not in aside]
     centre = statistics.fmean(kept)
     value = kept_ratios[0] if len(set(kept_ratios)) == 1 else math.exp(centre)
     lo = hi = value
-    tint = _t_interval(kept, confidence)
+    tint = t_interval(kept, confidence)
     if tint is not None:
         lo, hi = min(lo, math.exp(tint[0])), max(hi, math.exp(tint[1]))
-    lo, hi = _widen(lo, hi, value, invocation_sd, confidence)
+    lo, hi = widen(lo, hi, value, invocation_sd, confidence)
     set_aside = ""
     if aside:
         named = ", ".join(f"{i + 1} ({per_round[i]:.3f})" for i in aside)
@@ -380,7 +383,7 @@ def savings_estimate(
     else:
         lo = hi = value
         method = f"median over rounds; t over {len(rounds)} rounds on log savings"
-        tint = _t_interval([math.log(v) for v in values], confidence)
+        tint = t_interval([math.log(v) for v in values], confidence)
         if tint is not None:
             lo, hi = min(lo, math.exp(tint[0])), max(hi, math.exp(tint[1]))
     return Estimate(value, lo, hi, method, len(rounds), n_samples)

@@ -152,7 +152,11 @@ def delta_table(comparison: Comparison) -> Table:
                     "time_before_s": tt.before_median_s if tt else None,
                     "time_after_s": tt.after_median_s if tt else None,
                     "time_change": tt.change if tt else None,
-                    "p_value": tt.p_value if tt else None,
+                    "time_ratio": tt.ratio if tt else None,
+                    "time_ratio_low": tt.low if tt else None,
+                    "time_ratio_high": tt.high if tt else None,
+                    "processes_before": tt.processes_before if tt else None,
+                    "processes_after": tt.processes_after if tt else None,
                     "n_before": tt.n_before if tt else None,
                     "n_after": tt.n_after if tt else None,
                     "time_significant": tt.significant if tt else None,
@@ -165,6 +169,12 @@ def delta_table(comparison: Comparison) -> Table:
 
     def n(v: Any, r: dict[str, Any]) -> str:
         return "-" if missing(v) else f"{v}v{r['n_after']}"
+
+    def interval(v: Any, r: dict[str, Any]) -> str:
+        return "-" if missing(v) else f"[{v:.3f}, {r['time_ratio_high']:.3f}]"
+
+    def processes(v: Any, r: dict[str, Any]) -> str:
+        return "-" if missing(v) else f"{v}v{r['processes_after']}"
 
     def verdict(v: Any, r: dict[str, Any]) -> str:
         return v + (f" [{r['note']}]" if r["note"] else "")
@@ -186,7 +196,11 @@ def delta_table(comparison: Comparison) -> Table:
         Column("time_before_s", "time before s", num(".4f"), priority=3),
         Column("time_after_s", "after s", num(".4f"), priority=2),
         Column("time_change", "change", num("+.1%")),
-        Column("p_value", "p", num(".3f"), priority=2),
+        Column("time_ratio_low", "new/old 95%", interval, priority=2),
+        Column("time_ratio", priority=0),
+        Column("time_ratio_high", priority=0),
+        Column("processes_before", "processes", processes, priority=4),
+        Column("processes_after", priority=0),
         Column("n_before", "n", n, priority=4),
         Column("n_after", priority=0),
         Column("time_significant", priority=0),
@@ -220,13 +234,14 @@ def results_table(results: Sequence[RunResult]) -> Any:
 
 def rule_text(comparison: Comparison) -> str:
     s = comparison.settings
+    effect = s["min_effect"]
     return (
         f"Memory: changed when |delta| > max({s['memory_tolerance']:.0%} of before, "
         f"{s['memory_floor_bytes'] / MIB:.2f} MiB); normal/checkpointed compare overhead over "
-        f"baseline. Time: two-sided Mann-Whitney U on per-iteration times, significant when "
-        f"p <= {s['alpha']:g} and the median moved >= {s['min_effect']:.0%}; when the sample "
-        f"sizes cannot reach p <= {s['alpha']:g}, the samples must be separated by "
-        f">= {s['min_effect']:.0%}."
+        f"baseline. Time: the ratio new/old of a mode's times with its 95% interval, the "
+        f"estimator run reports for the slowdown (worker processes are the replicates); "
+        f"slower when the whole interval lies above {1 + effect:.2f}, faster when it lies "
+        f"below {1 / (1 + effect):.2f}."
     )
 
 
