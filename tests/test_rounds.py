@@ -45,7 +45,7 @@ def test_a_mode_out_of_memory_is_skipped_in_later_rounds_and_said_once(fake, tmp
     assert result.environment["skipped_after_oom"] == {"normal": 1}
     said = [line for line in res.output.splitlines() if "later rounds skipped it" in line]
     assert len(said) == 1, res.output
-    assert "normal exceeded the memory limit in round 1" in said[0]
+    assert said[0].endswith("every round): normal from round 1")
     assert res.exit_code == 1  # the out-of-memory itself is still a failure
 
 
@@ -93,7 +93,7 @@ def test_precision_says_when_it_stopped_short(fake, tmp_path):
     assert result.case.rounds == 3 == result.summary["rounds"]
     assert result.environment["precision"]["stopped"] == "max-rounds"
     assert "--precision 0.5% not reached" in res.output
-    assert "after 3 rounds (stopped by --max-rounds)" in res.output
+    assert "+/-1.0% after 3 rounds, stopped by --max-rounds" in res.output
 
 
 def test_precision_is_checked_before_measuring(fake, tmp_path):

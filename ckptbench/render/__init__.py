@@ -6,6 +6,7 @@ calls it (docs/architecture.md, "render").
 
 from __future__ import annotations
 
+from ckptbench.render.caveats import grouped_warning_lines, warning_lines
 from ckptbench.render.cells import (
     cells_table,
     delta_table,
@@ -38,7 +39,6 @@ from ckptbench.render.run import (
     plan_table,
     run_table,
     schedule_table,
-    warning_lines,
 )
 from ckptbench.render.table import Column, Table, to_csv, to_html, to_json, to_markdown, to_text
 from ckptbench.render.verdicts import check_junit, check_markdown, check_text
@@ -63,6 +63,7 @@ __all__ = [
     "fmt_ratio",
     "fmt_time",
     "fmt_time_spread",
+    "grouped_warning_lines",
     "headline",
     "limit_outcome",
     "plan_table",

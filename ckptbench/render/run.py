@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ckptbench.analysis import busy_modes, mode_peak_bytes
+from ckptbench.analysis import mode_peak_bytes
 from ckptbench.render.format import fmt_bytes, fmt_ratio, fmt_time, fmt_time_spread
 from ckptbench.render.table import Column, Table
 from ckptbench.results import Mode, RunResult, Status
@@ -22,7 +22,6 @@ __all__ = [
     "plan_table",
     "run_table",
     "schedule_table",
-    "warning_lines",
 ]
 
 
@@ -218,44 +217,6 @@ def explain_lines(result: RunResult) -> list[str]:
                 f"{fmt_bytes(stored)} stored by the executor, overhead "
                 f"{fmt_bytes(over, signed=True)} over baseline"
             )
-    return lines
-
-
-def warning_lines(result: RunResult) -> list[str]:
-    """Measurement caveats worth a line: a busy machine, noisy or unstable times."""
-    # a low CPU share is said once, by the busy-machine line below
-    noise = [v for v in result.summary.get("noise", []) if v.get("kind") != "low-cpu-share"]
-    lines = [str(v["message"]) for v in noise]
-    aside = result.summary.get("slowdown_set_aside") or []
-    per_round = result.summary.get("slowdown_per_round") or []
-    if aside:
-        named = ", ".join(
-            f"{k} ({per_round[k - 1]:.3f}x)" if k <= len(per_round) else str(k) for k in aside
-        )
-        lines.append(f"round(s) {named} set aside from the slowdown as outliers")
-    prec = result.environment.get("precision") or {}
-    why = {"max-rounds": "--max-rounds", "max-time": "--max-time", "no-slowdown": "no slowdown"}
-    if prec.get("stopped") in why:
-        half = prec.get("half_width_rel")
-        got = "no interval" if half is None else f"+/-{half:.1%}"
-        lines.append(
-            f"--precision {prec['target_rel']:.1%} not reached: slowdown interval {got} after "
-            f"{prec['rounds']} rounds (stopped by {why[prec['stopped']]})"
-        )
-    for mode, first in (result.environment.get("skipped_after_oom") or {}).items():
-        lines.append(
-            f"{mode} exceeded the memory limit in round {first}; later rounds skipped it "
-            "(--retry-oom measures every round)"
-        )
-    if result.summary.get("time_unstable"):
-        lines.append("* time figures marked * are unstable (see the lines above)")
-    busy = busy_modes(result.summary)
-    if busy:
-        shares = ", ".join(f"{m} {v:.0%}" for m, v in busy.items())
-        lines.append(
-            f"the machine was busy: workers got only {shares} of a core (CPU/wall time); "
-            "times and slowdown are not trustworthy, memory is"
-        )
     return lines
 
 
