@@ -17,7 +17,8 @@ from _synthetic import CI_CASE, MIB, make_result
 from ckptbench.analysis import compare, memory_delta, time_change
 from ckptbench.analysis.intervals import slowdown_estimate
 from ckptbench.config import parse_config
-from ckptbench.render import FORMATS, figure_png, plot_tradeoff, render, results_table
+from ckptbench.frame import cells_frame
+from ckptbench.render import FORMATS, figure_png, plot_tradeoff, render
 from ckptbench.results import Mode, Status, save_result
 from ckptbench.store import load_results
 from ckptbench.sweep import run_sweep
@@ -169,9 +170,9 @@ def test_cells_pair_by_key_and_host_and_reruns_pool() -> None:
     assert comparison.only_before == ((UNIFORM.key, "host-a"),)
 
 
-def test_results_table_recomputes_from_raw_samples() -> None:
+def test_cells_frame_recomputes_from_raw_samples() -> None:
     result = make_result(CI_CASE, seed=3)
-    row = results_table([result]).iloc[0]
+    row = cells_frame([result]).iloc[0]
     ckpt, normal = result.mode(Mode.CHECKPOINTED), result.mode(Mode.NORMAL)
     times = {
         "checkpointed": [i.wall_time_s for i in ckpt.iterations],

@@ -1,7 +1,8 @@
 """Everything ckptbench shows: formatting of bytes, ratios and times, tables (one model, one
 exporter per format), the gate's verdicts, plots and the HTML report. The only package that
-imports rich, pandas or matplotlib (each lazily, where it is needed); only the command line
-calls it (docs/architecture.md, "render").
+imports rich or matplotlib, each lazily where it is needed (pandas: here and in
+``ckptbench.frame``, the reading side); only the command line calls it
+(docs/architecture.md, "render").
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from ckptbench.render.caveats import grouped_warning_lines, warning_lines
 from ckptbench.render.cells import (
     cells_table,
     delta_table,
-    results_table,
     rule_text,
     unmatched_lines,
 )
@@ -71,7 +71,6 @@ __all__ = [
     "plot_timeline",
     "plot_tradeoff",
     "render",
-    "results_table",
     "rule_text",
     "run_table",
     "schedule_table",

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ckptbench.analysis import Comparison, summarize
+from ckptbench.analysis import Comparison
+from ckptbench.frame import cells_frame
 from ckptbench.render.format import (
     MIB,
     cell_labels,
@@ -24,12 +25,10 @@ __all__ = [
     "cells_table",
     "csv_columns",
     "delta_table",
-    "results_table",
     "rule_text",
     "unmatched_lines",
 ]
 
-_INT_COLUMNS = {"forward_steps", "forward_steps_optimal", "evaluations", "evaluations_optimal"}
 
 
 def _mib(v: Any, _r: dict[str, Any]) -> str:
@@ -50,44 +49,17 @@ def _evals(v: Any, r: dict[str, Any]) -> str:
 
 
 def cells_table(results: Sequence[RunResult]) -> Table:
-    """One row per result file: the numbers people quote, recomputed from raw samples.
-    Raw columns are bytes and seconds (median per iteration)."""
+    """One row per result file: the numbers people quote, recomputed from raw samples by
+    :func:`ckptbench.frame.cells_frame` (pandas pivots the tidy frame). Raw columns are
+    bytes and seconds (median per iteration)."""
     labels = cell_labels([r.case for r in results])
     shorts = short_labels([r.case for r in results])
-    records = []
-    for r, label, short in zip(results, labels, shorts, strict=True):
-        s = summarize(r.case, r.modes)
-        c = r.case
-        over, times = s["overhead_bytes"], s["time_s"]
-        records.append(
-            {
-                "key": c.key,
-                "host": r.host,
-                "model": c.model,
-                "steps": c.steps,
-                "snaps": c.snaps,
-                "strategy": c.strategy,
-                "hidden": c.hidden,
-                "batch": c.batch,
-                "baseline_peak_bytes": s["peak_rss_bytes"].get("baseline"),
-                "normal_overhead_bytes": over.get("normal"),
-                "checkpointed_overhead_bytes": over.get("checkpointed"),
-                "normal_time_s": times.get("normal", {}).get("median"),
-                "checkpointed_time_s": times.get("checkpointed", {}).get("median"),
-                "slowdown": s["slowdown"],
-                "memory_savings": s["memory_savings"],
-                "forward_steps": s["forward_steps"],
-                "forward_steps_optimal": s["forward_steps_optimal"],
-                "evaluations": s["step_evaluations"],
-                "evaluations_optimal": s["step_evaluations_optimal"],
-                "grad_max_rel_err": s["grad_max_rel_err"],
-                "status": "ok"
-                if s["ok"]
-                else ", ".join(f"{m}: {st}" for m, st in s["status"].items() if st != "ok"),
-                "label": label,
-                "short": short,
-            }
-        )
+    frame = cells_frame(results)
+    rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    records = [
+        {**row, "label": label, "short": short}
+        for row, label, short in zip(rows, labels, shorts, strict=True)
+    ]
     hosts = {r.host for r in results}
     raw = [
         Column(k, priority=0)
@@ -218,18 +190,6 @@ def csv_columns(table: Table) -> Table:
     key = next(c for c in cols if c.key == "key")
     cols = (key, *(c for c in cols if c.key != "key"))
     return Table(table.title, cols, table.records)
-
-
-def results_table(results: Sequence[RunResult]) -> Any:
-    """The cells' raw records as a pandas DataFrame (byte and count columns nullable ints)."""
-    import pandas as pd
-
-    table = csv_columns(cells_table(results))
-    df = pd.DataFrame([{c.key: r.get(c.key) for c in table.columns} for r in table.records])
-    for col in df.columns:
-        if col.endswith("_bytes") or col in _INT_COLUMNS:
-            df[col] = df[col].astype("Int64")
-    return df
 
 
 def rule_text(comparison: Comparison) -> str:

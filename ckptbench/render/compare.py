@@ -30,7 +30,9 @@ def render(comparison: Comparison, fmt: str = "table", width: int | None = 120) 
     if fmt == "csv":
         if comparison.has_before:
             return to_csv(csv_columns(delta_table(comparison)))
-        return to_csv(csv_columns(cells_table(comparison.after)))
+        from ckptbench.frame import cells_frame
+
+        return cells_frame(comparison.after).to_csv(index=False)
     if fmt == "html":
         from ckptbench.render.html import render_html
 
