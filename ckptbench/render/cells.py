@@ -30,7 +30,6 @@ __all__ = [
 ]
 
 
-
 def _mib(v: Any, _r: dict[str, Any]) -> str:
     return fmt_bytes(v, digits=2, unit=False)
 
