@@ -14,6 +14,7 @@ import pytest
 from _imports import loaded_after_import
 
 from ckptbench.analysis.intervals import (
+    INVOCATION_SD_OVERHEAD_BYTES,
     INVOCATION_SD_TIME,
     Estimate,
     IntervalError,
@@ -263,11 +264,24 @@ def test_savings_interval_is_tiny_and_contains_the_truth():
     est = savings_estimate(_peaks(np.random.default_rng(5)))
     assert est.contains(truth)
     assert est.half_width_rel < 0.05
-    exact = savings_estimate(_peaks(np.random.default_rng(5), jitter=0.0))
+    exact = savings_estimate(_peaks(np.random.default_rng(5), jitter=0.0), invocation_sd_bytes=0)
     assert exact.value == pytest.approx(truth, rel=1e-12) and exact.low == exact.high
     one = savings_estimate(_peaks(np.random.default_rng(5), rounds=1))
     assert one.n_rounds == 1 and "one round" in one.method
     assert one.contains(truth) and 0 < one.half_width_rel < 0.05
+
+
+def test_savings_interval_has_a_floor_from_the_spread_between_invocations():
+    # noiseless rounds: the interval is the floor alone, the relative sd of N / C when each
+    # overhead may sit INVOCATION_SD_OVERHEAD_BYTES off: hypot(0.1 / 134, 0.1 / 6) = 1.67%
+    floored = savings_estimate(_peaks(np.random.default_rng(5), jitter=0.0))
+    rel = math.hypot(0.1 / 134, 0.1 / 6)
+    assert INVOCATION_SD_OVERHEAD_BYTES == 0.1 * MIB
+    assert floored.half_width_rel == pytest.approx(1.959964 * rel, rel=0.03)
+    assert "between-invocation" in floored.method
+    # an invocation whose checkpointed overhead sits 0.18 MiB higher is covered; 0.3 is not
+    assert floored.contains((179 - 45) / (51.18 - 45))
+    assert not floored.contains((179 - 45) / (51.3 - 45))
 
 
 def test_savings_rejects_a_peak_at_the_baseline():

@@ -102,3 +102,18 @@ def test_precision_is_checked_before_measuring(fake, tmp_path):
     assert not (tmp_path / "r.json").exists()
     with pytest.raises(ValueError, match="max time"):
         Precision(0.03, 5, 0.0)
+
+
+def test_workers_load_ckptbench_from_bytecode_however_it_is_installed(fake, tmp_path):
+    # issue 16: without .pyc files (PYTHONDONTWRITEBYTECODE in a source checkout) every
+    # worker compiled ckptbench at start-up and its exact peaks moved by 0.3-0.7 MiB
+    import importlib.util
+
+    import ckptbench.worker
+    from ckptbench.runner import compile_package
+
+    assert compile_package() is True
+    assert Path(importlib.util.cache_from_source(ckptbench.worker.__file__)).is_file()
+    out = tmp_path / "r.json"
+    assert invoke([*SMALL, "--rounds", "1", "--out", str(out)]).exit_code == 0
+    assert load_result(out).environment["bytecode_compiled"] is True
