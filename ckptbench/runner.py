@@ -12,17 +12,19 @@ of modes), so a slow minute on a shared machine does not land on one mode only.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import tempfile
+import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import ckptbench
 from ckptbench import measure, noise
-from ckptbench.analysis.summary import pool_by_mode, summarize
+from ckptbench.analysis.summary import pool_by_mode, round_estimates, summarize
 from ckptbench.launch import Interrupted, Progress, RunEvent, run_mode, stop_reason
 from ckptbench.results import (
     MODES,
@@ -37,7 +39,14 @@ from ckptbench.schedules import get_strategy
 from ckptbench.tasks import measure_costs
 from ckptbench.workloads import plugin_provenance
 
-__all__ = ["GRAD_TOLERANCE", "expected_oom", "round_order", "run_case"]
+__all__ = [
+    "GRAD_TOLERANCE",
+    "Precision",
+    "compile_package",
+    "expected_oom",
+    "round_order",
+    "run_case",
+]
 
 #: Checkpointed gradients must match the plain gradient to this max relative error.
 GRAD_TOLERANCE = 1e-8
@@ -80,6 +89,83 @@ def _verify(case: Case, result: ModeResult, grad_err: float | None) -> ModeResul
     return result
 
 
+@dataclass(frozen=True)
+class Precision:
+    """``--precision``: add rounds until the slowdown's half-width (relative) is at most
+    ``target_rel``, but no more than ``max_rounds`` in all and no new round after
+    ``max_time_s`` seconds of measuring."""
+
+    target_rel: float
+    max_rounds: int = 30
+    max_time_s: float = 1800.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.target_rel < 1:
+            raise ValueError(f"precision must be a fraction such as 3%, got {self.target_rel}")
+        if self.max_rounds < 2:
+            raise ValueError(f"max rounds must be at least 2, got {self.max_rounds}")
+        if not 0 < self.max_time_s < math.inf:
+            raise ValueError(f"max time must be a positive duration, got {self.max_time_s}")
+
+
+def _more_rounds(
+    precision: Precision | None,
+    results: Sequence[ModeResult],
+    done: int,
+    clock0: float,
+    env: dict[str, Any],
+) -> bool:
+    """After ``done`` rounds: is another one needed for ``precision``, and allowed? Records
+    the outcome in ``env["precision"]`` (target, half-width, rounds, why it stopped)."""
+    if precision is None:
+        return False
+    est = round_estimates(results).get("slowdown")
+    half = est.half_width_rel if est is not None else None
+    if done < 2:  # one round's interval sees no process-to-process variation
+        stopped = ""
+    elif half is None:
+        stopped = "no-slowdown"  # normal or checkpointed never measured OK: rounds won't help
+    elif half <= precision.target_rel:
+        stopped = "reached"
+    elif done >= precision.max_rounds:
+        stopped = "max-rounds"
+    elif time.monotonic() - clock0 >= precision.max_time_s:
+        stopped = "max-time"
+    else:
+        stopped = ""
+    env["precision"] = {
+        "target_rel": precision.target_rel,
+        "half_width_rel": half,
+        "rounds": done,
+        "max_rounds": precision.max_rounds,
+        "max_time_s": precision.max_time_s,
+        "stopped": stopped or "running",
+    }
+    return not stopped
+
+
+def compile_package() -> bool:
+    """Make sure ckptbench's own modules have bytecode before any worker starts, so every
+    worker loads them from ``.pyc`` however ckptbench was installed.
+
+    Measured (issue 16): with ``PYTHONDONTWRITEBYTECODE`` set, a source checkout has no
+    ``__pycache__`` and every worker compiled 13 ckptbench modules at start-up: +1.7 MiB
+    RssAnon after the imports (21.4 vs 19.7 MiB), and exact peaks moved by 0.3-0.7 MiB
+    (baseline +0.72, checkpointed +0.37, normal +0.33 MiB on lstm 300 x 16), so the
+    checkpointed overhead differed by 0.35-0.45 MiB from an installed package's, which had
+    its ``.pyc`` files. Reading existing bytecode is not affected by that variable, so
+    writing it once here removes the difference. Returns False when it could not be
+    written (a read-only tree): the result records it."""
+    import compileall
+    from pathlib import Path
+
+    root = Path(ckptbench.__file__).parent
+    try:
+        return bool(compileall.compile_dir(str(root), quiet=2, workers=1))
+    except OSError:
+        return False
+
+
 def round_order(modes: Sequence[Mode], round_index: int) -> tuple[Mode, ...]:
     """Round k measures the modes rotated by k: every mode goes first equally often."""
     k = round_index % len(modes) if modes else 0
@@ -95,9 +181,20 @@ def run_case(
     modes: Sequence[Mode] = MODES,
     worker: Sequence[str] | None = None,
     costs: dict[str, Any] | None = None,
+    retry_oom: bool = False,
+    precision: Precision | None = None,
 ) -> RunResult:
     """Measure ``case`` in ``case.rounds`` rounds of each mode (a fresh process each),
     saving after every mode.
+
+    A mode stopped at the memory limit is not run again in later rounds (it would climb to
+    the limit once more): the runner sends one ``skip`` progress event per skipped (round,
+    mode) and records the round it first ran out of memory in the environment's
+    ``skipped_after_oom``. ``retry_oom`` measures it in every round anyway.
+
+    With ``precision``, rounds are added after ``case.rounds`` until the slowdown's 95%
+    interval is within the target (:func:`_more_rounds`); the result's case then says how
+    many rounds ran, and the environment's ``precision`` how the run stopped.
 
     The first save never replaces an existing ``out_path`` unless ``replace_out``; later
     saves replace only the file this run wrote. On :class:`Interrupted` (or Ctrl-C) the
@@ -123,11 +220,15 @@ def run_case(
     env["sample_interval_s"] = case.sample_interval_s
     env["thread_env_child"] = measure.pinned_thread_env(case.threads)
     env["plugin"] = plugin_provenance(case.model)
+    env["bytecode_compiled"] = compile_package()
     env["machine_state"] = noise.machine_state().as_dict()
     host = socket.gethostname()
     created = datetime.now(UTC).isoformat(timespec="seconds")
     results: list[ModeResult] = []
     saved = [False]
+    out_of_memory: dict[str, int] = {}  # mode -> 1-based round it first exceeded the limit
+    ran = [case.rounds]  # rounds planned so far (more with ``precision``)
+    clock0 = time.monotonic()
 
     def snapshot() -> RunResult:
         busy: dict[str, float] = {}
@@ -135,7 +236,7 @@ def run_case(
             if r.other_busy_cores is not None:
                 busy[r.mode.value] = max(busy.get(r.mode.value, 0.0), r.other_busy_cores)
         return RunResult(
-            case=case,
+            case=case if ran[0] == case.rounds else replace(case, rounds=ran[0]),
             modes=tuple(results),
             environment=env,
             summary=summarize(case, pool_by_mode(results), results, busy),
@@ -151,11 +252,17 @@ def run_case(
 
     with tempfile.TemporaryDirectory(prefix="ckptbench-") as tmp:
         try:
-            for k in range(case.rounds):
+            k = 0
+            while k < case.rounds or _more_rounds(precision, results, k, clock0, env):
+                ran[0] = max(ran[0], k + 1)
                 grads = {m: os.path.join(tmp, f"{m.value}-{k}.npy") for m in modes}
                 for mode in round_order(modes, k):
+                    if mode.value in out_of_memory:
+                        if progress:
+                            progress(RunEvent("skip", mode, k, ran[0]))
+                        continue
                     if progress:
-                        progress(RunEvent("start", mode, k, case.rounds))
+                        progress(RunEvent("start", mode, k, ran[0]))
                     want_grad = mode in (Mode.NORMAL, Mode.CHECKPOINTED)
                     result, numpy_env = run_mode(
                         case,
@@ -169,9 +276,16 @@ def run_case(
                     if numpy_env and "numpy" not in env:
                         env["numpy"] = numpy_env
                     results.append(_checked(case, k, mode, result, modes, grads))
+                    if result.status is Status.OUT_OF_MEMORY and not retry_oom:
+                        out_of_memory[mode.value] = k + 1
+                        if k + 1 < case.rounds:
+                            env["skipped_after_oom"] = dict(out_of_memory)
                     save()
                     if progress:
-                        progress(RunEvent("done", mode, k, case.rounds, result=results[-1]))
+                        progress(RunEvent("done", mode, k, ran[0], result=results[-1]))
+                k += 1
+            if precision is not None and results:
+                save()  # with how --precision stopped
         except (Interrupted, KeyboardInterrupt) as err:
             partial = getattr(err, "partial", None)
             order = [(k, m) for k in range(case.rounds) for m in round_order(modes, k)]

@@ -14,6 +14,8 @@ import pytest
 from _imports import loaded_after_import
 
 from ckptbench.analysis.intervals import (
+    INVOCATION_SD_OVERHEAD_BYTES,
+    INVOCATION_SD_TIME,
     Estimate,
     IntervalError,
     differs,
@@ -73,6 +75,91 @@ def test_known_ratio_is_covered_in_at_least_90_of_100_runs(rounds, iterations):
     assert abs(float(np.median([e.value for e in estimates])) - 1.30) < 0.02
 
 
+def invocation(
+    rng: np.random.Generator,
+    ratio: float,
+    *,
+    rounds: int = 6,
+    iterations: int = 1,
+    iteration_sd: float = 0.02,
+    process_sd: float = 0.02,
+    invocation_sd: float = INVOCATION_SD_TIME,
+    outlier_p: float = 0.1,
+) -> list[dict[str, list[float]]]:
+    """One simulated ``ckptbench run``: an offset of the whole invocation's log ratio (the
+    run's memory layout, its machine state), per round a drift shared by both modes, per
+    process (round x mode) an offset, per iteration noise, and with probability
+    ``outlier_p`` a process 8-30% slow (a neighbour took the core for its whole life)."""
+    offset = rng.normal(0.0, invocation_sd)
+    out = []
+    for _ in range(rounds):
+        drift = rng.normal(0.0, 0.05)
+        rd = {}
+        for mode, mu in (("normal", 0.0), ("checkpointed", math.log(ratio) + offset)):
+            t = 3.0 * np.exp(mu + drift + rng.normal(0.0, process_sd))
+            t = t * np.exp(rng.normal(0.0, iteration_sd, iterations))
+            if rng.random() < outlier_p / 2:
+                t = t * (1 + rng.uniform(0.08, 0.30))
+            rd[mode] = t.tolist()
+        out.append(rd)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("ratio", "rounds", "iterations", "outlier_p"),
+    [(1.22, 6, 1, 0.0), (1.22, 6, 1, 0.2), (1.05, 6, 3, 0.2), (2.0, 10, 1, 0.2), (1.22, 4, 2, 0.1)],
+)
+def test_simulated_invocations_cover_the_truth_with_a_width_like_their_spread(
+    ratio, rounds, iterations, outlier_p
+):
+    # issue 16's acceptance test: known ratios, per-process noise, per-invocation offsets
+    # and outlier rounds; 200 seeded invocations each
+    rng = np.random.default_rng(16)
+    runs = [
+        slowdown_estimate(
+            invocation(rng, ratio, rounds=rounds, iterations=iterations, outlier_p=outlier_p)
+        )
+        for _ in range(200)
+    ]
+    covered = sum(e.contains(ratio) for e in runs) / len(runs)
+    assert covered >= 0.90, covered
+    # the spread of repeated estimates: the central 95% of their log values, which is what
+    # an exact 95% interval's width would be; ours may be at most about twice that
+    logs = np.log([e.value for e in runs])
+    spread = float(np.quantile(logs, 0.975) - np.quantile(logs, 0.025))
+    width = float(np.median([math.log(e.high / e.low) for e in runs]))
+    assert width <= 2.0 * spread, (width, spread)
+    assert abs(math.exp(float(np.median(logs))) / ratio - 1) < 0.01
+
+
+def test_one_slow_round_is_set_aside_and_named():
+    # issue 16: six rounds of one iteration; five agree to 1%, one is 27% off. The former
+    # interval was the range of the ratios, [1.21, 1.55]
+    ratios = [1.220, 1.229, 1.214, 1.218, 1.552, 1.225]
+    rounds = [{"normal": [3.0], "checkpointed": [3.0 * r]} for r in ratios]
+    est = slowdown_estimate(rounds)
+    assert est.outlier_rounds == (5,)
+    assert "round(s) set aside: 5 (1.552)" in est.method
+    assert est.contains(1.22) and est.half_width_rel < 0.02
+    # without the slow round nothing is set aside, and the estimate barely moves
+    calm = slowdown_estimate(rounds[:4] + rounds[5:])
+    assert calm.outlier_rounds == () and calm.value == pytest.approx(est.value, rel=1e-12)
+    # a real spread (half the rounds high) is never called outliers: the interval widens
+    split = [{"normal": [3.0], "checkpointed": [3.0 * r]} for r in [1.2, 1.2, 1.2, 1.5, 1.5, 1.5]]
+    wide = slowdown_estimate(split)
+    assert wide.outlier_rounds == () and wide.contains(1.2) and wide.contains(1.5)
+
+
+def test_invocation_spread_widens_even_a_noiseless_interval():
+    rounds = [{"normal": [0.5], "checkpointed": [0.65]}] * 6
+    est = slowdown_estimate(rounds)
+    assert est.value == 1.3
+    assert est.half_width_rel == pytest.approx(1.959964 * INVOCATION_SD_TIME, rel=0.02)
+    assert "between-invocation" in est.method
+    with pytest.raises(IntervalError, match="invocation_sd"):
+        slowdown_estimate(rounds, invocation_sd=-0.1)
+
+
 def test_process_effect_is_covered_because_rounds_are_replicates():
     # a per-process offset (not shared by the modes of a round) is invisible to iterations;
     # the t interval over rounds must widen the interval enough to keep coverage
@@ -95,7 +182,7 @@ def test_a_a_comparison_is_not_called_different():
 
 def test_noiseless_ratio_is_exact():
     rounds = [{"normal": [0.5, 0.5, 0.5], "checkpointed": [0.65, 0.65, 0.65]}] * 4
-    est = slowdown_estimate(rounds)
+    est = slowdown_estimate(rounds, invocation_sd=0.0)
     assert est.value == 1.3
     assert est.low == est.high == 1.3
     assert (est.n_rounds, est.n_samples) == (4, 24)
@@ -126,17 +213,18 @@ def test_rank_interval_alone_with_one_round_and_its_order_statistics():
     # (P(U <= 2) = 4/252 <= 0.025 < P(U <= 3) = 7/252)
     num = [1.0, 2.0, 3.0, 4.0, 5.0]
     den = [1.0] * 5
-    est = ratio_estimate([(num, den)])
+    est = ratio_estimate([(num, den)], invocation_sd=0.0)
     assert (est.low, est.high) == (1.0, 5.0)  # each value repeats 5 times among 25 ratios
     den = [1.0, 1.1, 1.2, 1.3, 1.4]
-    est = ratio_estimate([([2.0] * 5, den)])
+    est = ratio_estimate([([2.0] * 5, den)], invocation_sd=0.0)
     ratios = sorted(2.0 / d for d in den for _ in range(5))
     assert est.low == pytest.approx(ratios[2]) and est.high == pytest.approx(ratios[22])
     assert "t over" not in est.method
 
 
 def test_too_few_iterations_for_a_rank_interval_falls_back_to_the_range():
-    est = ratio_estimate([([1.2, 1.4], [1.0, 1.0])])  # 2 x 2: P(U = 0) = 1/6 > 0.025
+    # 2 x 2: P(U = 0) = 1/6 > 0.025
+    est = ratio_estimate([([1.2, 1.4], [1.0, 1.0])], invocation_sd=0.0)
     assert (est.low, est.high) == pytest.approx((1.2, 1.4))
     assert "range" in est.method
 
@@ -176,11 +264,24 @@ def test_savings_interval_is_tiny_and_contains_the_truth():
     est = savings_estimate(_peaks(np.random.default_rng(5)))
     assert est.contains(truth)
     assert est.half_width_rel < 0.05
-    exact = savings_estimate(_peaks(np.random.default_rng(5), jitter=0.0))
+    exact = savings_estimate(_peaks(np.random.default_rng(5), jitter=0.0), invocation_sd_bytes=0)
     assert exact.value == pytest.approx(truth, rel=1e-12) and exact.low == exact.high
     one = savings_estimate(_peaks(np.random.default_rng(5), rounds=1))
     assert one.n_rounds == 1 and "one round" in one.method
     assert one.contains(truth) and 0 < one.half_width_rel < 0.05
+
+
+def test_savings_interval_has_a_floor_from_the_spread_between_invocations():
+    # noiseless rounds: the interval is the floor alone, the relative sd of N / C when each
+    # overhead may sit INVOCATION_SD_OVERHEAD_BYTES off: hypot(0.1 / 134, 0.1 / 6) = 1.67%
+    floored = savings_estimate(_peaks(np.random.default_rng(5), jitter=0.0))
+    rel = math.hypot(0.1 / 134, 0.1 / 6)
+    assert INVOCATION_SD_OVERHEAD_BYTES == 0.1 * MIB
+    assert floored.half_width_rel == pytest.approx(1.959964 * rel, rel=0.03)
+    assert "between-invocation" in floored.method
+    # an invocation whose checkpointed overhead sits 0.18 MiB higher is covered; 0.3 is not
+    assert floored.contains((179 - 45) / (51.18 - 45))
+    assert not floored.contains((179 - 45) / (51.3 - 45))
 
 
 def test_savings_rejects_a_peak_at_the_baseline():
@@ -260,6 +361,6 @@ def test_large_rounds_use_the_normal_approximation_with_the_expected_width():
     rng = np.random.default_rng(2)
     num = (1.3 * np.exp(rng.normal(0, 0.03, 150))).tolist()
     den = np.exp(rng.normal(0, 0.03, 150)).tolist()
-    est = ratio_estimate([(num, den)])
+    est = ratio_estimate([(num, den)], invocation_sd=0.0)
     assert est.contains(1.3)
     assert 0.004 < est.half_width_rel < 0.011

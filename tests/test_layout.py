@@ -1,6 +1,7 @@
 """The layout rules of docs/architecture.md, read from the source: only ``render`` imports
-rich, pandas or matplotlib and only the command line calls ``render``; no import cycles; no
-private name imported across modules; the numbers-only modules load no heavy library."""
+rich or matplotlib, pandas only on the reading side (``render`` and ``frame``; never the
+measuring side), and only the command line calls ``render``; no import cycles; no private
+name imported across modules; the numbers-only modules load no heavy library."""
 
 from __future__ import annotations
 
@@ -22,13 +23,41 @@ def _in(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def test_only_render_imports_rich_pandas_matplotlib() -> None:
+#: The reading side: the only modules that may import pandas.
+READING_SIDE = ("ckptbench.render", "ckptbench.frame")
+#: The measuring side (and the gate): pandas never loads there, not even indirectly.
+MEASURING_SIDE = (
+    "ckptbench.measure",
+    "ckptbench.worker",
+    "ckptbench.launch",
+    "ckptbench.runner",
+    "ckptbench.gate",
+    "ckptbench.backends",
+    "ckptbench.checkpoint",
+    "ckptbench.torch_backend.executor",
+    "ckptbench",
+)
+
+
+def test_only_render_imports_rich_matplotlib_and_pandas_only_the_reading_side() -> None:
     bad = [
         f"{e.importer}:{e.line} imports {e.target}"
         for e in import_edges()
-        if e.target.split(".")[0] in HEAVY and not _in(e.importer, "ckptbench.render")
+        if (
+            e.target.split(".")[0] in ("rich", "matplotlib")
+            and not _in(e.importer, "ckptbench.render")
+        )
+        or (
+            e.target.split(".")[0] == "pandas"
+            and not any(_in(e.importer, side) for side in READING_SIDE)
+        )
     ]
     assert bad == []
+
+
+@pytest.mark.parametrize("module", MEASURING_SIDE)
+def test_the_measuring_side_never_loads_pandas(module: str) -> None:
+    assert loaded_after_import(module, ("pandas",)) == []
 
 
 def test_only_the_command_line_calls_render() -> None:

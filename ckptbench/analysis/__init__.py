@@ -1,6 +1,6 @@
 """The numbers of ckptbench's reports: summaries of one result, statistics of before/after
-samples and the pairing of current with reference cells. Stdlib only (scipy is imported
-lazily by the rank test); nothing here formats, prints or reads files
+samples and the pairing of current with reference cells. numpy and the stdlib (scipy is
+imported lazily by the intervals); nothing here formats, prints or reads files
 (docs/architecture.md, "analysis").
 """
 
@@ -22,15 +22,13 @@ from ckptbench.analysis.pairing import (
     settings_notes,
 )
 from ckptbench.analysis.stats import (
-    ALPHA,
     MEMORY_FLOOR_BYTES,
     MEMORY_TOLERANCE,
     MIN_EFFECT,
     MemoryDelta,
-    TimeTest,
+    TimeChange,
     memory_delta,
-    p_floor,
-    time_test,
+    time_change,
 )
 from ckptbench.analysis.summary import (
     BUSY_CPU_SHARE,
@@ -45,7 +43,6 @@ from ckptbench.analysis.summary import (
 )
 
 __all__ = [
-    "ALPHA",
     "BUSY_CPU_SHARE",
     "MEMORY_FLOOR_BYTES",
     "MEMORY_TOLERANCE",
@@ -58,7 +55,7 @@ __all__ = [
     "Pairing",
     "PooledCell",
     "Spread",
-    "TimeTest",
+    "TimeChange",
     "busy_modes",
     "case_identity",
     "compare",
@@ -68,12 +65,11 @@ __all__ = [
     "memory_delta",
     "mode_peak_bytes",
     "mode_time_s",
-    "p_floor",
     "pair",
     "pool_results",
     "ratio",
     "settings_notes",
     "spread",
     "summarize",
-    "time_test",
+    "time_change",
 ]

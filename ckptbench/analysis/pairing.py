@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ckptbench.analysis.stats import (
-    ALPHA,
     MEMORY_FLOOR_BYTES,
     MEMORY_TOLERANCE,
     MIN_EFFECT,
     MemoryDelta,
-    TimeTest,
+    TimeChange,
     memory_delta,
-    time_test,
+    time_change,
 )
 from ckptbench.results import MODES, SETTINGS_FIELDS, Case, Iteration, Mode, RunResult
 
@@ -89,6 +88,15 @@ class PooledCell:
 
     def times(self, mode: Mode) -> list[float]:
         return [it.wall_time_s for it in self.iterations(mode)]
+
+    def process_times(self, mode: Mode) -> list[list[float]]:
+        """Iteration times per worker process: every measured-OK round of every file."""
+        return [
+            [it.wall_time_s for it in m.iterations]
+            for r in self.results
+            for m in r.mode_rounds(mode)
+            if m.ok and m.iterations
+        ]
 
     def peak(self, mode: Mode) -> int | None:
         its = self.iterations(mode)
@@ -200,7 +208,7 @@ def settings_notes(pairs: Iterable[tuple[PooledCell, PooledCell]]) -> list[str]:
 class ModeComparison:
     mode: Mode
     memory: MemoryDelta | None
-    time: TimeTest | None
+    time: TimeChange | None
     note: str = ""
 
 
@@ -220,24 +228,20 @@ def compare_cells(
     after: PooledCell,
     *,
     min_effect: float = MIN_EFFECT,
-    alpha: float = ALPHA,
     memory_tolerance: float = MEMORY_TOLERANCE,
     memory_floor_bytes: int = MEMORY_FLOOR_BYTES,
 ) -> CellComparison:
-    """Memory delta and time test of every mode of one paired cell."""
+    """Memory delta and time change (``stats.time_change`` at ``min_effect``) of every mode
+    of one paired cell."""
     modes = []
     for mode in MODES:
         mb, ma = before.memory(mode), after.memory(mode)
         mem = None
         if mb is not None and ma is not None:
             mem = memory_delta(mb, ma, tolerance=memory_tolerance, floor_bytes=memory_floor_bytes)
-        tt = time_test(before.times(mode), after.times(mode), min_effect=min_effect, alpha=alpha)
-        if tt is not None:
-            tt = replace(
-                tt,
-                processes_before=before.processes(mode),
-                processes_after=after.processes(mode),
-            )
+        tt = time_change(
+            before.process_times(mode), after.process_times(mode), tolerance=min_effect
+        )
         note = ""
         if not before.ok(mode) or not after.ok(mode):
             side = "before" if not before.ok(mode) else "after"
@@ -268,7 +272,6 @@ def compare(
     before: Sequence[RunResult] | None = None,
     *,
     min_effect: float = MIN_EFFECT,
-    alpha: float = ALPHA,
     memory_tolerance: float = MEMORY_TOLERANCE,
     memory_floor_bytes: int = MEMORY_FLOOR_BYTES,
     match_host: bool = True,
@@ -281,11 +284,8 @@ def compare(
     for name, value in (("min_effect", min_effect), ("memory_tolerance", memory_tolerance)):
         if not 0 <= value < 10:
             raise ValueError(f"{name} must be a fraction such as 0.05, got {value!r}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     settings = {
         "min_effect": min_effect,
-        "alpha": alpha,
         "memory_tolerance": memory_tolerance,
         "memory_floor_bytes": memory_floor_bytes,
         "match_host": match_host,
@@ -303,7 +303,6 @@ def compare(
             b,
             a,
             min_effect=min_effect,
-            alpha=alpha,
             memory_tolerance=memory_tolerance,
             memory_floor_bytes=memory_floor_bytes,
         )

@@ -1,5 +1,5 @@
-"""Statistics of before/after samples: a rank test with a minimum effect for times, a
-tolerance with a floor for memory. Numbers only (stdlib; scipy is imported when a test runs).
+"""Statistics of before/after samples: the run's ratio estimate with its interval for times,
+a tolerance with a floor for memory. Numbers only (scipy is imported when an interval is).
 
 **Memory** of a mode is its median exact per-iteration peak; for normal and checkpointed the
 compared figure is the overhead over baseline (what differentiation adds), for baseline the
@@ -8,23 +8,24 @@ floor)``: peaks are stable to ~0.03 MiB from process to process (docs/architectu
 "Noise"), so a 5% tolerance with a 256 KiB floor (about 8 standard deviations) never fires
 on noise yet sees a +20% regression of a 2 MiB overhead.
 
-**Time** is compared per mode on the raw per-iteration wall times (warm-ups excluded) with a
-two-sided Mann-Whitney U test (Mann & Whitney 1947) *and* a minimum effect (default 10%
-change of the median). A change is significant only when both hold:
+**Time** is judged per mode with the estimator and interval that ``run`` reports for the
+slowdown (``ckptbench.analysis.intervals``; docs/architecture.md, "Noise and rounds"):
+the change is the ratio after / before of one mode's iteration times with its 95%
+interval, and it counts only when the whole interval lies beyond the tolerance -- above
+``1 + tolerance`` (slower) or below ``1 / (1 + tolerance)`` (faster). The replicates are
+worker processes (every round of every pooled file):
 
-* when the samples are large enough for the rank test to reach ``alpha`` (0.05), it must:
-  ``p <= alpha`` and ``|median ratio - 1| >= min_effect``;
-* with fewer samples (3 vs 3 repeats: the smallest two-sided p is 2/C(6,3) = 0.1, and 3 vs 4
-  gives 0.057) the rank test alone can never be significant, so we require instead that the
-  two samples be *separated by the minimum effect*: every sample of the slower side at least
-  ``min_effect`` above every sample of the faster side. With iteration noise of 10% CV this
-  flags an A/A pair ~1% of the time and a 1.5x slowdown ~90% of the time (25% CV: ~4% and
-  ~35%; more repeats help, see the tests).
+* with at least two processes a side, each process's median time on the log scale, outlier
+  processes set aside by the rounds' rule, the ratio of the geometric means with a Welch t
+  interval (Welch, Biometrika 34, 1947), so a whole process running slow is in the spread;
+* with one process on a side, the iterations pooled per side and the run's one-round
+  method: the Hodges-Lehmann ratio with Bauer's rank interval (with 3 vs 3 iterations the
+  range of the pairwise ratios).
 
-The rank test treats iterations as independent. A whole process running slow (frequency
-scaling, a noisy neighbour) shifts all of its iterations together; the minimum effect is the
-guard against that, and pooling reruns (several files per cell) puts such shifts into the
-samples. This is why ``check`` never gates on time unless asked.
+Both are widened by the between-invocation spread of each side (two invocations), in
+quadrature. An A/A rerun then stays "no change", and a 1.5x slowdown is "slower" at a
+25% tolerance once the interval clears 1.25; one process a side with 3 iterations rarely
+clears it, so ``check`` says how many processes each side had.
 """
 
 from __future__ import annotations
@@ -34,79 +35,114 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ckptbench.analysis import intervals
+
 __all__ = [
-    "ALPHA",
     "MEMORY_FLOOR_BYTES",
     "MEMORY_TOLERANCE",
     "MIN_EFFECT",
     "MemoryDelta",
-    "TimeTest",
+    "TimeChange",
     "memory_delta",
-    "p_floor",
-    "time_test",
+    "time_change",
 ]
 
-ALPHA = 0.05
 MIN_EFFECT = 0.10
 MEMORY_TOLERANCE = 0.05
 MEMORY_FLOOR_BYTES = 256 * 1024
 
 
-def p_floor(n1: int, n2: int) -> float:
-    """Smallest two-sided p-value an exact Mann-Whitney test can give for n1 vs n2."""
-    return min(1.0, 2 / math.comb(n1 + n2, n1))
-
-
 @dataclass(frozen=True)
-class TimeTest:
-    """Before/after iteration times of one mode: effect, rank test and the verdict."""
+class TimeChange:
+    """One mode's time before and after: the ratio after/before with its 95% interval, and
+    the verdict at ``tolerance``."""
 
     before_median_s: float
     after_median_s: float
-    change: float  # after/before - 1 (medians)
-    p_value: float
-    p_floor: float  # the smallest p these sample sizes allow
-    n_before: int
+    ratio: float  # after / before (the estimate)
+    low: float
+    high: float
+    tolerance: float
+    method: str
+    n_before: int  # iterations
     n_after: int
-    significant: bool
-    rule: str  # which criterion decided (see the module docstring)
-    processes_before: int = 1  # worker processes whose iterations were pooled
+    processes_before: int = 1  # worker processes (rounds of every pooled file)
     processes_after: int = 1
 
     @property
+    def change(self) -> float:
+        return self.ratio - 1.0
+
+    @property
     def verdict(self) -> str:
-        if not self.significant:
-            return "no change"
-        return "slower" if self.change > 0 else "faster"
+        if self.low > 1.0 + self.tolerance:
+            return "slower"
+        if self.high < 1.0 / (1.0 + self.tolerance):
+            return "faster"
+        return "no change"
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict != "no change"
 
 
-def time_test(
-    before: Sequence[float],
-    after: Sequence[float],
+def _processes(samples: Sequence[Sequence[float]], side: str) -> list[list[float]]:
+    out = [[float(x) for x in p] for p in samples if len(p)]
+    for p in out:
+        if not all(math.isfinite(x) and x > 0 for x in p):
+            raise ValueError(f"{side}: times must be positive finite numbers")
+    return out
+
+
+def time_change(
+    before: Sequence[Sequence[float]],
+    after: Sequence[Sequence[float]],
     *,
-    min_effect: float = MIN_EFFECT,
-    alpha: float = ALPHA,
-) -> TimeTest | None:
-    """Significance of a change in iteration times (None with fewer than 2 samples a side)."""
-    a = [float(x) for x in before]
-    b = [float(x) for x in after]
-    if len(a) < 2 or len(b) < 2:
+    tolerance: float = MIN_EFFECT,
+    invocation_sd: float = intervals.INVOCATION_SD_TIME,
+) -> TimeChange | None:
+    """The change of one mode's time, ``before`` and ``after`` given as per-process lists of
+    iteration times (module doc). None when a side has no iteration."""
+    b, a = _processes(before, "before"), _processes(after, "after")
+    if not b or not a:
         return None
-    from scipy.stats import mannwhitneyu
+    flat_b, flat_a = [x for p in b for x in p], [x for p in a for x in p]
+    both = math.sqrt(2.0) * invocation_sd  # two invocations, one offset each
+    if len(b) >= 2 and len(a) >= 2:
+        logs = []
+        for side in (b, a):
+            med = [math.log(statistics.median(p)) for p in side]
+            aside = intervals.outlier_rounds(med)
+            logs.append([v for i, v in enumerate(med) if i not in aside])
+        (mb, vb, nb), (ma, va, na) = ((statistics.fmean(v), statistics.variance(v), len(v))
+                                      for v in logs)  # fmt: skip
+        centre = ma - mb
+        se2 = vb / nb + va / na
+        lo = hi = ratio = math.exp(centre)
+        if se2 > 0:
+            from scipy.stats import t
 
-    ma, mb = statistics.median(a), statistics.median(b)
-    change = mb / ma - 1 if ma > 0 else math.inf
-    p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
-    floor = p_floor(len(a), len(b))
-    big_enough = abs(change) >= min_effect
-    if floor <= alpha:
-        significant = p <= alpha and big_enough
-        rule = f"rank test p<={alpha:g} and |change|>={min_effect:.0%}"
+            df = se2**2 / ((vb / nb) ** 2 / (nb - 1) + (va / na) ** 2 / (na - 1))
+            half = t.ppf(0.5 + intervals.CONFIDENCE / 2, df) * math.sqrt(se2)
+            lo, hi = math.exp(centre - half), math.exp(centre + half)
+        lo, hi = intervals.widen(lo, hi, ratio, both, intervals.CONFIDENCE)
+        method = f"Welch t over processes ({nb} vs {na} kept) on log median times"
     else:
-        low, high = (a, b) if change > 0 else (b, a)
-        significant = big_enough and min(high) >= max(low) * (1 + min_effect)
-        rule = f"n too small for p<={alpha:g} (min p {floor:.3g}): separated by >={min_effect:.0%}"
-    return TimeTest(ma, mb, change, p, floor, len(a), len(b), significant, rule)
+        est = intervals.ratio_estimate([(flat_a, flat_b)], invocation_sd=both)
+        ratio, lo, hi, method = est.value, est.low, est.high, est.method
+    return TimeChange(
+        before_median_s=statistics.median(flat_b),
+        after_median_s=statistics.median(flat_a),
+        ratio=ratio,
+        low=lo,
+        high=hi,
+        tolerance=tolerance,
+        method=method,
+        n_before=len(flat_b),
+        n_after=len(flat_a),
+        processes_before=len(b),
+        processes_after=len(a),
+    )
 
 
 @dataclass(frozen=True)

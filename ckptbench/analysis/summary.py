@@ -106,9 +106,10 @@ def summarize(
     ``modes`` holds one result per mode (rounds pooled); ``rounds`` every (round, mode)
     result, for the estimates with intervals (``ckptbench.analysis.intervals``).
 
-    Keys: ``slowdown`` (the stratified Hodges-Lehmann estimate over rounds and iterations;
-    with one round of equal-length samples, the ratio of medians), ``slowdown_ci``,
-    ``slowdown_per_round``, ``memory_savings``, ``memory_savings_ci``, ``rounds``,
+    Keys: ``slowdown`` (with several rounds the geometric mean of the rounds' own
+    Hodges-Lehmann ratios, outlier rounds set aside; with one round its Hodges-Lehmann
+    ratio), ``slowdown_ci``, ``slowdown_per_round``, ``slowdown_set_aside`` (1-based rounds
+    left out of the slowdown as outliers), ``memory_savings``, ``memory_savings_ci``, ``rounds``,
     ``overhead_bytes`` (per mode), ``peak_rss_bytes`` (per mode), ``time_s`` (per mode:
     median/q1/q3/min/max/n), ``phases_s`` (per mode: median executor phase times),
     ``forward_steps``, ``forward_steps_optimal``, ``step_evaluations``,
@@ -151,6 +152,7 @@ def summarize(
         else ratio(mode_time_s(ckpt) if ckpt else None, mode_time_s(normal) if normal else None),
         "slowdown_ci": slowdown.as_list() if slowdown else None,
         "slowdown_per_round": estimates.get("per_round"),
+        "slowdown_set_aside": list(slowdown.outlier_rounds) if slowdown else [],
         "memory_savings": savings.value
         if savings
         else ratio(overhead.get(Mode.NORMAL.value), overhead.get(Mode.CHECKPOINTED.value)),

@@ -38,7 +38,8 @@ from ckptbench.cli.options import (
     "--time-tolerance",
     type=FRACTION,
     default=None,
-    help="Also gate time (rank test + this minimum effect). Off by default: time is noisy.",
+    help="Also gate time: fail when the 95% interval of new/old time lies above 1 + this "
+    "(the estimator run reports). Off by default: time is noisy.",
 )
 @any_host_option
 @click.option(

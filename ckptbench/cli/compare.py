@@ -42,7 +42,7 @@ from ckptbench.cli.outputs import (
     type=FRACTION,
     default="10%",
     show_default=True,
-    help="Smallest time change called significant.",
+    help="Time is slower/faster when the 95% interval of new/old lies beyond 1 +/- this.",
 )
 @any_host_option
 @click.option(
@@ -55,7 +55,7 @@ from ckptbench.cli.outputs import (
 @click.option("--force", is_flag=True, help="Allow -o/--plots to replace existing files.")
 @quiet_option
 def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_dir, force, quiet):
-    """Tabulate results; with --against, memory deltas and rank-tested time deltas."""
+    """Tabulate results; with --against, memory deltas and time ratios with intervals."""
     from ckptbench.analysis import compare as compare_results
     from ckptbench.render import render
     from ckptbench.render.console import stdout_console

@@ -24,6 +24,7 @@ from ckptbench.cli.options import (
     device_option,
     mprof_option,
     output_options,
+    parse_fraction,
     read_costs,
     relative_model,
     size_options,
@@ -150,6 +151,27 @@ def _parse_modes(text: str):
 )
 @click.option("--force", is_flag=True, help="Allow --out to replace an existing result file.")
 @click.option(
+    "--retry-oom",
+    is_flag=True,
+    help="Measure a mode that exceeded --memory-limit again in every round (default: later "
+    "rounds skip it, and say so).",
+)
+@click.option(
+    "--precision",
+    default=None,
+    callback=lambda _ctx, _p, v: None if v is None else parse_fraction(v),
+    help="Add rounds after --rounds until the slowdown's 95% interval is within this "
+    "(e.g. 3%), up to --max-rounds and --max-time; says when it stopped short.",
+)
+@click.option("--max-rounds", type=POS, default=30, show_default=True, help="For --precision.")
+@click.option(
+    "--max-time",
+    type=SECONDS,
+    default="30m",
+    show_default=True,
+    help="For --precision: start no new round after measuring this long.",
+)
+@click.option(
     "--expect-oom",
     multiple=True,
     type=click.Choice(["baseline", "normal", "checkpointed"]),
@@ -162,7 +184,8 @@ def _parse_modes(text: str):
 def run(
     model, steps, snaps, strategy, backend, device, budget, costs_file, hidden, batch, input_,
     output, seed, warmup, repeats, rounds, threads, timeout, memory_limit, sample_interval, modes,
-    out, force, expect_oom, mprof_dir, as_json, quiet, verbose, progress_lines,
+    out, force, retry_oom, precision, max_rounds, max_time, expect_oom, mprof_dir, as_json, quiet,
+    verbose, progress_lines,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
     from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
@@ -170,7 +193,7 @@ def run(
     from ckptbench.render import explain_lines, failure_lines, headline, run_table, warning_lines
     from ckptbench.render.console import mode_progress, stderr_console
     from ckptbench.results import result_to_dict, snaps_ignored
-    from ckptbench.runner import expected_oom, run_case
+    from ckptbench.runner import Precision, expected_oom, run_case
     from ckptbench.tasks import CostsError, check_plugin, probe_cuda
 
     mode_list = _parse_modes(modes)
@@ -197,6 +220,9 @@ def run(
         if costs is not None and strategy != "optimal":
             notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
             costs = None
+        target = None
+        if precision is not None:
+            target = Precision(precision, max(max_rounds, case.rounds), max_time)
     except ValueError as err:
         raise InputError(str(err)) from None
     out = out or _default_out(model)
@@ -231,6 +257,8 @@ def run(
                 progress=progress_cb,
                 modes=mode_list,
                 costs=costs,
+                retry_oom=retry_oom,
+                precision=target,
             )
     except PlanError as err:
         stop()

@@ -1,15 +1,16 @@
 """Everything ckptbench shows: formatting of bytes, ratios and times, tables (one model, one
 exporter per format), the gate's verdicts, plots and the HTML report. The only package that
-imports rich, pandas or matplotlib (each lazily, where it is needed); only the command line
-calls it (docs/architecture.md, "render").
+imports rich or matplotlib, each lazily where it is needed (pandas: here and in
+``ckptbench.frame``, the reading side); only the command line calls it
+(docs/architecture.md, "render").
 """
 
 from __future__ import annotations
 
+from ckptbench.render.caveats import grouped_warning_lines, warning_lines
 from ckptbench.render.cells import (
     cells_table,
     delta_table,
-    results_table,
     rule_text,
     unmatched_lines,
 )
@@ -38,7 +39,6 @@ from ckptbench.render.run import (
     plan_table,
     run_table,
     schedule_table,
-    warning_lines,
 )
 from ckptbench.render.table import Column, Table, to_csv, to_html, to_markdown, to_text
 from ckptbench.render.verdicts import check_junit, check_markdown, check_text
@@ -63,6 +63,7 @@ __all__ = [
     "fmt_ratio",
     "fmt_time",
     "fmt_time_spread",
+    "grouped_warning_lines",
     "headline",
     "limit_outcome",
     "plan_table",
@@ -70,7 +71,6 @@ __all__ = [
     "plot_timeline",
     "plot_tradeoff",
     "render",
-    "results_table",
     "rule_text",
     "run_table",
     "schedule_table",

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ckptbench.analysis import Comparison, summarize
+from ckptbench.analysis import Comparison
+from ckptbench.frame import cells_frame
 from ckptbench.render.format import (
     MIB,
     cell_labels,
@@ -24,12 +25,9 @@ __all__ = [
     "cells_table",
     "csv_columns",
     "delta_table",
-    "results_table",
     "rule_text",
     "unmatched_lines",
 ]
-
-_INT_COLUMNS = {"forward_steps", "forward_steps_optimal", "evaluations", "evaluations_optimal"}
 
 
 def _mib(v: Any, _r: dict[str, Any]) -> str:
@@ -50,44 +48,17 @@ def _evals(v: Any, r: dict[str, Any]) -> str:
 
 
 def cells_table(results: Sequence[RunResult]) -> Table:
-    """One row per result file: the numbers people quote, recomputed from raw samples.
-    Raw columns are bytes and seconds (median per iteration)."""
+    """One row per result file: the numbers people quote, recomputed from raw samples by
+    :func:`ckptbench.frame.cells_frame` (pandas pivots the tidy frame). Raw columns are
+    bytes and seconds (median per iteration)."""
     labels = cell_labels([r.case for r in results])
     shorts = short_labels([r.case for r in results])
-    records = []
-    for r, label, short in zip(results, labels, shorts, strict=True):
-        s = summarize(r.case, r.modes)
-        c = r.case
-        over, times = s["overhead_bytes"], s["time_s"]
-        records.append(
-            {
-                "key": c.key,
-                "host": r.host,
-                "model": c.model,
-                "steps": c.steps,
-                "snaps": c.snaps,
-                "strategy": c.strategy,
-                "hidden": c.hidden,
-                "batch": c.batch,
-                "baseline_peak_bytes": s["peak_rss_bytes"].get("baseline"),
-                "normal_overhead_bytes": over.get("normal"),
-                "checkpointed_overhead_bytes": over.get("checkpointed"),
-                "normal_time_s": times.get("normal", {}).get("median"),
-                "checkpointed_time_s": times.get("checkpointed", {}).get("median"),
-                "slowdown": s["slowdown"],
-                "memory_savings": s["memory_savings"],
-                "forward_steps": s["forward_steps"],
-                "forward_steps_optimal": s["forward_steps_optimal"],
-                "evaluations": s["step_evaluations"],
-                "evaluations_optimal": s["step_evaluations_optimal"],
-                "grad_max_rel_err": s["grad_max_rel_err"],
-                "status": "ok"
-                if s["ok"]
-                else ", ".join(f"{m}: {st}" for m, st in s["status"].items() if st != "ok"),
-                "label": label,
-                "short": short,
-            }
-        )
+    frame = cells_frame(results)
+    rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    records = [
+        {**row, "label": label, "short": short}
+        for row, label, short in zip(rows, labels, shorts, strict=True)
+    ]
     hosts = {r.host for r in results}
     raw = [
         Column(k, priority=0)
@@ -152,7 +123,11 @@ def delta_table(comparison: Comparison) -> Table:
                     "time_before_s": tt.before_median_s if tt else None,
                     "time_after_s": tt.after_median_s if tt else None,
                     "time_change": tt.change if tt else None,
-                    "p_value": tt.p_value if tt else None,
+                    "time_ratio": tt.ratio if tt else None,
+                    "time_ratio_low": tt.low if tt else None,
+                    "time_ratio_high": tt.high if tt else None,
+                    "processes_before": tt.processes_before if tt else None,
+                    "processes_after": tt.processes_after if tt else None,
                     "n_before": tt.n_before if tt else None,
                     "n_after": tt.n_after if tt else None,
                     "time_significant": tt.significant if tt else None,
@@ -165,6 +140,12 @@ def delta_table(comparison: Comparison) -> Table:
 
     def n(v: Any, r: dict[str, Any]) -> str:
         return "-" if missing(v) else f"{v}v{r['n_after']}"
+
+    def interval(v: Any, r: dict[str, Any]) -> str:
+        return "-" if missing(v) else f"[{v:.3f}, {r['time_ratio_high']:.3f}]"
+
+    def processes(v: Any, r: dict[str, Any]) -> str:
+        return "-" if missing(v) else f"{v}v{r['processes_after']}"
 
     def verdict(v: Any, r: dict[str, Any]) -> str:
         return v + (f" [{r['note']}]" if r["note"] else "")
@@ -186,7 +167,11 @@ def delta_table(comparison: Comparison) -> Table:
         Column("time_before_s", "time before s", num(".4f"), priority=3),
         Column("time_after_s", "after s", num(".4f"), priority=2),
         Column("time_change", "change", num("+.1%")),
-        Column("p_value", "p", num(".3f"), priority=2),
+        Column("time_ratio_low", "new/old 95%", interval, priority=2),
+        Column("time_ratio", priority=0),
+        Column("time_ratio_high", priority=0),
+        Column("processes_before", "processes", processes, priority=4),
+        Column("processes_after", priority=0),
         Column("n_before", "n", n, priority=4),
         Column("n_after", priority=0),
         Column("time_significant", priority=0),
@@ -206,27 +191,16 @@ def csv_columns(table: Table) -> Table:
     return Table(table.title, cols, table.records)
 
 
-def results_table(results: Sequence[RunResult]) -> Any:
-    """The cells' raw records as a pandas DataFrame (byte and count columns nullable ints)."""
-    import pandas as pd
-
-    table = csv_columns(cells_table(results))
-    df = pd.DataFrame([{c.key: r.get(c.key) for c in table.columns} for r in table.records])
-    for col in df.columns:
-        if col.endswith("_bytes") or col in _INT_COLUMNS:
-            df[col] = df[col].astype("Int64")
-    return df
-
-
 def rule_text(comparison: Comparison) -> str:
     s = comparison.settings
+    effect = s["min_effect"]
     return (
         f"Memory: changed when |delta| > max({s['memory_tolerance']:.0%} of before, "
         f"{s['memory_floor_bytes'] / MIB:.2f} MiB); normal/checkpointed compare overhead over "
-        f"baseline. Time: two-sided Mann-Whitney U on per-iteration times, significant when "
-        f"p <= {s['alpha']:g} and the median moved >= {s['min_effect']:.0%}; when the sample "
-        f"sizes cannot reach p <= {s['alpha']:g}, the samples must be separated by "
-        f">= {s['min_effect']:.0%}."
+        f"baseline. Time: the ratio new/old of a mode's times with its 95% interval, the "
+        f"estimator run reports for the slowdown (worker processes are the replicates); "
+        f"slower when the whole interval lies above {1 + effect:.2f}, faster when it lies "
+        f"below {1 / (1 + effect):.2f}."
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from ckptbench.analysis import Comparison
+from ckptbench.render.caveats import grouped_warning_lines
 from ckptbench.render.cells import (
     cells_table,
     csv_columns,
@@ -13,6 +14,7 @@ from ckptbench.render.cells import (
     rule_text,
     unmatched_lines,
 )
+from ckptbench.render.format import cell_labels
 from ckptbench.render.table import to_csv, to_markdown, to_text
 
 __all__ = ["FORMATS", "render"]
@@ -28,16 +30,29 @@ def render(comparison: Comparison, fmt: str = "table", width: int | None = 120) 
     if fmt == "csv":
         if comparison.has_before:
             return to_csv(csv_columns(delta_table(comparison)))
-        return to_csv(csv_columns(cells_table(comparison.after)))
+        from ckptbench.frame import cells_frame
+
+        return cells_frame(comparison.after).to_csv(index=False)
     if fmt == "html":
         from ckptbench.render.html import render_html
 
         return render_html(comparison)
     cells = cells_table(comparison.after)
+    labels = cell_labels([r.case for r in comparison.after])
+    warnings = grouped_warning_lines(comparison.after, labels)
     if fmt == "table":
         parts = [to_text(cells, width)]
+        if warnings:
+            if width:
+                warnings = [
+                    textwrap.fill(w, width, subsequent_indent="    ", break_long_words=False)
+                    for w in warnings
+                ]
+            parts += ["", "Warnings:", *warnings]
     else:
         parts = ["## Cells", to_markdown(cells), *(f"\n{n}" for n in cells.notes)]
+        if warnings:
+            parts += ["", "## Warnings", "", *(f"- {w}" for w in warnings)]
     if comparison.has_before:
         deltas = delta_table(comparison)
         if fmt == "table":

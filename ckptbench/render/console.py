@@ -55,7 +55,8 @@ def mode_progress(
     In a terminal a live bar per (round, mode) with iteration k of n; elsewhere one line per
     finished mode. ``lines`` (``--progress``) prints one line per iteration with the elapsed
     time and an ETA even when not a terminal; ``verbose`` adds each iteration's time and
-    exact peak; ``quiet`` shows nothing.
+    exact peak; ``quiet`` shows nothing. A (round, mode) the runner skips after the mode ran
+    out of memory shows as skipped on its bar; the run's warnings say it once.
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -73,7 +74,9 @@ def mode_progress(
     tasks = {}
 
     def label_of(round_index: int, mode: Mode) -> str:
-        return mode.value if case.rounds == 1 else f"round {round_index + 1} {mode.value}"
+        if case.rounds == 1 and round_index == 0:
+            return mode.value
+        return f"round {round_index + 1} {mode.value}"
 
     for k in range(case.rounds):
         for m in modes:
@@ -85,9 +88,16 @@ def mode_progress(
             console.print(text, highlight=False)
 
     def callback(event):
+        if (event.round, event.mode) not in tasks:  # a round added by --precision
+            for m in modes:
+                tasks[event.round, m] = prog.add_task(
+                    f"{label_of(event.round, m)}: waiting", total=planned, start=False
+                )
         task = tasks[event.round, event.mode]
         label = label_of(event.round, event.mode)
-        if event.phase == "start":
+        if event.phase == "skip":  # out of memory in an earlier round: the run's warning says so
+            prog.update(task, description=f"{label}: skipped (out of memory before)")
+        elif event.phase == "start":
             prog.start_task(task)
             prog.update(task, description=f"{label}: starting a fresh worker")
         elif event.phase == "iteration":

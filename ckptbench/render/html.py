@@ -10,6 +10,7 @@ from typing import Any
 
 from ckptbench.analysis import Comparison, summarize
 from ckptbench.gate import GateLine, GateReport
+from ckptbench.render.caveats import grouped_warning_lines
 from ckptbench.render.cells import cells_table, delta_table, rule_text, unmatched_lines
 from ckptbench.render.format import cell_labels, fmt_ratio
 from ckptbench.render.plots import (
@@ -20,7 +21,6 @@ from ckptbench.render.plots import (
     plot_timeline,
     plot_tradeoff,
 )
-from ckptbench.render.run import warning_lines
 from ckptbench.render.table import to_html
 from ckptbench.results import RunResult
 
@@ -152,12 +152,9 @@ def _verdicts(report: GateReport | None) -> list[str]:
 
 
 def _warnings(results: Sequence[RunResult]) -> list[str]:
+    """One item per kind of warning, naming the cells it applies to."""
     labels = cell_labels([r.case for r in results])
-    out = [
-        f"<li>{_esc(label)}: {_esc(w)}</li>"
-        for r, label in zip(results, labels, strict=True)
-        for w in warning_lines(r)
-    ]
+    out = [f"<li>{_esc(w)}</li>" for w in grouped_warning_lines(results, labels)]
     if not out:
         return []
     return ["<h2>Warnings</h2>", "<ul class='warn'>", *out, "</ul>"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ckptbench.analysis import busy_modes, mode_peak_bytes
+from ckptbench.analysis import mode_peak_bytes
 from ckptbench.render.format import fmt_bytes, fmt_ratio, fmt_time, fmt_time_spread
 from ckptbench.render.table import Column, Table
 from ckptbench.results import Mode, RunResult, Status
@@ -28,7 +28,6 @@ __all__ = [
     "plan_table",
     "run_table",
     "schedule_table",
-    "warning_lines",
 ]
 
 
@@ -198,6 +197,12 @@ def explain_lines(result: RunResult) -> list[str]:
             f"{per}, taped steps + reverse {taped:.2f} s{vs}, bookkeeping {book:.3f} s; "
             f"phases add up to {share:.1%} of the iteration"
         )
+    prec = result.environment.get("precision") or {}
+    if prec.get("stopped") == "reached":
+        lines.append(
+            f"--precision {prec['target_rel']:.1%} reached: slowdown interval "
+            f"+/-{prec['half_width_rel']:.1%} after {prec['rounds']} rounds"
+        )
     spread = s.get("peak_spread_bytes") or {}
     if result.case.rounds > 1 and spread:
         parts = ", ".join(
@@ -221,23 +226,6 @@ def explain_lines(result: RunResult) -> list[str]:
                 f"{fmt_bytes(stored)} stored by the executor, overhead "
                 f"{fmt_bytes(over, signed=True)} over baseline"
             )
-    return lines
-
-
-def warning_lines(result: RunResult) -> list[str]:
-    """Measurement caveats worth a line: a busy machine, noisy or unstable times."""
-    # a low CPU share is said once, by the busy-machine line below
-    noise = [v for v in result.summary.get("noise", []) if v.get("kind") != "low-cpu-share"]
-    lines = [str(v["message"]) for v in noise]
-    if result.summary.get("time_unstable"):
-        lines.append("* time figures marked * are unstable (see the lines above)")
-    busy = busy_modes(result.summary)
-    if busy:
-        shares = ", ".join(f"{m} {v:.0%}" for m, v in busy.items())
-        lines.append(
-            f"the machine was busy: workers got only {shares} of a core (CPU/wall time); "
-            "times and slowdown are not trustworthy, memory is"
-        )
     return lines
 
 

@@ -1,0 +1,164 @@
+"""Results as pandas DataFrames: the analysis layer of the reading side.
+
+:func:`read_results` (also ``ckptbench.read_results``) loads result files or sweep folders
+into one tidy DataFrame, **one row per result file and mode**: every field of the case,
+``key``, ``host``, ``created``, ``run`` (the file's position in the input), the mode's
+status, its exact peak (median over iterations), sampled peak and overhead over the
+baseline (bytes), its iteration time statistics (median, quartiles, range, count;
+seconds), its step evaluations, and the cell's slowdown and memory savings with their 95%
+intervals (the same on the rows of one file). Everything is recomputed from the raw
+samples by ``ckptbench.analysis`` (docs/architecture.md, "Noise and rounds"), as
+``compare`` does. Several files of one cell (reruns) are several runs: group by ``key``
+and ``host`` to pool them.
+
+:func:`cells_frame` pivots the tidy frame to one row per result file (the table of
+``compare``, and its CSV). pandas is imported here and in ``render`` only, never by the
+measuring side (worker, launch, runner, gate, backends, executors).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import fields
+from typing import Any
+
+from ckptbench.analysis import mode_peak_bytes, spread, summarize
+from ckptbench.results import MODES, Case, RunResult
+from ckptbench.store import load_results
+
+__all__ = ["CASE_COLUMNS", "cells_frame", "read_results", "results_frame", "tidy_records"]
+
+#: Every field of a case, in declaration order: the first columns of the tidy frame.
+CASE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Case))
+
+_INT = ("_bytes", "iterations", "evaluations", "forward_steps", "rounds", "run")
+
+
+def _cell(summary: dict[str, Any]) -> dict[str, Any]:
+    slow, save = summary.get("slowdown_ci") or [None, None], summary.get("memory_savings_ci")
+    save = save or [None, None]
+    return {
+        "slowdown": summary.get("slowdown"),
+        "slowdown_low": slow[0],
+        "slowdown_high": slow[1],
+        "memory_savings": summary.get("memory_savings"),
+        "memory_savings_low": save[0],
+        "memory_savings_high": save[1],
+        "rounds": summary.get("rounds"),
+        "cell_evaluations": summary.get("step_evaluations"),
+        "cell_evaluations_optimal": summary.get("step_evaluations_optimal"),
+        "forward_steps": summary.get("forward_steps"),
+        "forward_steps_optimal": summary.get("forward_steps_optimal"),
+        "grad_max_rel_err": summary.get("grad_max_rel_err"),
+    }
+
+
+def tidy_records(results: Sequence[RunResult]) -> list[dict[str, Any]]:
+    """The tidy rows (plain dicts, no pandas): one per result file and mode it holds."""
+    rows = []
+    for run, r in enumerate(results):
+        s = summarize(r.case, r.modes)
+        case = {name: getattr(r.case, name) for name in CASE_COLUMNS}
+        cell = _cell(s)
+        for mode in MODES:
+            m = r.mode(mode)
+            if m is None:
+                continue
+            times = spread([it.wall_time_s for it in m.iterations]) if m.iterations else None
+            rows.append(
+                {
+                    **case,
+                    "key": r.case.key,
+                    "host": r.host,
+                    "created": r.created,
+                    "run": run,
+                    "mode": mode.value,
+                    "status": m.status.value,
+                    "peak_rss_bytes": mode_peak_bytes(m),
+                    "sampled_peak_rss_bytes": m.sampled_peak_rss_bytes,
+                    "overhead_bytes": s["overhead_bytes"].get(mode.value),
+                    "time_median_s": times.median if times else None,
+                    "time_q1_s": times.q1 if times else None,
+                    "time_q3_s": times.q3 if times else None,
+                    "time_min_s": times.min if times else None,
+                    "time_max_s": times.max if times else None,
+                    "iterations": len(m.iterations),
+                    "evaluations": m.counters.get("step_calls"),
+                    **cell,
+                }
+            )
+    return rows
+
+
+def results_frame(results: Sequence[RunResult]) -> Any:
+    """The tidy ``pandas.DataFrame`` of ``results`` (see the module doc); byte and count
+    columns are nullable integers, missing numbers are NA."""
+    import pandas as pd
+
+    df = pd.DataFrame(tidy_records(results))
+    for col in df.columns:
+        if col.endswith(_INT) or col in ("cell_evaluations_optimal",):
+            df[col] = df[col].astype("Int64")
+    return df
+
+
+def read_results(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> Any:
+    """Result files, sweep folders or manifests as one tidy DataFrame (module doc). Raises
+    ``ckptbench.store.StoreError`` (a ``ValueError``) with one line on a bad input."""
+    paths = [path] if isinstance(path, str | os.PathLike) else list(path)
+    return results_frame(load_results(paths))
+
+
+def cells_frame(results: Sequence[RunResult]) -> Any:
+    """One row per result file (``compare``'s table and CSV), pivoted from the tidy frame:
+    the case columns, the baseline's peak, normal and checkpointed overhead and median
+    time, and the cell's figures. ``status`` is 'ok' or the modes that were not."""
+    import pandas as pd
+
+    tidy = results_frame(results)
+    first = tidy.groupby("run", sort=True).first()
+    peaks = tidy.pivot(index="run", columns="mode", values="peak_rss_bytes")
+    over = tidy.pivot(index="run", columns="mode", values="overhead_bytes")
+    time = tidy.pivot(index="run", columns="mode", values="time_median_s")
+    bad = tidy[tidy["status"] != "ok"].groupby("run", sort=True)
+    status = pd.Series(
+        {
+            run: ", ".join(f"{m}: {st}" for m, st in zip(g["mode"], g["status"], strict=True))
+            for run, g in bad
+        },
+        dtype=object,
+    )
+
+    def col(table: Any, mode: str) -> Any:
+        return table[mode] if mode in table.columns else pd.Series(pd.NA, index=first.index)
+
+    out = pd.DataFrame(
+        {
+            "key": first["key"],
+            "host": first["host"],
+            "model": first["model"],
+            "steps": first["steps"],
+            "snaps": first["snaps"],
+            "strategy": first["strategy"],
+            "hidden": first["hidden"],
+            "batch": first["batch"],
+            "baseline_peak_bytes": col(peaks, "baseline"),
+            "normal_overhead_bytes": col(over, "normal"),
+            "checkpointed_overhead_bytes": col(over, "checkpointed"),
+            "normal_time_s": col(time, "normal"),
+            "checkpointed_time_s": col(time, "checkpointed"),
+            "slowdown": first["slowdown"],
+            "memory_savings": first["memory_savings"],
+            "forward_steps": first["forward_steps"],
+            "forward_steps_optimal": first["forward_steps_optimal"],
+            "evaluations": first["cell_evaluations"],
+            "evaluations_optimal": first["cell_evaluations_optimal"],
+            "grad_max_rel_err": first["grad_max_rel_err"],
+            "status": status.reindex(first.index).fillna("ok"),
+        }
+    )
+    for c in out.columns:
+        if c.endswith("_bytes") or c.startswith(("evaluations", "forward_steps")):
+            out[c] = out[c].astype("Int64")
+    return out.reset_index(drop=True)

@@ -1,0 +1,162 @@
+"""Measurement caveats, grouped by what they say: one line per kind of warning, naming the
+cells and modes it applies to (the terminal, markdown and HTML show the same lines).
+
+A run's caveats come from its stored summary and environment: the noise verdicts
+(``ckptbench.analysis.stability``), a busy machine (workers got less than a core), rounds
+set aside from the slowdown, a mode skipped after it ran out of memory, ``--precision`` not
+reached. Each is a :class:`Caveat` with a text that does not depend on the cell, so equal
+texts group, and the value that differs (the worst one is quoted). Returns strings; never
+prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ckptbench.analysis import BUSY_CPU_SHARE, busy_modes
+from ckptbench.results import RunResult
+
+__all__ = ["Caveat", "caveats", "grouped_warning_lines", "warning_lines"]
+
+_UNSTABLE = "* time figures marked * are unstable (see the lines above)"
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """One caveat of one result: ``text`` is the same for every cell it can apply to;
+    ``mode`` and ``detail`` (e.g. 'round 5 1.552x') say where; ``value`` is quoted as the
+    worst over the group (the largest, or the smallest when ``worst_is_low``)."""
+
+    text: str
+    mode: str | None = None
+    detail: str | None = None
+    value: float | None = None
+    value_fmt: str = ".2f"
+    worst_is_low: bool = False
+    note: str = ""  # said after where it applies
+
+
+def _noise(result: RunResult) -> list[Caveat]:
+    texts = {
+        "high-cv": ("iteration times vary by more than {t:.0%} (CV)", ".1%"),
+        "wide-interval": ("slowdown interval wider than +/-{t:.0%} of the estimate", ".1%"),
+        "other-processes": ("other processes used more than {t:.2f} cores while it ran", ".2f"),
+        "peak-spread": ("exact peaks differ across rounds by more than max(1 MiB, 0.5%)", ""),
+    }
+    out = []
+    for v in result.summary.get("noise", []):
+        kind = v.get("kind")
+        if kind == "low-cpu-share":  # said once, by the busy-machine caveat
+            continue
+        if kind not in texts:
+            out.append(Caveat(str(v.get("message")), v.get("mode")))
+            continue
+        text, fmt = texts[kind]
+        value = v.get("value")
+        if kind == "peak-spread":
+            detail = None if value is None else f"{value / 2**20:.2f} MiB"
+            out.append(Caveat(text, v.get("mode"), detail))
+        else:
+            out.append(
+                Caveat(text.format(t=v.get("threshold", 0)), v.get("mode"), None, value, fmt)
+            )
+    return out
+
+
+def caveats(result: RunResult) -> list[Caveat]:
+    """Every caveat of one result, in the order the lines are shown."""
+    s, env = result.summary, result.environment
+    out = _noise(result)
+    per_round = s.get("slowdown_per_round") or []
+    for k in s.get("slowdown_set_aside") or []:
+        ratio = f" {per_round[k - 1]:.3f}x" if k <= len(per_round) else ""
+        out.append(
+            Caveat("rounds set aside from the slowdown as outliers", None, f"round {k}{ratio}")
+        )
+    prec = env.get("precision") or {}
+    why = {"max-rounds": "--max-rounds", "max-time": "--max-time", "no-slowdown": "no slowdown"}
+    if prec.get("stopped") in why:
+        half = prec.get("half_width_rel")
+        got = "no interval" if half is None else f"+/-{half:.1%}"
+        out.append(
+            Caveat(
+                f"--precision {prec['target_rel']:.1%} not reached",
+                None,
+                f"{got} after {prec['rounds']} rounds, stopped by {why[prec['stopped']]}",
+            )
+        )
+    for mode, first in (env.get("skipped_after_oom") or {}).items():
+        out.append(
+            Caveat(
+                "exceeded the memory limit, so later rounds skipped it (--retry-oom measures "
+                "every round)",
+                None,
+                f"{mode} from round {first}",
+            )
+        )
+    for mode, share in busy_modes(s).items():
+        out.append(
+            Caveat(
+                f"the machine was busy: workers got less than {BUSY_CPU_SHARE:.0%} of a core "
+                "(CPU/wall time)",
+                mode,
+                None,
+                share,
+                ".0%",
+                worst_is_low=True,
+                note="times and slowdown are not trustworthy, memory is",
+            )
+        )
+    return out
+
+
+def _where(items: Sequence[Caveat]) -> str:
+    modes = list(dict.fromkeys(c.mode for c in items if c.mode))
+    details = list(dict.fromkeys(c.detail for c in items if c.detail))
+    return ", ".join([*modes, *details])
+
+
+def grouped_warning_lines(
+    results: Sequence[RunResult], labels: Sequence[str] | None = None
+) -> list[str]:
+    """One line per caveat text over ``results``: the worst value, then where it applies
+    (the modes and details; with ``labels``, per cell: 'cell (normal, checkpointed)'), and
+    the unstable-times footnote once."""
+    groups: dict[str, list[tuple[int, Caveat]]] = {}
+    for i, r in enumerate(results):
+        for c in caveats(r):
+            groups.setdefault(c.text, []).append((i, c))
+    lines = []
+    for text, items in groups.items():
+        values = [c.value for _, c in items if c.value is not None]
+        worst = ""
+        if values:
+            first = items[0][1]
+            v = min(values) if first.worst_is_low else max(values)
+            worst = f" ({'down to' if first.worst_is_low else 'up to'} {v:{first.value_fmt}})"
+        if labels is None:
+            where = _where([c for _, c in items])
+        else:
+            cells = list(dict.fromkeys(i for i, _ in items))
+            parts = []
+            for i in cells:
+                inner = _where([c for j, c in items if j == i])
+                parts.append(f"{labels[i]} ({inner})" if inner else labels[i])
+            where = "; ".join(parts)
+            inners = {_where([c for j, c in items if j == i]) for i in cells}
+            if len(cells) == len(results) > 1 and len(inners) == 1:
+                inner = inners.pop()
+                where = f"all {len(results)} cells" + (f" ({inner})" if inner else "")
+        note = items[0][1].note
+        lines.append(
+            f"{text}{worst}" + (f": {where}" if where else "") + (f"; {note}" if note else "")
+        )
+    if any(r.summary.get("time_unstable") for r in results):
+        lines.append(_UNSTABLE)
+    return lines
+
+
+def warning_lines(result: RunResult) -> list[str]:
+    """The caveats of one run, grouped (one line per kind, naming its modes)."""
+    return grouped_warning_lines([result])

@@ -1,0 +1,87 @@
+"""Warnings grouped by what they say: one line per kind, naming the cells and modes it
+applies to, the same lines in the terminal table, markdown and the HTML report."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from _synthetic import CI_CASE, make_result
+
+from ckptbench.analysis import compare
+from ckptbench.render import grouped_warning_lines, render, warning_lines
+from ckptbench.render.format import cell_labels
+
+
+def _busy(result, cores: dict[str, float], cv: dict[str, float] | None = None):
+    noise = [
+        {
+            "kind": "other-processes",
+            "mode": m,
+            "value": v,
+            "threshold": 0.25,
+            "message": f"{m}: other processes used {v:.2f} cores while it ran (> 0.25)",
+        }
+        for m, v in cores.items()
+    ]
+    noise += [
+        {"kind": "high-cv", "mode": m, "value": v, "threshold": 0.1, "message": f"{m}: cv"}
+        for m, v in (cv or {}).items()
+    ]
+    summary = {**result.summary, "noise": noise, "time_unstable": True}
+    return replace(result, summary=summary)
+
+
+def _cells():
+    cases = [CI_CASE.with_(snaps=s) for s in (8, 12, 16, 20)]
+    return [
+        _busy(make_result(c, seed=i), {"normal": 0.4 + 0.2 * i, "checkpointed": 1.0})
+        for i, c in enumerate(cases)
+    ]
+
+
+def test_one_line_per_kind_of_warning_for_many_cells():
+    results = _cells()
+    labels = cell_labels([r.case for r in results])
+    lines = grouped_warning_lines(results, labels)
+    # 8 (cell, mode) warnings of one kind are one line, with the worst value, plus the
+    # unstable-times footnote once
+    assert len(lines) == 2, lines
+    assert lines[0] == (
+        "other processes used more than 0.25 cores while it ran (up to 1.00): "
+        "all 4 cells (normal, checkpointed)"
+    )
+    assert lines[1].startswith("* time figures marked *")
+    # a kind that only some cells have names them
+    results[2] = _busy(results[2], {"normal": 0.5}, cv={"checkpointed": 0.17})
+    lines = grouped_warning_lines(results, labels)
+    cv = next(line for line in lines if line.startswith("iteration times vary"))
+    assert (
+        cv
+        == f"iteration times vary by more than 10% (CV) (up to 17.0%): {labels[2]} (checkpointed)"
+    )
+    other = next(line for line in lines if line.startswith("other processes"))
+    assert f"{labels[2]} (normal);" in other and f"{labels[0]} (normal, checkpointed)" in other
+
+
+def test_one_run_names_its_modes_on_one_line():
+    r = _busy(make_result(CI_CASE, seed=1), {"baseline": 0.3, "normal": 0.9, "checkpointed": 0.6})
+    lines = warning_lines(r)
+    assert lines[0] == (
+        "other processes used more than 0.25 cores while it ran (up to 0.90): "
+        "baseline, normal, checkpointed"
+    )
+    assert len(lines) == 2
+
+
+def test_terminal_markdown_and_html_show_the_same_grouped_lines():
+    results = _cells()
+    comparison = compare(results)
+    line = "other processes used more than 0.25 cores while it ran (up to 1.00)"
+    text = render(comparison, "table", width=None)
+    md = render(comparison, "markdown")
+    assert text.count("other processes used") == 1 and line in text
+    assert md.count("other processes used") == 1 and f"- {line}" in md
+    from ckptbench.render.html import render_html
+
+    page = render_html(comparison)
+    assert page.count("other processes used") == 1 and line in page

@@ -1,0 +1,87 @@
+"""ckptbench.read_results: the tidy DataFrame of results (one row per result file and mode),
+the analysis layer under ``compare``; pandas stays off the measuring side."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from _imports import loaded_after_import
+from _synthetic import CI_CASE, make_result
+from click.testing import CliRunner
+
+import ckptbench
+from ckptbench.cli import cli
+from ckptbench.frame import CASE_COLUMNS, cells_frame, read_results
+from ckptbench.results import Status, save_result
+from ckptbench.store import StoreError
+
+MIB = 2**20
+
+
+def _folder(tmp_path):
+    results = [
+        make_result(CI_CASE.with_(snaps=s, strategy=st), seed=i)
+        for i, (s, st) in enumerate(
+            [(8, "revolve"), (12, "revolve"), (8, "uniform"), (12, "uniform")]
+        )
+    ]
+    for k, r in enumerate(results):
+        save_result(r, tmp_path / f"cell{k}.json")
+    return results
+
+
+def test_one_row_per_result_file_and_mode_with_the_cells_figures(tmp_path):
+    results = _folder(tmp_path)
+    df = ckptbench.read_results(tmp_path)  # the lazy export is the same function
+    assert ckptbench.read_results is read_results
+    assert len(df) == 4 * 3
+    assert list(df.columns[: len(CASE_COLUMNS)]) == list(CASE_COLUMNS)
+    for col in ("key", "host", "mode", "status", "peak_rss_bytes", "sampled_peak_rss_bytes",
+                "overhead_bytes", "time_median_s", "time_q1_s", "time_max_s", "iterations",
+                "evaluations", "slowdown", "slowdown_low", "slowdown_high", "memory_savings",
+                "memory_savings_low", "memory_savings_high"):  # fmt: skip
+        assert col in df.columns, col
+    assert str(df["peak_rss_bytes"].dtype) == "Int64" and str(df["run"].dtype) == "Int64"
+    # the figures are the recomputed summary's, the same on every row of one file
+    for run, r in enumerate(results):
+        rows = df[df["run"] == run]
+        assert set(rows["mode"]) == {"baseline", "normal", "checkpointed"}
+        assert rows["slowdown"].nunique() == 1
+        s = r.summary
+        assert rows["memory_savings"].iloc[0] == pytest.approx(s["memory_savings"])
+        ck = rows[rows["mode"] == "checkpointed"].iloc[0]
+        assert ck["overhead_bytes"] == s["overhead_bytes"]["checkpointed"]
+        assert ck["slowdown_low"] <= ck["slowdown"] <= ck["slowdown_high"]
+        assert ck["memory_savings_low"] <= ck["memory_savings"] <= ck["memory_savings_high"]
+        assert ck["evaluations"] == r.mode_rounds(r.modes[2].mode)[0].counters["step_calls"]
+    # the README's pivot: savings by strategy x snaps
+    ck = df[df["mode"] == "checkpointed"]
+    pivot = ck.pivot_table(index="strategy", columns="snaps", values="memory_savings")
+    assert pivot.shape == (2, 2) and pivot.notna().all().all()
+    # a file, or a list of them, works too
+    assert len(read_results(tmp_path / "cell0.json")) == 3
+    assert len(read_results([tmp_path / "cell0.json", str(tmp_path / "cell1.json")])) == 6
+
+
+def test_failed_modes_and_bad_input(tmp_path):
+    crashed = make_result(CI_CASE, seed=1, status={"checkpointed": Status.CRASHED})
+    save_result(crashed, tmp_path / "c.json")
+    df = read_results(tmp_path / "c.json")
+    ck = df[df["mode"] == "checkpointed"].iloc[0]
+    assert ck["status"] == "crashed" and pd.isna(ck["peak_rss_bytes"])
+    assert cells_frame([crashed]).iloc[0]["status"] == "checkpointed: crashed"
+    with pytest.raises(StoreError, match="no such file"):
+        read_results(tmp_path / "missing")
+
+
+def test_compare_csv_comes_from_the_frame(tmp_path):
+    results = _folder(tmp_path)
+    res = CliRunner().invoke(cli, ["compare", str(tmp_path), "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == cells_frame(results).to_csv(index=False).strip()
+    assert res.output.splitlines()[0].startswith("key,host,model,steps,snaps,strategy")
+
+
+def test_importing_ckptbench_loads_no_pandas():
+    assert loaded_after_import("ckptbench", ("pandas",)) == []
+    assert loaded_after_import("ckptbench.worker", ("pandas",)) == []
