@@ -203,3 +203,30 @@ def test_time_gate_with_several_processes_uses_the_runs_estimator() -> None:
     assert not any("one worker process" in n for n in report.notes)
     same = [r for s in (2, 5, 8) for r in _sweep(s, repeats=5, time_cv=0.10)]
     assert check(same, reference, time_tolerance=0.25).exit_code == 0
+
+
+def test_forward_steps_exact_reads_the_strategy_registry() -> None:
+    """Every strategy with a step count is checked (optimal: against its recorded plan); a
+    framework's own checkpointing has none and the check says it does not apply."""
+    expect = Expect(forward_steps_exact=True)
+    base = make_result()
+    ckpt = base.mode(Mode.CHECKPOINTED)
+    advances = ckpt.counters["steps_advanced"]
+
+    def with_plan(plan):
+        modes = tuple(replace(m, plan=plan) if m is ckpt else m for m in base.modes)
+        case = replace(base.case, strategy="optimal", budget_bytes=2**20)
+        return replace(base, case=case, modes=modes)
+
+    def line(result):
+        report = check([result], expect=expect)
+        return next(x for x in report.lines if x.check == "forward_steps_exact")
+
+    assert line(with_plan({"advances": advances})).passed
+    wrong = line(with_plan({"advances": advances + 1}))
+    assert not wrong.passed and f"schedule plans {advances + 1}" in wrong.detail
+    peer = replace(base, case=replace(base.case, strategy="torch-checkpoint", backend="torch"))
+    shown = line(peer)
+    assert shown.passed and "not applicable to torch-checkpoint" in shown.detail
+    unrecorded = line(with_plan({}))
+    assert not unrecorded.passed and "no plan recorded" in unrecorded.detail

@@ -16,14 +16,15 @@ JAX arrays (write them with ``jax.numpy``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ckptbench.workloads import LSTM, RNN, Sizes, WorkloadError, load_workload
+from ckptbench.workloads import Sizes, WorkloadError, load_workload
+from ckptbench.workloads.mirror import MirrorLSTM, MirrorRNN
 
 __all__ = ["JAX_BUILTINS", "JaxLSTM", "JaxPlugin", "JaxRNN", "load_jax_workload", "to_jax"]
 
@@ -40,83 +41,23 @@ def to_jax(tree: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class JaxRNN:
-    """``h' = tanh(h @ W_hh + x @ W_xh + b)``, ``y = h' @ W_out + b_out``, ``L = mean(y**2)``."""
+class JaxRNN(MirrorRNN):
+    """The RNN of :mod:`ckptbench.workloads.mirror` on JAX arrays."""
 
-    hidden: int = 256
-    batch: int = 16
-    input: int = 32
-    output: int = 32
-    reference: RNN = field(init=False, repr=False, compare=False)
+    xp: ClassVar[Any] = jnp
 
-    def __post_init__(self) -> None:
-        ref = RNN(hidden=self.hidden, batch=self.batch, input=self.input, output=self.output)
-        object.__setattr__(self, "reference", ref)
-
-    @property
-    def state_nbytes(self) -> int:
-        return self.reference.state_nbytes
-
-    def init(self, steps: int, rng: np.random.Generator) -> tuple[Any, Any, Any]:
-        """The autograd workload's ``(params, h0, inputs)`` for ``rng``, as JAX arrays."""
-        return to_jax(self.reference.init(steps, rng))
-
-    def step(self, params: Any, state: Any, x: Any) -> Any:
-        return jnp.tanh(jnp.dot(state, params["W_hh"]) + jnp.dot(x, params["W_xh"]) + params["b"])
-
-    def post(self, params: Any, state: Any) -> Any:
-        return jnp.dot(state, params["W_out"]) + params["b_out"]
-
-    def loss(self, outputs: Any) -> Any:
-        return jnp.mean(outputs**2)
+    def convert(self, tree: Any) -> Any:
+        return to_jax(tree)
 
 
 @dataclass(frozen=True)
-class JaxLSTM:
-    """The fused-gate LSTM of :mod:`ckptbench.workloads.lstm`; the state is ``(h, c)``."""
+class JaxLSTM(MirrorLSTM):
+    """The LSTM of :mod:`ckptbench.workloads.mirror` on JAX arrays."""
 
-    hidden: int = 256
-    batch: int = 16
-    input: int = 32
-    output: int = 32
-    reference: LSTM = field(init=False, repr=False, compare=False)
-    scale: np.ndarray = field(init=False, repr=False, compare=False)
-    shift: np.ndarray = field(init=False, repr=False, compare=False)
+    xp: ClassVar[Any] = jnp
 
-    def __post_init__(self) -> None:
-        ref = LSTM(hidden=self.hidden, batch=self.batch, input=self.input, output=self.output)
-        object.__setattr__(self, "reference", ref)
-        h = self.hidden
-        # sigmoid(u) = 0.5 * tanh(u / 2) + 0.5: columns [i | f | o] get 0.5, [g] gets 1 / 0.
-        scale = np.full(4 * h, 0.5)
-        scale[3 * h :] = 1.0
-        shift = np.full(4 * h, 0.5)
-        shift[3 * h :] = 0.0
-        object.__setattr__(self, "scale", scale)
-        object.__setattr__(self, "shift", shift)
-
-    @property
-    def state_nbytes(self) -> int:
-        return self.reference.state_nbytes
-
-    def init(self, steps: int, rng: np.random.Generator) -> tuple[Any, Any, Any]:
-        """The autograd workload's ``(params, (h0, c0), inputs)`` for ``rng``, as JAX arrays."""
-        return to_jax(self.reference.init(steps, rng))
-
-    def step(self, params: Any, state: Any, x: Any) -> Any:
-        h, c = state[0], state[1]
-        n = self.hidden
-        z = jnp.dot(jnp.concatenate((x, h), axis=1), params["W"]) + params["b"]
-        gates = jnp.tanh(z * self.scale) * self.scale + self.shift
-        c = gates[:, n : 2 * n] * c + gates[:, :n] * gates[:, 3 * n :]
-        h = gates[:, 2 * n : 3 * n] * jnp.tanh(c)
-        return h, c
-
-    def post(self, params: Any, state: Any) -> Any:
-        return jnp.dot(state[0], params["W_out"]) + params["b_out"]
-
-    def loss(self, outputs: Any) -> Any:
-        return jnp.mean(outputs**2)
+    def convert(self, tree: Any) -> Any:
+        return to_jax(tree)
 
 
 @dataclass(frozen=True)

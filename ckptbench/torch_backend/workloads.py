@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from ckptbench.workloads import LSTM, RNN, Sizes, WorkloadError, load_workload
+from ckptbench.workloads import Sizes, WorkloadError, load_workload
+from ckptbench.workloads.mirror import MirrorLSTM, MirrorRNN
 
 __all__ = [
     "TORCH_BUILTINS",
@@ -40,7 +41,6 @@ __all__ = [
     "to_device",
 ]
 
-Params = dict[str, torch.Tensor]
 
 
 def to_device(tree: Any, device: torch.device | str) -> Any:
@@ -64,85 +64,25 @@ def to_device(tree: Any, device: torch.device | str) -> Any:
 
 
 @dataclass(frozen=True)
-class TorchRNN:
-    """``h' = tanh(h @ W_hh + x @ W_xh + b)``, ``y = h' @ W_out + b_out``, ``L = mean(y**2)``."""
+class TorchRNN(MirrorRNN):
+    """The RNN of :mod:`ckptbench.workloads.mirror` on torch tensors on ``device``."""
 
-    hidden: int = 256
-    batch: int = 16
-    input: int = 32
-    output: int = 32
     device: str = "cpu"
-    reference: RNN = field(init=False, repr=False, compare=False)
+    xp: ClassVar[Any] = torch
 
-    def __post_init__(self) -> None:
-        ref = RNN(hidden=self.hidden, batch=self.batch, input=self.input, output=self.output)
-        object.__setattr__(self, "reference", ref)
-
-    @property
-    def state_nbytes(self) -> int:
-        return self.reference.state_nbytes
-
-    def init(self, steps: int, rng: np.random.Generator) -> tuple[Params, torch.Tensor, Any]:
-        """The autograd workload's ``(params, h0, inputs)`` for ``rng``, as tensors."""
-        return to_device(self.reference.init(steps, rng), self.device)
-
-    def step(self, params: Params, state: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(state @ params["W_hh"] + x @ params["W_xh"] + params["b"])
-
-    def post(self, params: Params, state: torch.Tensor) -> torch.Tensor:
-        return state @ params["W_out"] + params["b_out"]
-
-    def loss(self, outputs: torch.Tensor) -> torch.Tensor:
-        return torch.mean(outputs**2)
+    def convert(self, tree: Any) -> Any:
+        return to_device(tree, self.device)
 
 
 @dataclass(frozen=True)
-class TorchLSTM:
-    """The fused-gate LSTM of :mod:`ckptbench.workloads.lstm`; the state is ``(h, c)``."""
+class TorchLSTM(MirrorLSTM):
+    """The LSTM of :mod:`ckptbench.workloads.mirror` on torch tensors on ``device``."""
 
-    hidden: int = 256
-    batch: int = 16
-    input: int = 32
-    output: int = 32
     device: str = "cpu"
-    reference: LSTM = field(init=False, repr=False, compare=False)
-    scale: torch.Tensor = field(init=False, repr=False, compare=False)
-    shift: torch.Tensor = field(init=False, repr=False, compare=False)
+    xp: ClassVar[Any] = torch
 
-    def __post_init__(self) -> None:
-        ref = LSTM(hidden=self.hidden, batch=self.batch, input=self.input, output=self.output)
-        object.__setattr__(self, "reference", ref)
-        h = self.hidden
-        # sigmoid(u) = 0.5 * tanh(u / 2) + 0.5: columns [i | f | o] get 0.5, [g] gets 1 / 0.
-        scale = torch.full((4 * h,), 0.5, dtype=torch.float64, device=self.device)
-        scale[3 * h :] = 1.0
-        shift = torch.full((4 * h,), 0.5, dtype=torch.float64, device=self.device)
-        shift[3 * h :] = 0.0
-        object.__setattr__(self, "scale", scale)
-        object.__setattr__(self, "shift", shift)
-
-    @property
-    def state_nbytes(self) -> int:
-        return self.reference.state_nbytes
-
-    def init(self, steps: int, rng: np.random.Generator) -> tuple[Params, tuple, Any]:
-        """The autograd workload's ``(params, (h0, c0), inputs)`` for ``rng``, as tensors."""
-        return to_device(self.reference.init(steps, rng), self.device)
-
-    def step(self, params: Params, state: tuple, x: torch.Tensor) -> tuple:
-        h, c = state[0], state[1]
-        n = self.hidden
-        z = torch.cat((x, h), dim=1) @ params["W"] + params["b"]
-        gates = torch.tanh(z * self.scale) * self.scale + self.shift
-        c = gates[:, n : 2 * n] * c + gates[:, :n] * gates[:, 3 * n :]
-        h = gates[:, 2 * n : 3 * n] * torch.tanh(c)
-        return h, c
-
-    def post(self, params: Params, state: tuple) -> torch.Tensor:
-        return state[0] @ params["W_out"] + params["b_out"]
-
-    def loss(self, outputs: torch.Tensor) -> torch.Tensor:
-        return torch.mean(outputs**2)
+    def convert(self, tree: Any) -> Any:
+        return to_device(tree, self.device)
 
 
 class _Call(torch.nn.Module):
