@@ -19,6 +19,14 @@ from enum import Enum
 from typing import NamedTuple
 
 __all__ = [
+    "ADVANCE",
+    "FIRSTURN",
+    "RESTORE",
+    "REVERSE",
+    "TAKESHOT",
+    "TAPE",
+    "TERMINATE",
+    "YOUTURN",
     "Action",
     "ActionKind",
     "ByteReplay",
@@ -71,14 +79,15 @@ class ScheduleError(ValueError):
     """A schedule violates the rules checked by :func:`replay`."""
 
 
-_ADVANCE = ActionKind.ADVANCE
-_TAKESHOT = ActionKind.TAKESHOT
-_RESTORE = ActionKind.RESTORE
-_FIRSTURN = ActionKind.FIRSTURN
-_YOUTURN = ActionKind.YOUTURN
-_TERMINATE = ActionKind.TERMINATE
-_TAPE = ActionKind.TAPE
-_REVERSE = ActionKind.REVERSE
+#: The action kinds by their short names (the generators' inner loops read them).
+ADVANCE = ActionKind.ADVANCE
+TAKESHOT = ActionKind.TAKESHOT
+RESTORE = ActionKind.RESTORE
+FIRSTURN = ActionKind.FIRSTURN
+YOUTURN = ActionKind.YOUTURN
+TERMINATE = ActionKind.TERMINATE
+TAPE = ActionKind.TAPE
+REVERSE = ActionKind.REVERSE
 
 
 def check_int(name: str, value: object, minimum: int = 1) -> int:
@@ -208,7 +217,7 @@ def _replay(
         if terminated:
             raise ScheduleError(f"action {count} ({act!r}) after TERMINATE")
         kind = act.kind
-        if kind is _ADVANCE:
+        if kind is ADVANCE:
             if current is None or act.start != current:
                 raise ScheduleError(f"action {count} {act!r}: current state is x_{current}")
             if not (act.start < act.stop <= next_reverse):
@@ -219,7 +228,7 @@ def _replay(
             for i in range(act.start, act.stop):
                 per_step[i] += 1
             current = act.stop
-        elif kind is _TAKESHOT:
+        elif kind is TAKESHOT:
             if current is None or act.step != current:
                 raise ScheduleError(f"action {count} {act!r}: current state is x_{current}")
             if snaps is not None and not (0 <= act.slot < snaps):
@@ -238,14 +247,14 @@ def _replay(
             if bytes_on:
                 state_b += sb[act.step]
                 at_peak()
-        elif kind is _RESTORE:
+        elif kind is RESTORE:
             if store.get(act.slot) != act.step:
                 raise ScheduleError(f"action {count} {act!r}: slot holds {store.get(act.slot)}")
             if next_reverse == steps - 1:
                 raise ScheduleError(f"action {count} {act!r}: RESTORE before FIRSTURN")
             restores += 1
             current = act.step
-        elif kind is _TAPE:
+        elif kind is TAPE:
             i = act.step
             if current is None or i != current or i > next_reverse:
                 raise ScheduleError(
@@ -263,9 +272,9 @@ def _replay(
             if bytes_on:
                 tape_b += tb[i]
                 at_peak()
-        elif kind is _FIRSTURN or kind is _YOUTURN or kind is _REVERSE:
+        elif kind is FIRSTURN or kind is YOUTURN or kind is REVERSE:
             i = act.step
-            if kind is _REVERSE:
+            if kind is REVERSE:
                 if i != next_reverse or i not in kept:
                     raise ScheduleError(
                         f"action {count} {act!r}: expected reverse of step {next_reverse} "
@@ -280,7 +289,7 @@ def _replay(
                         f"action {count} {act!r}: expected reverse of step {next_reverse} "
                         f"from x_{next_reverse}, current x_{current}"
                     )
-                if (kind is _FIRSTURN) != (i == steps - 1):
+                if (kind is FIRSTURN) != (i == steps - 1):
                     raise ScheduleError(f"action {count} {act!r}: FIRSTURN is for step {steps - 1}")
                 if i in kept:
                     raise ScheduleError(f"action {count} {act!r}: step {i} has a kept tape")
@@ -294,7 +303,7 @@ def _replay(
                 state_b -= held * sb[i]
             next_reverse -= 1
             current = None  # the reverse consumed the state
-        elif kind is _TERMINATE:
+        elif kind is TERMINATE:
             if next_reverse != -1:
                 raise ScheduleError(f"TERMINATE with steps 0..{next_reverse} not reversed")
             terminated = True

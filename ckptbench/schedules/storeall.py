@@ -9,18 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ckptbench.schedules.actions import Action, ActionKind, check_int
+from ckptbench.schedules.actions import (
+    ADVANCE,
+    FIRSTURN,
+    RESTORE,
+    TAKESHOT,
+    TERMINATE,
+    YOUTURN,
+    Action,
+    check_int,
+)
 from ckptbench.schedules.strategy import ALL_BACKENDS, Setting, StrategySpec
 
 __all__ = ["STORE_ALL", "store_all_schedule"]
 
 _new = tuple.__new__
-_ADVANCE = ActionKind.ADVANCE
-_TAKESHOT = ActionKind.TAKESHOT
-_RESTORE = ActionKind.RESTORE
-_FIRSTURN = ActionKind.FIRSTURN
-_YOUTURN = ActionKind.YOUTURN
-_TERMINATE = ActionKind.TERMINATE
 
 
 def store_all_schedule(steps: int) -> Iterator[Action]:
@@ -36,13 +39,13 @@ def _store_all(l: int) -> Iterator[Action]:
     new = _new
     A = Action
     for i in range(l - 1):
-        yield new(A, (_TAKESHOT, None, None, i, i))
-        yield new(A, (_ADVANCE, i, i + 1, None, None))
-    yield new(A, (_FIRSTURN, None, None, None, l - 1))
+        yield new(A, (TAKESHOT, None, None, i, i))
+        yield new(A, (ADVANCE, i, i + 1, None, None))
+    yield new(A, (FIRSTURN, None, None, None, l - 1))
     for i in range(l - 2, -1, -1):
-        yield new(A, (_RESTORE, None, None, i, i))
-        yield new(A, (_YOUTURN, None, None, None, i))
-    yield new(A, (_TERMINATE, None, None, None, None))
+        yield new(A, (RESTORE, None, None, i, i))
+        yield new(A, (YOUTURN, None, None, None, i))
+    yield new(A, (TERMINATE, None, None, None, None))
 
 
 def _store_all_advances(steps: int, snaps: int) -> int:

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ckptbench.schedules.actions import Action, ActionKind, check_int
+from ckptbench.schedules.actions import (
+    ADVANCE,
+    FIRSTURN,
+    RESTORE,
+    TAKESHOT,
+    TERMINATE,
+    YOUTURN,
+    Action,
+    check_int,
+)
 from ckptbench.schedules.revolve import optimal_forward_steps
 from ckptbench.schedules.strategy import ALL_BACKENDS, Setting, StrategySpec
 
 __all__ = ["UNIFORM", "uniform_schedule"]
 
 _new = tuple.__new__
-_ADVANCE = ActionKind.ADVANCE
-_TAKESHOT = ActionKind.TAKESHOT
-_RESTORE = ActionKind.RESTORE
-_FIRSTURN = ActionKind.FIRSTURN
-_YOUTURN = ActionKind.YOUTURN
-_TERMINATE = ActionKind.TERMINATE
 
 
 def uniform_schedule(steps: int, snaps: int) -> Iterator[Action]:
@@ -69,32 +72,32 @@ def _uniform(l: int, s: int) -> Iterator[Action]:
     nseg = _uniform_segments(l, s)
     bounds = [i * l // nseg for i in range(nseg + 1)]
     interior = s - nseg
-    yield new(A, (_TAKESHOT, None, None, 0, 0))
+    yield new(A, (TAKESHOT, None, None, 0, 0))
     for i in range(1, nseg):
-        yield new(A, (_ADVANCE, bounds[i - 1], bounds[i], None, None))
-        yield new(A, (_TAKESHOT, None, None, i, bounds[i]))
+        yield new(A, (ADVANCE, bounds[i - 1], bounds[i], None, None))
+        yield new(A, (TAKESHOT, None, None, i, bounds[i]))
     for i in range(nseg - 1, -1, -1):
         a, b = bounds[i], bounds[i + 1]
         if i != nseg - 1:
-            yield new(A, (_RESTORE, None, None, i, a))
+            yield new(A, (RESTORE, None, None, i, a))
         held = min(b - a - 1, interior)  # interior states x_{a+1}..x_{a+held} get slots
         for j in range(a + 1, a + held + 1):
-            yield new(A, (_ADVANCE, j - 1, j, None, None))
-            yield new(A, (_TAKESHOT, None, None, nseg + j - a - 1, j))
+            yield new(A, (ADVANCE, j - 1, j, None, None))
+            yield new(A, (TAKESHOT, None, None, nseg + j - a - 1, j))
         base = a + held
         base_slot = nseg + held - 1 if held else i
         fresh = True  # current state is x_base
         for j in range(b - 1, base - 1, -1):
             if not fresh:
-                yield new(A, (_RESTORE, None, None, base_slot, base))
+                yield new(A, (RESTORE, None, None, base_slot, base))
             if j > base:
-                yield new(A, (_ADVANCE, base, j, None, None))
-            yield new(A, (_FIRSTURN if j + 1 == l else _YOUTURN, None, None, None, j))
+                yield new(A, (ADVANCE, base, j, None, None))
+            yield new(A, (FIRSTURN if j + 1 == l else YOUTURN, None, None, None, j))
             fresh = False
         for j in range(base - 1, a - 1, -1):
-            yield new(A, (_RESTORE, None, None, nseg + j - a - 1 if j > a else i, j))
-            yield new(A, (_YOUTURN, None, None, None, j))
-    yield new(A, (_TERMINATE, None, None, None, None))
+            yield new(A, (RESTORE, None, None, nseg + j - a - 1 if j > a else i, j))
+            yield new(A, (YOUTURN, None, None, None, j))
+    yield new(A, (TERMINATE, None, None, None, None))
 
 
 #: Equal segments with their interiors stored where slots allow.
