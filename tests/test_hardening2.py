@@ -465,7 +465,9 @@ def test_min_budget_plans_and_nothing_below_the_least_peak_does():
 # ------------------------------------------------------------- 13: --device cuda
 
 
-def test_cuda_without_cuda_is_one_line_before_any_measurement(fake, tmp_path, capsys):
+def test_cuda_without_cuda_is_one_line_before_any_measurement(fake, tmp_path, capsys, monkeypatch):
+    # torch counts as installed (the fake worker answers the CUDA probe), so the probe speaks
+    monkeypatch.setattr("ckptbench.backends.registry.BackendSpec.available", lambda self: None)
     out = tmp_path / "r.json"
     code, _, err = run_cli(capsys, ["run", "--backend", "torch", "--device", "cuda", "--model",
                                     "rnn", *TINY, "--out", str(out)])  # fmt: skip

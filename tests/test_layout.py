@@ -5,6 +5,8 @@ name imported across modules; the numbers-only modules load no heavy library."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 from _imports import import_edges, loaded_after_import, package_modules
 
@@ -34,7 +36,12 @@ MEASURING_SIDE = (
     "ckptbench.gate",
     "ckptbench.backends",
     "ckptbench.checkpoint",
-    "ckptbench.torch_backend.executor",
+    pytest.param(
+        "ckptbench.torch_backend.executor",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("torch") is None, reason="needs torch (.[torch])"
+        ),
+    ),
     "ckptbench",
 )
 
