@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 
-
 def to_device(tree: Any, device: torch.device | str) -> Any:
     """numpy arrays and tensors of a nested dict/tuple/list, as tensors on ``device``.
 
