@@ -96,6 +96,36 @@ def test_precision_says_when_it_stopped_short(fake, tmp_path):
     assert "+/-1.0% after 3 rounds, stopped by --max-rounds" in res.output
 
 
+def test_run_adds_rounds_for_5_percent_by_default(fake, tmp_path, monkeypatch):
+    # the default is --precision 5% after the 6 default rounds (the fake worker's exact
+    # 1.10x reaches it at the first check); --rounds N alone is exactly N rounds
+    monkeypatch.delenv("CKPTBENCH_PRECISION", raising=False)
+    out = tmp_path / "r.json"
+    assert invoke([*SMALL, "--out", str(out)]).exit_code == 0
+    prec = load_result(out).environment["precision"]
+    assert prec["target_rel"] == 0.05 and prec["stopped"] == "reached" and prec["rounds"] == 6
+    assert prec["max_rounds"] == 30 and prec["max_time_s"] == 900
+    fixed = tmp_path / "fixed.json"
+    assert invoke([*SMALL, "--rounds", "2", "--out", str(fixed)]).exit_code == 0
+    result = load_result(fixed)
+    assert result.case.rounds == 2 and "precision" not in result.environment
+    both = tmp_path / "both.json"
+    res = invoke([*SMALL, "--rounds", "2", "--precision", "4%", "--out", str(both)])
+    assert res.exit_code == 0 and load_result(both).environment["precision"]["target_rel"] == 0.04
+
+
+def test_precision_off_adds_no_rounds(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("CKPTBENCH_PRECISION", "5%")
+    out = tmp_path / "r.json"
+    assert invoke([*SMALL, "--rounds", "2", "--precision", "off", "--out", str(out)]).exit_code == 0
+    assert "precision" not in load_result(out).environment
+    monkeypatch.setenv("CKPTBENCH_PRECISION", "off")
+    env_off = tmp_path / "env.json"
+    assert invoke([*SMALL, "--out", str(env_off)]).exit_code == 0
+    result = load_result(env_off)
+    assert "precision" not in result.environment and result.case.rounds == 6
+
+
 def test_precision_is_checked_before_measuring(fake, tmp_path):
     res = invoke([*SMALL, "--precision", "150%", "--out", str(tmp_path / "r.json")])
     assert res.exit_code == 2 and "precision" in res.output

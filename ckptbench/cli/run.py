@@ -46,6 +46,13 @@ def _default_out(model: str) -> Path:
     return Path("results") / f"run-{slug}-{stamp}-{secrets.token_hex(3)}.json"
 
 
+def _precision_value(text: str | None) -> float | None:
+    """``--precision``: '5%' or 0.05 -> 0.05; 'off' (or none, 0) -> None (add no rounds)."""
+    if text is None or str(text).strip().lower() in ("off", "none", "0", "0%"):
+        return None
+    return parse_fraction(text)
+
+
 def _parse_modes(text: str):
     from ckptbench.results import Mode
 
@@ -158,16 +165,20 @@ def _parse_modes(text: str):
 )
 @click.option(
     "--precision",
-    default=None,
-    callback=lambda _ctx, _p, v: None if v is None else parse_fraction(v),
-    help="Add rounds after --rounds until the slowdown's 95% interval is within this "
-    "(e.g. 3%), up to --max-rounds and --max-time; says when it stopped short.",
+    default="5%",
+    show_default=True,
+    envvar="CKPTBENCH_PRECISION",
+    callback=lambda _ctx, _p, v: _precision_value(v),
+    help="After --rounds, add rounds until the slowdown's 95% interval is within this, up "
+    "to --max-rounds and --max-time, and say when it stopped short. 'off' adds none. An "
+    "explicit --rounds N without --precision runs exactly N rounds. Environment: "
+    "CKPTBENCH_PRECISION.",
 )
 @click.option("--max-rounds", type=POS, default=30, show_default=True, help="For --precision.")
 @click.option(
     "--max-time",
     type=SECONDS,
-    default="30m",
+    default="15m",
     show_default=True,
     help="For --precision: start no new round after measuring this long.",
 )
@@ -221,7 +232,12 @@ def run(
             notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
             costs = None
         target = None
-        if precision is not None:
+        ctx = click.get_current_context()
+        fixed_rounds = (
+            ctx.get_parameter_source("rounds") is not click.core.ParameterSource.DEFAULT
+            and ctx.get_parameter_source("precision") is click.core.ParameterSource.DEFAULT
+        )
+        if precision is not None and not fixed_rounds:
             target = Precision(precision, max(max_rounds, case.rounds), max_time)
     except ValueError as err:
         raise InputError(str(err)) from None
