@@ -74,6 +74,9 @@ class AutogradFramework:
     def device_meter(self, ctx: Any) -> None:
         return None
 
+    def device_problem(self, device: str) -> str | None:
+        return None if device == "cpu" else f"autograd runs on the CPU only, not {device}"
+
     # ---------------------------------------------------------------- step costs
 
     def untaped(self) -> contextlib.AbstractContextManager:

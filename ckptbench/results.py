@@ -201,10 +201,11 @@ class Case:
             note = f"--snaps {self.snaps} is not used by strategy {self.strategy}; recorded as "
             note += f"{self.steps}, so every command gives this case one key"
         elif self.snaps > self.steps:
-            segments = get_strategy(self.strategy).setting is Setting.SEGMENTS
-            note = f"--snaps {self.snaps} clamped to {self.steps}: " + (
-                "at most one segment per step" if segments else "never more slots than steps"
-            )
+            kind = get_strategy(self.strategy).setting
+            note = f"--snaps {self.snaps} clamped to {self.steps}: " + {
+                Setting.SEGMENTS: "at most one segment per step",
+                Setting.CHECKPOINTS: "at most one checkpoint per step",
+            }.get(kind, "never more slots than steps")
         else:
             return self, ()
         return replace(self, snaps=self.steps), (note,)

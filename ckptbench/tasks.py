@@ -27,7 +27,7 @@ __all__ = [
     "TaskError",
     "check_plugin",
     "measure_costs",
-    "probe_cuda",
+    "probe_device",
     "profile_lines",
     "run_task",
 ]
@@ -120,18 +120,15 @@ def check_plugin(case: Case, *, worker: Sequence[str] | None = None) -> None:
         ) from None
 
 
-def probe_cuda(case: Case, *, worker: Sequence[str] | None = None) -> str | None:
-    """Why torch cannot compute on CUDA here (None when it can), asked of a disposable worker:
-    ckptbench's own process never imports torch."""
+def probe_device(case: Case, *, worker: Sequence[str] | None = None) -> str | None:
+    """Why the case's backend cannot compute on its device here (None when it can), asked
+    of a disposable worker: ckptbench's own process never imports torch or JAX."""
     try:
         report = run_task(case, {"task": "device"}, worker=worker, timeout_s=case.timeout_s)
     except TaskError as err:
-        return f"cannot ask torch about CUDA: {err}"
-    if report.get("cuda_available"):
-        return None
-    build = report.get("torch_cuda")
-    what = f"a CUDA {build} build" if build else "a CPU-only build"
-    return f"torch {report.get('torch_version', '?')} ({what}) sees no CUDA device here"
+        return f"cannot ask {case.backend} about {case.device}: {err}"
+    problem = report.get("problem")
+    return None if problem is None else str(problem)
 
 
 def measure_costs(case: Case, *, worker: Sequence[str] | None = None) -> dict[str, Any]:

@@ -12,7 +12,8 @@ Every report is one JSON line with an ``event``:
 
 A job with a ``task`` runs a side task instead (``ckptbench.tasks``): ``"costs"`` measures
 the step costs the planner needs (``ckptbench.stepcosts``, reported as ``costs_report``),
-``"check"`` loads the plug-in workload once, ``"device"`` asks torch whether CUDA is there,
+``"check"`` loads the plug-in workload once, ``"device"`` asks the case's framework whether
+it can compute on the case's device (``registry.device_problem``),
 ``"profile"`` profiles one gradient line by line (``ckptbench.lineprofile``). Whatever a
 plug-in raises at import, ``SystemExit`` and ``KeyboardInterrupt`` included, is reported as
 one ``result`` event; after it the worker exits at once (``os._exit``), so threads a plug-in
@@ -163,16 +164,7 @@ def _side_task(task: str, case: Case, job: dict[str, Any]) -> dict[str, Any]:
         load_workload(case.model, Sizes(**case.sizes()))
         return {"ok": True}
     if task == "device":
-        try:
-            import torch
-        except ImportError as err:
-            return {"ok": False, "error": f"the torch backend needs torch ({err})"}
-        return {
-            "ok": True,
-            "cuda_available": bool(torch.cuda.is_available()),
-            "torch_version": str(torch.__version__),
-            "torch_cuda": torch.version.cuda,
-        }
+        return {"ok": True, "problem": registry.device_problem(case)}
     if task == "profile":
         from ckptbench.lineprofile import profile_job
 

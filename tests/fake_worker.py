@@ -9,7 +9,7 @@ FAKE_SLEEP=<mode>:<seconds> sleeps (timeouts); FAKE_ALLOC=<mode>:<MiB> touches m
 waits (memory limits); FAKE_GRAD_NOISE=<x> perturbs the checkpointed gradient;
 FAKE_SCALE=<x> multiplies every reported peak overhead (regressions); FAKE_CPU_SHARE=<x>
 reports CPU time = x * wall time (a busy machine). Side tasks: ``check`` passes unless
-FAKE_PLUGIN_BAD=<message>; ``device`` reports CUDA available only with FAKE_CUDA=1.
+FAKE_PLUGIN_BAD=<message>; ``device`` reports no problem with the device only with FAKE_CUDA=1.
 """
 
 import json
@@ -46,7 +46,8 @@ def main() -> int:
         return 0
     if task == "device":
         cuda = os.environ.get("FAKE_CUDA") == "1"
-        emit({"event": "result", "ok": True, "cuda_available": cuda, "torch_version": "0.fake"})
+        problem = None if cuda else "torch 0.fake (a CPU-only build) sees no CUDA device here"
+        emit({"event": "result", "ok": True, "problem": problem})
         return 0
     if flag("FAKE_CRASH"):
         print("fake worker: simulated segfault", file=sys.stderr)

@@ -112,7 +112,7 @@ def test_case_accepts_the_jax_backend_and_its_peers_only_there():
         with pytest.raises(CaseError, match="needs --backend"):
             Case(backend=backend, strategy=strategy)
     case, notes = Case(backend="jax", strategy="equinox", steps=5, snaps=9).effective()
-    assert case.snaps == 5 and notes
+    assert case.snaps == 5 and notes == ("--snaps 9 clamped to 5: at most one checkpoint per step",)
 
 
 def test_ckptbench_worker_and_the_backend_package_import_no_jax():
@@ -406,6 +406,8 @@ def test_every_jax_mode_gives_the_autograd_workers_gradient(model):
             assert float(np.max(np.abs(flat - want)) / np.max(np.abs(want))) <= 1e-12
             if mode is Mode.NORMAL:
                 assert built.calls[0] == 9  # counted inside the scan
+            elif strategy in ("jax-checkpoint", "equinox"):
+                assert built.calls[0] is None  # recomputed inside JAX's transpose: unmeasured
     base = build_gradient(small_case(model, 9, 3), Mode.BASELINE)
     loss, grad = base.gradient(base.params)
     assert loss == pytest.approx(want_loss, rel=1e-12)
@@ -443,6 +445,22 @@ def test_gpu_device_without_a_gpu_is_one_line():
     assert "\n" not in str(info.value)
     meter = DevicePeakMeter(resolve_device("cpu"))
     assert meter.method is None
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+def test_run_on_a_missing_gpu_is_refused_before_any_mode_is_measured(tmp_path):
+    # a disposable worker asks JAX (ckptbench's process never imports it): one line, exit 2
+    from ckptbench.cli import cli
+
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(cli, ["run", "--backend", "jax", "--device", "cuda", "--steps",
+                                   "4", "--snaps", "2", "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [
+        f"Error: --device cuda: jax {jax.__version__} sees no GPU here (needs a GPU "
+        "build and a visible GPU)"
+    ]
+    assert not out.exists()
 
 
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")

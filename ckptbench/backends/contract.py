@@ -30,7 +30,7 @@ class Built:
 
     params: Any
     gradient: Callable[[Any], tuple[float, Any]]  # params -> (loss, gradient tree)
-    calls: list[int]  # step-call counter, reset before every iteration
+    calls: list[int | None]  # step-call counter, reset before every iteration; None: unmeasured
     counters: Callable[[], dict[str, Any]]  # executor counters after the last iteration
     flatten: Callable[[Any], Any]  # gradient tree -> 1-D float64 numpy array
     phases: Callable[[], dict[str, float]] = dict  # executor phase times of the last call

@@ -69,6 +69,9 @@ class Framework(Protocol):
     def device_meter(self, ctx: Any) -> Any:
         """A device-memory meter for the worker (``None`` on the CPU)."""
 
+    def device_problem(self, device: str) -> str | None:
+        """Why the framework cannot compute on ``device`` here (None when it can)."""
+
     def measure_costs(self, case: Any) -> dict[str, Any]:
         """The planner's step costs measured on this framework."""
 
@@ -79,6 +82,10 @@ class FrameworkBackend:
     def __init__(self, framework: Framework) -> None:
         self.framework = framework
         self.name = framework.name
+
+    def device_problem(self, case: Any) -> str | None:
+        """Why the framework cannot compute on ``case.device`` here (None when it can)."""
+        return self.framework.device_problem(getattr(case, "device", "cpu") or "cpu")
 
     def strategies(self) -> tuple[str, ...]:
         """Checkpointed-mode strategies: the engine's schedules and the framework's peers."""

@@ -31,6 +31,7 @@ __all__ = [
     "BackendUnavailableError",
     "backend_names",
     "build",
+    "device_problem",
     "get_backend",
     "measure_costs",
     "register",
@@ -57,6 +58,9 @@ class Backend(Protocol):
 
     def measure_costs(self, case: Any) -> dict[str, Any]:
         """The planner's step costs measured on this framework (``StepCostReport.as_dict``)."""
+
+    def device_problem(self, case: Any) -> str | None:
+        """Why this framework cannot compute on ``case.device`` here (None when it can)."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,14 @@ def build(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
 def measure_costs(case: Any) -> dict[str, Any]:
     """The step costs of ``case``'s workload, measured on the case's backend."""
     return get_backend(case.backend).measure_costs(case)
+
+
+def device_problem(case: Any) -> str | None:
+    """Why the case's backend cannot compute on its ``device`` here (None when it can).
+
+    Imports the framework: the worker's ``device`` task asks it, never ckptbench's process.
+    """
+    return get_backend(case.backend).device_problem(case)
 
 
 register(BackendSpec(name="autograd", module="ckptbench.autograd_backend", requires=("autograd",)))

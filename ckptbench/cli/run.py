@@ -205,7 +205,7 @@ def run(
     from ckptbench.render.console import mode_progress, stderr_console
     from ckptbench.results import result_to_dict, snaps_ignored
     from ckptbench.runner import Precision, expected_oom, run_case
-    from ckptbench.tasks import CostsError, check_plugin, probe_cuda
+    from ckptbench.tasks import CostsError, check_plugin, probe_device
 
     mode_list = _parse_modes(modes)
     model = relative_model(model)
@@ -249,8 +249,8 @@ def run(
         with stop_on_signals():
             if backend == "autograd":
                 check_plugin(case)  # in a disposable worker, never in this process
-            if device == "cuda" and backend == "torch" and (why := probe_cuda(case)) is not None:
-                raise InputError(f"--device cuda: {why}")
+            if device != "cpu" and (why := probe_device(case)) is not None:
+                raise InputError(f"--device {device}: {why}")
     except ValueError as err:
         raise InputError(str(err)) from None
     except (Interrupted, KeyboardInterrupt) as err:

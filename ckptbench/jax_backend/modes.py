@@ -47,6 +47,21 @@ class _JaxBackend:
     def measure_costs(self, case: Any) -> dict[str, Any]:
         return measure_costs(case)
 
+    def device_problem(self, case: Any) -> str | None:
+        device = getattr(case, "device", "cpu") or "cpu"
+        if device == "cpu":
+            return None
+        require_jax()
+        from ckptbench.jax_backend.device import resolve_device
+
+        try:
+            resolve_device(device)
+        except ValueError:
+            import jax
+
+            return f"jax {jax.__version__} sees no GPU here (needs a GPU build and a visible GPU)"
+        return None
+
 
 #: What the backend registry loads for ``--backend jax``.
 BACKEND = _JaxBackend()

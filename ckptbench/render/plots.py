@@ -155,6 +155,8 @@ def _point_label(strategy: str, setting: int) -> str:
         return f"{setting / MIB:g} MiB"
     if kind is Setting.SEGMENTS:
         return f"{setting} seg"
+    if kind is Setting.CHECKPOINTS:
+        return f"{setting} ckpt"
     return f"s={setting}"
 
 

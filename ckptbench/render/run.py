@@ -65,6 +65,8 @@ def _setting(result: RunResult) -> str:
         what = f"{c.strategy} within {fmt_bytes(c.budget_bytes)}"
     elif spec.setting is Setting.SEGMENTS:
         what = f"{spec.label}, {c.snaps} segments"
+    elif spec.setting is Setting.CHECKPOINTS:
+        what = f"{spec.label}, {c.snaps} checkpoints"
     else:
         what = f"{c.snaps} snaps ({c.strategy})"
     ran = len({m.round for m in result.modes})  # an interrupted run ran fewer

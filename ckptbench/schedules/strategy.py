@@ -33,7 +33,8 @@ class Setting(Enum):
     """What one point of a strategy's trade-off is set by."""
 
     SNAPS = "snaps"  # snapshot slots, including the one holding x_0
-    SEGMENTS = "segments"  # a peer's equal segments / checkpoints (given as --snaps)
+    SEGMENTS = "segments"  # a peer's equal segments (given as --snaps)
+    CHECKPOINTS = "checkpoints"  # a peer's online checkpoints (equinox; given as --snaps)
     BUDGET = "budget"  # bytes for states and tapes (--budget)
 
 

@@ -41,6 +41,7 @@ from ckptbench.backends import Built  # noqa: E402
 from ckptbench.backends.modes import FrameworkBackend  # noqa: E402
 from ckptbench.torch_backend.cuda import (  # noqa: E402
     DevicePeakMeter,
+    cuda_available,
     resolve_device,
     synchronize,
 )
@@ -146,6 +147,12 @@ class TorchFramework:
 
     def device_meter(self, device: torch.device) -> DevicePeakMeter | None:
         return DevicePeakMeter(device) if device.type == "cuda" else None
+
+    def device_problem(self, device: str) -> str | None:
+        if device == "cpu" or cuda_available():
+            return None
+        what = f"a CUDA {torch.version.cuda} build" if torch.version.cuda else "a CPU-only build"
+        return f"torch {torch.__version__} ({what}) sees no CUDA device here"
 
     # ---------------------------------------------------------------- step costs
 
