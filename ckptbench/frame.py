@@ -5,7 +5,10 @@ into one tidy DataFrame, **one row per result file and mode**: every field of th
 ``key``, ``host``, ``created``, ``run`` (the file's position in the input), the mode's
 status, its exact peak (median over iterations), sampled peak and overhead over the
 baseline (bytes), its iteration time statistics (median, quartiles, range, count;
-seconds), its step evaluations, and the cell's slowdown and memory savings with their 95%
+seconds), its step evaluations, the bytes its schedule stored at most
+(``stored_peak_bytes``; checkpointed mode of our schedules), the resident memory its
+compiled program holds and its compile time (``program_rss_bytes``, ``compile_time_s``;
+JAX), and the cell's slowdown and memory savings with their 95%
 intervals (the same on the rows of one file). Everything is recomputed from the raw
 samples by ``ckptbench.analysis`` (docs/architecture.md, "Noise and rounds"), as
 ``compare`` does. Several files of one cell (reruns) are several runs: group by ``key``
@@ -85,10 +88,17 @@ def tidy_records(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                     "time_max_s": times.max if times else None,
                     "iterations": len(m.iterations),
                     "evaluations": m.counters.get("step_calls"),
+                    "stored_peak_bytes": m.counters.get("peak_stored_bytes"),
+                    "program_rss_bytes": m.counters.get("program_rss_bytes"),
+                    "compile_time_s": _ns_to_s(m.counters.get("compile_time_ns")),
                     **cell,
                 }
             )
     return rows
+
+
+def _ns_to_s(ns: Any) -> float | None:
+    return None if ns is None else ns / 1e9
 
 
 def results_frame(results: Sequence[RunResult]) -> Any:

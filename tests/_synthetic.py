@@ -70,6 +70,7 @@ def make_result(
                 "step_calls": stats.evaluations,
                 "steps_advanced": stats.advances,
                 "steps_taped": stats.taped,
+                "peak_stored_bytes": int(over[name]),
             }
         line = ()
         if timeline:

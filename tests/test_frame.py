@@ -39,7 +39,8 @@ def test_one_row_per_result_file_and_mode_with_the_cells_figures(tmp_path):
     for col in ("key", "host", "mode", "status", "peak_rss_bytes", "sampled_peak_rss_bytes",
                 "overhead_bytes", "time_median_s", "time_q1_s", "time_max_s", "iterations",
                 "evaluations", "slowdown", "slowdown_low", "slowdown_high", "memory_savings",
-                "memory_savings_low", "memory_savings_high"):  # fmt: skip
+                "memory_savings_low", "memory_savings_high", "stored_peak_bytes",
+                "program_rss_bytes", "compile_time_s"):  # fmt: skip
         assert col in df.columns, col
     assert str(df["peak_rss_bytes"].dtype) == "Int64" and str(df["run"].dtype) == "Int64"
     # the figures are the recomputed summary's, the same on every row of one file
@@ -54,6 +55,8 @@ def test_one_row_per_result_file_and_mode_with_the_cells_figures(tmp_path):
         assert ck["slowdown_low"] <= ck["slowdown"] <= ck["slowdown_high"]
         assert ck["memory_savings_low"] <= ck["memory_savings"] <= ck["memory_savings_high"]
         assert ck["evaluations"] == r.mode_rounds(r.modes[2].mode)[0].counters["step_calls"]
+        stored = r.mode_rounds(r.modes[2].mode)[0].counters["peak_stored_bytes"]
+        assert ck["stored_peak_bytes"] == stored > 0
     # the README's pivot: savings by strategy x snaps
     ck = df[df["mode"] == "checkpointed"]
     pivot = ck.pivot_table(index="strategy", columns="snaps", values="memory_savings")

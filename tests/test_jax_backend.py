@@ -361,6 +361,7 @@ def test_modes_counters_are_measured_and_bytes_equal_the_replayed_schedule(strat
     stored = replay_bytes(actions, steps, sb, tb)
     assert counters["peak_stored_bytes"] == stored.peak_bytes
     assert counters["compile_time_ns"] > 0 and counters["xla_temp_bytes"] > 0
+    assert isinstance(counters["program_rss_bytes"], int)  # RSS the compile left (may be < 0)
     if strategy == "optimal":
         assert counters["peak_stored_bytes"] == plan.peak_bytes
         assert built.plan()["peak_bytes"] == plan.peak_bytes
