@@ -15,8 +15,10 @@ samples by ``ckptbench.analysis`` (docs/architecture.md, "Noise and rounds"), as
 and ``host`` to pool them.
 
 :func:`cells_frame` pivots the tidy frame to one row per result file (the table of
-``compare``, and its CSV). pandas is imported here and in ``render`` only, never by the
-measuring side (worker, launch, runner, gate, backends, executors).
+``compare``, and its CSV); :func:`invocations_frame` pools the cells measured by several
+files on one host (``compare``'s "Invocations of one cell"). pandas is imported here and
+in ``render`` only, never by the measuring side (worker, launch, runner, gate, backends,
+executors).
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ from ckptbench.analysis import mode_peak_bytes, spread, summarize
 from ckptbench.results import MODES, Case, RunResult
 from ckptbench.store import load_results
 
-__all__ = ["CASE_COLUMNS", "cells_frame", "read_results", "results_frame", "tidy_records"]
+__all__ = [
+    "CASE_COLUMNS",
+    "cells_frame",
+    "invocations_frame",
+    "read_results",
+    "results_frame",
+    "tidy_records",
+]
 
 #: Every field of a case, in declaration order: the first columns of the tidy frame.
 CASE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Case))
@@ -172,3 +181,44 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
         if c.endswith("_bytes") or c.startswith(("evaluations", "forward_steps")):
             out[c] = out[c].astype("Int64")
     return out.reset_index(drop=True)
+
+
+#: The pooled figures of :func:`invocations_frame`: (column, its interval's columns).
+_POOLED = ("slowdown", "memory_savings")
+
+
+def invocations_frame(results: Sequence[RunResult]) -> Any:
+    """One row per cell measured by two or more result files on one host: each figure
+    pooled over the invocations by a random-effects model
+    (:func:`ckptbench.analysis.pooling.pooled_estimate`), with its interval, the
+    between-invocation spread ``tau`` (relative) and the range of the invocations' own
+    estimates. Empty when no cell was measured twice."""
+    import pandas as pd
+
+    from ckptbench.analysis.intervals import Estimate, IntervalError
+    from ckptbench.analysis.pooling import pooled_estimate
+
+    per_run = results_frame(results).groupby("run", sort=True).first()
+    rows = []
+    for (key, host), runs in per_run.groupby(["key", "host"], sort=False, dropna=False):
+        if len(runs) < 2:
+            continue
+        row: dict[str, Any] = {"key": key, "host": host, "invocations": len(runs),
+                               "first_run": int(runs.index[0])}  # fmt: skip
+        for name in _POOLED:
+            cols = runs[[name, f"{name}_low", f"{name}_high", "rounds"]].dropna()
+            try:
+                pooled = pooled_estimate(
+                    [
+                        Estimate(float(v), float(lo), float(hi), "", int(r), 0)
+                        for v, lo, hi, r in cols.itertuples(index=False)
+                    ]
+                )
+            except IntervalError:
+                continue
+            est = pooled.estimate
+            row.update({name: est.value, f"{name}_low": est.low, f"{name}_high": est.high,
+                        f"{name}_tau": pooled.tau, f"{name}_min": float(cols[name].min()),
+                        f"{name}_max": float(cols[name].max())})  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -282,3 +282,36 @@ def test_plots_are_available_as_png_for_the_readme() -> None:
     results = [make_result(CI_CASE.with_(snaps=s), seed=s) for s in (4, 8, 16)]
     png = figure_png(plot_tradeoff(results))
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_compare_pools_several_invocations_of_one_cell(tmp_path):
+    # three invocations of one cell whose checkpointed times drifted by -10%/0/+10% (what
+    # the main job did on the AMD EPYC VM): each run's interval misses the others'
+    # estimates; the pooled interval (random effects) covers them all
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.frame import invocations_frame
+
+    paths = []
+    for k, scale in enumerate((0.9, 1.0, 1.1)):
+        r = make_result(CI_CASE, seed=30 + k, time_cv=0.02, time_scale={"checkpointed": scale})
+        paths.append(tmp_path / f"run{k}.json")
+        save_result(r, paths[-1])
+    paths.append(tmp_path / "once.json")  # a cell measured once is not pooled
+    save_result(make_result(CI_CASE.with_(snaps=8), seed=40), paths[-1])
+    results = load_results(paths)
+    frame = invocations_frame(results)
+    assert len(frame) == 1 and frame["invocations"].iloc[0] == 3
+    row = frame.iloc[0]
+    own = [r.summary for r in results[:3]]
+    assert any(not (o["slowdown_ci"][0] <= p["slowdown"] <= o["slowdown_ci"][1])
+               for o in own for p in own)  # fmt: skip
+    assert row["slowdown_low"] <= min(o["slowdown"] for o in own)
+    assert max(o["slowdown"] for o in own) <= row["slowdown_high"]
+    assert row["slowdown_tau"] > 0.03 and row["memory_savings_tau"] < 0.03
+    out = CliRunner().invoke(cli, ["compare", *map(str, paths)]).output
+    assert "Invocations of one cell" in out and "tau" in out
+    md = CliRunner().invoke(cli, ["compare", "--format", "markdown", *map(str, paths)]).output
+    assert "## Invocations of one cell" in md
+    assert invocations_frame(results[2:]).empty  # no cell twice: no section

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ckptbench.analysis import Comparison
-from ckptbench.frame import cells_frame
+from ckptbench.frame import cells_frame, invocations_frame
 from ckptbench.render.format import (
     MIB,
     cell_labels,
@@ -25,6 +25,7 @@ __all__ = [
     "cells_table",
     "csv_columns",
     "delta_table",
+    "invocations_table",
     "rule_text",
     "unmatched_lines",
 ]
@@ -90,6 +91,51 @@ def cells_table(results: Sequence[RunResult]) -> Table:
     common = common_fields([r.case for r in results])
     notes = (f"every cell: {common}",) if common and len(results) > 1 else ()
     return Table("Cells", columns, tuple(records), notes=notes)
+
+
+def invocations_table(results: Sequence[RunResult]) -> Table | None:
+    """Cells measured by several result files on one host: slowdown and savings pooled over
+    the invocations (random effects, :mod:`ckptbench.analysis.pooling`), with the spread
+    between invocations that no single run's interval sees. None when no cell repeats."""
+    frame = invocations_frame(results)
+    if frame.empty:
+        return None
+    labels = cell_labels([r.case for r in results])
+    rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    records = [{**row, "label": labels[row["first_run"]]} for row in rows]
+
+    def pooled(name: str, digits: int):
+        def text(v: Any, r: dict[str, Any]) -> str:
+            if missing(v):
+                return "-"
+            low, high = r[f"{name}_low"], r[f"{name}_high"]
+            return f"{fmt_ratio(v, digits)} [{low:.{digits}f}, {high:.{digits}f}]"
+
+        return text
+
+    def spread(name: str, digits: int):
+        def text(v: Any, r: dict[str, Any]) -> str:
+            if missing(v):
+                return "-"
+            return f"{r[f'{name}_min']:.{digits}f}-{r[f'{name}_max']:.{digits}f}, tau {v:.1%}"
+
+        return text
+
+    columns = (
+        Column("label", "cell", align="left"),
+        Column("host", "host", lambda v, _r: v or "-", "left", priority=2),
+        Column("invocations", "runs"),
+        Column("slowdown", "slowdown, pooled [95%]", pooled("slowdown", 2)),
+        Column("slowdown_tau", "runs' slowdowns", spread("slowdown", 2), priority=2),
+        Column("memory_savings", "savings, pooled [95%]", pooled("memory_savings", 1)),
+        Column("memory_savings_tau", "runs' savings", spread("memory_savings", 1), priority=3),
+    )
+    note = (
+        "pooled over invocations by a random-effects model (DerSimonian-Laird tau, "
+        "Hartung-Knapp t interval): the interval includes the drift between invocations "
+        "(tau) that no single run can see",
+    )
+    return Table("Invocations of one cell", columns, tuple(records), notes=note)
 
 
 def _delta_text(v: Any, r: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from ckptbench.render.cells import (
     cells_table,
     csv_columns,
     delta_table,
+    invocations_table,
     rule_text,
     unmatched_lines,
 )
@@ -40,8 +41,11 @@ def render(comparison: Comparison, fmt: str = "table", width: int | None = 120) 
     cells = cells_table(comparison.after)
     labels = cell_labels([r.case for r in comparison.after])
     warnings = grouped_warning_lines(comparison.after, labels)
+    pooled = invocations_table(comparison.after)
     if fmt == "table":
         parts = [to_text(cells, width)]
+        if pooled is not None:
+            parts += ["", to_text(pooled, width)]
         if warnings:
             if width:
                 warnings = [
@@ -51,6 +55,9 @@ def render(comparison: Comparison, fmt: str = "table", width: int | None = 120) 
             parts += ["", "Warnings:", *warnings]
     else:
         parts = ["## Cells", to_markdown(cells), *(f"\n{n}" for n in cells.notes)]
+        if pooled is not None:
+            parts += ["", "## Invocations of one cell", to_markdown(pooled),
+                      *(f"\n{n}" for n in pooled.notes)]  # fmt: skip
         if warnings:
             parts += ["", "## Warnings", "", *(f"- {w}" for w in warnings)]
     if comparison.has_before:
