@@ -314,4 +314,6 @@ def test_compare_pools_several_invocations_of_one_cell(tmp_path):
     assert "Invocations of one cell" in out and "tau" in out
     md = CliRunner().invoke(cli, ["compare", "--format", "markdown", *map(str, paths)]).output
     assert "## Invocations of one cell" in md
+    html = render(compare(results), "html")
+    assert "<h2>Invocations of one cell</h2>" in html
     assert invocations_frame(results[2:]).empty  # no cell twice: no section

@@ -11,7 +11,13 @@ from typing import Any
 from ckptbench.analysis import Comparison, summarize
 from ckptbench.gate import GateLine, GateReport
 from ckptbench.render.caveats import grouped_warning_lines
-from ckptbench.render.cells import cells_table, delta_table, rule_text, unmatched_lines
+from ckptbench.render.cells import (
+    cells_table,
+    delta_table,
+    invocations_table,
+    rule_text,
+    unmatched_lines,
+)
 from ckptbench.render.format import cell_labels, fmt_ratio
 from ckptbench.render.plots import (
     cell_family,
@@ -182,6 +188,10 @@ def render_html(
     cells = cells_table(results)
     parts.append(to_html(cells))
     parts += [f"<p class='note'>{_esc(n)}</p>" for n in cells.notes]
+    pooled = invocations_table(results)
+    if pooled is not None:
+        parts += ["<h2>Invocations of one cell</h2>", to_html(pooled)]
+        parts += [f"<p class='note'>{_esc(n)}</p>" for n in pooled.notes]
     if comparison.has_before:
         deltas = delta_table(comparison)
         classes = []
