@@ -266,7 +266,7 @@ class ModeResult:
     sample_count: int = 0
     sampler_cpu_time_s: float | None = None
     timeline: tuple[tuple[float, int], ...] = ()  # (seconds, rss_bytes), thinned
-    counters: dict[str, int] = field(default_factory=dict)  # executor counters
+    counters: dict[str, int | None] = field(default_factory=dict)  # None: not measured
     loss: float | None = None
     grad_max_rel_err: float | None = None  # vs normal mode, checkpointed only
     error: str | None = None

@@ -88,3 +88,16 @@ def test_compare_csv_comes_from_the_frame(tmp_path):
 def test_importing_ckptbench_loads_no_pandas():
     assert loaded_after_import("ckptbench", ("pandas",)) == []
     assert loaded_after_import("ckptbench.worker", ("pandas",)) == []
+
+
+def test_a_counter_that_was_not_measured_reads_back_as_missing(tmp_path):
+    # JAX's peers recompute inside JAX's own transpose: their step evaluations are null
+    import dataclasses
+
+    r = make_result(CI_CASE, seed=3)
+    modes = tuple(
+        dataclasses.replace(m, counters={**m.counters, "step_calls": None}) for m in r.modes
+    )
+    save_result(dataclasses.replace(r, modes=modes), tmp_path / "r.json")
+    df = read_results(tmp_path / "r.json")
+    assert df["evaluations"].isna().all()
