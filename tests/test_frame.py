@@ -101,3 +101,14 @@ def test_a_counter_that_was_not_measured_reads_back_as_missing(tmp_path):
     save_result(dataclasses.replace(r, modes=modes), tmp_path / "r.json")
     df = read_results(tmp_path / "r.json")
     assert df["evaluations"].isna().all()
+
+
+def test_cell_labels_name_budgets_exactly_and_leave_out_unset_fields():
+    from ckptbench.render.format import cell_labels
+
+    cases = [CI_CASE.with_(strategy="optimal", budget_bytes=b) for b in (2**24, 2**24 + 2**19)]
+    cases.append(CI_CASE)  # revolve: no budget
+    labels = cell_labels(cases)
+    assert labels[0].endswith("optimal budget=16MiB")
+    assert labels[1].endswith("optimal budget=16896KiB")  # never rounded into 16MiB
+    assert "None" not in labels[2] and "budget" not in labels[2]

@@ -73,13 +73,29 @@ def fmt_time_spread(t: dict[str, float] | None) -> str:
 
 def _field_text(case: Case, name: str) -> str:
     value = getattr(case, name)
+    if value is None:  # not set for this case (a budget of a strategy set by snaps)
+        return ""
     if name == "model":
         return str(value)
     if name == "strategy":
         return str(value)
-    if name == "memory_limit_bytes" and value is not None:
-        return f"limit={fmt_bytes(value, digits=0).replace(' ', '')}"
+    if name in ("memory_limit_bytes", "budget_bytes"):
+        what = "limit" if name == "memory_limit_bytes" else "budget"
+        return f"{what}={_exact_size(int(value))}"
     return f"{_SHORT.get(name, name)}={value}"
+
+
+def _exact_size(n: int) -> str:
+    """Bytes in the largest binary unit that divides them ('16MiB', '1536KiB', '1000B'): two
+    different sizes never read the same, which labels need."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n}B"
+
+
+def _label(case: Case, names: Sequence[str]) -> str:
+    return " ".join(t for t in (_field_text(case, n) for n in names) if t)
 
 
 def cell_labels(cases: Sequence[Case]) -> list[str]:
@@ -88,7 +104,7 @@ def cell_labels(cases: Sequence[Case]) -> list[str]:
     h=128 b=16'). Two cases with equal labels are equal cases."""
     extra = [f for f in differing_fields(cases) if f not in LABEL_FIELDS]
     names = [*LABEL_FIELDS, *extra]
-    return [" ".join(_field_text(c, n) for n in names) for c in cases]
+    return [_label(c, names) for c in cases]
 
 
 def short_labels(cases: Sequence[Case]) -> list[str]:
@@ -97,7 +113,7 @@ def short_labels(cases: Sequence[Case]) -> list[str]:
     names = differing_fields(cases)
     if not names:
         return cell_labels(cases)
-    return [" ".join(_field_text(c, n) for n in names) for c in cases]
+    return [_label(c, names) for c in cases]
 
 
 def common_fields(cases: Sequence[Case]) -> str:
@@ -107,4 +123,4 @@ def common_fields(cases: Sequence[Case]) -> str:
     differ = set(differing_fields(cases))
     shown = (*LABEL_FIELDS, "hidden", "batch", "input", "output", "threads", "seed")
     names = [n for n in shown if n not in differ and hasattr(cases[0], n)]
-    return " ".join(_field_text(cases[0], n) for n in names)
+    return _label(cases[0], names)
