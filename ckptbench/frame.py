@@ -24,6 +24,7 @@ executors).
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from typing import Any
@@ -183,7 +184,7 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
     return out.reset_index(drop=True)
 
 
-#: The pooled figures of :func:`invocations_frame`: (column, its interval's columns).
+#: The figures :func:`invocations_frame` pools (each with ``_low``/``_high`` columns).
 _POOLED = ("slowdown", "memory_savings")
 
 
@@ -198,13 +199,16 @@ def invocations_frame(results: Sequence[RunResult]) -> Any:
     from ckptbench.analysis.intervals import Estimate, IntervalError
     from ckptbench.analysis.pooling import pooled_estimate
 
-    per_run = results_frame(results).groupby("run", sort=True).first()
+    # only the files of repeated cells are summarized again (compare's table did them all)
+    count = Counter((r.case.key, r.host) for r in results)
+    repeated = [i for i, r in enumerate(results) if count[(r.case.key, r.host)] > 1]
+    if not repeated:
+        return pd.DataFrame()
+    per_run = results_frame([results[i] for i in repeated]).groupby("run", sort=True).first()
     rows = []
     for (key, host), runs in per_run.groupby(["key", "host"], sort=False, dropna=False):
-        if len(runs) < 2:
-            continue
         row: dict[str, Any] = {"key": key, "host": host, "invocations": len(runs),
-                               "first_run": int(runs.index[0])}  # fmt: skip
+                               "first_run": repeated[int(runs.index[0])]}  # fmt: skip
         for name in _POOLED:
             cols = runs[[name, f"{name}_low", f"{name}_high", "rounds"]].dropna()
             try:

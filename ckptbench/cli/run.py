@@ -213,7 +213,8 @@ def run(
         raise InputError("--expect-oom needs --memory-limit")
     if set(expect_oom) - {m.value for m in mode_list}:
         raise InputError("--expect-oom names a mode that --modes does not run")
-    given = click.get_current_context().get_parameter_source("snaps")
+    ctx = click.get_current_context()
+    given = ctx.get_parameter_source("snaps")
     if snaps_ignored(strategy) and given is click.core.ParameterSource.DEFAULT:
         snaps = steps  # not given and not used: no note
     try:
@@ -232,7 +233,6 @@ def run(
             notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
             costs = None
         target = None
-        ctx = click.get_current_context()
         fixed_rounds = (
             ctx.get_parameter_source("rounds") is not click.core.ParameterSource.DEFAULT
             and ctx.get_parameter_source("precision") is click.core.ParameterSource.DEFAULT

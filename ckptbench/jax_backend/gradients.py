@@ -24,7 +24,7 @@ resident memory that tracing and compiling the mode left behind, the compiler's 
 start-up included, the same in every mode (RSS after minus before, each after
 ``malloc_trim``). It is part of every iteration's peak, as it is of a user's process, and
 at these sizes it is most of a checkpointed mode's overhead: LSTM, 1000 steps, the
-baseline's forward scan 18 MiB, the executor running Revolve(1000, 31) 33 MiB, equinox's
+baseline's forward scan 13-18 MiB, the executor running Revolve(1000, 31) 33 MiB, equinox's
 loop 42 MiB.
 """
 
@@ -129,7 +129,7 @@ def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Bui
         )
     for package in get_strategy(strategy).requires:
         # every mode of a cell imports what its checkpointed mode needs (equinox: about
-        # 7 MiB resident), so the overhead over the baseline is differentiation, not imports
+        # 8.5 MiB resident), so the overhead over the baseline is differentiation, not imports
         importlib.import_module(package)
     device = resolve_device(getattr(case, "device", "cpu") or "cpu")
     sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
