@@ -8,11 +8,12 @@ baseline (bytes), its iteration time statistics (median, quartiles, range, count
 seconds), its step evaluations, the bytes its schedule stored at most
 (``stored_peak_bytes``; checkpointed mode of our schedules), the resident memory its
 compiled program holds and its compile time (``program_rss_bytes``, ``compile_time_s``;
-JAX), and the cell's slowdown and memory savings with their 95%
-intervals (the same on the rows of one file). Everything is recomputed from the raw
-samples by ``ckptbench.analysis`` (docs/architecture.md, "Noise and rounds"), as
-``compare`` does. Several files of one cell (reruns) are several runs: group by ``key``
-and ``host`` to pool them.
+JAX), its device peak and overhead on a GPU (``peak_device_bytes``,
+``device_overhead_bytes``; NA on a CPU), and the cell's slowdown and memory savings with
+their 95% intervals and its device memory savings (the same on the rows of one file).
+Everything is recomputed from the raw samples by ``ckptbench.analysis``
+(docs/architecture.md, "Noise and rounds"), as ``compare`` does. Several files of one
+cell (reruns) are several runs: group by ``key`` and ``host`` to pool them.
 
 :func:`cells_frame` pivots the tidy frame to one row per result file (the table of
 ``compare``, and its CSV); :func:`invocations_frame` pools the cells measured by several
@@ -64,6 +65,7 @@ def _cell(summary: dict[str, Any]) -> dict[str, Any]:
         "forward_steps": summary.get("forward_steps"),
         "forward_steps_optimal": summary.get("forward_steps_optimal"),
         "grad_max_rel_err": summary.get("grad_max_rel_err"),
+        "device_memory_savings": summary.get("device_memory_savings"),
     }
 
 
@@ -91,6 +93,8 @@ def tidy_records(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                     "peak_rss_bytes": mode_peak_bytes(m),
                     "sampled_peak_rss_bytes": m.sampled_peak_rss_bytes,
                     "overhead_bytes": s["overhead_bytes"].get(mode.value),
+                    "peak_device_bytes": s.get("peak_device_bytes", {}).get(mode.value),
+                    "device_overhead_bytes": s.get("device_overhead_bytes", {}).get(mode.value),
                     "time_median_s": times.median if times else None,
                     "time_q1_s": times.q1 if times else None,
                     "time_q3_s": times.q3 if times else None,
@@ -133,7 +137,8 @@ def read_results(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 def cells_frame(results: Sequence[RunResult]) -> Any:
     """One row per result file (``compare``'s table and CSV), pivoted from the tidy frame:
     the case columns, the baseline's peak, normal and checkpointed overhead and median
-    time, and the cell's figures. ``status`` is 'ok' or the modes that were not."""
+    time, and the cell's figures (device overhead and savings: GPU cells only). ``status``
+    is 'ok' or the modes that were not."""
     import pandas as pd
 
     tidy = results_frame(results)
@@ -141,6 +146,7 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
     peaks = tidy.pivot(index="run", columns="mode", values="peak_rss_bytes")
     over = tidy.pivot(index="run", columns="mode", values="overhead_bytes")
     time = tidy.pivot(index="run", columns="mode", values="time_median_s")
+    device_over = tidy.pivot(index="run", columns="mode", values="device_overhead_bytes")
     bad = tidy[tidy["status"] != "ok"].groupby("run", sort=True)
     status = pd.Series(
         {
@@ -170,6 +176,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
             "checkpointed_time_s": col(time, "checkpointed"),
             "slowdown": first["slowdown"],
             "memory_savings": first["memory_savings"],
+            "checkpointed_device_overhead_bytes": col(device_over, "checkpointed"),
+            "device_memory_savings": first["device_memory_savings"],
             "forward_steps": first["forward_steps"],
             "forward_steps_optimal": first["forward_steps_optimal"],
             "evaluations": first["cell_evaluations"],

@@ -250,6 +250,7 @@ class Iteration:
     phases: dict[str, float] = field(default_factory=dict)  # executor phase times (s)
     peak_device_bytes: int | None = None  # CUDA: torch.cuda.max_memory_allocated
     start_device_bytes: int | None = None  # CUDA: memory_allocated before the iteration
+    device_peak_exact: bool | None = None  # False: peak_device_bytes is an upper bound
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,44 @@ def test_a_counter_that_was_not_measured_reads_back_as_missing(tmp_path):
     assert df["evaluations"].isna().all()
 
 
+def test_device_memory_of_a_gpu_result_is_in_the_frame_and_missing_on_a_cpu(tmp_path):
+    import dataclasses
+
+    r = make_result(CI_CASE, seed=4)
+    device_mib = {"baseline": 10, "normal": 410, "checkpointed": 30}
+    modes = tuple(
+        dataclasses.replace(
+            m,
+            iterations=tuple(
+                dataclasses.replace(
+                    it, peak_device_bytes=device_mib[m.mode.value] * MIB, device_peak_exact=True
+                )
+                for it in m.iterations
+            ),
+        )
+        for m in r.modes
+    )
+    gpu = dataclasses.replace(r, case=r.case.with_(backend="jax", device="cuda"), modes=modes)
+    save_result(gpu, tmp_path / "gpu.json")
+    save_result(r, tmp_path / "cpu.json")
+    df = read_results([tmp_path / "gpu.json", tmp_path / "cpu.json"])
+    on_gpu = df[df["device"] == "cuda"].set_index("mode")
+    assert on_gpu.loc["normal", "device_overhead_bytes"] == 400 * MIB
+    assert on_gpu.loc["checkpointed", "peak_device_bytes"] == 30 * MIB
+    assert on_gpu["device_memory_savings"].iloc[0] == pytest.approx(20.0)
+    on_cpu = df[df["device"] == "cpu"]
+    assert on_cpu["peak_device_bytes"].isna().all()
+    assert on_cpu["device_memory_savings"].isna().all()
+    # compare shows device memory where a cell ran on a GPU, and only then
+    both = CliRunner().invoke(
+        cli, ["compare", str(tmp_path / "gpu.json"), str(tmp_path / "cpu.json")]
+    )
+    assert both.exit_code == 0, both.output
+    assert "dev savings" in both.output and "20.0x" in both.output
+    alone = CliRunner().invoke(cli, ["compare", str(tmp_path / "cpu.json")])
+    assert alone.exit_code == 0 and "dev savings" not in alone.output
+
+
 def test_cell_labels_name_budgets_exactly_and_leave_out_unset_fields():
     from ckptbench.render.format import cell_labels
 

@@ -386,3 +386,38 @@ def test_device_memory_is_summarised_beside_host_rss():
         mode=Mode.BASELINE, status=Status.OK, iterations=(Iteration(1.0, 1.0, 2**20, 2**20),)
     )
     assert "device_memory_savings" not in summarize(Case(), [cpu])
+    # CPU time / wall time says nothing about a busy machine when the worker waits for a GPU
+    assert s["cpu_share"] == {} and s["device_peak_exact"] is True
+    assert summarize(Case(), [cpu])["cpu_share"] == {"baseline": 1.0}
+
+
+def test_a_gpu_run_quotes_device_memory_and_says_when_peaks_are_upper_bounds():
+    from ckptbench.analysis import summarize
+    from ckptbench.render.run import headline, run_table
+    from ckptbench.render.table import to_text
+    from ckptbench.results import Iteration, ModeResult, RunResult
+
+    def mode(m, device_mib, exact=True):
+        its = tuple(
+            Iteration(
+                1.0,
+                0.3,
+                2700 * 2**20,
+                2600 * 2**20,
+                peak_device_bytes=device_mib * 2**20,
+                start_device_bytes=6 * 2**20,
+                device_peak_exact=exact,
+            )
+            for _ in range(3)
+        )
+        return ModeResult(mode=m, status=Status.OK, iterations=its)
+
+    case = Case(backend="jax", device="cuda", rounds=1)
+    for exact, bound in [(True, ""), (False, " (upper bounds)")]:
+        modes = (mode(Mode.BASELINE, 10), mode(Mode.NORMAL, 410))
+        modes += (mode(Mode.CHECKPOINTED, 30, exact),)
+        result = RunResult(case, modes, {}, summarize(case, list(modes)), created="now")
+        line = headline(result)
+        assert f"device memory savings 20.0x{bound} (host RSS " in line, line
+        text = to_text(run_table(result), width=200)
+        assert "device peak" in text and "+400.0 MiB" in text and "20.0x" in text

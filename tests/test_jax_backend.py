@@ -449,12 +449,13 @@ def test_gpu_device_without_a_gpu_is_one_line():
 
 
 @pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
-def test_run_on_a_missing_gpu_is_refused_before_any_mode_is_measured(tmp_path):
+@pytest.mark.parametrize("name", ["cuda", "gpu"])  # gpu: JAX's name for it
+def test_run_on_a_missing_gpu_is_refused_before_any_mode_is_measured(tmp_path, name):
     # a disposable worker asks JAX (ckptbench's process never imports it): one line, exit 2
     from ckptbench.cli import cli
 
     out = tmp_path / "r.json"
-    res = CliRunner().invoke(cli, ["run", "--backend", "jax", "--device", "cuda", "--steps",
+    res = CliRunner().invoke(cli, ["run", "--backend", "jax", "--device", name, "--steps",
                                    "4", "--snaps", "2", "--out", str(out)])  # fmt: skip
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [
@@ -464,15 +465,67 @@ def test_run_on_a_missing_gpu_is_refused_before_any_mode_is_measured(tmp_path):
     assert not out.exists()
 
 
+class _Allocator:
+    """A device allocator whose peak is never reset (XLA's), modelled in bytes."""
+
+    def __init__(self, in_use: int, peak: int) -> None:
+        self.in_use, self.peak = in_use, peak
+
+    def alloc(self, n: int) -> None:
+        self.in_use += n
+        self.peak = max(self.peak, self.in_use)
+
+    def free(self, n: int) -> None:
+        self.in_use -= n
+
+
+class _Block:
+    def __init__(self, allocator: _Allocator, n: int) -> None:
+        self.allocator, self.n = allocator, n
+        allocator.alloc(n)
+
+    def __del__(self) -> None:
+        self.allocator.free(self.n)
+
+
+@pytest.mark.parametrize("room", [True, False])
+def test_device_peak_is_exact_after_a_higher_peak_when_the_floor_can_be_raised(room):
+    mib = 2**20
+    allocator = _Allocator(in_use=6 * mib, peak=105 * mib)  # compiling set the peak high
+    device = SimpleNamespace(
+        platform="gpu",
+        memory_stats=lambda: {
+            "bytes_in_use": allocator.in_use,
+            "peak_bytes_in_use": allocator.peak,
+        },
+    )
+    meter = DevicePeakMeter(device)
+    meter._ballast = (lambda n: _Block(allocator, -(-n // mib) * mib)) if room else (lambda n: None)
+    for extra in [3 * mib, 7 * mib, 2 * mib, 0]:  # each window's temporaries
+        with meter.measure() as window:
+            scratch = _Block(allocator, extra)
+            del scratch
+        r = window.reading
+        assert r.start_device_bytes == 6 * mib and allocator.in_use == 6 * mib  # ballast gone
+        if room:
+            assert r.peak_exact and r.peak_device_bytes == 6 * mib + extra
+        else:  # the compiler's peak, an upper bound, said so
+            assert not r.peak_exact and r.peak_device_bytes == 105 * mib
+
+
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
 def test_gpu_gradients_equal_cpu_and_device_peak_is_read():
     cpu = build_gradient(small_case(), Mode.CHECKPOINTED)
     gpu = build_gradient(small_case(device="cuda"), Mode.CHECKPOINTED)
     want = cpu.flatten(cpu.gradient(cpu.params)[1])
-    with gpu.device_meter.measure() as window:
-        got = gpu.flatten(gpu.gradient(gpu.params)[1])
+    peaks = []
+    for _ in range(3):  # the first call's peak is set by compiling, above the gradient's
+        with gpu.device_meter.measure() as window:
+            got = gpu.flatten(gpu.gradient(gpu.params)[1])
+        peaks.append(window.reading)
     assert float(np.max(np.abs(got - want)) / np.max(np.abs(want))) <= 1e-10
-    assert window.reading.peak_device_bytes > 0
+    assert all(r.peak_exact and r.peak_device_bytes > r.start_device_bytes > 0 for r in peaks)
+    assert peaks[1].peak_device_bytes == peaks[2].peak_device_bytes  # one program, one peak
 
 
 @pytest.mark.slow

@@ -114,7 +114,9 @@ def summarize(
     median/q1/q3/min/max/n), ``phases_s`` (per mode: median executor phase times),
     ``forward_steps``, ``forward_steps_optimal``, ``step_evaluations``,
     ``step_evaluations_optimal``, ``grad_max_rel_err``, ``cpu_share`` (per mode: median CPU
-    time / wall time of an iteration; well below 1 means the worker waited for a core),
+    time / wall time of an iteration; well below 1 means the worker waited for a core; CPU
+    devices only), ``peak_device_bytes``, ``device_overhead_bytes``,
+    ``device_memory_savings``, ``device_peak_exact`` (GPU devices only),
     ``noise`` (verdicts that make time figures unstable), ``time_unstable``, ``time_cv`` and
     ``peak_spread_bytes`` (per mode: CV of its iteration times, spread of its per-round
     median exact peaks), ``status`` (per mode), ``ok``.
@@ -130,12 +132,15 @@ def summarize(
         for m in modes
         if m.ok and m.iterations
     }
+    # on a GPU the worker waits for the device by design: CPU time / wall time says nothing
+    # about other processes there, so the busy-machine verdict is a CPU-only one
+    on_cpu = (getattr(case, "device", "cpu") or "cpu") == "cpu"
     cpu_share = {
         m.mode.value: statistics.median(
             it.cpu_time_s / it.wall_time_s for it in m.iterations if it.wall_time_s > 0
         )
         for m in modes
-        if m.ok and m.iterations
+        if on_cpu and m.ok and m.iterations
     }
     normal = by_mode.get(Mode.NORMAL)
     ckpt = by_mode.get(Mode.CHECKPOINTED)
@@ -199,8 +204,9 @@ def optimum_advances(case: Case, ckpt: ModeResult | None) -> int | None:
 
 
 def _device_figures(modes: Sequence[ModeResult]) -> dict[str, Any]:
-    """CUDA cases: median device peak per mode (``max_memory_allocated``) and the savings in
-    device memory over the baseline's; empty for CPU cases."""
+    """GPU cases: median device peak per mode (torch's ``max_memory_allocated``, JAX's
+    ``peak_bytes_in_use`` with its floor raised), the savings in device memory over the
+    baseline's, and whether every peak was exact; empty for CPU cases."""
     peaks = {
         m.mode.value: int(statistics.median(it.peak_device_bytes for it in m.iterations))
         for m in modes
@@ -215,6 +221,9 @@ def _device_figures(modes: Sequence[ModeResult]) -> dict[str, Any]:
         "device_overhead_bytes": over,
         "device_memory_savings": ratio(
             over.get(Mode.NORMAL.value), over.get(Mode.CHECKPOINTED.value)
+        ),
+        "device_peak_exact": all(
+            it.device_peak_exact is not False for m in modes for it in m.iterations
         ),
     }
 

@@ -152,13 +152,25 @@ backend_option = click.option(
 )
 
 
+#: Other names of a device: JAX calls an NVIDIA GPU "gpu", torch "cuda".
+DEVICE_ALIASES = {"gpu": "cuda"}
+
+
+def _device(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    return DEVICE_ALIASES.get(value, value)
+
+
 #: --device: every device some backend runs on; Case validation pairs it with the backend.
 device_option = click.option(
     "--device",
-    type=click.Choice(sorted({d for n in backend_names() for d in backend_spec(n).devices})),
+    type=click.Choice(
+        sorted({d for n in backend_names() for d in backend_spec(n).devices} | set(DEVICE_ALIASES))
+    ),
     default="cpu",
     show_default=True,
-    help="Where the gradient is computed (cuda: torch only).",
+    callback=_device,
+    help="Where the gradient is computed (cuda, or gpu: a GPU, with torch or jax; device "
+    "memory is then quoted beside host RSS).",
 )
 
 

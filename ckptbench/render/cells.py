@@ -31,6 +31,10 @@ __all__ = [
 ]
 
 
+def _ratio1(v: Any, _r: dict[str, Any]) -> str:
+    return fmt_ratio(v, 1)
+
+
 def _mib(v: Any, _r: dict[str, Any]) -> str:
     return fmt_bytes(v, digits=2, unit=False)
 
@@ -61,6 +65,7 @@ def cells_table(results: Sequence[RunResult]) -> Table:
         for row, label, short in zip(rows, labels, shorts, strict=True)
     ]
     hosts = {r.host for r in results}
+    on_gpu = 1 if frame["device_memory_savings"].notna().any() else 0
     raw = [
         Column(k, priority=0)
         for k in ("key", "model", "steps", "snaps", "strategy", "hidden", "batch")
@@ -76,6 +81,9 @@ def cells_table(results: Sequence[RunResult]) -> Table:
         Column("checkpointed_time_s", "ckpt s", _s, priority=3),
         Column("slowdown", "slowdown", lambda v, _r: fmt_ratio(v)),
         Column("memory_savings", "savings", lambda v, _r: fmt_ratio(v, 1)),
+        # GPU cells: the device's memory, beside host RSS (absent when no cell ran on one)
+        Column("checkpointed_device_overhead_bytes", "ckpt dev +MiB", _mib, priority=on_gpu),
+        Column("device_memory_savings", "dev savings", _ratio1, priority=on_gpu),
         Column("forward_steps", priority=0),
         Column("forward_steps_optimal", priority=0),
         Column("evaluations", "evals (opt)", _evals, priority=2),

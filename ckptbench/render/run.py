@@ -85,10 +85,16 @@ def headline(result: RunResult) -> str:
     if limited is not None:
         parts.append(limited)
     else:
-        parts += [
-            f"slowdown {_with_ci(s.get('slowdown'), s.get('slowdown_ci'), 2)}{unstable},",
-            f"memory savings {_with_ci(s.get('memory_savings'), s.get('memory_savings_ci'), 1)}",
-        ]
+        host = _with_ci(s.get("memory_savings"), s.get("memory_savings_ci"), 1)
+        parts.append(f"slowdown {_with_ci(s.get('slowdown'), s.get('slowdown_ci'), 2)}{unstable},")
+        if "device_memory_savings" in s:  # a GPU: the memory that checkpointing saves is there
+            bound = "" if s.get("device_peak_exact", True) else " (upper bounds)"
+            parts.append(
+                f"device memory savings {fmt_ratio(s['device_memory_savings'], 1)}{bound} "
+                f"(host RSS {host})"
+            )
+        else:
+            parts.append(f"memory savings {host}")
     ev, opt = s.get("step_evaluations"), s.get("step_evaluations_optimal")
     if ev is not None and opt is not None:
         best = "planned" if c.strategy == "optimal" else "optimal"
@@ -140,6 +146,8 @@ def run_table(result: RunResult) -> Table:
             if base is not None and limit > base:
                 over_text = f"> {fmt_bytes(limit - base, signed=True)}"
         t = times_s.get(m.mode.value)
+        dpeak = s.get("peak_device_bytes", {}).get(m.mode.value)
+        dover = s.get("device_overhead_bytes", {}).get(m.mode.value)
         records.append(
             {
                 "mode": m.mode.value,
@@ -155,20 +163,38 @@ def run_table(result: RunResult) -> Table:
                 "savings": fmt_ratio(s.get("memory_savings"), 1)
                 if m.mode is Mode.CHECKPOINTED
                 else "-",
+                "dpeak": fmt_bytes(dpeak),
+                "dover": "(floor)" if m.mode is Mode.BASELINE else fmt_bytes(dover, signed=True),
+                "dsavings": fmt_ratio(s.get("device_memory_savings"), 1)
+                if m.mode is Mode.CHECKPOINTED
+                else "-",
                 "evals": ev,
                 "err": "-" if m.grad_max_rel_err is None else f"{m.grad_max_rel_err:.1e}",
             }
         )
+    if "peak_device_bytes" in s:  # a GPU: device memory first, host RSS beside it
+        memory = (
+            Column("dpeak", "device peak", _text),
+            Column("dover", "device over", _text),
+            Column("peak", "host peak", _text, priority=6),
+            Column("overhead", "host over", _text, priority=6),
+        )
+        savings = Column("dsavings", "savings", _text)
+    else:
+        memory = (
+            Column("peak", "exact peak", _text),
+            Column("sampled", "sampled", _text, priority=5),
+            Column("overhead", "overhead", _text),
+        )
+        savings = Column("savings", "savings", _text)
     columns = (
         Column("mode", "mode", _text, "left"),
         Column("status", "status", _text, "left"),
-        Column("peak", "exact peak", _text),
-        Column("sampled", "sampled", _text, priority=5),
-        Column("overhead", "overhead", _text),
+        *memory,
         Column("time", "time/iter", _text),
         Column("range", "[min, max] s", _text, priority=3),
         Column("slowdown", "slowdown", _text),
-        Column("savings", "savings", _text),
+        savings,
         Column("evals", "evals (opt)", _text, priority=2),
         Column("err", "grad err", _text, priority=4),
     )
@@ -220,12 +246,15 @@ def explain_lines(result: RunResult) -> list[str]:
         wall = times[Mode.CHECKPOINTED.value]["median"]
         predicted = plan.get("predicted_time_s")
         stored = ckpt.counters.get("peak_stored_bytes")
-        over = s.get("overhead_bytes", {}).get(Mode.CHECKPOINTED.value)
+        on_device = "device_overhead_bytes" in s  # a GPU: the plan's bytes are stored there
+        where = "device " if on_device else ""
+        overheads = s.get("device_overhead_bytes" if on_device else "overhead_bytes", {})
+        over = overheads.get(Mode.CHECKPOINTED.value)
         if predicted:
             lines.append(
                 f"plan: predicted {predicted:.2f} s and {fmt_bytes(plan.get('peak_bytes'))} "
                 f"stored; measured {wall:.2f} s ({wall / predicted - 1:+.0%}), "
-                f"{fmt_bytes(stored)} stored by the executor, overhead "
+                f"{fmt_bytes(stored)} stored by the executor, {where}overhead "
                 f"{fmt_bytes(over, signed=True)} over baseline"
             )
     return lines
