@@ -10,6 +10,10 @@ will run the plan, each time the minimum over ``samples`` runs after a compiling
 * taped step + reverse: the compiled executor's gradient under the store-all schedule
   (steps - 1 advances with readouts, then every step a turn from its stored state) minus
   the scan with readouts, divided by the steps;
+* on a GPU the executor's loops read their trip counts back to the host once per
+  iteration, a cost per table row that store-all's 1 000 rows fold into the taped step:
+  a 24 MiB plan (fewer rows) for the 1000-step LSTM on an H100 was predicted at 0.20 s
+  and measured at 0.10 s, so plans there are ranked by a pessimistic model;
 * state bytes: the state's leaves; tape bytes: the bytes a kept tape stores, from the
   shapes of the step's ``jax.vjp`` residuals that depend on the state or input (exact,
   :class:`ckptbench.jax_backend.executor.TapeLayout`).
@@ -26,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ckptbench.jax_backend.device import resolve_device
 from ckptbench.jax_backend.executor import COUNTERS, compiled_checkpoint, tape_layout
 from ckptbench.jax_backend.table import encode
 from ckptbench.jax_backend.workloads import load_jax_workload
@@ -52,7 +57,12 @@ def measure_jax_costs(case: Any, samples: int = 3) -> dict[str, Any]:
     sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
     wl = load_jax_workload(case.model, sizes)
     steps = case.steps
-    params, state0, inputs = wl.init(steps, np.random.default_rng(case.seed))
+    # on the case's device: JAX's default device is a GPU wherever one is visible, so
+    # uncommitted arrays would measure a --device cpu plan on the GPU
+    device = resolve_device(getattr(case, "device", "cpu") or "cpu")
+    params, state0, inputs = jax.device_put(
+        wl.init(steps, np.random.default_rng(case.seed)), device
+    )
     step, post = wl.step, wl.post
 
     def scan(readout: bool) -> Callable:
