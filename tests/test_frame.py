@@ -150,3 +150,13 @@ def test_cell_labels_name_budgets_exactly_and_leave_out_unset_fields():
     assert labels[0].endswith("optimal budget=16MiB")
     assert labels[1].endswith("optimal budget=16896KiB")  # never rounded into 16MiB
     assert "None" not in labels[2] and "budget" not in labels[2]
+
+
+def test_common_fields_name_the_framework_and_device_only_off_the_defaults():
+    from ckptbench.render.format import common_fields
+
+    gpu = [CI_CASE.with_(backend="jax", device="cuda", snaps=s) for s in (4, 8)]
+    assert common_fields(gpu).endswith("backend=jax device=cuda")
+    assert "backend" not in common_fields([CI_CASE, CI_CASE.with_(snaps=4)])
+    mixed = common_fields([CI_CASE, CI_CASE.with_(backend="torch")])  # differs: in the labels
+    assert "backend" not in mixed

@@ -122,5 +122,9 @@ def common_fields(cases: Sequence[Case]) -> str:
         return ""
     differ = set(differing_fields(cases))
     shown = (*LABEL_FIELDS, "hidden", "batch", "input", "output", "threads", "seed")
+    # where every cell ran off the defaults (autograd on a CPU), say which framework and
+    # device: the figures of a GPU report are device memory
+    shown += tuple(n for n, default in (("backend", "autograd"), ("device", "cpu"))
+                   if getattr(cases[0], n, default) != default)  # fmt: skip
     names = [n for n in shown if n not in differ and hasattr(cases[0], n)]
     return _label(cases[0], names)
