@@ -488,7 +488,7 @@ class _Block:
         self.allocator.free(self.n)
 
 
-@pytest.mark.parametrize("room", [True, False])
+@pytest.mark.parametrize("room", [True, False, "short"])
 def test_device_peak_is_exact_after_a_higher_peak_when_the_floor_can_be_raised(room):
     mib = 2**20
     allocator = _Allocator(in_use=6 * mib, peak=105 * mib)  # compiling set the peak high
@@ -500,14 +500,18 @@ def test_device_peak_is_exact_after_a_higher_peak_when_the_floor_can_be_raised(r
         },
     )
     meter = DevicePeakMeter(device)
-    meter._ballast = (lambda n: _Block(allocator, -(-n // mib) * mib)) if room else (lambda n: None)
+    meter._ballast = {
+        True: lambda n: _Block(allocator, -(-n // mib) * mib),
+        False: lambda n: None,  # no room on the device
+        "short": lambda n: _Block(allocator, n - mib),  # allocated, but below the old peak
+    }[room]
     for extra in [3 * mib, 7 * mib, 2 * mib, 0]:  # each window's temporaries
         with meter.measure() as window:
             scratch = _Block(allocator, extra)
             del scratch
         r = window.reading
         assert r.start_device_bytes == 6 * mib and allocator.in_use == 6 * mib  # ballast gone
-        if room:
+        if room is True:
             assert r.peak_exact and r.peak_device_bytes == 6 * mib + extra
         else:  # the compiler's peak, an upper bound, said so
             assert not r.peak_exact and r.peak_device_bytes == 105 * mib

@@ -95,6 +95,9 @@ class DevicePeakMeter:
             raised = self._stats() if ballast is not None else None
             if raised and raised.get("bytes_in_use", 0) >= before["peak_bytes_in_use"]:
                 floor = int(raised["bytes_in_use"])
+            elif ballast is not None:  # short of the old peak: free it, read the upper bound
+                ballast = None
+                before = self._stats() or before
         try:
             yield window
         finally:
