@@ -14,6 +14,7 @@ from ckptbench.render.format import (
     common_fields,
     fmt_bytes,
     fmt_ratio,
+    fmt_ratio_ci,
     fmt_time,
     missing,
     short_labels,
@@ -80,7 +81,7 @@ def cells_table(results: Sequence[RunResult]) -> Table:
         Column("normal_time_s", "normal s", _s, priority=3),
         Column("checkpointed_time_s", "ckpt s", _s, priority=3),
         Column("slowdown", "slowdown", lambda v, _r: fmt_ratio(v)),
-        Column("memory_savings", "savings", lambda v, _r: fmt_ratio(v, 1)),
+        Column("memory_savings", "savings", _ratio1),
         # GPU cells: the device's memory, beside host RSS (absent when no cell ran on one)
         Column("checkpointed_device_overhead_bytes", "ckpt dev +MiB", _mib, priority=on_gpu),
         Column("device_memory_savings", "dev savings", _ratio1, priority=on_gpu),
@@ -114,10 +115,7 @@ def invocations_table(results: Sequence[RunResult]) -> Table | None:
 
     def pooled(name: str, digits: int):
         def text(v: Any, r: dict[str, Any]) -> str:
-            if missing(v):
-                return "-"
-            low, high = r[f"{name}_low"], r[f"{name}_high"]
-            return f"{fmt_ratio(v, digits)} [{low:.{digits}f}, {high:.{digits}f}]"
+            return fmt_ratio_ci(v, (r[f"{name}_low"], r[f"{name}_high"]), digits)
 
         return text
 

@@ -17,6 +17,7 @@ __all__ = [
     "common_fields",
     "fmt_bytes",
     "fmt_ratio",
+    "fmt_ratio_ci",
     "fmt_time",
     "fmt_time_spread",
     "missing",
@@ -55,6 +56,14 @@ def fmt_bytes(n: float | None, *, signed: bool = False, digits: int = 1, unit: b
 def fmt_ratio(v: float | None, digits: int = 2) -> str:
     """A ratio with its unit: '1.05x'."""
     return "-" if missing(v) else f"{v:.{digits}f}x"
+
+
+def fmt_ratio_ci(v: float | None, ci: Sequence[float] | None, digits: int = 2) -> str:
+    """A ratio with its 95% interval: '1.17x [1.10, 1.25]', or just '1.17x' without one."""
+    text = fmt_ratio(v, digits)
+    if missing(v) or not ci:
+        return text
+    return f"{text} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
 def fmt_time(seconds: float | None, digits: int = 3, unit: bool = True) -> str:

@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from ckptbench.analysis import mode_peak_bytes
-from ckptbench.render.format import fmt_bytes, fmt_ratio, fmt_time, fmt_time_spread
+from ckptbench.render.format import (
+    fmt_bytes,
+    fmt_ratio,
+    fmt_ratio_ci,
+    fmt_time,
+    fmt_time_spread,
+)
 from ckptbench.render.table import Column, Table
 from ckptbench.results import Mode, RunResult, Status
 from ckptbench.schedules import (
@@ -49,12 +55,9 @@ def limit_outcome(result: RunResult) -> str | None:
     return f"plain autograd needed more than {fmt_bytes(limit)}; {ran}"
 
 
-def _with_ci(value: float | None, ci: list[float] | None, digits: int) -> str:
-    """'1.17x [1.10, 1.25]' (the 95% interval) or just '1.17x'."""
-    text = fmt_ratio(value, digits)
-    if value is None or not ci:
-        return text
-    return f"{text} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+def _on_device(summary: dict[str, Any]) -> bool:
+    """A GPU run: the summary holds device peaks (``analysis.summary``'s device figures)."""
+    return "peak_device_bytes" in summary
 
 
 def _setting(result: RunResult) -> str:
@@ -85,9 +88,10 @@ def headline(result: RunResult) -> str:
     if limited is not None:
         parts.append(limited)
     else:
-        host = _with_ci(s.get("memory_savings"), s.get("memory_savings_ci"), 1)
-        parts.append(f"slowdown {_with_ci(s.get('slowdown'), s.get('slowdown_ci'), 2)}{unstable},")
-        if "device_memory_savings" in s:  # a GPU: the memory that checkpointing saves is there
+        host = fmt_ratio_ci(s.get("memory_savings"), s.get("memory_savings_ci"), 1)
+        slowdown = fmt_ratio_ci(s.get("slowdown"), s.get("slowdown_ci"), 2)
+        parts.append(f"slowdown {slowdown}{unstable},")
+        if _on_device(s):  # a GPU: the memory that checkpointing saves is there
             bound = "" if s.get("device_peak_exact", True) else " (upper bounds)"
             parts.append(
                 f"device memory savings {fmt_ratio(s['device_memory_savings'], 1)}{bound} "
@@ -157,7 +161,7 @@ def run_table(result: RunResult) -> Table:
                 "overhead": "(floor)" if m.mode is Mode.BASELINE else over_text,
                 "time": (fmt_time(t["median"]) + unstable) if t else "-",
                 "range": fmt_time_spread(t),
-                "slowdown": _with_ci(s.get("slowdown"), s.get("slowdown_ci"), 2) + unstable
+                "slowdown": fmt_ratio_ci(s.get("slowdown"), s.get("slowdown_ci"), 2) + unstable
                 if m.mode is Mode.CHECKPOINTED
                 else ("1.00x" if m.mode is Mode.NORMAL and t else "-"),
                 "savings": fmt_ratio(s.get("memory_savings"), 1)
@@ -172,7 +176,7 @@ def run_table(result: RunResult) -> Table:
                 "err": "-" if m.grad_max_rel_err is None else f"{m.grad_max_rel_err:.1e}",
             }
         )
-    if "peak_device_bytes" in s:  # a GPU: device memory first, host RSS beside it
+    if _on_device(s):  # a GPU: device memory first, host RSS beside it
         memory = (
             Column("dpeak", "device peak", _text),
             Column("dover", "device over", _text),
@@ -246,9 +250,9 @@ def explain_lines(result: RunResult) -> list[str]:
         wall = times[Mode.CHECKPOINTED.value]["median"]
         predicted = plan.get("predicted_time_s")
         stored = ckpt.counters.get("peak_stored_bytes")
-        on_device = "device_overhead_bytes" in s  # a GPU: the plan's bytes are stored there
+        on_device = _on_device(s)  # a GPU: the plan's bytes are stored there
         where = "device " if on_device else ""
-        overheads = s.get("device_overhead_bytes" if on_device else "overhead_bytes", {})
+        overheads = s["device_overhead_bytes"] if on_device else s.get("overhead_bytes", {})
         over = overheads.get(Mode.CHECKPOINTED.value)
         if predicted:
             lines.append(
