@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.config import Expect
+from ckptbench.inputs import InputFileError, read_regular_file
 from ckptbench.results import (
     SCHEMA_VERSION,
     Case,
@@ -58,6 +59,7 @@ __all__ = [
     "manifest_files",
     "missing_cells",
     "open_folder",
+    "read_json_document",
     "read_manifest",
     "validate_result_document",
     "write_manifest",
@@ -185,9 +187,9 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     if not p.exists():
         return None
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise StoreError(f"{p}: unreadable sweep manifest") from None
+        data = read_json_document(p, "sweep manifest")
+    except StoreError as err:
+        raise StoreError(f"unreadable sweep manifest: {err}") from None
     if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
         return None
     return data
@@ -343,7 +345,19 @@ def validate_result_document(data: Any, source: str) -> None:
     (in one round),
     and no mode marked ok without measured iterations."""
     if not isinstance(data, dict):
-        raise StoreError(f"{source}: not a ckptbench result (expected a JSON object)")
+        got = {list: "an array", str: "a string", bool: "true/false", type(None): "null"}
+        kind = got.get(type(data), "a number")
+        raise StoreError(f"{source}: not a ckptbench result (a JSON object; this is {kind})")
+    if data.get("kind") == MANIFEST_KIND:
+        raise StoreError(
+            f"{source}: is a sweep manifest, not a result; pass its folder to read its cells"
+        )
+    if "schema_version" not in data and not {"case", "modes"} & set(data):
+        fields = ", ".join(sorted(map(str, data))[:3]) or "none"
+        raise StoreError(
+            f"{source}: not a ckptbench result (no schema_version, case or modes; its fields: "
+            f"{_short(fields)})"
+        )
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
         raise StoreError(
@@ -367,11 +381,68 @@ def validate_result_document(data: Any, source: str) -> None:
         raise StoreError(f"{source}: malformed result: {problem}")
 
 
-def load_result(path: str | os.PathLike[str]) -> RunResult:
-    """Read and validate one result file; one-line :class:`StoreError` on anything else."""
+#: The largest result file or manifest ckptbench reads (a long run's timelines are a few
+#: MiB; beyond this it is not a result: ``/dev/zero``, a log).
+MAX_RESULT_BYTES = 256 * 2**20
+#: Deepest nesting of arrays and objects read (a result nests 5 levels; JSON's parser
+#: would recurse until Python stops it).
+MAX_JSON_DEPTH = 64
+#: Longest integer read, in digits (ckptbench writes none beyond 2**63, 19 digits); longer
+#: ones are refused before anything converts them (to a float, or through Python's
+#: 4300-digit limit).
+MAX_INT_DIGITS = 20
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _json_depth(raw: bytes) -> int:
+    """How deep arrays and objects nest in the JSON text ``raw`` (strings skipped)."""
+    import numpy as np
+
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    arr = np.frombuffer(brackets, dtype=np.uint8)
+    steps = np.where((arr == ord("[")) | (arr == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max())
+
+
+class _HugeInt:
+    """An integer literal too long to read (see :data:`MAX_INT_DIGITS`), kept as its size."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _find_huge(value: Any, where: str) -> tuple[str, _HugeInt] | None:
+    stack = [(value, where)]
+    while stack:
+        v, w = stack.pop()
+        if isinstance(v, _HugeInt):
+            return w or "result", v
+        if isinstance(v, dict):
+            stack.extend((x, f"{w}.{k}" if w else str(k)) for k, x in reversed(v.items()))
+        elif isinstance(v, list):
+            stack.extend((x, f"{w}[{i}]") for i, x in reversed(list(enumerate(v))))
+    return None
+
+
+def read_json_document(path: str | os.PathLike[str], what: str = "result") -> Any:
+    """The JSON document of the result file or manifest ``path``, read by the one rule for
+    result inputs: a regular file (a FIFO, device or folder is refused without blocking),
+    at most :data:`MAX_RESULT_BYTES`, UTF-8 without NUL bytes, nested at most
+    :data:`MAX_JSON_DEPTH` deep, no integer longer than :data:`MAX_INT_DIGITS` digits.
+    Anything else is a one-line :class:`StoreError` naming the file (and the field)."""
+    if os.fspath(path) == "":
+        raise StoreError(f"an empty path is not a {what} file or folder")
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        raw = read_regular_file(p, MAX_RESULT_BYTES)
+    except InputFileError as err:
+        raise StoreError(f"{p}: {err}") from None
     except OSError as err:
         raise StoreError(f"{p}: cannot read ({err.strerror or err})") from None
     try:
@@ -380,12 +451,42 @@ def load_result(path: str | os.PathLike[str]) -> RunResult:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise StoreError(
-            f"{p}: binary content at byte {err.start}, not a ckptbench result"
+            f"{p}: binary content at byte {err.start}, not a ckptbench {what}"
         ) from None
+    if (depth := _json_depth(raw)) > MAX_JSON_DEPTH:
+        raise StoreError(
+            f"{p}: JSON nested {depth} levels deep (a ckptbench {what} nests a few; at most "
+            f"{MAX_JSON_DEPTH} are read)"
+        )
+    huge: list[_HugeInt] = []
+
+    def parse_int(s: str) -> int | _HugeInt:
+        digits = len(s) - s.startswith("-")
+        if digits > MAX_INT_DIGITS:
+            huge.append(_HugeInt(digits))
+            return huge[-1]
+        return int(s)
+
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=parse_int)
     except json.JSONDecodeError as err:
         raise StoreError(f"{p}: not JSON ({err.msg} at line {err.lineno})") from None
+    except (RecursionError, ValueError) as err:  # the depth check should make these unreachable
+        raise StoreError(f"{p}: not JSON ckptbench can read ({type(err).__name__})") from None
+    if huge:
+        where, big = _find_huge(data, "") or ("result", huge[0])
+        raise StoreError(
+            f"{p}: {where} is an integer of {big.digits} digits (ckptbench reads at most "
+            f"{MAX_INT_DIGITS}; it writes none beyond 2**63)"
+        )
+    return data
+
+
+def load_result(path: str | os.PathLike[str]) -> RunResult:
+    """Read (:func:`read_json_document`) and validate one result file; one-line
+    :class:`StoreError` on anything else."""
+    p = Path(path)
+    data = read_json_document(path)
     validate_result_document(data, str(p))
     try:
         return result_from_dict(data, str(p))
@@ -401,6 +502,8 @@ def load_results(paths: Iterable[str | os.PathLike[str]]) -> list[RunResult]:
     file, a missing path, or when nothing is found. A file named twice is read once."""
     files: list[Path] = []
     for raw in paths:
+        if os.fspath(raw) == "":  # Path("") is the current folder: never meant
+            raise StoreError("an empty path is not a result file or folder")
         p = Path(raw)
         if p.is_dir():
             listed = manifest_files(p / MANIFEST_NAME)
