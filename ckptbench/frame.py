@@ -196,12 +196,21 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
 _POOLED = ("slowdown", "memory_savings")
 
 
+def complete(result: RunResult) -> bool:
+    """Whether ``result`` holds every mode, each measured ok (not partial, not failed)."""
+    return all((m := result.mode(mode)) is not None and m.ok for mode in MODES)
+
+
 def invocations_frame(results: Sequence[RunResult]) -> Any:
     """One row per cell measured by two or more result files on one host: each figure
     pooled over the invocations by a random-effects model
     (:func:`ckptbench.analysis.pooling.pooled_estimate`), with its interval, the
     between-invocation spread ``tau`` (relative) and the range of the invocations' own
-    estimates. Empty when no cell was measured twice."""
+    estimates. A figure fewer than two invocations measured (a partial, failed or
+    interrupted run beside another) is NA; ``partial`` counts the invocations without
+    every mode measured ok, ``<figure>_runs`` those that measured the figure, and
+    ``versions`` lists the ckptbench versions when they differ. Empty when no cell was
+    measured twice."""
     import pandas as pd
 
     from ckptbench.analysis.intervals import Estimate, IntervalError
@@ -215,10 +224,17 @@ def invocations_frame(results: Sequence[RunResult]) -> Any:
     per_run = results_frame([results[i] for i in repeated]).groupby("run", sort=True).first()
     rows = []
     for (key, host), runs in per_run.groupby(["key", "host"], sort=False, dropna=False):
+        files = [results[repeated[int(i)]] for i in runs.index]
+        versions = sorted({r.tool_version or "unknown" for r in files})
         row: dict[str, Any] = {"key": key, "host": host, "invocations": len(runs),
+                               "partial": sum(not complete(r) for r in files),
+                               "versions": ", ".join(versions) if len(versions) > 1 else "",
                                "first_run": repeated[int(runs.index[0])]}  # fmt: skip
         for name in _POOLED:
             cols = runs[[name, f"{name}_low", f"{name}_high", "rounds"]].dropna()
+            row.update({name: None, f"{name}_low": None, f"{name}_high": None,
+                        f"{name}_tau": None, f"{name}_min": None, f"{name}_max": None,
+                        f"{name}_runs": len(cols)})  # fmt: skip
             try:
                 pooled = pooled_estimate(
                     [

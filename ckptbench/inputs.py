@@ -9,10 +9,27 @@ without opening it for a blocking read), at most a fixed number of bytes. Nothin
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 import os
+import re
 import stat
+import types
+import typing
+from enum import Enum
+from typing import Any
 
-__all__ = ["InputFileError", "read_regular_file", "read_text_limited"]
+__all__ = [
+    "MAX_INT_DIGITS",
+    "MAX_JSON_DEPTH",
+    "InputFileError",
+    "fields_problem",
+    "read_json_limited",
+    "read_regular_file",
+    "read_text_limited",
+    "short_json",
+]
 
 
 class InputFileError(ValueError):
@@ -78,3 +95,205 @@ def read_regular_file(path: str | os.PathLike[str], limit_bytes: int) -> bytes:
     if len(data) > limit_bytes:
         raise InputFileError(f"holds more than the {limit_bytes / 2**20:g} MiB ckptbench reads")
     return data
+
+
+# --------------------------------------------------------------------------- bounded JSON
+
+
+#: Deepest nesting of arrays and objects read (a result nests 5 levels; JSON's parser
+#: would recurse until Python stops it).
+MAX_JSON_DEPTH = 64
+#: Longest integer read, in digits (ckptbench writes none beyond 2**63, 19 digits); longer
+#: ones are refused before anything converts them (to a float, or through Python's
+#: 4300-digit limit).
+MAX_INT_DIGITS = 20
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _json_depth(raw: bytes) -> int:
+    """How deep arrays and objects nest in the JSON text ``raw`` (strings skipped)."""
+    import numpy as np
+
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    arr = np.frombuffer(brackets, dtype=np.uint8)
+    steps = np.where((arr == ord("[")) | (arr == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max())
+
+
+class _HugeInt:
+    """An integer literal too long to read (see :data:`MAX_INT_DIGITS`), kept as its size."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _find_huge(value: Any, where: str) -> tuple[str, _HugeInt] | None:
+    stack = [(value, where)]
+    while stack:
+        v, w = stack.pop()
+        if isinstance(v, _HugeInt):
+            return w or "result", v
+        if isinstance(v, dict):
+            stack.extend((x, f"{w}.{k}" if w else str(k)) for k, x in reversed(v.items()))
+        elif isinstance(v, list):
+            stack.extend((x, f"{w}[{i}]") for i, x in reversed(list(enumerate(v))))
+    return None
+
+
+def read_json_limited(path: str | os.PathLike[str], limit_bytes: int, what: str) -> Any:
+    """The JSON document of the regular file ``path`` (:func:`read_regular_file`): UTF-8
+    without NUL bytes, nested at most :data:`MAX_JSON_DEPTH` deep (checked before parsing),
+    no integer longer than :data:`MAX_INT_DIGITS` digits (refused before anything converts
+    it, naming its field). :class:`InputFileError` (one line, without the path) otherwise;
+    ``what`` names the kind of file in it ("result")."""
+    raw = read_regular_file(path, limit_bytes)
+    try:
+        if b"\x00" in raw:
+            raise UnicodeDecodeError("utf-8", raw, raw.index(b"\x00"), raw.index(b"\x00") + 1, "")
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputFileError(
+            f"binary content at byte {err.start}, not a ckptbench {what}"
+        ) from None
+    if (depth := _json_depth(raw)) > MAX_JSON_DEPTH:
+        raise InputFileError(
+            f"JSON nested {depth} levels deep (a ckptbench {what} nests a few; at most "
+            f"{MAX_JSON_DEPTH} are read)"
+        )
+    huge: list[_HugeInt] = []
+
+    def parse_int(s: str) -> int | _HugeInt:
+        if len(s) - s.startswith("-") > MAX_INT_DIGITS:
+            huge.append(_HugeInt(len(s) - s.startswith("-")))
+            return huge[-1]
+        return int(s)
+
+    try:
+        data = json.loads(text, parse_int=parse_int)
+    except json.JSONDecodeError as err:
+        raise InputFileError(f"not JSON ({err.msg} at line {err.lineno})") from None
+    except (RecursionError, ValueError) as err:  # the depth check makes these unreachable
+        raise InputFileError(f"not JSON ckptbench can read ({type(err).__name__})") from None
+    if huge:
+        where, big = _find_huge(data, "") or ("the document", huge[0])
+        raise InputFileError(
+            f"{where} is an integer of {big.digits} digits (ckptbench reads at most "
+            f"{MAX_INT_DIGITS}; it writes none beyond 2**63)"
+        )
+    return data
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _describe(tp: Any) -> str:
+    if tp is type(None):
+        return "null"
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return "one of " + "/".join(str(e.value) for e in tp)
+    if dataclasses.is_dataclass(tp):
+        return "an object"
+    origin = typing.get_origin(tp)
+    if origin is tuple or origin is list:
+        return "a list"
+    if origin is dict:
+        return "an object"
+    return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+def short_json(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _problem(value: Any, tp: Any, where: str) -> str | None:
+    """Why ``value`` (parsed JSON) does not fit the annotation ``tp``; None when it does."""
+    if tp is Any:
+        return None
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        problems = [_problem(value, a, where) for a in options]
+        if any(p is None for p in problems):
+            return None
+        if len(options) == 1:
+            return problems[0]
+        return f"{where} must be {_describe(tp)}, got {short_json(value)}"
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            return f"{where} must be an object, got {short_json(value)}"
+        return fields_problem(value, tp, where)
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        if value not in {e.value for e in tp}:
+            return f"{where} must be {_describe(tp)}, got {short_json(value)}"
+        return None
+    if origin in (tuple, list):
+        if not isinstance(value, list):
+            return f"{where} must be a list, got {short_json(value)}"
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                return f"{where} must hold {len(args)} values, got {len(value)}"
+            items = list(zip(value, args, strict=True))
+        else:
+            items = [(v, args[0] if args else Any) for v in value]
+        for i, (v, a) in enumerate(items):
+            if (p := _problem(v, a, f"{where}[{i}]")) is not None:
+                return p
+        return None
+    if origin is dict:
+        if not isinstance(value, dict):
+            return f"{where} must be an object, got {short_json(value)}"
+        vt = args[1] if args else Any
+        for k, v in value.items():
+            if (p := _problem(v, vt, f"{where}.{k}")) is not None:
+                return p
+        return None
+    ok = {
+        bool: lambda v: isinstance(v, bool),
+        int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+        float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        str: lambda v: isinstance(v, str),
+    }.get(tp)
+    if ok is not None and not ok(value):
+        return f"{where} must be {_describe(tp)}, got {short_json(value)}"
+    return _unit_problem(value, where)
+
+
+def _unit_problem(value: Any, where: str) -> str | None:
+    """Quantities named in bytes or seconds are finite and not negative."""
+    name = where.rsplit(".", 1)[-1].split("[", 1)[0]
+    quantity = name.endswith("_bytes") or name.endswith("_s")
+    if quantity and isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
+        return f"{where} must be a finite number >= 0, got {short_json(value)}"
+    return None
+
+
+def fields_problem(data: dict[str, Any], cls: Any, where: str) -> str | None:
+    hints = typing.get_type_hints(cls)
+    names = set()
+    for f in dataclasses.fields(cls):
+        names.add(f.name)
+        path = f"{where}.{f.name}" if where else f.name
+        if f.name not in data:
+            no_default = f.default is dataclasses.MISSING
+            if no_default and f.default_factory is dataclasses.MISSING:
+                return f"{path} is missing"
+            continue
+        if (p := _problem(data[f.name], hints[f.name], path)) is not None:
+            return p
+    unknown = sorted(set(data) - names)
+    if unknown:
+        return f"{where or 'result'} has unknown field(s) {', '.join(unknown)}"
+    return None

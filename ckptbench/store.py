@@ -19,22 +19,17 @@ Nothing here prints.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import json
-import math
 import os
 import re
 import stat
-import types
-import typing
 from collections.abc import Iterable, Iterator
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from ckptbench.config import Expect
-from ckptbench.inputs import InputFileError, read_regular_file
+from ckptbench.inputs import InputFileError, fields_problem, read_json_limited, short_json
 from ckptbench.results import (
     SCHEMA_VERSION,
     Case,
@@ -56,7 +51,9 @@ __all__ = [
     "load_result",
     "load_results",
     "locked_folder",
+    "manifest_cells",
     "manifest_files",
+    "measurement_id",
     "missing_cells",
     "open_folder",
     "read_json_document",
@@ -215,127 +212,27 @@ def missing_cells(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, st
     return missing
 
 
-def manifest_files(path: Path) -> list[Path] | None:
-    """The result files a manifest lists (those present), or None if ``path`` is none."""
+def manifest_cells(path: Path) -> list[tuple[Path, str]] | None:
+    """(file, key) of every cell a manifest lists whose file is present, or None if
+    ``path`` is no manifest."""
     try:
         data = read_manifest(path)
     except StoreError:
         return None
     if data is None:
         return None
-    cells = data.get("cells", [])
-    files = [path.parent / c["file"] for c in cells if isinstance(c, dict) and c.get("file")]
-    return [f for f in files if f.exists()]
+    cells = [c for c in data.get("cells", []) if isinstance(c, dict) and c.get("file")]
+    listed = [(path.parent / str(c["file"]), str(c.get("key", ""))) for c in cells]
+    return [(f, key) for f, key in listed if f.exists()]
+
+
+def manifest_files(path: Path) -> list[Path] | None:
+    """The result files a manifest lists (those present), or None if ``path`` is none."""
+    cells = manifest_cells(path)
+    return None if cells is None else [f for f, _ in cells]
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def _describe(tp: Any) -> str:
-    if tp is type(None):
-        return "null"
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        return " or ".join(_describe(a) for a in typing.get_args(tp))
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        return "one of " + "/".join(str(e.value) for e in tp)
-    if dataclasses.is_dataclass(tp):
-        return "an object"
-    origin = typing.get_origin(tp)
-    if origin is tuple or origin is list:
-        return "a list"
-    if origin is dict:
-        return "an object"
-    return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(
-        tp, getattr(tp, "__name__", str(tp))
-    )
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, float) else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _problem(value: Any, tp: Any, where: str) -> str | None:
-    """Why ``value`` (parsed JSON) does not fit the annotation ``tp``; None when it does."""
-    if tp is Any:
-        return None
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        options = [a for a in args if a is not type(None)]
-        problems = [_problem(value, a, where) for a in options]
-        if any(p is None for p in problems):
-            return None
-        if len(options) == 1:
-            return problems[0]
-        return f"{where} must be {_describe(tp)}, got {_short(value)}"
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            return f"{where} must be an object, got {_short(value)}"
-        return _fields_problem(value, tp, where)
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        if value not in {e.value for e in tp}:
-            return f"{where} must be {_describe(tp)}, got {_short(value)}"
-        return None
-    if origin in (tuple, list):
-        if not isinstance(value, list):
-            return f"{where} must be a list, got {_short(value)}"
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            if len(value) != len(args):
-                return f"{where} must hold {len(args)} values, got {len(value)}"
-            items = list(zip(value, args, strict=True))
-        else:
-            items = [(v, args[0] if args else Any) for v in value]
-        for i, (v, a) in enumerate(items):
-            if (p := _problem(v, a, f"{where}[{i}]")) is not None:
-                return p
-        return None
-    if origin is dict:
-        if not isinstance(value, dict):
-            return f"{where} must be an object, got {_short(value)}"
-        vt = args[1] if args else Any
-        for k, v in value.items():
-            if (p := _problem(v, vt, f"{where}.{k}")) is not None:
-                return p
-        return None
-    ok = {
-        bool: lambda v: isinstance(v, bool),
-        int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-        float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-        str: lambda v: isinstance(v, str),
-    }.get(tp)
-    if ok is not None and not ok(value):
-        return f"{where} must be {_describe(tp)}, got {_short(value)}"
-    return _unit_problem(value, where)
-
-
-def _unit_problem(value: Any, where: str) -> str | None:
-    """Quantities named in bytes or seconds are finite and not negative."""
-    name = where.rsplit(".", 1)[-1].split("[", 1)[0]
-    quantity = name.endswith("_bytes") or name.endswith("_s")
-    if quantity and isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
-        return f"{where} must be a finite number >= 0, got {_short(value)}"
-    return None
-
-
-def _fields_problem(data: dict[str, Any], cls: Any, where: str) -> str | None:
-    hints = typing.get_type_hints(cls)
-    names = set()
-    for f in dataclasses.fields(cls):
-        names.add(f.name)
-        path = f"{where}.{f.name}" if where else f.name
-        if f.name not in data:
-            no_default = f.default is dataclasses.MISSING
-            if no_default and f.default_factory is dataclasses.MISSING:
-                return f"{path} is missing"
-            continue
-        if (p := _problem(data[f.name], hints[f.name], path)) is not None:
-            return p
-    unknown = sorted(set(data) - names)
-    if unknown:
-        return f"{where or 'result'} has unknown field(s) {', '.join(unknown)}"
-    return None
 
 
 def validate_result_document(data: Any, source: str) -> None:
@@ -356,7 +253,7 @@ def validate_result_document(data: Any, source: str) -> None:
         fields = ", ".join(sorted(map(str, data))[:3]) or "none"
         raise StoreError(
             f"{source}: not a ckptbench result (no schema_version, case or modes; its fields: "
-            f"{_short(fields)})"
+            f"{short_json(fields)})"
         )
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
@@ -364,7 +261,7 @@ def validate_result_document(data: Any, source: str) -> None:
             f"{source}: schema_version {version!r} is not supported (this ckptbench reads "
             f"{SCHEMA_VERSION})"
         )
-    problem = _fields_problem(data, RunResult, "")
+    problem = fields_problem(data, RunResult, "")
     if problem is None:
         modes = data["modes"]
         seen = [(m["mode"], m.get("round", 0)) for m in modes]  # rounds may repeat a mode
@@ -384,102 +281,22 @@ def validate_result_document(data: Any, source: str) -> None:
 #: The largest result file or manifest ckptbench reads (a long run's timelines are a few
 #: MiB; beyond this it is not a result: ``/dev/zero``, a log).
 MAX_RESULT_BYTES = 256 * 2**20
-#: Deepest nesting of arrays and objects read (a result nests 5 levels; JSON's parser
-#: would recurse until Python stops it).
-MAX_JSON_DEPTH = 64
-#: Longest integer read, in digits (ckptbench writes none beyond 2**63, 19 digits); longer
-#: ones are refused before anything converts them (to a float, or through Python's
-#: 4300-digit limit).
-MAX_INT_DIGITS = 20
-
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-
-
-def _json_depth(raw: bytes) -> int:
-    """How deep arrays and objects nest in the JSON text ``raw`` (strings skipped)."""
-    import numpy as np
-
-    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
-    if not brackets:
-        return 0
-    arr = np.frombuffer(brackets, dtype=np.uint8)
-    steps = np.where((arr == ord("[")) | (arr == ord("{")), 1, -1)
-    return int(np.cumsum(steps).max())
-
-
-class _HugeInt:
-    """An integer literal too long to read (see :data:`MAX_INT_DIGITS`), kept as its size."""
-
-    __slots__ = ("digits",)
-
-    def __init__(self, digits: int) -> None:
-        self.digits = digits
-
-
-def _find_huge(value: Any, where: str) -> tuple[str, _HugeInt] | None:
-    stack = [(value, where)]
-    while stack:
-        v, w = stack.pop()
-        if isinstance(v, _HugeInt):
-            return w or "result", v
-        if isinstance(v, dict):
-            stack.extend((x, f"{w}.{k}" if w else str(k)) for k, x in reversed(v.items()))
-        elif isinstance(v, list):
-            stack.extend((x, f"{w}[{i}]") for i, x in reversed(list(enumerate(v))))
-    return None
 
 
 def read_json_document(path: str | os.PathLike[str], what: str = "result") -> Any:
     """The JSON document of the result file or manifest ``path``, read by the one rule for
-    result inputs: a regular file (a FIFO, device or folder is refused without blocking),
-    at most :data:`MAX_RESULT_BYTES`, UTF-8 without NUL bytes, nested at most
-    :data:`MAX_JSON_DEPTH` deep, no integer longer than :data:`MAX_INT_DIGITS` digits.
-    Anything else is a one-line :class:`StoreError` naming the file (and the field)."""
+    result inputs (:func:`ckptbench.inputs.read_json_limited`): a regular file (a FIFO,
+    device or folder is refused without blocking), at most :data:`MAX_RESULT_BYTES`, UTF-8
+    JSON nested a bounded depth with no over-long integer. Anything else is a one-line
+    :class:`StoreError` naming the file (and the field)."""
     if os.fspath(path) == "":
         raise StoreError(f"an empty path is not a {what} file or folder")
-    p = Path(path)
     try:
-        raw = read_regular_file(p, MAX_RESULT_BYTES)
+        return read_json_limited(path, MAX_RESULT_BYTES, what)
     except InputFileError as err:
-        raise StoreError(f"{p}: {err}") from None
+        raise StoreError(f"{path}: {err}") from None
     except OSError as err:
-        raise StoreError(f"{p}: cannot read ({err.strerror or err})") from None
-    try:
-        if b"\x00" in raw:
-            raise UnicodeDecodeError("utf-8", raw, raw.index(b"\x00"), raw.index(b"\x00") + 1, "")
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise StoreError(
-            f"{p}: binary content at byte {err.start}, not a ckptbench {what}"
-        ) from None
-    if (depth := _json_depth(raw)) > MAX_JSON_DEPTH:
-        raise StoreError(
-            f"{p}: JSON nested {depth} levels deep (a ckptbench {what} nests a few; at most "
-            f"{MAX_JSON_DEPTH} are read)"
-        )
-    huge: list[_HugeInt] = []
-
-    def parse_int(s: str) -> int | _HugeInt:
-        digits = len(s) - s.startswith("-")
-        if digits > MAX_INT_DIGITS:
-            huge.append(_HugeInt(digits))
-            return huge[-1]
-        return int(s)
-
-    try:
-        data = json.loads(text, parse_int=parse_int)
-    except json.JSONDecodeError as err:
-        raise StoreError(f"{p}: not JSON ({err.msg} at line {err.lineno})") from None
-    except (RecursionError, ValueError) as err:  # the depth check should make these unreachable
-        raise StoreError(f"{p}: not JSON ckptbench can read ({type(err).__name__})") from None
-    if huge:
-        where, big = _find_huge(data, "") or ("result", huge[0])
-        raise StoreError(
-            f"{p}: {where} is an integer of {big.digits} digits (ckptbench reads at most "
-            f"{MAX_INT_DIGITS}; it writes none beyond 2**63)"
-        )
-    return data
+        raise StoreError(f"{path}: cannot read ({err.strerror or err})") from None
 
 
 def load_result(path: str | os.PathLike[str]) -> RunResult:
@@ -496,36 +313,69 @@ def load_result(path: str | os.PathLike[str]) -> RunResult:
         raise StoreError(str(err)) from None
 
 
+def measurement_id(result: RunResult) -> tuple[Any, ...]:
+    """What makes a result one measurement: its cell, host, creation time and samples. Two
+    files with one id are copies of one invocation, never two invocations."""
+    samples = tuple(
+        (m.mode.value, m.round, tuple((it.wall_time_s, it.peak_rss_bytes) for it in m.iterations))
+        for m in result.modes
+    )
+    return (result.case.key, result.host, result.created, samples)
+
+
 def load_results(paths: Iterable[str | os.PathLike[str]]) -> list[RunResult]:
     """Load result files. A folder means its sweep manifest's cells (or every ``*.json`` in
     it); a manifest file means its cells. One-line :class:`StoreError` on a bad or foreign
-    file, a missing path, or when nothing is found. A file named twice is read once."""
-    files: list[Path] = []
+    file, a missing path, or when nothing is found; on a file a manifest lists for one cell
+    that holds another cell's result (copied or misfiled); and on two files holding the same
+    measurement (:func:`measurement_id`: a copy would pool as another invocation). A file
+    named twice is read once."""
+    files: list[tuple[Path, str | None, Path | None]] = []  # file, manifest's key, manifest
     for raw in paths:
         if os.fspath(raw) == "":  # Path("") is the current folder: never meant
             raise StoreError("an empty path is not a result file or folder")
         p = Path(raw)
         if p.is_dir():
-            listed = manifest_files(p / MANIFEST_NAME)
-            found = listed if listed is not None else sorted(p.glob("*.json"))
-            if not found:
+            listed = manifest_cells(p / MANIFEST_NAME)
+            if listed is not None:
+                files.extend((f, key, p / MANIFEST_NAME) for f, key in listed)
+            else:
+                files.extend((f, None, None) for f in sorted(p.glob("*.json")))
+            if listed == [] or (listed is None and not any(p.glob("*.json"))):
                 lost = missing_cells([p])
                 why = f" (its manifest lists {len(lost)} cells, none saved)" if lost else ""
                 raise StoreError(f"{p}: no result files in this folder{why}")
-            files.extend(found)
         elif p.exists():
-            listed = manifest_files(p) if p.name == MANIFEST_NAME else None
-            files.extend(listed if listed is not None else [p])
+            listed = manifest_cells(p) if p.name == MANIFEST_NAME else None
+            if listed is not None:
+                files.extend((f, key, p) for f, key in listed)
+            else:
+                files.append((p, None, None))
         else:
             raise StoreError(f"{p}: no such file or folder")
     seen: set[Path] = set()
+    measured: dict[tuple[Any, ...], Path] = {}
     results = []
-    for f in files:
+    for f, key, manifest in files:
         real = f.resolve()
         if real in seen:
             continue
         seen.add(real)
-        results.append(load_result(f))
+        result = load_result(f)
+        if key and result.case.key != key:
+            raise StoreError(
+                f"{f}: holds the result of cell {result.case.key}, but {manifest} lists it for "
+                f"cell {key} (a copied or misfiled result; measure that cell again)"
+            )
+        ident = measurement_id(result)
+        if ident in measured:
+            raise StoreError(
+                f"{f}: the same measurement as {measured[ident]} (one cell, host, creation time "
+                f"{result.created or '-'} and samples): a copy would pool as another "
+                "invocation; pass one of them"
+            )
+        measured[ident] = f
+        results.append(result)
     if not results:
         raise StoreError("no results to compare")
     return results

@@ -142,3 +142,100 @@ def test_an_empty_path_is_refused(tmp_path: Path, monkeypatch) -> None:
         read_results("")
     with pytest.raises(StoreError, match="empty path"):
         load_result("")
+
+
+# --------------------------------------------------------------------------- item 3: cells
+
+
+def _partial_pair(tmp_path: Path) -> tuple[Path, Path, Path]:
+    from ckptbench.results import Mode, Status
+
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    save_result(make_result(CI_CASE, seed=1), a)
+    save_result(make_result(CI_CASE, seed=2, modes=(Mode.BASELINE, Mode.NORMAL)), b)
+    save_result(make_result(CI_CASE, seed=3, status={"checkpointed": Status.INTERRUPTED}), c)
+    return a, b, c
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "html", "csv"])
+def test_a_partial_invocation_beside_a_full_one_is_shown_not_a_crash(
+    tmp_path: Path, capsys, fmt: str
+) -> None:
+    a, b, c = _partial_pair(tmp_path)
+    code, out, err = run_cli(capsys, ["compare", str(a), str(b), str(c), "--format", fmt])
+    assert code == 0, err
+    if fmt != "csv":
+        assert "3 (2 partial)" in out and "2 of 3 runs are partial or failed" in out
+
+
+def test_two_interrupted_runs_and_plots_do_not_crash(tmp_path: Path, capsys) -> None:
+    from ckptbench.results import Status
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for path, seed in ((a, 1), (b, 2)):
+        save_result(make_result(CI_CASE, seed=seed, status={"normal": Status.INTERRUPTED}), path)
+    code, out, err = run_cli(
+        capsys, ["compare", str(a), str(b), "--plots", str(tmp_path / "plots"), "-q"]
+    )
+    assert code == 0, err
+    assert "2 (2 partial)" in out
+
+
+def test_pooled_runs_of_different_versions_say_so(tmp_path: Path, capsys) -> None:
+    from dataclasses import replace
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    save_result(replace(make_result(CI_CASE, seed=1), tool_version="0.1.0"), a)
+    save_result(replace(make_result(CI_CASE, seed=2), tool_version="9.9.9"), b)
+    code, out, _ = run_cli(capsys, ["compare", str(a), str(b)])
+    assert code == 0 and "different ckptbench versions (0.1.0, 9.9.9)" in out
+
+
+def test_byte_identical_copies_are_not_independent_invocations(tmp_path: Path, capsys) -> None:
+    import shutil
+
+    save_result(make_result(CI_CASE, seed=1), tmp_path / "r1.json")
+    folder = tmp_path / "copies"
+    folder.mkdir()
+    for i in range(6):
+        shutil.copy(tmp_path / "r1.json", folder / f"c{i}.json")
+    for command in (["compare", str(folder)], ["check", str(folder)]):
+        err = one_line_error(capsys, command)
+        assert "the same measurement as" in err and "c1.json" in err
+    with pytest.raises(StoreError, match="same measurement"):
+        load_results([tmp_path / "r1.json", folder / "c0.json"])
+    # one file named twice (or through its folder) is still read once
+    assert len(load_results([folder / "c0.json", folder / "c0.json"])) == 1
+
+
+def _sweep_folder(tmp_path: Path) -> Path:
+    from ckptbench.results import Case
+
+    out = tmp_path / "gate"
+    out.mkdir()
+    cells = []
+    for strategy in ("revolve", "uniform"):
+        case = Case(model="lstm", steps=64, snaps=4, strategy=strategy, hidden=8, repeats=3)
+        save_result(make_result(case, seed=len(cells)), out / f"{case.key}.json")
+        cells.append({"key": case.key, "file": f"{case.key}.json", "state": "measured"})
+    manifest = {
+        "kind": "ckptbench-sweep",
+        "manifest_version": 1,
+        "config": {"name": "gate", "expect": {}, "expect_by_strategy": {}},
+        "cells": cells,
+    }
+    (out / "sweep.json").write_text(json.dumps(manifest))
+    return out
+
+
+def test_a_cell_file_holding_another_cells_result_is_refused(tmp_path: Path, capsys) -> None:
+    import shutil
+
+    out = _sweep_folder(tmp_path)
+    code, _, err = run_cli(capsys, ["check", str(out)])
+    assert code == 0, err
+    revolve, uniform = sorted(out.glob("lstm-*.json"), key=lambda p: "uniform" in p.name)
+    shutil.copy(revolve, uniform)
+    for command in (["check", str(out)], ["compare", str(out)], ["check", str(out / "sweep.json")]):
+        err = one_line_error(capsys, command)
+        assert uniform.name in err and "holds the result of cell" in err

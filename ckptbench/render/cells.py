@@ -127,21 +127,36 @@ def invocations_table(results: Sequence[RunResult]) -> Table | None:
 
         return text
 
+    def runs(v: Any, r: dict[str, Any]) -> str:
+        return f"{v} ({r['partial']} partial)" if r["partial"] else str(v)
+
     columns = (
         Column("label", "cell", align="left"),
         Column("host", "host", lambda v, _r: v or "-", "left", priority=2),
-        Column("invocations", "runs"),
+        Column("invocations", "runs", runs),
         Column("slowdown", "slowdown, pooled [95%]", pooled("slowdown", 2)),
         Column("slowdown_tau", "runs' slowdowns", spread("slowdown", 2), priority=2),
         Column("memory_savings", "savings, pooled [95%]", pooled("memory_savings", 1)),
         Column("memory_savings_tau", "runs' savings", spread("memory_savings", 1), priority=3),
     )
-    note = (
+    note = [
         "pooled over invocations by a random-effects model (DerSimonian-Laird tau, "
         "Hartung-Knapp t interval): the interval includes the drift between invocations "
-        "(tau) that no single run can see",
-    )
-    return Table("Invocations of one cell", columns, tuple(records), notes=note)
+        "(tau) that no single run can see"
+    ]
+    for r in records:
+        if r["partial"]:
+            used = ", ".join(
+                f"{what} from {r[f'{name}_runs']}"
+                for name, what in (("slowdown", "slowdown"), ("memory_savings", "savings"))
+            )
+            note.append(
+                f"{r['label']}: {r['partial']} of {r['invocations']} runs are partial or failed "
+                f"(a mode missing or not ok); pooled {used} runs ('-': fewer than two)"
+            )
+        if r["versions"]:
+            note.append(f"{r['label']}: runs of different ckptbench versions ({r['versions']})")
+    return Table("Invocations of one cell", columns, tuple(records), notes=tuple(note))
 
 
 def _delta_text(v: Any, r: dict[str, Any]) -> str:

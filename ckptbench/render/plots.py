@@ -14,6 +14,7 @@ import io
 import math
 import re
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -322,9 +323,14 @@ def plot_files(
     files.append((folder / "evaluations.png", figure_png(plot_evaluations(results))))
     labels = cell_labels([r.case for r in results])
     several_hosts = len({r.host for r in results}) > 1
-    for r, label in zip(results, labels, strict=True):
-        host = f"-{name(r.host)}" if several_hosts else ""
-        files.append(
-            (folder / f"timeline-{name(label)}{host}.png", figure_png(plot_timeline(r, label)))
-        )
+    stems = [
+        f"timeline-{name(label)}" + (f"-{name(r.host)}" if several_hosts else "")
+        for r, label in zip(results, labels, strict=True)
+    ]
+    repeats = Counter(stems)
+    seen: Counter[str] = Counter()
+    for r, label, stem in zip(results, labels, stems, strict=True):
+        seen[stem] += 1  # several invocations of one cell: one timeline each, numbered
+        suffix = f"-run{seen[stem]}" if repeats[stem] > 1 else ""
+        files.append((folder / f"{stem}{suffix}.png", figure_png(plot_timeline(r, label))))
     return files
