@@ -60,6 +60,8 @@ def _cell(summary: dict[str, Any]) -> dict[str, Any]:
         "memory_savings_low": save[0],
         "memory_savings_high": save[1],
         "rounds": summary.get("rounds"),
+        "rounds_complete": summary.get("rounds_complete"),
+        "interrupted_round": summary.get("interrupted_round"),
         "cell_evaluations": summary.get("step_evaluations"),
         "cell_evaluations_optimal": summary.get("step_evaluations_optimal"),
         "forward_steps": summary.get("forward_steps"),
@@ -122,7 +124,11 @@ def results_frame(results: Sequence[RunResult]) -> Any:
 
     df = pd.DataFrame(tidy_records(results))
     for col in df.columns:
-        if col.endswith(_INT) or col in ("cell_evaluations_optimal",):
+        if col.endswith(_INT) or col in (
+            "cell_evaluations_optimal",
+            "rounds_complete",
+            "interrupted_round",
+        ):
             df[col] = df[col].astype("Int64")
     return df
 
@@ -138,7 +144,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
     """One row per result file (``compare``'s table and CSV), pivoted from the tidy frame:
     the case columns, the baseline's peak, normal and checkpointed overhead and median
     time, and the cell's figures (device overhead and savings: GPU cells only). ``status``
-    is 'ok' or the modes that were not."""
+    is 'ok' or the modes that were not, after 'interrupted in round N (K complete rounds)'
+    where ckptbench was stopped (the figures are those of the complete rounds)."""
     import pandas as pd
 
     tidy = results_frame(results)
@@ -155,6 +162,13 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
         },
         dtype=object,
     )
+    for run, row in first.iterrows():  # an interruption is a note, its complete rounds count
+        if not pd.isna(row["interrupted_round"]):
+            note = (
+                f"interrupted in round {row['interrupted_round']} "
+                f"({row['rounds_complete']} complete rounds)"
+            )
+            status[run] = f"{note}; {status[run]}" if run in status.index else note
 
     def col(table: Any, mode: str) -> Any:
         return table[mode] if mode in table.columns else pd.Series(pd.NA, index=first.index)

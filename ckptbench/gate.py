@@ -178,8 +178,14 @@ def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
 def _status_line(result: RunResult) -> GateLine:
     missing = [m.value for m in MODES if result.mode(m) is None]
     bad = [f"{m.mode.value}: {m.status.value}" for m in result.modes if not m.ok]
+    cut = result.interrupted_round
     if missing:
         detail, ok = f"incomplete: no {', '.join(missing)} (interrupted sweep?)", False
+    elif cut is not None and not [
+        m for m in result.modes if not m.ok and m.status.value != "interrupted"
+    ]:
+        complete = result.rounds_complete
+        detail, ok = f"interrupted in round {cut} ({complete} complete rounds kept)", False
     elif bad:
         first = next(m for m in result.modes if not m.ok)
         reason = f" ({first.error.splitlines()[0]})" if first.error else ""

@@ -314,6 +314,25 @@ class RunResult:
         return pool_rounds(rounds)
 
     @property
+    def rounds_started(self) -> int:
+        return len({m.round for m in self.modes})
+
+    @property
+    def interrupted_round(self) -> int | None:
+        """The 1-based round ckptbench was stopped in (SIGTERM, SIGHUP, Ctrl-C), or None."""
+        cut = [m.round for m in self.modes if m.status is Status.INTERRUPTED]
+        if cut:
+            return min(cut) + 1
+        stop = (self.environment or {}).get("interrupted") or {}
+        return stop.get("round")
+
+    @property
+    def rounds_complete(self) -> int:
+        """Rounds in which no mode was cut by an interruption."""
+        cut = {m.round for m in self.modes if m.status is Status.INTERRUPTED}
+        return len({m.round for m in self.modes} - cut)
+
+    @property
     def ok(self) -> bool:
         return all(m.ok for m in self.modes)
 
@@ -321,10 +340,17 @@ class RunResult:
 def pool_rounds(rounds: tuple[ModeResult, ...]) -> ModeResult:
     """One mode's rounds as one result: iterations concatenated in round order.
 
-    The status is the first round's that is not ok (so a failure is never hidden); counters
-    and gradient error come from the first round (every round runs the same schedule); the
-    sampled peak is the highest of any round.
+    A round stopped because ckptbench itself was interrupted is left out when the mode has
+    rounds that were not: the mode's figures come from its complete rounds, and the
+    interruption is the run's note, not the mode's failure. Otherwise the status is the first
+    round's that is not ok (so a failure is never hidden); counters and gradient error come
+    from the first round (every round runs the same schedule); the sampled peak is the
+    highest of any round.
     """
+    kept = tuple(r for r in rounds if r.status is not Status.INTERRUPTED)
+    rounds = kept or rounds
+    if len(rounds) == 1:
+        return replace(rounds[0], round=0)
     first = rounds[0]
     bad = next((r for r in rounds if not r.ok), None)
     sampled = [r.sampled_peak_rss_bytes for r in rounds if r.sampled_peak_rss_bytes]

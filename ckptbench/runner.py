@@ -108,20 +108,34 @@ class Precision:
             raise ValueError(f"max time must be a positive duration, got {self.max_time_s}")
 
 
-def _more_rounds(
+def _next_round(
     precision: Precision | None,
     results: Sequence[ModeResult],
     done: int,
-    clock0: float,
+    planned: int,
+    round_starts: Sequence[float],
     env: dict[str, Any],
 ) -> bool:
-    """After ``done`` rounds: is another one needed for ``precision``, and allowed? Records
-    the outcome in ``env["precision"]`` (target, half-width, rounds, why it stopped)."""
+    """After ``done`` rounds (of ``planned`` at least): start another one?
+
+    Without ``precision``: exactly ``planned`` rounds. With it: at least two (one round's
+    interval sees no process-to-process variation), the planned ones unless the next round
+    would end after ``max_time_s`` (predicted from the mean round so far), then more until
+    the slowdown's interval is within the target, at most ``max_rounds`` and never a round
+    predicted to end after ``max_time_s``. Records the outcome in ``env["precision"]``
+    (target, half-width, rounds, why it stopped)."""
     if precision is None:
-        return False
+        return done < planned
     est = round_estimates(results).get("slowdown")
     half = est.half_width_rel if est is not None else None
-    if done < 2:  # one round's interval sees no process-to-process variation
+    elapsed = time.monotonic() - round_starts[0] if round_starts else 0.0
+    mean_round = elapsed / done if done else 0.0
+    over_time = done >= 2 and elapsed + mean_round > precision.max_time_s
+    if done < 2:
+        stopped = ""
+    elif over_time:
+        stopped = "max-time"
+    elif done < planned:
         stopped = ""
     elif half is None:
         stopped = "no-slowdown"  # normal or checkpointed never measured OK: rounds won't help
@@ -129,16 +143,16 @@ def _more_rounds(
         stopped = "reached"
     elif done >= precision.max_rounds:
         stopped = "max-rounds"
-    elif time.monotonic() - clock0 >= precision.max_time_s:
-        stopped = "max-time"
     else:
         stopped = ""
     env["precision"] = {
         "target_rel": precision.target_rel,
         "half_width_rel": half,
         "rounds": done,
+        "rounds_planned": planned,
         "max_rounds": precision.max_rounds,
         "max_time_s": precision.max_time_s,
+        "elapsed_s": round(elapsed, 3),
         "stopped": stopped or "running",
     }
     return not stopped
@@ -228,7 +242,7 @@ def run_case(
     saved = [False]
     out_of_memory: dict[str, int] = {}  # mode -> 1-based round it first exceeded the limit
     ran = [case.rounds]  # rounds planned so far (more with ``precision``)
-    clock0 = time.monotonic()
+    round_starts: list[float] = []
 
     def snapshot() -> RunResult:
         busy: dict[str, float] = {}
@@ -253,8 +267,9 @@ def run_case(
     with tempfile.TemporaryDirectory(prefix="ckptbench-") as tmp:
         try:
             k = 0
-            while k < case.rounds or _more_rounds(precision, results, k, clock0, env):
+            while _next_round(precision, results, k, case.rounds, round_starts, env):
                 ran[0] = max(ran[0], k + 1)
+                round_starts.append(time.monotonic())
                 grads = {m: os.path.join(tmp, f"{m.value}-{k}.npy") for m in modes}
                 for mode in round_order(modes, k):
                     if mode.value in out_of_memory:
@@ -288,12 +303,23 @@ def run_case(
                 save()  # with how --precision stopped
         except (Interrupted, KeyboardInterrupt) as err:
             partial = getattr(err, "partial", None)
-            order = [(k, m) for k in range(case.rounds) for m in round_order(modes, k)]
-            if partial is None and results and len(results) < len(order):
-                k, mode = order[len(results)]  # stopped between modes: say so in the file
+            done = {(r.round, r.mode) for r in results}
+            pending = [
+                (k, m)
+                for k in range(len(round_starts))
+                for m in round_order(modes, k)
+                if (k, m) not in done
+                and not (m.value in out_of_memory and k >= out_of_memory[m.value])
+            ]
+            if partial is None and results and pending:
+                k, mode = pending[0]  # stopped between modes: say so in the file
                 why = f"stopped by {stop_reason(err)} before this mode started"
                 partial = ModeResult(mode=mode, status=Status.INTERRUPTED, error=why, round=k,
                                      iterations_planned=case.repeats)  # fmt: skip
+            env["interrupted"] = {
+                "by": stop_reason(err),
+                "round": (partial.round if partial is not None else len(round_starts)) + 1,
+            }
             if partial is not None:
                 results.append(partial)
             if results:  # nothing measured yet: no file (a result needs a mode)

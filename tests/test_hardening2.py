@@ -585,7 +585,9 @@ def test_interrupts_name_the_signal_and_count_the_rounds_that_ran(fake, tmp_path
     saved = load_result(tmp_path / "r.json")
     last = saved.modes[-1]
     assert last.status is Status.INTERRUPTED and "stopped by SIGINT (Ctrl-C)" in last.error
-    assert "2 of 5 rounds ran" in headline(info.value.result)
+    assert "1 complete round (interrupted in round 2 by SIGINT (Ctrl-C))" in headline(
+        info.value.result
+    )
 
 
 def test_a_signal_during_a_sweep_saves_the_mode_in_flight(fake, tmp_path):

@@ -104,7 +104,7 @@ def test_run_adds_rounds_for_5_percent_by_default(fake, tmp_path, monkeypatch):
     assert invoke([*SMALL, "--out", str(out)]).exit_code == 0
     prec = load_result(out).environment["precision"]
     assert prec["target_rel"] == 0.05 and prec["stopped"] == "reached" and prec["rounds"] == 6
-    assert prec["max_rounds"] == 30 and prec["max_time_s"] == 900
+    assert prec["max_rounds"] == 30 and prec["max_time_s"] == 240
     fixed = tmp_path / "fixed.json"
     assert invoke([*SMALL, "--rounds", "2", "--out", str(fixed)]).exit_code == 0
     result = load_result(fixed)

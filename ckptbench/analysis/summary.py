@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptbench.analysis import intervals, stability
-from ckptbench.results import Case, Mode, ModeResult, pool_rounds
+from ckptbench.results import Case, Mode, ModeResult, Status, pool_rounds
 from ckptbench.schedules import get_strategy
 
 __all__ = [
@@ -119,7 +119,9 @@ def summarize(
     ``device_memory_savings``, ``device_peak_exact`` (GPU devices only),
     ``noise`` (verdicts that make time figures unstable), ``time_unstable``, ``time_cv`` and
     ``peak_spread_bytes`` (per mode: CV of its iteration times, spread of its per-round
-    median exact peaks), ``status`` (per mode), ``ok``.
+    median exact peaks), ``status`` (per mode: from its complete rounds), ``rounds_complete``
+    (rounds no interruption cut), ``interrupted_round`` (1-based, or None), ``ok`` (every
+    mode ok and nothing interrupted).
     """
     if not rounds and len({m.mode for m in modes}) < len(modes):
         rounds, modes = modes, pool_by_mode(modes)  # a result's modes, several rounds each
@@ -149,6 +151,7 @@ def summarize(
     advanced = counters.get("steps_advanced")
     taped = counters.get("steps_taped")
     estimates = round_estimates(rounds or modes, cpu_share, other_busy_cores)
+    cut = [r.round for r in rounds or modes if r.status is Status.INTERRUPTED]
     slowdown = estimates.get("slowdown")
     savings = estimates.get("memory_savings")
     return {
@@ -179,7 +182,9 @@ def summarize(
         "grad_max_rel_err": ckpt.grad_max_rel_err if ckpt is not None else None,
         "cpu_share": cpu_share,
         "status": {m.mode.value: m.status.value for m in modes},
-        "ok": all(m.ok for m in modes),
+        "rounds_complete": len({r.round for r in rounds or modes} - set(cut)),
+        "interrupted_round": min(cut) + 1 if cut else None,
+        "ok": all(m.ok for m in modes) and not cut,
     }
 
 

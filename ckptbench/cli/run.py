@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -51,6 +52,47 @@ def _precision_value(text: str | None) -> float | None:
     if text is None or str(text).strip().lower() in ("off", "none", "0", "0%"):
         return None
     return parse_fraction(text)
+
+
+def _round_seconds(case: Case, modes) -> float:
+    """A rough duration of one round before any is measured (the sweep's cell estimate)."""
+    from ckptbench.sweep_progress import estimated_seconds
+
+    one = estimated_seconds(replace(case, rounds=1))
+    return one * len(modes) / 3
+
+
+def plan_line(case: Case, modes, target, round_s: float) -> str:
+    """What ``run`` will do and about how long, said before measuring: 'measuring lstm 1000
+    steps, 31 snaps (revolve): baseline, normal, checkpointed in a fresh process each, 1
+    warm-up + 1 iteration per round; 6 rounds of ~28 s, then more until the slowdown is
+    within +/-5% (at most 30 rounds, none started past 4 min): about 3-5 min'."""
+    from ckptbench.render.format import fmt_duration
+
+    names = ", ".join(m.value for m in modes)
+    per = f"{case.warmup} warm-up + {case.repeats} iteration{'s' if case.repeats > 1 else ''}"
+    head = (
+        f"measuring {case.model} {case.steps} steps, {case.snaps} snaps ({case.strategy}): "
+        f"{names} in a fresh process each, {per} per round; "
+    )
+    least = case.rounds * round_s
+    if target is None:
+        return (
+            head + f"{case.rounds} rounds of ~{fmt_duration(round_s)}: about {fmt_duration(least)}"
+        )
+    cap = target.max_time_s
+    first = min(least, cap + round_s)
+    most = min(target.max_rounds * round_s, cap + round_s)
+    span = (
+        f"about {fmt_duration(first)}"
+        if most - first < 30
+        else f"about {fmt_duration(first)} to {fmt_duration(most)}"
+    )
+    return head + (
+        f"{case.rounds} rounds of ~{fmt_duration(round_s)}, then more until the slowdown is "
+        f"within +/-{target.target_rel:.0%} (at most {target.max_rounds} rounds; none that would "
+        f"end past --max-time {fmt_duration(cap)}): {span}. Ctrl-C keeps the complete rounds."
+    )
 
 
 def _parse_modes(text: str):
@@ -178,9 +220,11 @@ def _parse_modes(text: str):
 @click.option(
     "--max-time",
     type=SECONDS,
-    default="15m",
+    default="4m",
     show_default=True,
-    help="For --precision: start no new round after measuring this long.",
+    help="With --precision: the time cap of the whole measurement. No round starts that would "
+    "end past it (judged by the mean round so far), the planned --rounds included; at least "
+    "two rounds always run. The run says the interval it reached.",
 )
 @click.option(
     "--expect-oom",
@@ -203,6 +247,7 @@ def run(
     from ckptbench.planner import PlanError
     from ckptbench.render import explain_lines, failure_lines, headline, run_table, warning_lines
     from ckptbench.render.console import mode_progress, stderr_console
+    from ckptbench.render.run import interruption_line
     from ckptbench.results import result_to_dict, snaps_ignored
     from ckptbench.runner import Precision, expected_oom, run_case
     from ckptbench.tasks import CostsError, check_plugin, probe_device
@@ -260,8 +305,17 @@ def run(
     err_console = stderr_console()
     for note in notes if not quiet else ():
         err_console.print(f"[yellow]note[/yellow] {note}", highlight=False)
+    guess = _round_seconds(case, mode_list)
     progress_cb, stop = mode_progress(
-        err_console, mode_list, case, quiet=quiet, verbose=verbose, lines=progress_lines
+        err_console,
+        mode_list,
+        case,
+        quiet=quiet,
+        verbose=verbose,
+        lines=progress_lines,
+        precision=target,
+        guess_round_s=guess,
+        announce=plan_line(case, mode_list, target, guess),  # said as the first mode starts
     )
     code = None
     try:
@@ -288,10 +342,10 @@ def run(
         code = 128 + getattr(err, "signum", 2)
         measured = result is not None and result.modes
         where = f"what was measured is saved in {out}" if measured else "nothing measured"
-        ran = len({m.round for m in result.modes}) if measured else 0
-        rounds_ran = f" ({ran} of {case.rounds} rounds ran)" if case.rounds > 1 else ""
+        cut = interruption_line(result) if measured else None
         err_console.print(
-            f"[red]interrupted[/red] by {stop_reason(err)}: workers stopped; {where}{rounds_ran}",
+            f"[yellow]interrupted[/yellow] by {stop_reason(err)}: workers stopped; {where}"
+            + (f" ({cut})" if cut else ""),
             highlight=False,
         )
         if result is None:

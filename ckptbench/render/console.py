@@ -1,9 +1,10 @@
 """Consoles and progress displays for the command line (rich). On a terminal: colour and
-the terminal's width. Elsewhere (logs, files, CI): plain text, tables fit
+the terminal's width. Elsewhere (logs, files, CI): plain text, tables fit ``COLUMNS`` or
 :data:`PLAIN_WIDTH` columns and lines are never hard-wrapped."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,18 +12,32 @@ from rich.console import Console
 
 from ckptbench.results import Mode
 
-__all__ = ["PLAIN_WIDTH", "mode_progress", "stderr_console", "stdout_console"]
+__all__ = [
+    "PLAIN_WIDTH",
+    "JobClock",
+    "mode_progress",
+    "plain_width",
+    "stderr_console",
+    "stdout_console",
+]
 
 #: Width of tables when stdout is not a terminal.
 PLAIN_WIDTH = 120
 
 
+def plain_width() -> int:
+    """The width of output that is not a terminal: ``COLUMNS`` when it holds a width (a CI
+    log or a narrow pager asks for it), else :data:`PLAIN_WIDTH`."""
+    text = os.environ.get("COLUMNS", "").strip()
+    return int(text) if text.isdigit() and 20 <= int(text) <= 10_000 else PLAIN_WIDTH
+
+
 def stdout_console() -> Console:
-    """Results: the terminal's width, or 120 plain columns when piped."""
+    """Results: the terminal's width, or ``COLUMNS`` (default 120) plain columns when piped."""
     console = Console()
     if console.is_terminal:
         return console
-    return Console(width=PLAIN_WIDTH, no_color=True, highlight=False, soft_wrap=True)
+    return Console(width=plain_width(), no_color=True, highlight=False, soft_wrap=True)
 
 
 def stderr_console() -> Console:
@@ -41,6 +56,117 @@ def _eta(event: Any) -> str:
     return f", ETA {event.elapsed_s / done * left:.0f} s"
 
 
+def _clock(seconds: float) -> str:
+    """'0:42', '12:05', '1:02:05'."""
+    s = max(0, round(seconds))
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+class JobClock:
+    """How far a run is and how long it has left: rounds done, the current slowdown and
+    savings estimates with their intervals, and an ETA for the whole job.
+
+    ``precision`` (``runner.Precision`` or None) says when the runner stops adding rounds;
+    ``guess_round_s`` is the duration of a round before one is measured."""
+
+    def __init__(self, case: Any, modes: Sequence[Mode], precision: Any, guess_round_s: float):
+        import time
+
+        self._time = time.monotonic
+        self.case, self.modes, self.precision = case, tuple(modes), precision
+        self.guess_round_s = guess_round_s
+        self.t0: float | None = None
+        self.done_rounds: set[int] = set()
+        self.results: list[Any] = []
+        self.seen: dict[int, set[Mode]] = {}
+        self.estimate: dict[str, Any] = {}
+
+    def elapsed(self) -> float:
+        return 0.0 if self.t0 is None else self._time() - self.t0
+
+    def started(self) -> None:
+        if self.t0 is None:
+            self.t0 = self._time()
+
+    def mode_done(self, round_index: int, mode: Mode, result: Any = None) -> bool:
+        """Record a finished (or skipped) mode; True when it completed its round."""
+        if result is not None:
+            self.results.append(result)
+        seen = self.seen.setdefault(round_index, set())
+        seen.add(mode)
+        if seen >= set(self.modes) and round_index not in self.done_rounds:
+            self.done_rounds.add(round_index)
+            self._estimate()
+            return True
+        return False
+
+    def _estimate(self) -> None:
+        from ckptbench.analysis.summary import round_estimates
+
+        try:
+            est = round_estimates(self.results)
+        except Exception:  # a display must never stop a run
+            est = {}
+        self.estimate = est
+
+    def round_s(self) -> float:
+        n = len(self.done_rounds)
+        return self.elapsed() / n if n else self.guess_round_s
+
+    def rounds_expected(self) -> int:
+        """The rounds this job will most likely run: the planned ones, more while the
+        interval is wider than --precision (shrinking as 1/sqrt(rounds)), capped."""
+        planned = self.case.rounds
+        prec = self.precision
+        if prec is None:
+            return planned
+        done = len(self.done_rounds)
+        slow = self.estimate.get("slowdown")
+        half = getattr(slow, "half_width_rel", None)
+        want = planned
+        if half is not None and done >= 2 and half > prec.target_rel:
+            want = max(planned, int(done * (half / prec.target_rel) ** 2 + 0.999))
+        want = min(want, max(prec.max_rounds, planned))
+        by_time = int(prec.max_time_s / max(self.round_s(), 1e-9))
+        return max(min(want, max(by_time, 2)), done, 1)
+
+    def eta_s(self) -> float:
+        left = self.rounds_expected() - len(self.done_rounds)
+        current = self.seen.get(len(self.done_rounds), set())
+        into = len(current) / max(len(self.modes), 1)  # the round in flight, roughly
+        eta = max(left - into, 0.0) * self.round_s()
+        if self.precision is not None:
+            eta = min(eta, max(self.precision.max_time_s + self.round_s() - self.elapsed(), 0))
+        return eta
+
+    def summary(self) -> str:
+        """'3 rounds done (plan 6-30) · 1:12 elapsed, ~2:40 left · slowdown 1.31x [1.25,
+        1.37] +/-4.6% (goal 5%) · savings 79.8x': the time first, so a narrow terminal
+        that cuts the line still shows it."""
+        done = len(self.done_rounds)
+        plan = f"{self.case.rounds}"
+        if self.precision is not None:
+            plan += f"-{max(self.precision.max_rounds, self.case.rounds)}"
+        parts = [
+            f"{done} round{'s' if done != 1 else ''} done (plan {plan})",
+            f"{_clock(self.elapsed())} elapsed, ~{_clock(self.eta_s())} left",
+        ]
+        slow = self.estimate.get("slowdown")
+        if slow is not None:
+            lo, hi = slow.as_list()
+            goal = f" (goal {self.precision.target_rel:.0%})" if self.precision else ""
+            parts.append(
+                f"slowdown {slow.value:.2f}x [{lo:.2f}, {hi:.2f}] "
+                f"+/-{slow.half_width_rel:.1%}{goal}"
+            )
+        sav = self.estimate.get("memory_savings")
+        if sav is not None:
+            parts.append(f"savings {sav.value:.1f}x")
+        return " · ".join(parts)
+
+
 def mode_progress(
     console: Console,
     modes: Sequence[Mode],
@@ -49,60 +175,89 @@ def mode_progress(
     quiet: bool = False,
     verbose: bool = False,
     lines: bool = False,
+    precision: Any = None,
+    guess_round_s: float = 30.0,
+    announce: str | None = None,
 ):
     """Progress fed by the runner's events; returns (callback, stop).
 
-    In a terminal a live bar per (round, mode) with iteration k of n; elsewhere one line per
-    finished mode. ``lines`` (``--progress``) prints one line per iteration with the elapsed
-    time and an ETA even when not a terminal; ``verbose`` adds each iteration's time and
-    exact peak; ``quiet`` shows nothing. A (round, mode) the runner skips after the mode ran
-    out of memory shows as skipped on its bar; the run's warnings say it once.
+    In a terminal a live display of at most one line per mode of the round in flight and
+    one summary line (rounds done, the current slowdown and savings with their intervals,
+    elapsed time and an ETA for the whole job); each finished round prints one line above
+    it and scrolls away, so the display never grows past the terminal. Elsewhere one line
+    per finished mode and per finished round (with the same summary). ``lines``
+    (``--progress``) prints one line per iteration with the elapsed time and an ETA even
+    when not a terminal; ``verbose`` adds each iteration's time and exact peak; ``quiet``
+    shows nothing. A (round, mode) the runner skips after the mode ran out of memory shows
+    as skipped; the run's warnings say it once. ``announce`` (what the run will do and about
+    how long) is printed as the first mode starts, after every input check.
     """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.live import Live
+    from rich.text import Text
 
-    live = console.is_terminal and not quiet and not lines
-    prog = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(bar_width=20),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-        disable=not live,
-    )
+    live_on = console.is_terminal and not quiet and not lines
+    clock = JobClock(case, modes, precision, guess_round_s)
     planned = case.warmup + case.repeats
-    tasks = {}
+    state: dict[Mode, str] = {}
+    current = [0]
 
     def label_of(round_index: int, mode: Mode) -> str:
-        if case.rounds == 1 and round_index == 0:
+        if case.rounds == 1 and round_index == 0 and precision is None:
             return mode.value
         return f"round {round_index + 1} {mode.value}"
 
-    for k in range(case.rounds):
+    def render() -> Text:
+        text = Text(no_wrap=True, overflow="ellipsis")
         for m in modes:
-            tasks[k, m] = prog.add_task(f"{label_of(k, m)}: waiting", total=planned, start=False)
-    prog.start()
+            text.append(f"{label_of(current[0], m)}: {state.get(m, 'waiting')}\n")
+        text.append(clock.summary(), style="bold")
+        return text
+
+    display = Live(
+        get_renderable=render,
+        console=console,
+        auto_refresh=True,
+        refresh_per_second=2,
+        transient=True,
+        vertical_overflow="crop",
+    )
 
     def say(text: str) -> None:
         if not quiet:
-            console.print(text, highlight=False)
+            console.print(text, highlight=False, soft_wrap=not live_on)
+
+    def round_line(round_index: int) -> str:
+        """A finished round: one short line on a terminal (it scrolls away above the live
+        display), with the job's summary in a log."""
+        got = [r for r in clock.results if r.round == round_index]
+        times = []
+        for r in got:
+            t = [it.wall_time_s for it in r.iterations]
+            times.append(f"{r.mode.value} {sorted(t)[len(t) // 2]:.2f} s" if t else
+                         f"{r.mode.value} {r.status.value}")  # fmt: skip
+        line = f"round {round_index + 1}: {', '.join(times)}"
+        return line if live_on else f"{line}; {clock.summary()}"
 
     def callback(event):
-        if (event.round, event.mode) not in tasks:  # a round added by --precision
-            for m in modes:
-                tasks[event.round, m] = prog.add_task(
-                    f"{label_of(event.round, m)}: waiting", total=planned, start=False
-                )
-        task = tasks[event.round, event.mode]
+        if clock.t0 is None:  # measuring starts: say what and how long, then show progress
+            if announce and not quiet:
+                console.print(announce, highlight=False)
+            if live_on:
+                display.start()
+        clock.started()
+        if event.round != current[0]:
+            current[0] = event.round
+            state.clear()
         label = label_of(event.round, event.mode)
         if event.phase == "skip":  # out of memory in an earlier round: the run's warning says so
-            prog.update(task, description=f"{label}: skipped (out of memory before)")
+            state[event.mode] = "skipped (out of memory before)"
+            if clock.mode_done(event.round, event.mode):
+                say(round_line(event.round))
         elif event.phase == "start":
-            prog.start_task(task)
-            prog.update(task, description=f"{label}: starting a fresh worker")
+            state[event.mode] = "starting a fresh worker"
         elif event.phase == "iteration":
             kind = "warm-up" if event.warmup else "iteration"
-            prog.update(task, completed=event.index + 1, description=f"{label}: {kind}")
+            state[event.mode] = f"{kind} {event.index + 1}/{planned}, {event.elapsed_s:.0f} s"
             if lines or verbose:
                 rec = event.record
                 detail = (
@@ -116,8 +271,16 @@ def mode_progress(
                 )
         else:
             status = event.result.status.value
-            prog.update(task, completed=planned, description=f"{label}: {status}")
-            if not live:
+            state[event.mode] = status
+            if not live_on:
                 say(f"{label}: {status}")
+            if clock.mode_done(event.round, event.mode, event.result):
+                say(round_line(event.round))
 
-    return callback, prog.stop
+    def stop() -> None:
+        if display.is_started:
+            display.stop()
+
+    callback.display = display  # type: ignore[attr-defined]  # what a terminal shows (tests)
+    callback.clock = clock  # type: ignore[attr-defined]
+    return callback, stop

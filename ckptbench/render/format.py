@@ -16,8 +16,10 @@ __all__ = [
     "cell_labels",
     "common_fields",
     "fmt_bytes",
+    "fmt_duration",
     "fmt_ratio",
     "fmt_ratio_ci",
+    "fmt_size",
     "fmt_time",
     "fmt_time_spread",
     "missing",
@@ -51,6 +53,35 @@ def fmt_bytes(n: float | None, *, signed: bool = False, digits: int = 1, unit: b
         return "-"
     sign = "+" if signed and n > 0 else ""
     return f"{sign}{n / MIB:,.{digits}f}" + (" MiB" if unit else "")
+
+
+def fmt_size(n: float | None, *, signed: bool = False) -> str:
+    """Bytes at the precision of their size: '512 B', '5.0 KiB', '256 KiB', '1.25 MiB',
+    '+48.5 MiB', '2.00 GiB' (three significant digits, the unit that keeps them)."""
+    if missing(n):
+        return "-"
+    sign = "+" if signed and n > 0 else ("-" if n < 0 else "")
+    size = abs(float(n))
+    for unit, scale in (("GiB", 2**30), ("MiB", MIB), ("KiB", 1024)):
+        if size >= scale:
+            value = size / scale
+            digits = 2 if value < 10 else 1 if value < 100 else 0
+            return f"{sign}{value:.{digits}f} {unit}"
+    return f"{sign}{size:.0f} B"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """A duration for people: '45 s', '4 min', '4 min 30 s', '1 h 5 min'."""
+    if missing(seconds):
+        return "-"
+    s = round(float(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        m, rest = divmod(s, 60)
+        return f"{m} min" + (f" {rest} s" if rest else "")
+    h, rest = divmod(s, 3600)
+    return f"{h} h" + (f" {rest // 60} min" if rest // 60 else "")
 
 
 def fmt_ratio(v: float | None, digits: int = 2) -> str:

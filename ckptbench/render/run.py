@@ -9,6 +9,7 @@ from typing import Any
 from ckptbench.analysis import mode_peak_bytes
 from ckptbench.render.format import (
     fmt_bytes,
+    fmt_duration,
     fmt_ratio,
     fmt_ratio_ci,
     fmt_time,
@@ -29,9 +30,12 @@ __all__ = [
     "explain_lines",
     "failure_lines",
     "fmt_bytes",
+    "gradient_text",
     "headline",
+    "interruption_line",
     "limit_outcome",
     "plan_table",
+    "rounds_text",
     "run_table",
     "schedule_table",
 ]
@@ -72,10 +76,50 @@ def _setting(result: RunResult) -> str:
         what = f"{spec.label}, {c.snaps} checkpoints"
     else:
         what = f"{c.snaps} snaps ({c.strategy})"
-    ran = len({m.round for m in result.modes})  # an interrupted run ran fewer
-    rounds = f", {c.rounds} rounds" if ran == c.rounds > 1 else ""
-    rounds = f", {ran} of {c.rounds} rounds ran" if ran < c.rounds else rounds
-    return f"{c.model} {c.steps} steps, {what}{backend}{rounds}:"
+    return f"{c.model} {c.steps} steps, {what}{backend}{rounds_text(result)}:"
+
+
+def rounds_text(result: RunResult) -> str:
+    """', 8 rounds', or for an interrupted run ', 7 complete rounds (interrupted in round 8
+    by SIGINT (Ctrl-C))': a mode's figures come from its complete rounds."""
+    started, complete = result.rounds_started, result.rounds_complete
+    cut = result.interrupted_round
+    if cut is None:
+        return f", {started} rounds" if started > 1 else ""
+    by = ((result.environment or {}).get("interrupted") or {}).get("by")
+    by = f" by {by}" if by else ""
+    plural = "s" if complete != 1 else ""
+    return f", {complete} complete round{plural} (interrupted in round {cut}{by})"
+
+
+def interruption_line(result: RunResult) -> str | None:
+    """'interrupted in round 8; 7 complete rounds of every mode kept (6 planned, 8 started)'."""
+    cut = result.interrupted_round
+    if cut is None:
+        return None
+    complete = result.rounds_complete
+    prec = (result.environment or {}).get("precision") or {}
+    planned = prec.get("rounds_planned") or result.case.rounds
+    kept = (
+        f"{complete} complete round{'s' if complete != 1 else ''} of every mode kept"
+        if complete
+        else "no round of every mode completed"
+    )
+    return (
+        f"interrupted in round {cut}; {kept} ({result.rounds_started} started, {planned} planned)"
+    )
+
+
+def gradient_text(result: RunResult) -> str | None:
+    """'gradient within 2.2e-16 of plain' (the max relative error of the checkpointed
+    gradient against the plain one), 'gradient equal to plain', or None when unchecked."""
+    ckpt = result.mode(Mode.CHECKPOINTED)
+    err = ckpt.grad_max_rel_err if ckpt is not None else None
+    if err is None:
+        return None
+    if err == 0:
+        return "gradient equal to plain"
+    return f"gradient within {err:.2g} of plain"
 
 
 def headline(result: RunResult) -> str:
@@ -108,12 +152,18 @@ def headline(result: RunResult) -> str:
     ckpt = result.mode(Mode.CHECKPOINTED)
     if ckpt is not None and ckpt.ok and ckpt.grad_max_rel_err is None:
         parts.append("— gradient NOT verified (no normal-mode gradient to compare)")
+    elif ckpt is not None and ckpt.ok and (grad := gradient_text(result)) is not None:
+        parts.append(f"— {grad}")
     if not s.get("ok", False):
-        failed = [m for m, st in s.get("status", {}).items() if st != "ok"]
+        status = s.get("status", {})
+        failed = [m for m, st in status.items() if st not in ("ok", Status.INTERRUPTED.value)]
         if limited is not None:  # normal's stop at the limit is said above
             failed = [m for m in failed if m != Mode.NORMAL.value]
         if failed:
             parts.append(f"— FAILED: {', '.join(failed)}")
+        cut = [m for m, st in status.items() if st == Status.INTERRUPTED.value]
+        if cut:
+            parts.append(f"— no complete round of {', '.join(cut)}")
     return " ".join(parts)
 
 
@@ -124,8 +174,9 @@ def _text(value: Any, _record: dict[str, Any]) -> str:
 def run_table(result: RunResult) -> Table:
     """One row per mode: peaks, overhead, time, ratios, evaluations, gradient error.
 
-    At 100 columns the sampled peak, the gradient error, the time range and the
-    evaluations are left out, in that order; mode names and numbers are never cut."""
+    Where the width is short, the sampled peak, the time range, the evaluations, the
+    gradient error (the headline names it), the exact peak, the time and the status are
+    left out, in that order, and named; mode names and numbers are never cut."""
     s = result.summary
     overhead = s.get("overhead_bytes", {})
     times_s = s.get("time_s", {})
@@ -178,29 +229,29 @@ def run_table(result: RunResult) -> Table:
         )
     if _on_device(s):  # a GPU: device memory first, host RSS beside it
         memory = (
-            Column("dpeak", "device peak", _text),
+            Column("dpeak", "device peak", _text, priority=4),
             Column("dover", "device over", _text),
-            Column("peak", "host peak", _text, priority=6),
-            Column("overhead", "host over", _text, priority=6),
+            Column("peak", "host peak", _text, priority=9),
+            Column("overhead", "host over", _text, priority=9),
         )
         savings = Column("dsavings", "savings", _text)
     else:
         memory = (
-            Column("peak", "exact peak", _text),
-            Column("sampled", "sampled", _text, priority=5),
+            Column("peak", "exact peak", _text, priority=4),
+            Column("sampled", "sampled", _text, priority=8),
             Column("overhead", "overhead", _text),
         )
         savings = Column("savings", "savings", _text)
-    columns = (
+    columns = (  # left out first: sampled, time range, evaluations, grad err, peak, time
         Column("mode", "mode", _text, "left"),
-        Column("status", "status", _text, "left"),
+        Column("status", "status", _text, "left", priority=2),
         *memory,
-        Column("time", "time/iter", _text),
-        Column("range", "[min, max] s", _text, priority=3),
+        Column("time", "time/iter", _text, priority=3),
+        Column("range", "[min, max] s", _text, priority=7),
         Column("slowdown", "slowdown", _text),
         savings,
-        Column("evals", "evals (opt)", _text, priority=2),
-        Column("err", "grad err", _text, priority=4),
+        Column("evals", "evals (opt)", _text, priority=6),
+        Column("err", "grad err", _text, priority=5),
     )
     bad = {st.value: "red" for st in Status if st is not Status.OK}
     return Table(f"ckptbench run — {result.case.key}", columns, tuple(records), styles=bad)
@@ -235,6 +286,20 @@ def explain_lines(result: RunResult) -> list[str]:
             f"--precision {prec['target_rel']:.1%} reached: slowdown interval "
             f"+/-{prec['half_width_rel']:.1%} after {prec['rounds']} rounds"
         )
+    elif prec.get("stopped") in ("max-time", "max-rounds"):
+        half = prec.get("half_width_rel")
+        got = "no interval" if half is None else f"slowdown interval +/-{half:.1%}"
+        cap = (
+            f"time cap (--max-time {fmt_duration(prec['max_time_s'])})"
+            if prec["stopped"] == "max-time"
+            else f"round cap (--max-rounds {prec['max_rounds']})"
+        )
+        lines.append(
+            f"stopped at the {cap} after {prec['rounds']} rounds: {got}, "
+            f"not the +/-{prec['target_rel']:.1%} of --precision; a longer --max-time narrows it"
+        )
+    if (cut := interruption_line(result)) is not None:
+        lines.append(cut)
     spread = s.get("peak_spread_bytes") or {}
     if result.case.rounds > 1 and spread:
         parts = ", ".join(

@@ -89,7 +89,9 @@ class Table:
 
 def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column]]:
     """The columns that fit ``width`` and those left out. Steps, cheapest first: use a
-    column's narrow text, or leave out the column with the highest priority number."""
+    column's narrow text, or leave out the column with the highest priority number; when
+    only priority-1 columns are left, the rightmost (never the first). A value is never cut:
+    its column is whole or left out and named."""
     cols = list(table.shown)
     dropped: list[Column] = []
     if width is None:
@@ -110,6 +112,8 @@ def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column]]:
     while total(cols) > width:
         steps = [(c.priority, 0, c) for c in cols if c.priority > 1]
         steps += [(c.narrow_priority, 1, c) for c in cols if c.narrow is not None]
+        if not steps and len(cols) > 1:  # still too wide: the rightmost goes, named, never cut
+            steps = [(1, 0, cols[-1])]
         if not steps:
             break
         _, narrowing, col = max(steps, key=lambda s: (s[0], s[1], cols.index(s[2])))

@@ -1,0 +1,187 @@
+"""Tables never cut a value (issue 25, item 3): every table ckptbench prints, rendered at 60,
+80, 100 and 120 columns, shows each column whole or leaves it out and names it, and every
+number it shows is the unrounded value of its row, rounded at the digits shown."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from _synthetic import CI_CASE, make_result
+
+from ckptbench.analysis import compare
+from ckptbench.analysis.summary import mode_peak_bytes
+from ckptbench.render.cells import cells_table, delta_table, invocations_table
+from ckptbench.render.run import closed_form_table, run_table, schedule_table
+from ckptbench.render.table import Table, _fit, _grid, to_text
+from ckptbench.results import Mode, Status
+from ckptbench.schedules import replay, schedule
+
+WIDTHS = (60, 80, 100, 120)
+MIB = 2**20
+NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?")
+
+
+def _numbers(values: Any) -> list[float]:
+    out: list[float] = []
+    for v in values:
+        if isinstance(v, bool) or v is None:
+            continue
+        if isinstance(v, int | float) and math.isfinite(v):
+            out += [float(v), v / MIB, v * 100]
+        elif isinstance(v, dict):
+            out += _numbers(v.values())
+        elif isinstance(v, list | tuple):
+            out += _numbers(v)
+    return out
+
+
+def _rounds_to(shown: str, candidates: list[float]) -> bool:
+    """Is the number shown some candidate rounded at the shown digits?"""
+    text = shown.rstrip("%").replace(",", "")
+    value = float(text)
+    if "e" in text:
+        mantissa = text.split("e")[0]
+        digits = len(mantissa.split(".")[1]) if "." in mantissa else 0
+        exp = int(text.split("e")[1])
+        tol = 0.5 * 10 ** (exp - digits) * 1.0001
+    else:
+        digits = len(text.split(".")[1]) if "." in text else 0
+        tol = 0.5 * 10 ** (-digits) * 1.0001 + 1e-12
+    return any(abs(abs(value) - abs(c)) <= tol for c in candidates)
+
+
+def _check(table: Table, candidates_of) -> None:
+    for width in WIDTHS:
+        text = to_text(table, width)
+        shown, dropped = _fit(table, width)
+        lines = text.splitlines()
+        start = len(_wrapped(table.title, width)) if table.title else 0
+        grid = lines[start : start + len(table.records) + 2 * table.show_header]
+        notes = " ".join(lines[start + len(grid) :])
+        named = notes.split("not shown at this width:", 1)[-1] if dropped else ""
+        for col in dropped:
+            assert col.header in named, (width, col.header)
+        assert {c.key for c in shown} | {c.key for c in dropped} == {c.key for c in table.shown}
+        for line in grid:
+            assert len(line) <= width, (width, line)
+        if table.show_header:
+            for col in shown:
+                assert col.header in grid[0], (width, col.header)
+        for record in table.records:
+            cands = candidates_of(record)
+            for col in shown:
+                cell = col.text(record)
+                full = {c.key: c for c in table.shown}[col.key]
+                whole = {full.text(record)}
+                if full.narrow is not None:
+                    whole.add(full.narrow(record.get(col.key), record))
+                assert cell in whole, (width, col.key, cell)  # whole, never cut
+                assert any(cell in line for line in grid[2 * table.show_header :]), cell
+                if col.key in ("label", "short", "mode", "status", "verdict", "note", "host"):
+                    continue
+                for number in NUMBER.findall(cell):
+                    assert _rounds_to(number, cands), (width, col.key, cell, number)
+
+
+def _wrapped(title: str, width: int) -> list[str]:
+    import textwrap
+
+    if len(title) <= width:
+        return [title]
+    return textwrap.wrap(title, width, break_long_words=False, break_on_hyphens=False)
+
+
+def _run_candidates(result):
+    s = result.summary
+
+    def of(record: dict[str, Any]) -> list[float]:
+        mode = Mode(record["mode"])
+        m = result.mode(mode)
+        per_mode = [
+            mode_peak_bytes(m),
+            m.sampled_peak_rss_bytes,
+            m.counters,
+            m.grad_max_rel_err,
+            s["time_s"].get(mode.value),
+            s["overhead_bytes"].get(mode.value),
+            s.get("peak_device_bytes", {}).get(mode.value),
+            s.get("device_overhead_bytes", {}).get(mode.value),
+        ]
+        cell = [s["slowdown"], s["slowdown_ci"], s["memory_savings"], s["memory_savings_ci"],
+                s["step_evaluations_optimal"], s.get("device_memory_savings"), 1.0]  # fmt: skip
+        return _numbers(per_mode + cell)
+
+    return of
+
+
+def _raw_candidates(record: dict[str, Any]) -> list[float]:
+    return _numbers(record.values())
+
+
+RESULT = make_result(CI_CASE, seed=3)
+BIG = {"normal": 123_456 * MIB, "checkpointed": int(12.84 * MIB)}
+WIDE = make_result(replace(CI_CASE, steps=12345, snaps=77, hidden=1024), seed=4, overhead=BIG)
+
+
+@pytest.mark.parametrize("result", [RESULT, WIDE], ids=["small", "wide-numbers"])
+def test_run_table_at_every_width(result):
+    _check(run_table(result), _run_candidates(result))
+
+
+def test_run_table_of_a_failed_mode_at_every_width():
+    result = make_result(CI_CASE, seed=5, status={"checkpointed": Status.FAILED})
+    _check(run_table(result), _run_candidates(result))
+
+
+def test_compare_tables_at_every_width():
+    results = [make_result(CI_CASE, seed=k) for k in range(3)]
+    results.append(make_result(replace(CI_CASE, snaps=4, strategy="uniform"), seed=9))
+    _check(cells_table(results), _raw_candidates)
+    pooled = invocations_table(results)
+    assert pooled is not None
+    _check(pooled, _raw_candidates)
+    old = [make_result(CI_CASE, seed=11, memory_scale={"normal": 1.2})]
+    _check(delta_table(compare(results[:1], old)), _raw_candidates)
+
+
+def test_schedule_tables_at_every_width():
+    stats = replay(schedule(1000, 31), 1000, 31)
+    _check(schedule_table(stats, 31, "revolve", 0.0123), lambda _r: _numbers(
+        [stats.advances, stats.evaluations, stats.taped, stats.peak_snapshots, stats.actions,
+         stats.max_step_advances, 3, 2439, stats.advances / 1000, 12.3]))  # fmt: skip
+    _check(closed_form_table(10**6, 100, "revolve"), lambda r: _numbers([_value(r)]))
+
+
+def _value(record: dict[str, Any]) -> float:
+    return float(record["value"])
+
+
+def test_a_value_is_never_cut_even_when_nothing_else_can_go():
+    table = run_table(RESULT)
+    for width in (20, 30, 40):
+        grid, notes = _grid(table, width)
+        shown, dropped = _fit(table, width)
+        assert dropped and any(n.startswith("not shown at this width:") for n in notes)
+        assert [c.key for c in shown] == ["mode"] or all(len(x) <= width for x in grid)
+
+
+def test_columns_is_honoured_when_piped(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.results import save_result
+
+    paths = []
+    for k in range(2):
+        paths.append(tmp_path / f"r{k}.json")
+        save_result(make_result(replace(CI_CASE, snaps=4 + k), seed=k), paths[-1])
+    for width in (60, 80):
+        monkeypatch.setenv("COLUMNS", str(width))
+        res = CliRunner().invoke(cli, ["compare", *map(str, paths)], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        grid = [x for x in res.output.splitlines() if "  " in x and not x.startswith("warning")]
+        assert grid and max(len(x) for x in grid) <= width, res.output
