@@ -45,6 +45,7 @@ __all__ = [
     "PeakWindow",
     "RssSampler",
     "environment",
+    "malloc_env",
     "numpy_environment",
     "peak_method",
     "pinned_thread_env",
@@ -490,8 +491,17 @@ def environment() -> dict[str, object]:
         "peak_method": peak_method(),
         "ckptbench_version": _ckptbench_version(),
         "git_commit": _git_commit(),  # ckptbench's own checkout; None when installed
-        "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
+        "malloc_env": malloc_env(),
     }
+
+
+def malloc_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The allocator settings a worker inherits: glibc's ``MALLOC_*`` variables (e.g.
+    ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_ARENA_MAX``) and ``GLIBC_TUNABLES``. They move
+    torch's CPU peaks by hundreds of MiB and its times by up to 2x (docs/results/
+    torch-memory.md), so every result records them; ckptbench itself sets none."""
+    env = os.environ if environ is None else environ
+    return {k: v for k, v in env.items() if k.startswith("MALLOC_") or k == "GLIBC_TUNABLES"}
 
 
 def _ckptbench_version() -> str:

@@ -287,6 +287,25 @@ def test_environment_is_json_and_complete(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert env_there["ckptbench_version"]
 
 
+def test_allocator_settings_are_recorded_and_reach_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # glibc's heap settings move torch's peaks by hundreds of MiB: a result must say them
+    from ckptbench.launch import child_env
+    from ckptbench.results import Case
+
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    recorded = measure.environment()["malloc_env"]
+    assert recorded["MALLOC_MMAP_THRESHOLD_"] == "65536"
+    assert recorded["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=1"
+    assert "MALLOC_ARENA_MAX" not in recorded
+    worker = child_env(Case())
+    assert measure.malloc_env(worker) == recorded  # the worker runs with what was recorded
+    assert measure.malloc_env({"PATH": "/bin", "MALLOCX": "1"}) == {}
+
+
 def test_numpy_environment_is_json() -> None:
     info = measure.numpy_environment()
     assert json.loads(json.dumps(info)) == info
