@@ -17,6 +17,7 @@ __all__ = [
     "common_fields",
     "fmt_bytes",
     "fmt_duration",
+    "fmt_overhead",
     "fmt_ratio",
     "fmt_ratio_ci",
     "fmt_size",
@@ -53,6 +54,21 @@ def fmt_bytes(n: float | None, *, signed: bool = False, digits: int = 1, unit: b
         return "-"
     sign = "+" if signed and n > 0 else ""
     return f"{sign}{n / MIB:,.{digits}f}" + (" MiB" if unit else "")
+
+
+def fmt_overhead(over: Any, *, digits: int = 1, unit: bool = True) -> str:
+    """An overhead with the interval both modes' iteration spreads allow (a dict of
+    :class:`ckptbench.analysis.memnoise.Overhead`'s ``as_dict``, or the object):
+    '+12.3 MiB [+11.9, +12.8]'; one smaller than its noise is '< noise (±3.2 MiB)', never a
+    number (a negative one least of all)."""
+    if over is None:
+        return "-"
+    get = over.get if isinstance(over, dict) else lambda k: getattr(over, k)
+    u = " MiB" if unit else ""
+    if get("below_noise"):
+        return f"< noise (±{get('noise') / MIB:,.{digits}f}{u})"
+    lo, hi = (fmt_bytes(get(k), signed=True, digits=digits, unit=False) for k in ("low", "high"))
+    return f"{fmt_bytes(get('value'), signed=True, digits=digits, unit=False)}{u} [{lo}, {hi}]"
 
 
 def fmt_size(n: float | None, *, signed: bool = False) -> str:
