@@ -26,7 +26,7 @@ Bad input (unreadable files, nothing to compare) raises ``ValueError`` (the CLI 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -40,10 +40,17 @@ from ckptbench.analysis import (
     summarize,
     time_change,
 )
+from ckptbench.analysis.stats import size_text
 from ckptbench.config import Expect, SweepConfig, load_config
 from ckptbench.results import MODES, Case, Mode, RunResult
 from ckptbench.schedules import get_strategy
-from ckptbench.store import expectations_from_manifests, load_results, missing_cells
+from ckptbench.store import (
+    MANIFEST_NAME,
+    expectations_from_manifests,
+    load_results,
+    missing_cells,
+    read_manifest,
+)
 
 MIB = 2**20
 
@@ -74,6 +81,9 @@ class GateReport:
     lines: tuple[GateLine, ...]
     notes: tuple[str, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
+    #: where the limits come from ('limits: ...') and warnings about them ('warning: ...'),
+    #: said right after the headline
+    sources: tuple[str, ...] = ()
 
     @property
     def failures(self) -> tuple[GateLine, ...]:
@@ -214,7 +224,8 @@ def _memory_lines(ref: PooledCell, cur: PooledCell, tolerance: float, floor: int
         rel = f" ({d.delta_rel:+.1%})" if d.delta_rel is not None else ""
         detail = (
             f"{what} {before / MIB:.2f} -> {after / MIB:.2f} MiB, "
-            f"{d.delta_bytes / MIB:+.2f} MiB{rel}; limit +{d.limit_bytes / MIB:.2f} MiB"
+            f"{size_text(d.delta_bytes, signed=True)}{rel}; "
+            f"limit {size_text(d.limit_bytes, signed=True)}"
         )
         if d.changed and not d.regressed:
             detail += " (improved: consider updating the reference)"
@@ -338,8 +349,83 @@ def run_check(
         for key, what in missing_cells(results)
     ]
     if lost:  # a deleted cell, or a sweep stopped between cells, fails the gate
-        report = GateReport((*report.lines, *lost), report.notes, report.settings)
+        report = replace(report, lines=(*report.lines, *lost))
     if expect is None:
         note = "no [expect] thresholds (pass --config or check a sweep folder)"
-        report = GateReport(report.lines, (*report.notes, note), report.settings)
-    return report
+        report = replace(report, notes=(*report.notes, note))
+    return replace(report, sources=limit_sources(results, config, expect is not None, report))
+
+
+def _manifests(paths: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """(manifest path, its recorded config) for the sweep folders or manifests in ``paths``."""
+    out = []
+    for raw in paths:
+        p = Path(raw)
+        manifest = p / MANIFEST_NAME if p.is_dir() else p
+        if manifest.name != MANIFEST_NAME or not manifest.is_file():
+            continue
+        data = read_manifest(manifest) or {}
+        if isinstance(data.get("config"), dict):
+            out.append((manifest, data["config"]))
+    return out
+
+
+def _expect_diff(recorded: dict[str, Any], config: SweepConfig) -> list[str]:
+    """The [expect] values in which a config file differs from a manifest's copy of it."""
+    now = {"*": config.expect.as_dict()} | {
+        k: v.as_dict() for k, v in config.expect_by_strategy.items()
+    }
+    then = {"*": recorded.get("expect") or {}} | dict(recorded.get("expect_by_strategy") or {})
+    diffs = []
+    for table in sorted(set(now) | set(then), key=lambda k: (k != "*", k)):
+        a, b = then.get(table) or {}, now.get(table) or {}
+        where = "" if table == "*" else f"[{table}] "
+        for name in sorted(set(a) | set(b)):
+            if a.get(name) != b.get(name):
+                diffs.append(
+                    f"{where}{name} {b.get(name)!r} in the file, {a.get(name)!r} in the copy"
+                )
+    return diffs
+
+
+def limit_sources(
+    results: Sequence[str | Path], config: str | Path | None, has_expect: bool, report: GateReport
+) -> tuple[str, ...]:
+    """Where the gate's limits come from, said before the verdicts: the [expect] table (a
+    --config file, or the copy of the sweep's config recorded in its manifest) and the memory
+    and time rules; a warning when the config file on disk no longer matches that copy (the
+    gate uses the copy: editing the file alone changes nothing)."""
+    out = []
+    if config is not None:
+        out.append(f"limits: [expect] from --config {config}")
+    elif has_expect:
+        for manifest, recorded in _manifests(results):
+            source = recorded.get("source") or "its config"
+            out.append(
+                f"limits: [expect] from {manifest}, the copy of {source} made when the sweep "
+                "ran (--config FILE gates on a file instead)"
+            )
+            path = Path(str(recorded.get("source") or ""))
+            if not path.is_file():
+                continue
+            try:
+                diffs = _expect_diff(recorded, load_config(path))
+            except (OSError, ValueError):
+                continue
+            if diffs:
+                out.append(
+                    f"warning: {path} on disk differs from that copy ({'; '.join(diffs)}); "
+                    f"the gate uses the copy: pass --config {path} to gate on the file"
+                )
+    s = report.settings
+    if s.get("reference"):
+        time_rule = (
+            f"time may not grow beyond +{s['time_tolerance']:.0%} (95% interval)"
+            if s.get("time_tolerance")
+            else "time not gated"
+        )
+        out.append(
+            f"limits: memory may grow by {s['memory_tolerance']:.0%} of the reference or "
+            f"{size_text(s['memory_floor_bytes'])}, whichever is larger; {time_rule}"
+        )
+    return tuple(out)

@@ -69,7 +69,7 @@ def test_a_twenty_percent_memory_regression_fails() -> None:
         assert report.exit_code == 1
         [failure] = report.failures
         assert failure.key == CELLS[cell].key and failure.check == "memory:checkpointed"
-        growth = float(re.search(r"MiB \(\+([0-9.]+)%\)", failure.detail).group(1))
+        growth = float(re.search(r"(?:B|MiB) \(\+([0-9.]+)%\)", failure.detail).group(1))
         assert 15 < growth < 25
     md = check_markdown(report)
     assert "FAILED" in md and "#### Failures" in md and CELLS[1].key in md.split("<details>")[0]

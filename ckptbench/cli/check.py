@@ -71,6 +71,18 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     from ckptbench.render import check_junit, check_markdown, check_text
     from ckptbench.store import StoreError, check_output
 
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    targets = [(summary, "--summary", True)] if summary is not None else []
+    if step_summary and (summary is None or Path(step_summary).resolve() != summary.resolve()):
+        targets.append((Path(step_summary), "$GITHUB_STEP_SUMMARY", True))
+    if junit is not None:
+        targets.append((junit, "--junit", False))
+    inputs = [*results, *against, *([config] if config is not None else [])]
+    for path, what, append in targets:  # refused before any verdict is printed (exit 2)
+        try:
+            check_output(path, what, inputs=inputs, replace=force, append=append)
+        except StoreError as err:
+            raise InputError(str(err)) from None
     try:
         report = run_check(
             results,
@@ -85,33 +97,22 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         raise InputError(str(err)) from None
     md = check_markdown(report)
     click.echo(md if fmt == "markdown" else check_text(report, quiet=quiet))
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    targets = [(summary, "--summary", True)] if summary is not None else []
-    if step_summary and (summary is None or Path(step_summary).resolve() != summary.resolve()):
-        targets.append((Path(step_summary), "$GITHUB_STEP_SUMMARY", True))
-    if junit is not None:
-        targets.append((junit, "--junit", False))
-    inputs = [*results, *against, *([config] if config is not None else [])]
-    problems, allowed = [], []
-    for path, what, append in targets:  # every side output obeys store.check_output
-        try:
-            check_output(path, what, inputs=inputs, replace=force, append=append)
-            allowed.append(what)
-        except StoreError as err:
-            problems.append(str(err))
-    for path, what, _ in targets[:-1] if junit is not None else targets:
-        if what not in allowed:
+    problems = []
+    for path, what, _ in targets:
+        if what == "--junit":
             continue
         try:
             with open(path, "a", encoding="utf-8") as fh:
                 fh.write(md + "\n")
         except OSError as err:
             problems.append(f"{what} {path}: cannot write ({err.strerror or err})")
-    if junit is not None and "--junit" in allowed:
+    if junit is not None:
         from ckptbench.results import write_atomic
 
         try:
             write_atomic(junit, check_junit(report), replace=force)
+            if not quiet:
+                click.echo(f"wrote {junit}", err=True)
         except OSError as err:
             problems.append(f"--junit {junit}: cannot write ({err.strerror or err})")
     for problem in problems:

@@ -72,18 +72,10 @@ def fmt_overhead(over: Any, *, digits: int = 1, unit: bool = True) -> str:
 
 
 def fmt_size(n: float | None, *, signed: bool = False) -> str:
-    """Bytes at the precision of their size: '512 B', '5.0 KiB', '256 KiB', '1.25 MiB',
-    '+48.5 MiB', '2.00 GiB' (three significant digits, the unit that keeps them)."""
-    if missing(n):
-        return "-"
-    sign = "+" if signed and n > 0 else ("-" if n < 0 else "")
-    size = abs(float(n))
-    for unit, scale in (("GiB", 2**30), ("MiB", MIB), ("KiB", 1024)):
-        if size >= scale:
-            value = size / scale
-            digits = 2 if value < 10 else 1 if value < 100 else 0
-            return f"{sign}{value:.{digits}f} {unit}"
-    return f"{sign}{size:.0f} B"
+    """Bytes at the precision of their size: '5.00 KiB', '1.25 MiB' (``analysis.size_text``)."""
+    from ckptbench.analysis.stats import size_text
+
+    return "-" if missing(n) else size_text(n, signed=signed)
 
 
 def fmt_duration(seconds: float | None) -> str:

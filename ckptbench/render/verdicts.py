@@ -6,7 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from ckptbench.gate import GateLine, GateReport
-from ckptbench.render.format import fmt_bytes
+from ckptbench.render.format import fmt_size
 
 __all__ = ["check_junit", "check_markdown", "check_text"]
 
@@ -18,7 +18,7 @@ def _cell(line: GateLine) -> str:
 def check_text(report: GateReport, *, quiet: bool = False) -> str:
     """The headline, then one line per check (failures first; only failures when
     ``quiet``), then the notes."""
-    out = [report.headline]
+    out = [report.headline, *report.sources]
     shown = report.failures if quiet else report.lines
     for line in sorted(shown, key=lambda line: line.passed):
         word = "ok  " if line.passed else "FAIL"
@@ -36,7 +36,7 @@ def _rule(report: GateReport) -> str:
         if s.get("time_tolerance")
         else "time not gated"
     )
-    floor = fmt_bytes(s["memory_floor_bytes"], digits=2)
+    floor = fmt_size(s["memory_floor_bytes"])
     return f"Memory tolerance {s['memory_tolerance']:.0%} with a {floor} floor; {time_rule}."
 
 
@@ -50,6 +50,8 @@ def check_markdown(report: GateReport) -> str:
 
     head = "| result | cell | check | numbers |\n|---|---|---|---|"
     out = [f"### {report.headline}", ""]
+    if report.sources:
+        out += [f"- {line}" for line in report.sources] + [""]
     if report.failures:
         out += ["#### Failures", "", head, *(row(f) for f in report.failures), ""]
     out += ["<details><summary>All checks</summary>", "", head]
@@ -88,8 +90,8 @@ def check_junit(report: GateReport) -> str:
             else:
                 fail = ET.SubElement(case, "failure", message=line.detail, type=line.check)
                 fail.text = f"{name} {line.check}: {line.detail}"
-    if report.notes or _rule(report):
+    if report.notes or _rule(report) or report.sources:
         out = ET.SubElement(root, "system-out")
-        out.text = "\n".join([_rule(report), *report.notes]).strip()
+        out.text = "\n".join([*report.sources, _rule(report), *report.notes]).strip()
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"

@@ -1,0 +1,81 @@
+"""``check`` says where its limits come from (issue 25, item 6): the [expect] table's source
+and the memory rule before the verdicts, a warning when the config on disk no longer matches
+the manifest's copy, side outputs refused before any verdict, limits at the precision of
+their size. The fake worker measures; nothing here is timed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from _synthetic import CI_CASE, make_result
+from click.testing import CliRunner
+
+from ckptbench.analysis.stats import size_text
+from ckptbench.cli import cli
+from ckptbench.gate import check
+
+FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
+CONFIG = (
+    'name = "tiny"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\nbatch = 2\ninput = 4\n'
+    "warmup = 0\nrepeats = 1\nrounds = 1\n[[grid]]\nsnaps = [4]\n"
+    "[expect]\nmemory_savings_min = 1.5\n"
+)
+
+
+@pytest.fixture
+def swept(monkeypatch, tmp_path):
+    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(FAKE))
+    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_SCALE",
+                "GITHUB_STEP_SUMMARY"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    Path("ci.toml").write_text(CONFIG)
+    res = CliRunner().invoke(cli, ["sweep", "ci.toml", "--out", "out"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return tmp_path
+
+
+def invoke(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def test_check_says_where_the_limits_come_from_and_warns_of_an_edited_config(swept):
+    res = invoke(["check", "out"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[1].startswith("limits: [expect] from out/sweep.json, the copy of ci.toml made")
+    assert "warning" not in res.output
+    Path("ci.toml").write_text(CONFIG.replace("1.5", "3.0"))
+    res = invoke(["check", "out"])
+    assert (
+        "warning: ci.toml on disk differs from that copy (memory_savings_min 3.0 in the file, "
+        "1.5 in the copy); the gate uses the copy: pass --config ci.toml" in res.output
+    )
+    res = invoke(["check", "out", "--config", "ci.toml"])
+    assert "limits: [expect] from --config ci.toml" in res.output and "warning" not in res.output
+    res = invoke(["check", "out", "--against", "out", "--memory-floor", "5KiB"])
+    assert "limits: memory may grow by 5% of the reference or 5.00 KiB" in res.output
+
+
+def test_a_side_output_is_refused_before_any_verdict(swept):
+    Path("junit.xml").write_text("old")
+    res = CliRunner().invoke(cli, ["check", "out", "--junit", "junit.xml"])
+    assert res.exit_code == 2
+    assert "ckptbench check:" not in res.output and "exists" in res.output
+    assert Path("junit.xml").read_text() == "old"
+    res = CliRunner().invoke(cli, ["check", "out", "--junit", "junit.xml", "--force"])
+    assert res.exit_code == 0 and "PASSED" in res.output and "wrote junit.xml" in res.output
+
+
+def test_limits_print_at_the_precision_of_their_size():
+    assert size_text(5 * 1024, signed=True) == "+5.00 KiB"
+    assert size_text(256 * 1024) == "256 KiB"
+    assert size_text(int(1.25 * 2**20)) == "1.25 MiB"
+    assert size_text(700) == "700 B"
+    reference = [make_result(CI_CASE, seed=1)]
+    current = [make_result(CI_CASE, seed=2, memory_scale={"checkpointed": 1.01})]
+    report = check(current, reference, memory_tolerance=0.0, memory_floor_bytes=5 * 1024)
+    details = [line.detail for line in report.lines if line.check.startswith("memory:")]
+    assert details and all("limit +5.00 KiB" in d for d in details)
