@@ -11,7 +11,7 @@ def __getattr__(name: str):
     # Lazy: keep `import ckptbench.schedules` free of numpy/autograd, and `import ckptbench`
     # free of pandas (the worker imports this package).
     if name == "binomial_checkpoint":
-        from ckptbench.checkpoint import binomial_checkpoint
+        from ckptbench.backends.autograd.binding import binomial_checkpoint
 
         return binomial_checkpoint
     if name == "read_results":

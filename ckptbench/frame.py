@@ -31,8 +31,8 @@ from dataclasses import fields
 from typing import Any
 
 from ckptbench.analysis import mode_peak_bytes, spread, summarize
-from ckptbench.results import MODES, Case, RunResult
-from ckptbench.store import load_results
+from ckptbench.results.schema import MODES, Case, RunResult
+from ckptbench.results.store import load_results
 
 __all__ = [
     "CASE_COLUMNS",
@@ -135,7 +135,7 @@ def results_frame(results: Sequence[RunResult]) -> Any:
 
 def read_results(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> Any:
     """Result files, sweep folders or manifests as one tidy DataFrame (module doc). Raises
-    ``ckptbench.store.StoreError`` (a ``ValueError``) with one line on a bad input."""
+    ``ckptbench.results.store.StoreError`` (a ``ValueError``) with one line on a bad input."""
     paths = [path] if isinstance(path, str | os.PathLike) else list(path)
     return results_frame(load_results(paths))
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from ckptbench.analysis import summarize
-from ckptbench.results import MODES, Case, Iteration, Mode, ModeResult, RunResult, Status
+from ckptbench.results.schema import MODES, Case, Iteration, Mode, ModeResult, RunResult, Status
 from ckptbench.schedules import make_schedule, replay
 
 MIB = 2**20

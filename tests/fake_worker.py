@@ -1,4 +1,4 @@
-"""A fake ``ckptbench.worker`` for CLI/runner tests: same protocol, canned numbers, no timing.
+"""A fake ``measure.worker`` for CLI/runner tests: same protocol, canned numbers, no timing.
 
 It reports on the job's ``channel_fd`` pipe like the real worker (ready, iteration, result
 events). Behaviour is steered by environment variables so tests can inject faults:

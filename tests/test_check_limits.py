@@ -12,9 +12,9 @@ import pytest
 from _synthetic import CI_CASE, make_result
 from click.testing import CliRunner
 
+from ckptbench.analysis.gate import check
 from ckptbench.analysis.stats import size_text
 from ckptbench.cli import cli
-from ckptbench.gate import check
 
 FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
 CONFIG = (
@@ -26,7 +26,7 @@ CONFIG = (
 
 @pytest.fixture
 def swept(monkeypatch, tmp_path):
-    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(FAKE))
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
     for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_SCALE",
                 "GITHUB_STEP_SUMMARY"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ckptbench import binomial_checkpoint
-from ckptbench.planner import Costs, plan_optimal, predict
 from ckptbench.schedules import optimal_forward_steps, replay, schedule, uniform_schedule
+from ckptbench.schedules.optimal.planner import Costs, plan_optimal, predict
 
 B, H, I = 3, 5, 4
 
@@ -243,7 +243,7 @@ def test_bad_inputs_raise_clear_errors():
 
 def test_parameter_cotangent_accumulated_in_place(monkeypatch):
     """The accumulator is allocated once per call, never per step."""
-    import ckptbench.checkpoint as ck
+    import ckptbench.backends.autograd.binding as ck
 
     seen = []
     real = ck._accumulate

@@ -15,16 +15,16 @@ from ckptbench.analysis import mode_peak_bytes
 from ckptbench.analysis.intervals import slowdown_estimate
 from ckptbench.cli import cli, main
 from ckptbench.cli.options import parse_bytes, parse_seconds
-from ckptbench.results import SCHEMA_VERSION, Mode, Status
+from ckptbench.results.schema import SCHEMA_VERSION, Mode, Status
+from ckptbench.results.store import load_result
 from ckptbench.schedules import optimal_forward_steps
-from ckptbench.store import load_result
 
 FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(FAKE))
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
     for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
                 "FAKE_SCALE", "FAKE_CPU_SHARE"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
@@ -285,7 +285,7 @@ def test_busy_machine_warning(fake, tmp_path):
 
 
 def test_result_files_get_ordinary_permissions(tmp_path):
-    from ckptbench.results import write_atomic
+    from ckptbench.results.schema import write_atomic
 
     old = os.umask(0o022)
     try:

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
-from ckptbench.store import load_result
+from ckptbench.results.store import load_result
 
 TESTS = Path(__file__).parent
 FAKE = [sys.executable, str(TESTS / "fake_worker.py")]
@@ -18,7 +18,7 @@ FAKE = [sys.executable, str(TESTS / "fake_worker.py")]
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(FAKE))
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
     monkeypatch.setenv("FAKE_ALLOC", "normal:40")  # a timeline with a visible peak
     return monkeypatch
 

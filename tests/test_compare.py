@@ -16,12 +16,12 @@ from _synthetic import CI_CASE, MIB, make_result
 
 from ckptbench.analysis import compare, memory_delta, time_change
 from ckptbench.analysis.intervals import slowdown_estimate
-from ckptbench.config import parse_config
 from ckptbench.frame import cells_frame
 from ckptbench.render import FORMATS, figure_png, plot_tradeoff, render
-from ckptbench.results import Mode, Status, save_result
-from ckptbench.store import load_results
-from ckptbench.sweep import run_sweep
+from ckptbench.results.schema import Mode, Status, save_result
+from ckptbench.results.store import load_results
+from ckptbench.sweep.config import parse_config
+from ckptbench.sweep.run import run_sweep
 
 UNIFORM = CI_CASE.with_(strategy="uniform")
 

@@ -1,4 +1,4 @@
-"""Tests for ckptbench.config: grid expansion, canonical cells, one-line errors with lines."""
+"""Tests for ckptbench.sweep.config: grid expansion, canonical cells, one-line errors with lines."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ckptbench.config import ConfigError, Expect, load_config, parse_config
-from ckptbench.results import Case
+from ckptbench.results.schema import Case
 from ckptbench.schedules import optimal_forward_steps
+from ckptbench.sweep.config import ConfigError, Expect, load_config, parse_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -183,7 +183,7 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_grid_axes_that_need_each_other_are_checked_as_cells(tmp_path):
-    from ckptbench.config import load_config
+    from ckptbench.sweep.config import load_config
 
     cfg = load_config(Path(__file__).parent.parent / "configs" / "budget.toml")
     optimal = [c for c in cfg.cases if c.strategy == "optimal"]

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from ckptbench.backends import registry
-from ckptbench.planner import Costs, PlanError, plan_optimal
-from ckptbench.results import Case, Mode
+from ckptbench.results.schema import Case, Mode
 from ckptbench.schedules import make_schedule, replay, replay_bytes
+from ckptbench.schedules.optimal.planner import Costs, PlanError, plan_optimal
 from ckptbench.workloads import Sizes, load_workload
 
 SMALL = {"hidden": 5, "batch": 2, "input": 3, "output": 2}
@@ -43,7 +43,7 @@ class AutogradHarness:
     def __init__(self) -> None:
         import autograd
 
-        from ckptbench.checkpoint import binomial_checkpoint
+        from ckptbench.backends.autograd.binding import binomial_checkpoint
 
         self.grad, self.checkpoint = autograd.grad, binomial_checkpoint
 
@@ -83,8 +83,8 @@ class TorchHarness:
     def __init__(self) -> None:
         import torch
 
-        from ckptbench.torch_backend.executor import revolve_checkpoint
-        from ckptbench.torch_backend.workloads import TorchLSTM
+        from ckptbench.backends.torch.binding import revolve_checkpoint
+        from ckptbench.backends.torch.workloads import TorchLSTM
 
         self.torch, self.checkpoint, self.model = torch, revolve_checkpoint, TorchLSTM
 
@@ -121,7 +121,7 @@ class TorchHarness:
         return loop
 
 
-#: Backends whose checkpointed loop binds ckptbench.engine: one line each.
+#: Backends whose checkpointed loop binds ckptbench.engine.interpreter: one line each.
 BINDINGS = [
     pytest.param(AutogradHarness, id="autograd"),
     pytest.param(TorchHarness, id="torch", marks=_installed("torch")),
@@ -241,7 +241,7 @@ def test_a_second_reverse_of_one_call_replays_the_first_sweep(harness):
 
 
 def test_an_unknown_action_is_one_error_on_every_backend(harness, monkeypatch):
-    from ckptbench import engine
+    from ckptbench.engine import interpreter as engine
     from ckptbench.schedules import Action
 
     def with_new_kind(strategy, steps, snaps):
@@ -256,7 +256,7 @@ def test_an_unknown_action_is_one_error_on_every_backend(harness, monkeypatch):
 
 
 def test_a_restore_of_the_wrong_step_is_refused(harness, monkeypatch):
-    from ckptbench import engine
+    from ckptbench.engine import interpreter as engine
     from ckptbench.schedules import Action, ActionKind
 
     def wrong_restore(strategy, steps, snaps):

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 import ckptbench
 from ckptbench.cli import cli
 from ckptbench.frame import CASE_COLUMNS, cells_frame, read_results
-from ckptbench.results import Status, save_result
-from ckptbench.store import StoreError
+from ckptbench.results.schema import Status, save_result
+from ckptbench.results.store import StoreError
 
 MIB = 2**20
 
@@ -87,7 +87,7 @@ def test_compare_csv_comes_from_the_frame(tmp_path):
 
 def test_importing_ckptbench_loads_no_pandas():
     assert loaded_after_import("ckptbench", ("pandas",)) == []
-    assert loaded_after_import("ckptbench.worker", ("pandas",)) == []
+    assert loaded_after_import("ckptbench.measure.worker", ("pandas",)) == []
 
 
 def test_a_counter_that_was_not_measured_reads_back_as_missing(tmp_path):

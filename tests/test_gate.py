@@ -1,4 +1,4 @@
-"""Tests for ckptbench.gate: the memory gate, expectations, opt-in time gate, reports."""
+"""Tests for ckptbench.analysis.gate: the memory gate, expectations, opt-in time gate, reports."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from _synthetic import CI_CASE, make_result
 
-from ckptbench.config import Expect, load_config
-from ckptbench.gate import check, expectations_from_manifests, run_check
+from ckptbench.analysis.gate import check, expectations_from_manifests, run_check
 from ckptbench.render import check_markdown, check_text
-from ckptbench.results import Mode, Status, save_result
+from ckptbench.results.schema import Mode, Status, save_result
 from ckptbench.schedules import optimal_forward_steps
-from ckptbench.sweep import run_sweep
+from ckptbench.sweep.config import Expect, load_config
+from ckptbench.sweep.run import run_sweep
 
 CI_CONFIG = load_config(Path(__file__).resolve().parents[1] / "configs" / "ci.toml")
 CELLS = CI_CONFIG.cases  # lstm revolve, rnn revolve

@@ -21,9 +21,9 @@ from click.testing import CliRunner
 
 from ckptbench.cli import cli
 from ckptbench.cli.run import _default_out
-from ckptbench.results import Case, Mode, Status
-from ckptbench.runner import run_case
-from ckptbench.store import load_result
+from ckptbench.measure.runner import run_case
+from ckptbench.results.schema import Case, Mode, Status
+from ckptbench.results.store import load_result
 
 TESTS = Path(__file__).parent
 FAKE = [sys.executable, str(TESTS / "fake_worker.py")]
@@ -34,7 +34,7 @@ WAIT_S = 30
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(FAKE))
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
     for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
                 "FAKE_SCALE", "FAKE_CPU_SHARE", "FAKE_ITER_SLEEP", "FAKE_SPOOF"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
@@ -106,7 +106,7 @@ def test_default_names_are_unique_and_never_replace(fake, tmp_path, monkeypatch)
 
 
 def test_write_without_replace_is_atomic_exclusive(tmp_path):
-    from ckptbench.results import TargetError, write_atomic
+    from ckptbench.results.schema import TargetError, write_atomic
 
     p = tmp_path / "a.json"
     write_atomic(p, "one", replace=False)
@@ -231,7 +231,7 @@ def _worker_children(pid: int) -> list[psutil.Process]:
         kids = [
             p
             for p in psutil.Process(pid).children(recursive=True)
-            if "ckptbench.worker" in cmdline(p)
+            if "ckptbench.measure.worker" in cmdline(p)
         ]
         if kids:
             return kids
@@ -267,8 +267,8 @@ def test_worker_dies_with_a_killed_parent(tmp_path):
     (tmp_path / "slow.py").write_text(SLOW_PLUGIN)
     script = textwrap.dedent(
         """
-        from ckptbench.results import Case, Mode
-        from ckptbench.launch import run_mode
+        from ckptbench.results.schema import Case, Mode
+        from ckptbench.measure.launch import run_mode
         run_mode(Case(model="slow.py:make", steps=10, snaps=3), Mode.BASELINE)
         """
     )
@@ -367,7 +367,7 @@ def test_expect_oom_makes_the_limit_the_point_of_the_run(fake, tmp_path):
 
 def test_device_memory_is_summarised_beside_host_rss():
     from ckptbench.analysis import summarize
-    from ckptbench.results import Iteration, ModeResult
+    from ckptbench.results.schema import Iteration, ModeResult
 
     def mode(m, device_mib):
         its = tuple(
@@ -395,7 +395,7 @@ def test_a_gpu_run_quotes_device_memory_and_says_when_peaks_are_upper_bounds():
     from ckptbench.analysis import summarize
     from ckptbench.render.run import headline, run_table
     from ckptbench.render.table import to_text
-    from ckptbench.results import Iteration, ModeResult, RunResult
+    from ckptbench.results.schema import Iteration, ModeResult, RunResult
 
     def mode(m, device_mib, exact=True):
         its = tuple(

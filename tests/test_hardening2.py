@@ -23,13 +23,13 @@ from _synthetic import make_result
 from click.testing import CliRunner
 
 from ckptbench.cli import cli, main
-from ckptbench.config import ConfigError, parse_config
-from ckptbench.launch import Interrupted, run_mode
-from ckptbench.planner import Costs, PlanError, plan_optimal
-from ckptbench.results import Case, Mode, Status, save_result
-from ckptbench.runner import run_case
-from ckptbench.store import StoreError, load_result
-from ckptbench.sweep import run_sweep
+from ckptbench.measure.launch import Interrupted, run_mode
+from ckptbench.measure.runner import run_case
+from ckptbench.results.schema import Case, Mode, Status, save_result
+from ckptbench.results.store import StoreError, load_result
+from ckptbench.schedules.optimal.planner import Costs, PlanError, plan_optimal
+from ckptbench.sweep.config import ConfigError, parse_config
+from ckptbench.sweep.run import run_sweep
 
 TESTS = Path(__file__).parent
 FAKE = [sys.executable, str(TESTS / "fake_worker.py")]
@@ -46,7 +46,7 @@ COSTS = {"forward_time_s": 0.001, "taped_time_s": 0.003, "state_bytes": 4096, "t
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(FAKE))
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
     for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
                 "FAKE_SCALE", "FAKE_CPU_SHARE", "FAKE_ITER_SLEEP", "FAKE_SPOOF",
                 "FAKE_PLUGIN_BAD", "FAKE_CUDA", "GITHUB_STEP_SUMMARY"):  # fmt: skip
@@ -221,7 +221,7 @@ def _workers(pid: int, ready: Path) -> list[psutil.Process]:
             kids = []
             for p in psutil.Process(pid).children(recursive=True):
                 try:
-                    if "ckptbench.worker" in " ".join(p.cmdline()):
+                    if "ckptbench.measure.worker" in " ".join(p.cmdline()):
                         kids.append(p)
                 except psutil.Error:
                     continue
@@ -290,7 +290,7 @@ def test_side_outputs_replace_only_with_force(fake, tmp_path):
 
 
 def test_the_output_rule_refuses_links_and_special_files(tmp_path):
-    from ckptbench.store import check_output
+    from ckptbench.results.store import check_output
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -321,7 +321,7 @@ snaps = [2, 3]
 
 
 def test_a_second_sweep_on_a_locked_folder_is_refused(fake, tmp_path):
-    from ckptbench.store import locked_folder
+    from ckptbench.results.store import locked_folder
 
     out = tmp_path / "out"
     out.mkdir()
@@ -404,7 +404,11 @@ def no_costs_worker(fake):
     def refuse(*args, **kwargs):
         raise AssertionError("step costs measured")
 
-    for where in ("ckptbench.tasks", "ckptbench.launch", "ckptbench.runner"):
+    for where in (
+        "ckptbench.measure.tasks",
+        "ckptbench.measure.launch",
+        "ckptbench.measure.runner",
+    ):
         try:
             fake.setattr(f"{where}.measure_costs", refuse, raising=False)
         except ImportError:  # a module this version does not have
@@ -424,7 +428,7 @@ def test_plans_too_large_are_refused_with_the_estimate_before_measuring(
 
 
 def test_an_infeasible_budget_names_the_smallest_that_works(no_costs_worker, tmp_path, capsys):
-    from ckptbench.planner import min_budget_bytes
+    from ckptbench.schedules.optimal.planner import min_budget_bytes
 
     least = min_budget_bytes(Costs.from_dict(COSTS), 20)
     argv = ["plan", "--steps", "20", "--budget", "100", "--costs", _costs_file(tmp_path)]
@@ -446,7 +450,7 @@ def test_an_infeasible_budget_names_the_smallest_that_works(no_costs_worker, tmp
 def test_min_budget_plans_and_nothing_below_the_least_peak_does():
     import random
 
-    from ckptbench.planner import min_budget_bytes
+    from ckptbench.schedules.optimal.planner import min_budget_bytes
 
     rng = random.Random(7)
     for _ in range(30):

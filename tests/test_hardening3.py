@@ -13,8 +13,8 @@ import pytest
 from _synthetic import CI_CASE, make_result
 
 from ckptbench.cli import main
-from ckptbench.results import result_to_dict, save_result
-from ckptbench.store import StoreError, load_result, load_results
+from ckptbench.results.schema import result_to_dict, save_result
+from ckptbench.results.store import StoreError, load_result, load_results
 
 
 def run_cli(capsys, argv: list[str]) -> tuple[int, str, str]:
@@ -85,7 +85,7 @@ def test_a_device_is_refused_before_reading(capsys) -> None:
 
 
 def test_an_oversized_file_is_refused(tmp_path: Path, monkeypatch) -> None:
-    import ckptbench.store as store
+    import ckptbench.results.store as store
 
     path = tmp_path / "big.json"
     path.write_text(json.dumps(_doc()))
@@ -148,7 +148,7 @@ def test_an_empty_path_is_refused(tmp_path: Path, monkeypatch) -> None:
 
 
 def _partial_pair(tmp_path: Path) -> tuple[Path, Path, Path]:
-    from ckptbench.results import Mode, Status
+    from ckptbench.results.schema import Mode, Status
 
     a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
     save_result(make_result(CI_CASE, seed=1), a)
@@ -169,7 +169,7 @@ def test_a_partial_invocation_beside_a_full_one_is_shown_not_a_crash(
 
 
 def test_two_interrupted_runs_and_plots_do_not_crash(tmp_path: Path, capsys) -> None:
-    from ckptbench.results import Status
+    from ckptbench.results.schema import Status
 
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     for path, seed in ((a, 1), (b, 2)):
@@ -209,7 +209,7 @@ def test_byte_identical_copies_are_not_independent_invocations(tmp_path: Path, c
 
 
 def _sweep_folder(tmp_path: Path) -> Path:
-    from ckptbench.results import Case
+    from ckptbench.results.schema import Case
 
     out = tmp_path / "gate"
     out.mkdir()

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from ckptbench.analysis.gate import check
 from ckptbench.frame import cells_frame, results_frame
-from ckptbench.gate import check
-from ckptbench.launch import Interrupted, RunEvent
+from ckptbench.measure.launch import Interrupted, RunEvent
+from ckptbench.measure.runner import Precision, run_case
 from ckptbench.render import headline, run_table
 from ckptbench.render.console import JobClock, mode_progress
 from ckptbench.render.run import explain_lines, interruption_line
 from ckptbench.render.table import to_text
-from ckptbench.results import Case, Mode, Status
-from ckptbench.runner import Precision, run_case
-from ckptbench.store import load_result
+from ckptbench.results.schema import Case, Mode, Status
+from ckptbench.results.store import load_result
 
 FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
 CASE = Case(model="rnn", steps=20, snaps=4, hidden=8, batch=2, input=4, warmup=0, repeats=1,
@@ -31,7 +31,7 @@ CASE = Case(model="rnn", steps=20, snaps=4, hidden=8, batch=2, input=4, warmup=0
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(FAKE))
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
     for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
                 "FAKE_SCALE", "FAKE_CPU_SHARE", "FAKE_ITER_SLEEP"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
@@ -109,7 +109,7 @@ def test_the_time_cap_stops_the_planned_rounds_too_and_says_the_interval(fake, t
 
 
 def _events(clock_modes, rounds):
-    from ckptbench.results import Iteration, ModeResult
+    from ckptbench.results.schema import Iteration, ModeResult
 
     for k in range(rounds):
         for m in clock_modes:

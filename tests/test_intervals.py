@@ -351,7 +351,7 @@ def test_verdicts_name_every_reason_and_only_those():
 def test_importing_the_statistics_loads_no_scipy_or_rendering():
     heavy = ("scipy", "pandas", "rich", "matplotlib", "click")
     assert loaded_after_import("ckptbench.analysis.intervals", heavy) == []
-    assert loaded_after_import("ckptbench.noise", heavy) == []
+    assert loaded_after_import("ckptbench.measure.noise", heavy) == []
     assert loaded_after_import("ckptbench.render.mprof", heavy) == []
 
 

@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from ckptbench.jax_backend.table import TableError, decode, encode
-from ckptbench.planner import Costs, plan_optimal
-from ckptbench.results import Case, CaseError, Mode
+from ckptbench.backends.jax.table import TableError, decode, encode
+from ckptbench.results.schema import Case, CaseError, Mode
 from ckptbench.schedules import (
     Action,
     ActionKind,
@@ -25,12 +24,13 @@ from ckptbench.schedules import (
     replay,
     replay_bytes,
 )
+from ckptbench.schedules.optimal.planner import Costs, plan_optimal
 from tests._imports import loaded_after_import
 
 jax = pytest.importorskip("jax")
 pytestmark = pytest.mark.jax
 
-from ckptbench.jax_backend import require_jax  # noqa: E402
+from ckptbench.backends.jax import require_jax  # noqa: E402
 
 require_jax()
 
@@ -116,18 +116,18 @@ def test_case_accepts_the_jax_backend_and_its_peers_only_there():
 
 
 def test_ckptbench_worker_and_the_backend_package_import_no_jax():
-    assert loaded_after_import("ckptbench.worker", ("jax",)) == []
+    assert loaded_after_import("ckptbench.measure.worker", ("jax",)) == []
     assert loaded_after_import("ckptbench.cli", ("jax",)) == []
-    assert loaded_after_import("ckptbench.jax_backend", ("jax",)) == []
-    assert loaded_after_import("ckptbench.jax_backend.modes", ("jax",)) == []
+    assert loaded_after_import("ckptbench.backends.jax", ("jax",)) == []
+    assert loaded_after_import("ckptbench.backends.jax.modes", ("jax",)) == []
 
 
 def test_missing_jax_is_one_line():
     code = (
         "import sys; sys.modules['jax'] = None\n"
         "from types import SimpleNamespace\n"
-        "from ckptbench.jax_backend import JaxMissingError\n"
-        "from ckptbench.jax_backend.modes import build_gradient\n"
+        "from ckptbench.backends.jax import JaxMissingError\n"
+        "from ckptbench.backends.jax.modes import build_gradient\n"
         "try:\n"
         "    build_gradient(SimpleNamespace(threads=2), 'normal')\n"
         "except JaxMissingError as err:\n"
@@ -162,16 +162,16 @@ def test_cli_without_jax_or_equinox_is_one_line_exit_2(monkeypatch, tmp_path):
 
 # --------------------------------------------------------------- compiled
 
-from ckptbench.jax_backend.device import DevicePeakMeter, resolve_device  # noqa: E402
-from ckptbench.jax_backend.executor import (  # noqa: E402
+from ckptbench.backends.jax.binding import (  # noqa: E402
     COUNTERS,
     compiled_checkpoint,
     tape_layout,
 )
-from ckptbench.jax_backend.modes import build_gradient  # noqa: E402
-from ckptbench.jax_backend.peers import equinox_checkpoint, scan_checkpoint  # noqa: E402
-from ckptbench.jax_backend.stepcosts import measure_jax_costs  # noqa: E402
-from ckptbench.jax_backend.workloads import JaxLSTM, JaxRNN  # noqa: E402
+from ckptbench.backends.jax.costs import measure_jax_costs  # noqa: E402
+from ckptbench.backends.jax.device import DevicePeakMeter, resolve_device  # noqa: E402
+from ckptbench.backends.jax.modes import build_gradient  # noqa: E402
+from ckptbench.backends.jax.peers import equinox_checkpoint, scan_checkpoint  # noqa: E402
+from ckptbench.backends.jax.workloads import JaxLSTM, JaxRNN  # noqa: E402
 from ckptbench.workloads import LSTM, RNN  # noqa: E402
 
 WORKLOADS = {"rnn": (JaxRNN, RNN), "lstm": (JaxLSTM, LSTM)}

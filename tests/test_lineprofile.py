@@ -1,4 +1,4 @@
-"""Tests for ckptbench.lineprofile: memory_profiler's line profiler over a real LSTM gradient."""
+"""Tests for ckptbench.measure.lineprofile: memory_profiler's line profiler over a real LSTM gradient."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import ckptbench
-from ckptbench.lineprofile import profile_gradient, profile_job
+from ckptbench.measure.lineprofile import profile_gradient, profile_job
 
 SMALL = {"model": "lstm", "steps": 40, "snaps": 4, "hidden": 64, "batch": 8, "input": 16}
 
@@ -23,7 +23,7 @@ def _run_module(job: object) -> tuple[int, dict]:
         PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "ckptbench.lineprofile"],
+        [sys.executable, "-m", "ckptbench.measure.lineprofile"],
         input=json.dumps(job),
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""Tests for ckptbench.measure, against real child processes (tests/_alloc_child.py)."""
+"""Tests for ckptbench.measure.peaks, against real child processes (tests/_alloc_child.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptbench import measure
+from ckptbench.measure import peaks as measure
 
 MIB = 2**20
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -291,8 +291,8 @@ def test_allocator_settings_are_recorded_and_reach_the_worker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # glibc's heap settings move torch's peaks by hundreds of MiB: a result must say them
-    from ckptbench.launch import child_env
-    from ckptbench.results import Case
+    from ckptbench.measure.launch import child_env
+    from ckptbench.results.schema import Case
 
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
@@ -317,7 +317,7 @@ def test_numpy_environment_is_json() -> None:
 
 def test_measure_module_stays_light() -> None:
     code = (
-        "import sys, ckptbench.measure; "
+        "import sys, ckptbench.measure.peaks; "
         "print(sorted(m for m in ('numpy', 'pandas', 'rich', 'click') if m in sys.modules))"
     )
     out = subprocess.run(

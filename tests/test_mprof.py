@@ -8,7 +8,7 @@ import pytest
 from mprof import read_mprofile_file  # memory_profiler's top-level module
 
 from ckptbench.render.mprof import MprofError, format_mprof, mprof_name, write_mprof
-from ckptbench.results import Case
+from ckptbench.results.schema import Case
 
 MIB = 2**20
 

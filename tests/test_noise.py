@@ -1,4 +1,4 @@
-"""Tests for ckptbench.noise with real busy processes, and with probes that find nothing."""
+"""Tests for ckptbench.measure.noise with real busy processes, and with probes that find nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from ckptbench import noise
+from ckptbench.measure import noise
 
 BUSY = "import time\nend = time.process_time() + {cpu}\nwhile time.process_time() < end: pass\n"
 

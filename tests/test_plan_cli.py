@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
-from ckptbench.results import Mode
-from ckptbench.store import load_result
+from ckptbench.results.schema import Mode
+from ckptbench.results.store import load_result
 
 TESTS = Path(__file__).parent
 COSTS = {
@@ -84,7 +84,7 @@ def test_run_optimal_measures_costs_and_stores_the_prediction(tmp_path):
 
 def test_run_worker_gets_the_costs_file(tmp_path, monkeypatch):
     fake = [sys.executable, str(TESTS / "fake_worker.py")]
-    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(fake))
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(fake))
     costs = tmp_path / "costs.json"
     costs.write_text(json.dumps(COSTS))
     out = tmp_path / "r.json"

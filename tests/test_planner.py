@@ -11,8 +11,6 @@ import random
 import pytest
 from _imports import loaded_after_import
 
-from ckptbench import planner
-from ckptbench.planner import Costs, PlanError, compare_at_budget, costs_from_json, predict
 from ckptbench.schedules import (
     Action,
     ActionKind,
@@ -22,6 +20,14 @@ from ckptbench.schedules import (
     replay_bytes,
     schedule,
     uniform_schedule,
+)
+from ckptbench.schedules.optimal import planner
+from ckptbench.schedules.optimal.planner import (
+    Costs,
+    PlanError,
+    compare_at_budget,
+    costs_from_json,
+    predict,
 )
 
 HEAVY = ("autograd", "pandas", "click", "rich")
@@ -247,4 +253,4 @@ def test_byte_replay_rejects_broken_tape_streams():
 
 
 def test_planner_is_pure():
-    assert loaded_after_import("ckptbench.planner", HEAVY) == []
+    assert loaded_after_import("ckptbench.schedules.optimal.planner", HEAVY) == []

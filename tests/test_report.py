@@ -14,9 +14,8 @@ from _synthetic import CI_CASE, MIB, make_result
 from rich.console import Console
 
 from ckptbench.analysis import compare
+from ckptbench.analysis.gate import check
 from ckptbench.cli import main
-from ckptbench.config import parse_config
-from ckptbench.gate import check
 from ckptbench.render import (
     check_junit,
     figure_png,
@@ -27,8 +26,9 @@ from ckptbench.render import (
     run_table,
 )
 from ckptbench.render.html import render_html
-from ckptbench.results import Status, save_result
-from ckptbench.sweep import run_sweep
+from ckptbench.results.schema import Status, save_result
+from ckptbench.sweep.config import parse_config
+from ckptbench.sweep.run import run_sweep
 
 NUMBER = re.compile(r"[+-]?\d[\d,]*\.\d+ (MiB|s)|\d+\.\d+x")
 
@@ -159,7 +159,7 @@ def test_html_report_opens_with_summary_provenance_verdicts_warnings(tmp_path: P
         "normal": 0.5}}})  # fmt: skip
     before = [make_result(CI_CASE.with_(snaps=s), seed=s + 50) for s in (4, 8, 12)]
     comparison = compare([*after, busy], before)
-    from ckptbench.config import Expect
+    from ckptbench.sweep.config import Expect
 
     verdicts = check([*after, busy], expect=Expect(memory_savings_min=1000.0))
     page = render_html(comparison, verdicts)

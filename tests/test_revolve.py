@@ -206,7 +206,7 @@ def test_public_helpers_and_optimal_needs_a_planner():
     with pytest.raises(ValueError, match="n must be an integer"):
         revolve.check_int("n", True)
     assert revolve.get_strategy("optimal").planned
-    with pytest.raises(ValueError, match=r"ckptbench\.planner"):
+    with pytest.raises(ValueError, match=r"ckptbench\.schedules\.optimal"):
         revolve.make_schedule("optimal", 10, 3)
     with pytest.raises(ValueError, match="one per step"):
         revolve.replay_bytes(schedule(3, 2), 3, [1, 2], 5)

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
-from ckptbench.results import Mode, Status
-from ckptbench.runner import Precision
-from ckptbench.store import load_result
+from ckptbench.measure.runner import Precision
+from ckptbench.results.schema import Mode, Status
+from ckptbench.results.store import load_result
 
 FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
 SMALL = ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--warmup", "0"]
@@ -21,7 +21,7 @@ SMALL = ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--warmup", "
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(FAKE))
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
     for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
                 "FAKE_SCALE", "FAKE_CPU_SHARE", "FAKE_ITER_SLEEP"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
@@ -139,11 +139,11 @@ def test_workers_load_ckptbench_from_bytecode_however_it_is_installed(fake, tmp_
     # worker compiled ckptbench at start-up and its exact peaks moved by 0.3-0.7 MiB
     import importlib.util
 
-    import ckptbench.worker
-    from ckptbench.runner import compile_package
+    import ckptbench.measure.worker
+    from ckptbench.measure.runner import compile_package
 
     assert compile_package() is True
-    assert Path(importlib.util.cache_from_source(ckptbench.worker.__file__)).is_file()
+    assert Path(importlib.util.cache_from_source(ckptbench.measure.worker.__file__)).is_file()
     out = tmp_path / "r.json"
     assert invoke([*SMALL, "--rounds", "1", "--out", str(out)]).exit_code == 0
     assert load_result(out).environment["bytecode_compiled"] is True

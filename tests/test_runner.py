@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from _imports import loaded_after_import
 
-from ckptbench.results import Case, Mode
-from ckptbench.runner import run_case
+from ckptbench.measure.runner import run_case
+from ckptbench.results.schema import Case, Mode
 
 
 def test_twenty_percent_larger_workload_shows_as_twenty_percent_more_overhead():
@@ -29,4 +29,4 @@ def test_twenty_percent_larger_workload_shows_as_twenty_percent_more_overhead():
 def test_worker_imports_stay_minimal():
     """The measured process must not pull in the reporting stack (docs/architecture.md)."""
     reporting = ("pandas", "rich", "click", "matplotlib", "scipy")
-    assert loaded_after_import("ckptbench.worker", reporting) == []
+    assert loaded_after_import("ckptbench.measure.worker", reporting) == []

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from _imports import loaded_after_import
 
-from ckptbench import measure
-from ckptbench.planner import Costs, costs_from_json, plan_optimal
-from ckptbench.stepcosts import measure_step_costs, measure_workload_costs
+from ckptbench.measure import peaks as measure
+from ckptbench.measure.stepcosts import measure_step_costs, measure_workload_costs
+from ckptbench.schedules.optimal.planner import Costs, costs_from_json, plan_optimal
 from ckptbench.workloads import Sizes, load_workload
 
 SIZES = {"hidden": 128, "batch": 8, "input": 16}
@@ -62,4 +62,4 @@ def test_bad_arguments():
 
 
 def test_stepcosts_imports_no_rendering_libraries():
-    assert loaded_after_import("ckptbench.stepcosts", ("pandas", "rich", "click")) == []
+    assert loaded_after_import("ckptbench.measure.stepcosts", ("pandas", "rich", "click")) == []

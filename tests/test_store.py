@@ -13,8 +13,8 @@ from _synthetic import CI_CASE, MIB, make_result
 
 from ckptbench.analysis import compare, pair
 from ckptbench.cli import main
-from ckptbench.results import Case, result_to_dict, save_result
-from ckptbench.store import StoreError, load_result, load_results, open_folder
+from ckptbench.results.schema import Case, result_to_dict, save_result
+from ckptbench.results.store import StoreError, load_result, load_results, open_folder
 
 LONG = "plugins/" + "a_rather_long_folder_name_for_models/" * 2
 

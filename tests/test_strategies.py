@@ -6,8 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
-from ckptbench.config import load_config
-from ckptbench.results import Case, CaseError
+from ckptbench.results.schema import Case, CaseError
 from ckptbench.schedules import (
     STRATEGIES,
     ScheduleError,
@@ -19,6 +18,7 @@ from ckptbench.schedules import (
     replay_bytes,
     strategy_names,
 )
+from ckptbench.sweep.config import load_config
 
 STREAMS = [s for s in STRATEGIES.values() if s.stream is not None]
 GRID = [(1, 1), (1, 5), (2, 1), (2, 2), (3, 2), (7, 3), (10, 10), (12, 40), (50, 4), (101, 7)]

@@ -1,4 +1,4 @@
-"""Tests for ckptbench.sweep with fake cell runners (no workers are started)."""
+"""Tests for ckptbench.sweep.run with fake cell runners (no workers are started)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from _synthetic import make_result
 
-from ckptbench.config import parse_config
-from ckptbench.results import MODES, Case, Status, result_to_dict, save_result
-from ckptbench.store import load_result
-from ckptbench.sweep import (
+from ckptbench.results.schema import MODES, Case, Status, result_to_dict, save_result
+from ckptbench.results.store import load_result
+from ckptbench.sweep.config import parse_config
+from ckptbench.sweep.run import (
     MANIFEST_NAME,
     CellState,
     SweepError,
@@ -180,9 +180,9 @@ import sys, time
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 from _synthetic import make_result
-from ckptbench.config import load_config
-from ckptbench.results import MODES, save_result
-from ckptbench.sweep import run_sweep
+from ckptbench.sweep.config import load_config
+from ckptbench.results.schema import MODES, save_result
+from ckptbench.sweep.run import run_sweep
 
 config = load_config(sys.argv[1])
 out, block_at = Path(sys.argv[2]), sys.argv[3]
@@ -307,9 +307,9 @@ def test_dask_localcluster_one_cell_per_worker_same_schema(tmp_path: Path) -> No
 
 
 def test_default_cell_runner_is_the_real_runner(tmp_path: Path, monkeypatch) -> None:
-    """One cell through ckptbench.runner.run_case with the fake worker (no timing)."""
+    """One cell through ckptbench.measure.runner.run_case with the fake worker (no timing)."""
     fake = [sys.executable, str(TESTS / "fake_worker.py")]
-    monkeypatch.setattr("ckptbench.launch.default_worker_command", lambda: list(fake))
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(fake))
     config = _config(
         "[case]\nmodel = 'rnn'\nsteps = 20\nrepeats = 2\nwarmup = 0\nrounds = 1\n"
         "[grid]\nsnaps = [4]\n"
@@ -342,9 +342,9 @@ def test_eta_weights_cells_by_their_planned_work(tmp_path: Path) -> None:
 
 
 def test_dask_worker_processes_run_the_real_runner(tmp_path: Path, monkeypatch) -> None:
-    """Two cells on a two-process LocalCluster through ckptbench.runner (fake worker)."""
+    """Two cells on a two-process LocalCluster through ckptbench.measure.runner (fake worker)."""
     distributed = pytest.importorskip("distributed")
-    from ckptbench.runner import run_case
+    from ckptbench.measure.runner import run_case
 
     fake_cell = functools.partial(run_case, worker=[sys.executable, str(TESTS / "fake_worker.py")])
     config = _config(

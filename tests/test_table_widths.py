@@ -17,7 +17,7 @@ from ckptbench.analysis.summary import mode_peak_bytes
 from ckptbench.render.cells import cells_table, delta_table, invocations_table
 from ckptbench.render.run import closed_form_table, run_table, schedule_table
 from ckptbench.render.table import Table, _fit, _grid, to_text
-from ckptbench.results import Mode, Status
+from ckptbench.results.schema import Mode, Status
 from ckptbench.schedules import replay, schedule
 
 WIDTHS = (60, 80, 100, 120)
@@ -173,7 +173,7 @@ def test_columns_is_honoured_when_piped(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from ckptbench.cli import cli
-    from ckptbench.results import save_result
+    from ckptbench.results.schema import save_result
 
     paths = []
     for k in range(2):

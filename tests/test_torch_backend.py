@@ -16,32 +16,32 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-from ckptbench import engine  # noqa: E402
-from ckptbench.checkpoint import CheckpointStats, binomial_checkpoint  # noqa: E402
-from ckptbench.results import Case, Mode  # noqa: E402
+from ckptbench.backends.autograd.binding import CheckpointStats, binomial_checkpoint  # noqa: E402
+from ckptbench.backends.torch import TorchMissingError  # noqa: E402
+from ckptbench.backends.torch import device as tcuda  # noqa: E402
+from ckptbench.backends.torch.binding import (  # noqa: E402
+    TorchCheckpointStats,
+    UnknownActionError,
+    revolve_checkpoint,
+)
+from ckptbench.backends.torch.framework import (  # noqa: E402
+    build_gradient,
+    flatten_gradient,
+    tree_leaves,
+)
+from ckptbench.backends.torch.peers import torch_checkpoint  # noqa: E402
+from ckptbench.backends.torch.workloads import (  # noqa: E402
+    TorchLSTM,
+    TorchRNN,
+    load_torch_workload,
+)
+from ckptbench.engine import interpreter as engine  # noqa: E402
+from ckptbench.results.schema import Case, Mode  # noqa: E402
 from ckptbench.schedules import (  # noqa: E402
     Action,
     make_schedule,
     optimal_forward_steps,
     replay,
-)
-from ckptbench.torch_backend import TorchMissingError  # noqa: E402
-from ckptbench.torch_backend import cuda as tcuda  # noqa: E402
-from ckptbench.torch_backend.executor import (  # noqa: E402
-    TorchCheckpointStats,
-    UnknownActionError,
-    revolve_checkpoint,
-)
-from ckptbench.torch_backend.framework import (  # noqa: E402
-    build_gradient,
-    flatten_gradient,
-    tree_leaves,
-)
-from ckptbench.torch_backend.peer import torch_checkpoint  # noqa: E402
-from ckptbench.torch_backend.workloads import (  # noqa: E402
-    TorchLSTM,
-    TorchRNN,
-    load_torch_workload,
 )
 from ckptbench.workloads import LSTM, RNN, Sizes, WorkloadError  # noqa: E402
 from tests._imports import loaded_after_import  # noqa: E402
@@ -402,7 +402,7 @@ def test_baseline_mode_runs_forward_only_with_zero_gradient():
 def test_baseline_writes_outputs_into_one_buffer_and_keeps_no_step_output():
     # one small tensor kept per step fragmented glibc's heap (the baseline's peak moved by
     # 40-120 MiB between iterations); the baseline copies each output into one buffer
-    from ckptbench.torch_backend.framework import TorchFramework
+    from ckptbench.backends.torch.framework import TorchFramework
 
     live: list[int] = []
     outputs: list = []
@@ -573,17 +573,17 @@ def test_plugin_errors_are_workload_errors(tmp_path):
 
 
 def test_ckptbench_and_the_backend_package_import_no_torch():
-    assert loaded_after_import("ckptbench.worker", ("torch",)) == []
+    assert loaded_after_import("ckptbench.measure.worker", ("torch",)) == []
     assert loaded_after_import("ckptbench.cli", ("torch",)) == []
-    assert loaded_after_import("ckptbench.torch_backend", ("torch",)) == []
+    assert loaded_after_import("ckptbench.backends.torch", ("torch",)) == []
 
 
 def test_missing_torch_is_one_line():
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "from ckptbench.torch_backend import TorchMissingError\n"
+        "from ckptbench.backends.torch import TorchMissingError\n"
         "try:\n"
-        "    import ckptbench.torch_backend.framework\n"
+        "    import ckptbench.backends.torch.framework\n"
         "except TorchMissingError as err:\n"
         "    print(repr(str(err)))\n"
     )
@@ -597,7 +597,7 @@ def test_missing_torch_is_one_line():
 MODULES_AFTER_GRADIENT = """
 import sys
 from types import SimpleNamespace
-from ckptbench.torch_backend.framework import build_gradient
+from ckptbench.backends.torch.framework import build_gradient
 case = SimpleNamespace(model="rnn", steps=6, snaps=2, strategy=sys.argv[2], hidden=4, batch=2,
                        input=3, output=1, seed=0, threads=1)
 built = build_gradient(case, sys.argv[1])

@@ -1,7 +1,7 @@
 """Pairing current cells with reference cells, and the before/after comparison of each pair.
 
 A *cell* is one case measured on one host. Cells pair on their **full case** (every
-:class:`~ckptbench.results.Case` field, present and future, except the run settings in
+:class:`~ckptbench.results.schema.Case` field, present and future, except the run settings in
 :data:`RUN_SETTINGS`, which change how long or how often a case is measured, not what) and
 on the host (a laptop and a CI runner are not the same machine). ``case.key`` names a cell
 for people; it is never what decides a pair, so two cases whose keys collide are still two
@@ -26,7 +26,7 @@ from ckptbench.analysis.stats import (
     memory_delta,
     time_change,
 )
-from ckptbench.results import MODES, SETTINGS_FIELDS, Case, Iteration, Mode, RunResult
+from ckptbench.results.schema import MODES, SETTINGS_FIELDS, Case, Iteration, Mode, RunResult
 
 __all__ = [
     "RUN_SETTINGS",

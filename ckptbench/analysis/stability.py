@@ -2,7 +2,7 @@
 
 Per mode the coefficient of variation of its iteration times, the width of the slowdown's
 95% interval (``ckptbench.analysis.intervals``), the CPU share of its workers, the cores other
-processes kept busy meanwhile (``ckptbench.noise``) and the spread of its exact peaks across
+processes kept busy meanwhile (``ckptbench.measure.noise``) and the spread of its exact peaks across
 rounds; each threshold below is justified by measurements on this project's 2-core VM.
 Numbers only: nothing here prints (docs/architecture.md, "analysis").
 """
@@ -161,7 +161,7 @@ def noise_verdicts(
 
     ``times``/``peaks``: rounds of per-iteration wall times / exact peaks per mode.
     ``cpu_share``: per mode, the lowest (or median) CPU time / wall time of its iterations.
-    ``other_busy_cores``: per mode, the largest :attr:`ckptbench.noise.BusyReading.other_cores`
+    ``other_busy_cores``: per mode, the largest :attr:`measure.noise.BusyReading.other_cores`
     seen while its workers ran. Thresholds default to the module constants (documented there).
     """
     out: list[Verdict] = []

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptbench.analysis import intervals, stability
-from ckptbench.results import Case, Mode, ModeResult, Status, pool_rounds
+from ckptbench.results.schema import Case, Mode, ModeResult, Status, pool_rounds
 from ckptbench.schedules import get_strategy
 
 __all__ = [

@@ -152,7 +152,7 @@ class FrameworkBackend:
         if strategy in self.framework.peers:
             return self.framework.peers[strategy](step, post, steps, case.snaps)
         if get_strategy(strategy).planned:
-            from ckptbench.planner import Costs
+            from ckptbench.schedules.optimal.planner import Costs
 
             if costs is None:
                 raise ValueError("strategy 'optimal' needs measured step costs")

@@ -137,11 +137,15 @@ def device_problem(case: Any) -> str | None:
     return get_backend(case.backend).device_problem(case)
 
 
-register(BackendSpec(name="autograd", module="ckptbench.autograd_backend", requires=("autograd",)))
+register(
+    BackendSpec(
+        name="autograd", module="ckptbench.backends.autograd.framework", requires=("autograd",)
+    )
+)
 register(
     BackendSpec(
         name="torch",
-        module="ckptbench.torch_backend.framework",
+        module="ckptbench.backends.torch.framework",
         requires=("torch",),
         devices=("cpu", "cuda"),
         install_hint="pip install 'ckptbench[torch]'",
@@ -150,7 +154,7 @@ register(
 register(
     BackendSpec(
         name="jax",
-        module="ckptbench.jax_backend.modes",
+        module="ckptbench.backends.jax.modes",
         requires=("jax",),
         devices=("cpu", "cuda"),
         install_hint="pip install 'ckptbench[jax]'",

@@ -67,9 +67,9 @@ from ckptbench.cli.options import (
 def check(results, against, config, memory_tolerance, memory_floor, time_tolerance, any_host,
           summary, fmt, junit, force, quiet):  # fmt: skip
     """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
-    from ckptbench.gate import run_check
+    from ckptbench.analysis.gate import run_check
     from ckptbench.render import check_junit, check_markdown, check_text
-    from ckptbench.store import StoreError, check_output
+    from ckptbench.results.store import StoreError, check_output
 
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     targets = [(summary, "--summary", True)] if summary is not None else []
@@ -107,7 +107,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         except OSError as err:
             problems.append(f"{what} {path}: cannot write ({err.strerror or err})")
     if junit is not None:
-        from ckptbench.results import write_atomic
+        from ckptbench.results.schema import write_atomic
 
         try:
             write_atomic(junit, check_junit(report), replace=force)

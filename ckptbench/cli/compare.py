@@ -59,8 +59,8 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     from ckptbench.analysis import compare as compare_results
     from ckptbench.render import render
     from ckptbench.render.console import stdout_console
-    from ckptbench.results import write_atomic
-    from ckptbench.store import load_results
+    from ckptbench.results.schema import write_atomic
+    from ckptbench.results.store import load_results
 
     try:
         after = load_results(results)

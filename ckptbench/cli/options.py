@@ -11,7 +11,7 @@ import click
 
 from ckptbench.backends.registry import backend_names
 from ckptbench.backends.registry import spec as backend_spec
-from ckptbench.results import Case
+from ckptbench.results.schema import Case
 from ckptbench.schedules import get_strategy, strategy_names
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -224,8 +224,8 @@ def size_options(func):
 
 def read_costs(path: Path, steps: int) -> dict:
     """A costs file (docs/planner.md) as a ``planner.Costs`` document; one line if bad."""
-    from ckptbench.inputs import read_text_limited
-    from ckptbench.planner import costs_from_json
+    from ckptbench.results.files import read_text_limited
+    from ckptbench.schedules.optimal.planner import costs_from_json
 
     try:
         text = read_text_limited(path, 64 * 2**20)

@@ -17,7 +17,7 @@ def check_out(path: Path, force: bool) -> None:
     something it must not (see ``results.check_target``)."""
     import tempfile
 
-    from ckptbench.store import StoreError, check_output
+    from ckptbench.results.store import StoreError, check_output
 
     try:
         check_output(path, "--out", replace=force, result=True)
@@ -37,7 +37,7 @@ def check_mprof_dir(folder: Path, case, modes) -> None:
     """--mprof, checked before anything is measured: a folder ckptbench can write, holding
     none of the files this run will write (see ``store.check_output``)."""
     from ckptbench.render.mprof import mprof_name
-    from ckptbench.store import StoreError, check_output
+    from ckptbench.results.store import StoreError, check_output
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -69,8 +69,8 @@ def write_mprof(results, folder: Path, quiet: bool = False) -> None:
 
 def expect_verdicts(after, paths):
     """The gate's [expect] checks of the results, for the report (None without a manifest)."""
-    from ckptbench.gate import check as gate_check
-    from ckptbench.store import expectations_from_manifests
+    from ckptbench.analysis.gate import check as gate_check
+    from ckptbench.results.store import expectations_from_manifests
 
     expect = expectations_from_manifests(paths)
     return gate_check(after, expect=expect) if expect is not None else None
@@ -88,7 +88,7 @@ def refuse_duplicates(paths) -> None:
 
 def check_side_output(path: Path, what: str, inputs, force: bool, append: bool = False) -> None:
     """The one rule for files ckptbench writes (``store.check_output``); exit 2 if broken."""
-    from ckptbench.store import StoreError, check_output
+    from ckptbench.results.store import StoreError, check_output
 
     try:
         check_output(path, what, inputs=inputs, replace=force, append=append)

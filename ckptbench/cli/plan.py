@@ -21,7 +21,7 @@ from ckptbench.cli.options import (
     size_options,
     stdout_console,
 )
-from ckptbench.results import Case
+from ckptbench.results.schema import Case
 
 
 @click.command(
@@ -53,10 +53,15 @@ def plan(
     fresh worker, then plans with the dynamic program over states and tapes (Beaumont et al.,
     2019) and predicts each strategy's time and peak storage at the same budget.
     """
-    from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
-    from ckptbench.planner import Costs, check_budget, check_plannable, compare_at_budget
+    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.measure.tasks import CostsError, check_plugin, measure_costs
     from ckptbench.render import plan_table
-    from ckptbench.tasks import CostsError, check_plugin, measure_costs
+    from ckptbench.schedules.optimal.planner import (
+        Costs,
+        check_budget,
+        check_plannable,
+        compare_at_budget,
+    )
 
     try:
         case = Case(

@@ -16,7 +16,7 @@ from ckptbench.cli.options import (
     relative_model,
     size_options,
 )
-from ckptbench.results import Case
+from ckptbench.results.schema import Case
 
 
 @click.command(
@@ -43,11 +43,11 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
     workload's step/post/loss and the executor's loops, and prints the lines that hold the
     most memory: what each line of a step keeps on autograd's tape.
     """
-    from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.measure.tasks import TaskError, check_plugin
+    from ckptbench.measure.tasks import profile_lines as run_profile
     from ckptbench.render.console import stdout_console
     from ckptbench.render.profile import profile_lines, profile_table
-    from ckptbench.tasks import TaskError, check_plugin
-    from ckptbench.tasks import profile_lines as run_profile
 
     try:
         case = Case(

@@ -33,7 +33,7 @@ from ckptbench.cli.options import (
     strategy_help,
 )
 from ckptbench.cli.outputs import check_mprof_dir, check_out, write_mprof
-from ckptbench.results import Case
+from ckptbench.results.schema import Case
 from ckptbench.schedules import strategy_names
 
 
@@ -56,7 +56,7 @@ def _precision_value(text: str | None) -> float | None:
 
 def _round_seconds(case: Case, modes) -> float:
     """A rough duration of one round before any is measured (the sweep's cell estimate)."""
-    from ckptbench.sweep_progress import estimated_seconds
+    from ckptbench.sweep.progress import estimated_seconds
 
     one = estimated_seconds(replace(case, rounds=1))
     return one * len(modes) / 3
@@ -96,7 +96,7 @@ def plan_line(case: Case, modes, target, round_s: float) -> str:
 
 
 def _parse_modes(text: str):
-    from ckptbench.results import Mode
+    from ckptbench.results.schema import Mode
 
     names = [m.strip() for m in text.split(",") if m.strip()]
     if not names:
@@ -243,14 +243,14 @@ def run(
     verbose, progress_lines,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
-    from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
-    from ckptbench.planner import PlanError
+    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.measure.runner import Precision, expected_oom, run_case
+    from ckptbench.measure.tasks import CostsError, check_plugin, probe_device
     from ckptbench.render import explain_lines, failure_lines, headline, run_table, warning_lines
     from ckptbench.render.console import mode_progress, stderr_console
     from ckptbench.render.run import interruption_line
-    from ckptbench.results import result_to_dict, snaps_ignored
-    from ckptbench.runner import Precision, expected_oom, run_case
-    from ckptbench.tasks import CostsError, check_plugin, probe_device
+    from ckptbench.results.schema import result_to_dict, snaps_ignored
+    from ckptbench.schedules.optimal.planner import PlanError
 
     mode_list = _parse_modes(modes)
     model = relative_model(model)

@@ -37,11 +37,11 @@ def sweep(
     quiet: bool, verbose: bool, progress_lines: bool,
 ):  # fmt: skip
     """Run every cell of a TOML config, saving each result the moment it is measured."""
-    from ckptbench.config import load_config
     from ckptbench.render.console import stderr_console
-    from ckptbench.store import open_folder
-    from ckptbench.sweep import run_sweep
-    from ckptbench.sweep_progress import estimated_seconds
+    from ckptbench.results.store import open_folder
+    from ckptbench.sweep.config import load_config
+    from ckptbench.sweep.progress import estimated_seconds
+    from ckptbench.sweep.run import run_sweep
 
     try:
         cfg = load_config(config)
@@ -82,7 +82,7 @@ def sweep(
         ):
             console.print(event.line(), highlight=False)
 
-    from ckptbench.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
 
     try:
         with stop_on_signals():

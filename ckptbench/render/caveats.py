@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ckptbench.analysis import BUSY_CPU_SHARE, busy_modes
-from ckptbench.results import RunResult
+from ckptbench.results.schema import RunResult
 
 __all__ = ["Caveat", "caveats", "grouped_warning_lines", "warning_lines"]
 

@@ -20,7 +20,7 @@ from ckptbench.render.format import (
     short_labels,
 )
 from ckptbench.render.table import Column, Table
-from ckptbench.results import RunResult
+from ckptbench.results.schema import RunResult
 
 __all__ = [
     "cells_table",

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ckptbench.results import Mode
+from ckptbench.results.schema import Mode
 
 __all__ = [
     "PLAIN_WIDTH",

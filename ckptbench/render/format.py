@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ckptbench.analysis import differing_fields
-from ckptbench.results import Case
+from ckptbench.results.schema import Case
 
 __all__ = [
     "LABEL_FIELDS",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ckptbench.analysis import Comparison, summarize
-from ckptbench.gate import GateLine, GateReport
+from ckptbench.analysis.gate import GateLine, GateReport
 from ckptbench.render.caveats import grouped_warning_lines
 from ckptbench.render.cells import (
     cells_table,
@@ -28,7 +28,7 @@ from ckptbench.render.plots import (
     plot_tradeoff,
 )
 from ckptbench.render.table import to_html
-from ckptbench.results import RunResult
+from ckptbench.results.schema import RunResult
 
 __all__ = ["render_html"]
 

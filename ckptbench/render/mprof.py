@@ -23,7 +23,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ckptbench.results import write_atomic
+from ckptbench.results.schema import write_atomic
 
 __all__ = [
     "MprofError",

@@ -21,7 +21,7 @@ from typing import Any
 
 from ckptbench.analysis import differing_fields, summarize
 from ckptbench.render.format import MIB, cell_labels, fmt_bytes
-from ckptbench.results import Case, RunResult
+from ckptbench.results.schema import Case, RunResult
 from ckptbench.schedules import STRATEGIES, Setting, get_strategy, optimal_forward_steps
 
 __all__ = [

@@ -1,5 +1,5 @@
 """What ``ckptbench profile`` shows: the source lines that hold the most memory in one
-gradient, from memory_profiler's line profiler (``ckptbench.lineprofile``). Returns a table
+gradient, from memory_profiler's line profiler (``ckptbench.measure.lineprofile``). Returns a table
 (:mod:`ckptbench.render.table`) and strings; never prints."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from ckptbench.render.format import (
     fmt_time_spread,
 )
 from ckptbench.render.table import Column, Table
-from ckptbench.results import Mode, RunResult, Status
+from ckptbench.results.schema import Mode, RunResult, Status
 from ckptbench.schedules import (
     ReplayStats,
     Setting,

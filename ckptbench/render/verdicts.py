@@ -1,11 +1,11 @@
-"""The gate's verdicts (a :class:`~ckptbench.gate.GateReport`) as plain text for a
+"""The gate's verdicts (a :class:`~ckptbench.analysis.gate.GateReport`) as plain text for a
 terminal, markdown for a CI job summary, and JUnit XML for CI test reports."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from ckptbench.gate import GateLine, GateReport
+from ckptbench.analysis.gate import GateLine, GateReport
 from ckptbench.render.format import fmt_size
 
 __all__ = ["check_junit", "check_markdown", "check_text"]

@@ -6,7 +6,7 @@
   Algorithm 799, 2000) and its closed forms;
 * :mod:`~ckptbench.schedules.uniform` — equal segments (the sqrt(n) strategy);
 * :mod:`~ckptbench.schedules.storeall` — every state kept;
-* :mod:`~ckptbench.schedules.optimal` — the budget planner's strategy (``ckptbench.planner``);
+* :mod:`~ckptbench.schedules.optimal` — the budget planner's strategy (``schedules.optimal.planner``);
 * :mod:`~ckptbench.schedules.peers` — the frameworks' own checkpointing.
 
 Every list of strategies in ckptbench reads :data:`STRATEGIES` (docs/architecture.md,
@@ -94,7 +94,7 @@ def make_schedule(strategy: str | StrategySpec, steps: int, snaps: int) -> Itera
     spec = get_strategy(strategy)
     if spec.stream is None:
         why = (
-            "needs step costs and a byte budget: see ckptbench.planner"
+            "needs step costs and a byte budget: see ckptbench.schedules.optimal.planner"
             if spec.planned
             else "is a framework's own checkpointing, not an action stream"
         )

@@ -57,7 +57,9 @@ class StrategySpec:
     stream: Callable[[int, int], Iterator[Action]] | None = None
     advances: Callable[[int, int], int] | None = None
     lower_bound: Callable[[int, int], int] | None = None  # advances no schedule goes below
-    planned: bool = False  # the stream comes from ckptbench.planner (states and tapes)
+    planned: bool = (
+        False  # the stream comes from ckptbench.schedules.optimal.planner (states and tapes)
+    )
     requires: tuple[str, ...] = ()  # packages a peer needs beyond its backend's framework
 
     def missing(self) -> str | None:

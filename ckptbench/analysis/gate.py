@@ -1,0 +1,431 @@
+"""``ckptbench check``: the CI gate. Pass/fail per cell, a markdown summary, an exit code.
+
+What is checked, per cell (``case.key`` on one host):
+
+* **status** — every mode measured OK and the file holds all three modes (a failed, crashed,
+  timed-out or partial cell fails the gate); a cell the sweep manifest lists whose file is
+  missing fails too (``present``);
+* **expectations** — the config's ``[expect]`` thresholds (``memory_savings_min``,
+  ``slowdown_max``, ``grad_max_rel_err_max``, ``forward_steps_exact``: the counted advances
+  and taped steps equal the planned schedule's, for revolve the binomial optimum);
+* **memory vs a reference** (``reference=``) — gated by default: the baseline's peak and the
+  normal/checkpointed overhead over baseline may not grow by more than
+  ``max(memory_tolerance * reference, memory_floor_bytes)`` (5% and 256 KiB by default:
+  peaks are stable to ~0.03 MiB, see ckptbench.analysis.stats). A reference cell with no result
+  fails (a lost cell); a new cell without reference passes with a note;
+* **time vs a reference** — only with ``time_tolerance`` (e.g. 0.25): a mode fails when the
+  95% interval of its time ratio new/old (:func:`ckptbench.analysis.time_change`, the
+  estimator and interval ``run`` reports for the slowdown) lies above
+  ``1 + time_tolerance``. Time is never gated by default (docs/architecture.md, "Noise
+  and rounds").
+
+Exit codes: 0 every check passed; 1 a regression, an unmet expectation or a failed cell.
+Bad input (unreadable files, nothing to compare) raises ``ValueError`` (the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ckptbench.analysis import (
+    MEMORY_FLOOR_BYTES,
+    MEMORY_TOLERANCE,
+    PooledCell,
+    memory_delta,
+    pair,
+    summarize,
+    time_change,
+)
+from ckptbench.analysis.stats import size_text
+from ckptbench.results.schema import MODES, Case, Mode, RunResult
+from ckptbench.results.store import (
+    MANIFEST_NAME,
+    expectations_from_manifests,
+    load_results,
+    missing_cells,
+    read_manifest,
+)
+from ckptbench.schedules import get_strategy
+from ckptbench.sweep.config import Expect, SweepConfig, load_config
+
+MIB = 2**20
+
+__all__ = [
+    "GateLine",
+    "GateReport",
+    "check",
+    "expectations_from_manifests",
+    "run_check",
+]
+
+ExpectSource = Expect | SweepConfig | Mapping[str, Expect] | Callable[[Case], Expect] | None
+
+
+@dataclass(frozen=True)
+class GateLine:
+    """One check of one cell."""
+
+    key: str
+    host: str
+    check: str  # "status", "memory_savings_min", "memory:normal", "time:checkpointed", ...
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class GateReport:
+    lines: tuple[GateLine, ...]
+    notes: tuple[str, ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)
+    #: where the limits come from ('limits: ...') and warnings about them ('warning: ...'),
+    #: said right after the headline
+    sources: tuple[str, ...] = ()
+
+    @property
+    def failures(self) -> tuple[GateLine, ...]:
+        return tuple(line for line in self.lines if not line.passed)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    @property
+    def cells(self) -> tuple[tuple[str, str], ...]:
+        return tuple(dict.fromkeys((line.key, line.host) for line in self.lines))
+
+    @property
+    def headline(self) -> str:
+        """'ckptbench check: PASSED (12 checks on 2 cells)' or FAILED with the counts."""
+        n_cells, n_checks = len(self.cells), len(self.lines)
+        if self.passed:
+            return f"ckptbench check: PASSED ({n_checks} checks on {n_cells} cells)"
+        failed_cells = len({(f.key, f.host) for f in self.failures})
+        return (
+            f"ckptbench check: FAILED ({len(self.failures)} of {n_checks} checks, "
+            f"{failed_cells} of {n_cells} cells)"
+        )
+
+
+# --------------------------------------------------------------------------- expectations
+
+
+def _expect_for(source: ExpectSource, case: Case) -> Expect | None:
+    if source is None:
+        return None
+    if isinstance(source, Expect):
+        return source
+    if isinstance(source, SweepConfig):
+        return source.expect_for(case)
+    if isinstance(source, Mapping):
+        return source.get(case.strategy, source.get("*"))
+    return source(case)
+
+
+@lru_cache(maxsize=256)
+def _fmt(v: float | None, spec: str = ".3g") -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def _need(value: str, condition: str, passed: bool) -> str:
+    """Both sides of a threshold: '23.10x, need >= 25x' (failed) or '30.20x (need >= 25x)'."""
+    return f"{value} (need {condition})" if passed else f"{value}, need {condition}"
+
+
+def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
+    c = result.case
+    s = summarize(c, result.modes)
+    out = []
+
+    def add(name: str, passed: bool, detail: str) -> None:
+        out.append(GateLine(c.key, result.host, name, passed, detail))
+
+    if expect.memory_savings_min is not None:
+        v = s["memory_savings"]
+        ok = v is not None and v >= expect.memory_savings_min
+        add(
+            "memory_savings_min",
+            ok,
+            _need(f"{_fmt(v, '.2f')}x", f">= {expect.memory_savings_min:g}x", ok),
+        )
+    if expect.slowdown_max is not None:
+        v = s["slowdown"]
+        ok = v is not None and v <= expect.slowdown_max
+        add("slowdown_max", ok, _need(f"{_fmt(v, '.2f')}x", f"<= {expect.slowdown_max:g}x", ok))
+    if expect.grad_max_rel_err_max is not None:
+        v = s["grad_max_rel_err"]
+        ok = v is not None and v <= expect.grad_max_rel_err_max
+        limit = f"<= {expect.grad_max_rel_err_max:.1e}"
+        add("grad_max_rel_err_max", ok, _need(_fmt(v, ".2e"), limit, ok))
+    if expect.forward_steps_exact:
+        ckpt = result.mode(Mode.CHECKPOINTED)
+        counters = ckpt.counters if ckpt is not None else {}
+        adv, taped = counters.get("steps_advanced"), counters.get("steps_taped")
+        spec = get_strategy(c.strategy)
+        planned = spec.step_counts(c.steps, c.snaps, ckpt.plan if ckpt is not None else None)
+        if planned is None and spec.ours:
+            add("forward_steps_exact", False, f"{c.strategy}: no plan recorded to count against")
+        elif planned is None:
+            add("forward_steps_exact", True, f"not applicable to {c.strategy} (not our schedule)")
+        else:
+            ok = adv == planned[0] and taped == planned[1]
+            add(
+                "forward_steps_exact",
+                ok,
+                f"advanced {_fmt(adv, 'd')} taped {_fmt(taped, 'd')}; "
+                f"schedule plans {planned[0]} and {planned[1]}",
+            )
+    return out
+
+
+def _status_line(result: RunResult) -> GateLine:
+    missing = [m.value for m in MODES if result.mode(m) is None]
+    bad = [f"{m.mode.value}: {m.status.value}" for m in result.modes if not m.ok]
+    cut = result.interrupted_round
+    if missing:
+        detail, ok = f"incomplete: no {', '.join(missing)} (interrupted sweep?)", False
+    elif cut is not None and not [
+        m for m in result.modes if not m.ok and m.status.value != "interrupted"
+    ]:
+        complete = result.rounds_complete
+        detail, ok = f"interrupted in round {cut} ({complete} complete rounds kept)", False
+    elif bad:
+        first = next(m for m in result.modes if not m.ok)
+        reason = f" ({first.error.splitlines()[0]})" if first.error else ""
+        detail, ok = "; ".join(bad) + reason, False
+    else:
+        detail, ok = "all modes measured", True
+    return GateLine(result.case.key, result.host, "status", ok, detail)
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def _memory_lines(ref: PooledCell, cur: PooledCell, tolerance: float, floor: int) -> list[GateLine]:
+    out = []
+    for mode in MODES:
+        what = "peak" if mode is Mode.BASELINE else "overhead"
+        before, after = ref.memory(mode), cur.memory(mode)
+        name = f"memory:{mode.value}"
+        if before is None or after is None:
+            side = "reference" if before is None else "result"
+            out.append(
+                GateLine(cur.case.key, cur.host, name, after is not None, f"no {side} {what}")
+            )
+            continue
+        d = memory_delta(before, after, tolerance=tolerance, floor_bytes=floor)
+        rel = f" ({d.delta_rel:+.1%})" if d.delta_rel is not None else ""
+        detail = (
+            f"{what} {before / MIB:.2f} -> {after / MIB:.2f} MiB, "
+            f"{size_text(d.delta_bytes, signed=True)}{rel}; "
+            f"limit {size_text(d.limit_bytes, signed=True)}"
+        )
+        if d.changed and not d.regressed:
+            detail += " (improved: consider updating the reference)"
+        out.append(GateLine(cur.case.key, cur.host, name, not d.regressed, detail))
+    return out
+
+
+def _time_lines(ref: PooledCell, cur: PooledCell, tolerance: float) -> tuple[list[GateLine], bool]:
+    """The time checks of one cell, and whether a side had a single worker process."""
+    out = []
+    single = False
+    for mode in (Mode.NORMAL, Mode.CHECKPOINTED):
+        tc = time_change(ref.process_times(mode), cur.process_times(mode), tolerance=tolerance)
+        name = f"time:{mode.value}"
+        if tc is None:
+            out.append(GateLine(cur.case.key, cur.host, name, True, "no times to compare"))
+            continue
+        single = single or min(tc.processes_before, tc.processes_after) < 2
+        detail = (
+            f"median {tc.before_median_s:.4f} -> {tc.after_median_s:.4f} s, new/old "
+            f"{tc.ratio:.3f} [{tc.low:.3f}, {tc.high:.3f}] vs limit {1 + tolerance:.2f} "
+            f"({tc.processes_before}v{tc.processes_after} processes, "
+            f"{tc.n_before}v{tc.n_after} iterations): {tc.verdict}"
+        )
+        out.append(GateLine(cur.case.key, cur.host, name, tc.verdict != "slower", detail))
+    return out, single
+
+
+def check(
+    results: Sequence[RunResult],
+    reference: Sequence[RunResult] | None = None,
+    memory_tolerance: float = MEMORY_TOLERANCE,
+    memory_floor_bytes: int = MEMORY_FLOOR_BYTES,
+    time_tolerance: float | None = None,
+    expect: ExpectSource = None,
+    *,
+    match_host: bool = True,
+) -> GateReport:
+    """Gate ``results`` (see the module docstring). Raises ``ValueError`` on bad input:
+    no results, negative tolerances, or a reference of which no cell matches."""
+    if not results:
+        raise ValueError("no results to check")
+    if not 0 <= memory_tolerance < 10:
+        raise ValueError(
+            f"memory tolerance must be a fraction such as 0.05, got {memory_tolerance!r}"
+        )
+    if memory_floor_bytes < 0:
+        raise ValueError(f"memory floor must be >= 0 bytes, got {memory_floor_bytes!r}")
+    if time_tolerance is not None and not 0 < time_tolerance < 10:
+        raise ValueError(f"time tolerance must be a fraction such as 0.25, got {time_tolerance!r}")
+    lines: list[GateLine] = []
+    notes: list[str] = []
+    for r in results:
+        lines.append(_status_line(r))
+        exp = _expect_for(expect, r.case)
+        if exp is not None:
+            lines.extend(_expect_lines(r, exp))
+    if reference:
+        pairing = pair(results, reference, match_host=match_host)
+        single_process = False
+        for ref_cell, cur_cell in pairing.pairs():
+            lines.extend(_memory_lines(ref_cell, cur_cell, memory_tolerance, memory_floor_bytes))
+            if time_tolerance is not None:
+                time_lines, single = _time_lines(ref_cell, cur_cell, time_tolerance)
+                lines.extend(time_lines)
+                single_process = single_process or single
+        if single_process:
+            notes.append(
+                "time: a side had one worker process, so its interval comes from iterations "
+                "alone (a whole process running slow is not in it); measure with --rounds "
+                ">= 3 for a time gate that sees the variation between processes"
+            )
+        for lost in pairing.only_reference:
+            lines.append(
+                GateLine(lost.key, lost.host, "present", False, "in the reference but not measured")
+            )
+        notes.extend(pairing.notes())
+        new = [f"{c.key}@{c.host}" if c.host else c.key for c in pairing.only_current]
+        if new:
+            notes.append(f"{len(new)} cell(s) without reference: {', '.join(new)}")
+    settings = {
+        "memory_tolerance": memory_tolerance,
+        "memory_floor_bytes": memory_floor_bytes,
+        "time_tolerance": time_tolerance,
+        "match_host": match_host,
+        "reference": bool(reference),
+    }
+    return GateReport(tuple(lines), tuple(notes), settings)
+
+
+# --------------------------------------------------------------------------- CLI entry
+
+
+def run_check(
+    results: Sequence[str | Path],
+    *,
+    against: Sequence[str | Path] | None = None,
+    config: str | Path | None = None,
+    memory_tolerance: float = MEMORY_TOLERANCE,
+    memory_floor_bytes: int = MEMORY_FLOOR_BYTES,
+    time_tolerance: float | None = None,
+    match_host: bool = True,
+) -> GateReport:
+    """Load and gate: ``results`` and ``against`` are files, sweep folders or manifests; the
+    expectations come from ``config`` (a sweep TOML) or else from the results' sweep
+    manifest. Every input problem is a one-line ``ValueError``."""
+    current = load_results(results)
+    reference = load_results(against) if against else None
+    expect: ExpectSource = load_config(config) if config else expectations_from_manifests(results)
+    report = check(
+        current,
+        reference,
+        memory_tolerance=memory_tolerance,
+        memory_floor_bytes=memory_floor_bytes,
+        time_tolerance=time_tolerance,
+        expect=expect,
+        match_host=match_host,
+    )
+    lost = [
+        GateLine(key, "", "present", False, f"listed in the sweep manifest; {what} is missing")
+        for key, what in missing_cells(results)
+    ]
+    if lost:  # a deleted cell, or a sweep stopped between cells, fails the gate
+        report = replace(report, lines=(*report.lines, *lost))
+    if expect is None:
+        note = "no [expect] thresholds (pass --config or check a sweep folder)"
+        report = replace(report, notes=(*report.notes, note))
+    return replace(report, sources=limit_sources(results, config, expect is not None, report))
+
+
+def _manifests(paths: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """(manifest path, its recorded config) for the sweep folders or manifests in ``paths``."""
+    out = []
+    for raw in paths:
+        p = Path(raw)
+        manifest = p / MANIFEST_NAME if p.is_dir() else p
+        if manifest.name != MANIFEST_NAME or not manifest.is_file():
+            continue
+        data = read_manifest(manifest) or {}
+        if isinstance(data.get("config"), dict):
+            out.append((manifest, data["config"]))
+    return out
+
+
+def _expect_diff(recorded: dict[str, Any], config: SweepConfig) -> list[str]:
+    """The [expect] values in which a config file differs from a manifest's copy of it."""
+    now = {"*": config.expect.as_dict()} | {
+        k: v.as_dict() for k, v in config.expect_by_strategy.items()
+    }
+    then = {"*": recorded.get("expect") or {}} | dict(recorded.get("expect_by_strategy") or {})
+    diffs = []
+    for table in sorted(set(now) | set(then), key=lambda k: (k != "*", k)):
+        a, b = then.get(table) or {}, now.get(table) or {}
+        where = "" if table == "*" else f"[{table}] "
+        for name in sorted(set(a) | set(b)):
+            if a.get(name) != b.get(name):
+                diffs.append(
+                    f"{where}{name} {b.get(name)!r} in the file, {a.get(name)!r} in the copy"
+                )
+    return diffs
+
+
+def limit_sources(
+    results: Sequence[str | Path], config: str | Path | None, has_expect: bool, report: GateReport
+) -> tuple[str, ...]:
+    """Where the gate's limits come from, said before the verdicts: the [expect] table (a
+    --config file, or the copy of the sweep's config recorded in its manifest) and the memory
+    and time rules; a warning when the config file on disk no longer matches that copy (the
+    gate uses the copy: editing the file alone changes nothing)."""
+    out = []
+    if config is not None:
+        out.append(f"limits: [expect] from --config {config}")
+    elif has_expect:
+        for manifest, recorded in _manifests(results):
+            source = recorded.get("source") or "its config"
+            out.append(
+                f"limits: [expect] from {manifest}, the copy of {source} made when the sweep "
+                "ran (--config FILE gates on a file instead)"
+            )
+            path = Path(str(recorded.get("source") or ""))
+            if not path.is_file():
+                continue
+            try:
+                diffs = _expect_diff(recorded, load_config(path))
+            except (OSError, ValueError):
+                continue
+            if diffs:
+                out.append(
+                    f"warning: {path} on disk differs from that copy ({'; '.join(diffs)}); "
+                    f"the gate uses the copy: pass --config {path} to gate on the file"
+                )
+    s = report.settings
+    if s.get("reference"):
+        time_rule = (
+            f"time may not grow beyond +{s['time_tolerance']:.0%} (95% interval)"
+            if s.get("time_tolerance")
+            else "time not gated"
+        )
+        out.append(
+            f"limits: memory may grow by {s['memory_tolerance']:.0%} of the reference or "
+            f"{size_text(s['memory_floor_bytes'])}, whichever is larger; {time_rule}"
+        )
+    return tuple(out)

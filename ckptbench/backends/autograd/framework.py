@@ -1,0 +1,106 @@
+"""The autograd backend: the framework operations the generic modes and step costs need.
+
+:data:`BACKEND` is registered as ``autograd`` in :mod:`ckptbench.backends.registry`; the
+three modes come from :mod:`ckptbench.backends.modes` and our schedules run through
+:func:`ckptbench.backends.autograd.binding.binomial_checkpoint` (autograd's binding of the engine).
+Imported only inside the worker of an autograd case (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import autograd
+import autograd.numpy as anp
+import numpy as np
+
+from ckptbench.backends.autograd.binding import binomial_checkpoint
+from ckptbench.backends.modes import FrameworkBackend
+from ckptbench.workloads import Sizes, load_workload, state_nbytes
+
+__all__ = ["BACKEND", "AutogradFramework", "build_gradient", "flatten", "zeros_like"]
+
+
+def zeros_like(tree: Any) -> Any:
+    """A tree of zero arrays shaped like ``tree`` (dict/tuple/list of arrays)."""
+    if isinstance(tree, dict):
+        return {k: zeros_like(v) for k, v in tree.items()}
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(zeros_like(v) for v in tree)
+    return np.zeros_like(tree)
+
+
+def flatten(tree: Any) -> np.ndarray:
+    """All leaves of a tree as one float64 vector (dict keys in sorted order)."""
+    if isinstance(tree, dict):
+        return np.concatenate([flatten(tree[k]) for k in sorted(tree)])
+    if isinstance(tree, (tuple, list)):
+        return np.concatenate([flatten(v) for v in tree])
+    return np.ravel(np.asarray(tree, dtype=np.float64))
+
+
+class AutogradFramework:
+    """autograd's operations for :class:`ckptbench.backends.modes.FrameworkBackend`."""
+
+    name = "autograd"
+    peers: ClassVar[dict[str, Callable[..., Any]]] = {}  # autograd has no checkpointing of its own
+    checkpoint = staticmethod(binomial_checkpoint)
+    flatten = staticmethod(flatten)
+
+    def setup(self, case: Any) -> None:
+        return None
+
+    def workload(self, case: Any, ctx: Any) -> tuple[Any, Any, Any, Any]:
+        wl = load_workload(case.model, Sizes(**case.sizes()))
+        return (wl, *wl.init(case.steps, np.random.default_rng(case.seed)))
+
+    def stack(self, outputs: list[Any]) -> Any:
+        # anp.array, not anp.stack: autograd's stack/concatenate vjp is quadratic in the
+        # number of pieces (1.4 s extra at 1000 steps here, 16 s at 4000), which would
+        # flatter every ratio against normal mode. anp.array's vjp is linear.
+        return anp.array(outputs)
+
+    def value_and_grad(self, value: Callable[[Any], Any], ctx: Any) -> Callable[[Any], Any]:
+        return autograd.value_and_grad(value)
+
+    def value_only(self, value: Callable[[Any], Any], ctx: Any) -> Callable[[Any], Any]:
+        def gradient(p: Any) -> tuple[float, Any]:
+            return float(value(p)), zeros_like(p)
+
+        return gradient
+
+    def device_meter(self, ctx: Any) -> None:
+        return None
+
+    def device_problem(self, device: str) -> str | None:
+        return None if device == "cpu" else f"autograd runs on the CPU only, not {device}"
+
+    # ---------------------------------------------------------------- step costs
+
+    def untaped(self) -> contextlib.AbstractContextManager:
+        """autograd records nothing outside a gradient: plain calls are untaped."""
+        return contextlib.nullcontext()
+
+    def state_nbytes(self, state: Any) -> int:
+        return state_nbytes(state)
+
+    def tape_nbytes(self, step, post, params, state, x) -> int | None:
+        """None: autograd's tape size is measured as a peak-memory slope (stepcosts)."""
+        return None
+
+    def measure_costs(self, case: Any) -> dict[str, Any]:
+        from ckptbench.measure.stepcosts import measure_step_costs
+
+        wl, params, state0, inputs = self.workload(case, None)
+        return measure_step_costs(wl, params, state0, inputs, framework=self).as_dict()
+
+
+#: The registered autograd backend (``ckptbench.backends.registry``).
+BACKEND = FrameworkBackend(AutogradFramework())
+
+
+def build_gradient(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Any:
+    """``BACKEND.build_gradient``: the worker's view of ``case`` in ``mode`` on autograd."""
+    return BACKEND.build_gradient(case, mode, costs)

@@ -1,0 +1,106 @@
+"""The planner's step costs measured on the JAX backend, in a fresh worker process.
+
+What ``ckptbench plan --backend jax`` and strategy ``optimal`` on JAX plan with
+(:mod:`schedules.optimal.planner`, after Beaumont et al., 2019), measured on the compiled code that
+will run the plan, each time the minimum over ``samples`` runs after a compiling one:
+
+* untaped step: a jitted ``lax.scan`` of ``step`` alone, divided by the steps;
+* readout: the same scan with ``post`` minus the scan without, divided by the steps;
+  ``fixed_time_s`` = steps x that (the first sweep's readouts);
+* taped step + reverse: the compiled executor's gradient under the store-all schedule
+  (steps - 1 advances with readouts, then every step a turn from its stored state) minus
+  the scan with readouts, divided by the steps;
+* on a GPU the executor's loops read their trip counts back to the host once per
+  iteration, a cost per table row that store-all's 1 000 rows fold into the taped step:
+  a 24 MiB plan (fewer rows) for the 1000-step LSTM on an H100 was predicted at 0.20 s
+  and measured at 0.10 s, so plans there are ranked by a pessimistic model;
+* state bytes: the state's leaves; tape bytes: the bytes a kept tape stores, from the
+  shapes of the step's ``jax.vjp`` residuals that depend on the state or input (exact,
+  :class:`ckptbench.backends.jax.binding.TapeLayout`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ckptbench.backends.jax.binding import COUNTERS, compiled_checkpoint, tape_layout
+from ckptbench.backends.jax.device import resolve_device
+from ckptbench.backends.jax.table import encode
+from ckptbench.backends.jax.workloads import load_jax_workload
+from ckptbench.schedules import store_all_schedule
+from ckptbench.schedules.optimal.planner import Costs
+from ckptbench.workloads import Sizes
+
+__all__ = ["measure_jax_costs"]
+
+
+def _best(fn: Callable, args: tuple, samples: int) -> float:
+    compiled = jax.jit(fn).lower(*args).compile()
+    jax.block_until_ready(compiled(*args))
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def measure_jax_costs(case: Any, samples: int = 3) -> dict[str, Any]:
+    """The step costs of ``case``'s workload on JAX: ``{"costs": Costs document, ...}``."""
+    sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
+    wl = load_jax_workload(case.model, sizes)
+    steps = case.steps
+    # on the case's device: JAX's default device is a GPU wherever one is visible, so
+    # uncommitted arrays would measure a --device cpu plan on the GPU
+    device = resolve_device(getattr(case, "device", "cpu") or "cpu")
+    params, state0, inputs = jax.device_put(
+        wl.init(steps, np.random.default_rng(case.seed)), device
+    )
+    step, post = wl.step, wl.post
+
+    def scan(readout: bool) -> Callable:
+        def run(p, s0, xs):
+            def body(s, x):
+                s = step(p, s, x)
+                return s, (post(p, s) if readout else None)
+
+            return lax.scan(body, s0, xs)
+
+        return run
+
+    layout = tape_layout(step, post, params, state0, inputs[0])
+    loop = compiled_checkpoint(step, post, encode(store_all_schedule(steps), steps), layout)
+
+    def store_all(p, s0, xs):
+        zero = jnp.zeros(len(COUNTERS), jnp.float64)
+        return jax.grad(lambda q: wl.loss(loop(q, s0, xs, zero)))(p)
+
+    args = (params, state0, inputs)
+    plain = _best(scan(False), args, samples)
+    with_post = _best(scan(True), args, samples)
+    taped = _best(store_all, args, samples)
+    forward_s = plain / steps
+    post_s = max(with_post - plain, 0.0) / steps
+    taped_s = max((taped - with_post) / steps, forward_s)  # noise floor: never below a step
+    state_bytes = sum(int(a.size) * a.dtype.itemsize for a in jax.tree_util.tree_leaves(state0))
+    costs = Costs(
+        forward_time_s=forward_s,
+        taped_time_s=taped_s,
+        state_bytes=state_bytes,
+        tape_bytes=layout.tape_bytes,
+        fixed_time_s=post_s * steps,
+    )
+    return {
+        "costs": costs.as_dict(),
+        "steps": steps,
+        "tape_method": "jax-residual-shapes",
+        "backend": "jax",
+        "samples": samples,
+    }

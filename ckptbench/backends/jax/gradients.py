@@ -1,0 +1,256 @@
+"""The three modes of a case on the JAX backend, compiled ahead of time.
+
+It returns a :class:`ckptbench.backends.Built`, as the other backends do: ``gradient(params)``
+returns ``(loss: float, grad)`` where ``grad`` has the structure of ``params`` (numpy
+arrays: the JAX result buffers are copied and deleted at once, so no iteration's peak holds
+the previous one's buffers, which JAX would otherwise free a moment later); ``flatten`` gives
+the float64 vector of the autograd worker's order (dict keys sorted); ``calls[0]`` is the
+step evaluations of the last call, read from counters measured inside the compiled loops
+(a Python counter around ``step`` would only count traces).
+
+Modes (see docs/architecture.md, "The JAX backend"):
+
+* ``baseline`` — the jitted forward ``lax.scan``, zero gradients: the floor;
+* ``normal`` — ``jax.value_and_grad`` of the same scan, jitted: every step's residuals kept;
+* ``checkpointed`` — ``revolve``, ``uniform``, ``store-all`` and ``optimal`` (a budget plan,
+  ``schedules.optimal.planner``) run by :func:`ckptbench.backends.jax.binding.compiled_checkpoint`;
+  ``jax-checkpoint`` and ``equinox`` are JAX's own (:mod:`ckptbench.backends.jax.peers`).
+
+Every gradient is compiled in :func:`make_built` (``jit(...).lower(...).compile()``), before
+the worker reports ``ready``: compile time never falls in an iteration's time or peak. It is
+reported as the counter ``compile_time_ns``, beside ``xla_temp_bytes`` (XLA's compile-time
+``memory_analysis()`` temp bytes, a second view of memory) and ``program_rss_bytes``: the
+resident memory that tracing and compiling the mode left behind, the compiler's one-time
+start-up included, the same in every mode (RSS after minus before, each after
+``malloc_trim``). It is part of every iteration's peak, as it is of a user's process, and
+at these sizes it is most of a checkpointed mode's overhead: LSTM, 1000 steps, the
+baseline's forward scan 13-18 MiB, the executor running Revolve(1000, 31) 33 MiB, equinox's
+loop 42 MiB.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ckptbench.backends import Built
+from ckptbench.backends.jax.binding import COUNTERS, compiled_checkpoint, tape_layout
+from ckptbench.backends.jax.device import DevicePeakMeter, resolve_device
+from ckptbench.backends.jax.peers import PEERS, equinox_checkpoint, scan_checkpoint
+from ckptbench.backends.jax.table import encode
+from ckptbench.backends.jax.workloads import load_jax_workload
+from ckptbench.measure.peaks import read_rss_bytes, trim_heap
+from ckptbench.schedules import get_strategy, make_schedule, replay_bytes, strategy_names
+from ckptbench.schedules.optimal.planner import Costs, plan_optimal
+from ckptbench.workloads import Sizes
+
+__all__ = ["SCHEDULES", "STRATEGIES", "flatten_gradient", "make_built", "plain_scan"]
+
+#: Strategies run by the compiled executor: our action streams, from the strategy registry.
+SCHEDULES: tuple[str, ...] = tuple(strategy_names("jax", ours=True))
+#: Checkpointed-mode strategies of the JAX backend.
+STRATEGIES: tuple[str, ...] = SCHEDULES + PEERS
+
+_MODES = ("baseline", "normal", "checkpointed")
+
+
+def flatten_gradient(grad: Any) -> np.ndarray:
+    """A gradient tree as one float64 numpy vector, in the autograd worker's order."""
+    leaves = jax.tree_util.tree_leaves(grad)  # dict keys sorted, as the worker's flatten
+    if not leaves:
+        return np.zeros(0)
+    return np.concatenate([np.ravel(np.asarray(leaf, dtype=np.float64)) for leaf in leaves])
+
+
+def plain_scan(step: Any, post: Any) -> Any:
+    """``loop(params, state0, inputs) -> (outputs, evaluations)``: the plain ``lax.scan``
+    with a step counter carried through it."""
+
+    def loop(p: Any, s0: Any, xs: Any) -> tuple[Any, Any]:
+        def body(c: Any, x: Any) -> tuple[Any, Any]:
+            s, n = c
+            s = step(p, s, x)
+            return (s, n + 1), post(p, s)
+
+        (_, n), ys = lax.scan(body, (s0, jnp.int32(0)), xs)
+        return ys, n
+
+    return loop
+
+
+def _mode_name(mode: Any) -> str:
+    name = getattr(mode, "value", mode)
+    if name not in _MODES:
+        raise ValueError(f"unknown mode {mode!r} (choose from {', '.join(_MODES)})")
+    return name
+
+
+def _to_numpy(tree: Any) -> Any:
+    """Host copies of a tree's JAX arrays; the device buffers are deleted at once."""
+
+    def copy(leaf: Any) -> Any:
+        out = np.array(leaf, copy=True)
+        if isinstance(leaf, jax.Array):
+            leaf.delete()
+        return out
+
+    return jax.tree_util.tree_map(copy, tree)
+
+
+def _tree_nbytes(tree: Any) -> int:
+    return sum(int(leaf.size) * leaf.dtype.itemsize for leaf in jax.tree_util.tree_leaves(tree))
+
+
+def _schedule(case: Any, steps: int, costs: dict[str, Any] | None):
+    """The action list of a schedule strategy, and the plan (optimal only)."""
+    if not get_strategy(case.strategy).planned:
+        return list(make_schedule(case.strategy, steps, min(case.snaps, steps))), None
+    if costs is None:
+        raise ValueError("strategy 'optimal' needs measured step costs")
+    measured = Costs.from_dict(costs)
+    plan = plan_optimal(measured, steps, int(case.budget_bytes))
+    return list(plan.actions()), plan
+
+
+def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
+    """Build and compile the gradient of ``case`` in ``mode`` (see the module docstring)."""
+    name = _mode_name(mode)
+    strategy = getattr(case, "strategy", "revolve")
+    if name == "checkpointed" and strategy not in STRATEGIES:
+        raise ValueError(
+            f"strategy {strategy!r} is not available on the JAX backend "
+            f"(choose from {', '.join(STRATEGIES)})"
+        )
+    for package in get_strategy(strategy).requires:
+        # every mode of a cell imports what its checkpointed mode needs (equinox: about
+        # 8.5 MiB resident), so the overhead over the baseline is differentiation, not imports
+        importlib.import_module(package)
+    device = resolve_device(getattr(case, "device", "cpu") or "cpu")
+    sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
+    wl = load_jax_workload(case.model, sizes)
+    params, state0, inputs = jax.device_put(
+        wl.init(case.steps, np.random.default_rng(case.seed)), device
+    )
+    steps = case.steps
+    step, post, loss_of = wl.step, wl.post, wl.loss
+    info: dict[str, Any] = {}
+    counters: dict[str, int] = {}
+    plan = None
+
+    if name in ("baseline", "normal"):
+        plain = plain_scan(step, post)
+
+        def value(p, s0, xs):
+            ys, n = plain(p, s0, xs)
+            return loss_of(ys), n
+
+        if name == "baseline":
+
+            def fn(p, s0, xs):
+                loss, n = value(p, s0, xs)
+                return loss, jax.tree_util.tree_map(jnp.zeros_like, p), n
+
+        else:
+
+            def fn(p, s0, xs):
+                (loss, n), g = jax.value_and_grad(value, has_aux=True)(p, s0, xs)
+                return loss, g, n
+
+    elif strategy in PEERS:
+        make = scan_checkpoint if strategy == "jax-checkpoint" else equinox_checkpoint
+        loop = make(step, post, steps, case.snaps)
+
+        def fn(p, s0, xs):  # step evaluations: not measured (None), never a made-up 0
+            loss, g = jax.value_and_grad(lambda q: loss_of(loop(q, s0, xs)))(p)
+            return loss, g, jnp.int32(-1)
+
+    else:
+        # abstractly: ``inputs[0]`` would run an eager XLA op, and the compiler's start-up
+        # (about 19 MiB resident) would fall outside ``program_rss_bytes`` here only
+        x_spec = jax.ShapeDtypeStruct(inputs.shape[1:], inputs.dtype)
+        layout = tape_layout(step, post, params, state0, x_spec)
+        sb, tb = _tree_nbytes(state0), layout.tape_bytes
+        actions, plan = _schedule(case, steps, costs)
+        table = encode(actions, steps)
+        loop = compiled_checkpoint(step, post, table, layout)
+        stored = replay_bytes(actions, steps, sb, tb)
+        info.update(
+            state_bytes=sb,
+            tape_bytes=tb,
+            peak_stored_bytes=stored.peak_bytes,
+            peak_live_snapshots=stored.stats.peak_snapshots,
+            peak_snapshot_bytes=stored.stats.peak_snapshots * sb,
+            tapes_kept_peak=stored.stats.peak_tapes,
+            table_rows=table.n_rows,
+        )
+
+        def fn(p, s0, xs):
+            zero = jnp.zeros(len(COUNTERS), jnp.float64)
+            loss, (g, n) = jax.value_and_grad(
+                lambda q, c: loss_of(loop(q, s0, xs, c)), argnums=(0, 1)
+            )(p, zero)
+            return loss, g, n.astype(jnp.int64)
+
+    trim_heap()
+    rss0 = read_rss_bytes()
+    t0 = time.perf_counter()
+    compiled = jax.jit(fn).lower(params, state0, inputs).compile()
+    compile_ns = int((time.perf_counter() - t0) * 1e9)
+    temp = _temp_bytes(compiled)
+    jax.clear_caches()  # tracing and lowering caches: about 12 MiB for the executor here
+    trim_heap()
+    program_rss = read_rss_bytes() - rss0
+
+    def gradient(p):
+        loss, g, n = compiled(p, state0, inputs)
+        jax.block_until_ready((loss, g, n))
+        n_host = np.asarray(n).tolist()
+        loss_host = float(loss)
+        for arr in (loss, n):
+            arr.delete()
+        _record(n_host)
+        return loss_host, _to_numpy(g)
+
+    calls = [0]
+
+    def _record(n: Any) -> None:
+        if isinstance(n, list):  # the executor's counters
+            got = dict(zip(COUNTERS, (int(v) for v in n), strict=True))
+            counters.clear()
+            counters.update(got)
+            calls[0] = got["steps_advanced"] + got["steps_taped"]
+        elif n >= 0:  # the plain scan's step counter
+            calls[0] = int(n)
+        else:  # a peer: its recomputations happen inside JAX's own transpose, unseen
+            calls[0] = None
+
+    def counters_now() -> dict[str, int]:
+        out = {**counters, **info, "compile_time_ns": compile_ns, "program_rss_bytes": program_rss}
+        if temp is not None:
+            out["xla_temp_bytes"] = temp
+        return out
+
+    return Built(
+        params=params,
+        gradient=gradient,
+        calls=calls,
+        counters=counters_now,
+        flatten=flatten_gradient,
+        plan=(lambda: plan.summary()) if plan is not None else dict,
+        device_meter=DevicePeakMeter(device) if device.platform != "cpu" else None,
+    )
+
+
+def _temp_bytes(compiled: Any) -> int | None:
+    try:
+        stats = compiled.memory_analysis()
+    except Exception:  # some platforms have none
+        return None
+    temp = getattr(stats, "temp_size_in_bytes", None)
+    return int(temp) if temp is not None else None

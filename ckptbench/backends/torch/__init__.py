@@ -1,0 +1,50 @@
+"""The PyTorch backend: the same workloads, modes and Revolve schedules, run with torch.
+
+Importing this package does not import torch; its submodules do. Every entry point that a
+user reaches (``framework.BACKEND``, registered as ``torch`` in
+``ckptbench.backends.registry``) first calls :func:`require_torch`, so a missing
+torch is one line (:class:`TorchMissingError`, a ``ValueError``) that ``cli`` turns into
+exit status 2. Install with the optional extra: ``pip install 'ckptbench[torch]'``.
+
+Submodules:
+
+* ``workloads`` — ``TorchRNN`` and ``TorchLSTM`` (the math of ``ckptbench.workloads``, the
+  initial values of the same numpy draws) and plug-ins with torch tensors;
+* ``executor`` — ``revolve_checkpoint``: any :mod:`ckptbench.schedules` action stream as one
+  ``torch.autograd.Function``, torch's binding of :mod:`ckptbench.engine.interpreter` (Griewank &
+  Walther, Algorithm 799: Revolve, 2000; budget plans with kept tapes);
+* ``peer`` — ``torch.utils.checkpoint`` over equal segments, measured beside it;
+* ``framework`` — torch's operations for the modes written once in
+  ``ckptbench.backends.modes``, and ``BACKEND``;
+* ``tapes`` — the bytes one kept tape holds, counted from autograd's saved tensors;
+* ``cuda`` — device-memory peaks and synchronisation, guarded for machines without CUDA.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["INSTALL_HINT", "TorchMissingError", "require_torch"]
+
+#: What to run when torch is missing.
+INSTALL_HINT = "pip install 'ckptbench[torch]'"
+
+
+class TorchMissingError(ImportError, ValueError):
+    """The torch backend was asked for but PyTorch cannot be imported (a one-line message).
+
+    An ``ImportError`` (what the worker catches around the backend's import) and a
+    ``ValueError`` (the project's bad-input convention) at once.
+    """
+
+
+def require_torch() -> Any:
+    """Return the ``torch`` module, or raise :class:`TorchMissingError` with one line."""
+    try:
+        import torch
+    except ImportError as err:
+        why = " ".join(str(err).split()) or type(err).__name__
+        raise TorchMissingError(
+            f"--backend torch needs PyTorch, which cannot be imported ({why}); {INSTALL_HINT}"
+        ) from None
+    return torch

@@ -1,0 +1,417 @@
+"""The schedule interpreter every backend shares: slots, kept tapes, counters, timers, bytes.
+
+A checkpointing schedule (:mod:`ckptbench.schedules`: binomial Revolve, Griewank & Walther,
+"Algorithm 799: Revolve", ACM TOMS 26(1), 2000; equal segments; store-all; the budget
+planner's plans keeping states *and* tapes, Beaumont et al., "Optimal checkpointing for
+heterogeneous chains", 2019) is a stream of actions. This module runs that stream once for
+every framework (see docs/architecture.md, "The engine"):
+
+* :func:`first_sweep` runs the actions up to FIRSTURN (the binding's forward pass): it
+  computes every step's output, places the snapshots and keeps the tapes the schedule asks
+  for, ending on the taped last step;
+* :func:`reverse_sweep` resumes the same stream after FIRSTURN (the binding's vjp /
+  backward) and returns the cotangent of the initial state; the step operations add the
+  parameter and input cotangents into their own accumulators on the way;
+* a second reverse of the same call re-runs the first sweep without outputs first.
+
+The bindings time their whole forward and reverse (``executor_time_s``); the engine times
+each action's phase (advances, taped steps with their reverses, bookkeeping).
+
+A backend supplies only :class:`StepOps` (advance untaped, tape one step, reverse one tape,
+the bytes of a state) and a thin binding making the whole loop one differentiable operation
+(``backends.autograd.binding`` for autograd, ``backends.torch.binding`` for torch).
+
+Every counter means the same on every backend: ``peak_stored_bytes`` is the most bytes of
+live snapshots + kept tapes + the tape being reversed, with the *declared* tape bytes
+(a plan's costs, or ``tape_bytes``), exactly as :func:`ckptbench.schedules.replay_bytes`
+counts them; every RESTORE is checked against the slot's step; an action kind the engine
+does not know is one :class:`UnknownActionError`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ckptbench.backends.contract import CheckpointStats, ExecutorCounters
+from ckptbench.schedules import (
+    Action,
+    ActionKind,
+    StrategySpec,
+    check_int,
+    get_strategy,
+    make_schedule,
+)
+from ckptbench.schedules.optimal.planner import Costs, Plan, plan_optimal
+
+__all__ = [
+    "HANDLED_KINDS",
+    "EngineLoop",
+    "EngineRun",
+    "LoopSchedule",
+    "StepOps",
+    "UnknownActionError",
+    "UnrolledOps",
+    "first_sweep",
+    "loop_schedule",
+    "reverse_sweep",
+]
+
+_ADVANCE, _TAKESHOT, _RESTORE = ActionKind.ADVANCE, ActionKind.TAKESHOT, ActionKind.RESTORE
+_FIRSTURN, _YOUTURN, _TERMINATE = ActionKind.FIRSTURN, ActionKind.YOUTURN, ActionKind.TERMINATE
+_TAPE, _REVERSE = ActionKind.TAPE, ActionKind.REVERSE
+
+#: The action kinds the engine interprets; any other kind is an :class:`UnknownActionError`.
+HANDLED_KINDS = frozenset(ActionKind)
+
+
+class UnknownActionError(NotImplementedError):
+    """The schedule emitted an action kind the engine cannot interpret."""
+
+
+def _unknown(act: Any) -> UnknownActionError:
+    known = ", ".join(sorted(k.name for k in HANDLED_KINDS))
+    kind = getattr(act.kind, "name", act.kind)
+    return UnknownActionError(
+        f"the engine cannot run action {kind!r} (it knows {known}); "
+        "teach ckptbench.engine.interpreter the new kind"
+    )
+
+
+class StepOps(Protocol):
+    """What a backend does for the engine; ``step`` i maps x_i to x_{i+1}.
+
+    ``tape`` objects are opaque to the engine; a ``state_bar`` is whatever ``reverse``
+    returns (``None`` stands for a zero cotangent, the one of x_l).
+    """
+
+    def advance(self, state: Any, start: int, stop: int, outputs: bool) -> Any:
+        """Untaped steps start..stop-1 from ``state``; with ``outputs`` also store each
+        step's readout (the first sweep)."""
+
+    def tape(self, state: Any, step: int, outputs: bool) -> tuple[Any, Any]:
+        """Step ``step`` on the framework's tape: ``(tape, x_{step+1})``; with ``outputs``
+        also store its readout."""
+
+    def reverse(self, tape: Any, state_bar: Any, step: int) -> Any:
+        """Run ``tape`` backwards from the cotangent of x_{step+1} (and of output ``step``);
+        add parameter and input cotangents to the backend's accumulators; return the
+        cotangent of x_step."""
+
+    def state_nbytes(self, state: Any) -> int:
+        """Bytes of one state (what a snapshot holds)."""
+
+
+# ---------------------------------------------------------------------- the schedule
+
+
+@dataclass(frozen=True)
+class LoopSchedule:
+    """What a checkpointed loop runs: the strategy's action stream and its declared bytes."""
+
+    steps: int
+    snaps: int
+    strategy: StrategySpec
+    plan: Plan | None = None
+    tape_bytes: tuple[int, ...] = ()  # declared bytes of each step's tape
+
+    def actions(self) -> Iterator[Action]:
+        """A fresh action stream (the engine asks once per first sweep)."""
+        if self.plan is not None:
+            return self.plan.actions()
+        return make_schedule(self.strategy, self.steps, self.snaps)
+
+    def tape_bytes_of(self, step: int) -> int:
+        return self.tape_bytes[step]
+
+
+def loop_schedule(
+    steps: int,
+    snaps: int | None = None,
+    strategy: StrategySpec | str | None = None,
+    *,
+    plan: Plan | None = None,
+    costs: Costs | None = None,
+    budget_bytes: int | None = None,
+    tape_bytes: int = 0,
+) -> LoopSchedule:
+    """Validate a loop's schedule arguments (the same one-line errors on every backend).
+
+    ``strategy`` defaults to revolve; ``plan=`` (or ``costs=`` with ``budget_bytes=``, which
+    plan with :func:`schedules.optimal.planner.plan_optimal`) means strategy optimal, whose slots
+    and tape bytes are the plan's. Otherwise ``snaps`` is needed and ``tape_bytes``
+    declares one tape's bytes for ``peak_stored_bytes``.
+    """
+    steps = check_int("steps", steps)
+    if costs is not None or budget_bytes is not None:
+        if plan is not None:
+            raise ValueError("give either plan or costs and budget_bytes, not both")
+        if costs is None or budget_bytes is None:
+            raise ValueError("costs and budget_bytes go together")
+        plan = plan_optimal(costs, steps, budget_bytes)
+    strat = get_strategy("revolve" if strategy is None else strategy)
+    if plan is not None:
+        if strategy is not None and not strat.planned:
+            raise ValueError(f"a plan runs strategy optimal, not {strat.name}")
+        if tape_bytes:
+            raise ValueError("a plan declares its own tape bytes")
+        if not isinstance(plan, Plan):
+            raise ValueError(
+                f"plan must be a ckptbench.schedules.optimal.planner.Plan, got {type(plan)}"
+            )
+        if plan.steps != steps:
+            raise ValueError(f"plan is for {plan.steps} steps, not steps={steps}")
+        tb = plan.costs.tape_bytes
+        per_step = tuple(tb) if isinstance(tb, tuple) else (tb,) * steps
+        return LoopSchedule(steps, max(1, plan.slots), get_strategy("optimal"), plan, per_step)
+    if strat.planned:
+        raise ValueError(
+            "strategy optimal needs a plan, or costs and budget_bytes "
+            "(ckptbench.schedules.optimal.planner.plan_optimal)"
+        )
+    if strat.stream is None:
+        raise ValueError(f"strategy {strat.name} is a framework's own checkpointing, not ours")
+    if snaps is None:
+        raise ValueError(f"strategy {strat.name} needs snaps")
+    snaps = check_int("snaps", snaps)
+    declared = check_int("tape_bytes", tape_bytes, minimum=0)
+    return LoopSchedule(steps, snaps, strat, None, (declared,) * steps)
+
+
+class EngineLoop:
+    """What every backend's checkpointed loop holds: ``step``, ``post``, the validated
+    :class:`LoopSchedule` (``steps``, ``snaps``, ``strategy``, ``plan``) and ``stats``, the
+    counters of the most recent call. The bindings subclass it and add ``__call__``."""
+
+    def __init__(
+        self, step: Any, post: Any, steps: int, snaps: int | None = None, strategy: Any = None,
+        **schedule: Any,
+    ) -> None:  # fmt: skip
+        if not callable(step) or not callable(post):
+            raise ValueError("step and post must be callables")
+        self.step = step
+        self.post = post
+        self.schedule = loop_schedule(steps, snaps, strategy, **schedule)
+        self.steps = self.schedule.steps
+        self.snaps = self.schedule.snaps
+        self.strategy = self.schedule.strategy
+        self.plan = self.schedule.plan
+        self.stats: CheckpointStats | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(steps={self.steps}, snaps={self.snaps}, "
+            f"strategy={self.strategy.name!r})"
+        )
+
+
+class UnrolledOps:
+    """The untaped part of :class:`StepOps`, the same for every framework: a subclass sets
+    ``step``, ``post``, ``steps``, ``params``, ``inputs`` and gives ``check_state(state)``
+    (the first step's result against the initial state) and ``put(i, y)`` (store output
+    i); a framework that must switch its tape off wraps :meth:`advance`."""
+
+    step: Any
+    post: Any
+    steps: int
+    params: Any
+    inputs: Any
+
+    def advance(self, state: Any, start: int, stop: int, outputs: bool) -> Any:
+        step, params, inputs = self.step, self.params, self.inputs
+        if not outputs:
+            for i in range(start, stop):
+                state = step(params, state, inputs[i])
+            return state
+        post = self.post
+        for i in range(start, stop):
+            state = step(params, state, inputs[i])
+            if i == 0:
+                self.check_state(state)
+            self.put(i, post(params, state))
+        return state
+
+
+# ---------------------------------------------------------------------- one call's state
+
+
+class EngineRun(ExecutorCounters):
+    """Mutable state of one call: the action stream, snapshots, kept tapes and counters."""
+
+    def __init__(self, schedule: LoopSchedule) -> None:
+        super().__init__()
+        self.schedule = schedule
+        self.actions: Iterator[Action] | None = None
+        self.slots: dict[int, tuple[int, Any]] = {}  # slot -> (step, state)
+        self.last_turn: Any = None  # tape of step l-1, taped by the first sweep
+        self.tapes: dict[int, Any] = {}  # step -> kept tape (TAPE .. REVERSE)
+        self.kept_tape_bytes = 0
+        self.peak_bytes = 0
+
+    def stats(self) -> CheckpointStats:
+        sc = self.schedule
+        return self.frozen(
+            sc.steps,
+            sc.snaps,
+            sc.strategy.name,
+            tape_bytes=sc.tape_bytes_of(0),
+            peak_stored_bytes=self.peak_bytes,
+        )
+
+    def at_peak(self, live_tape: int = 0) -> None:
+        total = len(self.slots) * self.state_bytes + self.kept_tape_bytes + live_tape
+        if total > self.peak_bytes:
+            self.peak_bytes = total
+
+    def store(self, slot: int, step: int, state: Any) -> None:
+        self.slots[slot] = (step, state)
+        if len(self.slots) > self.peak_live:
+            self.peak_live = len(self.slots)
+        self.at_peak()
+
+    def restore(self, slot: int, step: int) -> Any:
+        held = self.slots.get(slot)
+        if held is None or held[0] != step:
+            raise RuntimeError(f"RESTORE of x_{step}: slot {slot} holds {held and held[0]}")
+        return held[1]
+
+    def keep_tape(self, step: int, tape: Any) -> None:
+        self.tapes[step] = tape
+        self.tapes_kept += 1
+        self.peak_tapes = max(self.peak_tapes, len(self.tapes))
+        self.kept_tape_bytes += self.schedule.tape_bytes_of(step)
+        self.at_peak()
+
+    def take_tape(self, step: int) -> Any:
+        """The kept tape of ``step``, no longer counted as kept."""
+        self.kept_tape_bytes -= self.schedule.tape_bytes_of(step)
+        return self.tapes.pop(step)
+
+    def free(self, step: int) -> None:
+        """Drop snapshots of x_step: once step is reversed, no action can need them again."""
+        for k in [k for k, (st, _) in self.slots.items() if st == step]:
+            del self.slots[k]
+
+    def clear(self) -> None:
+        self.slots.clear()
+        self.tapes.clear()
+        self.kept_tape_bytes = 0
+
+
+# ---------------------------------------------------------------------- the sweeps
+
+
+def first_sweep(run: EngineRun, ops: StepOps, state0: Any, outputs: bool = True) -> None:
+    """Run the actions up to FIRSTURN from ``state0`` (``outputs``: store every readout).
+
+    With ``outputs=False`` this is the re-run a second reverse of the same call needs: the
+    snapshots and tapes are placed again, nothing is read out.
+    """
+    clock = time.perf_counter
+    run.clear()
+    run.state_bytes = ops.state_nbytes(state0)
+    run.actions = iter(run.schedule.actions())
+    state = state0
+    t_prev = clock()
+    for act in run.actions:
+        t0 = clock()
+        run.book_s += t0 - t_prev
+        kind = act.kind
+        if kind is _ADVANCE:
+            n = act.stop - act.start
+            state = ops.advance(state, act.start, act.stop, outputs)
+            run.advanced += n
+            if outputs:
+                run.post_calls += n
+            t_prev = clock()
+            run.advance_s += t_prev - t0
+        elif kind is _TAKESHOT:
+            run.store(act.slot, act.step, state)
+            t_prev = clock()
+            run.book_s += t_prev - t0
+        elif kind is _TAPE:
+            tape, state = ops.tape(state, act.step, outputs)
+            run.keep_tape(act.step, tape)
+            run.taped += 1
+            t_prev = clock()
+            run.taped_s += t_prev - t0
+        elif kind is _FIRSTURN:
+            run.at_peak(run.schedule.tape_bytes_of(act.step))
+            run.last_turn, _ = ops.tape(state, act.step, outputs)
+            run.taped += 1
+            run.taped_s += clock() - t0
+            break
+        elif kind in HANDLED_KINDS:
+            raise RuntimeError(f"unexpected {act!r} in the first sweep")
+        else:
+            raise _unknown(act)
+
+
+def reverse_sweep(run: EngineRun, ops: StepOps, replay_state0: Any = None) -> Any:
+    """Resume the stream after FIRSTURN; return the cotangent of x_0 (``ops.reverse``'s).
+
+    When the first sweep's tapes were already consumed (a second reverse of one call), the
+    first sweep is re-run from ``replay_state0`` without outputs.
+    """
+    clock = time.perf_counter
+    if run.last_turn is None:
+        first_sweep(run, ops, replay_state0, outputs=False)
+    t0 = clock()
+    last = run.schedule.steps - 1
+    turn, run.last_turn = run.last_turn, None
+    state_bar = ops.reverse(turn, None, last)
+    del turn
+    run.free(last)
+    state = None
+    t_prev = clock()
+    run.taped_s += t_prev - t0
+    for act in run.actions:
+        t0 = clock()
+        run.book_s += t0 - t_prev
+        kind = act.kind
+        if kind is _YOUTURN:
+            i = act.step
+            run.at_peak(run.schedule.tape_bytes_of(i))
+            tape, _ = ops.tape(state, i, False)
+            run.taped += 1
+            state_bar = ops.reverse(tape, state_bar, i)
+            del tape
+            run.free(i)
+            state = None
+            t_prev = clock()
+            run.taped_s += t_prev - t0
+        elif kind is _ADVANCE:
+            state = ops.advance(state, act.start, act.stop, False)
+            run.advanced += act.stop - act.start
+            t_prev = clock()
+            run.advance_s += t_prev - t0
+        elif kind is _RESTORE:
+            state = run.restore(act.slot, act.step)
+            t_prev = clock()
+            run.book_s += t_prev - t0
+        elif kind is _TAKESHOT:
+            run.store(act.slot, act.step, state)
+            t_prev = clock()
+            run.book_s += t_prev - t0
+        elif kind is _TAPE:
+            tape, state = ops.tape(state, act.step, False)
+            run.keep_tape(act.step, tape)
+            run.taped += 1
+            t_prev = clock()
+            run.taped_s += t_prev - t0
+        elif kind is _REVERSE:
+            state_bar = ops.reverse(run.take_tape(act.step), state_bar, act.step)
+            run.free(act.step)
+            state = None
+            t_prev = clock()
+            run.taped_s += t_prev - t0
+        elif kind is _TERMINATE:
+            break
+        elif kind in HANDLED_KINDS:
+            raise RuntimeError(f"unexpected {act!r} in the reverse sweep")
+        else:
+            raise _unknown(act)
+    run.clear()
+    return state_bar

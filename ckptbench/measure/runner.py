@@ -1,0 +1,361 @@
+"""Measure one case: fresh workers per (round, mode), verification, a result saved after
+every mode.
+
+The runner never computes ratios (``analysis`` does) and never prints (``cli`` does); it
+reports progress through a callback and saves the result file after every mode, atomically,
+so a crash, a kill or a timeout later in the run loses nothing already measured.
+
+Rounds (pyperf's and asv's habit): with ``case.rounds = N`` every mode is measured N times,
+each time in a fresh worker (``ckptbench.measure.launch``), round k starting with mode k mod (number
+of modes), so a slow minute on a shared machine does not land on one mode only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import ckptbench
+from ckptbench.analysis.summary import pool_by_mode, round_estimates, summarize
+from ckptbench.measure import noise
+from ckptbench.measure import peaks as measure
+from ckptbench.measure.launch import Interrupted, Progress, RunEvent, run_mode, stop_reason
+from ckptbench.measure.tasks import measure_costs
+from ckptbench.results.schema import (
+    MODES,
+    Case,
+    Mode,
+    ModeResult,
+    RunResult,
+    Status,
+    save_result,
+)
+from ckptbench.schedules import get_strategy
+from ckptbench.workloads import plugin_provenance
+
+__all__ = [
+    "GRAD_TOLERANCE",
+    "Precision",
+    "compile_package",
+    "expected_oom",
+    "round_order",
+    "run_case",
+]
+
+#: Checkpointed gradients must match the plain gradient to this max relative error.
+GRAD_TOLERANCE = 1e-8
+
+
+def _grad_error(normal_path: str, ckpt_path: str) -> float | None:
+    import numpy as np
+
+    try:
+        a, b = np.load(ckpt_path), np.load(normal_path)
+    except OSError:
+        return None
+    if a.shape != b.shape:
+        return float("inf")
+    scale = float(np.max(np.abs(b))) if b.size else 0.0
+    diff = float(np.max(np.abs(a - b))) if b.size else 0.0
+    return diff / scale if scale > 0 else diff
+
+
+def _verify(case: Case, result: ModeResult, grad_err: float | None) -> ModeResult:
+    """Fail a checkpointed result whose gradient or step count is wrong (the count a
+    strategy plans: its closed form, a replay of its stream, or the recorded plan's)."""
+    result = replace(result, grad_max_rel_err=grad_err)
+    if grad_err is not None and not grad_err <= GRAD_TOLERANCE:
+        return replace(
+            result,
+            status=Status.FAILED,
+            error=f"gradient differs from the plain gradient: max rel err {grad_err:.3g} "
+            f"> {GRAD_TOLERANCE:g}",
+        )
+    counts = get_strategy(case.strategy).step_counts(case.steps, case.snaps, result.plan)
+    got = result.counters.get("step_calls")
+    if counts is not None and got is not None and got != sum(counts):
+        return replace(
+            result,
+            status=Status.FAILED,
+            error=f"step evaluations {got} != planned {sum(counts)} "
+            f"({counts[0]} advances + {counts[1]} taped)",
+        )
+    return result
+
+
+@dataclass(frozen=True)
+class Precision:
+    """``--precision``: add rounds until the slowdown's half-width (relative) is at most
+    ``target_rel``, but no more than ``max_rounds`` in all and no new round after
+    ``max_time_s`` seconds of measuring."""
+
+    target_rel: float
+    max_rounds: int = 30
+    max_time_s: float = 1800.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.target_rel < 1:
+            raise ValueError(f"precision must be a fraction such as 3%, got {self.target_rel}")
+        if self.max_rounds < 2:
+            raise ValueError(f"max rounds must be at least 2, got {self.max_rounds}")
+        if not 0 < self.max_time_s < math.inf:
+            raise ValueError(f"max time must be a positive duration, got {self.max_time_s}")
+
+
+def _next_round(
+    precision: Precision | None,
+    results: Sequence[ModeResult],
+    done: int,
+    planned: int,
+    round_starts: Sequence[float],
+    env: dict[str, Any],
+) -> bool:
+    """After ``done`` rounds (of ``planned`` at least): start another one?
+
+    Without ``precision``: exactly ``planned`` rounds. With it: at least two (one round's
+    interval sees no process-to-process variation), the planned ones unless the next round
+    would end after ``max_time_s`` (predicted from the mean round so far), then more until
+    the slowdown's interval is within the target, at most ``max_rounds`` and never a round
+    predicted to end after ``max_time_s``. Records the outcome in ``env["precision"]``
+    (target, half-width, rounds, why it stopped)."""
+    if precision is None:
+        return done < planned
+    est = round_estimates(results).get("slowdown")
+    half = est.half_width_rel if est is not None else None
+    elapsed = time.monotonic() - round_starts[0] if round_starts else 0.0
+    mean_round = elapsed / done if done else 0.0
+    over_time = done >= 2 and elapsed + mean_round > precision.max_time_s
+    if done < 2:
+        stopped = ""
+    elif over_time:
+        stopped = "max-time"
+    elif done < planned:
+        stopped = ""
+    elif half is None:
+        stopped = "no-slowdown"  # normal or checkpointed never measured OK: rounds won't help
+    elif half <= precision.target_rel:
+        stopped = "reached"
+    elif done >= precision.max_rounds:
+        stopped = "max-rounds"
+    else:
+        stopped = ""
+    env["precision"] = {
+        "target_rel": precision.target_rel,
+        "half_width_rel": half,
+        "rounds": done,
+        "rounds_planned": planned,
+        "max_rounds": precision.max_rounds,
+        "max_time_s": precision.max_time_s,
+        "elapsed_s": round(elapsed, 3),
+        "stopped": stopped or "running",
+    }
+    return not stopped
+
+
+def compile_package() -> bool:
+    """Make sure ckptbench's own modules have bytecode before any worker starts, so every
+    worker loads them from ``.pyc`` however ckptbench was installed.
+
+    Measured (issue 16): with ``PYTHONDONTWRITEBYTECODE`` set, a source checkout has no
+    ``__pycache__`` and every worker compiled 13 ckptbench modules at start-up: +1.7 MiB
+    RssAnon after the imports (21.4 vs 19.7 MiB), and exact peaks moved by 0.3-0.7 MiB
+    (baseline +0.72, checkpointed +0.37, normal +0.33 MiB on lstm 300 x 16), so the
+    checkpointed overhead differed by 0.35-0.45 MiB from an installed package's, which had
+    its ``.pyc`` files. Reading existing bytecode is not affected by that variable, so
+    writing it once here removes the difference. Returns False when it could not be
+    written (a read-only tree): the result records it."""
+    import compileall
+    from pathlib import Path
+
+    root = Path(ckptbench.__file__).parent
+    try:
+        return bool(compileall.compile_dir(str(root), quiet=2, workers=1))
+    except OSError:
+        return False
+
+
+def round_order(modes: Sequence[Mode], round_index: int) -> tuple[Mode, ...]:
+    """Round k measures the modes rotated by k: every mode goes first equally often."""
+    k = round_index % len(modes) if modes else 0
+    return tuple(modes[k:]) + tuple(modes[:k])
+
+
+def run_case(
+    case: Case,
+    *,
+    out_path: str | os.PathLike[str] | None = None,
+    replace_out: bool = False,
+    progress: Progress | None = None,
+    modes: Sequence[Mode] = MODES,
+    worker: Sequence[str] | None = None,
+    costs: dict[str, Any] | None = None,
+    retry_oom: bool = False,
+    precision: Precision | None = None,
+) -> RunResult:
+    """Measure ``case`` in ``case.rounds`` rounds of each mode (a fresh process each),
+    saving after every mode.
+
+    A mode stopped at the memory limit is not run again in later rounds (it would climb to
+    the limit once more): the runner sends one ``skip`` progress event per skipped (round,
+    mode) and records the round it first ran out of memory in the environment's
+    ``skipped_after_oom``. ``retry_oom`` measures it in every round anyway.
+
+    With ``precision``, rounds are added after ``case.rounds`` until the slowdown's 95%
+    interval is within the target (:func:`_more_rounds`); the result's case then says how
+    many rounds ran, and the environment's ``precision`` how the run stopped.
+
+    The first save never replaces an existing ``out_path`` unless ``replace_out``; later
+    saves replace only the file this run wrote. On :class:`Interrupted` (or Ctrl-C) the
+    partial mode is saved with status ``interrupted`` and the exception is re-raised with the
+    saved result attached as ``err.result``.
+
+    Strategy ``optimal`` plans with ``costs`` (a ``planner.Costs`` document); without them the
+    step costs are first measured in a fresh worker (:func:`measure_costs`, which raises
+    :class:`CostsError` when that fails). Before any mode is measured, a plan too large to
+    compute or a budget no schedule fits is a ``PlanError`` (``planner.check_plannable``,
+    ``planner.check_budget``): nothing is measured and no file is written.
+    """
+    if len(set(modes)) != len(modes):
+        raise ValueError("modes must not repeat")
+    if case.strategy == "optimal" and Mode.CHECKPOINTED in modes:
+        from ckptbench.schedules.optimal.planner import Costs, check_budget, check_plannable
+
+        check_plannable(case.steps, Costs.from_dict(costs) if costs is not None else None)
+        if costs is None:
+            costs = measure_costs(case, worker=worker)["costs"]
+        check_budget(Costs.from_dict(costs), case.steps, case.budget_bytes or 0)
+    env = measure.environment()
+    env["sample_interval_s"] = case.sample_interval_s
+    env["thread_env_child"] = measure.pinned_thread_env(case.threads)
+    env["plugin"] = plugin_provenance(case.model)
+    env["bytecode_compiled"] = compile_package()
+    env["machine_state"] = noise.machine_state().as_dict()
+    host = socket.gethostname()
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    results: list[ModeResult] = []
+    saved = [False]
+    out_of_memory: dict[str, int] = {}  # mode -> 1-based round it first exceeded the limit
+    ran = [case.rounds]  # rounds planned so far (more with ``precision``)
+    round_starts: list[float] = []
+
+    def snapshot() -> RunResult:
+        busy: dict[str, float] = {}
+        for r in results:
+            if r.other_busy_cores is not None:
+                busy[r.mode.value] = max(busy.get(r.mode.value, 0.0), r.other_busy_cores)
+        return RunResult(
+            case=case if ran[0] == case.rounds else replace(case, rounds=ran[0]),
+            modes=tuple(results),
+            environment=env,
+            summary=summarize(case, pool_by_mode(results), results, busy),
+            created=created,
+            host=host,
+            tool_version=ckptbench.__version__,
+        )
+
+    def save() -> None:
+        if out_path is not None:
+            save_result(snapshot(), out_path, replace=saved[0] or replace_out)
+            saved[0] = True
+
+    with tempfile.TemporaryDirectory(prefix="ckptbench-") as tmp:
+        try:
+            k = 0
+            while _next_round(precision, results, k, case.rounds, round_starts, env):
+                ran[0] = max(ran[0], k + 1)
+                round_starts.append(time.monotonic())
+                grads = {m: os.path.join(tmp, f"{m.value}-{k}.npy") for m in modes}
+                for mode in round_order(modes, k):
+                    if mode.value in out_of_memory:
+                        if progress:
+                            progress(RunEvent("skip", mode, k, ran[0]))
+                        continue
+                    if progress:
+                        progress(RunEvent("start", mode, k, ran[0]))
+                    want_grad = mode in (Mode.NORMAL, Mode.CHECKPOINTED)
+                    result, numpy_env = run_mode(
+                        case,
+                        mode,
+                        grads[mode] if want_grad else None,
+                        worker=worker,
+                        round_index=k,
+                        progress=progress,
+                        costs=costs,
+                    )
+                    if numpy_env and "numpy" not in env:
+                        env["numpy"] = numpy_env
+                    results.append(_checked(case, k, mode, result, modes, grads))
+                    if result.status is Status.OUT_OF_MEMORY and not retry_oom:
+                        out_of_memory[mode.value] = k + 1
+                        if k + 1 < case.rounds:
+                            env["skipped_after_oom"] = dict(out_of_memory)
+                    save()
+                    if progress:
+                        progress(RunEvent("done", mode, k, ran[0], result=results[-1]))
+                k += 1
+            if precision is not None and results:
+                save()  # with how --precision stopped
+        except (Interrupted, KeyboardInterrupt) as err:
+            partial = getattr(err, "partial", None)
+            done = {(r.round, r.mode) for r in results}
+            pending = [
+                (k, m)
+                for k in range(len(round_starts))
+                for m in round_order(modes, k)
+                if (k, m) not in done
+                and not (m.value in out_of_memory and k >= out_of_memory[m.value])
+            ]
+            if partial is None and results and pending:
+                k, mode = pending[0]  # stopped between modes: say so in the file
+                why = f"stopped by {stop_reason(err)} before this mode started"
+                partial = ModeResult(mode=mode, status=Status.INTERRUPTED, error=why, round=k,
+                                     iterations_planned=case.repeats)  # fmt: skip
+            env["interrupted"] = {
+                "by": stop_reason(err),
+                "round": (partial.round if partial is not None else len(round_starts)) + 1,
+            }
+            if partial is not None:
+                results.append(partial)
+            if results:  # nothing measured yet: no file (a result needs a mode)
+                save()
+            err.result = snapshot()  # type: ignore[attr-defined]
+            raise
+    return snapshot()
+
+
+def _checked(
+    case: Case,
+    round_index: int,
+    mode: Mode,
+    result: ModeResult,
+    modes: Sequence[Mode],
+    grads: dict[Mode, str],
+) -> ModeResult:
+    """Verify a checkpointed result against this round's normal gradient, once both exist."""
+    if mode is not Mode.CHECKPOINTED or not result.ok:
+        return result
+    err = None
+    if Mode.NORMAL in modes and os.path.exists(grads[Mode.NORMAL]):
+        err = _grad_error(grads[Mode.NORMAL], grads[mode])
+    return _verify(case, result, err)
+
+
+def expected_oom(result: RunResult, expect_oom: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``run --expect-oom``: (modes that ran out of memory as expected, expected modes that
+    did not). The command exits 0 only when every expected mode hit the limit and every
+    other mode is ok."""
+    hit, unmet = [], []
+    for name in expect_oom:
+        m = result.mode(Mode(name))
+        if m is not None and m.status is Status.OUT_OF_MEMORY:
+            hit.append(name)
+        else:
+            unmet.append(name)
+    return hit, unmet

@@ -1,0 +1,205 @@
+"""Measure one workload's step costs for the planner, inside the measured (worker) process.
+
+The planner (:mod:`schedules.optimal.planner`, after Beaumont et al. 2019) needs, per step: the time
+of an untaped step, the time of a taped step plus its reverse, and the bytes of a state and
+of a kept tape. Everything here is measured on the real workload through the real executor
+of the backend that will run the plan (its binding of :mod:`ckptbench.engine.interpreter`, reached
+through a framework object of :mod:`ckptbench.backends.modes`), never estimated:
+
+* untaped step: a plain loop of ``step`` calls without a tape (what an ADVANCE runs);
+* taped step + reverse: the executor's own ``taped_time_s`` timer over a store-all schedule
+  (every step a YOUTURN from its stored state) divided by the steps;
+* readout: a loop of ``post`` calls; ``fixed_time_s`` = steps x that (the first sweep's
+  readouts, which the schedule cost model does not count);
+* each time is the minimum over ``samples`` (other processes only ever add time: on a
+  shared 2-core machine one of three samples of the untaped step read 0.35 ms, two 0.74 ms);
+* state bytes: the bytes of the state's leaves;
+* tape bytes: what the framework counts itself when it can (torch: the distinct storages
+  one taped step keeps alive, from autograd's saved-tensor hooks,
+  ``ckptbench.backends.torch.tapes``); otherwise the slope of the exact peak RSS (VmHWM
+  reset per run, ``ckptbench.measure.peaks``) of one gradient whose schedule keeps *every* tape
+  (TAPE 0..k-2, then the reverses), between k1 and k2 steps: (peak(k2) - peak(k1)) /
+  (k2 - k1). The slope cancels every constant; it includes the few bytes per step of the
+  output and its cotangent. Where VmHWM cannot be reset (no ``/proc/self/clear_refs``)
+  tracemalloc's peak is used instead (numpy reports its buffers to tracemalloc);
+  :func:`measure_step_costs` says which.
+
+No pandas, rich or click: this runs in the worker.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import tracemalloc
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ckptbench.backends import registry
+from ckptbench.measure import peaks as measure
+from ckptbench.schedules.optimal.planner import Costs, plan_optimal
+
+__all__ = ["StepCostReport", "measure_step_costs", "measure_workload_costs"]
+
+
+@dataclass(frozen=True)
+class StepCostReport:
+    """The measured :class:`Costs` and the raw samples behind them."""
+
+    costs: Costs
+    steps: int
+    tape_method: str  # "vmhwm", "tracemalloc" or the framework's own ("saved-tensors")
+    tape_steps: tuple[int, int]  # (k1, k2) of the tape slope
+    forward_samples_s: tuple[float, ...]  # per-step time of each sample
+    taped_samples_s: tuple[float, ...]
+    post_samples_s: tuple[float, ...]
+    tape_samples_bytes: tuple[int, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able; ``costs`` is :meth:`Costs.as_dict` (``Costs.from_dict`` reads it)."""
+        return {
+            "costs": self.costs.as_dict(),
+            "steps": self.steps,
+            "tape_method": self.tape_method,
+            "tape_steps": list(self.tape_steps),
+            "forward_samples_s": list(self.forward_samples_s),
+            "taped_samples_s": list(self.taped_samples_s),
+            "post_samples_s": list(self.post_samples_s),
+            "tape_samples_bytes": list(self.tape_samples_bytes),
+        }
+
+
+def _tape_all_plan(k: int):
+    """A plan over k steps that keeps every tape (unit costs: any advance would cost more)."""
+    unit = Costs(forward_time_s=1.0, taped_time_s=1.0, state_bytes=1, tape_bytes=1)
+    plan = plan_optimal(unit, k, k)
+    if plan.prediction.advances or plan.prediction.peak_tapes != k - 1:  # pragma: no cover
+        raise RuntimeError(f"the tape-all plan over {k} steps is not tape-all: {plan}")
+    return plan
+
+
+def measure_step_costs(
+    workload: Any,
+    params: Any,
+    state0: Any,
+    inputs: Any,
+    *,
+    samples: int = 5,
+    tape_steps: tuple[int, int] | None = None,
+    tape_method: str | None = None,
+    framework: Any = None,
+) -> StepCostReport:
+    """Measure the step costs of ``workload`` on these arguments (see the module docstring).
+
+    ``inputs`` has one row per step of the chain the costs are for (its length sets
+    ``fixed_time_s``). ``tape_steps`` = (k1, k2) defaults to (16, 112), shrunk to fit.
+    ``tape_method`` forces "vmhwm" or "tracemalloc" (default: the framework's own count
+    where it has one, else vmhwm where it works). ``framework`` is the backend's framework
+    object (default: autograd's, ``ckptbench.backends.autograd.framework``).
+    """
+    fw = registry.get_backend("autograd").framework if framework is None else framework
+    steps = int(np.shape(inputs)[0])
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    if steps < 2:
+        raise ValueError("measuring step costs needs at least 2 steps of inputs")
+    if tape_method is not None and tape_method not in ("vmhwm", "tracemalloc"):
+        raise ValueError(f"tape_method must be vmhwm or tracemalloc, got {tape_method!r}")
+    own = None
+    if tape_method is None:
+        own = fw.tape_nbytes(workload.step, workload.post, params, state0, inputs[0])
+    if own is not None:
+        tape_method = fw.tape_method
+    elif tape_method is None:
+        tape_method = "vmhwm" if measure.peak_method() == "vmhwm" else "tracemalloc"
+    method = tape_method
+    k1, k2 = tape_steps if tape_steps is not None else (16, 112)
+    k2 = min(k2, steps)
+    k1 = max(1, min(k1, k2 // 4))
+    if k2 <= k1:
+        raise ValueError(f"tape_steps must satisfy k1 < k2 <= steps, got ({k1}, {k2})")
+    f, post = workload.step, workload.post
+    k_time = min(steps, 200)
+
+    fwd, tap, pst = [], [], []
+    for _ in range(samples):
+        state = state0
+        with fw.untaped():
+            t0 = time.perf_counter()
+            for i in range(k_time):
+                state = f(params, state, inputs[i])
+            fwd.append((time.perf_counter() - t0) / k_time)
+            t0 = time.perf_counter()
+            for _ in range(k_time):
+                post(params, state)
+            pst.append((time.perf_counter() - t0) / k_time)
+        tap.append(_store_all_taped_time(fw, workload, params, state0, inputs[:k_time]) / k_time)
+
+    tapes = []
+    for _ in range(max(1, min(samples, 3))):
+        if own is not None:
+            tapes.append(own)
+            continue
+        peaks = [_tape_all_peak(fw, workload, params, state0, inputs[:k], method) for k in (k1, k2)]
+        tapes.append(max(0, round((peaks[1] - peaks[0]) / (k2 - k1))))
+
+    costs = Costs(
+        forward_time_s=min(fwd),
+        taped_time_s=min(tap),
+        state_bytes=fw.state_nbytes(state0),
+        tape_bytes=int(statistics.median(tapes)),
+        fixed_time_s=steps * min(pst),
+    )
+    return StepCostReport(
+        costs=costs,
+        steps=steps,
+        tape_method=method,
+        tape_steps=(k1, k2),
+        forward_samples_s=tuple(fwd),
+        taped_samples_s=tuple(tap),
+        post_samples_s=tuple(pst),
+        tape_samples_bytes=tuple(tapes),
+    )
+
+
+def _store_all_taped_time(fw, workload, params, state0, inputs) -> float:
+    """The executor's taped-phase time of one gradient that turns every step from a snapshot."""
+    k = int(np.shape(inputs)[0])
+    loop = fw.checkpoint(workload.step, workload.post, k, k, "store-all")
+    fw.value_and_grad(lambda p: workload.loss(loop(p, state0, inputs)), None)(params)
+    return loop.stats.taped_time_s
+
+
+def _tape_all_peak(fw, workload, params, state0, inputs, method: str) -> int:
+    k = int(np.shape(inputs)[0])
+    loop = fw.checkpoint(workload.step, workload.post, k, plan=_tape_all_plan(k))
+    grad = fw.value_and_grad(lambda p: workload.loss(loop(p, state0, inputs)), None)
+    if method == "vmhwm":
+        meter = measure.PeakMeter(method="vmhwm")
+        with meter.measure() as window:
+            grad(params)
+        return window.reading.peak_rss_bytes
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        grad(params)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def measure_workload_costs(
+    model: str, sizes: dict[str, int], steps: int, seed: int = 0, samples: int = 5
+) -> dict[str, Any]:
+    """Build the autograd workload as the worker does and measure its costs; a JSON-able
+    dict ``{"costs": {...}, "steps": ..., ...}`` (see :meth:`StepCostReport.as_dict`);
+    ``Costs.from_dict(result["costs"])`` plans with it. Other backends: their
+    ``measure_costs(case)`` (``ckptbench.backends.registry.measure_costs``).
+    """
+    from ckptbench.workloads import Sizes, load_workload
+
+    wl = load_workload(model, Sizes(**sizes))
+    params, state0, inputs = wl.init(steps, np.random.default_rng(seed))
+    return measure_step_costs(wl, params, state0, inputs, samples=samples).as_dict()

@@ -1,0 +1,153 @@
+"""Side tasks in a disposable worker: the plug-in check, the device probe, the step costs and
+the line profile.
+
+Each runs in a fresh ``python -P -m measure.worker`` started by :func:`launch.start_worker`,
+so it has what a measured mode has (docs/architecture.md, "The worker"): the job on stdin, the
+report on a private pipe (a plug-in that prints, even JSON, cannot forge or blank it), the
+parent-death signal and watchdog, a process group of its own that is stopped whole when the
+task ends, a time limit, and stop signals held back while it starts. ckptbench never imports a
+plug-in in its own process: a plug-in that exits, hangs, prints or forks at import can end or
+hang only the disposable worker. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ckptbench.measure.launch import raise_deferred, start_worker, stop_worker
+from ckptbench.results.schema import Case, Mode
+from ckptbench.workloads import BUILTIN_WORKLOADS
+
+__all__ = [
+    "CostsError",
+    "PluginError",
+    "TaskError",
+    "check_plugin",
+    "measure_costs",
+    "probe_device",
+    "profile_lines",
+    "run_task",
+]
+
+#: After its result, a task's worker gets this long to exit before its group is stopped.
+EXIT_GRACE_S = 2.0
+
+
+class TaskError(RuntimeError):
+    """A side task failed; the message is one line saying why."""
+
+
+class CostsError(TaskError):
+    """The step costs could not be measured (the worker failed; the message says why)."""
+
+
+class PluginError(ValueError):
+    """The plug-in cannot be loaded (bad input: the CLI exits 2)."""
+
+
+def _last_line(data: bytes) -> str:
+    lines = data.decode(errors="replace").strip().splitlines()
+    return lines[-1].strip() if lines else ""
+
+
+def run_task(
+    case: Case,
+    fields: dict[str, Any],
+    *,
+    worker: Sequence[str] | None = None,
+    timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """Run one task job (``fields`` beside the case) in a disposable worker; its report.
+
+    ``timeout_s`` bounds the start-up (until ``ready`` or the result) and, again, the work
+    after ``ready``. :class:`TaskError` when the worker reports a failure, exits without a
+    result or runs out of time. ``Interrupted``/``KeyboardInterrupt`` stop it and propagate.
+    """
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        proc, channel = start_worker(case, {"mode": Mode.BASELINE.value, **fields}, worker,
+                                     out_file, err_file)  # fmt: skip
+        report: dict[str, Any] | None = None
+        reported_at = 0.0
+        deadline = None if timeout_s is None else time.perf_counter() + timeout_s
+        timed_out = False
+        try:
+            raise_deferred()
+            while True:
+                events = channel.read(0.05)
+                if proc.poll() is not None:
+                    events += channel.drain()
+                for event in events:
+                    if event.get("event") == "ready" and timeout_s is not None:
+                        deadline = time.perf_counter() + timeout_s
+                    elif event.get("event") == "result" and report is None:
+                        report, reported_at = event, time.perf_counter()
+                if proc.poll() is not None:
+                    break
+                if report is not None:
+                    if time.perf_counter() - reported_at > EXIT_GRACE_S:
+                        break
+                elif deadline is not None and time.perf_counter() > deadline:
+                    timed_out = True
+                    break
+        finally:
+            stop_worker(proc)
+            channel.close()
+        err_file.seek(0)
+        tail = _last_line(err_file.read())
+    if timed_out:
+        raise TaskError(f"the worker did not finish within {timeout_s:g} s and was stopped")
+    if report is None:
+        why = f"; last stderr line: {tail}" if tail else ""
+        raise TaskError(f"the worker exited with status {proc.returncode} without a result{why}")
+    if not report.get("ok"):
+        raise TaskError(str(report.get("error") or tail or "the worker reported a failure"))
+    return report
+
+
+def check_plugin(case: Case, *, worker: Sequence[str] | None = None) -> None:
+    """Load the case's plug-in workload once in a disposable worker (built-ins need nothing);
+    :class:`PluginError` with one line if it cannot be loaded within the case's timeout."""
+    if case.model.strip() in BUILTIN_WORKLOADS:
+        return
+    try:
+        run_task(case, {"task": "check"}, worker=worker, timeout_s=case.timeout_s)
+    except TaskError as err:
+        raise PluginError(
+            f"--model {case.model}: loading it in a fresh worker failed: {err}"
+        ) from None
+
+
+def probe_device(case: Case, *, worker: Sequence[str] | None = None) -> str | None:
+    """Why the case's backend cannot compute on its device here (None when it can), asked
+    of a disposable worker: ckptbench's own process never imports torch or JAX."""
+    try:
+        report = run_task(case, {"task": "device"}, worker=worker, timeout_s=case.timeout_s)
+    except TaskError as err:
+        return f"cannot ask {case.backend} about {case.device}: {err}"
+    problem = report.get("problem")
+    return None if problem is None else str(problem)
+
+
+def measure_costs(case: Case, *, worker: Sequence[str] | None = None) -> dict[str, Any]:
+    """Measure the step costs of ``case`` (``ckptbench.measure.stepcosts``) in a fresh worker.
+
+    Returns the worker's cost report (``report["costs"]`` is a ``planner.Costs`` document).
+    """
+    fields = {"task": "costs", "mode": Mode.CHECKPOINTED.value}
+    try:
+        report = run_task(case, fields, worker=worker, timeout_s=case.timeout_s)
+    except TaskError as err:
+        raise CostsError(f"measuring the step costs failed: {err}") from None
+    return dict(report["costs_report"])
+
+
+def profile_lines(
+    case: Case, job: dict[str, Any], *, worker: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Profile one gradient line by line (``ckptbench.measure.lineprofile``) in a fresh worker."""
+    report = run_task(case, {"task": "profile", "profile": job}, worker=worker,
+                      timeout_s=case.timeout_s)  # fmt: skip
+    return {k: v for k, v in report.items() if k != "event"}

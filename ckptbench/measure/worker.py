@@ -1,0 +1,221 @@
+"""The measured process: ``python -P -m ckptbench.measure.worker`` runs one (case, mode).
+
+Protocol (see docs/architecture.md, "The worker"): the parent writes one job document to
+stdin, ``{"case": {...}, "mode": "normal", "grad_path": str|null, "channel_fd": int,
+"parent_pid": int, "plugin_paths": [str]}``. The worker reports on the inherited pipe
+``channel_fd``, never on stdout, so a plug-in that prints (even JSON) cannot forge a result.
+Every report is one JSON line with an ``event``:
+
+* ``ready`` — imports done and data built; the parent's ``--timeout`` starts here;
+* ``iteration`` — one warm-up or measured iteration (``warmup``: bool, ``record``: {...});
+* ``result`` — the final report (``ok`` true, or false with ``error``).
+
+A job with a ``task`` runs a side task instead (``ckptbench.measure.tasks``): ``"costs"`` measures
+the step costs the planner needs (``ckptbench.measure.stepcosts``, reported as ``costs_report``),
+``"check"`` loads the plug-in workload once, ``"device"`` asks the case's framework whether
+it can compute on the case's device (``registry.device_problem``),
+``"profile"`` profiles one gradient line by line (``ckptbench.measure.lineprofile``). Whatever a
+plug-in raises at import, ``SystemExit`` and ``KeyboardInterrupt`` included, is reported as
+one ``result`` event; after it the worker exits at once (``os._exit``), so threads a plug-in
+left running cannot keep it alive. The ``ready`` event carries the start-up peak
+(``startup_peak_rss_bytes``, VmHWM before the first reset) for the memory limit.
+
+The worker is started with ``-P``, so the current folder never shadows an installed module;
+plug-in folders the parent resolved are appended to the *end* of ``sys.path``. It dies with
+its parent: ``PR_SET_PDEATHSIG`` on Linux, and a watchdog thread polling the parent's pid
+everywhere.
+
+Per iteration: ``malloc_trim(0)``, reset VmHWM through ``/proc/self/clear_refs``, run loss +
+gradient, read VmHWM. The worker imports only the backend it measures (no pandas, rich or
+click, and no torch for autograd cases nor autograd for torch cases).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import IO, Any
+
+from ckptbench.backends import Built, registry
+from ckptbench.measure import peaks as measure
+from ckptbench.results.schema import Case, Mode
+
+#: How often the watchdog checks that the parent is still alive.
+PARENT_POLL_S = 0.5
+
+
+def _die_with_parent(parent_pid: int | None) -> None:
+    """Exit at once when the parent dies (a SIGKILLed ckptbench must not leave workers)."""
+    if not parent_pid:
+        return
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(3)
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            if os.getppid() != parent_pid:
+                os._exit(3)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def build(case: Case, mode: Mode, costs: dict[str, Any] | None = None) -> Built:
+    """The gradient of ``case`` in ``mode`` on the case's backend (``costs``: the measured
+    step costs strategy ``optimal`` plans with), through the backend registry."""
+    return registry.build(case, mode, costs)
+
+
+def _iteration(meter: measure.PeakMeter, built: Built) -> tuple[dict[str, Any], Any]:
+    device = built.device_meter.measure() if built.device_meter is not None else None
+    # the device window opens first: what it allocates to read an exact device peak (see
+    # ckptbench.backends.jax.device) happens before the host's peak is reset
+    with device or contextlib.nullcontext() as dwin, meter.measure() as window:
+        t0, c0 = time.perf_counter(), time.process_time()
+        value = built.gradient(built.params)  # synchronises a CUDA device before returning
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    r = window.reading
+    record = {
+        "wall_time_s": wall,
+        "cpu_time_s": cpu,
+        "peak_rss_bytes": r.peak_rss_bytes,
+        "start_rss_bytes": r.start_rss_bytes,
+    }
+    if dwin is not None and dwin.reading is not None:  # device memory beside host RSS
+        record["peak_device_bytes"] = dwin.reading.peak_device_bytes
+        record["start_device_bytes"] = dwin.reading.start_device_bytes
+        record["device_peak_exact"] = bool(getattr(dwin.reading, "peak_exact", True))
+    return record, value
+
+
+def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Run one job, emitting ``ready`` and ``iteration`` events; returns the final report."""
+    case = Case.from_dict(job["case"])
+    mode = Mode(job["mode"])
+    for path in job.get("plugin_paths") or ():
+        if path not in sys.path:
+            sys.path.append(path)  # at the end: never shadows an installed module
+    task = job.get("task")
+    if task == "costs":
+        return _measure_costs(case, emit)
+    if task is not None:
+        return _side_task(task, case, job)
+    built = build(case, mode, job.get("costs"))
+    meter = measure.PeakMeter()
+    measure.trim_heap()
+    rss_anon = measure.read_rss_anon_bytes() if meter.method == "vmhwm" else None
+    startup_peak = measure.read_peak_bytes() if meter.method == "vmhwm" else None
+    emit({"event": "ready", "planned": case.warmup + case.repeats, "warmup": case.warmup,
+          "startup_peak_rss_bytes": startup_peak})  # fmt: skip
+    value = None
+    phases: dict[str, float] = {}
+    for n in range(case.warmup + case.repeats):
+        value = None  # drop the previous gradient before measuring the next iteration
+        built.calls[0] = 0
+        record, value = _iteration(meter, built)
+        if n >= case.warmup:
+            record["phases"] = built.phases()
+            phases = record["phases"]
+        emit({"event": "iteration", "warmup": n < case.warmup, "index": n, "record": record})
+    loss, grad = value
+    grad_path = job.get("grad_path")
+    if grad_path:
+        import numpy as np
+
+        np.save(grad_path, built.flatten(grad))
+    counters = {"step_calls": built.calls[0], **built.counters()}
+    return {
+        "ok": True,
+        "mode": mode.value,
+        "peak_method": meter.method,
+        "baseline_rss_anon_bytes": rss_anon,
+        "counters": counters,
+        "phases": phases,
+        "plan": built.plan(),
+        "loss": float(loss),
+        "numpy": measure.numpy_environment(),
+    }
+
+
+def _measure_costs(case: Case, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """The step costs the planner needs, measured in this fresh process on the case's
+    backend (``ckptbench.measure.stepcosts`` through the registry)."""
+    emit({"event": "ready", "planned": 0, "warmup": 0})
+    return {"ok": True, "costs_report": registry.measure_costs(case)}
+
+
+def _side_task(task: str, case: Case, job: dict[str, Any]) -> dict[str, Any]:
+    """The plug-in check, the CUDA probe or the line profile (module doc)."""
+    if task == "check":
+        from ckptbench.workloads import Sizes, load_workload
+
+        load_workload(case.model, Sizes(**case.sizes()))
+        return {"ok": True}
+    if task == "device":
+        return {"ok": True, "problem": registry.device_problem(case)}
+    if task == "profile":
+        from ckptbench.measure.lineprofile import profile_job
+
+        return profile_job(job.get("profile"))
+    raise ValueError(f"unknown task {task!r}")
+
+
+def _open_channel(job: dict[str, Any]) -> IO[str]:
+    fd = job.get("channel_fd")
+    if isinstance(fd, int):
+        return os.fdopen(fd, "w", encoding="utf-8", closefd=True)
+    return sys.stdout  # run by hand: report on stdout
+
+
+def main() -> int:
+    channel: IO[str] = sys.stdout
+
+    def emit(event: dict[str, Any]) -> None:
+        channel.write(json.dumps(event) + "\n")
+        channel.flush()
+
+    try:
+        job = json.loads(sys.stdin.read())
+        _die_with_parent(job.get("parent_pid"))
+        channel = _open_channel(job)
+        report = run_job(job, emit)
+    except BaseException as err:  # a plug-in's exit or ^C is a failure too
+        lines = str(err).strip().splitlines()
+        msg = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+        if isinstance(err, SystemExit):
+            msg = f"SystemExit({err.code!r}) raised while running the job (a plug-in exited?)"
+        elif not isinstance(err, Exception):
+            msg = f"{msg} raised while running the job, though no signal came from ckptbench"
+        traceback.print_exc(file=sys.stderr)
+        with contextlib.suppress(OSError, ValueError):
+            emit({"event": "result", "ok": False, "error": msg})
+        return 1
+    emit({"event": "result", **report})
+    return 0
+
+
+def _exit_now(code: int) -> None:
+    """Exit without waiting for threads a plug-in left running (the result is sent)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    _exit_now(main())

@@ -1,0 +1,410 @@
+"""The results folder: where cells are written, the sweep manifest, and reading result files.
+
+This module is the one owner of what a results folder is (docs/architecture.md, "store"):
+
+* ``OUT/<case.key>.json`` — one result per cell (:func:`cell_path`);
+* ``OUT/sweep.json`` — the manifest of a sweep (:func:`write_manifest`,
+  :func:`read_manifest`): the config, every cell's state and file, the ``[expect]`` tables;
+* writing: :func:`check_output`, the one rule for every file ckptbench writes;
+  :func:`locked_folder`, one sweep at a time per folder;
+* loading: :func:`load_result` validates a result document once, against the dataclasses
+  of :mod:`ckptbench.results.schema` (every field, by its annotation, so fields added there are
+  checked too), before constructing it. A null where a number belongs, a string for a
+  number, binary content, ``"modes": []`` or a mode marked ``ok`` without iterations is a
+  one-line :class:`StoreError` naming the file and the field.
+
+Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ckptbench.results.files import InputFileError, fields_problem, read_json_limited, short_json
+from ckptbench.results.schema import (
+    SCHEMA_VERSION,
+    Case,
+    CaseError,
+    RunResult,
+    Status,
+    result_from_dict,
+    write_atomic,
+)
+from ckptbench.sweep.config import Expect
+
+__all__ = [
+    "MANIFEST_KIND",
+    "MANIFEST_NAME",
+    "MANIFEST_VERSION",
+    "StoreError",
+    "cell_path",
+    "check_output",
+    "expectations_from_manifests",
+    "load_result",
+    "load_results",
+    "locked_folder",
+    "manifest_cells",
+    "manifest_files",
+    "measurement_id",
+    "missing_cells",
+    "open_folder",
+    "read_json_document",
+    "read_manifest",
+    "validate_result_document",
+    "write_manifest",
+]
+
+MANIFEST_NAME = "sweep.json"
+MANIFEST_KIND = "ckptbench-sweep"
+MANIFEST_VERSION = 1
+
+
+class StoreError(ValueError):
+    """A results folder or result file cannot be used; the message is one line."""
+
+
+# --------------------------------------------------------------------------- folders
+
+
+def cell_path(out_dir: str | os.PathLike[str], case: Case) -> Path:
+    """The result file of one cell: ``OUT/<case.key>.json``."""
+    return Path(out_dir) / f"{case.key}.json"
+
+
+def open_folder(path: str | os.PathLike[str]) -> Path:
+    """Create the results folder ``path`` (parents too) and check it is writable."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise StoreError(f"{p}: exists and is not a folder (results go into a folder)")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise StoreError(f"{p}: cannot create the results folder ({err.strerror or err})") from None
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise StoreError(f"{p}: the results folder is not writable")
+    return p
+
+
+_DOCUMENT = re.compile(rb'^\s*\{\s*"(schema_version"\s*:\s*\d|kind"\s*:\s*"ckptbench-sweep")')
+
+
+def _is_ckptbench_document(path: Path) -> bool:  # a result or manifest, by its first key
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return _DOCUMENT.match(head) is not None
+
+
+def check_output(
+    path: str | os.PathLike[str],
+    what: str,
+    *,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+    replace: bool = False,
+    append: bool = False,
+    result: bool = False,
+    hint: str = "pass --force to replace it",
+) -> None:
+    """The rule for every file ckptbench writes (``what`` names the option): never through a
+    link or over a non-regular file, never an input of the command (nor a ``*.json`` in an
+    input folder), never a result or manifest unless it writes a ``result`` itself, never an
+    existing file without ``replace`` (``--force``) unless it ``append``s. One-line StoreError."""
+    p = Path(path)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise StoreError(f"{what} {p}: cannot be checked ({err.strerror or err})") from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise StoreError(f"{what} {p}: is a symbolic link; ckptbench never writes through one")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"{what} {p}: exists and is not a regular file")
+    real = p.resolve()
+    for raw in inputs:
+        q = Path(raw).resolve()
+        if real == q or (q.is_dir() and q in real.parents and real.suffix == ".json"):
+            raise StoreError(f"{what} {p}: is an input of this command; nothing written")
+    if st is None:
+        return
+    if not result and _is_ckptbench_document(p):
+        raise StoreError(
+            f"{what} {p}: is a ckptbench result or sweep manifest; a side output never "
+            "replaces or appends to one"
+        )
+    if not replace and not append:
+        raise StoreError(f"{what} {p}: exists; {hint}")
+
+
+@contextlib.contextmanager
+def locked_folder(out_dir: Path) -> Iterator[None]:
+    """Hold an exclusive ``fcntl.flock`` on the folder itself for the block (no lock file is
+    left behind; the kernel drops it when the process dies); StoreError if another holds it."""
+    try:
+        fd = os.open(out_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as err:
+        raise StoreError(f"{out_dir}: cannot lock the folder ({err.strerror or err})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(
+                f"{out_dir}: another ckptbench sweep is writing this folder; wait for it to "
+                "finish or use another --out"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def write_manifest(out_dir: Path, body: dict[str, Any]) -> Path:
+    """Write ``OUT/sweep.json`` atomically: ``body`` under the manifest's kind and version."""
+    path = out_dir / MANIFEST_NAME
+    doc = {"kind": MANIFEST_KIND, "manifest_version": MANIFEST_VERSION, **body}
+    write_atomic(path, json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The manifest document at ``path`` (a folder means its ``sweep.json``); None when there
+    is none or the file is not a manifest; :class:`StoreError` when it cannot be read."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / MANIFEST_NAME
+    if not p.exists():
+        return None
+    try:
+        data = read_json_document(p, "sweep manifest")
+    except StoreError as err:
+        raise StoreError(f"unreadable sweep manifest: {err}") from None
+    if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
+        return None
+    return data
+
+
+def missing_cells(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str]]:
+    """(key, file and state) of every cell a sweep manifest among ``paths`` lists without its
+    result file: deleted, or never measured (a sweep stopped between cells, an error)."""
+    missing: list[tuple[str, str]] = []
+    for raw in paths:
+        p = Path(raw)
+        manifest = p / MANIFEST_NAME if p.is_dir() else p
+        if manifest.name != MANIFEST_NAME:
+            continue
+        try:
+            data = read_manifest(manifest)
+        except StoreError:
+            continue
+        for c in (data or {}).get("cells", []):
+            if isinstance(c, dict) and c.get("file") and not (manifest.parent / c["file"]).exists():
+                state = c.get("state", "?")
+                missing.append((str(c.get("key", c["file"])), f"{c['file']} (state {state})"))
+    return missing
+
+
+def manifest_cells(path: Path) -> list[tuple[Path, str]] | None:
+    """(file, key) of every cell a manifest lists whose file is present, or None if
+    ``path`` is no manifest."""
+    try:
+        data = read_manifest(path)
+    except StoreError:
+        return None
+    if data is None:
+        return None
+    cells = [c for c in data.get("cells", []) if isinstance(c, dict) and c.get("file")]
+    listed = [(path.parent / str(c["file"]), str(c.get("key", ""))) for c in cells]
+    return [(f, key) for f, key in listed if f.exists()]
+
+
+def manifest_files(path: Path) -> list[Path] | None:
+    """The result files a manifest lists (those present), or None if ``path`` is none."""
+    cells = manifest_cells(path)
+    return None if cells is None else [f for f, _ in cells]
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate_result_document(data: Any, source: str) -> None:
+    """Raise :class:`StoreError` (one line, naming ``source`` and the field) unless ``data``
+    is a result document this ckptbench can read: the schema version, every field of
+    :class:`~ckptbench.results.schema.RunResult` by its type, at least one mode, no mode twice
+    (in one round),
+    and no mode marked ok without measured iterations."""
+    if not isinstance(data, dict):
+        got = {list: "an array", str: "a string", bool: "true/false", type(None): "null"}
+        kind = got.get(type(data), "a number")
+        raise StoreError(f"{source}: not a ckptbench result (a JSON object; this is {kind})")
+    if data.get("kind") == MANIFEST_KIND:
+        raise StoreError(
+            f"{source}: is a sweep manifest, not a result; pass its folder to read its cells"
+        )
+    if "schema_version" not in data and not {"case", "modes"} & set(data):
+        fields = ", ".join(sorted(map(str, data))[:3]) or "none"
+        raise StoreError(
+            f"{source}: not a ckptbench result (no schema_version, case or modes; its fields: "
+            f"{short_json(fields)})"
+        )
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise StoreError(
+            f"{source}: schema_version {version!r} is not supported (this ckptbench reads "
+            f"{SCHEMA_VERSION})"
+        )
+    problem = fields_problem(data, RunResult, "")
+    if problem is None:
+        modes = data["modes"]
+        seen = [(m["mode"], m.get("round", 0)) for m in modes]  # rounds may repeat a mode
+        if not modes:
+            problem = "modes is empty (no mode was measured)"
+        elif len(set(seen)) < len(seen):
+            problem = f"modes lists a mode twice ({', '.join(m for m, _ in seen)})"
+        else:
+            for m in modes:
+                if m["status"] == Status.OK.value and not m.get("iterations"):
+                    problem = f"mode {m['mode']} has status ok but no measured iterations"
+                    break
+    if problem is not None:
+        raise StoreError(f"{source}: malformed result: {problem}")
+
+
+#: The largest result file or manifest ckptbench reads (a long run's timelines are a few
+#: MiB; beyond this it is not a result: ``/dev/zero``, a log).
+MAX_RESULT_BYTES = 256 * 2**20
+
+
+def read_json_document(path: str | os.PathLike[str], what: str = "result") -> Any:
+    """The JSON document of the result file or manifest ``path``, read by the one rule for
+    result inputs (:func:`ckptbench.results.files.read_json_limited`): a regular file (a FIFO,
+    device or folder is refused without blocking), at most :data:`MAX_RESULT_BYTES`, UTF-8
+    JSON nested a bounded depth with no over-long integer. Anything else is a one-line
+    :class:`StoreError` naming the file (and the field)."""
+    if os.fspath(path) == "":
+        raise StoreError(f"an empty path is not a {what} file or folder")
+    try:
+        return read_json_limited(path, MAX_RESULT_BYTES, what)
+    except InputFileError as err:
+        raise StoreError(f"{path}: {err}") from None
+    except OSError as err:
+        raise StoreError(f"{path}: cannot read ({err.strerror or err})") from None
+
+
+def load_result(path: str | os.PathLike[str]) -> RunResult:
+    """Read (:func:`read_json_document`) and validate one result file; one-line
+    :class:`StoreError` on anything else."""
+    p = Path(path)
+    data = read_json_document(path)
+    validate_result_document(data, str(p))
+    try:
+        return result_from_dict(data, str(p))
+    except CaseError as err:
+        raise StoreError(f"{p}: malformed result: case: {err}") from None
+    except ValueError as err:
+        raise StoreError(str(err)) from None
+
+
+def measurement_id(result: RunResult) -> tuple[Any, ...]:
+    """What makes a result one measurement: its cell, host, creation time and samples. Two
+    files with one id are copies of one invocation, never two invocations."""
+    samples = tuple(
+        (m.mode.value, m.round, tuple((it.wall_time_s, it.peak_rss_bytes) for it in m.iterations))
+        for m in result.modes
+    )
+    return (result.case.key, result.host, result.created, samples)
+
+
+def load_results(paths: Iterable[str | os.PathLike[str]]) -> list[RunResult]:
+    """Load result files. A folder means its sweep manifest's cells (or every ``*.json`` in
+    it); a manifest file means its cells. One-line :class:`StoreError` on a bad or foreign
+    file, a missing path, or when nothing is found; on a file a manifest lists for one cell
+    that holds another cell's result (copied or misfiled); and on two files holding the same
+    measurement (:func:`measurement_id`: a copy would pool as another invocation). A file
+    named twice is read once."""
+    files: list[tuple[Path, str | None, Path | None]] = []  # file, manifest's key, manifest
+    for raw in paths:
+        if os.fspath(raw) == "":  # Path("") is the current folder: never meant
+            raise StoreError("an empty path is not a result file or folder")
+        p = Path(raw)
+        if p.is_dir():
+            listed = manifest_cells(p / MANIFEST_NAME)
+            if listed is not None:
+                files.extend((f, key, p / MANIFEST_NAME) for f, key in listed)
+            else:
+                files.extend((f, None, None) for f in sorted(p.glob("*.json")))
+            if listed == [] or (listed is None and not any(p.glob("*.json"))):
+                lost = missing_cells([p])
+                why = f" (its manifest lists {len(lost)} cells, none saved)" if lost else ""
+                raise StoreError(f"{p}: no result files in this folder{why}")
+        elif p.exists():
+            listed = manifest_cells(p) if p.name == MANIFEST_NAME else None
+            if listed is not None:
+                files.extend((f, key, p) for f, key in listed)
+            else:
+                files.append((p, None, None))
+        else:
+            raise StoreError(f"{p}: no such file or folder")
+    seen: set[Path] = set()
+    measured: dict[tuple[Any, ...], Path] = {}
+    results = []
+    for f, key, manifest in files:
+        real = f.resolve()
+        if real in seen:
+            continue
+        seen.add(real)
+        result = load_result(f)
+        if key and result.case.key != key:
+            raise StoreError(
+                f"{f}: holds the result of cell {result.case.key}, but {manifest} lists it for "
+                f"cell {key} (a copied or misfiled result; measure that cell again)"
+            )
+        ident = measurement_id(result)
+        if ident in measured:
+            raise StoreError(
+                f"{f}: the same measurement as {measured[ident]} (one cell, host, creation time "
+                f"{result.created or '-'} and samples): a copy would pool as another "
+                "invocation; pass one of them"
+            )
+        measured[ident] = f
+        results.append(result)
+    if not results:
+        raise StoreError("no results to compare")
+    return results
+
+
+def expectations_from_manifests(
+    paths: Iterable[str | os.PathLike[str]],
+) -> dict[str, Expect] | None:
+    """The ``[expect]`` tables recorded in the sweep manifests among ``paths`` (a folder or
+    its ``sweep.json``), as {strategy or "*": Expect}; None when there is none."""
+    found: dict[str, Expect] | None = None
+    for raw in paths:
+        p = Path(raw)
+        manifest = p / MANIFEST_NAME if p.is_dir() else p
+        if manifest.name != MANIFEST_NAME or not manifest.exists():
+            continue
+        data = read_manifest(manifest)
+        try:
+            if data is None:
+                raise KeyError("kind")
+            cfg = data["config"]
+            table = {"*": Expect(**cfg.get("expect", {}))}
+            for strategy, values in cfg.get("expect_by_strategy", {}).items():
+                table[strategy] = Expect(**values)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise StoreError(f"{manifest}: unreadable sweep manifest ({err})") from None
+        if found is not None and found != table:
+            raise StoreError(f"{manifest}: expectations differ from another sweep's; pass --config")
+        found = table
+    if found is not None and all(e.empty for e in found.values()):
+        return None
+    return found

@@ -1,0 +1,407 @@
+"""Sweep configurations: ``configs/*.toml`` parsed with tomllib into a frozen :class:`SweepConfig`.
+
+A config names a base case, a grid of axes to vary and the expectations ``ckptbench check``
+enforces::
+
+    name = "lstm"                   # optional, defaults to the file name
+    description = "..."             # optional
+
+    [case]                          # fixed Case fields (see ckptbench.results.schema.Case)
+    model = "lstm"
+    steps = 1000
+
+    [grid]                          # axes: lists; cells = Cartesian product, first axis outermost
+    strategy = ["revolve", "uniform"]
+    snaps = [4, 8, 16]
+
+    [expect]                        # thresholds every cell must meet (all optional)
+    memory_savings_min = 2.0
+    [expect.store-all]              # per-strategy overrides of [expect]
+    memory_savings_min = 1.0
+
+``grid`` may also be an array of sub-grids (``[[grid]]`` tables); their cells are concatenated
+in file order. Cells are canonical and unique: ``store-all`` ignores ``snaps`` (it stores every
+state), so its cells get ``snaps = steps`` and collapse into one per remaining combination; two
+cells that measure the same thing are kept once. Two cells with one ``case.key`` that differ
+otherwise (e.g. in ``repeats``) are an error, because result files are named by the key.
+
+Every problem is a :class:`ConfigError` (a ``ValueError``) with a one-line message
+``FILE:LINE: KEY: what is wrong`` (the line where it can be found).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ckptbench.results.files import read_text_limited
+from ckptbench.results.schema import Case, CaseError
+from ckptbench.schedules import STRATEGIES, Setting, get_strategy
+
+__all__ = [
+    "EXPECT_KEYS",
+    "ConfigError",
+    "Expect",
+    "SweepConfig",
+    "load_config",
+    "parse_config",
+    "safe_name",
+]
+
+CASE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Case))
+TOP_KEYS = ("name", "description", "case", "grid", "expect")
+#: A sweep config larger than this is not one (read in a bounded way: ``/dev/zero`` ends).
+MAX_CONFIG_BYTES = 4 * 2**20
+
+
+class ConfigError(ValueError):
+    """A sweep config cannot be read or is invalid (one line: file, line, key, problem)."""
+
+
+# --------------------------------------------------------------------------- expectations
+
+
+@dataclass(frozen=True)
+class Expect:
+    """Thresholds a measured cell must meet; ``None`` means "not checked".
+
+    * ``memory_savings_min``: normal overhead / checkpointed overhead must be at least this;
+    * ``slowdown_max``: checkpointed median time / normal median time must be at most this;
+    * ``grad_max_rel_err_max``: checkpointed gradient vs normal, max relative error;
+    * ``forward_steps_exact``: the executor's counted advances and taped steps must equal the
+      planned schedule's (for revolve that is the binomial optimum t(l, s), and l taped steps).
+    """
+
+    memory_savings_min: float | None = None
+    slowdown_max: float | None = None
+    grad_max_rel_err_max: float | None = None
+    forward_steps_exact: bool = False
+
+    def merged(self, override: Mapping[str, Any]) -> Expect:
+        return Expect(**{**self.as_dict(), **override})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def empty(self) -> bool:
+        return self == Expect()
+
+
+EXPECT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Expect))
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A parsed, validated sweep: its cells in a stable order and what they must meet."""
+
+    name: str
+    cases: tuple[Case, ...]
+    base: Mapping[str, Any]  # the [case] table as written
+    axes: tuple[str, ...]  # grid axes in first-seen order
+    expect: Expect = Expect()
+    expect_by_strategy: Mapping[str, Expect] = field(default_factory=dict)
+    description: str = ""
+    source: str = "<string>"
+    notes: tuple[str, ...] = ()  # e.g. cells collapsed because store-all ignores snaps
+
+    def expect_for(self, case: Case) -> Expect:
+        """The thresholds for one cell: [expect] with its strategy's overrides applied."""
+        return self.expect_by_strategy.get(case.strategy, self.expect)
+
+
+# --------------------------------------------------------------------------- locating lines
+
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+
+
+class _Lines:
+    """Best-effort line numbers of keys in a TOML text (tomllib reports none for values)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+
+    def find(self, table: str, key: str | None = None, index: int = 0) -> int | None:
+        """Line (1-based) of ``key`` in the ``index``-th ``[table]``/``[[table]]``, or of the
+        header itself when ``key`` is None. Dotted/inline forms are found at the top level."""
+        current = ""
+        seen = 0 if table == "" else -1  # the top level is "table 0" before any header
+        key_re = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=") if key else None
+        dotted = (
+            re.compile(rf"^\s*{re.escape(table)}\s*\.\s*[\"']?{re.escape(key)}[\"']?\s*=")
+            if key and table
+            else None
+        )
+        for number, line in enumerate(self.lines, start=1):
+            header = _HEADER.match(line)
+            if header:
+                current = re.sub(r"\s*\.\s*", ".", header.group(2)).replace('"', "")
+                if table and current == table:
+                    seen += 1
+                    if key is None and seen == index:
+                        return number
+                continue
+            if key_re is None:
+                continue
+            if current == table and seen == index and key_re.match(line):
+                return number
+            if current == "" and dotted is not None and dotted.match(line):
+                return number
+        return None
+
+
+class _Reader:
+    def __init__(self, source: str, text: str) -> None:
+        self.source = source
+        self.where = _Lines(text)
+
+    def error(
+        self, message: str, table: str = "", key: str | None = None, index: int = 0
+    ) -> ConfigError:
+        line = self.where.find(table, key, index) if (table or key) else None
+        if line is None and key:  # a sub-table header such as [expect.uniform]
+            line = self.where.find(f"{table}.{key}" if table else key, None)
+        if line is None and table:
+            line = self.where.find(table, None, index)
+        loc = f"{self.source}:{line}" if line else self.source
+        name = ".".join(p for p in (table, key) if p)
+        prefix = f"{loc}: {name}: " if name else f"{loc}: "
+        return ConfigError(prefix + message)
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Read and validate a sweep config file; :class:`ConfigError` on any problem."""
+    p = Path(path)
+    try:
+        text = read_text_limited(p, MAX_CONFIG_BYTES)
+    except OSError as err:
+        raise ConfigError(f"{p}: cannot read ({err.strerror or err})") from None
+    except ValueError as err:
+        raise ConfigError(f"{p}: {err}") from None
+    return parse_config(text, source=str(p), default_name=p.stem)
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+
+
+def safe_name(text: str) -> str:
+    """``text`` as a safe folder name: other characters become '_' (a file stem default)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", text).lstrip(".")[:100]
+    return name or "sweep"
+
+
+def parse_config(text: str, source: str = "<string>", default_name: str = "sweep") -> SweepConfig:
+    """Parse and validate the TOML text of a sweep config."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        msg = str(err).splitlines()[0] if str(err) else "invalid TOML"
+        raise ConfigError(f"{source}: invalid TOML: {msg}") from None
+    r = _Reader(source, text)
+
+    unknown = [k for k in doc if k not in TOP_KEYS]
+    if unknown:
+        raise r.error(f"unknown key (known: {', '.join(TOP_KEYS)})", key=unknown[0])
+
+    name = doc.get("name", safe_name(default_name))
+    if not isinstance(name, str) or not name.strip():
+        raise r.error(f"must be a non-empty string, got {name!r}", key="name")
+    if not _SAFE_NAME.fullmatch(name.strip()):
+        raise r.error(
+            f"{name!r} is not a safe folder name (letters, digits, '.', '_', '-'; "
+            "not starting with '.'): results go to results/<name>",
+            key="name",
+        )
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise r.error(f"must be a string, got {description!r}", key="description")
+
+    base = _parse_base(r, doc.get("case", {}))
+    subgrids = _parse_grid(r, doc.get("grid"), base)
+    expect, by_strategy = _parse_expect(r, doc.get("expect", {}))
+
+    cases, notes, axes = _expand(r, base, subgrids)
+    return SweepConfig(
+        name=name.strip(),
+        cases=cases,
+        base=dict(base),
+        axes=axes,
+        expect=expect,
+        expect_by_strategy=by_strategy,
+        description=description,
+        source=source,
+        notes=notes,
+    )
+
+
+#: Fields a value needs beside it to be checked on its own (the cell itself is checked whole).
+_COMPANIONS: dict[tuple[str, Any], dict[str, Any]] = {
+    ("device", "cuda"): {"backend": "torch"},
+    ("budget_bytes", "*"): {"strategy": "optimal"},
+    ("budget_bytes", None): {},
+}
+
+
+def _companions(key: str, value: Any) -> dict[str, Any]:
+    """What ``key = value`` needs beside it: a strategy's budget and backend come from the
+    strategy registry, the rest from :data:`_COMPANIONS`."""
+    if key == "strategy" and value in STRATEGIES:
+        spec = get_strategy(value)
+        extra: dict[str, Any] = {"budget_bytes": 1} if spec.setting is Setting.BUDGET else {}
+        if "autograd" not in spec.backends:
+            extra["backend"] = sorted(spec.backends)[0]
+        return extra
+    hashable = value if isinstance(value, (str, int, float, type(None))) else None
+    return _COMPANIONS.get((key, hashable), _COMPANIONS.get((key, "*"), {}))
+
+
+def _check_case_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) -> None:
+    if key not in CASE_FIELDS:
+        raise r.error(f"unknown case key (known: {', '.join(CASE_FIELDS)})", table, key, index)
+    try:
+        Case(**{**_companions(key, value), key: value})
+    except CaseError as err:
+        raise r.error(str(err), table, key, index) from None
+    except TypeError as err:  # pragma: no cover - Case(**{known: value}) only fails on values
+        raise r.error(str(err), table, key, index) from None
+
+
+def _parse_base(r: _Reader, table: Any) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise r.error("must be a table of Case fields", key="case")
+    for key, value in table.items():
+        _check_case_value(r, "case", key, value)
+    return dict(table)
+
+
+def _parse_grid(r: _Reader, grid: Any, base: Mapping[str, Any]) -> list[dict[str, list[Any]]]:
+    if grid is None:
+        raise r.error("empty grid: add a [grid] table with at least one axis, e.g. snaps = [16]")
+    subgrids = grid if isinstance(grid, list) else [grid]
+    if not subgrids:
+        raise r.error("empty grid: no [[grid]] tables", key="grid")
+    parsed = []
+    for index, sub in enumerate(subgrids):
+        if not isinstance(sub, dict):
+            raise r.error("must be a table of axes (name = [values])", key="grid")
+        if not sub:
+            raise r.error("empty grid: a grid table needs at least one axis", "grid", None, index)
+        axes: dict[str, list[Any]] = {}
+        for key, values in sub.items():
+            if key not in CASE_FIELDS:
+                raise r.error(
+                    f"unknown case key (known: {', '.join(CASE_FIELDS)})", "grid", key, index
+                )
+            if not isinstance(values, list):
+                raise r.error(
+                    f"a grid axis must be a list (put a fixed value in [case]), got {values!r}",
+                    "grid",
+                    key,
+                    index,
+                )
+            if not values:
+                raise r.error("empty grid: the axis has no values", "grid", key, index)
+            for value in values:
+                _check_case_value(r, "grid", key, value, index)
+            axes[key] = values
+        parsed.append(axes)
+    return parsed
+
+
+def _expect_table(r: _Reader, table: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in EXPECT_KEYS:
+            raise r.error(f"unknown expectation (known: {', '.join(EXPECT_KEYS)})", table, key)
+        if key == "forward_steps_exact":
+            if not isinstance(value, bool):
+                raise r.error(f"must be true or false, got {value!r}", table, key)
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise r.error(f"must be a positive number, got {value!r}", table, key)
+        else:
+            value = float(value)
+        out[key] = value
+    return out
+
+
+def _parse_expect(r: _Reader, table: Any) -> tuple[Expect, dict[str, Expect]]:
+    if not isinstance(table, dict):
+        raise r.error("must be a table", key="expect")
+    flat = {k: v for k, v in table.items() if not isinstance(v, dict)}
+    nested = {k: v for k, v in table.items() if isinstance(v, dict)}
+    expect = Expect(**_expect_table(r, "expect", flat))
+    by_strategy: dict[str, Expect] = {}
+    for strategy, override in nested.items():
+        if strategy not in STRATEGIES:
+            raise r.error(
+                f"unknown strategy table (choose from {', '.join(STRATEGIES)})", "expect", strategy
+            )
+        by_strategy[strategy] = expect.merged(_expect_table(r, f"expect.{strategy}", override))
+    return expect, by_strategy
+
+
+def _canonical(case: Case) -> Case:
+    """The case as ``run`` records it (``Case.effective``): store-all and optimal ignore snaps
+    and get ``snaps = steps``; more snaps than steps are clamped. One case, one key."""
+    canon, notes = case.effective()
+    return canon if notes else case
+
+
+def _expand(
+    r: _Reader, base: Mapping[str, Any], subgrids: list[dict[str, list[Any]]]
+) -> tuple[tuple[Case, ...], tuple[str, ...], tuple[str, ...]]:
+    cases: list[Case] = []
+    by_key: dict[str, Case] = {}
+    axes: list[str] = []
+    remapped = dropped = 0
+    for index, sub in enumerate(subgrids):
+        names = list(sub)
+        axes.extend(n for n in names if n not in axes)
+        for combo in itertools.product(*(sub[n] for n in names)):
+            values = {**base, **dict(zip(names, combo, strict=True))}
+            try:
+                case = Case(**values)
+            except CaseError as err:
+                cell = ", ".join(f"{n}={v!r}" for n, v in zip(names, combo, strict=True))
+                raise r.error(f"cell ({cell}): {err}", "grid", None, index) from None
+            canon = _canonical(case)
+            remapped += canon is not case
+            seen = by_key.get(canon.key)
+            if seen is None:
+                by_key[canon.key] = canon
+                cases.append(canon)
+            elif seen == canon:
+                dropped += 1
+            else:
+                diff = ", ".join(
+                    f"{f} {getattr(seen, f)!r} vs {getattr(canon, f)!r}"
+                    for f in CASE_FIELDS
+                    if getattr(seen, f) != getattr(canon, f)
+                )
+                raise r.error(
+                    f"two cells share the result name {canon.key!r} but differ ({diff}); "
+                    "vary only fields that are part of the cell key",
+                    "grid",
+                    None,
+                    index,
+                )
+    if not cases:  # pragma: no cover - every axis has >= 1 value
+        raise r.error("empty grid: no cells", key="grid")
+    notes = []
+    if remapped:
+        notes.append(
+            f"snaps clamped, or not used (store-all, optimal): {remapped} grid cell(s) "
+            "recorded with snaps = steps"
+        )
+    if dropped:
+        notes.append(f"{dropped} duplicate grid cell(s) measured once")
+    return tuple(cases), tuple(notes), tuple(axes)

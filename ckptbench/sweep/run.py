@@ -1,0 +1,415 @@
+"""Run every cell of a sweep config, saving each result the moment it is measured.
+
+Layout of an output folder::
+
+    OUT/<case.key>.json     one RunResult per cell (atomic writes: complete or absent)
+    OUT/sweep.json          the manifest: the config, every cell's state, file, host, error
+
+Semantics (what ``ckptbench sweep`` promises):
+
+* **Fresh sweep** (``resume=False``): refuses to start when OUT already holds a result of one
+  of its cells, rather than overwriting measurements (:class:`SweepError`).
+* **Resume** (``resume=True``): a cell whose file parses, covers all three modes and was
+  measured with the same settings is *kept*; a cell with no file, or a partial file (the
+  runner saves after every mode, so a kill mid-cell leaves one), is measured. A file that
+  does not parse, belongs to another schema version or was measured with other settings
+  (repeats, warmup, threads, sample interval) is a *conflict*: reported, left untouched and
+  not re-measured, because it was not written by an interrupted sweep (writes are atomic)
+  and may be someone's data; delete it to measure the cell again. Saved cells whose
+  measurement failed are kept unless ``retry_failed=True``.
+* **Failures** never stop a sweep: a failed measurement is saved like any other result; a
+  cell runner that raises is recorded in the manifest (no file, so ``--resume`` retries it).
+* **Dask** (``dask_address``): cells go to an existing ``distributed`` cluster, at most one
+  cell in flight per worker at any time (the client pins each cell to a free worker, whatever
+  its thread count), so measurements on one worker never overlap. Run one worker per host
+  (``dask worker ADDR --nworkers 1 --nthreads 1``) so cells on one machine don't disturb
+  each other either. Workers need ckptbench installed. Each result records the host it ran
+  on; the submitting process saves results as they complete. ``distributed`` is imported
+  only on this path.
+
+This module never prints: progress goes to a callback; the outcome is returned.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import ckptbench
+from ckptbench.results.schema import (
+    MODES,
+    SETTINGS_FIELDS,
+    Case,
+    RunResult,
+    save_result,
+)
+from ckptbench.results.store import (
+    MANIFEST_KIND,
+    MANIFEST_NAME,
+    StoreError,
+    cell_path,
+    load_result,
+    locked_folder,
+    open_folder,
+    read_manifest,
+    write_manifest,
+)
+from ckptbench.sweep.cells import CellOutcome, CellState
+from ckptbench.sweep.config import SweepConfig
+from ckptbench.sweep.progress import Progress, ProgressTracker, SweepProgress, cell_cost
+
+__all__ = [
+    "MANIFEST_KIND",
+    "MANIFEST_NAME",
+    "CellOutcome",
+    "CellState",
+    "SweepError",
+    "SweepOutcome",
+    "SweepProgress",
+    "cell_cost",
+    "cell_path",
+    "default_run_cell",
+    "first_error",
+    "one_line",
+    "run_sweep",
+    "saved_outcome",
+]
+
+RunCell = Callable[..., RunResult]  # run_cell(case, *, out_path=..., progress=...)
+
+
+class SweepError(ValueError):
+    """The sweep cannot start (existing results without --resume, no Dask workers, ...)."""
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """Every cell's outcome, in config order, and where the results are."""
+
+    name: str
+    out_dir: Path
+    manifest_path: Path
+    cells: tuple[CellOutcome, ...]
+    elapsed_s: float
+
+    def _where(self, *states: CellState) -> tuple[CellOutcome, ...]:
+        return tuple(c for c in self.cells if c.state in states)
+
+    @property
+    def measured(self) -> tuple[CellOutcome, ...]:
+        return self._where(CellState.MEASURED)
+
+    @property
+    def kept(self) -> tuple[CellOutcome, ...]:
+        return self._where(CellState.KEPT)
+
+    @property
+    def errors(self) -> tuple[CellOutcome, ...]:
+        return self._where(CellState.ERROR)
+
+    @property
+    def conflicts(self) -> tuple[CellOutcome, ...]:
+        return self._where(CellState.CONFLICT)
+
+    @property
+    def failed(self) -> tuple[CellOutcome, ...]:
+        """Cells with a saved result in which some mode did not measure OK."""
+        return tuple(c for c in self.cells if c.ok is False)
+
+    @property
+    def result_paths(self) -> tuple[Path, ...]:
+        return tuple(c.path for c in self.cells if c.state in (CellState.MEASURED, CellState.KEPT))
+
+    @property
+    def exit_code(self) -> int:
+        """0: every cell measured OK; 1: a failed measurement or a cell runner error;
+        2: conflicting files in the folder (an input problem; nothing was overwritten)."""
+        if self.conflicts:
+            return 2
+        if self.errors or self.failed:
+            return 1
+        return 0
+
+    def summary_lines(self) -> list[str]:
+        """What a user reads at the end: counts, then one line per problem cell."""
+        counts = [
+            f"{len(self.measured)} measured",
+            f"{len(self.kept)} kept",
+            f"{len(self.failed)} failed",
+            f"{len(self.errors)} errors",
+            f"{len(self.conflicts)} conflicts",
+        ]
+        lines = [
+            f"sweep {self.name}: {len(self.cells)} cells, {', '.join(counts)} "
+            f"in {self.elapsed_s:.0f} s; results in {self.out_dir}"
+        ]
+        for c in self.cells:
+            if c.ok is False or c.state in (CellState.ERROR, CellState.CONFLICT):
+                lines.append(f"{c.state.value} {c.key}: {c.error or 'not ok'}")
+        return lines
+
+
+def one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+def _settings_diff(saved: Case, wanted: Case) -> str:
+    diffs = [
+        f"{name} {getattr(saved, name)!r} vs {getattr(wanted, name)!r}"
+        for name in SETTINGS_FIELDS
+        if getattr(saved, name) != getattr(wanted, name)
+    ]
+    if saved.key != wanted.key:
+        diffs.insert(0, f"case {saved.key} vs {wanted.key}")
+    return ", ".join(diffs)
+
+
+def _complete(result: RunResult) -> bool:
+    """The runner measures every mode and saves after each: fewer modes means interrupted."""
+    return {m.mode for m in result.modes} >= set(MODES)
+
+
+# --------------------------------------------------------------------------- preflight
+
+
+def _remove_stale_temp_files(out_dir: Path, names: Iterable[str]) -> None:
+    """write_atomic's temp files (".NAME.*.tmp") left by a kill mid-write: never results."""
+    for name in names:
+        for tmp in out_dir.glob(f".{name}.*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+
+def _check_manifest(out_dir: Path, name: str) -> None:
+    path = out_dir / MANIFEST_NAME
+    if not path.exists():
+        return
+    try:
+        data = read_manifest(path)
+    except StoreError:
+        raise SweepError(
+            f"{path}: unreadable sweep manifest; move it away or use another --out"
+        ) from None
+    config = data.get("config") if data is not None else None
+    other = config.get("name") if isinstance(config, dict) else None
+    if other != name:
+        raise SweepError(
+            f"{out_dir} holds sweep {other!r}, not {name!r}: use another --out for this config"
+        )
+
+
+def _plan(
+    config: SweepConfig, out_dir: Path, resume: bool, retry_failed: bool
+) -> tuple[list[CellOutcome], list[int]]:
+    """Initial outcome of every cell and the indexes of the cells to measure."""
+    cells: list[CellOutcome] = []
+    to_run: list[int] = []
+    existing: list[Path] = []
+    for index, case in enumerate(config.cases):
+        path = cell_path(out_dir, case)
+        pending = CellOutcome(case, path, CellState.PENDING)
+        if not path.exists():
+            cells.append(pending)
+            to_run.append(index)
+            continue
+        if not resume:
+            existing.append(path)
+            cells.append(pending)
+            continue
+        try:
+            saved = load_result(path)
+        except ValueError as err:
+            cells.append(CellOutcome(case, path, CellState.CONFLICT, error=str(err)))
+            continue
+        diff = _settings_diff(saved.case, case)
+        if diff:
+            msg = f"{path}: measured with other settings ({diff}); delete it to re-measure"
+            cells.append(CellOutcome(case, path, CellState.CONFLICT, error=msg))
+        elif not _complete(saved) or (retry_failed and not saved.ok):
+            cells.append(pending)
+            to_run.append(index)
+        else:
+            cells.append(CellOutcome(case, path, CellState.KEPT, ok=saved.ok, host=saved.host))
+    if existing:
+        raise SweepError(
+            f"{out_dir} already holds {len(existing)} result(s) of this sweep (e.g. "
+            f"{existing[0].name}): pass --resume to keep them and measure the rest, "
+            "or use another --out"
+        )
+    return cells, to_run
+
+
+def _write_manifest(
+    config: SweepConfig, out_dir: Path, cells: list[CellOutcome], started: str
+) -> Path:
+    doc = {
+        "tool_version": ckptbench.__version__,
+        "config": {
+            "name": config.name,
+            "source": config.source,
+            "description": config.description,
+            "expect": config.expect.as_dict(),
+            "expect_by_strategy": {k: v.as_dict() for k, v in config.expect_by_strategy.items()},
+        },
+        "started": started,
+        "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cells": [c.to_dict() for c in cells],
+    }
+    return write_manifest(out_dir, doc)
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+def default_run_cell() -> RunCell:
+    from ckptbench.measure.runner import run_case
+
+    return run_case
+
+
+def run_sweep(
+    config: SweepConfig,
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    run_cell: RunCell | None = None,
+    progress: Progress | None = None,
+    dask_address: str | None = None,
+    retry_failed: bool = False,
+) -> SweepOutcome:
+    """Measure every cell of ``config`` into ``out_dir`` (see the module docstring).
+
+    ``run_cell(case, out_path=PATH|None, progress=CALLBACK|None) -> RunResult`` measures one
+    cell; the default is :func:`measure.runner.run_case`. Raises :class:`SweepError` before
+    measuring anything when the folder holds results of this sweep and ``resume`` is False,
+    holds another sweep, or the Dask cluster has no workers.
+    """
+    out = open_folder(out_dir)
+    with locked_folder(out):
+        return _run_locked(config, out, resume, run_cell, progress, dask_address, retry_failed)
+
+
+def _run_locked(config, out, resume, run_cell, progress, dask_address, retry_failed):
+    """:func:`run_sweep` once the folder's lock is held."""
+    _check_manifest(out, config.name)
+    _remove_stale_temp_files(out, [MANIFEST_NAME, *(f"{c.key}.json" for c in config.cases)])
+    cells, to_run = _plan(config, out, resume, retry_failed)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    manifest = _write_manifest(config, out, cells, started)
+    clock0 = time.monotonic()
+    state = ProgressTracker(progress, [cells[i].case for i in to_run], clock0)
+
+    def finished(index: int, outcome: CellOutcome) -> None:
+        cells[index] = outcome
+        _write_manifest(config, out, cells, started)
+        state.cell_done(outcome)
+
+    def starting(index: int) -> None:
+        cells[index] = replace(cells[index], state=CellState.RUNNING)
+        _write_manifest(config, out, cells, started)
+        state.emit("cell-start", cells[index].case)
+
+    if dask_address is None:
+        runner = run_cell or default_run_cell()
+        for index in to_run:
+            starting(index)
+            try:
+                outcome = _run_local(runner, cells[index], state)
+            except BaseException as err:  # a stop signal: record the saved part, then stop
+                partial = getattr(err, "result", None)
+                if partial is not None and partial.modes and cells[index].path.exists():
+                    cells[index] = saved_outcome(cells[index], partial, 0.0)
+                    _write_manifest(config, out, cells, started)
+                raise
+            finished(index, outcome)
+    else:
+        from ckptbench.sweep.dask import DaskError, run_dask  # distributed only on this path
+
+        def done(index: int, result: RunResult | None, error: str | None, worker: str,
+                 duration: float) -> None:  # fmt: skip
+            if result is None:
+                outcome = replace(
+                    cells[index],
+                    state=CellState.ERROR,
+                    error=error,
+                    worker=worker,
+                    duration_s=duration,
+                )
+            else:
+                outcome = saved_outcome(cells[index], result, duration, worker)
+            finished(index, outcome)
+
+        jobs = [(i, cells[i].case) for i in to_run]
+        try:
+            run_dask(dask_address, run_cell, jobs, starting, done)
+        except DaskError as err:
+            raise SweepError(str(err)) from None
+    return SweepOutcome(
+        name=config.name,
+        out_dir=out,
+        manifest_path=manifest,
+        cells=tuple(cells),
+        elapsed_s=time.monotonic() - clock0,
+    )
+
+
+def saved_outcome(
+    pending: CellOutcome, result: RunResult, duration: float, worker: str = ""
+) -> CellOutcome:
+    if result.case.key != pending.case.key:
+        return replace(
+            pending,
+            state=CellState.ERROR,
+            error=f"cell runner returned a result for {result.case.key}",
+            duration_s=duration,
+        )
+    if not result.host:
+        result = replace(result, host=socket.gethostname())
+    save_result(result, pending.path)
+    return replace(
+        pending,
+        state=CellState.MEASURED,
+        ok=result.ok,
+        host=result.host,
+        worker=worker,
+        error=None if result.ok else first_error(result),
+        duration_s=duration,
+    )
+
+
+def first_error(result: RunResult) -> str:
+    for m in result.modes:
+        if not m.ok:
+            return f"{m.mode.value}: {m.status.value}" + (f" ({m.error})" if m.error else "")
+    return "not ok"
+
+
+def _run_local(run_cell: RunCell, pending: CellOutcome, state: ProgressTracker) -> CellOutcome:
+    case = pending.case
+
+    def on_mode(event: Any) -> None:
+        if event.phase in ("start", "done"):
+            state.emit(f"mode-{event.phase}", case, mode=event.mode, mode_result=event.result)
+        else:
+            state.emit("mode-iteration", case, mode=event.mode, iteration=event)
+
+    t0 = time.monotonic()
+    if pending.path.exists():  # re-measuring a failed cell: keep the old file beside it
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        pending.path.rename(pending.path.with_name(f"{pending.path.name}.{stamp}.replaced"))
+    try:
+        result = run_cell(case, out_path=pending.path, progress=on_mode)
+    except Exception as err:  # a harness bug in one cell must not lose the sweep
+        return replace(
+            pending,
+            state=CellState.ERROR,
+            error=one_line(err),
+            duration_s=time.monotonic() - t0,
+        )
+    return saved_outcome(pending, result, time.monotonic() - t0)
