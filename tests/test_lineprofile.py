@@ -1,4 +1,4 @@
-"""Tests for ckptbench.measure.lineprofile: memory_profiler's line profiler over a real LSTM gradient."""
+"""Tests for ckptbench.measure.lineprofile: the line profiler over an LSTM gradient."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@
   Algorithm 799, 2000) and its closed forms;
 * :mod:`~ckptbench.schedules.uniform` — equal segments (the sqrt(n) strategy);
 * :mod:`~ckptbench.schedules.storeall` — every state kept;
-* :mod:`~ckptbench.schedules.optimal` — the budget planner's strategy (``schedules.optimal.planner``);
+* :mod:`~ckptbench.schedules.optimal` — the budget planner (Beaumont et al., 2019);
 * :mod:`~ckptbench.schedules.peers` — the frameworks' own checkpointing.
 
 Every list of strategies in ckptbench reads :data:`STRATEGIES` (docs/architecture.md,
