@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from _synthetic import CI_CASE, make_result
+from click.testing import CliRunner
 
-from ckptbench.cli import main
+from ckptbench.cli import cli, main
 from ckptbench.results.schema import result_to_dict, save_result
 from ckptbench.results.store import StoreError, load_result, load_results
 
@@ -29,6 +33,26 @@ def one_line_error(capsys, argv: list[str]) -> str:
     assert code == 2, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     return err
+
+
+FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
+    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_ITER_SLEEP"):
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+def invoke(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def small(out: Path, *extra: str) -> list[str]:
+    return ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--rounds", "1",
+            "--out", str(out), *extra]  # fmt: skip
 
 
 def _doc() -> dict:
@@ -239,3 +263,144 @@ def test_a_cell_file_holding_another_cells_result_is_refused(tmp_path: Path, cap
     for command in (["check", str(out)], ["compare", str(out)], ["check", str(out / "sweep.json")]):
         err = one_line_error(capsys, command)
         assert uniform.name in err and "holds the result of cell" in err
+
+
+# --------------------------------------------------------------------------- item 4: writers
+
+HOLD = """
+import sys, time
+from ckptbench.{where} import {what}
+with {what}(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+def _holder(what: str, path: Path, where: str = "results.store") -> subprocess.Popen:
+    """Another live ckptbench process holding ``what`` (writer_lock, locked_folder)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD.format(what=what, where=where), str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait()
+
+
+def test_an_out_held_by_a_live_writer_is_refused_before_measuring(fake, tmp_path, capsys):
+    out = tmp_path / "g.json"
+    holder = _holder("writer_lock", out, "results.schema")
+    try:
+        err = one_line_error(capsys, small(out))
+        assert f"pid {holder.pid}" in err and "is writing this file" in err
+        err = one_line_error(capsys, [*small(out), "--force"])
+        assert f"pid {holder.pid}" in err
+    finally:
+        _stop(holder)
+    assert not out.exists()
+    # the holder died: its lock file is stale and taken over
+    assert (tmp_path / ".g.json.lock").exists()
+    res = invoke(small(out))
+    assert res.exit_code == 0, res.output
+    assert load_result(out).case.steps == 20
+    assert not (tmp_path / ".g.json.lock").exists()
+
+
+def test_a_run_honours_a_sweeps_folder_lock(fake, tmp_path, capsys):
+    holder = _holder("locked_folder", tmp_path)
+    try:
+        err = one_line_error(capsys, small(tmp_path / "cell.json"))
+        assert "being written by a ckptbench sweep" in err
+    finally:
+        _stop(holder)
+    assert not (tmp_path / "cell.json").exists()
+
+
+def test_a_run_never_replaces_a_manifest(fake, tmp_path, capsys):
+    manifest = tmp_path / "sweep.json"
+    manifest.write_text(json.dumps({"kind": "ckptbench-sweep", "manifest_version": 1}, indent=1))
+    before = manifest.read_text()
+    err = one_line_error(capsys, [*small(manifest), "--force"])
+    assert "is a sweep manifest" in err
+    assert manifest.read_text() == before
+
+
+def test_a_measurement_that_cannot_be_saved_where_asked_is_saved_beside_it(fake, tmp_path):
+    out = tmp_path / "r.json"
+    fake.setenv("FAKE_SLEEP", "baseline:1.0")
+
+    def intruder():  # another program writes the file once the run has claimed it
+        lock = tmp_path / ".r.json.lock"
+        for _ in range(600):
+            if lock.exists():
+                out.write_text("{}")
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=intruder)
+    t.start()
+    res = invoke(small(out))
+    t.join()
+    assert res.exit_code == 0, res.output
+    assert out.read_text() == "{}"  # not replaced
+    beside = [p for p in tmp_path.glob("r.*.json")]
+    assert len(beside) == 1, res.output
+    assert "saved it as" in res.output and beside[0].name in res.output
+    assert len(load_result(beside[0]).modes) == 3
+
+
+def test_save_or_beside_keeps_the_result(tmp_path):
+    from ckptbench.results.schema import save_or_beside
+
+    result = make_result(CI_CASE)
+    taken = tmp_path / "taken.json"
+    taken.write_text("x")
+    at, why = save_or_beside(result, taken, replace=False)
+    assert at != taken and at.parent == tmp_path and "exists" in why
+    assert load_result(at).case == CI_CASE
+    at, why = save_or_beside(result, tmp_path / "free.json", replace=False)
+    assert why is None and at == tmp_path / "free.json"
+
+
+SWEEP_TEXT = """
+name = "tiny"
+[case]
+model = "rnn"
+steps = 20
+hidden = 8
+repeats = 3
+[grid]
+snaps = [2, 3, 4]
+"""
+
+
+def test_a_sweep_never_moves_a_result_it_did_not_write(tmp_path: Path) -> None:
+    from ckptbench.results.schema import Status
+    from ckptbench.sweep.config import parse_config
+    from ckptbench.sweep.run import CellState, cell_path, run_sweep
+
+    config = parse_config(SWEEP_TEXT, source="tiny.toml")
+    cases = config.cases
+    foreign = make_result(cases[1], seed=99)
+
+    def run_cell(case, *, out_path=None, progress=None):
+        if case == cases[0]:  # meanwhile another program saves a result at cell 1's path
+            save_result(foreign, cell_path(tmp_path, cases[1]))
+            status = {"checkpointed": Status.TIMEOUT}
+            return make_result(case, seed=1, status=status)
+        return make_result(case, seed=2)
+
+    outcome = run_sweep(config, tmp_path, run_cell=run_cell)
+    assert outcome.cells[1].state is CellState.ERROR
+    assert "appeared while the sweep ran" in outcome.cells[1].error
+    assert load_result(cell_path(tmp_path, cases[1])).created == foreign.created
+    assert not list(tmp_path.glob("*.replaced"))
+    # re-measuring the failed cell moves its file aside, and says so
+    outcome = run_sweep(config, tmp_path, resume=True, retry_failed=True, run_cell=run_cell)
+    (aside,) = tmp_path.glob("*.replaced")
+    assert any(aside.name in line for line in outcome.summary_lines())

@@ -33,6 +33,20 @@ def check_out(path: Path, force: bool) -> None:
         raise InputError(f"--out {path}: cannot write there ({err.strerror or err})") from None
 
 
+def claim_out(ctx: click.Context, path: Path) -> None:
+    """Hold ``--out`` for this command (``store.writer_lock``) and a shared lock on its
+    folder (``store.folder_shared``: refused while a sweep writes there), until the command
+    ends; exit 2 when another live ckptbench holds either."""
+    from ckptbench.results.schema import TargetError, writer_lock
+    from ckptbench.results.store import StoreError, folder_shared
+
+    try:
+        ctx.with_resource(folder_shared(path.parent))
+        ctx.with_resource(writer_lock(path))
+    except (StoreError, TargetError) as err:
+        raise InputError(str(err)) from None
+
+
 def check_mprof_dir(folder: Path, case, modes) -> None:
     """--mprof, checked before anything is measured: a folder ckptbench can write, holding
     none of the files this run will write (see ``store.check_output``)."""

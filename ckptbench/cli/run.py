@@ -32,7 +32,7 @@ from ckptbench.cli.options import (
     stdout_console,
     strategy_help,
 )
-from ckptbench.cli.outputs import check_mprof_dir, check_out, write_mprof
+from ckptbench.cli.outputs import check_mprof_dir, check_out, claim_out, write_mprof
 from ckptbench.results.schema import Case
 from ckptbench.schedules import strategy_names
 
@@ -288,6 +288,8 @@ def run(
         raise InputError(str(err)) from None
     out = out or _default_out(model)
     check_out(out, force)
+    claim_out(ctx, out)  # before anything is measured; held until the command ends
+    check_out(out, force)  # again: it may have appeared before the claim
     if mprof_dir is not None:
         check_mprof_dir(mprof_dir, case, mode_list)
     try:
@@ -318,10 +320,21 @@ def run(
         announce=plan_line(case, mode_list, target, guess),  # said as the first mode starts
     )
     code = None
+
+    def saved_elsewhere(path: str, why: str) -> None:
+        nonlocal out
+        out = Path(path)
+        err_console.print(
+            f"[yellow]warning[/yellow] cannot save the result as asked ({why}); saved it "
+            f"as {path} instead",
+            highlight=False,
+        )
+
     try:
         with stop_on_signals():
             result = run_case(
                 case,
+                saved_elsewhere=saved_elsewhere,
                 out_path=out,
                 replace_out=force,
                 progress=progress_cb,
@@ -340,9 +353,12 @@ def run(
     except (Interrupted, KeyboardInterrupt) as err:
         result = getattr(err, "result", None)  # None: stopped while measuring step costs
         code = 128 + getattr(err, "signum", 2)
-        measured = result is not None and result.modes
+        saved = result is not None and result.modes
+        measured = saved and any(m.iterations for m in result.modes)
         where = f"what was measured is saved in {out}" if measured else "nothing measured"
         cut = interruption_line(result) if measured else None
+        if saved and not measured:
+            where += f" (no iteration completed; {out} records the stop)"
         err_console.print(
             f"[yellow]interrupted[/yellow] by {stop_reason(err)}: workers stopped; {where}"
             + (f" ({cut})" if cut else ""),

@@ -17,9 +17,10 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import ckptbench
@@ -35,7 +36,7 @@ from ckptbench.results.schema import (
     ModeResult,
     RunResult,
     Status,
-    save_result,
+    save_or_beside,
 )
 from ckptbench.schedules import get_strategy
 from ckptbench.workloads import plugin_provenance
@@ -198,6 +199,7 @@ def run_case(
     costs: dict[str, Any] | None = None,
     retry_oom: bool = False,
     precision: Precision | None = None,
+    saved_elsewhere: Callable[[str, str], None] | None = None,
 ) -> RunResult:
     """Measure ``case`` in ``case.rounds`` rounds of each mode (a fresh process each),
     saving after every mode.
@@ -212,9 +214,12 @@ def run_case(
     many rounds ran, and the environment's ``precision`` how the run stopped.
 
     The first save never replaces an existing ``out_path`` unless ``replace_out``; later
-    saves replace only the file this run wrote. On :class:`Interrupted` (or Ctrl-C) the
-    partial mode is saved with status ``interrupted`` and the exception is re-raised with the
-    saved result attached as ``err.result``.
+    saves replace only the file this run wrote. A save that fails at ``out_path`` (the file
+    appeared meanwhile, the folder went away) goes beside it under a new name
+    (:func:`ckptbench.results.schema.save_or_beside`), and so do the later saves;
+    ``saved_elsewhere`` is called once with the new path and why. On :class:`Interrupted`
+    (or Ctrl-C) the partial mode is saved with status ``interrupted`` and the exception is
+    re-raised with the saved result attached as ``err.result``.
 
     Strategy ``optimal`` plans with ``costs`` (a ``planner.Costs`` document); without them the
     step costs are first measured in a fresh worker (:func:`measure_costs`, which raises
@@ -260,10 +265,17 @@ def run_case(
             tool_version=ckptbench.__version__,
         )
 
+    where = [Path(out_path) if out_path is not None else None]
+
     def save() -> None:
-        if out_path is not None:
-            save_result(snapshot(), out_path, replace=saved[0] or replace_out)
-            saved[0] = True
+        if where[0] is None:
+            return
+        at, why = save_or_beside(snapshot(), where[0], replace=saved[0] or replace_out)
+        if why is not None:
+            where[0] = at
+            if saved_elsewhere is not None:
+                saved_elsewhere(str(at), why)
+        saved[0] = True
 
     with tempfile.TemporaryDirectory(prefix="ckptbench-") as tmp:
         try:

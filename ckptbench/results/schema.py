@@ -6,12 +6,17 @@ This module never prints; errors are ``ValueError`` with one-line messages.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import socket
 import stat
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -34,8 +39,10 @@ __all__ = [
     "pool_rounds",
     "result_from_dict",
     "result_to_dict",
+    "save_or_beside",
     "save_result",
     "write_atomic",
+    "writer_lock",
 ]
 
 SCHEMA_VERSION = 3  # 3: backend/device/budget/rounds, hashed keys, rounds; 2: Case.output
@@ -485,3 +492,75 @@ def write_atomic(path: str | os.PathLike[str], text: str, *, replace: bool = Tru
 def save_result(result: RunResult, path: str | os.PathLike[str], *, replace: bool = True) -> None:
     """Save a result atomically (see :func:`write_atomic` for what is never replaced)."""
     write_atomic(path, json.dumps(result_to_dict(result), indent=1) + "\n", replace=replace)
+
+
+def save_or_beside(result: RunResult, path: Path, *, replace: bool) -> tuple[Path, str | None]:
+    """Save ``result`` at ``path`` (:func:`save_result`); when that fails
+    (the file appeared, the folder went away or is full), save it beside ``path`` under a
+    new name instead, or in the temporary folder. Returns where it was saved, and why not
+    at ``path`` (None when it was). A finished measurement is never dropped for its name."""
+    try:
+        save_result(result, path, replace=replace)
+        return path, None
+    except OSError as err:
+        why = str(err) if isinstance(err, TargetError) else f"{path}: {err.strerror or err}"
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    name = f"{path.stem}.{stamp}-{os.getpid()}{path.suffix or '.json'}"
+    last: OSError | None = None
+    for folder in (path.parent, Path(tempfile.gettempdir())):
+        try:
+            save_result(result, folder / name, replace=False)
+            return folder / name, why
+        except OSError as err:
+            last = err
+    assert last is not None
+    raise last
+
+
+def _lock_holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+    except OSError:
+        text = []
+    return f"pid {text[0]}" if text and text[0].isdigit() else "another process"
+
+
+@contextlib.contextmanager
+def writer_lock(path: str | os.PathLike[str], what: str = "--out") -> Iterator[None]:
+    """Claim the file ``path`` for this process while the block runs: the lock file
+    ``.NAME.lock`` beside it holds this process's pid under an exclusive ``flock``. The
+    kernel drops the flock when its process dies, so a lock file left by a killed writer is
+    stale and is taken over. A live writer's claim is a one-line :class:`TargetError` naming
+    its pid, raised before anything is measured."""
+    p = Path(path)
+    lock = p.parent / f".{p.name}.lock"
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as err:
+            raise TargetError(f"{what} {p}: cannot create {lock.name} ({err.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise TargetError(
+                f"{what} {p}: another ckptbench ({holder}) is writing this file; wait for it "
+                f"to finish or use another {what}"
+            ) from None
+        try:  # the holder may have removed the file between our open and our flock
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                os.unlink(lock)
+        os.close(fd)

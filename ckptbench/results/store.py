@@ -48,6 +48,7 @@ __all__ = [
     "cell_path",
     "check_output",
     "expectations_from_manifests",
+    "folder_shared",
     "load_result",
     "load_results",
     "locked_folder",
@@ -105,6 +106,15 @@ def _is_ckptbench_document(path: Path) -> bool:  # a result or manifest, by its 
     return _DOCUMENT.match(head) is not None
 
 
+def _is_manifest(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return re.match(rb'^\s*\{\s*"kind"\s*:\s*"ckptbench-sweep"', head) is not None
+
+
 def check_output(
     path: str | os.PathLike[str],
     what: str,
@@ -142,8 +152,35 @@ def check_output(
             f"{what} {p}: is a ckptbench result or sweep manifest; a side output never "
             "replaces or appends to one"
         )
+    if result and _is_manifest(p):
+        raise StoreError(
+            f"{what} {p}: is a sweep manifest; a result never replaces one (not even with "
+            "--force): use another file name"
+        )
     if not replace and not append:
         raise StoreError(f"{what} {p}: exists; {hint}")
+
+
+@contextlib.contextmanager
+def folder_shared(out_dir: str | os.PathLike[str], what: str = "--out") -> Iterator[None]:
+    """Hold a shared ``flock`` on the folder a result is written into: refused (one-line
+    :class:`StoreError`) while a sweep holds it (:func:`locked_folder`), and a sweep cannot
+    start in it meanwhile."""
+    try:
+        fd = os.open(out_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as err:
+        raise StoreError(f"{what} {out_dir}: cannot lock the folder ({err.strerror})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(
+                f"{what}: the folder {out_dir} is being written by a ckptbench sweep; wait "
+                "for it to finish or use another folder"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -159,8 +196,8 @@ def locked_folder(out_dir: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise StoreError(
-                f"{out_dir}: another ckptbench sweep is writing this folder; wait for it to "
-                "finish or use another --out"
+                f"{out_dir}: another ckptbench sweep, or a run with --out in it, is writing "
+                "this folder; wait for it to finish or use another --out"
             ) from None
         yield
     finally:
@@ -168,8 +205,11 @@ def locked_folder(out_dir: Path) -> Iterator[None]:
 
 
 def write_manifest(out_dir: Path, body: dict[str, Any]) -> Path:
-    """Write ``OUT/sweep.json`` atomically: ``body`` under the manifest's kind and version."""
+    """Write ``OUT/sweep.json`` atomically: ``body`` under the manifest's kind and version;
+    a file there that is not a manifest is never replaced (StoreError)."""
     path = out_dir / MANIFEST_NAME
+    if path.exists() and not _is_manifest(path):  # never replace what another wrote there
+        raise StoreError(f"{path}: is no longer this sweep's manifest; nothing replaced")
     doc = {"kind": MANIFEST_KIND, "manifest_version": MANIFEST_VERSION, **body}
     write_atomic(path, json.dumps(doc, indent=1) + "\n")
     return path

@@ -97,6 +97,7 @@ class SweepOutcome:
     manifest_path: Path
     cells: tuple[CellOutcome, ...]
     elapsed_s: float
+    notes: tuple[str, ...] = ()  # e.g. an earlier result moved aside to re-measure its cell
 
     def _where(self, *states: CellState) -> tuple[CellOutcome, ...]:
         return tuple(c for c in self.cells if c.state in states)
@@ -152,7 +153,7 @@ class SweepOutcome:
         for c in self.cells:
             if c.ok is False or c.state in (CellState.ERROR, CellState.CONFLICT):
                 lines.append(f"{c.state.value} {c.key}: {c.error or 'not ok'}")
-        return lines
+        return lines + [f"note {n}" for n in self.notes]
 
 
 def one_line(err: BaseException) -> str:
@@ -196,7 +197,11 @@ def _check_manifest(out_dir: Path, name: str) -> None:
         raise SweepError(
             f"{path}: unreadable sweep manifest; move it away or use another --out"
         ) from None
-    config = data.get("config") if data is not None else None
+    if data is None:
+        raise SweepError(
+            f"{path}: is not a sweep manifest (a result?); move it away or use another --out"
+        )
+    config = data.get("config")
     other = config.get("name") if isinstance(config, dict) else None
     if other != name:
         raise SweepError(
@@ -300,6 +305,8 @@ def _run_locked(config, out, resume, run_cell, progress, dask_address, retry_fai
     _check_manifest(out, config.name)
     _remove_stale_temp_files(out, [MANIFEST_NAME, *(f"{c.key}.json" for c in config.cases)])
     cells, to_run = _plan(config, out, resume, retry_failed)
+    remeasure = {i for i in to_run if cells[i].path.exists()}  # files this sweep replaces
+    notes: list[str] = []
     started = datetime.now(UTC).isoformat(timespec="seconds")
     manifest = _write_manifest(config, out, cells, started)
     clock0 = time.monotonic()
@@ -320,7 +327,7 @@ def _run_locked(config, out, resume, run_cell, progress, dask_address, retry_fai
         for index in to_run:
             starting(index)
             try:
-                outcome = _run_local(runner, cells[index], state)
+                outcome = _run_local(runner, cells[index], state, index in remeasure, notes)
             except BaseException as err:  # a stop signal: record the saved part, then stop
                 partial = getattr(err, "result", None)
                 if partial is not None and partial.modes and cells[index].path.exists():
@@ -356,6 +363,7 @@ def _run_locked(config, out, resume, run_cell, progress, dask_address, retry_fai
         manifest_path=manifest,
         cells=tuple(cells),
         elapsed_s=time.monotonic() - clock0,
+        notes=tuple(notes),
     )
 
 
@@ -390,7 +398,16 @@ def first_error(result: RunResult) -> str:
     return "not ok"
 
 
-def _run_local(run_cell: RunCell, pending: CellOutcome, state: ProgressTracker) -> CellOutcome:
+def _run_local(
+    run_cell: RunCell,
+    pending: CellOutcome,
+    state: ProgressTracker,
+    remeasure: bool = False,
+    notes: list[str] | None = None,
+) -> CellOutcome:
+    """Measure one cell. Its file is moved aside only when the plan re-measures it (a
+    failed or partial result, ``remeasure``), and said; a file that appeared there while
+    the sweep ran was not written by it: it is kept and the cell is an error."""
     case = pending.case
 
     def on_mode(event: Any) -> None:
@@ -400,9 +417,19 @@ def _run_local(run_cell: RunCell, pending: CellOutcome, state: ProgressTracker) 
             state.emit("mode-iteration", case, mode=event.mode, iteration=event)
 
     t0 = time.monotonic()
+    if pending.path.exists() and not remeasure:
+        return replace(
+            pending,
+            state=CellState.ERROR,
+            error=f"{pending.path.name} appeared while the sweep ran (not written by it); "
+            "kept it and did not measure this cell",
+        )
     if pending.path.exists():  # re-measuring a failed cell: keep the old file beside it
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-        pending.path.rename(pending.path.with_name(f"{pending.path.name}.{stamp}.replaced"))
+        aside = pending.path.with_name(f"{pending.path.name}.{stamp}.replaced")
+        pending.path.rename(aside)
+        if notes is not None:
+            notes.append(f"{case.key}: its earlier result was moved to {aside.name}")
     try:
         result = run_cell(case, out_path=pending.path, progress=on_mode)
     except Exception as err:  # a harness bug in one cell must not lose the sweep
