@@ -2,7 +2,8 @@
 
 It reports on the job's ``channel_fd`` pipe like the real worker (ready, iteration, result
 events). Behaviour is steered by environment variables so tests can inject faults:
-FAKE_ITER_SLEEP=<mode>:<seconds> sleeps before each iteration (partial timeouts);
+FAKE_ITER_SLEEP=<mode>:<seconds> sleeps before each iteration (partial timeouts); each
+variable may name several modes, comma-separated (FAKE_SLEEP=baseline:1,normal:2);
 FAKE_SPOOF=<mode> prints a forged ok result on stdout first (must be ignored);
 FAKE_CRASH=<mode> exits 3 with a stderr message; FAKE_FAIL=<mode> reports ok=false;
 FAKE_SLEEP=<mode>:<seconds> sleeps (timeouts); FAKE_ALLOC=<mode>:<MiB> touches memory and
@@ -32,12 +33,12 @@ def main() -> int:
         channel.write(json.dumps(event) + "\n")
         channel.flush()
 
-    def flag(name):
-        value = os.environ.get(name, "")
-        if ":" in value:
-            m, arg = value.split(":", 1)
-            return arg if m == mode else None
-        return "1" if value == mode else None
+    def flag(name):  # "<mode>:<arg>", several separated by commas, or "<mode>"
+        for value in os.environ.get(name, "").split(","):
+            m, sep, arg = value.partition(":")
+            if m == mode:
+                return arg if sep else "1"
+        return None
 
     task = job.get("task")
     if task == "check":

@@ -121,10 +121,12 @@ def test_write_without_replace_is_atomic_exclusive(tmp_path):
 
 def test_timeout_keeps_completed_iterations_and_counts_from_ready(fake, tmp_path):
     out = tmp_path / "r.json"
-    # start-up (before ready) takes 1.5 s: not counted against a 2 s timeout
-    fake.setenv("FAKE_SLEEP", "baseline:1.5")
-    fake.setenv("FAKE_ITER_SLEEP", "normal:0.8")
-    res = invoke(small(out, "--timeout", "2s", "--repeats", "5", "--warmup", "0"))
+    # baseline: a 2.5 s start-up (before ready) and 5 x 0.6 s iterations, 5.5 s together, each
+    # part inside a 5 s timeout with seconds to spare on a loaded machine: ok only if the
+    # timeout counts from ready. normal: 5 x 2 s of iterations cannot fit in 5 s.
+    fake.setenv("FAKE_SLEEP", "baseline:2.5")
+    fake.setenv("FAKE_ITER_SLEEP", "baseline:0.6,normal:2")
+    res = invoke(small(out, "--timeout", "5s", "--repeats", "5", "--warmup", "0"))
     assert res.exit_code == 1, res.output
     result = load_result(out)
     base, normal = result.mode(Mode.BASELINE), result.mode(Mode.NORMAL)

@@ -332,7 +332,7 @@ def test_a_run_never_replaces_a_manifest(fake, tmp_path, capsys):
 
 def test_a_measurement_that_cannot_be_saved_where_asked_is_saved_beside_it(fake, tmp_path):
     out = tmp_path / "r.json"
-    fake.setenv("FAKE_SLEEP", "baseline:1.0")
+    fake.setenv("FAKE_SLEEP", "baseline:2.0")
 
     def intruder():  # another program writes the file once the run has claimed it
         lock = tmp_path / ".r.json.lock"

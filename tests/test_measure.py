@@ -71,7 +71,7 @@ def test_exact_peak_of_200_mib_and_sampler_sees_it() -> None:
     # than a few pages of interpreter churn between the two readings.
     assert sampler.peak_rss_bytes <= result["peak_rss_bytes"] + 2 * MIB
     assert sampler.cpu_time_s > 0
-    assert sampler.cpu_time_s <= sampler.wall_time_s
+    assert sampler.cpu_time_s <= sampler.wall_time_s + 0.02  # two clocks, in ticks
 
 
 def test_vfork_trap_child_peak_is_its_own() -> None:
