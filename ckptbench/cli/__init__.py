@@ -21,11 +21,13 @@ from ckptbench.cli.options import EXIT_OK, EXIT_USAGE
 )
 @click.version_option(__version__, prog_name="ckptbench")
 def cli() -> None:
-    """Measure what gradient checkpointing (binomial Revolve) costs and saves.
+    """Measure what gradient checkpointing costs and saves.
 
-    Runs the same RNN/LSTM gradient as baseline (forward only), normal (plain autograd) and
-    checkpointed (our Revolve executor), each in a fresh process, and prints overhead over
-    baseline, slowdown and memory savings.
+    Runs the same RNN, LSTM or plug-in gradient three ways, each in a fresh process: baseline
+    (forward only), normal (the framework's plain gradient) and checkpointed (our schedules:
+    Revolve, a byte-budget planner; or the framework's own checkpointing), on autograd,
+    PyTorch or JAX, and prints the memory overhead over baseline, the slowdown and the memory
+    savings, with 95% intervals.
     """
 
 

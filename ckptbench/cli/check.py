@@ -32,8 +32,22 @@ from ckptbench.cli.options import (
     default=None,
     help="Take [expect] from this config (default: the sweep manifest's).",
 )
-@click.option("--memory-tolerance", type=FRACTION, default="5%", show_default=True)
-@click.option("--memory-floor", type=BYTES, default="256KiB", show_default=True)
+@click.option(
+    "--memory-tolerance",
+    type=FRACTION,
+    default="5%",
+    show_default=True,
+    help="With --against: a peak or overhead may grow by this fraction of the reference, or "
+    "by --memory-floor, whichever is larger.",
+)
+@click.option(
+    "--memory-floor",
+    type=BYTES,
+    default="256KiB",
+    show_default=True,
+    help="With --against: the least growth allowed, in bytes (exact peaks move by about "
+    "0.03 MiB between processes).",
+)
 @click.option(
     "--time-tolerance",
     type=FRACTION,

@@ -35,8 +35,17 @@ from ckptbench.cli.outputs import (
     type=click.Choice(["table", "markdown", "html", "csv"]),
     default="table",
     show_default=True,
+    help="table: aligned text for a terminal; markdown, html (one self-contained page with "
+    "plots) or csv (raw numbers in bytes and seconds).",
 )
-@click.option("-o", "--output", "output", type=click.Path(path_type=Path), default=None)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the report to this file instead of stdout (never replaces a file without --force).",
+)
 @click.option(
     "--min-effect",
     type=FRACTION,

@@ -99,6 +99,32 @@ BYTES, SECONDS = _Bytes(), _Seconds()
 POS = click.IntRange(min=1)
 
 
+class GroupedCommand(click.Command):
+    """A command whose --help lists its options in named sections, in order.
+
+    Click's own help formatter does it (``formatter.section`` + ``write_dl``); a command sets
+    ``sections`` (title -> option names, as the function's parameter names). Options in no
+    section are listed last, under "Other options"."""
+
+    def __init__(self, *args, sections: dict[str, tuple[str, ...]] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sections = sections or {}
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records = {p.name: p.get_help_record(ctx) for p in self.get_params(ctx)}
+        placed: set[str | None] = set()
+        for title, names in self.sections.items():
+            rows = [records[n] for n in names if records.get(n)]
+            placed.update(names)
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        rest = [r for n, r in records.items() if n not in placed and r]
+        if rest:
+            with formatter.section("Other options" if self.sections else "Options"):
+                formatter.write_dl(rest)
+
+
 def quiet_option(func):
     """-q/--quiet: only results, warnings and failures."""
     return click.option("-q", "--quiet", is_flag=True, help="Only results, warnings and failures.")(
@@ -204,9 +230,20 @@ def strategy_help(names: list[str]) -> str:
 def size_options(func):
     """--hidden, --batch, --input, --output and --seed: the workload's sizes."""
     options = [
-        click.option("--hidden", type=POS, default=256, show_default=True),
-        click.option("--batch", type=POS, default=16, show_default=True),
-        click.option("--input", "input_", type=POS, default=32, show_default=True),
+        click.option(
+            "--hidden", type=POS, default=256, show_default=True, help="Hidden state size."
+        ),
+        click.option(
+            "--batch", type=POS, default=16, show_default=True, help="Sequences per batch."
+        ),
+        click.option(
+            "--input",
+            "input_",
+            type=POS,
+            default=32,
+            show_default=True,
+            help="Input features per step.",
+        ),
         click.option(
             "--output",
             type=POS,
@@ -215,7 +252,13 @@ def size_options(func):
             help="Readout size per step. Its cotangent (steps x batch x output) is needed by "
             "every gradient method and grows with steps.",
         ),
-        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True),
+        click.option(
+            "--seed",
+            type=click.IntRange(min=0),
+            default=0,
+            show_default=True,
+            help="Seed of the parameters and inputs (one seed: one loss on every backend).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)

@@ -40,7 +40,13 @@ from ckptbench.results.schema import Case
 )
 @backend_option
 @size_options
-@click.option("--threads", type=POS, default=1, show_default=True)
+@click.option(
+    "--threads",
+    type=POS,
+    default=1,
+    show_default=True,
+    help="BLAS/OpenMP threads of the worker that measures the step costs.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print costs and rows as JSON.")
 @quiet_option
 def plan(

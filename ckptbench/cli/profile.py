@@ -25,12 +25,19 @@ from ckptbench.results.schema import Case
 @click.option("--model", default="lstm", show_default=True, help="As for run.")
 @click.option("--steps", type=POS, default=50, show_default=True, help="Sequence length l.")
 @click.option("--snaps", type=POS, default=5, show_default=True, help=SNAPS_HELP)
-@click.option("--strategy", type=click.Choice(SNAPS_STREAMS), default="revolve", show_default=True)
+@click.option(
+    "--strategy",
+    type=click.Choice(SNAPS_STREAMS),
+    default="revolve",
+    show_default=True,
+    help="The schedule the checkpointed mode runs.",
+)
 @click.option(
     "--mode",
     type=click.Choice(["checkpointed", "normal", "baseline"]),
     default="checkpointed",
     show_default=True,
+    help="Which gradient to profile: checkpointed, normal (plain) or baseline (forward only).",
 )
 @size_options
 @click.option("--top", type=POS, default=25, show_default=True, help="Lines to show.")

@@ -19,6 +19,7 @@ from ckptbench.cli.options import (
     POS,
     SECONDS,
     SNAPS_HELP,
+    GroupedCommand,
     InputError,
     backend_option,
     check_backend,
@@ -110,12 +111,34 @@ def _parse_modes(text: str):
     return modes
 
 
-@click.command(epilog="Example:\n\n  ckptbench run --model lstm --steps 1000 --snaps 31")
+RUN_SECTIONS = {
+    "Workload (what is differentiated)": (
+        "model", "steps", "hidden", "batch", "input_", "output", "seed", "backend", "device",
+    ),
+    "Strategy (how the checkpointed gradient keeps memory)": (
+        "strategy", "snaps", "budget", "costs_file",
+    ),
+    "Measurement (rounds, limits, precision)": (
+        "modes", "rounds", "precision", "max_rounds", "max_time", "warmup", "repeats",
+        "threads", "timeout", "memory_limit", "expect_oom", "retry_oom", "sample_interval",
+    ),
+    "Output": ("out", "force", "as_json", "mprof_dir", "quiet", "verbose", "progress_lines"),
+}  # fmt: skip
+
+
+@click.command(
+    cls=GroupedCommand,
+    sections=RUN_SECTIONS,
+    epilog="The default job runs 6 rounds of a fresh worker per mode, then more until the "
+    "slowdown's 95% interval is within +/-5%, within --max-time (4 min). Your own model: "
+    "docs/plugins.md.\n\nExample:\n\n  ckptbench run --model lstm --steps 1000 --snaps 31",
+)
 @click.option(
     "--model",
     default="lstm",
     show_default=True,
-    help="rnn, lstm, or a plug-in 'path/to/file.py:NAME' / 'package.module:NAME'.",
+    help="rnn, lstm, or your own: a plug-in 'path/to/file.py:NAME' or 'package.module:NAME' "
+    "(docs/plugins.md).",
 )
 @click.option("--steps", type=POS, default=1000, show_default=True, help="Sequence length l.")
 @click.option(
@@ -150,7 +173,11 @@ def _parse_modes(text: str):
 )
 @size_options
 @click.option(
-    "--warmup", type=click.IntRange(min=0), default=CASE_DEFAULTS.warmup, show_default=True
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=CASE_DEFAULTS.warmup,
+    show_default=True,
+    help="Unmeasured iterations per round before the measured ones.",
 )
 @click.option(
     "--repeats",
@@ -184,7 +211,14 @@ def _parse_modes(text: str):
     default=None,
     help="Stop a mode whose RSS exceeds this (e.g. 2GiB) and report it out of memory.",
 )
-@click.option("--sample-interval", type=SECONDS, default="5ms", show_default=True)
+@click.option(
+    "--sample-interval",
+    type=SECONDS,
+    default="5ms",
+    show_default=True,
+    help="How often the parent samples each worker's RSS for the timeline and the sampled "
+    "peak (the exact peak is read inside the worker).",
+)
 @click.option(
     "--modes",
     default="baseline,normal,checkpointed",
@@ -216,7 +250,13 @@ def _parse_modes(text: str):
     "explicit --rounds N without --precision runs exactly N rounds. Environment: "
     "CKPTBENCH_PRECISION.",
 )
-@click.option("--max-rounds", type=POS, default=30, show_default=True, help="For --precision.")
+@click.option(
+    "--max-rounds",
+    type=POS,
+    default=30,
+    show_default=True,
+    help="With --precision: never more rounds than this.",
+)
 @click.option(
     "--max-time",
     type=SECONDS,
