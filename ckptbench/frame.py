@@ -62,6 +62,7 @@ def _cell(summary: dict[str, Any]) -> dict[str, Any]:
         "rounds": summary.get("rounds"),
         "rounds_complete": summary.get("rounds_complete"),
         "interrupted_round": summary.get("interrupted_round"),
+        "interruption": summary.get("interruption"),
         "cell_evaluations": summary.get("step_evaluations"),
         "cell_evaluations_optimal": summary.get("step_evaluations_optimal"),
         "forward_steps": summary.get("forward_steps"),
@@ -75,7 +76,8 @@ def tidy_records(results: Sequence[RunResult]) -> list[dict[str, Any]]:
     """The tidy rows (plain dicts, no pandas): one per result file and mode it holds."""
     rows = []
     for run, r in enumerate(results):
-        s = summarize(r.case, r.modes)
+        s = summarize(r.case, r.modes, interrupted_round=r.interrupted_round)
+        s["interruption"] = r.interruption
         case = {name: getattr(r.case, name) for name in CASE_COLUMNS}
         cell = _cell(s)
         for mode in MODES:
@@ -163,11 +165,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
         dtype=object,
     )
     for run, row in first.iterrows():  # an interruption is a note, its complete rounds count
-        if not pd.isna(row["interrupted_round"]):
-            note = (
-                f"interrupted in round {row['interrupted_round']} "
-                f"({row['rounds_complete']} complete rounds)"
-            )
+        if row["interruption"] is not None and not pd.isna(row["interruption"]):
+            note = f"{row['interruption']} ({row['rounds_complete']} complete rounds)"
             status[run] = f"{note}; {status[run]}" if run in status.index else note
 
     def col(table: Any, mode: str) -> Any:

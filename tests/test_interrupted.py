@@ -148,3 +148,18 @@ def test_the_eta_covers_the_whole_job_and_the_time_cap():
     assert clock.eta_s() == pytest.approx(6 * 30.0)  # six planned rounds of the guess
     none = JobClock(Case(rounds=3), (Mode.NORMAL,), None, guess_round_s=10.0)
     assert none.eta_s() == pytest.approx(30.0)
+
+
+def test_a_signal_between_rounds_is_in_the_summary_and_the_headline(fake, tmp_path):
+    out = tmp_path / "r.json"
+    with pytest.raises(Interrupted):  # round 2 (index 1) ends with baseline
+        run_case(CASE, out_path=out, progress=_stop_at(1, Mode.BASELINE, "done"))
+    result = load_result(out)
+    assert not [m for m in result.modes if m.status is Status.INTERRUPTED]
+    s = result.summary
+    assert s["ok"] is False and s["interrupted_round"] == 3 and s["rounds_complete"] == 2
+    assert "2 complete rounds (interrupted before round 3 by SIGTERM)" in headline(result)
+    assert interruption_line(result) == (
+        "interrupted before round 3; 2 complete rounds of every mode kept (2 started, 4 planned)"
+    )
+    assert cells_frame([result])["status"][0] == "interrupted before round 3 (2 complete rounds)"

@@ -195,7 +195,7 @@ def _status_line(result: RunResult) -> GateLine:
         m for m in result.modes if not m.ok and m.status.value != "interrupted"
     ]:
         complete = result.rounds_complete
-        detail, ok = f"interrupted in round {cut} ({complete} complete rounds kept)", False
+        detail, ok = f"{result.interruption} ({complete} complete rounds kept)", False
     elif bad:
         first = next(m for m in result.modes if not m.ok)
         reason = f" ({first.error.splitlines()[0]})" if first.error else ""

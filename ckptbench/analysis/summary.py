@@ -100,6 +100,8 @@ def summarize(
     modes: Sequence[ModeResult],
     rounds: Sequence[ModeResult] = (),
     other_busy_cores: dict[str, float] | None = None,
+    *,
+    interrupted_round: int | None = None,
 ) -> dict[str, Any]:
     """The summary document: stable keys CI scripts rely on, recomputable from raw samples.
 
@@ -120,8 +122,9 @@ def summarize(
     ``noise`` (verdicts that make time figures unstable), ``time_unstable``, ``time_cv`` and
     ``peak_spread_bytes`` (per mode: CV of its iteration times, spread of its per-round
     median exact peaks), ``status`` (per mode: from its complete rounds), ``rounds_complete``
-    (rounds no interruption cut), ``interrupted_round`` (1-based, or None), ``ok`` (every
-    mode ok and nothing interrupted).
+    (rounds no interruption cut), ``interrupted_round`` (1-based, or None; the runner passes
+    the round it was stopped before when no round was cut), ``ok`` (every mode ok and nothing
+    interrupted).
     """
     if not rounds and len({m.mode for m in modes}) < len(modes):
         rounds, modes = modes, pool_by_mode(modes)  # a result's modes, several rounds each
@@ -183,8 +186,8 @@ def summarize(
         "cpu_share": cpu_share,
         "status": {m.mode.value: m.status.value for m in modes},
         "rounds_complete": len({r.round for r in rounds or modes} - set(cut)),
-        "interrupted_round": min(cut) + 1 if cut else None,
-        "ok": all(m.ok for m in modes) and not cut,
+        "interrupted_round": min(cut) + 1 if cut else interrupted_round,
+        "ok": all(m.ok for m in modes) and not cut and interrupted_round is None,
     }
 
 

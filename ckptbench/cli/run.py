@@ -391,6 +391,7 @@ def run(
         click.echo(f"ckptbench: {err}", err=True)
         sys.exit(EXIT_FAILED)
     except (Interrupted, KeyboardInterrupt) as err:
+        stop()  # the live display goes before the message
         result = getattr(err, "result", None)  # None: stopped while measuring step costs
         code = 128 + getattr(err, "signum", 2)
         saved = result is not None and result.modes

@@ -83,17 +83,16 @@ def rounds_text(result: RunResult) -> str:
     """', 8 rounds', or for an interrupted run ', 7 complete rounds (interrupted in round 8
     by SIGINT (Ctrl-C))': a mode's figures come from its complete rounds."""
     started, complete = result.rounds_started, result.rounds_complete
-    cut = result.interrupted_round
-    if cut is None:
+    if result.interrupted_round is None:
         return f", {started} rounds" if started > 1 else ""
     by = ((result.environment or {}).get("interrupted") or {}).get("by")
     by = f" by {by}" if by else ""
     plural = "s" if complete != 1 else ""
-    return f", {complete} complete round{plural} (interrupted in round {cut}{by})"
+    return f", {complete} complete round{plural} ({result.interruption}{by})"
 
 
 def interruption_line(result: RunResult) -> str | None:
-    """'interrupted in round 8; 7 complete rounds of every mode kept (6 planned, 8 started)'."""
+    """'interrupted in round 8; 7 complete rounds of every mode kept (8 started, 6 planned)'."""
     cut = result.interrupted_round
     if cut is None:
         return None
@@ -105,9 +104,7 @@ def interruption_line(result: RunResult) -> str | None:
         if complete
         else "no round of every mode completed"
     )
-    return (
-        f"interrupted in round {cut}; {kept} ({result.rounds_started} started, {planned} planned)"
-    )
+    return f"{result.interruption}; {kept} ({result.rounds_started} started, {planned} planned)"
 
 
 def gradient_text(result: RunResult) -> str | None:

@@ -334,6 +334,14 @@ class RunResult:
         return stop.get("round")
 
     @property
+    def interruption(self) -> str | None:
+        """'interrupted in round 8', 'interrupted before round 8' (stopped between rounds)."""
+        cut = self.interrupted_round
+        if cut is None:
+            return None
+        return f"interrupted {'before' if cut > self.rounds_started else 'in'} round {cut}"
+
+    @property
     def rounds_complete(self) -> int:
         """Rounds in which no mode was cut by an interruption."""
         cut = {m.round for m in self.modes if m.status is Status.INTERRUPTED}
