@@ -67,7 +67,8 @@ def plan_line(case: Case, modes, target, round_s: float) -> str:
     """What ``run`` will do and about how long, said before measuring: 'measuring lstm 1000
     steps, 31 snaps (revolve): baseline, normal, checkpointed in a fresh process each, 1
     warm-up + 1 iteration per round; 6 rounds of ~28 s, then more until the slowdown is
-    within +/-5% (at most 30 rounds, none started past 4 min): about 3-5 min'."""
+    within +/-5% (at most 30 rounds; none that would end past --max-time 4 min): about 2 min
+    47 s to 4 min 28 s.' (plus a note when the machine is busy)."""
     from ckptbench.render.format import fmt_duration
 
     names = ", ".join(m.value for m in modes)
@@ -77,9 +78,11 @@ def plan_line(case: Case, modes, target, round_s: float) -> str:
         f"{names} in a fresh process each, {per} per round; "
     )
     least = case.rounds * round_s
+    busy = _busy_note()
     if target is None:
         return (
-            head + f"{case.rounds} rounds of ~{fmt_duration(round_s)}: about {fmt_duration(least)}"
+            head + f"{case.rounds} rounds of ~{fmt_duration(round_s)}: about "
+            f"{fmt_duration(least)}.{busy}"
         )
     cap = target.max_time_s
     first = min(least, cap + round_s)
@@ -92,7 +95,24 @@ def plan_line(case: Case, modes, target, round_s: float) -> str:
     return head + (
         f"{case.rounds} rounds of ~{fmt_duration(round_s)}, then more until the slowdown is "
         f"within +/-{target.target_rel:.0%} (at most {target.max_rounds} rounds; none that would "
-        f"end past --max-time {fmt_duration(cap)}): {span}. Ctrl-C keeps the complete rounds."
+        f"end past --max-time {fmt_duration(cap)}): {span}.{busy} Ctrl-C keeps the complete "
+        "rounds."
+    )
+
+
+def _busy_note() -> str:
+    """' The machine is busy (load average 14.2 on 2 cores): rounds take longer; the ETA
+    follows the measured ones.' when more processes want a core than there are cores."""
+    import os
+
+    from ckptbench.measure.noise import load_average
+
+    load, cores = load_average(), os.cpu_count() or 1
+    if load is None or load[0] <= cores:
+        return ""
+    return (
+        f" The machine is busy (load average {load[0]:.1f} on {cores} cores): rounds take "
+        "longer; the ETA follows the measured ones."
     )
 
 

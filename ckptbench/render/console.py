@@ -154,7 +154,9 @@ class JobClock:
             f"{_clock(self.elapsed())} elapsed, ~{_clock(self.eta_s())} left",
         ]
         slow = self.estimate.get("slowdown")
-        if slow is not None:
+        if slow is not None and done < 2:  # one process a mode: no spread between processes
+            parts.append(f"slowdown {slow.value:.2f}x (an interval from round 2)")
+        elif slow is not None:
             lo, hi = slow.as_list()
             goal = f" (goal {self.precision.target_rel:.0%})" if self.precision else ""
             parts.append(

@@ -1,5 +1,5 @@
 """Plots of results (matplotlib, Agg backend): the RSS timeline of every mode (what top and
-mprof users expect), the memory-time trade-off beside the Revolve curve, and measured vs
+mprof users expect), the memory-time trade-off beside Revolve's fitted model, and measured vs
 optimal step evaluations. Functions return figures; :func:`figure_png` turns one into PNG.
 
 Readability rules every plot keeps: a log axis only where the data spans a decade or more
@@ -26,6 +26,7 @@ from ckptbench.schedules import STRATEGIES, Setting, get_strategy, optimal_forwa
 
 __all__ = [
     "DPI",
+    "TRADEOFF_CAPTION",
     "cell_family",
     "family_titles",
     "figure_png",
@@ -176,14 +177,27 @@ def _points(results: Sequence[RunResult], strategy: str) -> list[tuple[int, floa
     return sorted(pts)
 
 
+#: What the trade-off figure shows, for the caption under it (HTML report).
+TRADEOFF_CAPTION = (
+    "Left: each cell's checkpointed overhead over the baseline against its slowdown (lower "
+    "left is better). The line is Revolve's model fitted to the revolve points only: slowdown "
+    "a + b t(l,s)/l (recomputation per step) and overhead c + d s (memory per snapshot), drawn "
+    "from the fewest to the most snaps measured; where a state is small, d is small and the "
+    "line is nearly vertical. Right: untaped step evaluations per step, measured, on the "
+    "binomial optimum t(l,s)/l."
+)
+
+
 def plot_tradeoff(
     results: Sequence[RunResult],
     before: Sequence[RunResult] = (),
     title: str | None = None,
 ) -> Any:
     """Left: the memory-time trade-off (checkpointed overhead vs slowdown), measured points
-    per strategy beside the Revolve curve (slowdown modelled as a + b*t(l,s)/l and memory as
-    c + d*s, both fitted to the revolve points); ``before`` results, when given, as hollow
+    per strategy beside Revolve's model fitted to the revolve points (slowdown a + b*t(l,s)/l,
+    memory c + d*s, drawn from the fewest to the most snaps measured: where a state is small,
+    d is small and the line nearly vertical; :data:`TRADEOFF_CAPTION` says so under the
+    figure); ``before`` results, when given, as hollow
     markers. Right: recomputation per step vs snaps: the binomial optimum t(l,s)/l and the
     measured advances/l of every strategy."""
     fig, (ax1, ax2) = _figure(4.2, ncols=2)
@@ -244,7 +258,9 @@ def plot_tradeoff(
                 span = range(revolve_pts[0][0], revolve_pts[-1][0] + 1)
                 xs = [fit_m[0] + fit_m[1] * s for s in span]
                 ys = [fit_t[0] + fit_t[1] * optimal_forward_steps(steps, s) / steps for s in span]
-                ax1.plot(xs, ys, "-", color="black", lw=1, label="Revolve curve (fitted costs)")
+                ax1.plot(
+                    xs, ys, "-", color="black", lw=1, label="Revolve model fitted to its points"
+                )
         _scale(ax1, "x", xs_all)
         ax1.set_xlabel("checkpointed overhead over baseline [MiB RSS]")
         ax1.set_ylabel("slowdown vs normal [x]")
