@@ -63,57 +63,14 @@ def _round_seconds(case: Case, modes) -> float:
     return one * len(modes) / 3
 
 
-def plan_line(case: Case, modes, target, round_s: float) -> str:
-    """What ``run`` will do and about how long, said before measuring: 'measuring lstm 1000
-    steps, 31 snaps (revolve): baseline, normal, checkpointed in a fresh process each, 1
-    warm-up + 1 iteration per round; 6 rounds of ~28 s, then more until the slowdown is
-    within +/-5% (at most 30 rounds; none that would end past --max-time 4 min): about 2 min
-    47 s to 4 min 28 s.' (plus a note when the machine is busy)."""
-    from ckptbench.render.format import fmt_duration
-
-    names = ", ".join(m.value for m in modes)
-    per = f"{case.warmup} warm-up + {case.repeats} iteration{'s' if case.repeats > 1 else ''}"
-    head = (
-        f"measuring {case.model} {case.steps} steps, {case.snaps} snaps ({case.strategy}): "
-        f"{names} in a fresh process each, {per} per round; "
-    )
-    least = case.rounds * round_s
-    busy = _busy_note()
-    if target is None:
-        return (
-            head + f"{case.rounds} rounds of ~{fmt_duration(round_s)}: about "
-            f"{fmt_duration(least)}.{busy}"
-        )
-    cap = target.max_time_s
-    first = min(least, cap + round_s)
-    most = min(target.max_rounds * round_s, cap + round_s)
-    span = (
-        f"about {fmt_duration(first)}"
-        if most - first < 30
-        else f"about {fmt_duration(first)} to {fmt_duration(most)}"
-    )
-    return head + (
-        f"{case.rounds} rounds of ~{fmt_duration(round_s)}, then more until the slowdown is "
-        f"within +/-{target.target_rel:.0%} (at most {target.max_rounds} rounds; none that would "
-        f"end past --max-time {fmt_duration(cap)}): {span}.{busy} Ctrl-C keeps the complete "
-        "rounds."
-    )
-
-
-def _busy_note() -> str:
-    """' The machine is busy (load average 14.2 on 2 cores): rounds take longer; the ETA
-    follows the measured ones.' when more processes want a core than there are cores."""
+def _load() -> tuple[float, int] | None:
+    """(1-minute load average, cores) where the platform says."""
     import os
 
     from ckptbench.measure.noise import load_average
 
-    load, cores = load_average(), os.cpu_count() or 1
-    if load is None or load[0] <= cores:
-        return ""
-    return (
-        f" The machine is busy (load average {load[0]:.1f} on {cores} cores): rounds take "
-        "longer; the ETA follows the measured ones."
-    )
+    load = load_average()
+    return None if load is None else (load[0], os.cpu_count() or 1)
 
 
 def _parse_modes(text: str):
@@ -307,7 +264,7 @@ def run(
     from ckptbench.measure.runner import Precision, expected_oom, run_case
     from ckptbench.measure.tasks import CostsError, check_plugin, probe_device
     from ckptbench.render import explain_lines, failure_lines, headline, run_table, warning_lines
-    from ckptbench.render.console import mode_progress, stderr_console
+    from ckptbench.render.console import mode_progress, plan_line, stderr_console
     from ckptbench.render.run import interruption_line
     from ckptbench.results.schema import result_to_dict, snaps_ignored
     from ckptbench.schedules.optimal.planner import PlanError
@@ -377,7 +334,7 @@ def run(
         lines=progress_lines,
         precision=target,
         guess_round_s=guess,
-        announce=plan_line(case, mode_list, target, guess),  # said as the first mode starts
+        announce=plan_line(case, mode_list, target, guess, _load()),  # said as measuring starts
     )
     code = None
 

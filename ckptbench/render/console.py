@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ckptbench.render.format import fmt_duration
 from ckptbench.results.schema import Mode
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "JobClock",
     "mode_progress",
     "plain_width",
+    "plan_line",
     "stderr_console",
     "stdout_console",
 ]
@@ -167,6 +169,55 @@ class JobClock:
         if sav is not None:
             parts.append(f"savings {sav.value:.1f}x")
         return " · ".join(parts)
+
+
+def plan_line(
+    case: Any, modes: Any, target: Any, round_s: float, load: tuple[float, int] | None = None
+) -> str:
+    """What ``run`` will do and about how long, said before measuring: 'measuring lstm 1000
+    steps, 31 snaps (revolve): baseline, normal, checkpointed in a fresh process each, 1
+    warm-up + 1 iteration per round; 6 rounds of ~28 s, then more until the slowdown is
+    within +/-5% (at most 30 rounds; none that would end past --max-time 4 min): about 2 min
+    47 s to 4 min 28 s.' ``target`` is ``--precision`` (None: exactly ``case.rounds``);
+    ``load`` (load average, cores) adds a note when the machine is busy."""
+    names = ", ".join(m.value for m in modes)
+    per = f"{case.warmup} warm-up + {case.repeats} iteration{'s' if case.repeats > 1 else ''}"
+    head = (
+        f"measuring {case.model} {case.steps} steps, {case.snaps} snaps ({case.strategy}): "
+        f"{names} in a fresh process each, {per} per round; "
+    )
+    least = case.rounds * round_s
+    busy = _busy_note(load)
+    if target is None:
+        return (
+            head + f"{case.rounds} rounds of ~{fmt_duration(round_s)}: about "
+            f"{fmt_duration(least)}.{busy}"
+        )
+    cap = target.max_time_s
+    first = min(least, cap + round_s)
+    most = min(target.max_rounds * round_s, cap + round_s)
+    span = (
+        f"about {fmt_duration(first)}"
+        if most - first < 30
+        else f"about {fmt_duration(first)} to {fmt_duration(most)}"
+    )
+    return head + (
+        f"{case.rounds} rounds of ~{fmt_duration(round_s)}, then more until the slowdown is "
+        f"within +/-{target.target_rel:.0%} (at most {target.max_rounds} rounds; none that would "
+        f"end past --max-time {fmt_duration(cap)}): {span}.{busy} Ctrl-C keeps the complete "
+        "rounds."
+    )
+
+
+def _busy_note(load: tuple[float, int] | None) -> str:
+    """' The machine is busy (load average 14.2 on 2 cores): rounds take longer; the ETA
+    follows the measured ones.' when more processes want a core than there are cores."""
+    if load is None or load[0] <= load[1]:
+        return ""
+    return (
+        f" The machine is busy (load average {load[0]:.1f} on {load[1]} cores): rounds take "
+        "longer; the ETA follows the measured ones."
+    )
 
 
 def mode_progress(
