@@ -265,6 +265,17 @@ def size_options(func):
     return func
 
 
+def given_sizes(ctx: click.Context) -> set[str]:
+    """The size options (hidden, batch, input, output) given on the command line or in the
+    environment: the others take a plug-in factory's own defaults."""
+    options = {"hidden": "hidden", "batch": "batch", "input": "input_", "output": "output"}
+    return {
+        name
+        for name, param in options.items()
+        if ctx.get_parameter_source(param) not in (None, click.core.ParameterSource.DEFAULT)
+    }
+
+
 def read_costs(path: Path, steps: int) -> dict:
     """A costs file (docs/planner.md) as a ``planner.Costs`` document; one line if bad."""
     from ckptbench.results.files import read_text_limited

@@ -15,6 +15,7 @@ from ckptbench.cli.options import (
     InputError,
     backend_option,
     check_backend,
+    given_sizes,
     quiet_option,
     read_costs,
     relative_model,
@@ -85,7 +86,11 @@ def plan(
         raise InputError(str(err)) from None
     try:
         with stop_on_signals():
-            check_plugin(case)  # in a disposable worker, never in this process
+            # in a disposable worker, never in this process; sizes as for run
+            case, notes = check_plugin(case, given_sizes=given_sizes(click.get_current_context()))
+            case.check_fits_memory()
+            for note in notes if not quiet else ():
+                click.echo(f"note: {note}", err=True)
             if doc is None and not quiet:
                 click.echo(f"measuring step costs on {backend} in a fresh worker ...", err=True)
             if doc is None:

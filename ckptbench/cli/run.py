@@ -24,6 +24,7 @@ from ckptbench.cli.options import (
     backend_option,
     check_backend,
     device_option,
+    given_sizes,
     mprof_option,
     output_options,
     parse_fraction,
@@ -311,8 +312,11 @@ def run(
         check_mprof_dir(mprof_dir, case, mode_list)
     try:
         with stop_on_signals():
-            if backend == "autograd":
-                check_plugin(case)  # in a disposable worker, never in this process
+            # in a disposable worker, never in this process, on every backend: the plug-in's
+            # protocol once (and its factory's own sizes where no size option was given)
+            case, plugin_notes = check_plugin(case, given_sizes=given_sizes(ctx))
+            notes += plugin_notes
+            case.check_fits_memory()
             if device != "cpu" and (why := probe_device(case)) is not None:
                 raise InputError(f"--device {device}: {why}")
     except ValueError as err:

@@ -83,9 +83,15 @@ def sweep(
             console.print(event.line(), highlight=False)
 
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.measure.tasks import check_plugin
 
     try:
         with stop_on_signals():
+            checked: set[tuple[str, str]] = set()
+            for case in cfg.cases:  # each plug-in once per backend, in a disposable worker
+                if (case.model, case.backend) not in checked:
+                    checked.add((case.model, case.backend))
+                    check_plugin(case)
             outcome = run_sweep(
                 cfg,
                 out,

@@ -12,9 +12,10 @@ hang only the disposable worker. Nothing here prints.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ckptbench.measure.launch import raise_deferred, start_worker, stop_worker
@@ -107,17 +108,45 @@ def run_task(
     return report
 
 
-def check_plugin(case: Case, *, worker: Sequence[str] | None = None) -> None:
-    """Load the case's plug-in workload once in a disposable worker (built-ins need nothing);
-    :class:`PluginError` with one line if it cannot be loaded within the case's timeout."""
+def check_plugin(
+    case: Case,
+    *,
+    given_sizes: Iterable[str] | None = None,
+    worker: Sequence[str] | None = None,
+) -> tuple[Case, tuple[str, ...]]:
+    """Run the case's plug-in workload once in a disposable worker, on the case's backend:
+    ``init``, one ``step``, ``post``, ``loss`` and their gradient
+    (:mod:`ckptbench.workloads.check`). Built-ins need nothing.
+
+    ``given_sizes``: the size options the user set (None: all); the others take the plug-in
+    factory's own defaults. Returns the case with those sizes and the check's notes (frozen
+    parameters, ...). :class:`PluginError` with one line if the plug-in cannot be measured
+    (it says what and, for the plug-in's own code, where) or the worker fails within the
+    case's timeout.
+    """
     if case.model.strip() in BUILTIN_WORKLOADS:
-        return
+        return case, ()
+    fields: dict[str, Any] = {"task": "check"}
+    if given_sizes is not None:
+        fields["given_sizes"] = sorted(given_sizes)
     try:
-        run_task(case, {"task": "check"}, worker=worker, timeout_s=case.timeout_s)
+        report = run_task(case, fields, worker=worker, timeout_s=case.timeout_s)
     except TaskError as err:
         raise PluginError(
             f"--model {case.model}: loading it in a fresh worker failed: {err}"
         ) from None
+    problem = report.get("problem")
+    if problem:
+        raise PluginError(f"--model {case.model}: {problem}")
+    sizes = report.get("sizes")
+    if isinstance(sizes, dict) and sizes != case.sizes():
+        try:
+            case = dataclasses.replace(case, **{k: int(v) for k, v in sizes.items()
+                                                if k in case.sizes()})  # fmt: skip
+        except (TypeError, ValueError) as err:
+            raise PluginError(f"--model {case.model}: {err}") from None
+    notes = tuple(str(n) for n in report.get("notes") or ())
+    return case, notes
 
 
 def probe_device(case: Case, *, worker: Sequence[str] | None = None) -> str | None:

@@ -10,9 +10,11 @@ Every report is one JSON line with an ``event``:
 * ``iteration`` — one warm-up or measured iteration (``warmup``: bool, ``record``: {...});
 * ``result`` — the final report (``ok`` true, or false with ``error``).
 
-A job with a ``task`` runs a side task instead (``ckptbench.measure.tasks``): ``"costs"`` measures
-the step costs the planner needs (``ckptbench.measure.stepcosts``, reported as ``costs_report``),
-``"check"`` loads the plug-in workload once, ``"device"`` asks the case's framework whether
+A job with a ``task`` runs a side task instead (``ckptbench.measure.tasks``): ``"costs"``
+measures the step costs the planner needs (``ckptbench.measure.stepcosts``, reported as
+``costs_report``), ``"check"`` runs the plug-in's protocol once on the case's backend
+(``ckptbench.workloads.check``: ``init``, one ``step``, ``post``, ``loss`` and their gradient;
+reported as ``problem``, ``sizes`` and ``notes``), ``"device"`` asks the case's framework whether
 it can compute on the case's device (``registry.device_problem``),
 ``"profile"`` profiles one gradient line by line (``ckptbench.measure.lineprofile``). Whatever a
 plug-in raises at import, ``SystemExit`` and ``KeyboardInterrupt`` included, is reported as
@@ -162,10 +164,9 @@ def _measure_costs(case: Case, emit: Callable[[dict[str, Any]], None]) -> dict[s
 def _side_task(task: str, case: Case, job: dict[str, Any]) -> dict[str, Any]:
     """The plug-in check, the CUDA probe or the line profile (module doc)."""
     if task == "check":
-        from ckptbench.workloads import Sizes, load_workload
+        from ckptbench.workloads.check import check_workload
 
-        load_workload(case.model, Sizes(**case.sizes()))
-        return {"ok": True}
+        return {"ok": True, **check_workload(case, job.get("given_sizes"))}
     if task == "device":
         return {"ok": True, "problem": registry.device_problem(case)}
     if task == "profile":

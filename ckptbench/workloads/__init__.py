@@ -13,6 +13,7 @@ This package only builds workloads: it never measures, prints or exits.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.machinery
@@ -21,7 +22,7 @@ import inspect
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,9 @@ __all__ = [
     "Sizes",
     "Workload",
     "WorkloadError",
+    "factories_cached",
+    "factory_size_defaults",
+    "find_module_file",
     "load_workload",
     "plugin_paths",
     "plugin_provenance",
@@ -93,8 +97,12 @@ def load_workload(spec: str, sizes: Sizes) -> Workload:
             f"unknown workload {spec!r}: expected one of {', '.join(BUILTIN_WORKLOADS)}"
             f" or a plug-in {_PLUGIN_HINT}"
         )
+    elif _FACTORY_CACHE is not None and spec in _FACTORY_CACHE:
+        factory = _FACTORY_CACHE[spec]
     else:
         factory = _resolve_factory(spec)
+        if _FACTORY_CACHE is not None:
+            _FACTORY_CACHE[spec] = factory
 
     workload = _call_factory(spec, factory, sizes)
     missing = [name for name in REQUIRED_METHODS if not callable(getattr(workload, name, None))]
@@ -104,6 +112,48 @@ def load_workload(spec: str, sizes: Sizes) -> Workload:
             f"{', '.join(missing)} (need {', '.join(REQUIRED_METHODS)})"
         )
     return workload
+
+
+#: While :func:`factories_cached` is active: spec -> resolved factory (one import per spec).
+_FACTORY_CACHE: dict[str, Callable[..., Any]] | None = None
+
+
+@contextlib.contextmanager
+def factories_cached() -> Iterator[None]:
+    """Within the block, a plug-in's module is executed once however often it is loaded (the
+    plug-in check reads the factory's defaults, then loads it through the backend)."""
+    global _FACTORY_CACHE
+    previous, _FACTORY_CACHE = _FACTORY_CACHE, {} if _FACTORY_CACHE is None else _FACTORY_CACHE
+    try:
+        yield
+    finally:
+        _FACTORY_CACHE = previous
+
+
+def factory_size_defaults(spec: str) -> dict[str, int]:
+    """The sizes a plug-in's factory gives itself: each of ``hidden``, ``batch``, ``input``,
+    ``output`` that its signature takes with a positive integer default (``make(hidden=64)``
+    -> ``{"hidden": 64}``). Built-ins and uninspectable factories: ``{}``. Imports the
+    plug-in (only ever called in a disposable worker)."""
+    spec = spec.strip()
+    if spec in _BUILTINS or ":" not in spec:
+        return {}
+    if _FACTORY_CACHE is not None and spec in _FACTORY_CACHE:
+        factory = _FACTORY_CACHE[spec]
+    else:
+        factory = _resolve_factory(spec)
+        if _FACTORY_CACHE is not None:
+            _FACTORY_CACHE[spec] = factory
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return {}
+    found = {}
+    for name in SIZE_FIELDS:
+        default = params[name].default if name in params else None
+        if isinstance(default, int) and not isinstance(default, bool) and default > 0:
+            found[name] = default
+    return found
 
 
 def _summary(err: BaseException) -> str:
@@ -214,21 +264,66 @@ def plugin_provenance(spec: str) -> dict[str, str] | None:
     if _is_file_target(target):
         path = Path(target).expanduser()
     else:
-        for folder in plugin_paths(spec):
-            if folder not in sys.path:
-                sys.path.append(folder)
-        try:
-            found = importlib.util.find_spec(target)
-        except (ImportError, ValueError):
-            found = None
-        if found is None or not found.origin or not Path(found.origin).is_file():
+        found = find_module_file(target, plugin_paths(spec))
+        if found is None:
             return {"module": target}
-        path = Path(found.origin)
+        path = found
     try:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return {"path": target}
     return {"path": os.path.relpath(path.resolve(), Path.cwd()), "sha256": digest}
+
+
+def find_module_file(name: str, extra_paths: tuple[str, ...] = ()) -> Path | None:
+    """The source file of module ``name`` as the import system would find it, without
+    executing anything: ``importlib.util.find_spec("pkg.mod")`` imports ``pkg`` (its
+    ``__init__`` runs), so each dotted level is looked up here with the finders of
+    ``sys.meta_path`` and the search locations of the level above. ``extra_paths`` are
+    searched after ``sys.path`` (see :func:`plugin_paths`). None when not found."""
+    parts = name.split(".")
+    if not parts or not all(part.isidentifier() for part in parts):
+        return None
+    search: list[str] | None = None  # top level: sys.path (+ extra_paths after it)
+    found = None
+    for depth in range(len(parts)):
+        fullname = ".".join(parts[: depth + 1])
+        found = _find_one(fullname, search, extra_paths if depth == 0 else ())
+        if found is None:
+            return None
+        if depth < len(parts) - 1:
+            locations = found.submodule_search_locations
+            if locations is None:
+                return None  # a module, not a package: nothing below it
+            search = list(locations)
+    if found is None or not found.origin or not Path(found.origin).is_file():
+        return None
+    return Path(found.origin)
+
+
+def _find_one(
+    fullname: str, search: list[str] | None, extra_paths: tuple[str, ...]
+) -> importlib.machinery.ModuleSpec | None:
+    """One level of :func:`find_module_file`: ask each meta-path finder, never importing."""
+    loaded = sys.modules.get(fullname)
+    if loaded is not None and getattr(loaded, "__spec__", None) is not None:
+        return loaded.__spec__
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            found = find(fullname, search)
+        except (ImportError, ValueError, TypeError, AttributeError, OSError):
+            found = None
+        if found is not None:
+            return found
+    if search is None and extra_paths:
+        try:
+            return importlib.machinery.PathFinder.find_spec(fullname, list(extra_paths))
+        except (ImportError, ValueError, OSError):
+            return None
+    return None
 
 
 def _size_kwargs(factory: Callable[..., Any], sizes: Sizes) -> dict[str, int] | None:

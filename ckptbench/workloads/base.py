@@ -6,6 +6,7 @@ recipe (init, step, post, loss) that the executors run and tape.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -18,7 +19,9 @@ __all__ = [
     "Sizes",
     "Workload",
     "WorkloadError",
+    "check_init_result",
     "check_positive",
+    "defined_at",
     "state_nbytes",
 ]
 
@@ -36,6 +39,33 @@ class WorkloadError(ValueError):
 
     def __init__(self, message: str) -> None:
         super().__init__(_NEWLINES.sub(" ", str(message)).strip())
+
+
+def defined_at(fn: Any) -> str | None:
+    """``file.py:LINE`` where a plug-in's function or method is defined (relative to the
+    current folder when it lies below it), or None."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None or not code.co_filename or code.co_filename.startswith("<"):
+        return None
+    path = os.path.abspath(code.co_filename)
+    rel = os.path.relpath(path)
+    return f"{path if rel.startswith('..') else rel}:{code.co_firstlineno}"
+
+
+def check_init_result(drawn: Any, init: Any = None) -> tuple[Any, Any, Any]:
+    """``init``'s result as ``(params, state0, inputs)``, or a one-line WorkloadError saying
+    what was expected, what came and where ``init`` is defined."""
+    if isinstance(drawn, tuple | list) and len(drawn) == 3:
+        return drawn[0], drawn[1], drawn[2]
+    if isinstance(drawn, tuple | list):
+        got = f"a {type(drawn).__name__} of {len(drawn)} value{'s' * (len(drawn) != 1)}"
+    else:
+        got = f"a {type(drawn).__name__}"
+    place = defined_at(init) if init is not None else None
+    raise WorkloadError(
+        f"init must return 3 values (params, state0, inputs), got {got}"
+        + (f" ({place})" if place else "")
+    )
 
 
 def check_positive(name: str, value: object) -> int:

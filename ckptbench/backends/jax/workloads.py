@@ -11,12 +11,18 @@ A plug-in (``"path/to/file.py:NAME"`` or ``"package.module:NAME"``) is loaded by
 :func:`ckptbench.workloads.load_workload` (same factory protocol and one-line errors); its
 ``init`` may return numpy or JAX arrays, and its ``step``, ``post`` and ``loss`` receive
 JAX arrays (write them with ``jax.numpy``).
+
+A plug-in's params may be any pytree, equinox modules included (``eqx.nn.GRUCell`` as params,
+``step(cell, state, x)`` calling it): they are partitioned into their floating-point arrays,
+which are differentiated (as a list, in ``jax.tree_util`` order), and the rest (functions,
+integers, integer arrays), which stays fixed; ``step`` and ``post`` get the pytree put back
+together (``equinox.partition``/``combine``, written with ``jax.tree_util``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import jax
@@ -24,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ckptbench.workloads import Sizes, WorkloadError, load_workload
+from ckptbench.workloads.base import check_init_result
 from ckptbench.workloads.mirror import MirrorLSTM, MirrorRNN
 
 __all__ = ["JAX_BUILTINS", "JaxLSTM", "JaxPlugin", "JaxRNN", "load_jax_workload", "to_jax"]
@@ -37,7 +44,47 @@ def to_jax(tree: Any) -> Any:
         return type(tree)(to_jax(v) for v in tree)
     if isinstance(tree, np.ndarray | np.generic | jax.Array):
         return jnp.asarray(tree)
+    if _is_torch(tree):
+        raise WorkloadError("this plug-in returns torch tensors: use --backend torch")
     raise WorkloadError(f"init must return arrays, got {type(tree).__name__}")
+
+
+def _is_torch(x: Any) -> bool:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor | torch.nn.Module)
+
+
+def _is_param(leaf: Any) -> bool:
+    """A pytree leaf that is differentiated: a floating-point (or complex) array."""
+    return isinstance(leaf, np.ndarray | np.generic | jax.Array) and jnp.issubdtype(
+        jnp.result_type(leaf), jnp.inexact
+    )
+
+
+def _partition(params: Any) -> tuple[list[Any], tuple[Any, tuple, tuple]]:
+    """A params pytree as (its floating-point arrays, what puts the pytree back together)."""
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    if any(_is_torch(leaf) for leaf in leaves):
+        raise WorkloadError("this plug-in returns torch tensors: use --backend torch")
+    mask = tuple(_is_param(leaf) for leaf in leaves)
+    arrays = [jnp.asarray(leaf) for leaf, keep in zip(leaves, mask, strict=True) if keep]
+    if not arrays:
+        raise WorkloadError(
+            f"params ({type(params).__name__}) holds no floating-point arrays: there is "
+            "nothing to differentiate"
+        )
+    rest = tuple(None if keep else leaf for leaf, keep in zip(leaves, mask, strict=True))
+    return arrays, (treedef, mask, rest)
+
+
+def _combine(arrays: Any, static: tuple[Any, tuple, tuple]) -> Any:
+    treedef, mask, rest = static
+    it = iter(arrays)
+    return jax.tree_util.tree_unflatten(
+        treedef, [next(it) if keep else leaf for keep, leaf in zip(mask, rest, strict=True)]
+    )
 
 
 @dataclass(frozen=True)
@@ -62,25 +109,36 @@ class JaxLSTM(MirrorLSTM):
 
 @dataclass(frozen=True)
 class JaxPlugin:
-    """A user workload run with JAX arrays: ``init``'s arrays become JAX arrays."""
+    """A user workload run with JAX arrays: ``init``'s arrays become JAX arrays; a params
+    pytree that is not plain arrays is partitioned (module docstring)."""
 
     spec: str
     workload: Any
+    static: list = field(default_factory=list, repr=False, compare=False)  # [partition]
 
     def init(self, steps: int, rng: np.random.Generator) -> tuple[Any, Any, Any]:
-        drawn = self.workload.init(steps, rng)
-        if not isinstance(drawn, tuple) or len(drawn) != 3:
-            raise WorkloadError(
-                f"workload {self.spec!r}: init must return (params, state0, inputs), "
-                f"got {type(drawn).__name__}"
-            )
-        return to_jax(drawn)
+        params, state0, inputs = check_init_result(
+            self.workload.init(steps, rng), self.workload.init
+        )
+        self.static.clear()
+        state0, inputs = to_jax((state0, inputs))
+        try:
+            return to_jax(params), state0, inputs
+        except WorkloadError:
+            if _is_torch(params):
+                raise
+        arrays, static = _partition(params)
+        self.static.append(static)
+        return arrays, state0, inputs
+
+    def _params(self, params: Any) -> Any:
+        return _combine(params, self.static[0]) if self.static else params
 
     def step(self, params: Any, state: Any, x: Any) -> Any:
-        return self.workload.step(params, state, x)
+        return self.workload.step(self._params(params), state, x)
 
     def post(self, params: Any, state: Any) -> Any:
-        return self.workload.post(params, state)
+        return self.workload.post(self._params(params), state)
 
     def loss(self, outputs: Any) -> Any:
         return self.workload.loss(outputs)

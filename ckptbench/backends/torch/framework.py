@@ -49,7 +49,7 @@ from ckptbench.backends.torch.device import (  # noqa: E402
 from ckptbench.backends.torch.peers import torch_checkpoint  # noqa: E402
 from ckptbench.backends.torch.tapes import tape_nbytes  # noqa: E402
 from ckptbench.backends.torch.workloads import load_torch_workload  # noqa: E402
-from ckptbench.workloads import Sizes  # noqa: E402
+from ckptbench.workloads import Sizes, WorkloadError  # noqa: E402
 
 __all__ = [
     "BACKEND",
@@ -102,10 +102,13 @@ class TorchFramework:
     tape_method = "saved-tensors"
 
     def setup(self, case: Any) -> torch.device:
-        """Pin torch's threads to ``case.threads``; the case's device (default cpu)."""
+        """Pin torch's threads to ``case.threads`` and seed torch's global generator with
+        ``case.seed`` (a plug-in's modules, built with torch's default initialisation, get
+        the same parameters in every worker); the case's device (default cpu)."""
         threads = getattr(case, "threads", None)
         if threads:
             torch.set_num_threads(int(threads))
+        torch.manual_seed(int(getattr(case, "seed", 0) or 0))
         return resolve_device(getattr(case, "device", "cpu") or "cpu")
 
     def workload(self, case: Any, device: torch.device) -> tuple[Any, Any, Any, Any]:
@@ -114,9 +117,11 @@ class TorchFramework:
         params, state0, inputs = wl.init(case.steps, np.random.default_rng(case.seed))
         for leaf in tree_leaves(params):
             if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
-                raise ValueError(
+                got = (f"a {str(leaf.dtype).replace('torch.', '')} tensor"
+                       if isinstance(leaf, torch.Tensor) else type(leaf).__name__)  # fmt: skip
+                raise WorkloadError(
                     f"workload {case.model!r}: every parameter must be a floating-point "
-                    f"tensor, got {type(leaf).__name__}"
+                    f"tensor, got {got}"
                 )
             leaf.requires_grad_(True)
         return wl, params, state0, inputs

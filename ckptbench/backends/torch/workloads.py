@@ -17,7 +17,16 @@ an ``nn.LSTMCell`` and a readout ``nn.Linear``): then ``step(module, state, x)``
 ``post(module, state)`` receive that module, and the gradient's parameters are the module's
 named parameters (a dict, keys as ``named_parameters`` gives them). Each call runs the
 module with those tensors in place of its own (``torch.func.functional_call`` over a small
-wrapper), so the engine sees the parameters as explicit leaves like any other params.
+wrapper), so the engine sees the parameters as explicit leaves like any other params. Only
+parameters that require grad are differentiated: frozen ones (``requires_grad=False``) stay
+the module's own constants, and the plug-in check notes them (``notes``).
+
+A step written the usual PyTorch way works as written too: a workload that keeps its module
+(an attribute holding an ``nn.Module``, or a list/tuple/dict of them, or the workload being a
+module itself) and returns that module's parameter tensors as its params (``list(
+self.net.parameters())``, ``dict(self.net.named_parameters())``) may call ``self.net(...)``
+in ``step`` and ``post``, ignoring the params it is passed: each call runs with the
+differentiated tensors in place of the module's own (``torch.func.functional_call``).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import numpy as np
 import torch
 
 from ckptbench.workloads import Sizes, WorkloadError, load_workload
+from ckptbench.workloads.base import check_init_result
 from ckptbench.workloads.mirror import MirrorLSTM, MirrorRNN
 
 __all__ = [
@@ -59,7 +69,18 @@ def to_device(tree: Any, device: torch.device | str) -> Any:
         return torch.from_numpy(arr).to(device)
     if isinstance(tree, torch.Tensor):
         return tree.to(device)
+    if _is_jax(tree):
+        raise WorkloadError("this plug-in returns JAX arrays: use --backend jax")
     raise WorkloadError(f"init must return arrays or tensors, got {type(tree).__name__}")
+
+
+def _is_jax(x: Any) -> bool:
+    import sys
+
+    jax, eqx = sys.modules.get("jax"), sys.modules.get("equinox")
+    return (jax is not None and isinstance(x, jax.Array)) or (
+        eqx is not None and isinstance(x, eqx.Module)
+    )
 
 
 @dataclass(frozen=True)
@@ -96,37 +117,119 @@ class _Call(torch.nn.Module):
         return fn(self.m, *args)
 
 
+class _Held(torch.nn.Module):
+    """The modules a workload keeps: ``forward(fn, *args)`` is ``fn(*args)``, so
+    ``functional_call`` swaps their parameters while the workload's own ``step`` runs."""
+
+    def __init__(self, modules: list[torch.nn.Module]) -> None:
+        super().__init__()
+        self.held = torch.nn.ModuleList(modules)
+
+    def forward(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+
+def _leaves(tree: Any) -> list:
+    """Leaves of nested dict/tuple/list containers, dict keys sorted (the framework's order)."""
+    if isinstance(tree, dict):
+        return [leaf for k in sorted(tree) for leaf in _leaves(tree[k])]
+    if isinstance(tree, tuple | list):
+        return [leaf for v in tree for leaf in _leaves(v)]
+    return [tree]
+
+
+def _held_modules(workload: Any) -> list[torch.nn.Module]:
+    """The ``nn.Module`` objects a workload keeps: itself, its attributes, and the items of
+    attributes that are lists, tuples or dicts (one level)."""
+    found: list[torch.nn.Module] = []
+    if isinstance(workload, torch.nn.Module):
+        return [workload]
+    try:
+        values = list(vars(workload).values())
+    except TypeError:
+        return found
+    for value in values:
+        items = value.values() if isinstance(value, dict) else (
+            value if isinstance(value, list | tuple) else (value,))  # fmt: skip
+        found.extend(v for v in items if isinstance(v, torch.nn.Module))
+    unique: dict[int, torch.nn.Module] = {}
+    for m in found:
+        unique.setdefault(id(m), m)
+    return list(unique.values())
+
+
 @dataclass(frozen=True)
 class TorchPlugin:
     """A user workload run with torch tensors: ``init``'s arrays are moved to ``device``; an
-    ``nn.Module`` as params becomes the dict of its named parameters (module docstring)."""
+    ``nn.Module`` as params becomes the dict of its named parameters, and a module the
+    workload keeps is called with the differentiated tensors (module docstring)."""
 
     spec: str
     workload: Any
     device: str = "cpu"
-    call: list = field(default_factory=list, repr=False, compare=False)  # [_Call] once known
+    call: list = field(default_factory=list, repr=False, compare=False)  # [_Call|_Held]
+    names: list = field(default_factory=list, repr=False, compare=False)  # per params leaf
+    notes: list = field(default_factory=list, repr=False, compare=False)  # for the check
 
     def init(self, steps: int, rng: np.random.Generator) -> tuple[Any, Any, Any]:
-        drawn = self.workload.init(steps, rng)
-        if not isinstance(drawn, tuple) or len(drawn) != 3:
-            raise WorkloadError(
-                f"workload {self.spec!r}: init must return (params, state0, inputs), "
-                f"got {type(drawn).__name__}"
-            )
-        params, state0, inputs = drawn
+        params, state0, inputs = check_init_result(
+            self.workload.init(steps, rng), self.workload.init
+        )
+        self.call.clear()
+        self.names.clear()
+        self.notes.clear()
         if isinstance(params, torch.nn.Module):
             module = params.to(self.device)
-            self.call[:] = [_Call(module)]
-            params = {k: p.detach().clone() for k, p in module.named_parameters()}
-        else:
-            params = to_device(params, self.device)
-        return (params, *to_device((state0, inputs), self.device))
+            named = dict(module.named_parameters())
+            frozen = [k for k, p in named.items() if not p.requires_grad]
+            if not named:
+                raise WorkloadError(
+                    f"init returned a {type(module).__name__} without parameters as params: "
+                    "there is nothing to differentiate (buffers are not parameters)"
+                )
+            if len(frozen) == len(named):
+                raise WorkloadError(
+                    f"every parameter of the {type(module).__name__} init returned is frozen "
+                    "(requires_grad=False): there is nothing to differentiate"
+                )
+            if frozen:
+                self.notes.append(
+                    f"{len(frozen)} of {len(named)} parameters of the module are frozen "
+                    f"(requires_grad=False) and not differentiated: {', '.join(frozen)}"
+                )
+            self.call.append(_Call(module))
+            params = {k: p.detach().clone() for k, p in named.items() if p.requires_grad}
+            self.names.extend(f"m.{k}" for k in sorted(params))
+            return (params, *to_device((state0, inputs), self.device))
+        leaves = _leaves(params)
+        frozen = sum(1 for p in leaves
+                     if isinstance(p, torch.nn.Parameter) and not p.requires_grad)  # fmt: skip
+        if frozen:
+            self.notes.append(
+                f"params holds {frozen} frozen parameter(s) (requires_grad=False): ckptbench "
+                "differentiates every tensor in params; leave them out to keep them frozen"
+            )
+        held = _held_modules(self.workload)
+        if held:
+            wrapper = _Held(held)
+            own = {id(p): name for name, p in wrapper.named_parameters(remove_duplicate=False)}
+            names = [own.get(id(p)) for p in leaves]
+            if any(names):
+                wrapper.to(self.device)
+                self.call.append(wrapper)
+                self.names.extend(names)
+                params = _detached(params)
+        return to_device((params, state0, inputs), self.device)
 
     def _run(self, fn: Callable[..., Any], params: Any, *args: Any) -> Any:
         if not self.call:
             return fn(params, *args)
-        named = {f"m.{k}": v for k, v in params.items()}
-        return torch.func.functional_call(self.call[0], named, (fn, *args))
+        call = self.call[0]
+        if isinstance(call, _Call):
+            named = {f"m.{k}": v for k, v in params.items()}
+            return torch.func.functional_call(call, named, (fn, *args))
+        named = {n: v for n, v in zip(self.names, _leaves(params), strict=True) if n}
+        return torch.func.functional_call(call, named, (fn, params, *args))
 
     def step(self, params: Any, state: Any, x: Any) -> Any:
         return self._run(self.workload.step, params, state, x)
@@ -136,6 +239,17 @@ class TorchPlugin:
 
     def loss(self, outputs: Any) -> Any:
         return self.workload.loss(outputs)
+
+
+def _detached(tree: Any) -> Any:
+    """A copy of a params tree whose tensors are detached clones (the module keeps its own)."""
+    if isinstance(tree, dict):
+        return {k: _detached(v) for k, v in tree.items()}
+    if isinstance(tree, tuple | list):
+        return type(tree)(_detached(v) for v in tree)
+    if isinstance(tree, torch.Tensor):
+        return tree.detach().clone()
+    return tree
 
 
 TORCH_BUILTINS: dict[str, Callable[..., Any]] = {"lstm": TorchLSTM, "rnn": TorchRNN}

@@ -1,0 +1,402 @@
+"""The plug-in check: a plug-in's protocol run once, in the disposable worker, before any mode.
+
+:func:`check_workload` loads the plug-in through the case's backend (its own loader and
+adapter, as a measured mode does), then calls ``init``, one ``step``, ``post`` and ``loss``
+and differentiates that one-step loss with the backend's framework. Shape, dtype, arity and
+backend mistakes come back as one line saying what was expected, what came and, when the
+plug-in's own code raised, where (``file.py:LINE``, relative to the current folder); a
+plug-in that computes with another framework is told which ``--backend`` to use. It also
+resolves the sizes: a size the user did not give comes from the factory's own default
+(``make(hidden=64)``), and notes such as frozen torch parameters are returned for the CLI
+to print.
+
+Only ever run in a disposable worker (``ckptbench.measure.worker``, task ``check``): it executes the
+plug-in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import sysconfig
+import traceback
+import types
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ckptbench.workloads import (
+    BUILTIN_WORKLOADS,
+    Sizes,
+    WorkloadError,
+    factories_cached,
+    factory_size_defaults,
+)
+from ckptbench.workloads.base import check_init_result, defined_at
+
+__all__ = ["PluginProblem", "check_workload", "framework_of", "where"]
+
+#: What each backend's arrays are called in messages.
+ARRAYS = {"torch": "torch tensors", "jax": "JAX arrays", "autograd": "numpy arrays"}
+
+
+class PluginProblem(WorkloadError):
+    """The plug-in does not follow the protocol; the message is one line."""
+
+
+def check_workload(case: Any, given_sizes: Iterable[str] | None = None) -> dict[str, Any]:
+    """Run ``case``'s plug-in once on its backend (module doc).
+
+    ``given_sizes``: the size options the user set (None: all of them); the others take the
+    factory's own defaults. Returns ``{"sizes": {...}, "notes": [...], "problem": str|None}``;
+    ``problem`` is one line when the plug-in cannot be measured.
+    """
+    sizes = case.sizes()
+    notes: list[str] = []
+    if case.model.strip() in BUILTIN_WORKLOADS:
+        return {"sizes": sizes, "notes": notes, "problem": None}
+    with factories_cached():
+        try:
+            defaults = factory_size_defaults(case.model)
+        except WorkloadError as err:
+            return {"sizes": sizes, "notes": notes, "problem": str(err)}
+        given = set(sizes) if given_sizes is None else set(given_sizes)
+        sizes.update({k: v for k, v in defaults.items() if k not in given})
+        case = dataclasses.replace(case, **sizes)
+        try:
+            Sizes(**sizes)
+            _OPS[case.backend]().run(case, notes)
+        except PluginProblem as err:
+            return {"sizes": sizes, "notes": notes, "problem": str(err)}
+        except WorkloadError as err:
+            return {"sizes": sizes, "notes": notes, "problem": str(err)}
+    return {"sizes": sizes, "notes": notes, "problem": None}
+
+
+# --------------------------------------------------------------------------- where and what
+
+
+def _lib_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    dirs = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    dirs.add(str(Path(__file__).resolve().parents[1]))  # ckptbench itself
+    return tuple(os.path.join(os.path.abspath(d), "") for d in dirs if d)
+
+
+def _show(path: str) -> str:
+    rel = os.path.relpath(path, Path.cwd())
+    return path if rel.startswith("..") else rel
+
+
+def where(err: BaseException, own_files: Iterable[str] = ()) -> str | None:
+    """``file.py:LINE`` of the innermost frame of ``err``'s traceback in the plug-in's code
+    (not ckptbench, the standard library or an installed package, unless it is one of
+    ``own_files``); None when the plug-in's code is not on the traceback."""
+    own = {os.path.abspath(f) for f in own_files if f}
+    libs = _lib_dirs()
+    found = None
+    for frame, lineno in traceback.walk_tb(err.__traceback__):
+        name = frame.f_code.co_filename
+        if not name or name.startswith("<"):
+            continue
+        path = os.path.abspath(name)
+        if path in own or not path.startswith(libs):
+            found = f"{_show(path)}:{lineno}"
+    return found
+
+
+def _summary(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+def framework_of(x: Any) -> str | None:
+    """The backend whose arrays ``x`` is ("torch", "jax", "autograd" for numpy), or None."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor | torch.nn.Module):
+        return "torch"
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(x, jax.Array):
+        return "jax"
+    eqx = sys.modules.get("equinox")
+    if eqx is not None and isinstance(x, eqx.Module):
+        return "jax"
+    if isinstance(x, np.ndarray | np.generic) or type(x).__module__.startswith("autograd"):
+        return "autograd"
+    return None
+
+
+def _leaves(tree: Any) -> list[Any]:
+    if isinstance(tree, dict):
+        return [leaf for k in tree for leaf in _leaves(tree[k])]
+    if isinstance(tree, tuple | list):
+        return [leaf for v in tree for leaf in _leaves(v)]
+    return [tree]
+
+
+def _frameworks(tree: Any) -> set[str]:
+    return {f for f in map(framework_of, _leaves(tree)) if f is not None}
+
+
+def _uses(workload: Any) -> set[str]:
+    """Frameworks the plug-in's module imports (its globals), as backend names."""
+    found: set[str] = set()
+    spaces = []
+    for name in ("step", "init", "post"):
+        g = getattr(getattr(getattr(workload, name, None), "__func__", None), "__globals__", None)
+        if isinstance(g, dict):
+            spaces.append(g)
+    module = sys.modules.get(type(workload).__module__)
+    if module is not None:
+        spaces.append(vars(module))
+    tops = {"torch": "torch", "jax": "jax", "equinox": "jax", "autograd": "autograd"}
+    for space in spaces:
+        for value in list(space.values()):
+            mod = value if isinstance(value, types.ModuleType) else None
+            name = mod.__name__ if mod is not None else getattr(value, "__module__", None)
+            if isinstance(name, str) and name.split(".")[0] in tops:
+                found.add(tops[name.split(".")[0]])
+    return found
+
+
+def _wrong_backend(found: str, backend: str) -> str:
+    what = {"torch": "torch tensors", "jax": "JAX arrays", "autograd": "numpy arrays"}[found]
+    return f"this plug-in returns {what}: use --backend {found}"
+
+
+# --------------------------------------------------------------------------- the protocol
+
+
+class _Ops:
+    """One backend's side of the check (subclasses below)."""
+
+    name = "autograd"
+
+    def load(self, case: Any) -> tuple[Any, Any, Any, Any, Any]:
+        """``(user's workload, adapter, params, state0, inputs)``."""
+        raise NotImplementedError
+
+    def stack(self, ys: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def value_and_grad(self, f: Callable[[Any], Any], params: Any) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def param_leaves(self, params: Any) -> list[Any]:
+        return _leaves(params)
+
+    def describe(self, x: Any) -> str:
+        shape = getattr(x, "shape", None)
+        dtype = getattr(x, "dtype", None)
+        if shape is None or dtype is None:
+            return type(x).__name__
+        return f"array{list(shape)} {str(dtype).replace('torch.', '')}"
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self, case: Any, notes: list[str]) -> None:
+        self.case = case
+        self.user: Any = None
+        try:
+            self.user, wl, params, state0, inputs = self.load(case)
+        except PluginProblem:
+            raise
+        except WorkloadError as err:
+            raise PluginProblem(self._with_hint(str(err))) from None
+        except Exception as err:
+            raise self._failed("init", err, getattr(self.user, "init", None)) from None
+        notes.extend(getattr(wl, "notes", ()) or ())
+        if not self.param_leaves(params):
+            raise PluginProblem(
+                "params holds no arrays: there is nothing to differentiate (init returns "
+                "(params, state0, inputs); params are what the gradient is taken of)"
+            )
+        try:
+            n = len(inputs)
+        except TypeError:
+            n = None
+        if n is None or n < case.steps:
+            got = f"{n} entries" if n is not None else f"a {type(inputs).__name__}"
+            raise PluginProblem(
+                f"init's inputs must hold one input per step on their leading axis: --steps "
+                f"{case.steps} needs {case.steps}, got {got}{self._at(self.user.init)}"
+            )
+        x0 = inputs[0]
+        s1 = self._call("step", wl.step, params, state0, x0)
+        self._same_kind("step", s1)
+        self._same_state(state0, s1)
+        y = self._call("post", wl.post, params, s1)
+        if isinstance(y, dict | tuple | list) or framework_of(y) is None:
+            raise PluginProblem(
+                f"post must return one array (the step's output; loss gets them stacked on a "
+                f"leading steps axis), got {type(y).__name__}{self._at(self.user.post)}"
+            )
+        self._same_kind("post", y)
+        loss = self._call("loss", wl.loss, self.stack([y]))
+        size = int(np.prod(getattr(loss, "shape", ()) or ()))
+        if size != 1 or isinstance(loss, dict | tuple | list):
+            got = self.describe(loss) if hasattr(loss, "shape") else type(loss).__name__
+            raise PluginProblem(f"loss must return a scalar, got {got}{self._at(self.user.loss)}")
+
+        def one_step(p: Any) -> Any:
+            return wl.loss(self.stack([wl.post(p, wl.step(p, state0, x0))]))
+
+        try:
+            self.value_and_grad(one_step, params)
+        except PluginProblem:
+            raise
+        except Exception as err:
+            raise self._failed("the gradient of one step", err, None) from None
+
+    # ------------------------------------------------------------------ helpers
+
+    def _own_files(self) -> list[str]:
+        files = []
+        for name in ("init", "step", "post", "loss"):
+            code = getattr(getattr(getattr(self.user, name, None), "__func__", None),
+                           "__code__", None)  # fmt: skip
+            if code is not None:
+                files.append(code.co_filename)
+        return files
+
+    def _at(self, fn: Any) -> str:
+        place = defined_at(fn)
+        return f" ({place})" if place else ""
+
+    def _with_hint(self, message: str) -> str:
+        uses = _uses(self.user) if self.user is not None else set()
+        if self.name not in uses and len(uses) == 1 and "--backend" not in message:
+            (other,) = uses
+            return f"{message} (this plug-in uses {other}: use --backend {other})"
+        return message
+
+    def _failed(self, what: str, err: BaseException, fn: Any) -> PluginProblem:
+        if isinstance(err, WorkloadError) and not isinstance(err, PluginProblem):
+            return PluginProblem(self._with_hint(f"{what}: {err}"))
+        place = where(err, self._own_files())
+        at = f" at {place}" if place else self._at(fn)
+        return PluginProblem(self._with_hint(f"{what} raised{at}: {_summary(err)}"))
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as err:
+            raise self._failed(what, err, getattr(self.user, what, None)) from None
+
+    def _same_kind(self, what: str, value: Any) -> None:
+        kinds = _frameworks(value)
+        if not kinds or kinds == {self.name}:
+            return
+        other = sorted(kinds - {self.name})[0]
+        if other == "autograd":
+            raise PluginProblem(
+                f"{what} returned numpy arrays, not {ARRAYS[self.name]}: a plug-in written "
+                f"with numpy or autograd.numpy runs with --backend autograd"
+                f"{self._at(getattr(self.user, what, None))}"
+            )
+        raise PluginProblem(_wrong_backend(other, self.name))
+
+    def _same_state(self, before: Any, after: Any) -> None:
+        a, b = _leaves(before), _leaves(after)
+
+        def sig(leaves: list[Any]) -> list[tuple]:
+            return [(tuple(getattr(x, "shape", ())), str(getattr(x, "dtype", type(x))))
+                    for x in leaves]  # fmt: skip
+
+        if len(a) != len(b) or sig(a) != sig(b):
+            want = ", ".join(self.describe(x) for x in a)
+            got = ", ".join(self.describe(x) for x in b)
+            raise PluginProblem(
+                f"step must return a state like the one it got: expected ({want}), got "
+                f"({got}){self._at(self.user.step)}"
+            )
+
+
+class _Autograd(_Ops):
+    name = "autograd"
+
+    def load(self, case: Any) -> tuple[Any, Any, Any, Any, Any]:
+        from ckptbench.workloads import load_workload
+
+        wl = load_workload(case.model, Sizes(**case.sizes()))
+        self.user = wl
+        drawn = check_init_result(wl.init(case.steps, np.random.default_rng(case.seed)), wl.init)
+        found = _frameworks(drawn) - {"autograd"}
+        if found:
+            raise PluginProblem(_wrong_backend(sorted(found)[0], "autograd"))
+        return (wl, wl, *drawn)
+
+    def stack(self, ys: list[Any]) -> Any:
+        import autograd.numpy as anp
+
+        return anp.stack(ys)
+
+    def value_and_grad(self, f: Callable[[Any], Any], params: Any) -> tuple[Any, Any]:
+        from autograd import value_and_grad
+
+        return value_and_grad(f)(params)
+
+
+class _Torch(_Ops):
+    name = "torch"
+
+    def load(self, case: Any) -> tuple[Any, Any, Any, Any, Any]:
+        from ckptbench.backends.torch.framework import TorchFramework
+
+        fw = TorchFramework()
+        self.fw = fw
+        wl, params, state0, inputs = fw.workload(case, fw.setup(case))
+        self.user = wl.workload if hasattr(wl, "workload") else wl
+        return (self.user, wl, params, state0, inputs)
+
+    def stack(self, ys: list[Any]) -> Any:
+        import torch
+
+        return torch.stack(ys)
+
+    def value_and_grad(self, f: Callable[[Any], Any], params: Any) -> tuple[Any, Any]:
+        import torch
+
+        leaves = _leaves(params)
+        with torch.enable_grad():
+            loss = f(params)
+            if not getattr(loss, "requires_grad", False):
+                raise PluginProblem(
+                    "the loss does not depend on params: step and post must compute with the "
+                    "params they are given (an nn.Module: return it, or its parameters, as "
+                    f"params){self._at(self.user.step)}"
+                )
+            grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+        return loss, grads
+
+
+class _Jax(_Ops):
+    name = "jax"
+
+    def load(self, case: Any) -> tuple[Any, Any, Any, Any, Any]:
+        from ckptbench.backends.jax import pin_threads, require_jax
+
+        pin_threads(getattr(case, "threads", None))
+        require_jax()  # float64 on, as in every mode
+        from ckptbench.backends.jax.workloads import load_jax_workload
+
+        wl = load_jax_workload(case.model, Sizes(**case.sizes()))
+        self.user = getattr(wl, "workload", wl)
+        params, state0, inputs = wl.init(case.steps, np.random.default_rng(case.seed))
+        return (self.user, wl, params, state0, inputs)
+
+    def stack(self, ys: list[Any]) -> Any:
+        import jax.numpy as jnp
+
+        return jnp.stack(ys)
+
+    def value_and_grad(self, f: Callable[[Any], Any], params: Any) -> tuple[Any, Any]:
+        import jax
+
+        return jax.jit(jax.value_and_grad(f))(params)
+
+
+_OPS: dict[str, type[_Ops]] = {"autograd": _Autograd, "torch": _Torch, "jax": _Jax}
