@@ -200,6 +200,7 @@ PLUGIN = (
 )
 
 SLOW_PLUGIN = """
+import os
 import time
 from ckptbench.workloads.rnn import rnn
 
@@ -207,8 +208,10 @@ class Slow:
     def __init__(self):
         self.inner = rnn(hidden=8)
     def init(self, steps, rng):
-        open("in-init", "w").close()  # a measured mode (the plug-in check never calls init)
-        time.sleep(120)
+        if os.path.exists("checked"):  # a measured mode (the plug-in check came first)
+            open("in-init", "w").close()
+            time.sleep(120)
+        open("checked", "w").close()
         return self.inner.init(steps, rng)
     def step(self, p, s, x):
         return self.inner.step(p, s, x)
@@ -267,6 +270,7 @@ def test_sigterm_stops_workers_and_saves(tmp_path, sig):
 @pytest.mark.slow
 def test_worker_dies_with_a_killed_parent(tmp_path):
     (tmp_path / "slow.py").write_text(SLOW_PLUGIN)
+    (tmp_path / "checked").touch()  # no plug-in check here: the mode's init sleeps
     script = textwrap.dedent(
         """
         from ckptbench.results.schema import Case, Mode
