@@ -11,7 +11,8 @@ import pytest
 
 from ckptbench import binomial_checkpoint
 from ckptbench.schedules import optimal_forward_steps, replay, schedule, uniform_schedule
-from ckptbench.schedules.optimal.planner import Costs, plan_optimal, predict
+from ckptbench.schedules.cost_model import predict
+from ckptbench.schedules.optimal import Costs, plan_optimal
 
 B, H, I = 3, 5, 4
 

@@ -16,6 +16,7 @@ the engine, and one line in :data:`REGISTERED` for the worker's view.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 
 import numpy as np
@@ -23,8 +24,8 @@ import pytest
 
 from ckptbench.backends import registry
 from ckptbench.results.schema import Case, Mode
-from ckptbench.schedules import make_schedule, replay, replay_bytes
-from ckptbench.schedules.optimal.planner import Costs, PlanError, plan_optimal
+from ckptbench.schedules import REVOLVE, StrategySpec, make_schedule, replay, replay_bytes
+from ckptbench.schedules.optimal import Costs, PlanError, plan_optimal
 from ckptbench.workloads import Sizes, load_workload
 
 SMALL = {"hidden": 5, "batch": 2, "input": 3, "output": 2}
@@ -240,34 +241,36 @@ def test_a_second_reverse_of_one_call_replays_the_first_sweep(harness):
         np.testing.assert_array_equal(a, b)
 
 
-def test_an_unknown_action_is_one_error_on_every_backend(harness, monkeypatch):
+def _variant(stream) -> StrategySpec:
+    """Revolve with its stream changed (a strategy is its spec: nothing to patch)."""
+    return dataclasses.replace(REVOLVE, name="variant", stream=stream, closed_form=None)
+
+
+def test_an_unknown_action_is_one_error_on_every_backend(harness):
     from ckptbench.engine import interpreter as engine
     from ckptbench.schedules import Action
 
-    def with_new_kind(strategy, steps, snaps):
-        actions = list(make_schedule(strategy, steps, snaps))
+    def with_new_kind(steps, snaps):
+        actions = list(make_schedule(REVOLVE, steps, snaps))
         return iter([*actions[:-1], Action("keep-tape", None, None, None, 0), actions[-1]])
 
-    monkeypatch.setattr(engine, "make_schedule", with_new_kind)
     wl, params, state0, inputs = harness.problem(3, seed=0)
-    loop = harness.checkpoint(wl.step, wl.post, 3, 2)
+    loop = harness.checkpoint(wl.step, wl.post, 3, 2, _variant(with_new_kind))
     with pytest.raises(engine.UnknownActionError, match=r"engine cannot run action 'keep-tape'"):
         harness.gradients(loop, wl, params, state0, inputs)
 
 
-def test_a_restore_of_the_wrong_step_is_refused(harness, monkeypatch):
-    from ckptbench.engine import interpreter as engine
+def test_a_restore_of_the_wrong_step_is_refused(harness):
     from ckptbench.schedules import Action, ActionKind
 
-    def wrong_restore(strategy, steps, snaps):
-        for act in make_schedule(strategy, steps, snaps):
+    def wrong_restore(steps, snaps):
+        for act in make_schedule(REVOLVE, steps, snaps):
             if act.kind is ActionKind.RESTORE:
                 act = Action(ActionKind.RESTORE, slot=act.slot, step=act.step + 1)
             yield act
 
-    monkeypatch.setattr(engine, "make_schedule", wrong_restore)
     wl, params, state0, inputs = harness.problem(6, seed=0)
-    loop = harness.checkpoint(wl.step, wl.post, 6, 2)
+    loop = harness.checkpoint(wl.step, wl.post, 6, 2, _variant(wrong_restore))
     with pytest.raises(RuntimeError, match=r"RESTORE of x_\d+: slot \d+ holds \d+"):
         harness.gradients(loop, wl, params, state0, inputs)
 

@@ -27,7 +27,7 @@ from ckptbench.measure.launch import Interrupted, run_mode
 from ckptbench.measure.runner import run_case
 from ckptbench.results.schema import Case, Mode, Status, save_result
 from ckptbench.results.store import StoreError, load_result
-from ckptbench.schedules.optimal.planner import Costs, PlanError, plan_optimal
+from ckptbench.schedules.optimal import Costs, PlanError, plan_optimal
 from ckptbench.sweep.config import ConfigError, parse_config
 from ckptbench.sweep.run import run_sweep
 
@@ -429,7 +429,7 @@ def test_plans_too_large_are_refused_with_the_estimate_before_measuring(
 
 
 def test_an_infeasible_budget_names_the_smallest_that_works(no_costs_worker, tmp_path, capsys):
-    from ckptbench.schedules.optimal.planner import min_budget_bytes
+    from ckptbench.schedules.optimal import min_budget_bytes
 
     least = min_budget_bytes(Costs.from_dict(COSTS), 20)
     argv = ["plan", "--steps", "20", "--budget", "100", "--costs", _costs_file(tmp_path)]
@@ -451,7 +451,7 @@ def test_an_infeasible_budget_names_the_smallest_that_works(no_costs_worker, tmp
 def test_min_budget_plans_and_nothing_below_the_least_peak_does():
     import random
 
-    from ckptbench.schedules.optimal.planner import min_budget_bytes
+    from ckptbench.schedules.optimal import min_budget_bytes
 
     rng = random.Random(7)
     for _ in range(30):

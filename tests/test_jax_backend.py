@@ -24,7 +24,7 @@ from ckptbench.schedules import (
     replay,
     replay_bytes,
 )
-from ckptbench.schedules.optimal.planner import Costs, plan_optimal
+from ckptbench.schedules.optimal import Costs, plan_optimal
 from tests._imports import loaded_after_import
 
 jax = pytest.importorskip("jax")

@@ -16,9 +16,6 @@ LONG_MODULES = {
     "ckptbench.measure.peaks": "the measurement protocol, kept in one place",
     "ckptbench.results.schema": "the schema: Case with its validation, and every result dataclass",
     "ckptbench.schedules": "the schedules and their closed forms, kept with their proofs",
-    "ckptbench.schedules.optimal.planner": (
-        "the dynamic program, its plan emission and the comparison at a budget"
-    ),
 }
 MAX_LINES = 460  # about 450
 

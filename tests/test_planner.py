@@ -21,14 +21,10 @@ from ckptbench.schedules import (
     schedule,
     uniform_schedule,
 )
-from ckptbench.schedules.optimal import planner
-from ckptbench.schedules.optimal.planner import (
-    Costs,
-    PlanError,
-    compare_at_budget,
-    costs_from_json,
-    predict,
-)
+from ckptbench.schedules import optimal as planner
+from ckptbench.schedules.compare import compare_at_budget
+from ckptbench.schedules.cost_model import predict
+from ckptbench.schedules.optimal import Costs, PlanError, costs_from_json
 
 HEAVY = ("autograd", "pandas", "click", "rich")
 

@@ -10,7 +10,7 @@ from _imports import loaded_after_import
 
 from ckptbench.measure import peaks as measure
 from ckptbench.measure.stepcosts import measure_step_costs, measure_workload_costs
-from ckptbench.schedules.optimal.planner import Costs, costs_from_json, plan_optimal
+from ckptbench.schedules.optimal import Costs, costs_from_json, plan_optimal
 from ckptbench.workloads import Sizes, load_workload
 
 SIZES = {"hidden": 128, "batch": 8, "input": 16}

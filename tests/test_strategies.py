@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
+from ckptbench.backends import registry
 from ckptbench.cli import cli
 from ckptbench.results.schema import Case, CaseError
 from ckptbench.schedules import (
@@ -63,12 +64,54 @@ def test_registry_properties():
             make_schedule(peer, 10, 3)
     with pytest.raises(ValueError, match="unknown strategy 'magic'"):
         get_strategy("magic")
-    assert strategy_names("torch") == [
+    assert registry.strategies("torch") == (
         "revolve", "uniform", "store-all", "optimal", "torch-checkpoint"
-    ]  # fmt: skip
+    )  # fmt: skip
     assert set(strategy_names(ours=False)) == {"torch-checkpoint", "jax-checkpoint", "equinox"}
     markers = [s.marker for s in STRATEGIES.values()]
     assert len(set(markers)) == len(markers)
+
+
+def test_a_strategy_answers_for_itself():
+    """What callers used to decide by name is a property of the spec."""
+    spec = {s.name: s for s in STRATEGIES.values()}
+    assert [n for n, s in spec.items() if not s.uses_snaps] == ["store-all", "optimal"]
+    assert [n for n, s in spec.items() if s.closed_form] == ["revolve", "store-all"]
+    assert [n for n, s in spec.items() if s.fits_budget] == ["revolve", "uniform", "optimal"]
+    assert [n for n, s in spec.items() if s.reference] == ["revolve"]
+    assert [n for n, s in spec.items() if s.planned] == ["optimal"]
+    assert {n: s.backend for n, s in spec.items() if not s.ours} == {
+        "torch-checkpoint": "torch", "jax-checkpoint": "jax", "equinox": "jax"
+    }  # fmt: skip
+    form = spec["store-all"].closed_form
+    assert (form.advances(10, 10), form.peak(10, 10), form.repetitions(10, 10)) == (9, 10, 1)
+    form = spec["revolve"].closed_form
+    assert (form.advances(1000, 31), form.peak(1000, 31), form.repetitions(1000, 31)) == (
+        2439, 31, 3
+    )  # fmt: skip
+    labels = [(s.setting.point_label(v), s.setting.clamp) for s, v in (
+        (spec["revolve"], 5), (spec["torch-checkpoint"], 4), (spec["equinox"], 3),
+        (spec["optimal"], 3 * 2**19),
+    )]  # fmt: skip
+    assert [p for p, _ in labels] == ["s=5", "4 seg", "3 ckpt", "1.5 MiB"]
+    assert labels[1][1] == "at most one segment per step"
+    assert spec["equinox"].setting.describe(spec["equinox"], "4") == (
+        "equinox checkpointed loop, 4 checkpoints"
+    )
+
+
+def test_a_peer_is_declared_once_with_a_factory_its_backend_resolves():
+    for peer in (s for s in STRATEGIES.values() if not s.ours):
+        module, _, function = peer.factory.partition(":")
+        assert module.startswith(f"ckptbench.backends.{peer.backend}.") and function
+        assert peer.runs_on(registry.spec(peer.backend))
+        assert not any(
+            peer.runs_on(b) for b in registry.BACKENDS.values() if b.name != peer.backend
+        )
+    streams_off = registry.BackendSpec(name="x", module="x", runs_streams=False)
+    assert strategy_names(streams_off) == []
+    with pytest.raises(TypeError, match="backend's spec"):
+        strategy_names("torch")
 
 
 def test_case_validation_reads_the_registry():

@@ -35,9 +35,9 @@ from ckptbench.backends.torch.workloads import (  # noqa: E402
     TorchRNN,
     load_torch_workload,
 )
-from ckptbench.engine import interpreter as engine  # noqa: E402
 from ckptbench.results.schema import Case, Mode  # noqa: E402
 from ckptbench.schedules import (  # noqa: E402
+    REVOLVE,
     Action,
     make_schedule,
     optimal_forward_steps,
@@ -305,15 +305,15 @@ def test_gradient_only_for_the_initial_state():
     assert rel_err([g], [g_ref]) <= 1e-12
 
 
-def test_unknown_action_kind_is_a_clear_error(monkeypatch):
+def test_unknown_action_kind_is_a_clear_error():
     wl, params, state0, inputs = problem("rnn", 3)
 
-    def with_new_kind(strategy, steps, snaps):
-        actions = list(make_schedule(strategy, steps, snaps))
+    def with_new_kind(steps, snaps):
+        actions = list(make_schedule(REVOLVE, steps, snaps))
         return iter([*actions[:-1], Action("keep-tape", None, None, None, 0), actions[-1]])
 
-    monkeypatch.setattr(engine, "make_schedule", with_new_kind)
-    loop = revolve_checkpoint(wl.step, wl.post, 3, 2)
+    variant = dataclasses.replace(REVOLVE, name="variant", stream=with_new_kind)
+    loop = revolve_checkpoint(wl.step, wl.post, 3, 2, variant)
     p = {k: v.requires_grad_() for k, v in params.items()}
     loss = wl.loss(loop(p, state0, inputs))
     with pytest.raises(UnknownActionError, match=r"cannot run action .*keep-tape"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ckptbench.backends import registry
 from ckptbench.backends.contract import (
     Built,
     counting,
@@ -22,7 +23,7 @@ from ckptbench.backends.contract import (
     loop_phases,
     unrolled_outputs,
 )
-from ckptbench.schedules import get_strategy, strategy_names
+from ckptbench.schedules import get_strategy
 
 __all__ = ["MODES", "Framework", "FrameworkBackend", "mode_name"]
 
@@ -42,8 +43,6 @@ class Framework(Protocol):
     """What the generic modes need from a framework (autograd, torch, ...)."""
 
     name: str
-    #: other checkpointed strategies: name -> ``factory(step, post, steps, snaps)`` -> loop
-    peers: dict[str, Callable[..., Any]]
 
     def setup(self, case: Any) -> Any:
         """Per-case settings (threads, device); returns a context the other calls get."""
@@ -92,8 +91,9 @@ class FrameworkBackend:
         return self.framework.device_problem(getattr(case, "device", "cpu") or "cpu")
 
     def strategies(self) -> tuple[str, ...]:
-        """Checkpointed-mode strategies: the engine's schedules and the framework's peers."""
-        return (*strategy_names(self.name, ours=True), *self.framework.peers)
+        """Checkpointed-mode strategies: our schedules and the peers declared for this
+        backend (``schedules.peers``), from the strategy registry."""
+        return registry.strategies(self.name)
 
     def build_gradient(self, case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
         """The worker's view of ``case`` in ``mode``: params, gradient and counters.
@@ -147,24 +147,16 @@ class FrameworkBackend:
     def checkpointed_loop(
         self, case: Any, step: Callable, post: Callable, costs: dict[str, Any] | None
     ) -> Any:
-        """The checkpointed loop of ``case.strategy`` over ``step`` and ``post``."""
-        strategy, steps = case.strategy, case.steps
-        if strategy in self.framework.peers:
-            return self.framework.peers[strategy](step, post, steps, case.snaps)
-        if get_strategy(strategy).planned:
-            from ckptbench.schedules.optimal.planner import Costs
-
-            if costs is None:
-                raise ValueError("strategy 'optimal' needs measured step costs")
-            return self.framework.checkpoint(
-                step,
-                post,
-                steps,
-                strategy=strategy,
-                costs=Costs.from_dict(costs),
-                budget_bytes=case.budget_bytes,
-            )
-        return self.framework.checkpoint(step, post, steps, case.snaps, strategy)
+        """The checkpointed loop of ``case.strategy`` over ``step`` and ``post``: a peer's
+        from its factory; ours from the binding, given the plan the strategy makes from
+        ``costs`` first where it plans (the engine receives a stream, never plans)."""
+        spec = get_strategy(case.strategy)
+        if not spec.ours:
+            return spec.load_factory()(step, post, case.steps, case.snaps)
+        plan = spec.plan_for(case, costs)
+        if plan is not None:
+            return self.framework.checkpoint(step, post, case.steps, strategy=spec, plan=plan)
+        return self.framework.checkpoint(step, post, case.steps, case.snaps, spec)
 
     def measure_costs(self, case: Any) -> dict[str, Any]:
         return self.framework.measure_costs(case)

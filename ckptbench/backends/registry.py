@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ckptbench.backends.contract import Built
+from ckptbench.schedules import strategy_names
 
 __all__ = [
     "BACKENDS",
@@ -36,6 +37,7 @@ __all__ = [
     "measure_costs",
     "register",
     "spec",
+    "strategies",
 ]
 
 
@@ -72,6 +74,7 @@ class BackendSpec:
     requires: tuple[str, ...] = ()  # top-level packages that must be importable
     devices: tuple[str, ...] = ("cpu",)
     install_hint: str = ""
+    runs_streams: bool = True  # runs our action streams (every strategy that is ours)
 
     def available(self) -> str | None:
         """``None`` when this backend can run here, else the reason (one line)."""
@@ -112,6 +115,12 @@ def spec(name: str) -> BackendSpec:
     except KeyError:
         names = ", ".join(BACKENDS)
         raise ValueError(f"unknown backend {name!r} (choose from {names})") from None
+
+
+def strategies(name: str) -> tuple[str, ...]:
+    """The strategies backend ``name`` runs: ours where it runs action streams, and the
+    peers declared for it (``StrategySpec.runs_on``)."""
+    return tuple(strategy_names(spec(name)))
 
 
 def get_backend(name: str) -> Backend:

@@ -279,7 +279,7 @@ def given_sizes(ctx: click.Context) -> set[str]:
 def read_costs(path: Path, steps: int) -> dict:
     """A costs file (docs/planner.md) as a ``planner.Costs`` document; one line if bad."""
     from ckptbench.results.files import read_text_limited
-    from ckptbench.schedules.optimal.planner import costs_from_json
+    from ckptbench.schedules.optimal import costs_from_json
 
     try:
         text = read_text_limited(path, 64 * 2**20)

@@ -63,16 +63,12 @@ def plan(
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
     from ckptbench.measure.tasks import CostsError, check_plugin, measure_costs
     from ckptbench.render import plan_table
-    from ckptbench.schedules.optimal.planner import (
-        Costs,
-        check_budget,
-        check_plannable,
-        compare_at_budget,
-    )
+    from ckptbench.schedules.compare import compare_at_budget
+    from ckptbench.schedules.optimal import OPTIMAL, Costs, check_budget, check_plannable
 
     try:
         case = Case(
-            model=relative_model(model), steps=steps, strategy="optimal", budget_bytes=budget,
+            model=relative_model(model), steps=steps, strategy=OPTIMAL.name, budget_bytes=budget,
             backend=backend, hidden=hidden, batch=batch, input=input_, output=output, seed=seed,
             threads=threads,
         )  # fmt: skip

@@ -36,7 +36,7 @@ from ckptbench.cli.options import (
 )
 from ckptbench.cli.outputs import check_mprof_dir, check_out, claim_out, write_mprof
 from ckptbench.results.schema import Case
-from ckptbench.schedules import strategy_names
+from ckptbench.schedules import get_strategy, strategy_names
 
 
 def _default_out(model: str) -> Path:
@@ -268,7 +268,7 @@ def run(
     from ckptbench.render.console import mode_progress, plan_line, stderr_console
     from ckptbench.render.run import interruption_line
     from ckptbench.results.schema import result_to_dict, snaps_ignored
-    from ckptbench.schedules.optimal.planner import PlanError
+    from ckptbench.schedules.optimal import PlanError
 
     mode_list = _parse_modes(modes)
     model = relative_model(model)
@@ -292,7 +292,7 @@ def run(
         case.check_fits_memory()
         check_backend(case)
         costs = read_costs(costs_file, case.steps) if costs_file else None
-        if costs is not None and strategy != "optimal":
+        if costs is not None and not get_strategy(strategy).planned:
             notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
             costs = None
         target = None

@@ -37,14 +37,15 @@ from typing import Any, Protocol
 
 from ckptbench.backends.contract import CheckpointStats, ExecutorCounters
 from ckptbench.schedules import (
+    OPTIMAL,
+    REVOLVE,
     Action,
     ActionKind,
     StrategySpec,
     check_int,
     get_strategy,
-    make_schedule,
+    plan_from,
 )
-from ckptbench.schedules.optimal.planner import Costs, Plan, plan_optimal
 
 __all__ = [
     "HANDLED_KINDS",
@@ -114,14 +115,13 @@ class LoopSchedule:
     steps: int
     snaps: int
     strategy: StrategySpec
-    plan: Plan | None = None
+    plan: Any = None  # the plan a planned strategy runs (its ``actions()``, ``summary()``)
     tape_bytes: tuple[int, ...] = ()  # declared bytes of each step's tape
 
     def actions(self) -> Iterator[Action]:
-        """A fresh action stream (the engine asks once per first sweep)."""
-        if self.plan is not None:
-            return self.plan.actions()
-        return make_schedule(self.strategy, self.steps, self.snaps)
+        """A fresh action stream (the engine asks once per first sweep): the strategy's,
+        for these steps and snaps or its plan."""
+        return self.strategy.actions_for(self, self.plan)
 
     def tape_bytes_of(self, step: int) -> int:
         return self.tape_bytes[step]
@@ -132,52 +132,46 @@ def loop_schedule(
     snaps: int | None = None,
     strategy: StrategySpec | str | None = None,
     *,
-    plan: Plan | None = None,
-    costs: Costs | None = None,
-    budget_bytes: int | None = None,
+    plan: Any = None,
     tape_bytes: int = 0,
 ) -> LoopSchedule:
     """Validate a loop's schedule arguments (the same one-line errors on every backend).
 
-    ``strategy`` defaults to revolve; ``plan=`` (or ``costs=`` with ``budget_bytes=``, which
-    plan with :func:`schedules.optimal.planner.plan_optimal`) means strategy optimal, whose slots
-    and tape bytes are the plan's. Otherwise ``snaps`` is needed and ``tape_bytes``
-    declares one tape's bytes for ``peak_stored_bytes``.
+    ``strategy`` defaults to revolve; a ``plan`` (made by a planned strategy before the loop
+    is built: :func:`ckptbench.schedules.plan_from`) means that strategy, optimal by default,
+    whose slots and tape bytes are the plan's. Otherwise ``snaps`` is needed and
+    ``tape_bytes`` declares one tape's bytes for ``peak_stored_bytes``. The engine never
+    plans: it runs the stream it is given.
     """
     steps = check_int("steps", steps)
-    if costs is not None or budget_bytes is not None:
-        if plan is not None:
-            raise ValueError("give either plan or costs and budget_bytes, not both")
-        if costs is None or budget_bytes is None:
-            raise ValueError("costs and budget_bytes go together")
-        plan = plan_optimal(costs, steps, budget_bytes)
-    strat = get_strategy("revolve" if strategy is None else strategy)
+    strat = get_strategy(REVOLVE if strategy is None else strategy)
     if plan is not None:
-        if strategy is not None and not strat.planned:
-            raise ValueError(f"a plan runs strategy optimal, not {strat.name}")
-        if tape_bytes:
-            raise ValueError("a plan declares its own tape bytes")
-        if not isinstance(plan, Plan):
-            raise ValueError(
-                f"plan must be a ckptbench.schedules.optimal.planner.Plan, got {type(plan)}"
-            )
-        if plan.steps != steps:
-            raise ValueError(f"plan is for {plan.steps} steps, not steps={steps}")
-        tb = plan.costs.tape_bytes
-        per_step = tuple(tb) if isinstance(tb, tuple) else (tb,) * steps
-        return LoopSchedule(steps, max(1, plan.slots), get_strategy("optimal"), plan, per_step)
+        return _planned_schedule(steps, OPTIMAL if strategy is None else strat, plan, tape_bytes)
     if strat.planned:
         raise ValueError(
-            "strategy optimal needs a plan, or costs and budget_bytes "
-            "(ckptbench.schedules.optimal.planner.plan_optimal)"
+            f"strategy {strat.name} needs a plan, or costs and budget_bytes to make one"
         )
-    if strat.stream is None:
+    if not strat.ours:
         raise ValueError(f"strategy {strat.name} is a framework's own checkpointing, not ours")
     if snaps is None:
         raise ValueError(f"strategy {strat.name} needs snaps")
     snaps = check_int("snaps", snaps)
     declared = check_int("tape_bytes", tape_bytes, minimum=0)
     return LoopSchedule(steps, snaps, strat, None, (declared,) * steps)
+
+
+def _planned_schedule(steps: int, strat: StrategySpec, plan: Any, tape_bytes: int) -> LoopSchedule:
+    if not strat.planned:
+        raise ValueError(f"a plan runs a planned strategy such as optimal, not {strat.name}")
+    if tape_bytes:
+        raise ValueError("a plan declares its own tape bytes")
+    if not all(hasattr(plan, a) for a in ("actions", "steps", "slots", "costs")):
+        raise ValueError(f"plan must be a strategy's plan, got {type(plan).__name__}")
+    if plan.steps != steps:
+        raise ValueError(f"plan is for {plan.steps} steps, not steps={steps}")
+    tb = plan.costs.tape_bytes
+    per_step = tuple(tb) if isinstance(tb, tuple) else (tb,) * steps
+    return LoopSchedule(steps, max(1, plan.slots), strat, plan, per_step)
 
 
 class EngineLoop:
@@ -193,6 +187,11 @@ class EngineLoop:
             raise ValueError("step and post must be callables")
         self.step = step
         self.post = post
+        costs, budget = schedule.pop("costs", None), schedule.pop("budget_bytes", None)
+        if costs is not None or budget is not None:  # the strategy plans, never the engine
+            schedule["plan"] = plan_from(
+                strategy, steps, plan=schedule.get("plan"), costs=costs, budget_bytes=budget
+            )
         self.schedule = loop_schedule(steps, snaps, strategy, **schedule)
         self.steps = self.schedule.steps
         self.snaps = self.schedule.snaps

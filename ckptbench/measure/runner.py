@@ -229,8 +229,8 @@ def run_case(
     """
     if len(set(modes)) != len(modes):
         raise ValueError("modes must not repeat")
-    if case.strategy == "optimal" and Mode.CHECKPOINTED in modes:
-        from ckptbench.schedules.optimal.planner import Costs, check_budget, check_plannable
+    if get_strategy(case.strategy).planned and Mode.CHECKPOINTED in modes:
+        from ckptbench.schedules.optimal import Costs, check_budget, check_plannable
 
         check_plannable(case.steps, Costs.from_dict(costs) if costs is not None else None)
         if costs is None:

@@ -39,7 +39,8 @@ import numpy as np
 
 from ckptbench.backends import registry
 from ckptbench.measure import peaks as measure
-from ckptbench.schedules.optimal.planner import Costs, plan_optimal
+from ckptbench.schedules import STORE_ALL
+from ckptbench.schedules.optimal import Costs, plan_optimal
 
 __all__ = ["StepCostReport", "measure_step_costs", "measure_workload_costs"]
 
@@ -167,7 +168,7 @@ def measure_step_costs(
 def _store_all_taped_time(fw, workload, params, state0, inputs) -> float:
     """The executor's taped-phase time of one gradient that turns every step from a snapshot."""
     k = int(np.shape(inputs)[0])
-    loop = fw.checkpoint(workload.step, workload.post, k, k, "store-all")
+    loop = fw.checkpoint(workload.step, workload.post, k, k, STORE_ALL)
     fw.value_and_grad(lambda p: workload.loss(loop(p, state0, inputs)), None)(params)
     return loop.stats.taped_time_s
 

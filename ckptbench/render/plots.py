@@ -152,14 +152,7 @@ def _fit_line(xs: list[float], ys: list[float]) -> tuple[float, float] | None:
 
 
 def _point_label(strategy: str, setting: int) -> str:
-    kind = get_strategy(strategy).setting
-    if kind is Setting.BUDGET:
-        return f"{setting / MIB:g} MiB"
-    if kind is Setting.SEGMENTS:
-        return f"{setting} seg"
-    if kind is Setting.CHECKPOINTS:
-        return f"{setting} ckpt"
-    return f"s={setting}"
+    return get_strategy(strategy).setting.point_label(setting)
 
 
 def _points(results: Sequence[RunResult], strategy: str) -> list[tuple[int, float, float, Any]]:
@@ -243,7 +236,7 @@ def plot_tradeoff(
                 label=f"{name} measured",
             )
             recompute += [m[1] for m in measured]
-        if name == "revolve":
+        if spec.reference:
             revolve_pts = pts
     if not xs_all:
         _no_data(ax1, "no cell with checkpointed overhead and slowdown")

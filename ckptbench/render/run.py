@@ -19,7 +19,6 @@ from ckptbench.render.table import Column, Table
 from ckptbench.results.schema import Mode, RunResult, Status
 from ckptbench.schedules import (
     ReplayStats,
-    Setting,
     get_strategy,
     optimal_forward_steps,
     repetition_number,
@@ -68,14 +67,8 @@ def _setting(result: RunResult) -> str:
     c = result.case
     backend = "" if c.backend == "autograd" else f" on {c.backend}/{c.device}"
     spec = get_strategy(c.strategy)
-    if spec.setting is Setting.BUDGET:
-        what = f"{c.strategy} within {fmt_bytes(c.budget_bytes)}"
-    elif spec.setting is Setting.SEGMENTS:
-        what = f"{spec.label}, {c.snaps} segments"
-    elif spec.setting is Setting.CHECKPOINTS:
-        what = f"{spec.label}, {c.snaps} checkpoints"
-    else:
-        what = f"{c.snaps} snaps ({c.strategy})"
+    value = spec.setting_of(c.snaps, c.budget_bytes)
+    what = spec.setting.describe(spec, fmt_bytes(value) if spec.setting.in_bytes else str(value))
     return f"{c.model} {c.steps} steps, {what}{backend}{rounds_text(result)}:"
 
 
@@ -142,7 +135,7 @@ def headline(result: RunResult) -> str:
             parts.append(f"memory savings {host}")
     ev, opt = s.get("step_evaluations"), s.get("step_evaluations_optimal")
     if ev is not None and opt is not None:
-        best = "planned" if c.strategy == "optimal" else "optimal"
+        best = "planned" if get_strategy(c.strategy).planned else "optimal"
         parts.append(f"— {ev} step evaluations ({best} {opt})")
     elif ev is not None:
         parts.append(f"— {ev} step evaluations")
@@ -345,12 +338,13 @@ def _quantities(title: str, rows: list[tuple[str, str]]) -> Table:
 
 
 def closed_form_table(steps: int, snaps: int, strategy: str) -> Table:
-    """A schedule's cost from the formulas alone (no enumeration), for any size."""
-    s = min(snaps, steps)
-    if strategy == "store-all":
-        t, peak, r = steps - 1, steps, 1
-    else:
-        t, peak, r = optimal_forward_steps(steps, s), s, repetition_number(steps, s)
+    """A schedule's cost from its closed form alone (no enumeration), for any size."""
+    spec = get_strategy(strategy)
+    if spec.closed_form is None:
+        raise ValueError(f"strategy {spec.name} has no closed form")
+    s = spec.effective_snaps(steps, snaps)
+    form = spec.closed_form
+    t, peak, r = form.advances(steps, s), form.peak(steps, s), form.repetitions(steps, s)
     rows = [
         ("repetition number r(l, s)", str(r)),
         ("advances t (untaped steps, first sweep included)", f"{t}"),

@@ -81,8 +81,7 @@ MAX_INT = 2**63 - 1  #: the largest integer a case field holds
 
 
 def snaps_ignored(strategy: str) -> bool:  # store-all, budget: cases record snaps = steps
-    s = get_strategy(strategy)
-    return s.setting is Setting.BUDGET or s.effective_snaps(2, 1) == 2
+    return not get_strategy(strategy).uses_snaps
 
 
 def _pos_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -152,8 +151,10 @@ class Case:
                 f"unknown device {self.device!r} for --backend {self.backend} "
                 f"(choose from {', '.join(backend.devices)}){where}"
             )
-        if self.backend not in spec.backends:
-            runs_on = " or ".join(f"--backend {b}" for b in sorted(spec.backends))
+        if not spec.runs_on(backend):
+            runs_on = " or ".join(
+                f"--backend {b.name}" for b in BACKENDS.values() if spec.runs_on(b)
+            )
             raise CaseError(f"strategy {spec.name!r} needs {runs_on}")
         if spec.setting is Setting.BUDGET:
             if self.budget_bytes is None:
@@ -208,11 +209,8 @@ class Case:
             note = f"--snaps {self.snaps} is not used by strategy {self.strategy}; recorded as "
             note += f"{self.steps}, so every command gives this case one key"
         elif self.snaps > self.steps:
-            kind = get_strategy(self.strategy).setting
-            note = f"--snaps {self.snaps} clamped to {self.steps}: " + {
-                Setting.SEGMENTS: "at most one segment per step",
-                Setting.CHECKPOINTS: "at most one checkpoint per step",
-            }.get(kind, "never more slots than steps")
+            clamp = get_strategy(self.strategy).setting.clamp
+            note = f"--snaps {self.snaps} clamped to {self.steps}: {clamp}"
         else:
             return self, ()
         return replace(self, snaps=self.steps), (note,)

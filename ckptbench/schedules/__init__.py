@@ -2,20 +2,27 @@
 
 * :mod:`~ckptbench.schedules.actions` — the vocabulary, :func:`replay` and
   :func:`replay_bytes`;
+* :mod:`~ckptbench.schedules.strategy` — :class:`StrategySpec`, what a strategy answers for
+  itself;
 * :mod:`~ckptbench.schedules.revolve` — binomial checkpointing (Griewank & Walther,
   Algorithm 799, 2000) and its closed forms;
 * :mod:`~ckptbench.schedules.uniform` — equal segments (the sqrt(n) strategy);
 * :mod:`~ckptbench.schedules.storeall` — every state kept;
-* :mod:`~ckptbench.schedules.optimal` — the budget planner (Beaumont et al., 2019);
-* :mod:`~ckptbench.schedules.peers` — the frameworks' own checkpointing.
+* :mod:`~ckptbench.schedules.optimal` — the budget planner (costs, dynamic program, plans);
+* :mod:`~ckptbench.schedules.peers` — the frameworks' own checkpointing;
+* :mod:`~ckptbench.schedules.cost_model` — one cost model scoring any stream, and
+  :mod:`~ckptbench.schedules.compare` — the strategies compared at a byte budget.
 
 Every list of strategies in ckptbench reads :data:`STRATEGIES` (docs/architecture.md,
-"Strategies and backends"). Pure: no arrays, no I/O.
+"Strategies and backends"); :func:`register` adds one (a plug-in's, a test's). Pure: no
+arrays, no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
 
 from ckptbench.schedules.actions import (
     Action,
@@ -37,14 +44,19 @@ from ckptbench.schedules.revolve import (
     schedule,
 )
 from ckptbench.schedules.storeall import STORE_ALL, store_all_schedule
-from ckptbench.schedules.strategy import Setting, StrategySpec
+from ckptbench.schedules.strategy import ClosedForm, RunsStreams, Setting, StrategySpec
 from ckptbench.schedules.uniform import UNIFORM, uniform_schedule
 
 __all__ = [
+    "OPTIMAL",
+    "REVOLVE",
+    "STORE_ALL",
     "STRATEGIES",
+    "UNIFORM",
     "Action",
     "ActionKind",
     "ByteReplay",
+    "ClosedForm",
     "ReplayStats",
     "ScheduleError",
     "Setting",
@@ -54,6 +66,8 @@ __all__ = [
     "get_strategy",
     "make_schedule",
     "optimal_forward_steps",
+    "plan_from",
+    "register",
     "repetition_number",
     "replay",
     "replay_bytes",
@@ -70,6 +84,16 @@ STRATEGIES: dict[str, StrategySpec] = {
 }
 
 
+def register(spec: StrategySpec) -> StrategySpec:
+    """Add ``spec`` to :data:`STRATEGIES` (a name registers once); returns it."""
+    if not isinstance(spec, StrategySpec):
+        raise TypeError(f"a strategy is a StrategySpec, got {type(spec).__name__}")
+    if STRATEGIES.get(spec.name, spec) is not spec:
+        raise ValueError(f"strategy {spec.name!r} is already registered")
+    STRATEGIES[spec.name] = spec
+    return spec
+
+
 def get_strategy(name: str | StrategySpec) -> StrategySpec:
     """The strategy called ``name``; a one-line ``ValueError`` naming the choices otherwise."""
     if isinstance(name, StrategySpec):
@@ -80,13 +104,39 @@ def get_strategy(name: str | StrategySpec) -> StrategySpec:
     return spec
 
 
-def strategy_names(backend: str | None = None, *, ours: bool | None = None) -> list[str]:
-    """Names of the strategies (those ``backend`` runs; only ours or only peers)."""
+def strategy_names(backend: RunsStreams | None = None, *, ours: bool | None = None) -> list[str]:
+    """Names of the strategies (those ``backend``, a backend's spec, runs; only ours or only
+    peers). ``ckptbench.backends.registry.strategies(name)`` asks by a backend's name."""
+    if isinstance(backend, str):
+        raise TypeError(
+            "strategy_names takes a backend's spec (ckptbench.backends.registry.spec(name)) "
+            "or use ckptbench.backends.registry.strategies(name)"
+        )
     return [
         s.name
         for s in STRATEGIES.values()
-        if (backend is None or backend in s.backends) and (ours is None or s.ours is ours)
+        if (backend is None or s.runs_on(backend)) and (ours is None or s.ours is ours)
     ]
+
+
+def plan_from(
+    strategy: str | StrategySpec | None, steps: int, *, plan: Any = None, costs: Any = None,
+    budget_bytes: int | None = None,
+) -> Any:  # fmt: skip
+    """The plan a binding runs: ``plan`` as given, or the one a planned strategy makes from
+    ``costs`` and ``budget_bytes`` (:meth:`StrategySpec.plan_for`; ``strategy`` None means
+    :data:`OPTIMAL`); None where neither is given."""
+    if costs is None and budget_bytes is None:
+        return plan
+    if plan is not None:
+        raise ValueError("give either plan or costs and budget_bytes, not both")
+    if costs is None or budget_bytes is None:
+        raise ValueError("costs and budget_bytes go together")
+    spec = OPTIMAL if strategy is None else get_strategy(strategy)
+    if not spec.planned:
+        raise ValueError(f"costs and budget_bytes make a plan; strategy {spec.name} runs none")
+    sized = SimpleNamespace(steps=check_int("steps", steps), budget_bytes=budget_bytes)
+    return spec.plan_for(sized, costs)
 
 
 def make_schedule(strategy: str | StrategySpec, steps: int, snaps: int) -> Iterator[Action]:
@@ -94,7 +144,7 @@ def make_schedule(strategy: str | StrategySpec, steps: int, snaps: int) -> Itera
     spec = get_strategy(strategy)
     if spec.stream is None:
         why = (
-            "needs step costs and a byte budget: see ckptbench.schedules.optimal.planner"
+            "needs step costs and a byte budget: see its plan_for"
             if spec.planned
             else "is a framework's own checkpointing, not an action stream"
         )

@@ -9,7 +9,8 @@ action streams, so they have no step counts of ours and no replay.
   binomial checkpointing; Stumm & Walther, "New algorithms for optimal online
   checkpointing", SISC 32(2), 2010).
 
-Pure: no arrays, no I/O.
+Each peer is declared here once: its backend, and the factory ``"module:function"`` that
+backend resolves (``factory(step, post, steps, snaps) -> loop``). Pure: no arrays, no I/O.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ TORCH_CHECKPOINT = StrategySpec(
     label="torch.utils.checkpoint",
     marker="v",
     setting=Setting.SEGMENTS,
-    backends=frozenset({"torch"}),
     help="torch.utils.checkpoint over --snaps equal segments (the peer)",
+    backend="torch",
+    factory="ckptbench.backends.torch.peers:torch_checkpoint",
 )
 
 #: jax.checkpoint over equal segments of a scan.
@@ -34,8 +36,9 @@ JAX_CHECKPOINT = StrategySpec(
     label="jax.checkpoint",
     marker="P",
     setting=Setting.SEGMENTS,
-    backends=frozenset({"jax"}),
     help="jax.checkpoint over --snaps equal scan segments (the peer)",
+    backend="jax",
+    factory="ckptbench.backends.jax.peers:scan_checkpoint",
 )
 
 #: equinox's checkpointed while loop.
@@ -44,7 +47,8 @@ EQUINOX = StrategySpec(
     label="equinox checkpointed loop",
     marker="X",
     setting=Setting.CHECKPOINTS,
-    backends=frozenset({"jax"}),
     help="equinox's checkpointed while loop with --snaps checkpoints (the peer)",
+    backend="jax",
+    factory="ckptbench.backends.jax.peers:equinox_checkpoint",
     requires=("equinox",),
 )

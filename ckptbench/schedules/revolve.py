@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterator
 
 from ckptbench.schedules.actions import Action, ActionKind, check_int
-from ckptbench.schedules.strategy import ALL_BACKENDS, Setting, StrategySpec
+from ckptbench.schedules.strategy import ClosedForm, Setting, StrategySpec
 
 __all__ = ["REVOLVE", "beta", "optimal_forward_steps", "repetition_number", "schedule"]
 
@@ -141,15 +141,20 @@ def _revolve(l: int, s: int) -> Iterator[Action]:
     yield new(A, (ActionKind.TERMINATE, None, None, None, None))
 
 
-#: Optimal binomial checkpointing: the fewest advances for s slots.
+def _slots(steps: int, snaps: int) -> int:
+    return snaps
+
+
+#: Optimal binomial checkpointing: the fewest advances for s slots; the reference curve.
 REVOLVE = StrategySpec(
     name="revolve",
     label="Revolve (binomial)",
     marker="o",
     setting=Setting.SNAPS,
-    backends=ALL_BACKENDS,
     help="optimal binomial checkpointing with --snaps slots (Griewank & Walther)",
     stream=schedule,
-    advances=optimal_forward_steps,
+    closed_form=ClosedForm(optimal_forward_steps, _slots, repetition_number),
     lower_bound=optimal_forward_steps,
+    fits_budget=True,
+    reference=True,
 )

@@ -19,7 +19,7 @@ from ckptbench.schedules.actions import (
     Action,
     check_int,
 )
-from ckptbench.schedules.strategy import ALL_BACKENDS, Setting, StrategySpec
+from ckptbench.schedules.strategy import ClosedForm, Setting, StrategySpec
 
 __all__ = ["STORE_ALL", "store_all_schedule"]
 
@@ -52,24 +52,27 @@ def _store_all_advances(steps: int, snaps: int) -> int:
     return steps - 1
 
 
+def _every_state(steps: int, snaps: int) -> int:
+    return steps
+
+
+def _once(steps: int, snaps: int) -> int:
+    return 1
+
+
 def _store_all_stream(steps: int, snaps: int) -> Iterator[Action]:
     return store_all_schedule(steps)
 
 
-class _StoreAllSpec(StrategySpec):
-    def effective_snaps(self, steps: int, snaps: int) -> int:
-        return steps  # it keeps every state, whatever --snaps says
-
-
-#: Every state stored: the fastest schedule and the largest.
-STORE_ALL = _StoreAllSpec(
+#: Every state stored, whatever --snaps says: the fastest schedule and the largest.
+STORE_ALL = StrategySpec(
     name="store-all",
     label="store all",
     marker="^",
     setting=Setting.SNAPS,
-    backends=ALL_BACKENDS,
     help="store every state (snaps = steps)",
     stream=_store_all_stream,
-    advances=_store_all_advances,
+    closed_form=ClosedForm(_store_all_advances, _every_state, _once),
     lower_bound=_store_all_advances,
+    uses_snaps=False,
 )

@@ -1,66 +1,127 @@
 """What a checkpointing strategy is, as every part of ckptbench needs to know it.
 
-One :class:`StrategySpec` per strategy carries its properties: its name, what it is set by
-(snapshot slots, a peer's segments or a byte budget), which backends run it, how its
-action stream is made (``None`` for the frameworks' own checkpointing, which is not ours),
-and the step counts it plans where they are known. The registry in
+One :class:`StrategySpec` per strategy answers for itself (checkpoint_schedules' shape: no
+caller branches on a strategy's name): what it is set by (:class:`Setting`, with its unit
+and labels), whether it uses ``--snaps``, how its action stream or plan is made
+(:meth:`StrategySpec.actions_for`, :meth:`StrategySpec.plan_for`), its closed form where
+one exists, whether ``plan`` compares it at a budget, whether it is the reference curve of
+the trade-off plot, and which backends run it. A strategy is either *ours* (an action
+stream or a plan, run by every backend whose spec says it runs action streams) or a *peer*
+(a framework's own checkpointing, run by one backend through a factory named
+``"module:function"`` that the backend resolves). The registry in
 :mod:`ckptbench.schedules` holds one per strategy; Case validation, the CLI's choices, the
-sweep's ETA, the gate, the summary, the plots and the configs all read it instead of
-keeping their own lists (docs/architecture.md, "Strategies and backends").
+sweep's ETA, the gate, the summary, the plots and the configs read it instead of keeping
+their own lists (docs/architecture.md, "Strategies and backends").
 
-Pure: no arrays, no I/O.
+Pure: no arrays, no I/O, no backend names.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from ckptbench.schedules.actions import Action, replay
 
-__all__ = ["ALL_BACKENDS", "ENUMERATE_STEPS", "Setting", "StrategySpec"]
-
-#: Backends that run our action streams (every backend has the one interpreter or compiles it).
-ALL_BACKENDS: frozenset[str] = frozenset({"autograd", "torch", "jax"})
+__all__ = ["ENUMERATE_STEPS", "ClosedForm", "Setting", "StrategySpec"]
 
 #: Above this many steps a schedule without a closed form is not enumerated for estimates.
 ENUMERATE_STEPS = 100_000
 
 
 class Setting(Enum):
-    """What one point of a strategy's trade-off is set by."""
+    """What one point of a strategy's trade-off is set by, with its unit and labels.
 
-    SNAPS = "snaps"  # snapshot slots, including the one holding x_0
-    SEGMENTS = "segments"  # a peer's equal segments (given as --snaps)
-    CHECKPOINTS = "checkpoints"  # a peer's online checkpoints (equinox; given as --snaps)
-    BUDGET = "budget"  # bytes for states and tapes (--budget)
+    ``unit``: what one value counts; ``point``: a plot point's label (``{}`` the value,
+    bytes shown in MiB); ``phrase``: how a run's headline names the setting (``{value}``
+    formatted by the caller, ``{name}`` and ``{label}`` the strategy's); ``clamp``: why a
+    value above the steps is clamped to them.
+    """
+
+    SNAPS = ("snaps", "slots", "s={}", "{value} snaps ({name})", "never more slots than steps")
+    SEGMENTS = (
+        "segments", "segments", "{} seg", "{label}, {value} segments",
+        "at most one segment per step",
+    )  # fmt: skip  # a peer's equal segments (given as --snaps)
+    CHECKPOINTS = (
+        "checkpoints", "checkpoints", "{} ckpt", "{label}, {value} checkpoints",
+        "at most one checkpoint per step",
+    )  # fmt: skip  # a peer's online checkpoints (equinox; given as --snaps)
+    BUDGET = ("budget", "bytes", "{:g} MiB", "{name} within {value}", "")  # --budget
+
+    def __new__(cls, value: str, unit: str, point: str, phrase: str, clamp: str) -> Setting:
+        member = object.__new__(cls)
+        member._value_ = value
+        member.unit, member.point, member.phrase, member.clamp = unit, point, phrase, clamp
+        return member
+
+    @property
+    def in_bytes(self) -> bool:
+        """The value is a byte count (format it as bytes)."""
+        return self.unit == "bytes"
+
+    def point_label(self, value: int) -> str:
+        """A plot point's label: ``s=5``, ``5 seg``, ``5 ckpt``, ``8 MiB``."""
+        return self.point.format(value / 2**20 if self.in_bytes else value)
+
+    def describe(self, spec: StrategySpec, value: str) -> str:
+        """The headline's words for a case set to ``value`` (already formatted)."""
+        return self.phrase.format(name=spec.name, label=spec.label, value=value)
+
+
+@dataclass(frozen=True)
+class ClosedForm:
+    """A strategy's counts from formulas alone, for any size (``s``: the effective snaps)."""
+
+    advances: Callable[[int, int], int]  # untaped advances t, first sweep included
+    peak: Callable[[int, int], int]  # most snapshots held at once (at most)
+    repetitions: Callable[[int, int], int]  # r: the most advances of one step (at most)
+
+
+class RunsStreams(Protocol):
+    """What :meth:`StrategySpec.runs_on` reads of a backend's spec."""
+
+    name: str
+    runs_streams: bool
 
 
 @dataclass(frozen=True)
 class StrategySpec:
     """One checkpointing strategy and its properties.
 
-    ``stream(steps, snaps)`` makes the action stream of a strategy set by snaps; the budget
-    planner's stream comes from a plan instead (``planned`` is True) and a peer has none.
-    ``advances(steps, snaps)`` is the exact closed form of untaped advances where one
-    exists.
+    Ours: ``stream(steps, snaps)`` makes the action stream of a strategy set by snaps, or
+    ``planner(costs, steps, budget_bytes, levels=...)`` makes the plan whose stream it runs
+    (``costs`` a costs object or its dict; the plan has ``actions()``, ``slots``,
+    ``exact``, ``quantum_bytes``, ``prediction`` and ``summary()``). A peer has
+    neither: ``backend`` names the one backend that runs it and ``factory`` the
+    ``"module:function"`` giving ``loop = function(step, post, steps, snaps)``.
     """
 
     name: str
     label: str  # for tables and plot legends
     marker: str  # matplotlib marker of its points
     setting: Setting
-    backends: frozenset[str]
     help: str  # one line for --help
     stream: Callable[[int, int], Iterator[Action]] | None = None
-    advances: Callable[[int, int], int] | None = None
+    planner: Callable[[Any, int, int], Any] | None = None  # (costs, steps, budget) -> plan
+    closed_form: ClosedForm | None = None
     lower_bound: Callable[[int, int], int] | None = None  # advances no schedule goes below
-    planned: bool = (
-        False  # the stream comes from ckptbench.schedules.optimal.planner (states and tapes)
-    )
+    uses_snaps: bool = True  # False: every state kept, or set by a budget (snaps = steps)
+    fits_budget: bool = False  # compared at a byte budget by ``plan``
+    reference: bool = False  # the trade-off plot's fitted curve
+    backend: str | None = None  # a peer's backend; None: ours, on every stream backend
+    factory: str | None = None  # a peer's loop factory, "module:function"
     requires: tuple[str, ...] = ()  # packages a peer needs beyond its backend's framework
+
+    def __post_init__(self) -> None:
+        ours = (self.stream is not None) + (self.planner is not None)
+        if self.backend is None and ours != 1:
+            raise ValueError(f"strategy {self.name}: ours needs a stream or a planner (one)")
+        if self.backend is not None and (ours or not self.factory):
+            raise ValueError(f"strategy {self.name}: a peer has a factory, no stream or plan")
 
     def missing(self) -> str | None:
         """None when every package this strategy needs can be imported, else one line."""
@@ -74,11 +135,54 @@ class StrategySpec:
     @property
     def ours(self) -> bool:
         """True for the action streams ckptbench's executors run (not a framework's own)."""
-        return self.stream is not None or self.planned
+        return self.backend is None
+
+    @property
+    def planned(self) -> bool:
+        """True when the stream comes from a plan (step costs and a byte budget)."""
+        return self.planner is not None
+
+    @property
+    def advances(self) -> Callable[[int, int], int] | None:
+        """The closed form of untaped advances, ``advances(steps, snaps)``, or None."""
+        return None if self.closed_form is None else self.closed_form.advances
+
+    def runs_on(self, backend: RunsStreams) -> bool:
+        """Whether ``backend`` (a backend's spec) runs this strategy."""
+        return backend.runs_streams if self.ours else self.backend == backend.name
+
+    def load_factory(self) -> Callable[..., Any]:
+        """A peer's ``factory(step, post, steps, snaps) -> loop`` (imports its module)."""
+        if self.factory is None:
+            raise ValueError(f"strategy {self.name} is ours: it has no peer factory")
+        module, _, function = self.factory.partition(":")
+        return getattr(importlib.import_module(module), function)
+
+    def plan_for(self, case: Any, costs: Any) -> Any:
+        """The plan a planned strategy runs for ``case`` (its ``steps`` and
+        ``budget_bytes``) with step ``costs``; None for a strategy without plans."""
+        if not self.planned:
+            return None
+        if costs is None:
+            raise ValueError(f"strategy {self.name!r} needs measured step costs")
+        return self.planner(costs, case.steps, case.budget_bytes)  # type: ignore[misc]
+
+    def actions_for(self, case: Any, plan: Any = None) -> Iterator[Action]:
+        """The action stream this strategy runs for ``case`` (its ``steps`` and ``snaps``):
+        ``plan``'s (from :meth:`plan_for`) for a planned strategy, else its stream."""
+        if self.planned:
+            if plan is None:
+                raise ValueError(f"strategy {self.name} runs a plan: see plan_for")
+            return plan.actions()
+        if self.stream is None:
+            raise ValueError(
+                f"strategy {self.name} is a framework's own checkpointing, not an action stream"
+            )
+        return self.stream(case.steps, case.snaps)
 
     def effective_snaps(self, steps: int, snaps: int) -> int:
         """The slots (or segments) a run of ``steps`` really uses."""
-        return min(snaps, steps)
+        return min(snaps, steps) if self.uses_snaps else steps
 
     def step_counts(
         self, steps: int, snaps: int, plan: Mapping[str, Any] | None = None
@@ -87,7 +191,7 @@ class StrategySpec:
         None where the strategy has no step count of ours (a peer; a plan not recorded).
 
         The closed form where there is one, else a replay of the stream; a plan's own
-        count (``plan["advances"]``) for the budget planner. Every step is taped once.
+        count (``plan["advances"]``) for a planned strategy. Every step is taped once.
         """
         if self.planned:
             advances = (plan or {}).get("advances")
@@ -96,8 +200,8 @@ class StrategySpec:
         if self.stream is None:
             return None
         s = self.effective_snaps(steps, snaps)
-        if self.advances is not None:
-            return self.advances(steps, s), steps
+        if self.closed_form is not None:
+            return self.closed_form.advances(steps, s), steps
         stats = replay(self.stream(steps, s), steps)
         return stats.advances, stats.taped
 
@@ -105,8 +209,8 @@ class StrategySpec:
         """Untaped advances for an estimate (the sweep's ETA): exact where cheap, else the
         lower bound, else one extra sweep (``steps``) for plans and peers."""
         s = self.effective_snaps(steps, snaps)
-        if self.advances is not None:
-            return self.advances(steps, s)
+        if self.closed_form is not None:
+            return self.closed_form.advances(steps, s)
         if self.stream is not None and steps <= ENUMERATE_STEPS:
             return replay(self.stream(steps, s), steps).advances
         if self.lower_bound is not None:
@@ -116,7 +220,7 @@ class StrategySpec:
     def optimum_advances(
         self, steps: int, snaps: int, plan: Mapping[str, Any] | None = None
     ) -> int | None:
-        """The advances to compare a run with: a plan's own count for the budget planner,
+        """The advances to compare a run with: a plan's own count for a planned strategy,
         the binomial optimum t(l, s) for a stream set by snaps (exact for Revolve and
         store-all, a lower bound for others), None for a peer."""
         if self.planned:
@@ -128,6 +232,6 @@ class StrategySpec:
 
     def setting_of(self, snaps: int, budget_bytes: int | None) -> int:
         """The value this strategy is set by: the budget, else snaps (or segments)."""
-        if self.setting is Setting.BUDGET:
+        if self.setting.in_bytes:
             return int(budget_bytes or 0)
         return snaps

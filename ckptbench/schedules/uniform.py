@@ -24,7 +24,7 @@ from ckptbench.schedules.actions import (
     check_int,
 )
 from ckptbench.schedules.revolve import optimal_forward_steps
-from ckptbench.schedules.strategy import ALL_BACKENDS, Setting, StrategySpec
+from ckptbench.schedules.strategy import Setting, StrategySpec
 
 __all__ = ["UNIFORM", "uniform_schedule"]
 
@@ -106,8 +106,8 @@ UNIFORM = StrategySpec(
     label="equal segments",
     marker="s",
     setting=Setting.SNAPS,
-    backends=ALL_BACKENDS,
     help="sqrt(n)-style equal segments within --snaps slots",
     stream=uniform_schedule,
     lower_bound=optimal_forward_steps,
+    fits_budget=True,
 )

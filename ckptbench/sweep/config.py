@@ -41,7 +41,7 @@ from typing import Any
 
 from ckptbench.results.files import read_text_limited
 from ckptbench.results.schema import Case, CaseError
-from ckptbench.schedules import STRATEGIES, Setting, get_strategy
+from ckptbench.schedules import OPTIMAL, STRATEGIES, Setting, get_strategy
 
 __all__ = [
     "EXPECT_KEYS",
@@ -246,7 +246,7 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
 #: Fields a value needs beside it to be checked on its own (the cell itself is checked whole).
 _COMPANIONS: dict[tuple[str, Any], dict[str, Any]] = {
     ("device", "cuda"): {"backend": "torch"},
-    ("budget_bytes", "*"): {"strategy": "optimal"},
+    ("budget_bytes", "*"): {"strategy": OPTIMAL.name},
     ("budget_bytes", None): {},
 }
 
@@ -257,8 +257,8 @@ def _companions(key: str, value: Any) -> dict[str, Any]:
     if key == "strategy" and value in STRATEGIES:
         spec = get_strategy(value)
         extra: dict[str, Any] = {"budget_bytes": 1} if spec.setting is Setting.BUDGET else {}
-        if "autograd" not in spec.backends:
-            extra["backend"] = sorted(spec.backends)[0]
+        if spec.backend is not None:  # a peer runs on its own backend only
+            extra["backend"] = spec.backend
         return extra
     hashable = value if isinstance(value, (str, int, float, type(None))) else None
     return _COMPANIONS.get((key, hashable), _COMPANIONS.get((key, "*"), {}))

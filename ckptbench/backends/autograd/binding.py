@@ -40,7 +40,7 @@ from ckptbench.engine.interpreter import (
     reverse_sweep,
 )
 from ckptbench.schedules import StrategySpec
-from ckptbench.schedules.optimal.planner import Costs, Plan
+from ckptbench.schedules.optimal import Costs, Plan
 
 __all__ = [
     "AutogradStepOps",

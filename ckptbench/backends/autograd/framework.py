@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import autograd
 import autograd.numpy as anp
@@ -45,7 +45,6 @@ class AutogradFramework:
     """autograd's operations for :class:`ckptbench.backends.modes.FrameworkBackend`."""
 
     name = "autograd"
-    peers: ClassVar[dict[str, Callable[..., Any]]] = {}  # autograd has no checkpointing of its own
     checkpoint = staticmethod(binomial_checkpoint)
     flatten = staticmethod(flatten)
 

@@ -35,7 +35,7 @@ from ckptbench.backends.jax.device import resolve_device
 from ckptbench.backends.jax.table import encode
 from ckptbench.backends.jax.workloads import load_jax_workload
 from ckptbench.schedules import store_all_schedule
-from ckptbench.schedules.optimal.planner import Costs
+from ckptbench.schedules.optimal import Costs
 from ckptbench.workloads import Sizes
 
 __all__ = ["measure_jax_costs"]

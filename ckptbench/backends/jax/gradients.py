@@ -32,30 +32,28 @@ from __future__ import annotations
 
 import importlib
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ckptbench.backends import Built
+from ckptbench.backends import Built, registry
 from ckptbench.backends.jax.binding import COUNTERS, compiled_checkpoint, tape_layout
 from ckptbench.backends.jax.device import DevicePeakMeter, resolve_device
-from ckptbench.backends.jax.peers import PEERS, equinox_checkpoint, scan_checkpoint
 from ckptbench.backends.jax.table import encode
 from ckptbench.backends.jax.workloads import load_jax_workload
 from ckptbench.measure.peaks import read_rss_bytes, trim_heap
-from ckptbench.schedules import get_strategy, make_schedule, replay_bytes, strategy_names
-from ckptbench.schedules.optimal.planner import Costs, plan_optimal
+from ckptbench.schedules import get_strategy, replay_bytes
 from ckptbench.workloads import Sizes
 
 __all__ = ["SCHEDULES", "STRATEGIES", "flatten_gradient", "make_built", "plain_scan"]
 
-#: Strategies run by the compiled executor: our action streams, from the strategy registry.
-SCHEDULES: tuple[str, ...] = tuple(strategy_names("jax", ours=True))
-#: Checkpointed-mode strategies of the JAX backend.
-STRATEGIES: tuple[str, ...] = SCHEDULES + PEERS
+#: Checkpointed-mode strategies of the JAX backend (ours and its peers), from the registry.
+STRATEGIES: tuple[str, ...] = registry.strategies("jax")
+#: Strategies run by the compiled executor: our action streams.
+SCHEDULES: tuple[str, ...] = tuple(s for s in STRATEGIES if get_strategy(s).ours)
 
 _MODES = ("baseline", "normal", "checkpointed")
 
@@ -108,14 +106,17 @@ def _tree_nbytes(tree: Any) -> int:
 
 
 def _schedule(case: Any, steps: int, costs: dict[str, Any] | None):
-    """The action list of a schedule strategy, and the plan (optimal only)."""
-    if not get_strategy(case.strategy).planned:
-        return list(make_schedule(case.strategy, steps, min(case.snaps, steps))), None
-    if costs is None:
-        raise ValueError("strategy 'optimal' needs measured step costs")
-    measured = Costs.from_dict(costs)
-    plan = plan_optimal(measured, steps, int(case.budget_bytes))
-    return list(plan.actions()), plan
+    """The action list of a schedule strategy, and the plan it made (a planned one only)."""
+    spec = get_strategy(case.strategy)
+    plan = spec.plan_for(case, costs)
+    return list(spec.actions_for(_Clamped(steps, min(case.snaps, steps)), plan)), plan
+
+
+class _Clamped(NamedTuple):
+    """The steps and snaps a stream is made for (snaps clamped to the steps)."""
+
+    steps: int
+    snaps: int
 
 
 def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
@@ -162,9 +163,8 @@ def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Bui
                 (loss, n), g = jax.value_and_grad(value, has_aux=True)(p, s0, xs)
                 return loss, g, n
 
-    elif strategy in PEERS:
-        make = scan_checkpoint if strategy == "jax-checkpoint" else equinox_checkpoint
-        loop = make(step, post, steps, case.snaps)
+    elif not get_strategy(strategy).ours:
+        loop = get_strategy(strategy).load_factory()(step, post, steps, case.snaps)
 
         def fn(p, s0, xs):  # step evaluations: not measured (None), never a made-up 0
             loss, g = jax.value_and_grad(lambda q: loss_of(loop(q, s0, xs)))(p)

@@ -12,6 +12,7 @@
   Wang, Moin & Iaccarino, 2009), outputs written through its ``buffers``.
 
 Both return ``loop(params, state0, inputs) -> outputs`` (``post`` of every state x_1..x_l).
+They are the factories the peers' specs name (:mod:`ckptbench.schedules.peers`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["PEERS", "equinox_checkpoint", "scan_checkpoint"]
-
-#: Strategy names of the JAX backend's peers.
-PEERS: tuple[str, ...] = ("jax-checkpoint", "equinox")
+__all__ = ["equinox_checkpoint", "scan_checkpoint"]
 
 
 def _segment(step: Callable, post: Callable, p: Any) -> Callable:

@@ -11,7 +11,8 @@ wall times are whole.
 Checkpointed strategies: ``revolve``, ``uniform``, ``store-all`` and ``optimal`` run our
 action streams through :func:`ckptbench.backends.torch.binding.revolve_checkpoint` (torch's
 binding of :mod:`ckptbench.engine.interpreter`); ``torch-checkpoint`` runs the peer,
-``torch.utils.checkpoint`` over ``snaps`` equal segments (:mod:`.peer`).
+``torch.utils.checkpoint`` over ``snaps`` equal segments (:mod:`.peers`, declared with its
+factory in :mod:`ckptbench.schedules.peers`).
 
 What every mode imports, so overheads compare like for like: ``torch``,
 ``torch.utils.checkpoint``, ``torch._dynamo`` (which the peer's first non-reentrant
@@ -26,7 +27,7 @@ torch's intra-op pool the way the runner pins BLAS threads.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 from ckptbench.backends.torch import require_torch
 
@@ -37,6 +38,7 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402  (same footprint in every mode; see the docstring)
 import torch.utils.checkpoint  # noqa: E402
 
+import ckptbench.backends.torch.peers  # noqa: E402, F401  (the peer's module, in every mode)
 from ckptbench.backends import Built  # noqa: E402
 from ckptbench.backends.modes import FrameworkBackend  # noqa: E402
 from ckptbench.backends.torch.binding import revolve_checkpoint  # noqa: E402
@@ -46,22 +48,17 @@ from ckptbench.backends.torch.device import (  # noqa: E402
     resolve_device,
     synchronize,
 )
-from ckptbench.backends.torch.peers import torch_checkpoint  # noqa: E402
 from ckptbench.backends.torch.tapes import tape_nbytes  # noqa: E402
 from ckptbench.backends.torch.workloads import load_torch_workload  # noqa: E402
 from ckptbench.workloads import Sizes, WorkloadError  # noqa: E402
 
 __all__ = [
     "BACKEND",
-    "PEER_STRATEGY",
     "TorchFramework",
     "build_gradient",
     "flatten_gradient",
     "tree_leaves",
 ]
-
-#: The strategy name of torch's own checkpointing (equal segments, non-reentrant).
-PEER_STRATEGY = "torch-checkpoint"
 
 
 def tree_leaves(tree: Any) -> list:
@@ -96,7 +93,6 @@ class TorchFramework:
     """torch's operations for :class:`ckptbench.backends.modes.FrameworkBackend`."""
 
     name = "torch"
-    peers: ClassVar[dict[str, Callable[..., Any]]] = {PEER_STRATEGY: torch_checkpoint}
     checkpoint = staticmethod(revolve_checkpoint)
     flatten = staticmethod(flatten_gradient)
     tape_method = "saved-tensors"

@@ -1,25 +1,71 @@
-"""The budget planner as a strategy: the fastest schedule of states *and* tapes in a budget.
+"""The budget planner's family: the fastest schedule of states *and* tapes in a byte budget.
 
 Beaumont, Eyraud-Dubois, Herrmann, Joly & Shilova, "Optimal checkpointing for heterogeneous
-chains: how to train deep neural networks with limited memory", 2019. The dynamic program
-and the plan's action stream live in ``schedules.optimal.planner``; this module only states the
-strategy's properties: it is set by a byte budget, it needs measured step costs, and its
-step counts are the plan's own (recorded in each result). Pure: no arrays, no I/O.
+chains: how to train deep neural networks with limited memory", 2019 (the ``rotor`` tool),
+for the vocabulary of :mod:`ckptbench.schedules.actions`:
+
+* :mod:`~ckptbench.schedules.optimal.costs` — :class:`Costs` (per-step times and bytes) and
+  the costs file (:func:`costs_from_json`);
+* :mod:`~ckptbench.schedules.optimal.dp` — the dynamic program and its memory quanta;
+* :mod:`~ckptbench.schedules.optimal.emit` — its choices as an action stream;
+* :mod:`~ckptbench.schedules.optimal.planner` — :class:`Plan`, :func:`plan_optimal` and the
+  checks that refuse a plan too large to compute or a budget no schedule fits.
+
+:data:`OPTIMAL` states the strategy's properties: it is set by a byte budget, does not use
+``--snaps``, plans from measured step costs, and its step counts are its plan's own
+(recorded in each result). Predictions for any stream are
+:func:`ckptbench.schedules.cost_model.predict`; the ``plan`` table's comparison is
+:func:`ckptbench.schedules.compare.compare_at_budget`. numpy loads only when a plan is
+solved.
 """
 
 from __future__ import annotations
 
-from ckptbench.schedules.strategy import ALL_BACKENDS, Setting, StrategySpec
+from typing import Any
 
-__all__ = ["OPTIMAL"]
+from ckptbench.schedules.optimal.costs import Costs, PlanError, costs_from_json
+from ckptbench.schedules.optimal.planner import (
+    DEFAULT_LEVELS,
+    MAX_PLAN_UPDATES,
+    Plan,
+    check_budget,
+    check_plannable,
+    min_budget_bytes,
+    plan_estimate,
+    plan_optimal,
+)
+from ckptbench.schedules.strategy import Setting, StrategySpec
 
-#: Minimum time under a byte budget, keeping states and tapes (ckptbench.schedules.optimal.planner).
+__all__ = [
+    "DEFAULT_LEVELS",
+    "MAX_PLAN_UPDATES",
+    "OPTIMAL",
+    "Costs",
+    "Plan",
+    "PlanError",
+    "check_budget",
+    "check_plannable",
+    "costs_from_json",
+    "min_budget_bytes",
+    "plan_estimate",
+    "plan_optimal",
+]
+
+
+def _plan(costs: Costs | dict[str, Any], steps: int, budget: int, **options: Any) -> Plan:
+    """:func:`plan_optimal` for a costs object or its JSON document (the worker's)."""
+    measured = costs if isinstance(costs, Costs) else Costs.from_dict(costs)
+    return plan_optimal(measured, steps, int(budget), **options)
+
+
+#: Minimum time under a byte budget, keeping states and tapes.
 OPTIMAL = StrategySpec(
     name="optimal",
     label="optimal (budget planner)",
     marker="D",
     setting=Setting.BUDGET,
-    backends=ALL_BACKENDS,
     help="fastest schedule of states and tapes within --budget bytes (measured step costs)",
-    planned=True,
+    planner=_plan,
+    uses_snaps=False,
+    fits_budget=True,
 )
