@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from _imports import loaded_after_import
 from click.testing import CliRunner
 
 from ckptbench.backends import registry
@@ -145,3 +146,8 @@ def test_config_strategy_companions_come_from_the_registry(tmp_path):
     )
     config = load_config(cfg)
     assert {c.strategy for c in config.cases} == {"revolve", "torch-checkpoint"}
+
+
+def test_the_registry_loads_no_numpy():
+    """The CLI's choices read the registry; the planner's numpy loads only to solve a plan."""
+    assert loaded_after_import("ckptbench.schedules", ("numpy",)) == []
