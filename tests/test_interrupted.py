@@ -17,7 +17,7 @@ from ckptbench.analysis.gate import check
 from ckptbench.frame import cells_frame, results_frame
 from ckptbench.measure.launch import Interrupted, RunEvent
 from ckptbench.measure.runner import Precision, run_case
-from ckptbench.render import headline, run_table
+from ckptbench.render import headline, run_table, warning_lines
 from ckptbench.render.console import JobClock, mode_progress
 from ckptbench.render.run import explain_lines, interruption_line
 from ckptbench.render.table import to_text
@@ -66,7 +66,11 @@ def test_a_mode_cut_in_round_3_keeps_its_two_complete_rounds_everywhere(fake, tm
     assert interruption_line(result) == (
         "interrupted in round 3; 2 complete rounds of every mode kept (3 started, 4 planned)"
     )
-    assert interruption_line(result) in explain_lines(result)
+    assert interruption_line(result) not in explain_lines(result)  # said by the warning
+    assert (
+        "ckptbench was stopped: the figures come from the complete rounds: interrupted in "
+        "round 3, 2 complete rounds" in warning_lines(result)
+    )
     # compare's table and read_results say the same
     cells = cells_frame([result])
     assert cells["status"][0] == "interrupted in round 3 (2 complete rounds)"

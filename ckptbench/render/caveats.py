@@ -74,6 +74,15 @@ def caveats(result: RunResult) -> list[Caveat]:
         out.append(
             Caveat("rounds set aside from the slowdown as outliers", None, f"round {k}{ratio}")
         )
+    if (cut := result.interruption) is not None:
+        complete = result.rounds_complete
+        out.append(
+            Caveat(
+                "ckptbench was stopped: the figures come from the complete rounds",
+                None,
+                f"{cut}, {complete} complete round{'s' if complete != 1 else ''}",
+            )
+        )
     prec = env.get("precision") or {}
     why = {"max-rounds": "--max-rounds", "max-time": "--max-time", "no-slowdown": "no slowdown"}
     if prec.get("stopped") in why:

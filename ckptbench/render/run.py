@@ -288,8 +288,6 @@ def explain_lines(result: RunResult) -> list[str]:
             f"stopped at the {cap} after {prec['rounds']} rounds: {got}, "
             f"not the +/-{prec['target_rel']:.1%} of --precision; a longer --max-time narrows it"
         )
-    if (cut := interruption_line(result)) is not None:
-        lines.append(cut)
     spread = s.get("peak_spread_bytes") or {}
     if result.case.rounds > 1 and spread:
         parts = ", ".join(
