@@ -59,9 +59,10 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
         )
     if not small:
         if not closed:
+            formulas = " or ".join(n for n in SNAPS_STREAMS if get_strategy(n).closed_form)
             raise InputError(
                 f"the {strategy} schedule has no closed form; {steps} steps is too many to "
-                "enumerate here (use --strategy revolve for the formulas)"
+                f"enumerate here (use --strategy {formulas} for the formulas)"
             )
         stdout_console().print(closed_form_table(steps, snaps, strategy))
         return

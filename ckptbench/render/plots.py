@@ -22,7 +22,13 @@ from typing import Any
 from ckptbench.analysis import differing_fields, summarize
 from ckptbench.render.format import MIB, cell_labels, fmt_bytes
 from ckptbench.results.schema import Case, RunResult
-from ckptbench.schedules import STRATEGIES, Setting, get_strategy, optimal_forward_steps
+from ckptbench.schedules import (
+    STRATEGIES,
+    Setting,
+    StrategySpec,
+    get_strategy,
+    optimal_forward_steps,
+)
 
 __all__ = [
     "DPI",
@@ -181,6 +187,24 @@ TRADEOFF_CAPTION = (
 )
 
 
+def _reference_curve(
+    ax: Any, spec: StrategySpec, pts: list[tuple[int, float, float, Any]], steps: int
+) -> None:
+    """The reference strategy's curve (``StrategySpec.reference``): slowdown modelled as
+    a + b*t(l,s)/l with t its closed form (or lower bound) and memory as c + d*s, both
+    fitted to its points."""
+    advances = spec.advances or spec.lower_bound
+    if len(pts) < 2 or advances is None:
+        return
+    fit_t = _fit_line([advances(steps, p[0]) / steps for p in pts], [p[2] for p in pts])
+    fit_m = _fit_line([float(p[0]) for p in pts], [p[1] for p in pts])
+    if fit_t and fit_m:
+        span = range(pts[0][0], pts[-1][0] + 1)
+        xs = [fit_m[0] + fit_m[1] * s for s in span]
+        ys = [fit_t[0] + fit_t[1] * advances(steps, s) / steps for s in span]
+        ax.plot(xs, ys, "-", color="black", lw=1, label=f"{spec.label} fitted to its points")
+
+
 def plot_tradeoff(
     results: Sequence[RunResult],
     before: Sequence[RunResult] = (),
@@ -200,7 +224,7 @@ def plot_tradeoff(
         return fig
     steps = results[0].case.steps
     xs_all: list[float] = []
-    revolve_pts: list[tuple[int, float, float, Any]] = []
+    reference: tuple[StrategySpec, list[tuple[int, float, float, Any]]] | None = None
     recompute: list[float] = []
     for name, spec in STRATEGIES.items():
         marker = spec.marker
@@ -237,23 +261,12 @@ def plot_tradeoff(
             )
             recompute += [m[1] for m in measured]
         if spec.reference:
-            revolve_pts = pts
+            reference = (spec, pts)
     if not xs_all:
         _no_data(ax1, "no cell with checkpointed overhead and slowdown")
     else:
-        if len(revolve_pts) >= 2:
-            fit_t = _fit_line(
-                [optimal_forward_steps(steps, p[0]) / steps for p in revolve_pts],
-                [p[2] for p in revolve_pts],
-            )
-            fit_m = _fit_line([float(p[0]) for p in revolve_pts], [p[1] for p in revolve_pts])
-            if fit_t and fit_m:
-                span = range(revolve_pts[0][0], revolve_pts[-1][0] + 1)
-                xs = [fit_m[0] + fit_m[1] * s for s in span]
-                ys = [fit_t[0] + fit_t[1] * optimal_forward_steps(steps, s) / steps for s in span]
-                ax1.plot(
-                    xs, ys, "-", color="black", lw=1, label="Revolve model fitted to its points"
-                )
+        if reference is not None:
+            _reference_curve(ax1, *reference, steps)
         _scale(ax1, "x", xs_all)
         ax1.set_xlabel("checkpointed overhead over baseline [MiB RSS]")
         ax1.set_ylabel("slowdown vs normal [x]")
