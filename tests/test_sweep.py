@@ -379,4 +379,11 @@ def test_dask_cluster_without_workers_is_a_sweep_error(tmp_path: Path) -> None:
         ) as cluster,
         pytest.raises(SweepError, match="has no workers"),
     ):
-        run_sweep(_config(), tmp_path, run_cell=FakeCells(), dask_address=cluster.scheduler_address)
+        run_sweep(
+            _config(),
+            tmp_path / "out",
+            run_cell=FakeCells(),
+            dask_address=cluster.scheduler_address,
+            dask_timeout_s=0.5,  # how long to wait for a first worker
+        )
+    assert not (tmp_path / "out").exists()  # checked before the folder was created

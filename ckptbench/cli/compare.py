@@ -69,20 +69,35 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     from ckptbench.render import render
     from ckptbench.render.console import stdout_console
     from ckptbench.results.schema import write_atomic
-    from ckptbench.results.store import load_results
+    from ckptbench.results.store import load_results, missing_cells
 
     try:
         after = load_results(results)
         before = load_results(against) if against else None
         comparison = compare_results(after, before, min_effect=min_effect, match_host=not any_host)
+        missing = missing_cells(results)
         if fmt == "html":
             from ckptbench.render.html import render_html
 
-            text = render_html(comparison, verdicts=expect_verdicts(after, results))
+            verdicts = expect_verdicts(after, results)
+            text = render_html(comparison, verdicts=verdicts, missing=missing)
         else:
             text = render(comparison, fmt, width=stdout_console().width)
     except ValueError as err:
         raise InputError(str(err)) from None
+    if missing:  # as `check` does: a cell the manifest lists but the folder lacks is named
+        lines = [
+            f"{len(missing)} cell(s) listed in the sweep manifest have no result file (not in "
+            "the tables; `ckptbench check` fails them, `sweep --resume` measures them):",
+            *(f"  {key}: {what}" for key, what in missing),
+        ]
+        for line in lines:
+            click.echo(f"compare: {line.strip()}", err=True)
+        if fmt in ("table", "markdown"):
+            heading = "## Missing cells" if fmt == "markdown" else "Missing cells:"
+            bullet = "- " if fmt == "markdown" else "  "
+            text = "\n".join([text, "", heading, *(f"{bullet}{lines[0]}",),
+                              *(f"{bullet}{key}: {what}" for key, what in missing)])  # fmt: skip
     inputs = [*results, *against]
     if output is not None:
         check_side_output(output, "-o", inputs, force)

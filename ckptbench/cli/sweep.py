@@ -15,7 +15,11 @@ CONFIRM_CELLS, CONFIRM_HOURS = 200, 2.0
 
 @click.command(
     epilog="Example:\n\n  ckptbench sweep configs/lstm.toml --out results/lstm\n\n"
-    "  ckptbench sweep configs/lstm.toml --out results/lstm --resume   # after a crash"
+    "  ckptbench sweep configs/lstm.toml --out results/lstm --resume   # after a crash\n\n"
+    "Exit status: 0 every cell measured OK; 1 a failed measurement, a cell lost or not "
+    "measured (a Dask scheduler or every worker went away: `--resume` continues); 2 bad "
+    "input (config, --out, a --dask address or cluster that cannot run the sweep, files "
+    "measured with other settings); 128+N stopped by signal N. On a cluster: docs/cluster.md."
 )
 @click.argument("config", type=click.Path(path_type=Path))
 @click.option(
@@ -48,10 +52,20 @@ def sweep(
     except ValueError as err:
         raise InputError(str(err)) from None
     out = out or Path("results") / cfg.name
-    try:
-        open_folder(out)
-    except ValueError as err:
-        raise InputError(f"--out {err}") from None
+    if dask_address is not None:  # the cluster is checked before the folder is created
+        from ckptbench.sweep.cluster import parse_address
+
+        try:
+            dask_address = parse_address(dask_address)
+        except ValueError as err:
+            raise InputError(str(err)) from None
+        if out.exists() and not out.is_dir():
+            raise InputError(f"--out {out}: exists and is not a folder (results go into a folder)")
+    else:
+        try:
+            open_folder(out)
+        except ValueError as err:
+            raise InputError(f"--out {err}") from None
     console = stderr_console()
     try:
         for case in cfg.cases:
@@ -77,12 +91,12 @@ def sweep(
     def progress(event):
         if quiet:
             return
-        if event.event in ("cell-start", "cell-done") or (
+        if event.event in ("cell-start", "cell-retry", "cell-done") or (
             event.event == "mode-iteration" and show_iterations
         ):
             console.print(event.line(), highlight=False)
 
-    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.measure.launch import Interrupted, stop_on_signals
     from ckptbench.measure.tasks import check_plugin
 
     try:
@@ -103,12 +117,40 @@ def sweep(
     except ValueError as err:
         raise InputError(str(err)) from None
     except (Interrupted, KeyboardInterrupt) as err:
-        click.echo(
-            f"ckptbench: sweep interrupted by {stop_reason(err)}: workers stopped; the mode in "
-            f"flight is saved as interrupted; `--resume` measures the rest ({out})",
-            err=True,
-        )
+        click.echo(_stopped_message(err, out, dask_address), err=True)
         sys.exit(128 + getattr(err, "signum", 2))
     for line in outcome.summary_lines():
         click.echo(line)
+    if outcome.resumable or outcome.ended_early:
+        dask = f" --dask {dask_address}" if dask_address else ""
+        click.echo(f"continue with: ckptbench sweep {config} --out {out}{dask} --resume")
     sys.exit(outcome.exit_code)
+
+
+def _stopped_message(err: BaseException, out: Path, dask_address: str | None) -> str:
+    """What a stopped sweep did, truthfully: the local worker, or the cells on Dask."""
+    from ckptbench.measure.launch import stop_reason
+
+    head = f"ckptbench: sweep interrupted by {stop_reason(err)}"
+    tail = f"`--resume` measures the rest ({out})"
+    if dask_address is None:
+        return f"{head}: workers stopped; the mode in flight is saved as interrupted; {tail}"
+    report = getattr(err, "dask_stop", None)
+    if report is None:
+        return f"{head} before any cell was sent to {dask_address}; {tail}"
+    parts = []
+    if report.saved:
+        parts.append(
+            f"{len(report.saved)} cell(s) in flight stopped on their Dask workers, the mode "
+            "in flight saved as interrupted"
+        )
+    if report.empty:
+        parts.append(f"{len(report.empty)} stopped before their first mode (nothing to save)")
+    if report.unconfirmed:
+        where = ", ".join(f"{k} on {w}" for k, w in report.unconfirmed)
+        parts.append(
+            f"{len(report.unconfirmed)} did not confirm the stop and may still run ({where})"
+        )
+    if not parts:
+        parts.append("no cell was in flight")
+    return f"{head}: {'; '.join(parts)}; {tail}"

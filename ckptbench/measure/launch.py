@@ -8,14 +8,15 @@ computes ratios (see docs/architecture.md, "The worker").
 
 Worker processes never outlive ckptbench: :func:`stop_on_signals` turns SIGTERM/SIGHUP into
 :class:`Interrupted`, which stops the worker and carries the partial result; a SIGKILLed
-parent is noticed by the worker itself (see ``measure.worker``). Every worker is started in
-a process group of its own, and stopping it stops the whole group, so what a plug-in spawned
-(threads keep the worker alive, forked children keep the channel open) never outlives the
-mode; once the worker has reported its result, such leftovers cannot turn a completed mode
-into a timeout. The memory limit holds whatever ``--sample-interval`` says: beside the
-sampler, the worker's start-up and per-iteration exact peaks (VmHWM) and its VmHWM read every
-50 ms are compared with it. Side tasks (plug-in check, device probe, step costs, line
-profile) run through the same guard (``ckptbench.measure.tasks``).
+parent is noticed by the worker itself (see ``measure.worker``). Every worker is started
+in a process group of its own, and stopping it stops the whole group, so what a plug-in
+spawned (threads keep the worker alive, forked children keep the channel open) never
+outlives the mode (a Dask worker's task, off the main thread, is stopped by
+:func:`request_stop`); once the worker has reported its result, such leftovers cannot turn a
+completed mode into a timeout. The memory limit holds whatever ``--sample-interval`` says:
+beside the sampler, the worker's start-up and per-iteration exact peaks (VmHWM) and its
+VmHWM read every 50 ms are compared with it. Side tasks (plug-in check, device probe, step
+costs, line profile) run through the same guard (``ckptbench.measure.tasks``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -48,6 +50,7 @@ __all__ = [
     "child_env",
     "default_worker_command",
     "raise_deferred",
+    "request_stop",
     "run_mode",
     "start_worker",
     "stop_on_signals",
@@ -90,11 +93,25 @@ def _signals_deferred() -> Iterator[None]:
 
 
 def raise_deferred() -> None:
-    """Raise the stop signal held back while a worker was started (call once it is ours)."""
-    signum = _DEFERRED["pending"]
+    """Raise the stop signal held back while a worker was started (call once it is ours), or
+    one requested for this thread (:func:`request_stop`)."""
+    signum = _DEFERRED["pending"] or _THREAD_STOPS.get(threading.get_ident())
     if signum is not None:
         _DEFERRED["pending"] = None
         raise Interrupted(signum)
+
+
+#: Stop requests for measurements off the main thread (a Dask worker's task), which no
+#: signal reaches: thread id -> signal number (:func:`request_stop`).
+_THREAD_STOPS: dict[int, int] = {}
+
+
+def request_stop(thread_id: int, signum: int | None) -> None:
+    """Stop the measurement in thread ``thread_id`` as signal ``signum`` would (None: forget)."""
+    if signum is None:
+        _THREAD_STOPS.pop(thread_id, None)
+    else:
+        _THREAD_STOPS[thread_id] = signum
 
 
 @contextlib.contextmanager
@@ -349,6 +366,7 @@ def _supervise(case, mode, fields, files, worker, round_index, progress):
         raise_deferred()
         sampler.start()
         while True:
+            raise_deferred()  # or a stop requested for this thread
             for event in channel.read(0.05):
                 handle(event)
             if proc.poll() is not None:  # exited: what it wrote is in the pipe already

@@ -77,6 +77,7 @@ def run_task(
         try:
             raise_deferred()
             while True:
+                raise_deferred()  # or a stop requested for this thread
                 events = channel.read(0.05)
                 if proc.poll() is not None:
                     events += channel.drain()

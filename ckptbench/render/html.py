@@ -166,10 +166,28 @@ def _warnings(results: Sequence[RunResult]) -> list[str]:
     return ["<h2>Warnings</h2>", "<ul class='warn'>", *out, "</ul>"]
 
 
+def _missing(missing: Sequence[tuple[str, str]]) -> list[str]:
+    """Cells a sweep manifest lists whose result file is absent (``store.missing_cells``)."""
+    if not missing:
+        return []
+    items = [f"<li>{_esc(key)}: {_esc(what)}</li>" for key, what in missing]
+    return [
+        f"<h2>Missing cells</h2><p class='warn'>{len(missing)} cell(s) listed in the sweep "
+        "manifest have no result file; they are not in the tables below.</p>",
+        "<ul class='warn'>",
+        *items,
+        "</ul>",
+    ]
+
+
 def render_html(
-    comparison: Comparison, verdicts: GateReport | None = None, max_timelines: int = 24
+    comparison: Comparison,
+    verdicts: GateReport | None = None,
+    max_timelines: int = 24,
+    missing: Sequence[tuple[str, str]] = (),
 ) -> str:
-    """One self-contained page (no external files): summary, provenance, ``verdicts`` (the
+    """One self-contained page (no external files): summary, the ``missing`` cells (key,
+    file and state) a sweep manifest lists without a file, provenance, ``verdicts`` (the
     gate's [expect] checks, when given), warnings, tables, then the plots."""
     results = list(comparison.after)
     parts = [
@@ -177,6 +195,7 @@ def render_html(
         f"<style>{_CSS}</style></head><body>",
         "<h1>ckptbench report</h1>",
         *_summary(comparison),
+        *_missing(missing),
         *_provenance(results),
         *_verdicts(verdicts),
         *_warnings(results),

@@ -3,137 +3,310 @@
 At most one cell is in flight per worker at any time (the client pins each cell to a free
 worker, whatever its thread count), so measurements on one worker never overlap. Run one
 worker per host (``dask worker ADDR --nworkers 1 --nthreads 1``) so cells on one machine
-don't disturb each other either. Each result records the host it ran on; the submitting
-process saves results as they complete (docs/architecture.md, "sweep").
+don't disturb each other either. Each result records the host and worker it ran on; the
+submitting process saves results as they complete (docs/architecture.md, "sweep";
+docs/cluster.md for users).
+
+What happens when something goes away (docs/cluster.md):
+
+* **Before anything is written** (``sweep.cluster.connect``): the address is parsed, the
+  scheduler reached, and every worker asked for its ckptbench, Python and backends; a
+  worker that cannot run the sweep's cells is refused by name. Workers that join later
+  are asked the same and not used when they cannot.
+* **A worker leaves mid-cell**: the cell is measured again on another worker, once
+  (:data:`ATTEMPTS`); each attempt is recorded (:class:`Attempt`), and a cell whose every
+  attempt was lost is reported with the cause.
+* **The scheduler goes away**: :func:`run_dask` returns why, after reporting the cells in
+  flight as lost; cells never started stay pending for ``--resume``.
+* **A stop signal** (Ctrl-C, SIGTERM) in the submitting process: every worker is asked to
+  stop this sweep's cells (:func:`_stop_cells`: the measurement's process group is stopped
+  and the mode in flight kept as interrupted, as in a local sweep), the partial results are
+  collected and saved, the futures cancelled, and the signal re-raised with a
+  :class:`StopReport` attached as ``err.dask_stop``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
+import threading
 import time
+import uuid
 from collections import deque
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ckptbench.measure.launch import Interrupted, request_stop, stop_reason
 from ckptbench.results.schema import Case, RunResult, result_from_dict, result_to_dict
+from ckptbench.sweep.cells import Attempt
+from ckptbench.sweep.cluster import Cluster, SchedulerLost, one_line
 
-__all__ = ["DaskError", "Done", "run_dask"]
+__all__ = ["ATTEMPTS", "STOP_WAIT_S", "Done", "StopReport", "run_dask"]
+
+#: How long a stopped sweep waits for the workers to stop its cells and send what they kept.
+STOP_WAIT_S = 15.0
+#: A cell whose worker leaves mid-cell is measured again on another worker, up to this
+#: many attempts in all.
+ATTEMPTS = 2
 
 RunCell = Callable[..., RunResult]
-#: done(index, result or None, error or None, worker address, duration in seconds)
-Done = Callable[[int, RunResult | None, str | None, str, float], None]
 
 
-class DaskError(ValueError):
-    """The cluster cannot run the sweep (not installed, unreachable, no workers)."""
+@dataclass(frozen=True)
+class StopReport:
+    """What a stopped Dask sweep did with its cells in flight (for the CLI's message)."""
+
+    reason: str  # "SIGINT (Ctrl-C)", "SIGTERM", ...
+    saved: tuple[str, ...] = ()  # keys of cells whose measured part was saved as interrupted
+    empty: tuple[str, ...] = ()  # keys stopped before their first mode (nothing to save)
+    unconfirmed: tuple[tuple[str, str], ...] = ()  # (key, worker) that did not confirm
 
 
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+#: done(index, result or None, error or None, attempts (the last is this one), interrupted)
+Done = Callable[[int, RunResult | None, str | None, tuple[Attempt, ...], bool], None]
 
 
-def _remote_cell(run_cell: RunCell | None, case_data: dict[str, Any]) -> dict[str, Any]:
-    """Runs on a Dask worker: measure one cell, return its JSON document (same schema)."""
-    case = Case.from_dict(case_data)
-    if run_cell is None:
-        from ckptbench.measure.runner import run_case as run_cell
-    result = run_cell(case, out_path=None, progress=None)
-    if not result.host:
-        result = replace(result, host=socket.gethostname())
+# --------------------------------------------------------------------------- on a worker
+
+_CELLS: dict[str, set[int]] = {}  # sweep token -> threads measuring its cells here
+_STOPPED: dict[str, int] = {}  # sweep token -> the signal its submitter got
+
+
+def _remote_cell(run_cell: RunCell | None, case_data: dict[str, Any], token: str = "") -> dict:
+    """Runs on a Dask worker: measure one cell, return its JSON document (same schema) and
+    the worker's address; a stop (:func:`_stop_cells`) returns the part measured so far."""
     try:
         from distributed import get_worker
 
         address = get_worker().address
     except (ImportError, ValueError):  # pragma: no cover - always on a worker here
         address = ""
-    return {"result": result_to_dict(result), "worker": address}
+    thread = threading.get_ident()
+    _CELLS.setdefault(token, set()).add(thread)
+    case = Case.from_dict(case_data)
+    try:
+        if token in _STOPPED:
+            raise Interrupted(_STOPPED[token])
+        if run_cell is None:
+            from ckptbench.measure.runner import run_case as run_cell
+        result = run_cell(case, out_path=None, progress=None)
+    except (Interrupted, KeyboardInterrupt) as err:
+        partial = getattr(err, "result", None)
+        doc = None
+        if isinstance(partial, RunResult) and partial.modes:
+            doc = result_to_dict(_with_host(partial))
+        return {"result": doc, "worker": address, "interrupted": stop_reason(err)}
+    finally:
+        _CELLS.get(token, set()).discard(thread)
+        request_stop(thread, None)
+    return {"result": result_to_dict(_with_host(result)), "worker": address}
 
 
-def _worker_addresses(client: Any) -> list[str]:
-    """Addresses of the workers connected now. ``Client.nthreads()`` asks the scheduler;
-    ``Client.scheduler_info()`` is not used: a background refresh can overwrite its cached
-    identity with a truncated worker list, which would look like workers leaving."""
-    return sorted(client.nthreads())
+def _with_host(result: RunResult) -> RunResult:
+    return result if result.host else replace(result, host=socket.gethostname())
+
+
+def _stop_cells(token: str, signum: int) -> int:
+    """Runs on each worker (``Client.run``): stop every cell of sweep ``token`` there, now
+    and when one starts later; how many were running."""
+    _STOPPED[token] = signum
+    threads = list(_CELLS.get(token, ()))
+    for thread in threads:
+        request_stop(thread, signum)
+    return len(threads)
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """While a stopped sweep collects its cells, a second Ctrl-C or SIGTERM waits (the
+    stop is bounded by :data:`STOP_WAIT_S`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            previous[sig] = signal.signal(sig, lambda *_: None)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def run_dask(
-    address: str,
+    cluster: Cluster,
     run_cell: RunCell | None,
     jobs: list[tuple[int, Case]],
-    starting: Callable[[int], None],
+    starting: Callable[[int, int], None],
     done: Done,
+    retrying: Callable[[int, str], None] = lambda index, why: None,
     poll_s: float = 0.2,
-) -> None:
-    """Measure each (index, case) of ``jobs`` on the cluster at ``address``, calling
-    ``starting(index)`` when a cell is submitted and ``done(...)`` when it finished, failed
-    or its worker left. Raises :class:`DaskError` when the cluster cannot be used."""
+) -> str | None:
+    """Measure each (index, case) of ``jobs`` on ``cluster``, calling ``starting(index,
+    attempt)`` when a cell is submitted, ``retrying(index, why)`` when its worker left and
+    it goes back in the queue, and ``done(...)`` when it finished, failed or was lost.
+
+    Returns None when every cell ended, else why the sweep ended early (the scheduler went
+    away, no workers left); cells in flight then were reported to ``done`` as lost and
+    cells never started were not reported. A stop signal stops the cells in flight
+    (module docstring) and is re-raised with ``err.dask_stop``."""
+    client = cluster.client
+    token = uuid.uuid4().hex[:12]
+    cases = dict(jobs)
+    free: deque[str] = deque(sorted(cluster.workers))
+    queue: deque[int] = deque(i for i, _ in jobs)
+    tries: dict[int, list[Attempt]] = {}
+    running: dict[Any, tuple[int, str, float]] = {}  # future -> (cell, worker, start)
+    submitted: list[Any] = []
+
+    def lose(future: Any, why: str, retry: bool) -> None:
+        index, worker, t0 = running.pop(future)
+        with contextlib.suppress(Exception):
+            future.cancel()
+        attempt = Attempt(worker, cluster.host(worker), time.monotonic() - t0, why)
+        tries.setdefault(index, []).append(attempt)
+        if retry and len(tries[index]) < ATTEMPTS:
+            queue.appendleft(index)
+            retrying(index, why)
+            return
+        done(index, None, _lost_message(tries[index]), tuple(tries[index]), False)
+
     try:
-        from distributed import Client
-    except ImportError:
-        raise DaskError(
-            "--dask needs the optional dependency: pip install 'ckptbench[dask]'"
-        ) from None
-    try:
-        client = Client(address, set_as_default=False, timeout="20s")
-    except (OSError, TimeoutError) as err:
-        raise DaskError(f"cannot connect to Dask scheduler {address}: {_one_line(err)}") from None
-    try:
-        known = set(_worker_addresses(client))
-        cases = dict(jobs)
-        if not known and jobs:
-            raise DaskError(f"Dask scheduler {address} has no workers")
-        free: deque[str] = deque(sorted(known))
-        queue: deque[int] = deque(i for i, _ in jobs)
-        running: dict[Any, tuple[int, str, float]] = {}  # future -> (cell, worker, start)
+        known = set(cluster.workers)
         while queue or running:
             while queue and free:
                 worker = free.popleft()
                 index = queue.popleft()
-                starting(index)
+                starting(index, len(tries.get(index, ())) + 1)
                 future = client.submit(
                     _remote_cell,
                     run_cell,
                     cases[index].to_dict(),
+                    token,
                     key=f"ckptbench-{cases[index].key}-{time.time_ns()}",
                     workers=[worker],
                     allow_other_workers=False,
                     pure=False,
                     retries=0,
                 )
+                submitted.append(future)
                 running[future] = (index, worker, time.monotonic())
             if not any(f.done() for f in running):
                 time.sleep(poll_s)
-            alive = set(_worker_addresses(client))
+            try:
+                alive = cluster.alive()
+            except SchedulerLost as err:
+                for future in list(running):
+                    lose(future, "the Dask scheduler went away while the cell ran", False)
+                return f"the Dask scheduler {cluster.address} went away ({err})"
             for future in [f for f in running if f.done()]:
-                index, worker, t0 = running.pop(future)
-                _collect(future, index, cases[index], worker, time.monotonic() - t0, done)
+                index, worker, t0 = running[future]
+                if future.status == "cancelled":  # not by us: the cluster dropped it
+                    lose(future, f"Dask cancelled the cell on {worker}", retry=True)
+                    continue
+                del running[future]
+                _collect(future, index, cases[index], worker, time.monotonic() - t0,
+                         cluster, tries, done)  # fmt: skip
                 if worker in alive:
                     free.append(worker)
-            for future, (index, worker, t0) in list(running.items()):
+            for future, (_, worker, _) in list(running.items()):
                 if worker not in alive:  # pinned to a worker that left: it would never run
-                    future.cancel()
-                    del running[future]
-                    err = f"Dask worker {worker} left before the cell finished"
-                    done(index, None, err, worker, time.monotonic() - t0)
+                    lose(future, f"Dask worker {worker} left before the cell finished", True)
             busy = {w for _, w, _ in running.values()}
             for worker in sorted(alive - known):
                 known.add(worker)
-                if worker not in busy:
+                if worker not in busy and cluster.admit(worker):
                     free.append(worker)
             free = deque(w for w in free if w in alive)
             if queue and not free and not running:
-                raise DaskError(f"Dask scheduler {address} has no workers left")
-    finally:
-        client.close()
+                for index in [i for i in queue if tries.get(i)]:  # lost, with no one to retry
+                    done(index, None, _lost_message(tries[index]), tuple(tries[index]), False)
+                refused = f"; refused: {_refused(cluster)}" if cluster.refused else ""
+                return f"Dask scheduler {cluster.address} has no workers left{refused}"
+    except BaseException as err:
+        if not isinstance(err, (Interrupted, KeyboardInterrupt)):
+            raise
+        with _signals_held():
+            report = _stop(cluster, token, err, running, submitted, cases, tries, done)
+        err.dask_stop = report  # type: ignore[attr-defined]
+        raise
+    return None
 
 
-def _collect(future: Any, index: int, case: Case, worker: str, duration: float, done: Done) -> None:
+def _refused(cluster: Cluster) -> str:
+    return "; ".join(f"{w}: {why}" for w, why in sorted(cluster.refused.items()))
+
+
+def _lost_message(attempts: list[Attempt]) -> str:
+    last = attempts[-1].error or "lost"
+    if len(attempts) == 1:
+        return f"{last}; `--resume` measures it again"
+    workers = ", ".join(a.worker for a in attempts)
+    return f"{last} (lost {len(attempts)} times: {workers}); `--resume` measures it again"
+
+
+def _collect(
+    future: Any, index: int, case: Case, worker: str, duration: float, cluster: Cluster,
+    tries: dict[int, list[Attempt]], done: Done,
+) -> RunResult | None:  # fmt: skip
+    """Report a finished future to ``done``; the result it brought, if any."""
     try:
         payload = future.result()
-        result = result_from_dict(payload["result"], f"Dask result of {case.key}")
+        doc = payload["result"]
+        result = None if doc is None else result_from_dict(doc, f"Dask result of {case.key}")
     except Exception as err:  # the remote cell raised, or returned something foreign
-        done(index, None, _one_line(err), worker, duration)
-        return
-    done(index, result, None, payload.get("worker") or worker, duration)
+        attempt = Attempt(worker, cluster.host(worker), duration, one_line(err))
+        tries.setdefault(index, []).append(attempt)
+        done(index, None, attempt.error, tuple(tries[index]), False)
+        return None
+    worker = payload.get("worker") or worker
+    interrupted = payload.get("interrupted")
+    host = result.host if result is not None else cluster.host(worker)
+    error = None if interrupted is None else f"stopped by {interrupted}"
+    if interrupted is not None and result is None:
+        error += " before its first mode; nothing measured"
+    attempt = Attempt(worker, host, duration, error)
+    tries.setdefault(index, []).append(attempt)
+    done(index, result, error if result is None else None, tuple(tries[index]), bool(interrupted))
+    return result
+
+
+def _stop(
+    cluster: Cluster, token: str, err: BaseException, running: dict[Any, tuple[int, str, float]],
+    submitted: list[Any], cases: dict[int, Case], tries: dict[int, list[Attempt]], done: Done,
+) -> StopReport:  # fmt: skip
+    """Stop this sweep's cells on every worker, save what they kept, cancel the rest."""
+    signum = getattr(err, "signum", signal.SIGINT)
+    client = cluster.client
+    with contextlib.suppress(Exception):
+        client.sync(client._run, _stop_cells, token, int(signum), on_error="ignore",
+                    callback_timeout=cluster.timeout_s)  # fmt: skip
+    deadline = time.monotonic() + STOP_WAIT_S
+    while any(not f.done() for f in running) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    saved, empty, unconfirmed = [], [], []
+    for future, (index, worker, t0) in running.items():
+        key = cases[index].key
+        if future.done() and future.status == "finished":
+            got = _collect(future, index, cases[index], worker, time.monotonic() - t0, cluster,
+                           tries, done)  # fmt: skip
+            (saved if got is not None else empty).append(key)
+            continue
+        why = (
+            f"stopped by {stop_reason(err)}; worker {worker} did not confirm within "
+            f"{STOP_WAIT_S:g} s"
+        )
+        attempt = Attempt(worker, cluster.host(worker), time.monotonic() - t0, why)
+        tries.setdefault(index, []).append(attempt)
+        done(index, None, why, tuple(tries[index]), True)
+        unconfirmed.append((key, worker))
+    with contextlib.suppress(Exception):
+        client.cancel(submitted)
+    return StopReport(stop_reason(err), tuple(saved), tuple(empty), tuple(unconfirmed))

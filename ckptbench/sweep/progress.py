@@ -32,10 +32,13 @@ class SweepProgress:
     """A progress event: ``event`` is "cell-start", "mode-start", "mode-iteration",
     "mode-done" or "cell-done".
 
-    ``done``/``total`` count the cells this sweep measures (kept cells excluded); ``eta_s``
-    is the elapsed time scaled by the work left over the work done, work being
-    :func:`cell_cost` (None before the first cell finishes); with Dask the elapsed time
-    already reflects the cluster's parallelism.
+    ``done``/``total`` count the cells this sweep measures (kept cells excluded) and
+    ``running`` the cells in flight (several on a Dask cluster of ``workers``); ``eta_s`` is
+    the time per unit of work so far times the work left, work being :func:`cell_cost`
+    (None before the first cell finishes). One at a time, the time so far is the elapsed
+    time; on ``workers`` > 1 it is the finished cells' own durations, and the work left is
+    shared by the workers. "cell-retry" says a cell goes back in the queue (``reason``:
+    its Dask worker left); ``attempt`` counts the tries of a starting cell.
     """
 
     event: str
@@ -48,13 +51,23 @@ class SweepProgress:
     mode_result: ModeResult | None = None
     cell: CellOutcome | None = None
     iteration: Any = None  # "mode-iteration": the runner's RunEvent (index, planned, ...)
+    running: int = 0
+    workers: int = 1
+    attempt: int = 1
+    reason: str = ""
 
     def line(self) -> str:
         """One progress line, e.g. ``[3/13] lstm-l1000-s4-uniform-... done (measured) 45 s,
-        ETA 12 min``."""
-        where = f"[{self.done + (self.event != 'cell-done')}/{self.total}] {self.case.key}"
+        ETA 12 min``; with several workers ``[2/8 done, 2 running] ...``."""
+        if self.workers > 1:
+            where = f"[{self.done}/{self.total} done, {self.running} running] {self.case.key}"
+        else:
+            where = f"[{self.done + (self.event != 'cell-done')}/{self.total}] {self.case.key}"
         if self.event == "cell-start":
-            text = f"{where} started"
+            again = f" (attempt {self.attempt})" if self.attempt > 1 else ""
+            text = f"{where} started{again}"
+        elif self.event == "cell-retry":
+            text = f"{where} lost ({self.reason}); measuring it again"
         elif self.event == "mode-iteration" and self.iteration is not None:
             it = self.iteration
             kind = "warm-up" if it.warmup else "iteration"
@@ -122,21 +135,32 @@ class ProgressTracker:
     """Progress events with an ETA weighted by :func:`cell_cost` (cells differ a lot: a
     uniform cell with few slots can cost 10x a revolve cell)."""
 
-    def __init__(self, callback: Progress | None, cases: list[Case], clock0: float) -> None:
+    def __init__(
+        self, callback: Progress | None, cases: list[Case], clock0: float, workers: int = 1
+    ) -> None:
         self.callback = callback
         self.total = len(cases)
         self.done = 0
+        self.running = 0
+        self.workers = max(1, workers)
         self.clock0 = clock0
         self.cost_total = sum(cell_cost(c) for c in cases) if callback else 0
         self.cost_done = 0
+        self.busy_s = 0.0  # the finished cells' own durations
+
+    def eta(self, elapsed: float) -> float | None:
+        if not self.cost_done:
+            return None
+        left = self.cost_total - self.cost_done
+        if self.workers == 1:
+            return elapsed / self.cost_done * left
+        share = max(1, min(self.workers, self.total - self.done))
+        return self.busy_s / self.cost_done * left / share
 
     def emit(self, event: str, case: Case, **extra: Any) -> None:
         if self.callback is None:
             return
         elapsed = time.monotonic() - self.clock0
-        eta = None
-        if self.cost_done:
-            eta = elapsed / self.cost_done * (self.cost_total - self.cost_done)
         self.callback(
             SweepProgress(
                 event=event,
@@ -144,13 +168,25 @@ class ProgressTracker:
                 done=self.done,
                 total=self.total,
                 elapsed_s=elapsed,
-                eta_s=eta,
+                eta_s=self.eta(elapsed),
+                running=self.running,
+                workers=self.workers,
                 **extra,
             )
         )
 
+    def cell_start(self, case: Case, attempt: int = 1) -> None:
+        self.running += 1
+        self.emit("cell-start", case, attempt=attempt)
+
+    def cell_retry(self, case: Case, reason: str) -> None:
+        self.running = max(0, self.running - 1)
+        self.emit("cell-retry", case, reason=reason)
+
     def cell_done(self, outcome: CellOutcome) -> None:
         self.done += 1
+        self.running = max(0, self.running - 1)
         if self.callback is not None:
             self.cost_done += cell_cost(outcome.case)
+            self.busy_s += outcome.duration_s or 0.0
         self.emit("cell-done", outcome.case, cell=outcome)

@@ -23,9 +23,13 @@ Semantics (what ``ckptbench sweep`` promises):
   cell in flight per worker at any time (the client pins each cell to a free worker, whatever
   its thread count), so measurements on one worker never overlap. Run one worker per host
   (``dask worker ADDR --nworkers 1 --nthreads 1``) so cells on one machine don't disturb
-  each other either. Workers need ckptbench installed. Each result records the host it ran
-  on; the submitting process saves results as they complete. ``distributed`` is imported
-  only on this path.
+  each other either. The address, the scheduler and every worker (ckptbench version,
+  Python, backends) are checked before the folder is created; a cell whose worker leaves is
+  measured again once on another worker (the manifest keeps both attempts); a scheduler
+  that goes away ends the sweep early (:attr:`SweepOutcome.ended_early`, exit 1, cells in
+  flight marked); a stop signal stops the cells on the workers and saves their modes in
+  flight as interrupted (``ckptbench.sweep.dask``, docs/cluster.md). ``distributed`` is
+  imported only on this path.
 
 This module never prints: progress goes to a callback; the outcome is returned.
 """
@@ -36,7 +40,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -60,7 +64,7 @@ from ckptbench.results.store import (
     read_manifest,
     write_manifest,
 )
-from ckptbench.sweep.cells import CellOutcome, CellState
+from ckptbench.sweep.cells import Attempt, CellOutcome, CellState, SweepOutcome
 from ckptbench.sweep.config import SweepConfig
 from ckptbench.sweep.progress import Progress, ProgressTracker, SweepProgress, cell_cost
 
@@ -86,74 +90,6 @@ RunCell = Callable[..., RunResult]  # run_cell(case, *, out_path=..., progress=.
 
 class SweepError(ValueError):
     """The sweep cannot start (existing results without --resume, no Dask workers, ...)."""
-
-
-@dataclass(frozen=True)
-class SweepOutcome:
-    """Every cell's outcome, in config order, and where the results are."""
-
-    name: str
-    out_dir: Path
-    manifest_path: Path
-    cells: tuple[CellOutcome, ...]
-    elapsed_s: float
-    notes: tuple[str, ...] = ()  # e.g. an earlier result moved aside to re-measure its cell
-
-    def _where(self, *states: CellState) -> tuple[CellOutcome, ...]:
-        return tuple(c for c in self.cells if c.state in states)
-
-    @property
-    def measured(self) -> tuple[CellOutcome, ...]:
-        return self._where(CellState.MEASURED)
-
-    @property
-    def kept(self) -> tuple[CellOutcome, ...]:
-        return self._where(CellState.KEPT)
-
-    @property
-    def errors(self) -> tuple[CellOutcome, ...]:
-        return self._where(CellState.ERROR)
-
-    @property
-    def conflicts(self) -> tuple[CellOutcome, ...]:
-        return self._where(CellState.CONFLICT)
-
-    @property
-    def failed(self) -> tuple[CellOutcome, ...]:
-        """Cells with a saved result in which some mode did not measure OK."""
-        return tuple(c for c in self.cells if c.ok is False)
-
-    @property
-    def result_paths(self) -> tuple[Path, ...]:
-        return tuple(c.path for c in self.cells if c.state in (CellState.MEASURED, CellState.KEPT))
-
-    @property
-    def exit_code(self) -> int:
-        """0: every cell measured OK; 1: a failed measurement or a cell runner error;
-        2: conflicting files in the folder (an input problem; nothing was overwritten)."""
-        if self.conflicts:
-            return 2
-        if self.errors or self.failed:
-            return 1
-        return 0
-
-    def summary_lines(self) -> list[str]:
-        """What a user reads at the end: counts, then one line per problem cell."""
-        counts = [
-            f"{len(self.measured)} measured",
-            f"{len(self.kept)} kept",
-            f"{len(self.failed)} failed",
-            f"{len(self.errors)} errors",
-            f"{len(self.conflicts)} conflicts",
-        ]
-        lines = [
-            f"sweep {self.name}: {len(self.cells)} cells, {', '.join(counts)} "
-            f"in {self.elapsed_s:.0f} s; results in {self.out_dir}"
-        ]
-        for c in self.cells:
-            if c.ok is False or c.state in (CellState.ERROR, CellState.CONFLICT):
-                lines.append(f"{c.state.value} {c.key}: {c.error or 'not ok'}")
-        return lines + [f"note {n}" for n in self.notes]
 
 
 def one_line(err: BaseException) -> str:
@@ -209,10 +145,19 @@ def _check_manifest(out_dir: Path, name: str) -> None:
         )
 
 
+def _previous(out_dir: Path) -> dict[str, Any]:
+    """The manifest a resumed sweep finds in ``out_dir`` ({} when none)."""
+    try:
+        return read_manifest(out_dir / MANIFEST_NAME) or {}
+    except StoreError:
+        return {}
+
+
 def _plan(
     config: SweepConfig, out_dir: Path, resume: bool, retry_failed: bool
 ) -> tuple[list[CellOutcome], list[int]]:
     """Initial outcome of every cell and the indexes of the cells to measure."""
+    before = {c.get("key"): c for c in _previous(out_dir).get("cells") or () if isinstance(c, dict)}
     cells: list[CellOutcome] = []
     to_run: list[int] = []
     existing: list[Path] = []
@@ -240,7 +185,8 @@ def _plan(
             cells.append(pending)
             to_run.append(index)
         else:
-            cells.append(CellOutcome(case, path, CellState.KEPT, ok=saved.ok, host=saved.host))
+            kept = CellOutcome(case, path, CellState.KEPT, ok=saved.ok, host=saved.host)
+            cells.append(kept.with_record(before.get(case.key)))
     if existing:
         raise SweepError(
             f"{out_dir} already holds {len(existing)} result(s) of this sweep (e.g. "
@@ -251,8 +197,11 @@ def _plan(
 
 
 def _write_manifest(
-    config: SweepConfig, out_dir: Path, cells: list[CellOutcome], started: str
+    config: SweepConfig, out_dir: Path, cells: list[CellOutcome], started: str | list[str]
 ) -> Path:
+    """``started``: when the sweep started, or that and when each ``--resume`` started."""
+    resumed = started[1:] if isinstance(started, list) else []
+    started = started[0] if isinstance(started, list) else started
     doc = {
         "tool_version": ckptbench.__version__,
         "config": {
@@ -263,6 +212,7 @@ def _write_manifest(
             "expect_by_strategy": {k: v.as_dict() for k, v in config.expect_by_strategy.items()},
         },
         "started": started,
+        "resumed": resumed,
         "updated": datetime.now(UTC).isoformat(timespec="seconds"),
         "cells": [c.to_dict() for c in cells],
     }
@@ -287,42 +237,63 @@ def run_sweep(
     progress: Progress | None = None,
     dask_address: str | None = None,
     retry_failed: bool = False,
+    dask_timeout_s: float | None = None,
 ) -> SweepOutcome:
     """Measure every cell of ``config`` into ``out_dir`` (see the module docstring).
 
     ``run_cell(case, out_path=PATH|None, progress=CALLBACK|None) -> RunResult`` measures one
     cell; the default is :func:`measure.runner.run_case`. Raises :class:`SweepError` before
     measuring anything when the folder holds results of this sweep and ``resume`` is False,
-    holds another sweep, or the Dask cluster has no workers.
+    holds another sweep, or the Dask cluster cannot run the cells; with Dask, nothing is
+    written before the scheduler and its workers were checked (within ``dask_timeout_s``,
+    default ``sweep.cluster.CONNECT_TIMEOUT_S``).
     """
-    out = open_folder(out_dir)
-    with locked_folder(out):
-        return _run_locked(config, out, resume, run_cell, progress, dask_address, retry_failed)
+    if dask_address is None:
+        out = open_folder(out_dir)
+        with locked_folder(out):
+            return _run_locked(config, out, resume, run_cell, progress, None, retry_failed)
+    from ckptbench.sweep.cluster import CONNECT_TIMEOUT_S, DaskError, connect
+
+    try:
+        cluster = connect(dask_address, config.cases, dask_timeout_s or CONNECT_TIMEOUT_S)
+    except DaskError as err:
+        raise SweepError(str(err)) from None
+    with cluster:
+        out = open_folder(out_dir)
+        with locked_folder(out):
+            return _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed)
 
 
-def _run_locked(config, out, resume, run_cell, progress, dask_address, retry_failed):
-    """:func:`run_sweep` once the folder's lock is held."""
+def _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed):
+    """:func:`run_sweep` once the folder's lock is held (and the cluster, if any, checked)."""
     _check_manifest(out, config.name)
     _remove_stale_temp_files(out, [MANIFEST_NAME, *(f"{c.key}.json" for c in config.cases)])
+    previous = _previous(out) if resume else {}
     cells, to_run = _plan(config, out, resume, retry_failed)
     remeasure = {i for i in to_run if cells[i].path.exists()}  # files this sweep replaces
     notes: list[str] = []
-    started = datetime.now(UTC).isoformat(timespec="seconds")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    first = previous.get("started")
+    started: list[str] = [now]
+    if isinstance(first, str):  # a resumed sweep keeps when it first started
+        started = [first, *(r for r in previous.get("resumed") or () if isinstance(r, str)), now]
     manifest = _write_manifest(config, out, cells, started)
     clock0 = time.monotonic()
-    state = ProgressTracker(progress, [cells[i].case for i in to_run], clock0)
+    workers = len(cluster.workers) if cluster is not None else 1
+    state = ProgressTracker(progress, [cells[i].case for i in to_run], clock0, workers)
 
     def finished(index: int, outcome: CellOutcome) -> None:
         cells[index] = outcome
         _write_manifest(config, out, cells, started)
         state.cell_done(outcome)
 
-    def starting(index: int) -> None:
+    def starting(index: int, attempt: int = 1) -> None:
         cells[index] = replace(cells[index], state=CellState.RUNNING)
         _write_manifest(config, out, cells, started)
-        state.emit("cell-start", cells[index].case)
+        state.cell_start(cells[index].case, attempt)
 
-    if dask_address is None:
+    ended_early = None
+    if cluster is None:
         runner = run_cell or default_run_cell()
         for index in to_run:
             starting(index)
@@ -332,31 +303,42 @@ def _run_locked(config, out, resume, run_cell, progress, dask_address, retry_fai
                 partial = getattr(err, "result", None)
                 if partial is not None and partial.modes and cells[index].path.exists():
                     cells[index] = saved_outcome(cells[index], partial, 0.0)
-                    _write_manifest(config, out, cells, started)
+                else:  # stopped before a mode was measured: nothing saved, not running
+                    why = f"stopped by {_stop_name(err)} before its first mode"
+                    cells[index] = replace(cells[index], state=CellState.PENDING, error=why)
+                _write_manifest(config, out, cells, started)
                 raise
             finished(index, outcome)
     else:
-        from ckptbench.sweep.dask import DaskError, run_dask  # distributed only on this path
+        from ckptbench.sweep.dask import run_dask
 
-        def done(index: int, result: RunResult | None, error: str | None, worker: str,
-                 duration: float) -> None:  # fmt: skip
-            if result is None:
+        def done(index: int, result: RunResult | None, error: str | None,
+                 attempts: tuple[Attempt, ...], interrupted: bool) -> None:  # fmt: skip
+            last = attempts[-1] if attempts else Attempt("")
+            if result is not None:
+                result = _with_attempts(result, attempts)
+                _set_aside(cells[index], notes)  # a partial file (or one that appeared)
+                outcome = saved_outcome(cells[index], result, last.duration_s or 0.0,
+                                        last.worker, attempts)  # fmt: skip
+            else:
                 outcome = replace(
                     cells[index],
-                    state=CellState.ERROR,
+                    state=CellState.PENDING if interrupted else CellState.ERROR,
                     error=error,
-                    worker=worker,
-                    duration_s=duration,
+                    host=last.host,
+                    worker=last.worker,
+                    duration_s=last.duration_s,
+                    attempts=attempts,
                 )
-            else:
-                outcome = saved_outcome(cells[index], result, duration, worker)
             finished(index, outcome)
 
+        def retrying(index: int, why: str) -> None:  # back in the queue: not running
+            cells[index] = replace(cells[index], state=CellState.PENDING, error=why)
+            _write_manifest(config, out, cells, started)
+            state.cell_retry(cells[index].case, why)
+
         jobs = [(i, cells[i].case) for i in to_run]
-        try:
-            run_dask(dask_address, run_cell, jobs, starting, done)
-        except DaskError as err:
-            raise SweepError(str(err)) from None
+        ended_early = run_dask(cluster, run_cell, jobs, starting, done, retrying)
     return SweepOutcome(
         name=config.name,
         out_dir=out,
@@ -364,11 +346,29 @@ def _run_locked(config, out, resume, run_cell, progress, dask_address, retry_fai
         cells=tuple(cells),
         elapsed_s=time.monotonic() - clock0,
         notes=tuple(notes),
+        ended_early=ended_early,
     )
 
 
+def _stop_name(err: BaseException) -> str:
+    from ckptbench.measure.launch import stop_reason
+
+    return stop_reason(err)
+
+
+def _with_attempts(result: RunResult, attempts: tuple[Attempt, ...]) -> RunResult:
+    """The result of a Dask cell records the worker that measured it and every attempt."""
+    last = attempts[-1] if attempts else Attempt("")
+    dask = {"worker": last.worker, "attempts": [a.to_dict() for a in attempts]}
+    return replace(result, environment={**result.environment, "dask": dask})
+
+
 def saved_outcome(
-    pending: CellOutcome, result: RunResult, duration: float, worker: str = ""
+    pending: CellOutcome,
+    result: RunResult,
+    duration: float,
+    worker: str = "",
+    attempts: tuple[Attempt, ...] = (),
 ) -> CellOutcome:
     if result.case.key != pending.case.key:
         return replace(
@@ -388,6 +388,7 @@ def saved_outcome(
         worker=worker,
         error=None if result.ok else first_error(result),
         duration_s=duration,
+        attempts=attempts,
     )
 
 
@@ -396,6 +397,17 @@ def first_error(result: RunResult) -> str:
         if not m.ok:
             return f"{m.mode.value}: {m.status.value}" + (f" ({m.error})" if m.error else "")
     return "not ok"
+
+
+def _set_aside(pending: CellOutcome, notes: list[str] | None) -> None:
+    """Re-measuring a partial or failed cell: keep its old file beside the new one, and say
+    so in ``notes``."""
+    if pending.path.exists():
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        aside = pending.path.with_name(f"{pending.path.name}.{stamp}.replaced")
+        pending.path.rename(aside)
+        if notes is not None:
+            notes.append(f"{pending.key}: its earlier result was moved to {aside.name}")
 
 
 def _run_local(
@@ -424,12 +436,7 @@ def _run_local(
             error=f"{pending.path.name} appeared while the sweep ran (not written by it); "
             "kept it and did not measure this cell",
         )
-    if pending.path.exists():  # re-measuring a failed cell: keep the old file beside it
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-        aside = pending.path.with_name(f"{pending.path.name}.{stamp}.replaced")
-        pending.path.rename(aside)
-        if notes is not None:
-            notes.append(f"{case.key}: its earlier result was moved to {aside.name}")
+    _set_aside(pending, notes)
     try:
         result = run_cell(case, out_path=pending.path, progress=on_mode)
     except Exception as err:  # a harness bug in one cell must not lose the sweep
