@@ -404,3 +404,119 @@ def test_a_sweep_never_moves_a_result_it_did_not_write(tmp_path: Path) -> None:
     outcome = run_sweep(config, tmp_path, resume=True, retry_failed=True, run_cell=run_cell)
     (aside,) = tmp_path.glob("*.replaced")
     assert any(aside.name in line for line in outcome.summary_lines())
+
+
+# --------------------------------------------------------------------------- item 7: messages
+
+
+def test_sizes_are_parsed_exactly():
+    from ckptbench.cli.options import parse_bytes
+
+    assert parse_bytes(str(2**62 - 1)) == 2**62 - 1  # was refused as too large
+    assert parse_bytes(str(2**53 + 1)) == 2**53 + 1  # was 2**53
+    assert parse_bytes("1.5g") == 3 * 2**29 and parse_bytes("0.5KiB") == 512
+    with pytest.raises(Exception, match="too large"):
+        parse_bytes(str(2**62))
+    with pytest.raises(Exception, match="too large"):
+        parse_bytes("9" * 400)
+
+
+def test_small_sizes_and_fractions_keep_their_units():
+    from ckptbench.render.format import fmt_bytes, fmt_percent
+
+    assert fmt_bytes(4096) == "4.0 KiB" and fmt_bytes(100) == "100 B"
+    assert fmt_bytes(48 * 2**20) == "48.0 MiB" and fmt_bytes(4096, unit=False) == "0.0"
+    assert fmt_percent(1e-11) == "1e-09%" and fmt_percent(0.05) == "5.0%"
+    assert "0.0%" not in fmt_percent(4e-4) and fmt_percent(0.05, 0) == "5%"
+
+
+def test_precision_zero_is_off_and_the_variable_is_named(fake, tmp_path, capsys, monkeypatch):
+    from ckptbench.cli.precision import precision_value as _precision_value
+
+    assert _precision_value("0.0") is None and _precision_value("0") is None
+    assert _precision_value("off") is None and _precision_value("5%") == 0.05
+    monkeypatch.setenv("CKPTBENCH_PRECISION", "abc")
+    err = one_line_error(capsys, small(tmp_path / "r.json"))
+    assert "CKPTBENCH_PRECISION='abc'" in err and "--precision was not given" in err
+    monkeypatch.delenv("CKPTBENCH_PRECISION")
+    err = one_line_error(capsys, [*small(tmp_path / "r.json"), "--precision", "150%"])
+    assert "below 100%" in err
+
+
+def test_max_rounds_below_rounds_is_refused_in_the_users_words(fake, tmp_path, capsys):
+    argv = ["run", "--model", "rnn", "--steps", "20", "--out", str(tmp_path / "r.json")]
+    err = one_line_error(capsys, [*argv, "--precision", "5%", "--max-rounds", "1"])
+    assert "--max-rounds 1 is below --rounds 6 (its default)" in err
+    err = one_line_error(capsys, [*argv, "--precision", "5%", "--rounds", "1", "--max-rounds", "1"])
+    assert "--max-rounds 1: --precision needs at least 2 rounds" in err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_precision_without_a_slowdown_says_it_adds_no_rounds(fake, tmp_path):
+    out = tmp_path / "r.json"
+    argv = [*small(out), "--precision", "1%", "--modes", "baseline,normal"]
+    res = invoke(argv)
+    assert res.exit_code == 0, res.output
+    assert "adds none" in res.output
+    assert load_result(out).case.rounds == 1
+
+
+def test_device_gpu_is_reported_as_typed(capsys, tmp_path):
+    argv = ["run", "--steps", "10", "--device", "gpu", "--out", str(tmp_path / "r.json")]
+    err = one_line_error(capsys, argv)
+    assert "'gpu'" in err and "gpu needs --backend" in err
+
+
+def test_an_infinite_expectation_is_refused():
+    from ckptbench.sweep.config import parse_config
+
+    text = "[case]\nsteps = 20\n[grid]\nsnaps = [4]\n[expect]\nmemory_savings_min = inf\n"
+    with pytest.raises(ValueError, match="finite"):
+        parse_config(text, source="x.toml")
+
+
+def test_step_costs_of_a_one_step_chain_are_measured():
+    import numpy as np
+
+    from ckptbench.measure.stepcosts import measure_step_costs
+    from ckptbench.workloads import Sizes, load_workload
+
+    wl = load_workload("rnn", Sizes(hidden=8, batch=2, input=4, output=1))
+    params, state0, inputs = wl.init(1, np.random.default_rng(0))
+    report = measure_step_costs(wl, params, state0, inputs, samples=1)
+    assert report.steps == 1 and report.costs.state_bytes > 0
+
+
+def test_all_zero_iteration_times_name_the_file_and_field(tmp_path, capsys):
+    doc = _doc()
+    for m in doc["modes"]:
+        for it in m["iterations"]:
+            it["wall_time_s"] = 0.0
+    path = tmp_path / "zero.json"
+    path.write_text(json.dumps(doc))
+    err = one_line_error(capsys, ["compare", str(path)])
+    assert str(path) in err and "modes[0].iterations[0].wall_time_s is 0" in err
+
+
+def test_a_signal_before_the_first_iteration_claims_no_measurement(fake, tmp_path):
+    import signal
+
+    out = tmp_path / "s.json"
+    fake.setenv("FAKE_SLEEP", "baseline:60")
+
+    def stop():  # SIGTERM once the run has claimed --out and its first worker sleeps
+        for _ in range(600):
+            if (tmp_path / ".s.json.lock").exists():
+                time.sleep(1.0)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=stop)
+    t.start()
+    res = invoke(small(out, "--rounds", "2"))
+    t.join()
+    assert res.exit_code == 128 + signal.SIGTERM, res.output
+    assert "what was measured is saved" not in res.output
+    assert "nothing measured (no iteration completed" in res.output
+    assert "rounds ran" not in res.output

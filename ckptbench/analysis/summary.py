@@ -145,7 +145,7 @@ def summarize(
             it.cpu_time_s / it.wall_time_s for it in m.iterations if it.wall_time_s > 0
         )
         for m in modes
-        if on_cpu and m.ok and m.iterations
+        if on_cpu and m.ok and any(it.wall_time_s > 0 for it in m.iterations)
     }
     normal = by_mode.get(Mode.NORMAL)
     ckpt = by_mode.get(Mode.CHECKPOINTED)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import click
@@ -49,12 +50,17 @@ def parse_bytes(text: str) -> int:
     m = _SIZE.match(text)
     if not m or (m.group(2) or "").lower() not in _UNITS:
         raise click.BadParameter(f"{text!r} is not a size like 2GiB, 500MB or 1048576")
-    value = float(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
-    if not value < MAX_BYTES:  # hundreds of digits read as inf
+    digits = m.group(1)
+    if len(digits) > 40:  # no size has this many digits; never converted, never a float
+        raise click.BadParameter(f"{_clip(text)} is too large (the limit is 2**62 bytes)")
+    value = Fraction(digits) * _UNITS[(m.group(2) or "").lower()]  # exact: 2**62-1 stays
+    if not value < MAX_BYTES:
         raise click.BadParameter(f"{_clip(text)} is too large (the limit is 2**62 bytes)")
     n = int(value)
     if n <= 0:
-        raise click.BadParameter(f"{text!r} must be positive")
+        raise click.BadParameter(
+            f"{text!r} is less than one byte" if value > 0 else f"{text!r} must be positive"
+        )
     return n
 
 
@@ -182,8 +188,20 @@ backend_option = click.option(
 DEVICE_ALIASES = {"gpu": "cuda"}
 
 
-def _device(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+def _device(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    ctx.meta["ckptbench.device_typed"] = value  # messages say what the user typed
     return DEVICE_ALIASES.get(value, value)
+
+
+def device_words(ctx: click.Context, device: str, text: str) -> str:
+    """``text`` (a message about ``device``) in the user's word for it: '--device gpu', not
+    the 'cuda' the alias resolved to."""
+    typed = ctx.meta.get("ckptbench.device_typed", device)
+    if typed == device:
+        return text
+    text = text.replace(f"--device {device}", f"--device {typed}")
+    text = text.replace(f"; {device} needs", f"; {typed} needs")
+    return text.replace(f"device {device!r}", f"device {typed!r} (that is, {device!r})")
 
 
 #: --device: every device some backend runs on; Case validation pairs it with the backend.

@@ -24,10 +24,10 @@ from ckptbench.cli.options import (
     backend_option,
     check_backend,
     device_option,
+    device_words,
     given_sizes,
     mprof_option,
     output_options,
-    parse_fraction,
     read_costs,
     relative_model,
     size_options,
@@ -35,6 +35,7 @@ from ckptbench.cli.options import (
     strategy_help,
 )
 from ckptbench.cli.outputs import check_mprof_dir, check_out, claim_out, write_mprof
+from ckptbench.cli.precision import precision_option, precision_target
 from ckptbench.results.schema import Case
 from ckptbench.schedules import get_strategy, strategy_names
 
@@ -47,13 +48,6 @@ def _default_out(model: str) -> Path:
     stamp = now.strftime("%Y%m%d-%H%M%S") + f".{now.microsecond:06d}"
     slug = re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_")[-30:].strip("_") or "model"
     return Path("results") / f"run-{slug}-{stamp}-{secrets.token_hex(3)}.json"
-
-
-def _precision_value(text: str | None) -> float | None:
-    """``--precision``: '5%' or 0.05 -> 0.05; 'off' (or none, 0) -> None (add no rounds)."""
-    if text is None or str(text).strip().lower() in ("off", "none", "0", "0%"):
-        return None
-    return parse_fraction(text)
 
 
 def _round_seconds(case: Case, modes) -> float:
@@ -222,7 +216,7 @@ RUN_SECTIONS = {
     default="5%",
     show_default=True,
     envvar="CKPTBENCH_PRECISION",
-    callback=lambda _ctx, _p, v: _precision_value(v),
+    callback=precision_option,
     help="After --rounds, add rounds until the slowdown's 95% interval is within this, up "
     "to --max-rounds and --max-time, and say when it stopped short. 'off' adds none. An "
     "explicit --rounds N without --precision runs exactly N rounds. Environment: "
@@ -262,7 +256,7 @@ def run(
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
-    from ckptbench.measure.runner import Precision, expected_oom, run_case
+    from ckptbench.measure.runner import expected_oom, run_case
     from ckptbench.measure.tasks import CostsError, check_plugin, probe_device
     from ckptbench.render import explain_lines, failure_lines, headline, run_table, warning_lines
     from ckptbench.render.console import mode_progress, plan_line, stderr_console
@@ -295,15 +289,10 @@ def run(
         if costs is not None and not get_strategy(strategy).planned:
             notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
             costs = None
-        target = None
-        fixed_rounds = (
-            ctx.get_parameter_source("rounds") is not click.core.ParameterSource.DEFAULT
-            and ctx.get_parameter_source("precision") is click.core.ParameterSource.DEFAULT
-        )
-        if precision is not None and not fixed_rounds:
-            target = Precision(precision, max(max_rounds, case.rounds), max_time)
+        target, more = precision_target(ctx, precision, max_rounds, max_time, case, modes)
+        notes += more
     except ValueError as err:
-        raise InputError(str(err)) from None
+        raise InputError(device_words(ctx, device, str(err))) from None
     out = out or _default_out(model)
     check_out(out, force)
     claim_out(ctx, out)  # before anything is measured; held until the command ends
@@ -318,7 +307,7 @@ def run(
             notes += plugin_notes
             case.check_fits_memory()
             if device != "cpu" and (why := probe_device(case)) is not None:
-                raise InputError(f"--device {device}: {why}")
+                raise InputError(device_words(ctx, device, f"--device {device}: {why}"))
     except ValueError as err:
         raise InputError(str(err)) from None
     except (Interrupted, KeyboardInterrupt) as err:

@@ -104,8 +104,10 @@ def measure_step_costs(
     steps = int(np.shape(inputs)[0])
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
-    if steps < 2:
-        raise ValueError("measuring step costs needs at least 2 steps of inputs")
+    if steps < 1:
+        raise ValueError("measuring step costs needs at least 1 step of inputs")
+    if steps == 1:  # a one-step chain: its step measured twice (the tape is a difference)
+        inputs = inputs[[0, 0]]
     if tape_method is not None and tape_method not in ("vmhwm", "tracemalloc"):
         raise ValueError(f"tape_method must be vmhwm or tracemalloc, got {tape_method!r}")
     own = None
@@ -117,12 +119,12 @@ def measure_step_costs(
         tape_method = "vmhwm" if measure.peak_method() == "vmhwm" else "tracemalloc"
     method = tape_method
     k1, k2 = tape_steps if tape_steps is not None else (16, 112)
-    k2 = min(k2, steps)
+    k2 = min(k2, max(steps, 2))
     k1 = max(1, min(k1, k2 // 4))
     if k2 <= k1:
         raise ValueError(f"tape_steps must satisfy k1 < k2 <= steps, got ({k1}, {k2})")
     f, post = workload.step, workload.post
-    k_time = min(steps, 200)
+    k_time = min(max(steps, 2), 200)
 
     fwd, tap, pst = [], [], []
     for _ in range(samples):

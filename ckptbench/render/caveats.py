@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ckptbench.analysis import BUSY_CPU_SHARE, busy_modes
+from ckptbench.render.format import fmt_percent
 from ckptbench.results.schema import RunResult
 
 __all__ = ["Caveat", "caveats", "grouped_warning_lines", "warning_lines"]
@@ -90,7 +91,7 @@ def caveats(result: RunResult) -> list[Caveat]:
         got = "no interval" if half is None else f"+/-{half:.1%}"
         out.append(
             Caveat(
-                f"--precision {prec['target_rel']:.1%} not reached",
+                f"--precision {fmt_percent(prec['target_rel'])} not reached",
                 None,
                 f"{got} after {prec['rounds']} rounds, stopped by {why[prec['stopped']]}",
             )

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ckptbench.render.format import fmt_duration
+from ckptbench.render.format import fmt_duration, fmt_percent
 from ckptbench.results.schema import Mode
 
 __all__ = [
@@ -160,7 +160,7 @@ class JobClock:
             parts.append(f"slowdown {slow.value:.2f}x (an interval from round 2)")
         elif slow is not None:
             lo, hi = slow.as_list()
-            goal = f" (goal {self.precision.target_rel:.0%})" if self.precision else ""
+            goal = f" (goal {fmt_percent(self.precision.target_rel, 0)})" if self.precision else ""
             parts.append(
                 f"slowdown {slow.value:.2f}x [{lo:.2f}, {hi:.2f}] "
                 f"+/-{slow.half_width_rel:.1%}{goal}"
@@ -203,7 +203,8 @@ def plan_line(
     )
     return head + (
         f"{case.rounds} rounds of ~{fmt_duration(round_s)}, then more until the slowdown is "
-        f"within +/-{target.target_rel:.0%} (at most {target.max_rounds} rounds; none that would "
+        f"within +/-{fmt_percent(target.target_rel, 0)} (at most {target.max_rounds} rounds; "
+        "none that would "
         f"end past --max-time {fmt_duration(cap)}): {span}.{busy} Ctrl-C keeps the complete "
         "rounds."
     )

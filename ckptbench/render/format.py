@@ -18,6 +18,7 @@ __all__ = [
     "fmt_bytes",
     "fmt_duration",
     "fmt_overhead",
+    "fmt_percent",
     "fmt_ratio",
     "fmt_ratio_ci",
     "fmt_size",
@@ -48,11 +49,23 @@ def missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+def fmt_percent(fraction: float, digits: int = 1) -> str:
+    """A fraction as a percentage: '5.0%'; one too small for ``digits`` decimals in two
+    significant digits ('1e-07%', never '0.0%')."""
+    if fraction and round(100 * fraction, digits) == 0:
+        return f"{100 * fraction:.2g}%"
+    return f"{fraction:.{digits}%}"
+
+
 def fmt_bytes(n: float | None, *, signed: bool = False, digits: int = 1, unit: bool = True) -> str:
-    """Bytes in MiB: '48.5 MiB', '+6.5 MiB' (signed), '48.50' (digits=2, unit=False)."""
+    """Bytes in MiB: '48.5 MiB', '+6.5 MiB' (signed), '48.50' (digits=2, unit=False); with
+    the unit, a size that would read as zero MiB in KiB or bytes ('4.0 KiB', '512 B')."""
     if missing(n):
         return "-"
     sign = "+" if signed and n > 0 else ""
+    if unit and n and round(n / MIB, digits) == 0:  # a few KiB is not '0.0 MiB'
+        small = f"{n / 1024:,.{digits}f} KiB" if abs(n) >= 1024 else f"{int(n)} B"
+        return sign + small
     return f"{sign}{n / MIB:,.{digits}f}" + (" MiB" if unit else "")
 
 

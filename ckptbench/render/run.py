@@ -10,6 +10,7 @@ from ckptbench.analysis import mode_peak_bytes
 from ckptbench.render.format import (
     fmt_bytes,
     fmt_duration,
+    fmt_percent,
     fmt_ratio,
     fmt_ratio_ci,
     fmt_time,
@@ -273,7 +274,7 @@ def explain_lines(result: RunResult) -> list[str]:
     prec = result.environment.get("precision") or {}
     if prec.get("stopped") == "reached":
         lines.append(
-            f"--precision {prec['target_rel']:.1%} reached: slowdown interval "
+            f"--precision {fmt_percent(prec['target_rel'])} reached: slowdown interval "
             f"+/-{prec['half_width_rel']:.1%} after {prec['rounds']} rounds"
         )
     elif prec.get("stopped") in ("max-time", "max-rounds"):
@@ -286,7 +287,8 @@ def explain_lines(result: RunResult) -> list[str]:
         )
         lines.append(
             f"stopped at the {cap} after {prec['rounds']} rounds: {got}, "
-            f"not the +/-{prec['target_rel']:.1%} of --precision; a longer --max-time narrows it"
+            f"not the +/-{fmt_percent(prec['target_rel'])} of --precision; a longer --max-time "
+            "narrows it"
         )
     spread = s.get("peak_spread_bytes") or {}
     if result.case.rounds > 1 and spread:
@@ -309,7 +311,7 @@ def explain_lines(result: RunResult) -> list[str]:
         over = overheads.get(Mode.CHECKPOINTED.value)
         if predicted:
             lines.append(
-                f"plan: predicted {predicted:.2f} s and {fmt_bytes(plan.get('peak_bytes'))} "
+                f"plan: predicted {predicted:.3g} s and {fmt_bytes(plan.get('peak_bytes'))} "
                 f"stored; measured {wall:.2f} s ({wall / predicted - 1:+.0%}), "
                 f"{fmt_bytes(stored)} stored by the executor, {where}overhead "
                 f"{fmt_bytes(over, signed=True)} over baseline"

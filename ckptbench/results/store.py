@@ -310,9 +310,16 @@ def validate_result_document(data: Any, source: str) -> None:
         elif len(set(seen)) < len(seen):
             problem = f"modes lists a mode twice ({', '.join(m for m, _ in seen)})"
         else:
-            for m in modes:
+            for i, m in enumerate(modes):
                 if m["status"] == Status.OK.value and not m.get("iterations"):
                     problem = f"mode {m['mode']} has status ok but no measured iterations"
+                    break
+                zero = [j for j, it in enumerate(m.get("iterations", ())) if not it["wall_time_s"]]
+                if zero:
+                    problem = (
+                        f"modes[{i}].iterations[{zero[0]}].wall_time_s is 0 (a measured "
+                        "iteration takes time)"
+                    )
                     break
     if problem is not None:
         raise StoreError(f"{source}: malformed result: {problem}")

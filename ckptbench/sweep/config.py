@@ -32,6 +32,7 @@ Every problem is a :class:`ConfigError` (a ``ValueError``) with a one-line messa
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -327,6 +328,8 @@ def _expect_table(r: _Reader, table: str, data: Mapping[str, Any]) -> dict[str, 
                 raise r.error(f"must be true or false, got {value!r}", table, key)
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise r.error(f"must be a positive number, got {value!r}", table, key)
+        elif not math.isfinite(value):
+            raise r.error(f"must be a finite number (no cell can meet {value!r})", table, key)
         else:
             value = float(value)
         out[key] = value

@@ -1,0 +1,84 @@
+"""``run --precision``: the option's value (or ``CKPTBENCH_PRECISION``'s) and the rounds
+target it sets, checked against ``--rounds``, ``--max-rounds`` and ``--modes`` in the
+user's own words before anything is measured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ckptbench.cli.options import InputError, parse_fraction
+
+DEFAULT = click.core.ParameterSource.DEFAULT
+
+
+def precision_value(text: str | None) -> float | None:
+    """``--precision``: '5%' or 0.05 -> 0.05; 'off' (or none, or any zero: 0, 0%, 0.0) ->
+    None (add no rounds)."""
+    if text is None or str(text).strip().lower() in ("off", "none"):
+        return None
+    value = parse_fraction(text)
+    if value >= 1:
+        raise click.BadParameter(
+            f"{text!r}: the slowdown interval's half-width, as a fraction below 100% (e.g. 5%)"
+        )
+    return value or None
+
+
+def precision_option(ctx: click.Context, param: click.Parameter, value: str | None):
+    """``--precision``, or ``CKPTBENCH_PRECISION`` when the option is not given: a bad value
+    of the variable names the variable, not the option."""
+    try:
+        return precision_value(value)
+    except click.BadParameter as err:
+        if ctx.get_parameter_source(param.name or "") is click.core.ParameterSource.ENVIRONMENT:
+            raise InputError(
+                f"CKPTBENCH_PRECISION={value!r} in the environment (--precision was not given): "
+                f"{err.message}; set it to a fraction such as 5%, or to off"
+            ) from None
+        raise
+
+
+def precision_target(
+    ctx: click.Context,
+    precision: float | None,
+    max_rounds: int,
+    max_time: float,
+    case: Any,
+    modes: str,
+) -> tuple[Any, tuple[str, ...]]:
+    """The runner's ``Precision`` target (None: add no rounds) and notes to print. An
+    explicit ``--rounds`` without ``--precision`` runs exactly those rounds; a
+    ``--max-rounds`` below ``--rounds`` (or below 2) is refused naming both; without the
+    normal and checkpointed modes there is no slowdown to narrow, which is said."""
+    from ckptbench.measure.runner import Precision
+    from ckptbench.render.format import fmt_percent
+
+    fixed_rounds = (
+        ctx.get_parameter_source("rounds") is not DEFAULT
+        and ctx.get_parameter_source("precision") is DEFAULT
+    )
+    if precision is None or fixed_rounds:
+        return None, ()
+    if ctx.get_parameter_source("max_rounds") is not DEFAULT and max_rounds < max(case.rounds, 2):
+        default = " (its default)" if ctx.get_parameter_source("rounds") is DEFAULT else ""
+        raise InputError(
+            f"--max-rounds {max_rounds} is below --rounds {case.rounds}{default}: --max-rounds "
+            f"counts every round, so give at least {max(case.rounds, 2)} (an interval needs "
+            "two), fewer --rounds, or --precision off"
+            if max_rounds < case.rounds
+            else f"--max-rounds {max_rounds}: --precision needs at least 2 rounds (its interval "
+            "comes from the spread between rounds); give 2 or more, or --precision off"
+        )
+    target = Precision(precision, max(max_rounds, case.rounds), max_time)
+    names = {m.strip() for m in modes.split(",")}
+    if names >= {"normal", "checkpointed"}:
+        return target, ()
+    if ctx.get_parameter_source("precision") is DEFAULT:
+        return None, ()
+    return None, (  # nothing for added rounds to narrow: say so, add none
+        f"--precision {fmt_percent(precision)} narrows the slowdown's interval, which needs "
+        f"the normal and checkpointed modes; --modes {modes} runs {case.rounds} rounds and "
+        "adds none",
+    )
