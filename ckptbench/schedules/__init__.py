@@ -20,6 +20,7 @@ arrays, no I/O.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -104,14 +105,14 @@ def get_strategy(name: str | StrategySpec) -> StrategySpec:
     return spec
 
 
-def strategy_names(backend: RunsStreams | None = None, *, ours: bool | None = None) -> list[str]:
-    """Names of the strategies (those ``backend``, a backend's spec, runs; only ours or only
-    peers). ``ckptbench.backends.registry.strategies(name)`` asks by a backend's name."""
+def strategy_names(
+    backend: str | RunsStreams | None = None, *, ours: bool | None = None
+) -> list[str]:
+    """Names of the strategies (those ``backend`` runs: a backend's spec, or its name looked
+    up in the backend registry; only ours or only peers)."""
     if isinstance(backend, str):
-        raise TypeError(
-            "strategy_names takes a backend's spec (ckptbench.backends.registry.spec(name)) "
-            "or use ckptbench.backends.registry.strategies(name)"
-        )
+        # by name at call time only: the schedules do not depend on the backends
+        backend = importlib.import_module("ckptbench.backends.registry").spec(backend)
     return [
         s.name
         for s in STRATEGIES.values()
