@@ -139,7 +139,7 @@ def summarize(
     }
     # on a GPU the worker waits for the device by design: CPU time / wall time says nothing
     # about other processes there, so the busy-machine verdict is a CPU-only one
-    on_cpu = (getattr(case, "device", "cpu") or "cpu") == "cpu"
+    on_cpu = (case.device) == "cpu"
     cpu_share = {
         m.mode.value: statistics.median(
             it.cpu_time_s / it.wall_time_s for it in m.iterations if it.wall_time_s > 0

@@ -1,20 +1,23 @@
-"""The contract between the worker and a backend (autograd, torch).
+"""The contract between the worker and a backend (autograd, torch, JAX, ...).
 
 A backend turns a (case, mode) into :class:`Built`: the parameters, a function computing
 the loss and its gradient, a step-call counter and the executor's counters. The worker
-measures it; it knows nothing else about the backend (see docs/architecture.md).
+measures it; it knows nothing else about the backend (see docs/architecture.md). What a
+backend may read of a case is :class:`CaseView` (``ckptbench.results.schema.Case`` is one;
+the contract does not import it, so the schema may validate against the registries).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ckptbench.schedules import optimal_forward_steps
 
 __all__ = [
     "Built",
+    "CaseView",
     "CheckpointStats",
     "ExecutorCounters",
     "counting",
@@ -22,6 +25,24 @@ __all__ = [
     "loop_phases",
     "unrolled_outputs",
 ]
+
+
+class CaseView(Protocol):
+    """What a backend reads of a case (``ckptbench.results.schema.Case`` provides it)."""
+
+    model: str
+    steps: int
+    snaps: int
+    strategy: str
+    backend: str
+    device: str  # never empty: "cpu" unless the case names a device
+    budget_bytes: int | None
+    hidden: int
+    batch: int
+    input: int
+    output: int
+    seed: int
+    threads: int
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ class FrameworkBackend:
 
     def device_problem(self, case: Any) -> str | None:
         """Why the framework cannot compute on ``case.device`` here (None when it can)."""
-        return self.framework.device_problem(getattr(case, "device", "cpu") or "cpu")
+        return self.framework.device_problem(case.device)
 
     def strategies(self) -> tuple[str, ...]:
         """Checkpointed-mode strategies: our schedules and the peers declared for this

@@ -1,95 +1,56 @@
 """The backend registry: which frameworks compute gradients, and how the worker reaches them.
 
-A registered backend is a :class:`BackendSpec`: a name, the devices it runs on, the
-packages it needs (``available()`` gives the reason when one cannot be imported) and the
-module that implements it, imported only when a case runs on it (the worker of an autograd
-case never imports torch). That module's ``BACKEND`` is a :class:`Backend`: it builds the
-three modes of a case (``build_gradient``) and measures the step costs the planner needs on
-its own framework (``measure_costs``).
+A backend is one folder, ``ckptbench/backends/<name>/``, whose ``__init__`` imports no
+framework and declares one :class:`BackendSpec` as ``SPEC``: a name, the devices it runs on
+(and their other names), the packages it needs (``available()`` gives the reason when one
+cannot be imported), whether it runs ckptbench's action streams, and the module that
+implements it, imported only when a case runs on it (the worker of an autograd case never
+imports torch). The registry finds the folders itself (:func:`discover`, asv's plug-in
+folder with a lazy import); a backend from elsewhere (a test's toy) calls :func:`register`.
+The implementing module's ``BACKEND`` is a :class:`Backend`: it builds the three modes of a
+case (``build_gradient``) and measures the step costs the planner needs on its own framework
+(``measure_costs``).
 
 Most backends give the generic path, :class:`ckptbench.backends.modes.FrameworkBackend`:
 the three modes written once over a few framework operations, and our schedules run by
 :mod:`ckptbench.engine` through the framework's binding. A backend that compiles the whole
 action stream itself (JAX) gives its own ``build_gradient`` instead; both pass
-``tests/test_contract.py``. Adding a backend: one :func:`register` call here (or from the
-backend's package) and the module named in it (see docs/architecture.md, "Backends").
+``tests/test_contract.py``. Adding a backend: one folder (see docs/architecture.md,
+"Backends").
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
-from dataclasses import dataclass
-from typing import Any, Protocol
+import pkgutil
+from typing import Any
 
-from ckptbench.backends.contract import Built
+from ckptbench.backends.contract import Built, CaseView
+from ckptbench.backends.spec import Backend, BackendSpec, BackendUnavailableError
 from ckptbench.schedules import strategy_names
 
 __all__ = [
     "BACKENDS",
+    "DEFAULT_BACKEND",
     "Backend",
     "BackendSpec",
     "BackendUnavailableError",
     "backend_names",
     "build",
+    "device_aliases",
     "device_problem",
+    "discover",
     "get_backend",
     "measure_costs",
     "register",
+    "resolve_device",
     "spec",
     "strategies",
+    "stream_backends",
 ]
 
-
-class BackendUnavailableError(ImportError, ValueError):
-    """A backend was asked for that cannot run here (one line, saying why and how to fix).
-
-    An ``ImportError`` (what callers catch around a backend's import) and a ``ValueError``
-    (the project's bad-input convention) at once.
-    """
-
-
-class Backend(Protocol):
-    """What a backend module's ``BACKEND`` provides to the worker."""
-
-    name: str
-
-    def build_gradient(self, case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
-        """The worker's view of ``case`` in ``mode`` (``costs``: strategy optimal's plan
-        costs, a ``planner.Costs`` document)."""
-
-    def measure_costs(self, case: Any) -> dict[str, Any]:
-        """The planner's step costs measured on this framework (``StepCostReport.as_dict``)."""
-
-    def device_problem(self, case: Any) -> str | None:
-        """Why this framework cannot compute on ``case.device`` here (None when it can)."""
-
-
-@dataclass(frozen=True)
-class BackendSpec:
-    """One registered backend (cheap to import: no framework is loaded)."""
-
-    name: str
-    module: str  # imported lazily; defines BACKEND
-    requires: tuple[str, ...] = ()  # top-level packages that must be importable
-    devices: tuple[str, ...] = ("cpu",)
-    install_hint: str = ""
-    runs_streams: bool = True  # runs our action streams (every strategy that is ours)
-
-    def available(self) -> str | None:
-        """``None`` when this backend can run here, else the reason (one line)."""
-        for package in self.requires:
-            if importlib.util.find_spec(package) is None:
-                hint = f"; {self.install_hint}" if self.install_hint else ""
-                return f"--backend {self.name} needs {package}, which is not installed{hint}"
-        return None
-
-    def load(self) -> Backend:
-        """Import the backend's module and return its ``BACKEND``."""
-        reason = self.available()
-        if reason is not None:
-            raise BackendUnavailableError(reason)
-        return importlib.import_module(self.module).BACKEND
+#: The backend a case runs on unless it names one.
+DEFAULT_BACKEND = "autograd"
 
 
 #: Every registered backend by name, in registration order.
@@ -128,17 +89,17 @@ def get_backend(name: str) -> Backend:
     return spec(name).load()
 
 
-def build(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
+def build(case: CaseView, mode: Any, costs: dict[str, Any] | None = None) -> Built:
     """``case`` in ``mode`` on the case's backend: what the worker measures."""
     return get_backend(case.backend).build_gradient(case, mode, costs)
 
 
-def measure_costs(case: Any) -> dict[str, Any]:
+def measure_costs(case: CaseView) -> dict[str, Any]:
     """The step costs of ``case``'s workload, measured on the case's backend."""
     return get_backend(case.backend).measure_costs(case)
 
 
-def device_problem(case: Any) -> str | None:
+def device_problem(case: CaseView) -> str | None:
     """Why the case's backend cannot compute on its ``device`` here (None when it can).
 
     Imports the framework: the worker's ``device`` task asks it, never ckptbench's process.
@@ -146,26 +107,36 @@ def device_problem(case: Any) -> str | None:
     return get_backend(case.backend).device_problem(case)
 
 
-register(
-    BackendSpec(
-        name="autograd", module="ckptbench.backends.autograd.framework", requires=("autograd",)
-    )
-)
-register(
-    BackendSpec(
-        name="torch",
-        module="ckptbench.backends.torch.framework",
-        requires=("torch",),
-        devices=("cpu", "cuda"),
-        install_hint="pip install 'ckptbench[torch]'",
-    )
-)
-register(
-    BackendSpec(
-        name="jax",
-        module="ckptbench.backends.jax.modes",
-        requires=("jax",),
-        devices=("cpu", "cuda"),
-        install_hint="pip install 'ckptbench[jax]'",
-    )
-)
+def discover() -> tuple[BackendSpec, ...]:
+    """Register the ``SPEC`` of every folder under ``ckptbench/backends/`` (no framework is
+    imported: a backend's ``__init__`` only declares its spec)."""
+    import ckptbench.backends as package
+
+    found = []
+    for info in sorted(
+        pkgutil.iter_modules(package.__path__), key=lambda i: (i.name != DEFAULT_BACKEND, i.name)
+    ):
+        if not info.ispkg:
+            continue
+        entry = getattr(importlib.import_module(f"{package.__name__}.{info.name}"), "SPEC", None)
+        if isinstance(entry, BackendSpec):
+            found.append(register(entry))
+    return tuple(found)
+
+
+def stream_backends() -> tuple[str, ...]:
+    """The registered backends that run ckptbench's own action streams."""
+    return tuple(name for name, entry in BACKENDS.items() if entry.runs_streams)
+
+
+def device_aliases() -> dict[str, str]:
+    """Every registered backend's other names of a device (``gpu`` -> ``cuda``)."""
+    return {alias: device for entry in BACKENDS.values() for alias, device in entry.device_aliases}
+
+
+def resolve_device(device: str) -> str:
+    """``device`` under the name the backends use (``gpu`` -> ``cuda``)."""
+    return device_aliases().get(device, device)
+
+
+discover()

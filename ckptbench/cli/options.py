@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ckptbench.backends.registry import backend_names
+from ckptbench.backends.registry import DEFAULT_BACKEND, backend_names, device_aliases
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.results.schema import Case
 from ckptbench.schedules import get_strategy, strategy_names
@@ -178,14 +178,14 @@ any_host_option = click.option(
 backend_option = click.option(
     "--backend",
     type=click.Choice(backend_names()),
-    default="autograd",
+    default=DEFAULT_BACKEND,
     show_default=True,
     help="Library that computes the gradient (torch: pip install '.[torch]').",
 )
 
 
-#: Other names of a device: JAX calls an NVIDIA GPU "gpu", torch "cuda".
-DEVICE_ALIASES = {"gpu": "cuda"}
+#: Other names of a device, declared by the backends (JAX calls an NVIDIA GPU "gpu").
+DEVICE_ALIASES = device_aliases()
 
 
 def _device(ctx: click.Context, _param: click.Parameter, value: str) -> str:

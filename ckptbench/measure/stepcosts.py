@@ -100,7 +100,9 @@ def measure_step_costs(
     where it has one, else vmhwm where it works). ``framework`` is the backend's framework
     object (default: autograd's, ``ckptbench.backends.autograd.framework``).
     """
-    fw = registry.get_backend("autograd").framework if framework is None else framework
+    fw = (
+        registry.get_backend(registry.DEFAULT_BACKEND).framework if framework is None else framework
+    )
     steps = int(np.shape(inputs)[0])
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")

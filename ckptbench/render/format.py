@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ckptbench.analysis import differing_fields
+from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.results.schema import Case
 
 __all__ = [
@@ -185,7 +186,7 @@ def common_fields(cases: Sequence[Case]) -> str:
     shown = (*LABEL_FIELDS, "hidden", "batch", "input", "output", "threads", "seed")
     # where every cell ran off the defaults (autograd on a CPU), say which framework and
     # device: the figures of a GPU report are device memory
-    shown += tuple(n for n, default in (("backend", "autograd"), ("device", "cpu"))
+    shown += tuple(n for n, default in (("backend", DEFAULT_BACKEND), ("device", "cpu"))
                    if getattr(cases[0], n, default) != default)  # fmt: skip
     names = [n for n in shown if n not in differ and hasattr(cases[0], n)]
     return _label(cases[0], names)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ckptbench.analysis import mode_peak_bytes
+from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.render.format import (
     fmt_bytes,
     fmt_duration,
@@ -66,7 +67,7 @@ def _on_device(summary: dict[str, Any]) -> bool:
 
 def _setting(result: RunResult) -> str:
     c = result.case
-    backend = "" if c.backend == "autograd" else f" on {c.backend}/{c.device}"
+    backend = "" if c.backend == DEFAULT_BACKEND else f" on {c.backend}/{c.device}"
     spec = get_strategy(c.strategy)
     value = spec.setting_of(c.snaps, c.budget_bytes)
     what = spec.setting.describe(spec, fmt_bytes(value) if spec.setting.in_bytes else str(value))

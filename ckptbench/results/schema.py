@@ -21,7 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ckptbench.backends.registry import BACKENDS
+from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.schedules import Setting, get_strategy
 
@@ -112,7 +112,7 @@ class Case:
     steps: int = 1000
     snaps: int = 31
     strategy: str = "revolve"
-    backend: str = "autograd"
+    backend: str = DEFAULT_BACKEND
     device: str = "cpu"
     budget_bytes: int | None = None  # byte budget of strategy "optimal"
     hidden: int = 256
@@ -181,7 +181,7 @@ class Case:
         """
         ident = json.dumps(self.identity(), sort_keys=True)
         digest = hashlib.sha256(ident.encode()).hexdigest()[:10]
-        backend = "" if self.backend == "autograd" else f"-{self.backend}-{self.device}"
+        backend = "" if self.backend == DEFAULT_BACKEND else f"-{self.backend}-{self.device}"
         budget = "" if self.budget_bytes is None else f"-m{self.budget_bytes}"
         return (
             f"{_slug(self.model)}{backend}-l{self.steps}-s{self.snaps}-{self.strategy}{budget}"

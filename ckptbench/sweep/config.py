@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
 from ckptbench.results.files import read_text_limited
 from ckptbench.results.schema import Case, CaseError
 from ckptbench.schedules import OPTIMAL, STRATEGIES, Setting, get_strategy
@@ -246,7 +247,6 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
 
 #: Fields a value needs beside it to be checked on its own (the cell itself is checked whole).
 _COMPANIONS: dict[tuple[str, Any], dict[str, Any]] = {
-    ("device", "cuda"): {"backend": "torch"},
     ("budget_bytes", "*"): {"strategy": OPTIMAL.name},
     ("budget_bytes", None): {},
 }
@@ -261,6 +261,9 @@ def _companions(key: str, value: Any) -> dict[str, Any]:
         if spec.backend is not None:  # a peer runs on its own backend only
             extra["backend"] = spec.backend
         return extra
+    if key == "device" and isinstance(value, str):
+        runs = [b.name for b in BACKENDS.values() if value in b.devices]
+        return {"backend": runs[0]} if runs and DEFAULT_BACKEND not in runs else {}
     hashable = value if isinstance(value, (str, int, float, type(None))) else None
     return _COMPANIONS.get((key, hashable), _COMPANIONS.get((key, "*"), {}))
 

@@ -6,3 +6,14 @@
   one autograd primitive over :mod:`ckptbench.engine` (Griewank & Walther, Algorithm 799:
   Revolve, 2000).
 """
+
+from __future__ import annotations
+
+from ckptbench.backends.spec import BackendSpec
+
+__all__ = ["SPEC"]
+
+#: The default backend: numpy with autograd (the project's own dependencies).
+SPEC = BackendSpec(
+    name="autograd", module="ckptbench.backends.autograd.framework", requires=("autograd",)
+)

@@ -28,18 +28,27 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["INSTALL_HINT", "JaxMissingError", "pin_threads", "require_jax"]
+from ckptbench.backends.require import MissingPackageError, require
+from ckptbench.backends.spec import BackendSpec
+
+__all__ = ["INSTALL_HINT", "SPEC", "JaxMissingError", "pin_threads", "require_jax"]
 
 #: What to run when JAX is missing.
 INSTALL_HINT = "pip install 'ckptbench[jax]'"
 
+#: The JAX backend: CPU and NVIDIA GPUs (``--device gpu`` is CUDA).
+SPEC = BackendSpec(
+    name="jax",
+    module="ckptbench.backends.jax.modes",
+    requires=("jax",),
+    devices=("cpu", "cuda"),
+    device_aliases=(("gpu", "cuda"),),
+    install_hint=INSTALL_HINT,
+)
 
-class JaxMissingError(ImportError, ValueError):
-    """The JAX backend was asked for but JAX cannot be imported (a one-line message).
 
-    An ``ImportError`` (what the worker catches around the backend's import) and a
-    ``ValueError`` (the project's bad-input convention) at once.
-    """
+class JaxMissingError(MissingPackageError):
+    """The JAX backend was asked for but JAX cannot be imported (a one-line message)."""
 
 
 def pin_threads(threads: int | None) -> int | None:
@@ -57,12 +66,6 @@ def pin_threads(threads: int | None) -> int | None:
 
 def require_jax() -> Any:
     """Return the ``jax`` module (float64 enabled), or raise :class:`JaxMissingError`."""
-    try:
-        import jax
-    except ImportError as err:
-        why = " ".join(str(err).split()) or type(err).__name__
-        raise JaxMissingError(
-            f"--backend jax needs JAX, which cannot be imported ({why}); {INSTALL_HINT}"
-        ) from None
+    jax = require("jax", "--backend jax", INSTALL_HINT, shown="JAX", error=JaxMissingError)
     jax.config.update("jax_enable_x64", True)
     return jax

@@ -59,7 +59,7 @@ def measure_jax_costs(case: Any, samples: int = 3) -> dict[str, Any]:
     steps = case.steps
     # on the case's device: JAX's default device is a GPU wherever one is visible, so
     # uncommitted arrays would measure a --device cpu plan on the GPU
-    device = resolve_device(getattr(case, "device", "cpu") or "cpu")
+    device = resolve_device(case.device)
     params, state0, inputs = jax.device_put(
         wl.init(steps, np.random.default_rng(case.seed)), device
     )

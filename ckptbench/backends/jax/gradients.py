@@ -132,7 +132,7 @@ def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Bui
         # every mode of a cell imports what its checkpointed mode needs (equinox: about
         # 8.5 MiB resident), so the overhead over the baseline is differentiation, not imports
         importlib.import_module(package)
-    device = resolve_device(getattr(case, "device", "cpu") or "cpu")
+    device = resolve_device(case.device)
     sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
     wl = load_jax_workload(case.model, sizes)
     params, state0, inputs = jax.device_put(

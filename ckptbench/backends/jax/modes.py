@@ -48,7 +48,7 @@ class _JaxBackend:
         return measure_costs(case)
 
     def device_problem(self, case: Any) -> str | None:
-        device = getattr(case, "device", "cpu") or "cpu"
+        device = case.device
         if device == "cpu":
             return None
         require_jax()

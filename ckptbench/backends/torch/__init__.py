@@ -24,27 +24,31 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["INSTALL_HINT", "TorchMissingError", "require_torch"]
+from ckptbench.backends.require import MissingPackageError, require
+from ckptbench.backends.spec import BackendSpec
+
+__all__ = ["INSTALL_HINT", "SPEC", "TorchMissingError", "require_torch"]
 
 #: What to run when torch is missing.
 INSTALL_HINT = "pip install 'ckptbench[torch]'"
 
+#: The torch backend: CPU and CUDA (``--device gpu`` is CUDA).
+SPEC = BackendSpec(
+    name="torch",
+    module="ckptbench.backends.torch.framework",
+    requires=("torch",),
+    devices=("cpu", "cuda"),
+    device_aliases=(("gpu", "cuda"),),
+    install_hint=INSTALL_HINT,
+)
 
-class TorchMissingError(ImportError, ValueError):
-    """The torch backend was asked for but PyTorch cannot be imported (a one-line message).
 
-    An ``ImportError`` (what the worker catches around the backend's import) and a
-    ``ValueError`` (the project's bad-input convention) at once.
-    """
+class TorchMissingError(MissingPackageError):
+    """The torch backend was asked for but PyTorch cannot be imported (a one-line message)."""
 
 
 def require_torch() -> Any:
     """Return the ``torch`` module, or raise :class:`TorchMissingError` with one line."""
-    try:
-        import torch
-    except ImportError as err:
-        why = " ".join(str(err).split()) or type(err).__name__
-        raise TorchMissingError(
-            f"--backend torch needs PyTorch, which cannot be imported ({why}); {INSTALL_HINT}"
-        ) from None
-    return torch
+    return require(
+        "torch", "--backend torch", INSTALL_HINT, shown="PyTorch", error=TorchMissingError
+    )

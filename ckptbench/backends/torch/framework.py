@@ -105,7 +105,7 @@ class TorchFramework:
         if threads:
             torch.set_num_threads(int(threads))
         torch.manual_seed(int(getattr(case, "seed", 0) or 0))
-        return resolve_device(getattr(case, "device", "cpu") or "cpu")
+        return resolve_device(case.device)
 
     def workload(self, case: Any, device: torch.device) -> tuple[Any, Any, Any, Any]:
         sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)

@@ -1,0 +1,70 @@
+"""What a backend declares: :class:`BackendSpec` (cheap: no framework is imported) and the
+:class:`Backend` its implementing module provides. A backend folder's ``__init__`` imports
+this module only, so declaring a backend never loads the registry or a framework."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ckptbench.backends.contract import Built, CaseView
+from ckptbench.backends.require import MissingPackageError, not_installed_message
+
+__all__ = ["Backend", "BackendSpec", "BackendUnavailableError"]
+
+
+class BackendUnavailableError(MissingPackageError):
+    """A backend was asked for that cannot run here (one line, saying why and how to fix).
+
+    An ``ImportError`` (what callers catch around a backend's import) and a ``ValueError``
+    (the project's bad-input convention) at once.
+    """
+
+
+class Backend(Protocol):
+    """What a backend module's ``BACKEND`` provides to the worker."""
+
+    name: str
+
+    def build_gradient(
+        self, case: CaseView, mode: Any, costs: dict[str, Any] | None = None
+    ) -> Built:
+        """The worker's view of ``case`` in ``mode`` (``costs``: strategy optimal's plan
+        costs, a ``planner.Costs`` document)."""
+
+    def measure_costs(self, case: CaseView) -> dict[str, Any]:
+        """The planner's step costs measured on this framework (``StepCostReport.as_dict``)."""
+
+    def device_problem(self, case: CaseView) -> str | None:
+        """Why this framework cannot compute on ``case.device`` here (None when it can)."""
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One registered backend (cheap to import: no framework is loaded)."""
+
+    name: str
+    module: str  # imported lazily; defines BACKEND
+    requires: tuple[str, ...] = ()  # top-level packages that must be importable
+    devices: tuple[str, ...] = ("cpu",)
+    install_hint: str = ""
+    #: other names of a device, e.g. (("gpu", "cuda"),): JAX calls an NVIDIA GPU "gpu"
+    device_aliases: tuple[tuple[str, str], ...] = ()
+    #: runs every action stream of ckptbench.schedules (our strategies), not only its peers
+    runs_streams: bool = True
+
+    def available(self) -> str | None:
+        """``None`` when this backend can run here, else the reason (one line)."""
+        for package in self.requires:
+            if importlib.util.find_spec(package) is None:
+                return not_installed_message(f"--backend {self.name}", package, self.install_hint)
+        return None
+
+    def load(self) -> Backend:
+        """Import the backend's module and return its ``BACKEND``."""
+        reason = self.available()
+        if reason is not None:
+            raise BackendUnavailableError(reason)
+        return importlib.import_module(self.module).BACKEND
