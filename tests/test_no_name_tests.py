@@ -38,12 +38,6 @@ REGISTRIES = (
 #: (module path, the line's code). Delete an entry when its line goes; none may be added.
 PENDING: set[tuple[str, str]] = {
     ("cli/run.py", 'if backend == "autograd":'),
-    ("workloads/check.py", 'if other == "autograd":'),  # the plug-in check's numpy hint
-    ("render/run.py", 'backend = "" if c.backend == "autograd" else f" on {c.backend}/{c.device}"'),
-    (
-        "results/schema.py",
-        'backend = "" if self.backend == "autograd" else f"-{self.backend}-{self.device}"',
-    ),
 }
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.workloads import (
     BUILTIN_WORKLOADS,
     Sizes,
@@ -291,7 +292,7 @@ class _Ops:
         if not kinds or kinds == {self.name}:
             return
         other = sorted(kinds - {self.name})[0]
-        if other == "autograd":
+        if other == DEFAULT_BACKEND:  # numpy arrays
             raise PluginProblem(
                 f"{what} returned numpy arrays, not {ARRAYS[self.name]}: a plug-in written "
                 f"with numpy or autograd.numpy runs with --backend autograd"
