@@ -59,9 +59,11 @@ class Framework(Protocol):
     def value_only(self, value: Callable[[Any], Any], ctx: Any) -> Callable[[Any], Any]:
         """``params -> (loss, zero tree)`` without recording a tape (baseline)."""
 
-    # optional: ``untaped_outputs(step, post, params, state0, inputs, steps)`` -> the stacked
-    # outputs of the baseline's untaped loop, written into one buffer allocated once (see
-    # :meth:`FrameworkBackend.build_gradient`); without it the baseline stacks like normal
+    def untaped_outputs(
+        self, step: Callable, post: Callable, params: Any, state0: Any, inputs: Any, steps: int
+    ) -> Any:
+        """The baseline's untaped loop, its outputs written into one buffer allocated once;
+        ``None`` as the attribute (autograd) means the baseline stacks like normal mode."""
 
     def checkpoint(self, step: Callable, post: Callable, steps: int, *args, **kw) -> Any:
         """The framework's binding of the engine (``binomial_checkpoint``'s arguments)."""
@@ -77,6 +79,23 @@ class Framework(Protocol):
 
     def measure_costs(self, case: Any) -> dict[str, Any]:
         """The planner's step costs measured on this framework."""
+
+    # the step-cost measurement (ckptbench.measure.stepcosts) calls these four:
+
+    #: how ``tape_nbytes`` counts (e.g. "saved-tensors"); None where it returns None
+    tape_method: str | None
+
+    def untaped(self) -> Any:
+        """A context in which steps record no tape."""
+
+    def state_nbytes(self, state: Any) -> int:
+        """The bytes one state holds."""
+
+    def tape_nbytes(
+        self, step: Callable, post: Callable, params: Any, state: Any, x: Any
+    ) -> int | None:
+        """The bytes one kept tape holds, counted by the framework (None: measure a peak
+        slope instead)."""
 
 
 class FrameworkBackend:
@@ -117,7 +136,7 @@ class FrameworkBackend:
         def unrolled(p: Any) -> Any:
             return wl.loss(fw.stack(unrolled_outputs(counted, post, p, state0, inputs, steps)))
 
-        untaped = getattr(fw, "untaped_outputs", None)
+        untaped = fw.untaped_outputs
 
         def forward_only(p: Any) -> Any:
             # one output buffer instead of one small array per step: on torch those small

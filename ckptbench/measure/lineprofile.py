@@ -45,7 +45,8 @@ import numpy as np
 
 from ckptbench.backends import counting, unrolled_outputs
 from ckptbench.backends.autograd import binding as checkpoint
-from ckptbench.backends.autograd.framework import build_gradient
+from ckptbench.backends import registry
+from ckptbench.backends.modes import FrameworkBackend
 from ckptbench.engine import interpreter as engine
 from ckptbench.results.schema import Case, Mode
 from ckptbench.workloads import Sizes, load_workload
@@ -121,7 +122,7 @@ def _display_path(filename: str) -> str:
 
 def _functions(wl: Any) -> list[Any]:
     found = [getattr(wl, name, None) for name in ("step", "post", "loss")]
-    found += [build_gradient, unrolled_outputs, counting]
+    found += [FrameworkBackend.build_gradient, unrolled_outputs, counting]
     found += [engine.first_sweep, engine.reverse_sweep, checkpoint.tape_step]
     found += [
         fn
@@ -196,7 +197,7 @@ def profile_gradient(
     except ValueError:
         names = ", ".join(m.value for m in Mode)
         raise ValueError(f"unknown mode {mode!r} (choose from {names})") from None
-    built = build_gradient(case, which)
+    built = registry.build(case, which)  # the default backend: tracemalloc sees numpy
     params, gradient = built.params, built.gradient
     wl = load_workload(case.model, Sizes(**case.sizes()))
     gradient(params)  # warm-up: first-call caches are not what a step holds

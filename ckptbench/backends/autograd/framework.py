@@ -47,6 +47,8 @@ class AutogradFramework:
     name = "autograd"
     checkpoint = staticmethod(binomial_checkpoint)
     flatten = staticmethod(flatten)
+    untaped_outputs = None  # the baseline stacks its outputs like normal mode
+    tape_method = None  # tape_nbytes counts nothing: stepcosts measures a peak slope
 
     def setup(self, case: Any) -> None:
         return None
