@@ -43,9 +43,8 @@ from typing import Any
 import memory_profiler
 import numpy as np
 
-from ckptbench.backends import counting, unrolled_outputs
+from ckptbench.backends import counting, registry, unrolled_outputs
 from ckptbench.backends.autograd import binding as checkpoint
-from ckptbench.backends import registry
 from ckptbench.backends.modes import FrameworkBackend
 from ckptbench.engine import interpreter as engine
 from ckptbench.results.schema import Case, Mode
