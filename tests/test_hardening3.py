@@ -520,3 +520,12 @@ def test_a_signal_before_the_first_iteration_claims_no_measurement(fake, tmp_pat
     assert "what was measured is saved" not in res.output
     assert "nothing measured (no iteration completed" in res.output
     assert "rounds ran" not in res.output
+
+
+def test_a_named_pipe_as_a_config_or_costs_file_never_blocks(tmp_path: Path, capsys) -> None:
+    fifo = tmp_path / "cfg.toml"
+    os.mkfifo(fifo)
+    save_result(make_result(CI_CASE), tmp_path / "a.json")
+    argv = ["check", str(tmp_path / "a.json"), "--config", str(fifo)]
+    err = _in_thread(lambda: one_line_error(capsys, argv))
+    assert str(fifo) in err

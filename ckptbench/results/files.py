@@ -39,8 +39,17 @@ class InputFileError(ValueError):
 def read_text_limited(path: str | os.PathLike[str], limit_bytes: int) -> str:
     """The UTF-8 text of ``path``, read in a bounded way: ``ValueError`` (one line) when it
     holds more than ``limit_bytes`` (``/dev/zero``, a log) or is not UTF-8 text; ``OSError``
-    when it cannot be read. A pipe (``<(...)``) is read like a file."""
-    with open(path, "rb") as fh:
+    when it cannot be read. A pipe (``<(...)``) is read like a file; a named pipe nobody
+    writes to reads as empty instead of blocking the open forever."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if hasattr(os, "set_blocking"):  # opened without waiting for a writer; now read
+            os.set_blocking(fd, True)
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with fh:
         data = fh.read(limit_bytes + 1)
     if len(data) > limit_bytes:
         raise ValueError(f"more than {limit_bytes / 2**20:g} MiB; not a file ckptbench reads")
