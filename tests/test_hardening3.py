@@ -529,3 +529,22 @@ def test_a_named_pipe_as_a_config_or_costs_file_never_blocks(tmp_path: Path, cap
     argv = ["check", str(tmp_path / "a.json"), "--config", str(fifo)]
     err = _in_thread(lambda: one_line_error(capsys, argv))
     assert str(fifo) in err
+
+
+def test_a_sweep_cell_that_cannot_be_saved_at_its_path_is_saved_beside_it(tmp_path: Path):
+    from ckptbench.sweep.config import parse_config
+    from ckptbench.sweep.run import CellState, cell_path, run_sweep
+
+    config = parse_config(SWEEP_TEXT, source="tiny.toml")
+    cases = config.cases
+
+    def run_cell(case, *, out_path=None, progress=None):
+        if case == cases[1]:  # something made a folder where the cell's file belongs
+            cell_path(tmp_path, case).mkdir()
+        return make_result(case, seed=3)
+
+    outcome = run_sweep(config, tmp_path, run_cell=run_cell)
+    cell = outcome.cells[1]
+    assert cell.state is CellState.ERROR and "measured, but saved as" in cell.error
+    (beside,) = tmp_path.glob(f"{cases[1].key}.*.json")
+    assert load_result(beside).case == cases[1]

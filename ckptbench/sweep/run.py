@@ -51,7 +51,7 @@ from ckptbench.results.schema import (
     SETTINGS_FIELDS,
     Case,
     RunResult,
-    save_result,
+    save_or_beside,
 )
 from ckptbench.results.store import (
     MANIFEST_KIND,
@@ -379,7 +379,18 @@ def saved_outcome(
         )
     if not result.host:
         result = replace(result, host=socket.gethostname())
-    save_result(result, pending.path)
+    at, why = save_or_beside(result, pending.path, replace=True)
+    if why is not None:  # measured, but not saved where the manifest expects it: never lost
+        return replace(
+            pending,
+            state=CellState.ERROR,
+            ok=result.ok,
+            host=result.host,
+            worker=worker,
+            error=f"measured, but saved as {at} ({why})",
+            duration_s=duration,
+            attempts=attempts,
+        )
     return replace(
         pending,
         state=CellState.MEASURED,
