@@ -548,3 +548,14 @@ def test_a_sweep_cell_that_cannot_be_saved_at_its_path_is_saved_beside_it(tmp_pa
     assert cell.state is CellState.ERROR and "measured, but saved as" in cell.error
     (beside,) = tmp_path.glob(f"{cases[1].key}.*.json")
     assert load_result(beside).case == cases[1]
+
+
+def test_check_against_notes_pooled_runs_of_different_versions(tmp_path: Path, capsys) -> None:
+    from dataclasses import replace
+
+    a, b, ref = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "ref.json"
+    save_result(replace(make_result(CI_CASE, seed=1), tool_version="0.1.0"), a)
+    save_result(replace(make_result(CI_CASE, seed=2), tool_version="9.9.9"), b)
+    save_result(make_result(CI_CASE, seed=3), ref)
+    _, out, err = run_cli(capsys, ["check", str(a), str(b), "--against", str(ref)])
+    assert "pooled runs of different ckptbench versions (0.1.0, 9.9.9)" in out + err

@@ -193,7 +193,8 @@ def pair(
 
 
 def settings_notes(pairs: Iterable[tuple[PooledCell, PooledCell]]) -> list[str]:
-    """Paired cells whose files disagree on settings outside the identity (e.g. repeats)."""
+    """Paired cells whose files disagree on settings outside the identity (e.g. repeats),
+    and a side that pools runs of different ckptbench versions."""
     notes = []
     for before, after in pairs:
         cases = [r.case for r in (*before.results, *after.results)]
@@ -201,6 +202,13 @@ def settings_notes(pairs: Iterable[tuple[PooledCell, PooledCell]]) -> list[str]:
         if differ:
             values = "; ".join(f"{f} {sorted({getattr(c, f) for c in cases})}" for f in differ)
             notes.append(f"{after.key}: paired files were measured with different {values}")
+        for side, cell in (("before", before), ("after", after)):
+            versions = sorted({r.tool_version or "unknown" for r in cell.results})
+            if len(versions) > 1:  # one side pools invocations of several versions
+                notes.append(
+                    f"{cell.key} ({side}): pooled runs of different ckptbench versions "
+                    f"({', '.join(versions)})"
+                )
     return notes
 
 
