@@ -11,8 +11,9 @@ compiled program holds and its compile time (``program_rss_bytes``, ``compile_ti
 JAX), its device peak and overhead on a GPU (``peak_device_bytes``,
 ``device_overhead_bytes``; NA on a CPU), and the cell's slowdown and memory savings with
 their 95% intervals and its device memory savings (the same on the rows of one file).
-Everything is recomputed from the raw samples by ``ckptbench.analysis``
-(docs/architecture.md, "Noise and rounds"), as ``compare`` does. Several files of one
+Every figure is the result's typed summary (``RunResult.summary``, computed from the raw
+samples by :func:`ckptbench.results.summary.compute`; docs/architecture.md, "Noise and
+rounds"), as ``compare`` reads it. Several files of one
 cell (reruns) are several runs: group by ``key`` and ``host`` to pool them.
 
 :func:`cells_frame` pivots the tidy frame to one row per result file (the table of
@@ -30,9 +31,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from typing import Any
 
-from ckptbench.analysis import mode_peak_bytes, spread, summarize
 from ckptbench.results.schema import MODES, Case, RunResult
 from ckptbench.results.store import load_results
+from ckptbench.results.summary import CellSummary
 
 __all__ = [
     "CASE_COLUMNS",
@@ -49,26 +50,24 @@ CASE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Case))
 _INT = ("_bytes", "iterations", "evaluations", "forward_steps", "rounds", "run")
 
 
-def _cell(summary: dict[str, Any]) -> dict[str, Any]:
-    slow, save = summary.get("slowdown_ci") or [None, None], summary.get("memory_savings_ci")
-    save = save or [None, None]
+def _cell(s: CellSummary, interruption: str | None) -> dict[str, Any]:
     return {
-        "slowdown": summary.get("slowdown"),
-        "slowdown_low": slow[0],
-        "slowdown_high": slow[1],
-        "memory_savings": summary.get("memory_savings"),
-        "memory_savings_low": save[0],
-        "memory_savings_high": save[1],
-        "rounds": summary.get("rounds"),
-        "rounds_complete": summary.get("rounds_complete"),
-        "interrupted_round": summary.get("interrupted_round"),
-        "interruption": summary.get("interruption"),
-        "cell_evaluations": summary.get("step_evaluations"),
-        "cell_evaluations_optimal": summary.get("step_evaluations_optimal"),
-        "forward_steps": summary.get("forward_steps"),
-        "forward_steps_optimal": summary.get("forward_steps_optimal"),
-        "grad_max_rel_err": summary.get("grad_max_rel_err"),
-        "device_memory_savings": summary.get("device_memory_savings"),
+        "slowdown": s.slowdown.value,
+        "slowdown_low": s.slowdown.low,
+        "slowdown_high": s.slowdown.high,
+        "memory_savings": s.memory_savings.value,
+        "memory_savings_low": s.memory_savings.low,
+        "memory_savings_high": s.memory_savings.high,
+        "rounds": s.rounds,
+        "rounds_complete": s.rounds_complete,
+        "interrupted_round": s.interrupted_round,
+        "interruption": interruption,
+        "cell_evaluations": s.step_evaluations,
+        "cell_evaluations_optimal": s.step_evaluations_optimal,
+        "forward_steps": s.forward_steps,
+        "forward_steps_optimal": s.forward_steps_optimal,
+        "grad_max_rel_err": s.grad_max_rel_err,
+        "device_memory_savings": s.device_memory_savings,
     }
 
 
@@ -76,15 +75,14 @@ def tidy_records(results: Sequence[RunResult]) -> list[dict[str, Any]]:
     """The tidy rows (plain dicts, no pandas): one per result file and mode it holds."""
     rows = []
     for run, r in enumerate(results):
-        s = summarize(r.case, r.modes, interrupted_round=r.interrupted_round)
-        s["interruption"] = r.interruption
+        s = r.summary
         case = {name: getattr(r.case, name) for name in CASE_COLUMNS}
-        cell = _cell(s)
+        cell = _cell(s, r.interruption)
         for mode in MODES:
-            m = r.mode(mode)
+            m, f = r.mode(mode), s.mode(mode)
             if m is None:
                 continue
-            times = spread([it.wall_time_s for it in m.iterations]) if m.iterations else None
+            times = f.time_measured
             rows.append(
                 {
                     **case,
@@ -94,29 +92,25 @@ def tidy_records(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                     "run": run,
                     "mode": mode.value,
                     "status": m.status.value,
-                    "peak_rss_bytes": mode_peak_bytes(m),
+                    "peak_rss_bytes": f.peak_rss_bytes,
                     "sampled_peak_rss_bytes": m.sampled_peak_rss_bytes,
-                    "overhead_bytes": s["overhead_bytes"].get(mode.value),
-                    "peak_device_bytes": s.get("peak_device_bytes", {}).get(mode.value),
-                    "device_overhead_bytes": s.get("device_overhead_bytes", {}).get(mode.value),
+                    "overhead_bytes": f.overhead_bytes,
+                    "peak_device_bytes": f.peak_device_bytes,
+                    "device_overhead_bytes": f.device_overhead_bytes,
                     "time_median_s": times.median if times else None,
                     "time_q1_s": times.q1 if times else None,
                     "time_q3_s": times.q3 if times else None,
                     "time_min_s": times.min if times else None,
                     "time_max_s": times.max if times else None,
                     "iterations": len(m.iterations),
-                    "evaluations": m.counters.get("step_calls"),
-                    "stored_peak_bytes": m.counters.get("peak_stored_bytes"),
-                    "program_rss_bytes": m.counters.get("program_rss_bytes"),
-                    "compile_time_s": _ns_to_s(m.counters.get("compile_time_ns")),
+                    "evaluations": f.counters.step_calls,
+                    "stored_peak_bytes": f.counters.peak_stored_bytes,
+                    "program_rss_bytes": f.counters.program_rss_bytes,
+                    "compile_time_s": f.counters.compile_time_s,
                     **cell,
                 }
             )
     return rows
-
-
-def _ns_to_s(ns: Any) -> float | None:
-    return None if ns is None else ns / 1e9
 
 
 def results_frame(results: Sequence[RunResult]) -> Any:

@@ -11,7 +11,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from ckptbench.analysis import summarize
 from ckptbench.results.schema import MODES, Case, Iteration, Mode, ModeResult, RunResult, Status
 from ckptbench.schedules import make_schedule, replay
 
@@ -99,7 +98,6 @@ def make_result(
         case=case,
         modes=tuple(results),
         environment={"synthetic": True},
-        summary=summarize(case, results),
         created="2025-01-01T00:00:00+00:00",
         host=host,
         tool_version="test",
@@ -108,4 +106,4 @@ def make_result(
 
 def with_case(result: RunResult, **changes: object) -> RunResult:
     case = result.case.with_(**changes)
-    return replace(result, case=case, summary=summarize(case, result.modes))
+    return replace(result, case=case)

@@ -52,7 +52,7 @@ def test_run_with_fake_worker_saves_recomputable_ratios(fake, tmp_path):
     assert res.exit_code == 0, res.output
     assert "slowdown 1.10x" in res.output  # 0.055 / 0.050
     result = load_result(out)
-    s = result.summary
+    s = result.summary.as_dict()
     peaks = {m.mode: mode_peak_bytes(m) for m in result.modes}
     normal_over = peaks[Mode.NORMAL] - peaks[Mode.BASELINE]
     ckpt_over = peaks[Mode.CHECKPOINTED] - peaks[Mode.BASELINE]
@@ -206,7 +206,7 @@ def test_real_run_end_to_end(tmp_path):
     doc = json.loads(proc.stdout)
     assert doc == json.loads(out.read_text())
     result = load_result(out)
-    s = result.summary
+    s = result.summary.as_dict()
     assert s["ok"] and s["grad_max_rel_err"] <= 1e-12
     assert (
         s["step_evaluations"] == s["step_evaluations_optimal"] == optimal_forward_steps(50, 5) + 50
@@ -279,7 +279,7 @@ def test_busy_machine_warning(fake, tmp_path):
     args = ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--out", str(out)]
     res = invoke(args)
     assert res.exit_code == 0 and "machine was busy" not in res.output
-    assert load_result(out).summary["cpu_share"]["normal"] == pytest.approx(1.0)
+    assert load_result(out).summary.mode(Mode.NORMAL).cpu_share == pytest.approx(1.0)
     fake.setenv("FAKE_CPU_SHARE", "0.6")
     res = invoke([*args, "--force"])
     assert res.exit_code == 0  # a warning, not a failure: memory is still right

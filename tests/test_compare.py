@@ -304,7 +304,7 @@ def test_compare_pools_several_invocations_of_one_cell(tmp_path):
     frame = invocations_frame(results)
     assert len(frame) == 1 and frame["invocations"].iloc[0] == 3
     row = frame.iloc[0]
-    own = [r.summary for r in results[:3]]
+    own = [r.summary.as_dict() for r in results[:3]]
     assert any(not (o["slowdown_ci"][0] <= p["slowdown"] <= o["slowdown_ci"][1])
                for o in own for p in own)  # fmt: skip
     assert row["slowdown_low"] <= min(o["slowdown"] for o in own)

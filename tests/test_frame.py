@@ -48,7 +48,7 @@ def test_one_row_per_result_file_and_mode_with_the_cells_figures(tmp_path):
         rows = df[df["run"] == run]
         assert set(rows["mode"]) == {"baseline", "normal", "checkpointed"}
         assert rows["slowdown"].nunique() == 1
-        s = r.summary
+        s = r.summary.as_dict()
         assert rows["memory_savings"].iloc[0] == pytest.approx(s["memory_savings"])
         ck = rows[rows["mode"] == "checkpointed"].iloc[0]
         assert ck["overhead_bytes"] == s["overhead_bytes"]["checkpointed"]

@@ -372,8 +372,11 @@ def test_expect_oom_makes_the_limit_the_point_of_the_run(fake, tmp_path):
 
 
 def test_device_memory_is_summarised_beside_host_rss():
-    from ckptbench.analysis import summarize
     from ckptbench.results.schema import Iteration, ModeResult
+    from ckptbench.results.summary import compute
+
+    def summarize(case, modes):  # the stored document of these figures
+        return compute(case, modes).as_dict()
 
     def mode(m, device_mib):
         its = tuple(
@@ -398,7 +401,6 @@ def test_device_memory_is_summarised_beside_host_rss():
 
 
 def test_a_gpu_run_quotes_device_memory_and_says_when_peaks_are_upper_bounds():
-    from ckptbench.analysis import summarize
     from ckptbench.render.run import headline, run_table
     from ckptbench.render.table import to_text
     from ckptbench.results.schema import Iteration, ModeResult, RunResult
@@ -422,7 +424,7 @@ def test_a_gpu_run_quotes_device_memory_and_says_when_peaks_are_upper_bounds():
     for exact, bound in [(True, ""), (False, " (upper bounds)")]:
         modes = (mode(Mode.BASELINE, 10), mode(Mode.NORMAL, 410))
         modes += (mode(Mode.CHECKPOINTED, 30, exact),)
-        result = RunResult(case, modes, {}, summarize(case, list(modes)), created="now")
+        result = RunResult(case, modes, {}, created="now")
         line = headline(result)
         assert f"device memory savings 20.0x{bound} (host RSS " in line, line
         text = to_text(run_table(result), width=200)

@@ -6,6 +6,7 @@ agree. The fake worker (``tests/fake_worker.py``) measures; nothing here is time
 from __future__ import annotations
 
 import io
+import json
 import signal
 import sys
 from pathlib import Path
@@ -51,7 +52,7 @@ def test_a_mode_cut_in_round_3_keeps_its_two_complete_rounds_everywhere(fake, tm
     with pytest.raises(Interrupted):  # round 3 runs checkpointed first (rotated order)
         run_case(CASE, out_path=out, progress=_stop_at(2, Mode.CHECKPOINTED, "iteration"))
     result = load_result(out)
-    s = result.summary
+    s = result.summary.as_dict()
     assert s["status"] == {"baseline": "ok", "normal": "ok", "checkpointed": "ok"}
     assert s["rounds_complete"] == 2 and s["interrupted_round"] == 3 and s["ok"] is False
     assert s["overhead_bytes"]["checkpointed"] is not None and s["memory_savings"] is not None
@@ -96,7 +97,7 @@ def test_a_signal_between_modes_of_an_added_round_is_in_the_file(fake, tmp_path)
     cut = [m for m in result.modes if m.status is Status.INTERRUPTED]
     assert [(m.round, m.mode) for m in cut] == [(2, Mode.BASELINE)]
     assert "before this mode started" in cut[0].error
-    assert result.summary["ok"] is False and result.summary["interrupted_round"] == 3
+    assert result.summary.ok is False and result.summary.interrupted_round == 3
     assert result.environment["interrupted"] == {"by": "SIGTERM", "round": 3}
     assert "2 complete rounds (interrupted in round 3 by SIGTERM)" in headline(result)
 
@@ -161,7 +162,9 @@ def test_a_signal_between_rounds_is_in_the_summary_and_the_headline(fake, tmp_pa
     result = load_result(out)
     assert not [m for m in result.modes if m.status is Status.INTERRUPTED]
     s = result.summary
-    assert s["ok"] is False and s["interrupted_round"] == 3 and s["rounds_complete"] == 2
+    assert s.ok is False and s.interrupted_round == 3 and s.rounds_complete == 2
+    stored = json.loads(out.read_text())["summary"]
+    assert stored["ok"] is False and stored["interrupted_round"] == 3
     assert "2 complete rounds (interrupted before round 3 by SIGTERM)" in headline(result)
     assert interruption_line(result) == (
         "interrupted before round 3; 2 complete rounds of every mode kept (2 started, 4 planned)"

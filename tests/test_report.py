@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import struct
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from ckptbench.render import (
     run_table,
 )
 from ckptbench.render.html import render_html
-from ckptbench.results.schema import Status, save_result
+from ckptbench.results.schema import Mode, Status, save_result
 from ckptbench.sweep.config import parse_config
 from ckptbench.sweep.run import run_sweep
 
@@ -155,8 +156,13 @@ def make_result_list():
 def test_html_report_opens_with_summary_provenance_verdicts_warnings(tmp_path: Path) -> None:
     after = [make_result(CI_CASE.with_(snaps=s), seed=s, time_cv=0.02) for s in (4, 8, 12)]
     busy = make_result(CI_CASE.with_(snaps=16), seed=16)
-    busy = busy.__class__(**{**busy.__dict__, "summary": {**busy.summary, "cpu_share": {
-        "normal": 0.5}}})  # fmt: skip
+
+    def half_a_core(m):  # the worker got half a core: a busy machine, from the raw samples
+        its = tuple(replace(it, cpu_time_s=it.wall_time_s / 2) for it in m.iterations)
+        return replace(m, iterations=its) if m.mode is Mode.NORMAL else m
+
+    half = tuple(half_a_core(m) for m in busy.modes)
+    busy = replace(busy, modes=half)
     before = [make_result(CI_CASE.with_(snaps=s), seed=s + 50) for s in (4, 8, 12)]
     comparison = compare([*after, busy], before)
     from ckptbench.sweep.config import Expect

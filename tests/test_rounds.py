@@ -77,7 +77,7 @@ def test_precision_adds_rounds_until_the_interval_is_narrow(fake, tmp_path):
     res = invoke([*SMALL, "--rounds", "1", "--precision", "3%", "--out", str(out)])
     assert res.exit_code == 0, res.output
     result = load_result(out)
-    assert result.case.rounds == 2 == result.summary["rounds"]
+    assert result.case.rounds == 2 == result.summary.rounds
     prec = result.environment["precision"]
     assert prec["stopped"] == "reached" and prec["rounds"] == 2
     assert prec["half_width_rel"] <= 0.03
@@ -90,7 +90,7 @@ def test_precision_says_when_it_stopped_short(fake, tmp_path):
                   "--out", str(out)])  # fmt: skip
     assert res.exit_code == 0, res.output
     result = load_result(out)
-    assert result.case.rounds == 3 == result.summary["rounds"]
+    assert result.case.rounds == 3 == result.summary.rounds
     assert result.environment["precision"]["stopped"] == "max-rounds"
     assert "--precision 0.5% not reached" in res.output
     assert "+/-1.0% after 3 rounds, stopped by --max-rounds" in res.output

@@ -17,7 +17,10 @@ def test_twenty_percent_larger_workload_shows_as_twenty_percent_more_overhead():
     small = run_case(base, modes=modes)
     large = run_case(base.with_(steps=180), modes=modes)
     assert small.ok and large.ok
-    ratio = large.summary["overhead_bytes"]["normal"] / small.summary["overhead_bytes"]["normal"]
+    ratio = (
+        large.summary.mode(Mode.NORMAL).overhead_bytes
+        / small.summary.mode(Mode.NORMAL).overhead_bytes
+    )
     assert ratio == pytest.approx(1.2, abs=0.04)
     # the exact peaks of repeated iterations agree (warm-up did not hide anything)
     for res in (small, large):

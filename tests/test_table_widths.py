@@ -96,7 +96,7 @@ def _wrapped(title: str, width: int) -> list[str]:
 
 
 def _run_candidates(result):
-    s = result.summary
+    s = result.summary.as_dict()
 
     def of(record: dict[str, Any]) -> list[float]:
         mode = Mode(record["mode"])

@@ -33,13 +33,11 @@ from ckptbench.analysis.stats import (
 from ckptbench.analysis.summary import (
     BUSY_CPU_SHARE,
     Spread,
-    busy_modes,
     effective_snaps,
     mode_peak_bytes,
     mode_time_s,
     ratio,
     spread,
-    summarize,
 )
 
 __all__ = [
@@ -56,7 +54,6 @@ __all__ = [
     "PooledCell",
     "Spread",
     "TimeChange",
-    "busy_modes",
     "case_identity",
     "compare",
     "compare_cells",
@@ -70,6 +67,5 @@ __all__ = [
     "ratio",
     "settings_notes",
     "spread",
-    "summarize",
     "time_change",
 ]

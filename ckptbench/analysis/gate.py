@@ -37,7 +37,6 @@ from ckptbench.analysis import (
     PooledCell,
     memory_delta,
     pair,
-    summarize,
     time_change,
 )
 from ckptbench.analysis.stats import size_text
@@ -141,14 +140,14 @@ def _need(value: str, condition: str, passed: bool) -> str:
 
 def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
     c = result.case
-    s = summarize(c, result.modes)
+    s = result.summary
     out = []
 
     def add(name: str, passed: bool, detail: str) -> None:
         out.append(GateLine(c.key, result.host, name, passed, detail))
 
     if expect.memory_savings_min is not None:
-        v = s["memory_savings"]
+        v = s.memory_savings.value
         ok = v is not None and v >= expect.memory_savings_min
         add(
             "memory_savings_min",
@@ -156,18 +155,18 @@ def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
             _need(f"{_fmt(v, '.2f')}x", f">= {expect.memory_savings_min:g}x", ok),
         )
     if expect.slowdown_max is not None:
-        v = s["slowdown"]
+        v = s.slowdown.value
         ok = v is not None and v <= expect.slowdown_max
         add("slowdown_max", ok, _need(f"{_fmt(v, '.2f')}x", f"<= {expect.slowdown_max:g}x", ok))
     if expect.grad_max_rel_err_max is not None:
-        v = s["grad_max_rel_err"]
+        v = s.grad_max_rel_err
         ok = v is not None and v <= expect.grad_max_rel_err_max
         limit = f"<= {expect.grad_max_rel_err_max:.1e}"
         add("grad_max_rel_err_max", ok, _need(_fmt(v, ".2e"), limit, ok))
     if expect.forward_steps_exact:
         ckpt = result.mode(Mode.CHECKPOINTED)
-        counters = ckpt.counters if ckpt is not None else {}
-        adv, taped = counters.get("steps_advanced"), counters.get("steps_taped")
+        counts = s.mode(Mode.CHECKPOINTED).counters
+        adv, taped = counts.steps_advanced, counts.steps_taped
         spec = get_strategy(c.strategy)
         planned = spec.step_counts(c.steps, c.snaps, ckpt.plan if ckpt is not None else None)
         if planned is None and spec.ours:

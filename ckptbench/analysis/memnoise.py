@@ -5,7 +5,7 @@ Definitions (bytes; every iteration of every round of a mode counts):
 
 * a mode's peak spread = its highest minus its lowest exact iteration peak;
 * overhead of a mode = median peak minus the baseline's median peak (the figure
-  :func:`ckptbench.analysis.summary.summarize` has always printed), with the interval
+  :func:`ckptbench.results.summary.compute` has always printed), with the interval
   ``[lowest peak - highest baseline peak, highest peak - lowest baseline peak]``, which
   includes both modes' spreads; its noise is half that interval's width (``±X``);
 * an overhead is *below noise* when its interval reaches zero, or when the overhead is no

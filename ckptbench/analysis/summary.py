@@ -1,4 +1,6 @@
-"""Ratios and statistics computed from raw per-iteration samples (never from other ratios).
+"""Ratios and statistics computed from raw per-iteration samples (never from other ratios):
+the building blocks of :func:`ckptbench.results.summary.compute`, the one place a cell's
+figures are computed.
 
 Definitions (the numbers ckptbench prints):
 
@@ -15,22 +17,26 @@ import contextlib
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptbench.analysis import intervals, stability
-from ckptbench.results.schema import Case, Mode, ModeResult, Status, pool_rounds
+from ckptbench.results.modes import Mode, pool_rounds
 from ckptbench.schedules import get_strategy
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case, ModeResult
 
 __all__ = [
     "BUSY_CPU_SHARE",
     "Spread",
-    "busy_modes",
     "effective_snaps",
     "mode_peak_bytes",
     "mode_time_s",
+    "optimum_advances",
+    "pool_by_mode",
     "ratio",
+    "round_estimates",
     "spread",
-    "summarize",
 ]
 
 #: Below this CPU share the worker was descheduled for long: its times are not trustworthy.
@@ -95,102 +101,6 @@ def ratio(num: float | None, den: float | None) -> float | None:
     return num / den
 
 
-def summarize(
-    case: Case,
-    modes: Sequence[ModeResult],
-    rounds: Sequence[ModeResult] = (),
-    other_busy_cores: dict[str, float] | None = None,
-    *,
-    interrupted_round: int | None = None,
-) -> dict[str, Any]:
-    """The summary document: stable keys CI scripts rely on, recomputable from raw samples.
-
-    ``modes`` holds one result per mode (rounds pooled); ``rounds`` every (round, mode)
-    result, for the estimates with intervals (``ckptbench.analysis.intervals``).
-
-    Keys: ``slowdown`` (with several rounds the geometric mean of the rounds' own
-    Hodges-Lehmann ratios, outlier rounds set aside; with one round its Hodges-Lehmann
-    ratio), ``slowdown_ci``, ``slowdown_per_round``, ``slowdown_set_aside`` (1-based rounds
-    left out of the slowdown as outliers), ``memory_savings``, ``memory_savings_ci``, ``rounds``,
-    ``overhead_bytes`` (per mode), ``peak_rss_bytes`` (per mode), ``time_s`` (per mode:
-    median/q1/q3/min/max/n), ``phases_s`` (per mode: median executor phase times),
-    ``forward_steps``, ``forward_steps_optimal``, ``step_evaluations``,
-    ``step_evaluations_optimal``, ``grad_max_rel_err``, ``cpu_share`` (per mode: median CPU
-    time / wall time of an iteration; well below 1 means the worker waited for a core; CPU
-    devices only), ``peak_device_bytes``, ``device_overhead_bytes``,
-    ``device_memory_savings``, ``device_peak_exact`` (GPU devices only),
-    ``noise`` (verdicts that make time figures unstable), ``time_unstable``, ``time_cv`` and
-    ``peak_spread_bytes`` (per mode: CV of its iteration times, spread of its per-round
-    median exact peaks), ``status`` (per mode: from its complete rounds), ``rounds_complete``
-    (rounds no interruption cut), ``interrupted_round`` (1-based, or None; the runner passes
-    the round it was stopped before when no round was cut), ``ok`` (every mode ok and nothing
-    interrupted).
-    """
-    if not rounds and len({m.mode for m in modes}) < len(modes):
-        rounds, modes = modes, pool_by_mode(modes)  # a result's modes, several rounds each
-    by_mode = {m.mode: m for m in modes}
-    peaks = {m.mode.value: mode_peak_bytes(m) for m in modes}
-    base = peaks.get(Mode.BASELINE.value)
-    overhead = {k: (None if v is None or base is None else v - base) for k, v in peaks.items()}
-    times = {
-        m.mode.value: spread([it.wall_time_s for it in m.iterations]).as_dict()
-        for m in modes
-        if m.ok and m.iterations
-    }
-    # on a GPU the worker waits for the device by design: CPU time / wall time says nothing
-    # about other processes there, so the busy-machine verdict is a CPU-only one
-    on_cpu = (case.device) == "cpu"
-    cpu_share = {
-        m.mode.value: statistics.median(
-            it.cpu_time_s / it.wall_time_s for it in m.iterations if it.wall_time_s > 0
-        )
-        for m in modes
-        if on_cpu and m.ok and any(it.wall_time_s > 0 for it in m.iterations)
-    }
-    normal = by_mode.get(Mode.NORMAL)
-    ckpt = by_mode.get(Mode.CHECKPOINTED)
-    counters = ckpt.counters if ckpt is not None else {}
-    opt = optimum_advances(case, ckpt)
-    advanced = counters.get("steps_advanced")
-    taped = counters.get("steps_taped")
-    estimates = round_estimates(rounds or modes, cpu_share, other_busy_cores)
-    cut = [r.round for r in rounds or modes if r.status is Status.INTERRUPTED]
-    slowdown = estimates.get("slowdown")
-    savings = estimates.get("memory_savings")
-    return {
-        "slowdown": slowdown.value
-        if slowdown
-        else ratio(mode_time_s(ckpt) if ckpt else None, mode_time_s(normal) if normal else None),
-        "slowdown_ci": slowdown.as_list() if slowdown else None,
-        "slowdown_per_round": estimates.get("per_round"),
-        "slowdown_set_aside": list(slowdown.outlier_rounds) if slowdown else [],
-        "memory_savings": savings.value
-        if savings
-        else ratio(overhead.get(Mode.NORMAL.value), overhead.get(Mode.CHECKPOINTED.value)),
-        "memory_savings_ci": savings.as_list() if savings else None,
-        "rounds": estimates["rounds"],
-        "noise": estimates["noise"],
-        "time_cv": estimates.get("time_cv", {}),
-        "peak_spread_bytes": estimates.get("peak_spread_bytes", {}),
-        "time_unstable": estimates["time_unstable"],
-        "phases_s": {m.mode.value: _median_phases(m) for m in modes if m.ok and _median_phases(m)},
-        "overhead_bytes": overhead,
-        **_device_figures(modes),
-        "peak_rss_bytes": peaks,
-        "time_s": times,
-        "forward_steps": advanced,
-        "forward_steps_optimal": opt,
-        "step_evaluations": None if advanced is None or taped is None else advanced + taped,
-        "step_evaluations_optimal": None if opt is None else opt + case.steps,
-        "grad_max_rel_err": ckpt.grad_max_rel_err if ckpt is not None else None,
-        "cpu_share": cpu_share,
-        "status": {m.mode.value: m.status.value for m in modes},
-        "rounds_complete": len({r.round for r in rounds or modes} - set(cut)),
-        "interrupted_round": min(cut) + 1 if cut else interrupted_round,
-        "ok": all(m.ok for m in modes) and not cut and interrupted_round is None,
-    }
-
-
 def pool_by_mode(results: Sequence[ModeResult]) -> list[ModeResult]:
     """One result per mode, its rounds pooled (``results.pool_rounds``), first-seen order."""
     order: list[Mode] = []
@@ -209,39 +119,6 @@ def optimum_advances(case: Case, ckpt: ModeResult | None) -> int | None:
     plan's own count for ``optimal``, and None for a peer whose schedule is not ours."""
     plan = ckpt.plan if ckpt is not None else None
     return get_strategy(case.strategy).optimum_advances(case.steps, case.snaps, plan)
-
-
-def _device_figures(modes: Sequence[ModeResult]) -> dict[str, Any]:
-    """GPU cases: median device peak per mode (torch's ``max_memory_allocated``, JAX's
-    ``peak_bytes_in_use`` with its floor raised), the savings in device memory over the
-    baseline's, and whether every peak was exact; empty for CPU cases."""
-    peaks = {
-        m.mode.value: int(statistics.median(it.peak_device_bytes for it in m.iterations))
-        for m in modes
-        if m.ok and m.iterations and all(it.peak_device_bytes is not None for it in m.iterations)
-    }
-    if not peaks:
-        return {}
-    base = peaks.get(Mode.BASELINE.value)
-    over = {k: None if base is None else v - base for k, v in peaks.items()}
-    return {
-        "peak_device_bytes": peaks,
-        "device_overhead_bytes": over,
-        "device_memory_savings": ratio(
-            over.get(Mode.NORMAL.value), over.get(Mode.CHECKPOINTED.value)
-        ),
-        "device_peak_exact": all(
-            it.device_peak_exact is not False for m in modes for it in m.iterations
-        ),
-    }
-
-
-def _median_phases(result: ModeResult) -> dict[str, float]:
-    names = sorted({k for it in result.iterations for k in it.phases})
-    return {
-        k: statistics.median(it.phases[k] for it in result.iterations if k in it.phases)
-        for k in names
-    }
 
 
 def round_estimates(
@@ -281,15 +158,10 @@ def round_estimates(
             cpu_share=cpu_share,
             other_busy_cores=other_busy_cores,
         )
-    out["noise"] = [v.as_dict() for v in verdicts]
+    out["noise"] = tuple(verdicts)
     if times:
         noise = stability.mode_noise(times, peaks)
         out["time_cv"] = {m: n.cv for m, n in noise.items()}
         out["peak_spread_bytes"] = {m: n.peak_spread_bytes for m, n in noise.items()}
     out["time_unstable"] = stability.time_unstable(verdicts)
     return out
-
-
-def busy_modes(summary: dict[str, Any]) -> dict[str, float]:
-    """Modes whose worker got less than :data:`BUSY_CPU_SHARE` of a core while measuring."""
-    return {m: v for m, v in summary.get("cpu_share", {}).items() if v < BUSY_CPU_SHARE}

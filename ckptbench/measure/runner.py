@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import ckptbench
-from ckptbench.analysis.summary import pool_by_mode, round_estimates, summarize
+from ckptbench.analysis.summary import round_estimates
 from ckptbench.measure import noise
 from ckptbench.measure import peaks as measure
 from ckptbench.measure.launch import Interrupted, Progress, RunEvent, run_mode, stop_reason
@@ -250,22 +250,11 @@ def run_case(
     ran = [case.rounds]  # rounds planned so far (more with ``precision``)
     round_starts: list[float] = []
 
-    def snapshot() -> RunResult:
-        busy: dict[str, float] = {}
-        for r in results:
-            if r.other_busy_cores is not None:
-                busy[r.mode.value] = max(busy.get(r.mode.value, 0.0), r.other_busy_cores)
+    def snapshot() -> RunResult:  # its figures: RunResult.summary, from these modes
         return RunResult(
             case=case if ran[0] == case.rounds else replace(case, rounds=ran[0]),
             modes=tuple(results),
             environment=env,
-            summary=summarize(
-                case,
-                pool_by_mode(results),
-                results,
-                busy,
-                interrupted_round=(env.get("interrupted") or {}).get("round"),
-            ),
             created=created,
             host=host,
             tool_version=ckptbench.__version__,

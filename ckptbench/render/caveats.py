@@ -1,7 +1,7 @@
 """Measurement caveats, grouped by what they say: one line per kind of warning, naming the
 cells and modes it applies to (the terminal, markdown and HTML show the same lines).
 
-A run's caveats come from its stored summary and environment: the noise verdicts
+A run's caveats come from its summary (``RunResult.summary``) and environment: the noise verdicts
 (``ckptbench.analysis.stability``), a busy machine (workers got less than a core), rounds
 set aside from the slowdown, a mode skipped after it ran out of memory, ``--precision`` not
 reached. Each is a :class:`Caveat` with a text that does not depend on the cell, so equal
@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ckptbench.analysis import BUSY_CPU_SHARE, busy_modes
+from ckptbench.analysis import BUSY_CPU_SHARE
+from ckptbench.analysis.stability import VerdictKind
 from ckptbench.render.format import fmt_percent
 from ckptbench.results.schema import RunResult
 
@@ -38,30 +39,35 @@ class Caveat:
     note: str = ""  # said after where it applies
 
 
+#: What each noise verdict says (the same text for every cell), and its value's format.
+_NOISE_TEXTS = {
+    VerdictKind.HIGH_CV: ("iteration times vary by more than {t:.0%} (CV)", ".1%"),
+    VerdictKind.WIDE_INTERVAL: ("slowdown interval wider than +/-{t:.0%} of the estimate", ".1%"),
+    VerdictKind.OTHER_PROCESSES: (
+        "other processes used more than {t:.2f} cores while it ran",
+        ".2f",
+    ),
+    VerdictKind.PEAK_SPREAD: (
+        "exact peaks differ across rounds by more than max(1 MiB, 0.5%)",
+        "",
+    ),
+}
+
+
 def _noise(result: RunResult) -> list[Caveat]:
-    texts = {
-        "high-cv": ("iteration times vary by more than {t:.0%} (CV)", ".1%"),
-        "wide-interval": ("slowdown interval wider than +/-{t:.0%} of the estimate", ".1%"),
-        "other-processes": ("other processes used more than {t:.2f} cores while it ran", ".2f"),
-        "peak-spread": ("exact peaks differ across rounds by more than max(1 MiB, 0.5%)", ""),
-    }
     out = []
-    for v in result.summary.get("noise", []):
-        kind = v.get("kind")
-        if kind == "low-cpu-share":  # said once, by the busy-machine caveat
+    for v in result.summary.noise:
+        if v.kind is VerdictKind.LOW_CPU_SHARE:  # said once, by the busy-machine caveat
             continue
-        if kind not in texts:
-            out.append(Caveat(str(v.get("message")), v.get("mode")))
+        if v.kind not in _NOISE_TEXTS:
+            out.append(Caveat(str(v.message), v.mode))
             continue
-        text, fmt = texts[kind]
-        value = v.get("value")
-        if kind == "peak-spread":
-            detail = None if value is None else f"{value / 2**20:.2f} MiB"
-            out.append(Caveat(text, v.get("mode"), detail))
+        text, fmt = _NOISE_TEXTS[v.kind]
+        if v.kind is VerdictKind.PEAK_SPREAD:
+            detail = None if v.value is None else f"{v.value / 2**20:.2f} MiB"
+            out.append(Caveat(text, v.mode, detail))
         else:
-            out.append(
-                Caveat(text.format(t=v.get("threshold", 0)), v.get("mode"), None, value, fmt)
-            )
+            out.append(Caveat(text.format(t=v.threshold or 0), v.mode, None, v.value, fmt))
     return out
 
 
@@ -69,8 +75,8 @@ def caveats(result: RunResult) -> list[Caveat]:
     """Every caveat of one result, in the order the lines are shown."""
     s, env = result.summary, result.environment
     out = _noise(result)
-    per_round = s.get("slowdown_per_round") or []
-    for k in s.get("slowdown_set_aside") or []:
+    per_round = s.slowdown.per_round or ()
+    for k in s.slowdown.set_aside:
         ratio = f" {per_round[k - 1]:.3f}x" if k <= len(per_round) else ""
         out.append(
             Caveat("rounds set aside from the slowdown as outliers", None, f"round {k}{ratio}")
@@ -105,7 +111,7 @@ def caveats(result: RunResult) -> list[Caveat]:
                 f"{mode} from round {first}",
             )
         )
-    for mode, share in busy_modes(s).items():
+    for mode, share in s.busy_modes.items():
         out.append(
             Caveat(
                 f"the machine was busy: workers got less than {BUSY_CPU_SHARE:.0%} of a core "
@@ -162,7 +168,7 @@ def grouped_warning_lines(
         lines.append(
             f"{text}{worst}" + (f": {where}" if where else "") + (f"; {note}" if note else "")
         )
-    if any(r.summary.get("time_unstable") for r in results):
+    if any(r.summary.time_unstable for r in results):
         lines.append(_UNSTABLE)
     return lines
 

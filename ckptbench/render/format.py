@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ckptbench.analysis import differing_fields
+from ckptbench.analysis import Spread, differing_fields
 from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.results.schema import Case
 
@@ -126,11 +126,11 @@ def fmt_time(seconds: float | None, digits: int = 3, unit: bool = True) -> str:
     return f"{seconds:.{digits}f}" + (" s" if unit else "")
 
 
-def fmt_time_spread(t: dict[str, float] | None) -> str:
-    """'[min, max]' of a summary's time_s entry."""
-    if not t:
+def fmt_time_spread(t: Spread | None) -> str:
+    """'[min, max]' of a mode's iteration times (``ModeFigures.time``)."""
+    if t is None:
         return "-"
-    return f"[{fmt_time(t['min'], unit=False)}, {fmt_time(t['max'], unit=False)}]"
+    return f"[{fmt_time(t.min, unit=False)}, {fmt_time(t.max, unit=False)}]"
 
 
 def _field_text(case: Case, name: str) -> str:

@@ -8,7 +8,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from ckptbench.analysis import Comparison, summarize
+from ckptbench.analysis import Comparison
 from ckptbench.analysis.gate import GateLine, GateReport
 from ckptbench.render.caveats import grouped_warning_lines
 from ckptbench.render.cells import (
@@ -59,9 +59,10 @@ def _summary(comparison: Comparison) -> list[str]:
     items = [f"{len(results)} result file(s)", f"{len(failed)} with a failed mode"]
     best = None
     for r, label in zip(results, cell_labels([r.case for r in results]), strict=True):
-        s = summarize(r.case, r.modes)
-        if s["memory_savings"] is not None and (best is None or s["memory_savings"] > best[0]):
-            best = (s["memory_savings"], s["slowdown"], label)
+        s = r.summary
+        savings = s.memory_savings.value
+        if savings is not None and (best is None or savings > best[0]):
+            best = (savings, s.slowdown.value, label)
     if best is not None:
         items.append(
             f"best memory savings {fmt_ratio(best[0], 1)} at slowdown {fmt_ratio(best[1])} "

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ckptbench.analysis import differing_fields, summarize
+from ckptbench.analysis import differing_fields
 from ckptbench.render.format import MIB, cell_labels, fmt_bytes
-from ckptbench.results.schema import Case, RunResult
+from ckptbench.results.schema import Case, Mode, RunResult
 from ckptbench.schedules import (
     STRATEGIES,
     Setting,
@@ -168,11 +168,11 @@ def _points(results: Sequence[RunResult], strategy: str) -> list[tuple[int, floa
     for r in results:
         if r.case.strategy != strategy:
             continue
-        s = summarize(r.case, r.modes)
-        over = s["overhead_bytes"].get("checkpointed")
+        s = r.summary
+        over = s.mode(Mode.CHECKPOINTED).overhead_bytes
         setting = get_strategy(strategy).setting_of(r.case.snaps, r.case.budget_bytes)
-        if over is not None and s["slowdown"] is not None:
-            pts.append((setting or 0, over / MIB, s["slowdown"], s["forward_steps"]))
+        if over is not None and s.slowdown.value is not None:
+            pts.append((setting or 0, over / MIB, s.slowdown.value, s.forward_steps))
     return sorted(pts)
 
 
@@ -294,13 +294,13 @@ def plot_evaluations(results: Sequence[RunResult]) -> Any:
     for strat in STRATEGIES.values():
         pts = []
         for r in results:
-            s = summarize(r.case, r.modes)
+            s = r.summary
             if (
                 r.case.strategy == strat.name
-                and s["step_evaluations"] is not None
-                and s["step_evaluations_optimal"] is not None
+                and s.step_evaluations is not None
+                and s.step_evaluations_optimal is not None
             ):
-                pts.append((s["step_evaluations_optimal"], s["step_evaluations"]))
+                pts.append((s.step_evaluations_optimal, s.step_evaluations))
         if pts:
             ax.plot(*zip(*pts, strict=True), strat.marker, label=strat.name)
             values += [v for p in pts for v in p]

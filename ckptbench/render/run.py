@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ckptbench.analysis import mode_peak_bytes
 from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.render.format import (
     fmt_bytes,
@@ -51,18 +50,14 @@ def limit_outcome(result: RunResult) -> str | None:
         return None
     if normal.status is not Status.OUT_OF_MEMORY or not ckpt.ok:
         return None
-    over = result.summary.get("overhead_bytes", {}).get(Mode.CHECKPOINTED.value)
+    over = result.summary.mode(Mode.CHECKPOINTED).overhead_bytes
     ran = (
         f"checkpointed ran in {fmt_bytes(over, signed=True)} over baseline"
         if over is not None
-        else f"checkpointed ran within it (peak {fmt_bytes(mode_peak_bytes(ckpt))})"
+        else "checkpointed ran within it "
+        f"(peak {fmt_bytes(result.summary.mode(Mode.CHECKPOINTED).peak_rss_bytes)})"
     )
     return f"plain autograd needed more than {fmt_bytes(limit)}; {ran}"
-
-
-def _on_device(summary: dict[str, Any]) -> bool:
-    """A GPU run: the summary holds device peaks (``analysis.summary``'s device figures)."""
-    return "peak_device_bytes" in summary
 
 
 def _setting(result: RunResult) -> str:
@@ -120,22 +115,22 @@ def headline(result: RunResult) -> str:
     s, c = result.summary, result.case
     parts = [_setting(result)]
     limited = limit_outcome(result)
-    unstable = " (time unstable)" if s.get("time_unstable") else ""
+    unstable = " (time unstable)" if s.time_unstable else ""
     if limited is not None:
         parts.append(limited)
     else:
-        host = fmt_ratio_ci(s.get("memory_savings"), s.get("memory_savings_ci"), 1)
-        slowdown = fmt_ratio_ci(s.get("slowdown"), s.get("slowdown_ci"), 2)
+        host = fmt_ratio_ci(s.memory_savings.value, s.memory_savings.interval, 1)
+        slowdown = fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2)
         parts.append(f"slowdown {slowdown}{unstable},")
-        if _on_device(s):  # a GPU: the memory that checkpointing saves is there
-            bound = "" if s.get("device_peak_exact", True) else " (upper bounds)"
+        if s.on_device:  # a GPU: the memory that checkpointing saves is there
+            bound = "" if s.device_peak_exact is not False else " (upper bounds)"
             parts.append(
-                f"device memory savings {fmt_ratio(s['device_memory_savings'], 1)}{bound} "
+                f"device memory savings {fmt_ratio(s.device_memory_savings, 1)}{bound} "
                 f"(host RSS {host})"
             )
         else:
             parts.append(f"memory savings {host}")
-    ev, opt = s.get("step_evaluations"), s.get("step_evaluations_optimal")
+    ev, opt = s.step_evaluations, s.step_evaluations_optimal
     if ev is not None and opt is not None:
         best = "planned" if get_strategy(c.strategy).planned else "optimal"
         parts.append(f"— {ev} step evaluations ({best} {opt})")
@@ -146,14 +141,14 @@ def headline(result: RunResult) -> str:
         parts.append("— gradient NOT verified (no normal-mode gradient to compare)")
     elif ckpt is not None and ckpt.ok and (grad := gradient_text(result)) is not None:
         parts.append(f"— {grad}")
-    if not s.get("ok", False):
-        status = s.get("status", {})
-        failed = [m for m, st in status.items() if st not in ("ok", Status.INTERRUPTED.value)]
+    if not s.ok:
+        status = {m.mode.value: m.status for m in s.modes}
+        failed = [m for m, st in status.items() if st not in (Status.OK, Status.INTERRUPTED)]
         if limited is not None:  # normal's stop at the limit is said above
             failed = [m for m in failed if m != Mode.NORMAL.value]
         if failed:
             parts.append(f"— FAILED: {', '.join(failed)}")
-        cut = [m for m, st in status.items() if st == Status.INTERRUPTED.value]
+        cut = [m for m, st in status.items() if st is Status.INTERRUPTED]
         if cut:
             parts.append(f"— no complete round of {', '.join(cut)}")
     return " ".join(parts)
@@ -170,31 +165,27 @@ def run_table(result: RunResult) -> Table:
     gradient error (the headline names it), the exact peak, the time and the status are
     left out, in that order, and named; mode names and numbers are never cut."""
     s = result.summary
-    overhead = s.get("overhead_bytes", {})
-    times_s = s.get("time_s", {})
     limit = result.case.memory_limit_bytes
     records = []
-    unstable = "*" if s.get("time_unstable") else ""
+    unstable = "*" if s.time_unstable else ""
     pooled = [p for p in (result.mode(mode) for mode in Mode) if p is not None]
     pooled.sort(key=lambda p: [m.mode for m in result.modes].index(p.mode))
     for m in pooled:
-        evals = m.counters.get("step_calls")
-        opt = s.get("step_evaluations_optimal")
+        f = s.mode(m.mode)
+        evals = f.counters.step_calls
+        opt = s.step_evaluations_optimal
         if m.mode is Mode.CHECKPOINTED and evals is not None and opt is not None:
             ev = f"{evals} / {opt}"
         else:
             ev = "-" if evals is None else str(evals)
-        peak = fmt_bytes(mode_peak_bytes(m))
-        over = overhead.get(m.mode.value)
-        over_text = fmt_bytes(over, signed=True)
-        base = s.get("peak_rss_bytes", {}).get(Mode.BASELINE.value)
+        peak = fmt_bytes(f.peak_rss_bytes)
+        over_text = fmt_bytes(f.overhead_bytes, signed=True)
+        base = s.mode(Mode.BASELINE).peak_rss_bytes
         if m.status is Status.OUT_OF_MEMORY and limit is not None:
             peak = f"> {fmt_bytes(limit)}"
             if base is not None and limit > base:
                 over_text = f"> {fmt_bytes(limit - base, signed=True)}"
-        t = times_s.get(m.mode.value)
-        dpeak = s.get("peak_device_bytes", {}).get(m.mode.value)
-        dover = s.get("device_overhead_bytes", {}).get(m.mode.value)
+        t = f.time
         records.append(
             {
                 "mode": m.mode.value,
@@ -202,24 +193,26 @@ def run_table(result: RunResult) -> Table:
                 "peak": peak,
                 "sampled": fmt_bytes(m.sampled_peak_rss_bytes),
                 "overhead": "(floor)" if m.mode is Mode.BASELINE else over_text,
-                "time": (fmt_time(t["median"]) + unstable) if t else "-",
+                "time": (fmt_time(t.median) + unstable) if t else "-",
                 "range": fmt_time_spread(t),
-                "slowdown": fmt_ratio_ci(s.get("slowdown"), s.get("slowdown_ci"), 2) + unstable
+                "slowdown": fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2) + unstable
                 if m.mode is Mode.CHECKPOINTED
                 else ("1.00x" if m.mode is Mode.NORMAL and t else "-"),
-                "savings": fmt_ratio(s.get("memory_savings"), 1)
+                "savings": fmt_ratio(s.memory_savings.value, 1)
                 if m.mode is Mode.CHECKPOINTED
                 else "-",
-                "dpeak": fmt_bytes(dpeak),
-                "dover": "(floor)" if m.mode is Mode.BASELINE else fmt_bytes(dover, signed=True),
-                "dsavings": fmt_ratio(s.get("device_memory_savings"), 1)
+                "dpeak": fmt_bytes(f.peak_device_bytes),
+                "dover": "(floor)"
+                if m.mode is Mode.BASELINE
+                else fmt_bytes(f.device_overhead_bytes, signed=True),
+                "dsavings": fmt_ratio(s.device_memory_savings, 1)
                 if m.mode is Mode.CHECKPOINTED
                 else "-",
                 "evals": ev,
                 "err": "-" if m.grad_max_rel_err is None else f"{m.grad_max_rel_err:.1e}",
             }
         )
-    if _on_device(s):  # a GPU: device memory first, host RSS beside it
+    if s.on_device:  # a GPU: device memory first, host RSS beside it
         memory = (
             Column("dpeak", "device peak", _text, priority=4),
             Column("dover", "device over", _text),
@@ -249,36 +242,36 @@ def run_table(result: RunResult) -> Table:
     return Table(f"ckptbench run — {result.case.key}", columns, tuple(records), styles=bad)
 
 
-def explain_lines(result: RunResult) -> list[str]:
-    """Where the time goes (the executor's own phase timers) and, for a planned schedule,
-    the prediction beside the measurement."""
+def _phase_line(result: RunResult) -> str | None:
+    """Where the time of a checkpointed iteration goes (the executor's phase timers)."""
     s = result.summary
-    lines = []
-    phases = s.get("phases_s", {}).get(Mode.CHECKPOINTED.value)
-    ckpt = result.mode(Mode.CHECKPOINTED)
-    times = s.get("time_s", {})
-    if phases and ckpt is not None and Mode.CHECKPOINTED.value in times:
-        wall = times[Mode.CHECKPOINTED.value]["median"]
-        advanced = ckpt.counters.get("steps_advanced") or 0
-        adv = phases.get("advance_time_s", 0.0)
-        taped = phases.get("taped_time_s", 0.0)
-        book = phases.get("bookkeeping_time_s", 0.0)
-        per = f" ({advanced} untaped steps x {adv / advanced * 1e3:.2f} ms)" if advanced else ""
-        normal = times.get(Mode.NORMAL.value)
-        vs = f" vs plain gradient's {normal['median']:.2f} s" if normal else ""
-        share = (adv + taped + book) / wall if wall > 0 else 0.0
-        lines.append(
-            f"where the time goes (median iteration {wall:.2f} s): recomputation {adv:.2f} s"
-            f"{per}, taped steps + reverse {taped:.2f} s{vs}, bookkeeping {book:.3f} s; "
-            f"phases add up to {share:.1%} of the iteration"
-        )
+    ckpt, normal = s.mode(Mode.CHECKPOINTED), s.mode(Mode.NORMAL)
+    phases = ckpt.phases_s
+    if not phases or ckpt.time is None:
+        return None
+    wall = ckpt.time.median
+    advanced = ckpt.counters.steps_advanced or 0
+    adv = phases.get("advance_time_s", 0.0)
+    taped = phases.get("taped_time_s", 0.0)
+    book = phases.get("bookkeeping_time_s", 0.0)
+    per = f" ({advanced} untaped steps x {adv / advanced * 1e3:.2f} ms)" if advanced else ""
+    vs = f" vs plain gradient's {normal.time.median:.2f} s" if normal.time else ""
+    share = (adv + taped + book) / wall if wall > 0 else 0.0
+    return (
+        f"where the time goes (median iteration {wall:.2f} s): recomputation {adv:.2f} s"
+        f"{per}, taped steps + reverse {taped:.2f} s{vs}, bookkeeping {book:.3f} s; "
+        f"phases add up to {share:.1%} of the iteration"
+    )
+
+
+def _precision_line(result: RunResult) -> str | None:
     prec = result.environment.get("precision") or {}
     if prec.get("stopped") == "reached":
-        lines.append(
+        return (
             f"--precision {fmt_percent(prec['target_rel'])} reached: slowdown interval "
             f"+/-{prec['half_width_rel']:.1%} after {prec['rounds']} rounds"
         )
-    elif prec.get("stopped") in ("max-time", "max-rounds"):
+    if prec.get("stopped") in ("max-time", "max-rounds"):
         half = prec.get("half_width_rel")
         got = "no interval" if half is None else f"slowdown interval +/-{half:.1%}"
         cap = (
@@ -286,38 +279,61 @@ def explain_lines(result: RunResult) -> list[str]:
             if prec["stopped"] == "max-time"
             else f"round cap (--max-rounds {prec['max_rounds']})"
         )
-        lines.append(
+        return (
             f"stopped at the {cap} after {prec['rounds']} rounds: {got}, "
             f"not the +/-{fmt_percent(prec['target_rel'])} of --precision; a longer --max-time "
             "narrows it"
         )
-    spread = s.get("peak_spread_bytes") or {}
-    if result.case.rounds > 1 and spread:
-        parts = ", ".join(
-            f"{m} {fmt_bytes(v, digits=2)}" for m, v in spread.items() if v is not None
-        )
-        cvs = ", ".join(f"{m} {v:.1%}" for m, v in (s.get("time_cv") or {}).items())
-        lines.append(
-            f"across {len({m.round for m in result.modes})} rounds: exact peaks spread by {parts}; "
-            f"iteration times vary by (CV) {cvs}"
-        )
-    plan = ckpt.plan if ckpt is not None else {}
-    if plan and Mode.CHECKPOINTED.value in times:
-        wall = times[Mode.CHECKPOINTED.value]["median"]
-        predicted = plan.get("predicted_time_s")
-        stored = ckpt.counters.get("peak_stored_bytes")
-        on_device = _on_device(s)  # a GPU: the plan's bytes are stored there
-        where = "device " if on_device else ""
-        overheads = s["device_overhead_bytes"] if on_device else s.get("overhead_bytes", {})
-        over = overheads.get(Mode.CHECKPOINTED.value)
-        if predicted:
-            lines.append(
-                f"plan: predicted {predicted:.3g} s and {fmt_bytes(plan.get('peak_bytes'))} "
-                f"stored; measured {wall:.2f} s ({wall / predicted - 1:+.0%}), "
-                f"{fmt_bytes(stored)} stored by the executor, {where}overhead "
-                f"{fmt_bytes(over, signed=True)} over baseline"
-            )
-    return lines
+    return None
+
+
+def _rounds_line(result: RunResult) -> str | None:
+    """How much the rounds differ: each mode's spread of exact peaks and CV of times."""
+    noisy = [m for m in result.summary.modes if m.time_cv is not None]
+    if result.case.rounds <= 1 or not noisy:
+        return None
+    parts = ", ".join(
+        f"{m.mode.value} {fmt_bytes(m.peak_spread_bytes, digits=2)}"
+        for m in noisy
+        if m.peak_spread_bytes is not None
+    )
+    cvs = ", ".join(f"{m.mode.value} {m.time_cv:.1%}" for m in noisy)
+    return (
+        f"across {len({m.round for m in result.modes})} rounds: exact peaks spread by {parts}; "
+        f"iteration times vary by (CV) {cvs}"
+    )
+
+
+def _plan_line(result: RunResult) -> str | None:
+    """A planned schedule's prediction beside the measurement."""
+    s = result.summary
+    ckpt = s.mode(Mode.CHECKPOINTED)
+    predicted = ckpt.plan.predicted_time_s
+    if not predicted or ckpt.time is None:
+        return None
+    wall = ckpt.time.median
+    # a GPU: the plan's bytes are stored there
+    over = ckpt.device_overhead_bytes if s.on_device else ckpt.overhead_bytes
+    where = "device " if s.on_device else ""
+    return (
+        f"plan: predicted {predicted:.3g} s and {fmt_bytes(ckpt.plan.peak_bytes)} "
+        f"stored; measured {wall:.2f} s ({wall / predicted - 1:+.0%}), "
+        f"{fmt_bytes(ckpt.counters.peak_stored_bytes)} stored by the executor, {where}overhead "
+        f"{fmt_bytes(over, signed=True)} over baseline"
+    )
+
+
+def explain_lines(result: RunResult) -> list[str]:
+    """Where the time goes (the executor's own phase timers), how a --precision run ended,
+    how the rounds differ and, for a planned schedule, the prediction beside the
+    measurement (an interruption is a warning: ``render.caveats``)."""
+    lines = (
+        _phase_line(result),
+        _precision_line(result),
+        _rounds_line(result),
+        _plan_line(result),
+    )
+    return [line for line in lines if line is not None]
 
 
 def failure_lines(result: RunResult) -> list[str]:

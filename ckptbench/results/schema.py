@@ -18,14 +18,20 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
 from ckptbench.backends.registry import spec as backend_spec
+from ckptbench.results.modes import MODES, Mode, Status, pool_rounds
 from ckptbench.schedules import Setting, get_strategy
 
+if TYPE_CHECKING:
+    from ckptbench.results.summary import CellSummary
+
 __all__ = [
+    "MODES",
     "SCHEMA_VERSION",
     "Case",
     "CaseError",
@@ -51,27 +57,6 @@ SCHEMA_VERSION = 3  # 3: backend/device/budget/rounds, hashed keys, rounds; 2: C
 class CaseError(ValueError):
     """A case (command-line options or a config cell) is invalid."""
 
-
-class Mode(Enum):
-    """How the gradient is computed in one worker process."""
-
-    BASELINE = "baseline"  # forward only, zero gradient: the memory floor
-    NORMAL = "normal"  # plain autograd, every step's tape kept
-    CHECKPOINTED = "checkpointed"  # binomial_checkpoint with the case's strategy
-
-
-class Status(Enum):
-    """Outcome of one mode's measurement."""
-
-    OK = "ok"
-    FAILED = "failed"  # the worker reported an error (e.g. gradient mismatch)
-    CRASHED = "crashed"  # the worker died or printed no result
-    TIMEOUT = "timeout"  # stopped at --timeout; the iterations it completed are kept
-    OUT_OF_MEMORY = "out-of-memory"  # RSS exceeded --memory-limit; the worker was stopped
-    INTERRUPTED = "interrupted"  # ckptbench itself was stopped (SIGTERM, SIGHUP, Ctrl-C)
-
-
-MODES: tuple[Mode, ...] = (Mode.BASELINE, Mode.NORMAL, Mode.CHECKPOINTED)
 
 #: Case fields that change how a cell is measured but are not part of ``Case.key``.
 SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s")
@@ -293,12 +278,12 @@ class ModeResult:
 
 @dataclass(frozen=True)
 class RunResult:
-    """One case measured in all modes, with the environment and a summary of ratios."""
+    """One case measured in all modes, with the environment; its figures are
+    :attr:`summary` (typed, computed from the raw samples, written into the file)."""
 
     case: Case
     modes: tuple[ModeResult, ...]
     environment: dict[str, Any]
-    summary: dict[str, Any]
     created: str
     host: str = ""
     schema_version: int = SCHEMA_VERSION
@@ -349,35 +334,13 @@ class RunResult:
     def ok(self) -> bool:
         return all(m.ok for m in self.modes)
 
+    @cached_property
+    def summary(self) -> CellSummary:
+        """Every figure of this result, computed once from its raw samples
+        (:func:`ckptbench.results.summary.compute`; never read back from a file)."""
+        from ckptbench.results.summary import compute
 
-def pool_rounds(rounds: tuple[ModeResult, ...]) -> ModeResult:
-    """One mode's rounds as one result: iterations concatenated in round order.
-
-    A round stopped because ckptbench itself was interrupted is left out when the mode has
-    rounds that were not: the mode's figures come from its complete rounds, and the
-    interruption is the run's note, not the mode's failure. Otherwise the status is the first
-    round's that is not ok (so a failure is never hidden); counters and gradient error come
-    from the first round (every round runs the same schedule); the sampled peak is the
-    highest of any round.
-    """
-    kept = tuple(r for r in rounds if r.status is not Status.INTERRUPTED)
-    rounds = kept or rounds
-    if len(rounds) == 1:
-        return replace(rounds[0], round=0)
-    first = rounds[0]
-    bad = next((r for r in rounds if not r.ok), None)
-    sampled = [r.sampled_peak_rss_bytes for r in rounds if r.sampled_peak_rss_bytes]
-    errs = [r.grad_max_rel_err for r in rounds if r.grad_max_rel_err is not None]
-    return replace(
-        bad or first,
-        iterations=tuple(it for r in rounds for it in r.iterations),
-        warmup=tuple(it for r in rounds for it in r.warmup),
-        sampled_peak_rss_bytes=max(sampled) if sampled else None,
-        sample_count=sum(r.sample_count for r in rounds),
-        grad_max_rel_err=max(errs) if errs else None,
-        counters=first.counters,
-        round=0,
-    )
+        return compute(self.case, self.modes, self.environment)
 
 
 # ---------------------------------------------------------------------- JSON
@@ -394,10 +357,15 @@ def _jsonable(value: Any) -> Any:
 
 
 def result_to_dict(result: RunResult) -> dict[str, Any]:
-    """The JSON document of a result (schema_version first)."""
+    """The JSON document of a result (schema_version first); its ``summary`` is written
+    from :attr:`RunResult.summary` (the stable keys of ``CellSummary.as_dict``), after the
+    environment, where it has always been."""
     data = _jsonable(asdict(result))
     ordered = {"schema_version": data.pop("schema_version")}
-    ordered.update(data)
+    for key, value in data.items():
+        ordered[key] = value
+        if key == "environment":
+            ordered["summary"] = result.summary.as_dict()
     return ordered
 
 
@@ -412,7 +380,8 @@ def mode_from_dict(data: dict[str, Any]) -> ModeResult:
 
 
 def result_from_dict(data: dict[str, Any], source: str = "result") -> RunResult:
-    """Parse a result document; one-line ``ValueError`` on another schema or a bad shape."""
+    """Parse a result document; one-line ``ValueError`` on another schema or a bad shape.
+    The stored ``summary`` is not read: the figures are computed from the raw samples."""
     if not isinstance(data, dict):
         raise ValueError(f"{source}: not a ckptbench result (expected a JSON object)")
     version = data.get("schema_version")
@@ -426,7 +395,6 @@ def result_from_dict(data: dict[str, Any], source: str = "result") -> RunResult:
             case=Case.from_dict(data["case"]),
             modes=tuple(mode_from_dict(m) for m in data["modes"]),
             environment=data.get("environment", {}),
-            summary=data.get("summary", {}),
             created=data.get("created", ""),
             host=data.get("host", ""),
             schema_version=version,

@@ -1,0 +1,378 @@
+"""The figures of one cell, typed, computed in one place from its raw samples.
+
+pyperf's shape: a result file stores the raw samples (every iteration of every mode and
+round) and the environment; every figure ckptbench prints is computed from them by
+:func:`compute` and nowhere else, into a :class:`CellSummary` of :class:`ModeFigures`.
+``RunResult.summary`` caches it on the result, so run's table and headline, compare,
+the HTML report, the plots, the caveats, the gate and ``read_results`` all read one object
+with attributes. The ``summary`` a result file holds is this object's :meth:`CellSummary.as_dict`
+(the stable keys CI scripts rely on, unchanged); it is written for them and never read back.
+
+Definitions (the numbers ckptbench prints):
+
+* peak of a mode = median over its measured iterations of the exact per-iteration peak RSS;
+* overhead of a mode = its peak minus the baseline's peak (what differentiation adds to the
+  forward-only floor in an identical fresh process);
+* slowdown = median iteration time of checkpointed / median iteration time of normal (with
+  several rounds the geometric mean of the rounds' own Hodges-Lehmann ratios, outlier
+  rounds set aside; with one round its Hodges-Lehmann ratio), with a 95% interval;
+* memory savings = overhead of normal / overhead of checkpointed, with a 95% interval.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ckptbench.analysis.intervals import Estimate
+from ckptbench.analysis.stability import Verdict
+from ckptbench.analysis.summary import (
+    BUSY_CPU_SHARE,
+    Spread,
+    mode_peak_bytes,
+    mode_time_s,
+    optimum_advances,
+    pool_by_mode,
+    ratio,
+    round_estimates,
+    spread,
+)
+from ckptbench.results.modes import Mode, Status
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case, ModeResult
+
+__all__ = [
+    "CellSummary",
+    "Counters",
+    "ModeFigures",
+    "PlanFigures",
+    "Ratio",
+    "compute",
+    "other_busy_cores",
+    "summary_document",
+]
+
+
+@dataclass(frozen=True)
+class Counters:
+    """The executor's counters of a mode (``ModeResult.counters``), None where not counted."""
+
+    step_calls: int | None = None  # step evaluations (advances + taped steps)
+    steps_advanced: int | None = None
+    steps_taped: int | None = None
+    peak_stored_bytes: int | None = None  # the bytes our schedule stored at most
+    program_rss_bytes: int | None = None  # JAX: resident memory of the compiled program
+    compile_time_ns: int | None = None  # JAX
+
+    @classmethod
+    def of(cls, counters: Mapping[str, Any]) -> Counters:
+        return cls(**{k: counters.get(k) for k in cls.__dataclass_fields__})
+
+    @property
+    def compile_time_s(self) -> float | None:
+        return None if self.compile_time_ns is None else self.compile_time_ns / 1e9
+
+
+@dataclass(frozen=True)
+class PlanFigures:
+    """What a planned schedule (strategy ``optimal``) predicted (``ModeResult.plan``)."""
+
+    predicted_time_s: float | None = None
+    peak_bytes: int | None = None
+
+    @classmethod
+    def of(cls, plan: Mapping[str, Any]) -> PlanFigures:
+        return cls(plan.get("predicted_time_s"), plan.get("peak_bytes"))
+
+
+@dataclass(frozen=True)
+class ModeFigures:
+    """One mode's figures, its rounds pooled; None (empty) where it has none."""
+
+    mode: Mode
+    status: Status | None  # None: not measured
+    peak_rss_bytes: int | None = None
+    overhead_bytes: int | None = None
+    time: Spread | None = None  # iteration time (s), ok modes with iterations
+    time_measured: Spread | None = None  # every measured iteration, whatever the status
+    cpu_share: float | None = None  # CPU time / wall time of an iteration (CPU devices)
+    phases_s: Mapping[str, float] = field(default_factory=dict)  # executor phase medians
+    peak_device_bytes: int | None = None  # GPU devices only
+    device_overhead_bytes: int | None = None
+    time_cv: float | None = None  # CV of its iteration times, None when not in every round
+    peak_spread_bytes: int | None = None  # spread of its per-round median exact peaks
+    counters: Counters = Counters()
+    plan: PlanFigures = PlanFigures()
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A ratio of two modes' figures with its 95% interval (None without one)."""
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    rounds: int = 0  # rounds the interval is computed from
+    set_aside: tuple[int, ...] = ()  # 1-based rounds left out as outliers
+    per_round: tuple[float, ...] | None = None  # each round's own ratio (slowdown)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return None if self.low is None or self.high is None else (self.low, self.high)
+
+    @classmethod
+    def of(cls, estimate: Estimate | None, fallback: float | None, **extra: Any) -> Ratio:
+        if estimate is None:
+            return cls(fallback, **extra)
+        return cls(
+            estimate.value,
+            estimate.low,
+            estimate.high,
+            estimate.n_rounds,
+            tuple(estimate.outlier_rounds),
+            **extra,
+        )
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    """Every figure of one cell (one result file), from its raw samples (:func:`compute`)."""
+
+    modes: tuple[ModeFigures, ...]  # one per mode measured, in the order first measured
+    slowdown: Ratio
+    memory_savings: Ratio
+    rounds: int
+    rounds_complete: int
+    interrupted_round: int | None  # 1-based
+    noise: tuple[Verdict, ...]
+    time_unstable: bool
+    forward_steps: int | None
+    forward_steps_optimal: int | None
+    step_evaluations: int | None
+    step_evaluations_optimal: int | None
+    grad_max_rel_err: float | None
+    device_memory_savings: float | None = None  # GPU devices only
+    device_peak_exact: bool | None = None  # GPU devices only; False: upper bounds
+
+    def mode(self, mode: Mode) -> ModeFigures:
+        """``mode``'s figures; empty ones (status None) when it was not measured."""
+        return next((m for m in self.modes if m.mode is mode), ModeFigures(mode, None))
+
+    @property
+    def ok(self) -> bool:
+        """Every mode ok and no round interrupted."""
+        return all(m.ok for m in self.modes) and self.interrupted_round is None
+
+    @property
+    def on_device(self) -> bool:
+        """A GPU cell: its modes have device peaks."""
+        return any(m.peak_device_bytes is not None for m in self.modes)
+
+    @property
+    def busy_modes(self) -> dict[str, float]:
+        """Modes whose worker got less than ``BUSY_CPU_SHARE`` of a core while measuring."""
+        return {
+            m.mode.value: m.cpu_share
+            for m in self.modes
+            if m.cpu_share is not None and m.cpu_share < BUSY_CPU_SHARE
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """The result file's ``summary``: the documented stable keys (README, "Result files")."""
+        return summary_document(self)
+
+
+def other_busy_cores(modes: Sequence[ModeResult]) -> dict[str, float]:
+    """Per mode, the most cores other processes kept busy in any of its rounds."""
+    busy: dict[str, float] = {}
+    for r in modes:
+        if r.other_busy_cores is not None:
+            busy[r.mode.value] = max(busy.get(r.mode.value, 0.0), r.other_busy_cores)
+    return busy
+
+
+def savings_figure(estimate: Estimate | None, normal: int | None, ckpt: int | None) -> Ratio:
+    """Memory savings: the interval estimate over the rounds, else overhead normal / overhead
+    checkpointed."""
+    return Ratio.of(estimate, ratio(normal, ckpt))
+
+
+def slowdown_figure(
+    estimate: Estimate | None,
+    normal: ModeResult | None,
+    ckpt: ModeResult | None,
+    per_round: Sequence[float] | None,
+) -> Ratio:
+    """Slowdown: the interval estimate over the rounds, else median time checkpointed /
+    median time normal."""
+    fallback = ratio(mode_time_s(ckpt) if ckpt else None, mode_time_s(normal) if normal else None)
+    return Ratio.of(estimate, fallback, per_round=None if per_round is None else tuple(per_round))
+
+
+def compute(
+    case: Case, modes: Sequence[ModeResult], environment: Mapping[str, Any] | None = None
+) -> CellSummary:
+    """THE one computation of a cell's figures, from the raw samples of ``modes`` (every
+    (round, mode) result of a run, or one result per mode), the case and the environment:
+    peaks, overheads, time spreads, CPU shares, phases, device figures, the slowdown and
+    savings estimates with intervals, the noise verdicts (the busy cores are taken from the
+    modes themselves), the evaluation counts, the gradient error and the round ckptbench was
+    stopped in (or before: the environment's ``interrupted``, when no round was cut)."""
+    rounds = list(modes)
+    pooled = pool_by_mode(rounds)
+    by_mode = {m.mode: m for m in pooled}
+    peaks = {m.mode: mode_peak_bytes(m) for m in pooled}
+    base = peaks.get(Mode.BASELINE)
+    # on a GPU the worker waits for the device by design: CPU time / wall time says nothing
+    # about other processes there, so the busy-machine verdict is a CPU-only one
+    on_cpu = case.device == "cpu"
+    cpu_share = {
+        m.mode.value: _cpu_share(m)
+        for m in pooled
+        if on_cpu and m.ok and any(it.wall_time_s > 0 for it in m.iterations)
+    }
+    estimates = round_estimates(rounds, cpu_share, other_busy_cores(rounds))
+    device = _device_peaks(pooled)
+    dbase = device.get(Mode.BASELINE)
+    cv, pspread = estimates.get("time_cv", {}), estimates.get("peak_spread_bytes", {})
+    figures = tuple(
+        ModeFigures(
+            mode=m.mode,
+            status=m.status,
+            peak_rss_bytes=peaks[m.mode],
+            overhead_bytes=_minus(peaks[m.mode], base),
+            time=_times(m) if _timed(m) else None,
+            time_measured=_times(m) if m.iterations else None,
+            cpu_share=cpu_share.get(m.mode.value),
+            phases_s=_median_phases(m) if m.ok else {},
+            peak_device_bytes=device.get(m.mode),
+            device_overhead_bytes=_minus(device.get(m.mode), dbase),
+            time_cv=cv.get(m.mode.value),
+            peak_spread_bytes=pspread.get(m.mode.value),
+            counters=Counters.of(m.counters),
+            plan=PlanFigures.of(m.plan),
+        )
+        for m in pooled
+    )
+    normal, ckpt = by_mode.get(Mode.NORMAL), by_mode.get(Mode.CHECKPOINTED)
+    counts = Counters.of(ckpt.counters if ckpt is not None else {})
+    opt = optimum_advances(case, ckpt)
+    evaluated = (counts.steps_advanced, counts.steps_taped)
+    cut = [r.round for r in rounds if r.status is Status.INTERRUPTED]
+    over = {f.mode: f.overhead_bytes for f in figures}
+    dover = {f.mode: f.device_overhead_bytes for f in figures}
+    return CellSummary(
+        modes=figures,
+        slowdown=slowdown_figure(
+            estimates.get("slowdown"), normal, ckpt, estimates.get("per_round")
+        ),
+        memory_savings=savings_figure(
+            estimates.get("memory_savings"), over.get(Mode.NORMAL), over.get(Mode.CHECKPOINTED)
+        ),
+        rounds=estimates["rounds"],
+        rounds_complete=len({r.round for r in rounds} - set(cut)),
+        interrupted_round=min(cut) + 1 if cut else _stopped_before(environment),
+        noise=estimates["noise"],
+        time_unstable=estimates["time_unstable"],
+        forward_steps=counts.steps_advanced,
+        forward_steps_optimal=opt,
+        step_evaluations=None if None in evaluated else sum(evaluated),
+        step_evaluations_optimal=None if opt is None else opt + case.steps,
+        grad_max_rel_err=ckpt.grad_max_rel_err if ckpt is not None else None,
+        device_memory_savings=ratio(dover.get(Mode.NORMAL), dover.get(Mode.CHECKPOINTED))
+        if device
+        else None,
+        device_peak_exact=_all_exact(pooled) if device else None,
+    )
+
+
+def _stopped_before(environment: Mapping[str, Any] | None) -> int | None:
+    return ((environment or {}).get("interrupted") or {}).get("round")
+
+
+def _all_exact(modes: Sequence[ModeResult]) -> bool:
+    return all(it.device_peak_exact is not False for m in modes for it in m.iterations)
+
+
+def _times(m: ModeResult) -> Spread:
+    return spread([it.wall_time_s for it in m.iterations])
+
+
+def _timed(m: ModeResult) -> bool:
+    return m.ok and bool(m.iterations)
+
+
+def _minus(value: int | None, base: int | None) -> int | None:
+    return None if value is None or base is None else value - base
+
+
+def _cpu_share(m: ModeResult) -> float:
+    return statistics.median(
+        it.cpu_time_s / it.wall_time_s for it in m.iterations if it.wall_time_s > 0
+    )
+
+
+def _device_peaks(modes: Sequence[ModeResult]) -> dict[Mode, int]:
+    """GPU cases: median device peak per mode (torch's ``max_memory_allocated``, JAX's
+    ``peak_bytes_in_use`` with its floor raised); empty for CPU cases."""
+    return {
+        m.mode: int(statistics.median(it.peak_device_bytes for it in m.iterations))
+        for m in modes
+        if _timed(m) and all(it.peak_device_bytes is not None for it in m.iterations)
+    }
+
+
+def _median_phases(result: ModeResult) -> dict[str, float]:
+    names = sorted({k for it in result.iterations for k in it.phases})
+    return {
+        k: statistics.median(it.phases[k] for it in result.iterations if k in it.phases)
+        for k in names
+    }
+
+
+def summary_document(s: CellSummary) -> dict[str, Any]:
+    """The ``summary`` of a result file, in its documented layout (``CellSummary.as_dict``)."""
+    modes = s.modes
+    noise = [m for m in modes if m.time_cv is not None]
+    doc: dict[str, Any] = {
+        "slowdown": s.slowdown.value,
+        "slowdown_ci": list(s.slowdown.interval) if s.slowdown.interval else None,
+        "slowdown_per_round": None if s.slowdown.per_round is None else list(s.slowdown.per_round),
+        "slowdown_set_aside": list(s.slowdown.set_aside),
+        "memory_savings": s.memory_savings.value,
+        "memory_savings_ci": list(s.memory_savings.interval) if s.memory_savings.interval else None,
+        "rounds": s.rounds,
+        "noise": [v.as_dict() for v in s.noise],
+        "time_cv": {m.mode.value: m.time_cv for m in noise},
+        "peak_spread_bytes": {m.mode.value: m.peak_spread_bytes for m in noise},
+        "time_unstable": s.time_unstable,
+        "phases_s": {m.mode.value: dict(m.phases_s) for m in modes if m.phases_s},
+        "overhead_bytes": {m.mode.value: m.overhead_bytes for m in modes},
+    }
+    if s.on_device:
+        device = [m for m in modes if m.peak_device_bytes is not None]
+        doc["peak_device_bytes"] = {m.mode.value: m.peak_device_bytes for m in device}
+        doc["device_overhead_bytes"] = {m.mode.value: m.device_overhead_bytes for m in device}
+        doc["device_memory_savings"] = s.device_memory_savings
+        doc["device_peak_exact"] = s.device_peak_exact
+    return doc | {
+        "peak_rss_bytes": {m.mode.value: m.peak_rss_bytes for m in modes},
+        "time_s": {m.mode.value: m.time.as_dict() for m in modes if m.time is not None},
+        "forward_steps": s.forward_steps,
+        "forward_steps_optimal": s.forward_steps_optimal,
+        "step_evaluations": s.step_evaluations,
+        "step_evaluations_optimal": s.step_evaluations_optimal,
+        "grad_max_rel_err": s.grad_max_rel_err,
+        "cpu_share": {m.mode.value: m.cpu_share for m in modes if m.cpu_share is not None},
+        "status": {m.mode.value: m.status.value for m in modes if m.status is not None},
+        "rounds_complete": s.rounds_complete,
+        "interrupted_round": s.interrupted_round,
+        "ok": s.ok,
+    }
