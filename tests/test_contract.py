@@ -122,11 +122,74 @@ class TorchHarness:
         return loop
 
 
+class JaxHarness:
+    """The engine-driven JAX executor (``--executor engine``): the engine dispatching compiled
+    step pieces. Step evaluations are counted where they run, inside the compiled pieces
+    (``jax.debug.callback``): a Python counter around ``step`` would count traces."""
+
+    def __init__(self) -> None:
+        import jax
+
+        from ckptbench.backends.jax import require_jax
+        from ckptbench.backends.jax.dispatch import engine_checkpoint
+        from ckptbench.backends.jax.workloads import JaxLSTM
+
+        require_jax()
+        self.jax, self.checkpoint, self.model = jax, engine_checkpoint, JaxLSTM
+
+    def problem(self, steps: int, seed: int):
+        wl = self.model(**SMALL)
+        return (wl, *wl.init(steps, np.random.default_rng(seed)))
+
+    def state_nbytes(self, state) -> int:
+        return sum(s.nbytes for s in state)
+
+    def counting(self, step):
+        calls = [0]
+
+        def bump():
+            calls[0] += 1
+
+        def counted(p, s, x):
+            self.jax.debug.callback(bump)
+            return step(p, s, x)
+
+        return counted, calls
+
+    def gradients(self, loop, wl, params, state0, inputs) -> list[np.ndarray]:
+        import jax.numpy as jnp
+
+        def loss(out):
+            w = jnp.linspace(0.5, 1.5, out.size).reshape(out.shape)
+            return jnp.sum(jnp.sin(out) * w)
+
+        if hasattr(loop, "value_and_grad"):
+            _, g = loop.value_and_grad(loss, params, state0, inputs)
+        else:
+            g = self.jax.grad(lambda p, s, x: loss(loop(p, s, x)), (0, 1, 2))(
+                params, state0, inputs
+            )
+        self.jax.effects_barrier()
+        return [_flat(g[0]), _flat(g[1]), _flat(g[2])]
+
+    def plain(self, wl, steps):
+        import jax.numpy as jnp
+
+        def loop(p, s, xs):
+            outs = []
+            for i in range(steps):
+                s = wl.step(p, s, xs[i])
+                outs.append(wl.post(p, s))
+            return jnp.stack(outs)
+
+        return loop
+
+
 #: Backends whose checkpointed loop binds ckptbench.engine.interpreter: one line each.
 BINDINGS = [
     pytest.param(AutogradHarness, id="autograd"),
     pytest.param(TorchHarness, id="torch", marks=_installed("torch")),
-    # pytest.param(JaxHarness, id="jax", marks=_installed("jax")),  # when it binds the engine
+    pytest.param(JaxHarness, id="jax-engine", marks=_installed("jax")),
 ]
 
 #: Registered backends, measured as the worker sees them: one line each.
@@ -134,6 +197,7 @@ REGISTERED = [
     pytest.param("autograd", id="autograd"),
     pytest.param("torch", id="torch", marks=_installed("torch")),
     pytest.param("jax", id="jax", marks=_installed("jax")),
+    pytest.param("jax-engine", id="jax-engine", marks=_installed("jax")),
 ]
 
 #: (steps, snaps) for the snapshot strategies: 1 step, snaps >= steps, few and many slots.
@@ -155,7 +219,9 @@ def _close(got: list[np.ndarray], want: list[np.ndarray]) -> None:
         assert np.max(np.abs(g - w)) <= 1e-12 * scale, what
 
 
-def _counting(step):
+def _counting(step, harness=None):
+    if hasattr(harness, "counting"):
+        return harness.counting(step)
     calls = [0]
 
     def counted(p, s, x):
@@ -182,7 +248,7 @@ def harness(request):
 @pytest.mark.parametrize(("steps", "snaps"), GRID)
 def test_snapshot_strategies_keep_the_contract(harness, strategy, steps, snaps):
     wl, params, state0, inputs = harness.problem(steps, seed=steps + snaps)
-    step, calls = _counting(wl.step)
+    step, calls = _counting(wl.step, harness)
     loop = harness.checkpoint(step, wl.post, steps, snaps, strategy, tape_bytes=TAPE_BYTES)
     got = harness.gradients(loop, wl, params, state0, inputs)
     _close(got, harness.gradients(harness.plain(wl, steps), wl, params, state0, inputs))
@@ -206,7 +272,7 @@ def test_optimal_plans_keep_the_contract(harness, steps, budget_index):
     sb = harness.state_nbytes(state0)
     costs = Costs(forward_time_s=1.0, taped_time_s=3.0, state_bytes=sb, tape_bytes=TAPE_BYTES)
     plan = plan_optimal(costs, steps, _budgets(steps, sb)[budget_index])
-    step, calls = _counting(wl.step)
+    step, calls = _counting(wl.step, harness)
     loop = harness.checkpoint(step, wl.post, steps, plan=plan)
     got = harness.gradients(loop, wl, params, state0, inputs)
     _close(got, harness.gradients(harness.plain(wl, steps), wl, params, state0, inputs))
@@ -279,7 +345,11 @@ def test_a_restore_of_the_wrong_step_is_refused(harness):
 
 
 def _case(backend: str, strategy: str, steps: int, snaps: int, budget: int | None = None):
+    executor = None
+    if backend == "jax-engine":  # JAX's engine-driven executor (--executor engine)
+        backend, executor = "jax", "engine"
     return Case(
+        executor=executor,
         model="lstm",
         steps=steps,
         snaps=snaps,

@@ -158,7 +158,8 @@ class FrameworkBackend:
             calls=calls,
             counters=lambda: loop_counters(loop),
             flatten=fw.flatten,
-            phases=lambda: loop_phases(loop),
+            # host clocks around asynchronous launches (CUDA) are not phase times: left out
+            phases=(lambda: loop_phases(loop)) if _host_clocked(fw, ctx) else dict,
             plan=lambda: _loop_plan(loop),
             device_meter=fw.device_meter(ctx),
         )
@@ -179,6 +180,13 @@ class FrameworkBackend:
 
     def measure_costs(self, case: Any) -> dict[str, Any]:
         return self.framework.measure_costs(case)
+
+
+def _host_clocked(fw: Any, ctx: Any) -> bool:
+    """Whether the engine's host clocks time the work itself (not on an asynchronous
+    device: a framework says so with ``phases_on_host(ctx)``)."""
+    check = getattr(fw, "phases_on_host", None)
+    return True if check is None else bool(check(ctx))
 
 
 def _loop_plan(loop: Any) -> dict[str, Any]:

@@ -294,6 +294,29 @@ def given_sizes(ctx: click.Context) -> set[str]:
     }
 
 
+def numerics_options(func):
+    """--dtype and --executor: what the gradient computes in, and how JAX runs our schedules."""
+    from ckptbench.results.schema import DTYPES, EXECUTORS
+
+    func = click.option(
+        "--executor",
+        type=click.Choice(EXECUTORS),
+        default=None,
+        help="How --backend jax runs our schedules: compiled (one XLA program running the "
+        "action table; the default on the CPU) or engine (the shared interpreter dispatching "
+        "compiled step pieces, no host round trip inside a gradient; the default on a GPU). "
+        "Recorded in the result.",
+    )(func)
+    return click.option(
+        "--dtype",
+        type=click.Choice(DTYPES),
+        default="float64",
+        show_default=True,
+        help="Floating-point type of the workload (torch and jax; autograd: float64 only). "
+        "The gradient check's tolerance follows it (docs/gpu.md).",
+    )(func)
+
+
 def read_costs(path: Path, steps: int) -> dict:
     """A costs file (docs/planner.md) as a ``planner.Costs`` document; one line if bad."""
     from ckptbench.results.files import read_text_limited

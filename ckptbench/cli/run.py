@@ -27,6 +27,7 @@ from ckptbench.cli.options import (
     device_words,
     given_sizes,
     mprof_option,
+    numerics_options,
     output_options,
     read_costs,
     relative_model,
@@ -144,6 +145,7 @@ RUN_SECTIONS = {
     "docs/planner.md) instead of measuring them in a fresh worker first.",
 )
 @size_options
+@numerics_options
 @click.option(
     "--warmup",
     type=click.IntRange(min=0),
@@ -250,9 +252,9 @@ RUN_SECTIONS = {
 @output_options
 def run(
     model, steps, snaps, strategy, backend, device, budget, costs_file, hidden, batch, input_,
-    output, seed, warmup, repeats, rounds, threads, timeout, memory_limit, sample_interval, modes,
-    out, force, retry_oom, precision, max_rounds, max_time, expect_oom, mprof_dir, as_json, quiet,
-    verbose, progress_lines,
+    output, seed, dtype, executor, warmup, repeats, rounds, threads, timeout, memory_limit,
+    sample_interval, modes, out, force, retry_oom, precision, max_rounds, max_time, expect_oom,
+    mprof_dir, as_json, quiet, verbose, progress_lines,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
@@ -278,7 +280,7 @@ def run(
         case = Case(
             model=model, steps=steps, snaps=snaps, strategy=strategy, backend=backend,
             device=device, budget_bytes=budget, hidden=hidden, batch=batch, input=input_,
-            output=output, seed=seed,
+            output=output, seed=seed, dtype=dtype, executor=executor,
             warmup=warmup, repeats=repeats, rounds=rounds, threads=threads, timeout_s=timeout,
             memory_limit_bytes=memory_limit, sample_interval_s=sample_interval,
         )  # fmt: skip

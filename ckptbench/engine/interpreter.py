@@ -104,6 +104,10 @@ class StepOps(Protocol):
     def state_nbytes(self, state: Any) -> int:
         """Bytes of one state (what a snapshot holds)."""
 
+    # Optional: ``turn(state, state_bar, step) -> cotangent of x_step``, a YOUTURN (tape
+    # step ``step`` from ``state`` and reverse it at once) as one operation; the engine
+    # uses it where a backend has it (the JAX dispatcher: one compiled call, not two).
+
 
 # ---------------------------------------------------------------------- the schedule
 
@@ -373,10 +377,14 @@ def reverse_sweep(run: EngineRun, ops: StepOps, replay_state0: Any = None) -> An
         if kind is _YOUTURN:
             i = act.step
             run.at_peak(run.schedule.tape_bytes_of(i))
-            tape, _ = ops.tape(state, i, False)
+            turn = getattr(ops, "turn", None)
+            if turn is not None:  # one fused operation (a dispatching backend)
+                state_bar = turn(state, state_bar, i)
+            else:
+                tape, _ = ops.tape(state, i, False)
+                state_bar = ops.reverse(tape, state_bar, i)
+                del tape
             run.taped += 1
-            state_bar = ops.reverse(tape, state_bar, i)
-            del tape
             run.free(i)
             state = None
             t_prev = clock()

@@ -42,19 +42,39 @@ from ckptbench.schedules import get_strategy
 from ckptbench.workloads import plugin_provenance
 
 __all__ = [
+    "EPSILON",
     "GRAD_TOLERANCE",
     "Precision",
     "compile_package",
     "expected_oom",
+    "grad_tolerance",
     "round_order",
     "run_case",
 ]
 
-#: Checkpointed gradients must match the plain gradient to this max relative error.
-GRAD_TOLERANCE = 1e-8
+#: Machine epsilon of each ``--dtype`` (the spacing of floats just above 1).
+EPSILON: dict[str, float] = {"float64": 2.0**-52, "float32": 2.0**-23, "bfloat16": 2.0**-7}
+#: A checkpointed gradient may differ from the plain one by this many epsilons per step of
+#: the chain (max |difference| / max |plain gradient|): recomputation runs the same
+#: operations, but a compiler may fuse, and so round, them differently in a loop and in
+#: its unrolled or scanned twin, and such differences add up along the chain.
+GRAD_EPS_PER_STEP = 64.0
+#: ... and never more than this (bfloat16's 8 bits leave a check of gross errors only).
+GRAD_TOLERANCE_CAP = 0.5
+#: The float64 tolerance of a 1000-step chain (what ``--dtype float64`` runs check against).
+GRAD_TOLERANCE = GRAD_EPS_PER_STEP * EPSILON["float64"] * 1000
 
 
-def _grad_error(normal_path: str, ckpt_path: str) -> float | None:
+def grad_tolerance(dtype: str, steps: int) -> float:
+    """The largest max relative gradient error a checkpointed result may have: the dtype's
+    epsilon x ``GRAD_EPS_PER_STEP`` x the chain's steps, capped at ``GRAD_TOLERANCE_CAP``."""
+    eps = EPSILON.get(dtype or "float64", EPSILON["float64"])
+    return min(GRAD_TOLERANCE_CAP, GRAD_EPS_PER_STEP * eps * max(1, int(steps)))
+
+
+def _grad_error(normal_path: str, ckpt_path: str) -> float | str | None:
+    """Max relative error of the checkpointed gradient, or why there is none to compare
+    (a string: a gradient with non-finite entries); ``None`` when a file is missing."""
     import numpy as np
 
     try:
@@ -63,21 +83,46 @@ def _grad_error(normal_path: str, ckpt_path: str) -> float | None:
         return None
     if a.shape != b.shape:
         return float("inf")
+    bad_a, bad_b = int(a.size - np.isfinite(a).sum()), int(b.size - np.isfinite(b).sum())
+    if bad_a or bad_b:
+        which = []
+        if bad_a:
+            which.append(f"the checkpointed gradient has {bad_a} of {a.size}")
+        if bad_b:
+            which.append(f"the plain gradient has {bad_b} of {b.size}")
+        return " and ".join(which) + " entries not finite (inf or nan)"
     scale = float(np.max(np.abs(b))) if b.size else 0.0
     diff = float(np.max(np.abs(a - b))) if b.size else 0.0
     return diff / scale if scale > 0 else diff
 
 
-def _verify(case: Case, result: ModeResult, grad_err: float | None) -> ModeResult:
-    """Fail a checkpointed result whose gradient or step count is wrong (the count a
+def _verify(case: Case, result: ModeResult, grad_err: float | str | None) -> ModeResult:
+    """Fail a checkpointed result whose loss or gradient is not finite, whose gradient is
+    wrong (beyond the dtype's tolerance) or whose step count is wrong (the count a
     strategy plans: its closed form, a replay of its stream, or the recorded plan's)."""
+    dtype = getattr(case, "dtype", "float64")
+    if result.loss is not None and not math.isfinite(result.loss):
+        return replace(
+            result,
+            status=Status.FAILED,
+            error=f"the loss is not finite ({result.loss}) in {dtype}: the computation "
+            "overflowed or met an invalid value, which no checkpointing changes; try a "
+            "wider --dtype or smaller inputs",
+        )
+    if isinstance(grad_err, str):
+        return replace(
+            result,
+            status=Status.FAILED,
+            error=f"gradient not finite: {grad_err} in {dtype}; nothing to compare",
+        )
     result = replace(result, grad_max_rel_err=grad_err)
-    if grad_err is not None and not grad_err <= GRAD_TOLERANCE:
+    tol = grad_tolerance(dtype, case.steps)
+    if grad_err is not None and not grad_err <= tol:
         return replace(
             result,
             status=Status.FAILED,
             error=f"gradient differs from the plain gradient: max rel err {grad_err:.3g} "
-            f"> {GRAD_TOLERANCE:g}",
+            f"> {tol:.3g} (the {dtype} tolerance of {case.steps} steps)",
         )
     counts = get_strategy(case.strategy).step_counts(case.steps, case.snaps, result.plan)
     got = result.counters.get("step_calls")
@@ -242,6 +287,14 @@ def run_case(
     env["plugin"] = plugin_provenance(case.model)
     env["bytecode_compiled"] = compile_package()
     env["machine_state"] = noise.machine_state().as_dict()
+    env["executor"] = case.executor_used  # how our schedules ran (--executor; JAX's choice)
+    env["grad_tolerance"] = {  # what a checkpointed gradient was checked against
+        "max_rel_err": grad_tolerance(case.dtype, case.steps),
+        "dtype": case.dtype,
+        "epsilon": EPSILON[case.dtype],
+        "eps_per_step": GRAD_EPS_PER_STEP,
+        "steps": case.steps,
+    }
     host = socket.gethostname()
     created = datetime.now(UTC).isoformat(timespec="seconds")
     results: list[ModeResult] = []

@@ -8,7 +8,10 @@ through a framework object of :mod:`ckptbench.backends.modes`), never estimated:
 
 * untaped step: a plain loop of ``step`` calls without a tape (what an ADVANCE runs);
 * taped step + reverse: the executor's own ``taped_time_s`` timer over a store-all schedule
-  (every step a YOUTURN from its stored state) divided by the steps;
+  (every step a YOUTURN from its stored state) divided by the steps; on a device that runs
+  asynchronously (torch on CUDA) the whole store-all gradient, timed between device
+  synchronisations, less its untaped steps and readouts, divided by the steps (the engine's
+  host clocks would time launches);
 * readout: a loop of ``post`` calls; ``fixed_time_s`` = steps x that (the first sweep's
   readouts, which the schedule cost model does not count);
 * each time is the minimum over ``samples`` (other processes only ever add time: on a
@@ -57,6 +60,7 @@ class StepCostReport:
     taped_samples_s: tuple[float, ...]
     post_samples_s: tuple[float, ...]
     tape_samples_bytes: tuple[int, ...]
+    timing: str = "host"  # "device-synchronized": every timed region ends with the device
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able; ``costs`` is :meth:`Costs.as_dict` (``Costs.from_dict`` reads it)."""
@@ -69,6 +73,7 @@ class StepCostReport:
             "taped_samples_s": list(self.taped_samples_s),
             "post_samples_s": list(self.post_samples_s),
             "tape_samples_bytes": list(self.tape_samples_bytes),
+            "timing": self.timing,
         }
 
 
@@ -91,6 +96,7 @@ def measure_step_costs(
     tape_steps: tuple[int, int] | None = None,
     tape_method: str | None = None,
     framework: Any = None,
+    device_sync: Any = None,
 ) -> StepCostReport:
     """Measure the step costs of ``workload`` on these arguments (see the module docstring).
 
@@ -98,7 +104,11 @@ def measure_step_costs(
     ``fixed_time_s``). ``tape_steps`` = (k1, k2) defaults to (16, 112), shrunk to fit.
     ``tape_method`` forces "vmhwm" or "tracemalloc" (default: the framework's own count
     where it has one, else vmhwm where it works). ``framework`` is the backend's framework
-    object (default: autograd's, ``ckptbench.backends.autograd.framework``).
+    object (default: autograd's, ``ckptbench.backends.autograd.framework``). ``device_sync`` (torch on
+    CUDA: ``torch.cuda.synchronize``) makes every time the device's: each timed region
+    starts and ends with it, and the taped step comes from the whole store-all gradient so
+    timed (less its first sweep's untaped steps and readouts), never from the engine's host
+    clocks around asynchronous launches.
     """
     fw = (
         registry.get_backend(registry.DEFAULT_BACKEND).framework if framework is None else framework
@@ -128,19 +138,29 @@ def measure_step_costs(
     f, post = workload.step, workload.post
     k_time = min(max(steps, 2), 200)
 
+    sync = device_sync if device_sync is not None else _no_sync
     fwd, tap, pst = [], [], []
     for _ in range(samples):
         state = state0
         with fw.untaped():
+            sync()
             t0 = time.perf_counter()
             for i in range(k_time):
                 state = f(params, state, inputs[i])
+            sync()
             fwd.append((time.perf_counter() - t0) / k_time)
             t0 = time.perf_counter()
             for _ in range(k_time):
                 post(params, state)
+            sync()
             pst.append((time.perf_counter() - t0) / k_time)
-        tap.append(_store_all_taped_time(fw, workload, params, state0, inputs[:k_time]) / k_time)
+        if device_sync is None:
+            taped = _store_all_taped_time(fw, workload, params, state0, inputs[:k_time])
+        else:
+            untaped = (k_time - 1) * (fwd[-1] + pst[-1])
+            total = _store_all_synced_time(fw, workload, params, state0, inputs[:k_time], sync)
+            taped = max(total - untaped, k_time * fwd[-1])  # noise floor: never below a step
+        tap.append(taped / k_time)
 
     tapes = []
     for _ in range(max(1, min(samples, 3))):
@@ -166,7 +186,26 @@ def measure_step_costs(
         taped_samples_s=tuple(tap),
         post_samples_s=tuple(pst),
         tape_samples_bytes=tuple(tapes),
+        timing="host" if device_sync is None else "device-synchronized",
     )
+
+
+def _no_sync() -> None:
+    return None
+
+
+def _store_all_synced_time(fw, workload, params, state0, inputs, sync) -> float:
+    """One whole store-all gradient, timed from a synchronised device to a synchronised
+    device (its first call, which may allocate, is not timed)."""
+    k = int(np.shape(inputs)[0])
+    loop = fw.checkpoint(workload.step, workload.post, k, k, "store-all")
+    grad = fw.value_and_grad(lambda p: workload.loss(loop(p, state0, inputs)), None)
+    grad(params)
+    sync()
+    t0 = time.perf_counter()
+    grad(params)
+    sync()
+    return time.perf_counter() - t0
 
 
 def _store_all_taped_time(fw, workload, params, state0, inputs) -> float:

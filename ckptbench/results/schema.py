@@ -64,6 +64,20 @@ SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s")
 LIMIT_FIELDS = ("timeout_s", "memory_limit_bytes")
 MAX_INT = 2**63 - 1  #: the largest integer a case field holds
 
+#: ``--dtype``: the floating-point type the workload computes in (float64: the default,
+#: and what a result without the field was measured in).
+DTYPES: tuple[str, ...] = ("float64", "float32", "bfloat16")
+#: ``--executor``: how our schedules run on JAX (compiled: one XLA program running the
+#: action table; engine: the shared interpreter dispatching compiled step pieces).
+EXECUTORS: tuple[str, ...] = ("compiled", "engine")
+
+
+def default_executor(backend: str, device: str) -> str:
+    """The executor a case runs without ``--executor``: JAX's compiled table on the CPU
+    (where it measured fastest), the engine everywhere else (GPUs; torch and autograd
+    always run the engine)."""
+    return "compiled" if backend == "jax" and device == "cpu" else "engine"
+
 
 def snaps_ignored(strategy: str) -> bool:  # store-all, budget: cases record snaps = steps
     return not get_strategy(strategy).uses_snaps
@@ -112,6 +126,8 @@ class Case:
     timeout_s: float | None = 900.0
     memory_limit_bytes: int | None = None
     sample_interval_s: float = 0.005
+    dtype: str = "float64"  # the workload's floating-point type (--dtype)
+    executor: str | None = None  # None: default_executor(backend, device) (--executor)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -147,15 +163,49 @@ class Case:
             _pos_int("budget_bytes", self.budget_bytes)
         elif self.budget_bytes is not None:
             raise CaseError("a byte budget (--budget) is only used by strategy 'optimal'")
+        self._check_numerics()
         _pos_float("timeout_s", self.timeout_s, allow_none=True)
         _pos_float("sample_interval_s", self.sample_interval_s)
         if self.memory_limit_bytes is not None:
             _pos_int("memory_limit_bytes", self.memory_limit_bytes)
 
+    def _check_numerics(self) -> None:
+        if self.dtype not in DTYPES:
+            raise CaseError(
+                f"unknown dtype {str(self.dtype)[:40]!r} (choose from {', '.join(DTYPES)})"
+            )
+        if self.dtype != "float64" and self.backend == "autograd":
+            raise CaseError(
+                f"--dtype {self.dtype} needs --backend torch or jax "
+                "(autograd computes in float64 only)"
+            )
+        if self.executor is not None and self.executor not in EXECUTORS:
+            raise CaseError(
+                f"unknown executor {str(self.executor)[:40]!r} (choose from {', '.join(EXECUTORS)})"
+            )
+        if self.executor == "compiled" and self.backend != "jax":
+            raise CaseError(
+                f"--executor compiled needs --backend jax "
+                f"(the {self.backend} backend runs our schedules with the engine only)"
+            )
+
+    @property
+    def executor_used(self) -> str:
+        """The executor this case runs: ``executor``, or the backend's default on its device."""
+        return self.executor or default_executor(self.backend, self.device)
+
     def identity(self) -> dict[str, Any]:
-        """Every field that changes what is measured (all but settings and limits)."""
+        """Every field that changes what is measured (all but settings and limits).
+
+        ``dtype`` float64 and an executor that is the default for the backend and device
+        are left out, so cases measured before these fields existed keep their keys."""
         skip = set(SETTINGS_FIELDS) | set(LIMIT_FIELDS)
-        return {k: v for k, v in self.to_dict().items() if k not in skip}
+        ident = {k: v for k, v in self.to_dict().items() if k not in skip}
+        if ident.get("dtype") == "float64":
+            del ident["dtype"]
+        if self.executor_used == default_executor(self.backend, self.device):
+            del ident["executor"]
+        return ident
 
     @property
     def key(self) -> str:
@@ -168,6 +218,10 @@ class Case:
         digest = hashlib.sha256(ident.encode()).hexdigest()[:10]
         backend = "" if self.backend == DEFAULT_BACKEND else f"-{self.backend}-{self.device}"
         budget = "" if self.budget_bytes is None else f"-m{self.budget_bytes}"
+        if self.dtype != "float64":
+            budget += "-" + {"float32": "f32", "bfloat16": "bf16"}.get(self.dtype, self.dtype)
+        if "executor" in self.identity():
+            budget += f"-{self.executor}"
         return (
             f"{_slug(self.model)}{backend}-l{self.steps}-s{self.snaps}-{self.strategy}{budget}"
             f"-h{self.hidden}-b{self.batch}-i{self.input}-o{self.output}-t{self.threads}"

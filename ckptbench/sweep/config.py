@@ -249,6 +249,8 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
 _COMPANIONS: dict[tuple[str, Any], dict[str, Any]] = {
     ("budget_bytes", "*"): {"strategy": OPTIMAL.name},
     ("budget_bytes", None): {},
+    ("dtype", "*"): {"backend": "torch"},  # autograd computes in float64 only
+    ("executor", "*"): {"backend": "jax"},  # JAX's choice of executor
 }
 
 

@@ -42,6 +42,7 @@ class MirrorRNN:
     batch: int = 16
     input: int = 32
     output: int = 32
+    dtype: str = "float64"  # what ``convert`` casts floating-point arrays to
     reference: Any = field(init=False, repr=False, compare=False)
 
     xp: ClassVar[Any] = None  # the framework's array namespace
@@ -54,7 +55,8 @@ class MirrorRNN:
         object.__setattr__(self, "reference", ref)
 
     def convert(self, tree: Any) -> Any:
-        """numpy arrays of a nested dict/tuple/list as the framework's arrays."""
+        """numpy arrays of a nested dict/tuple/list as the framework's arrays, floating-point
+        ones in ``dtype``."""
         raise NotImplementedError
 
     @property

@@ -7,10 +7,12 @@ will run the plan, each time the minimum over ``samples`` runs after a compiling
 * untaped step: a jitted ``lax.scan`` of ``step`` alone, divided by the steps;
 * readout: the same scan with ``post`` minus the scan without, divided by the steps;
   ``fixed_time_s`` = steps x that (the first sweep's readouts);
-* taped step + reverse: the compiled executor's gradient under the store-all schedule
+* taped step + reverse: the gradient of the executor the case runs (``--executor``: the
+  compiled table, or the engine dispatching compiled pieces) under the store-all schedule
   (steps - 1 advances with readouts, then every step a turn from its stored state) minus
-  the scan with readouts, divided by the steps;
-* on a GPU the executor's loops read their trip counts back to the host once per
+  the scan with readouts, divided by the steps; every time is taken after
+  ``block_until_ready``, so it is the device's time, never a launch's;
+* on a GPU the compiled executor's loops read their trip counts back to the host once per
   iteration, a cost per table row that store-all's 1 000 rows fold into the taped step:
   a 24 MiB plan (fewer rows) for the 1000-step LSTM on an H100 was predicted at 0.20 s
   and measured at 0.10 s, so plans there are ranked by a pessimistic model;
@@ -52,10 +54,32 @@ def _best(fn: Callable, args: tuple, samples: int) -> float:
     return min(times)
 
 
+def _best_engine(wl: Any, layout: Any, args: tuple, samples: int) -> float:
+    """The engine-driven executor's store-all gradient (``--executor engine``), timed the
+    way it runs: pieces dispatched asynchronously, the clock stopped when the result is
+    ready on the device."""
+    from ckptbench.backends.jax.dispatch import engine_checkpoint
+
+    params, state0, inputs = args
+    steps = int(inputs.shape[0])
+    loop = engine_checkpoint(wl.step, wl.post, steps, steps, "store-all", layout=layout)
+
+    def run() -> Any:
+        return loop.value_and_grad(wl.loss, params, state0, inputs, inputs_grad=False)
+
+    jax.block_until_ready(run())  # compiles every piece
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        jax.block_until_ready(run())
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
 def measure_jax_costs(case: Any, samples: int = 3) -> dict[str, Any]:
     """The step costs of ``case``'s workload on JAX: ``{"costs": Costs document, ...}``."""
     sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
-    wl = load_jax_workload(case.model, sizes)
+    wl = load_jax_workload(case.model, sizes, getattr(case, "dtype", "float64") or "float64")
     steps = case.steps
     # on the case's device: JAX's default device is a GPU wherever one is visible, so
     # uncommitted arrays would measure a --device cpu plan on the GPU
@@ -76,16 +100,20 @@ def measure_jax_costs(case: Any, samples: int = 3) -> dict[str, Any]:
         return run
 
     layout = tape_layout(step, post, params, state0, inputs[0])
-    loop = compiled_checkpoint(step, post, encode(store_all_schedule(steps), steps), layout)
-
-    def store_all(p, s0, xs):
-        zero = jnp.zeros(len(COUNTERS), jnp.float64)
-        return jax.grad(lambda q: wl.loss(loop(q, s0, xs, zero)))(p)
-
     args = (params, state0, inputs)
     plain = _best(scan(False), args, samples)
     with_post = _best(scan(True), args, samples)
-    taped = _best(store_all, args, samples)
+    executor = getattr(case, "executor_used", "compiled")
+    if executor == "engine":
+        taped = _best_engine(wl, layout, args, samples)
+    else:
+        loop = compiled_checkpoint(step, post, encode(store_all_schedule(steps), steps), layout)
+
+        def store_all(p, s0, xs):
+            zero = jnp.zeros(len(COUNTERS), jnp.float64)
+            return jax.grad(lambda q: wl.loss(loop(q, s0, xs, zero)))(p)
+
+        taped = _best(store_all, args, samples)
     forward_s = plain / steps
     post_s = max(with_post - plain, 0.0) / steps
     taped_s = max((taped - with_post) / steps, forward_s)  # noise floor: never below a step
@@ -102,5 +130,6 @@ def measure_jax_costs(case: Any, samples: int = 3) -> dict[str, Any]:
         "steps": steps,
         "tape_method": "jax-residual-shapes",
         "backend": "jax",
+        "executor": executor,
         "samples": samples,
     }

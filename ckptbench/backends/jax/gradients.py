@@ -134,7 +134,7 @@ def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Bui
         importlib.import_module(package)
     device = resolve_device(case.device)
     sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
-    wl = load_jax_workload(case.model, sizes)
+    wl = load_jax_workload(case.model, sizes, getattr(case, "dtype", "float64") or "float64")
     params, state0, inputs = jax.device_put(
         wl.init(case.steps, np.random.default_rng(case.seed)), device
     )
@@ -177,6 +177,8 @@ def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Bui
         layout = tape_layout(step, post, params, state0, x_spec)
         sb, tb = _tree_nbytes(state0), layout.tape_bytes
         actions, plan = _schedule(case, steps, costs)
+        if _executor(case) == "engine":
+            return _engine_built(case, wl, params, state0, inputs, layout, plan, device)
         table = encode(actions, steps)
         loop = compiled_checkpoint(step, post, table, layout)
         stored = replay_bytes(actions, steps, sb, tb)
@@ -235,6 +237,85 @@ def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Bui
         if temp is not None:
             out["xla_temp_bytes"] = temp
         return out
+
+    return Built(
+        params=params,
+        gradient=gradient,
+        calls=calls,
+        counters=counters_now,
+        flatten=flatten_gradient,
+        plan=(lambda: plan.summary()) if plan is not None else dict,
+        device_meter=DevicePeakMeter(device) if device.platform != "cpu" else None,
+    )
+
+
+def _executor(case: Any) -> str:
+    used = getattr(case, "executor_used", None)
+    return used if isinstance(used, str) else "compiled"
+
+
+def _engine_built(
+    case: Any, wl: Any, params: Any, state0: Any, inputs: Any, layout: Any, plan: Any, device: Any
+) -> Built:
+    """``--executor engine``: the shared interpreter dispatching compiled step pieces
+    (:mod:`ckptbench.backends.jax.dispatch`). One gradient is run here, before ``ready``, so
+    every piece the schedule needs is compiled outside the measured iterations."""
+    from ckptbench.backends.jax.dispatch import engine_checkpoint
+
+    steps = case.steps
+    if plan is not None:
+        loop = engine_checkpoint(wl.step, wl.post, steps, plan=plan, layout=layout)
+    else:
+        loop = engine_checkpoint(
+            wl.step, wl.post, steps, min(case.snaps, steps), case.strategy,
+            tape_bytes=layout.tape_bytes, layout=layout,
+        )  # fmt: skip
+    counters: dict[str, int] = {}
+    calls = [0]
+
+    def run(p: Any) -> tuple[Any, Any]:
+        loss, (g, _, _) = loop.value_and_grad(wl.loss, p, state0, inputs, inputs_grad=False)
+        return loss, g
+
+    trim_heap()
+    rss0 = read_rss_bytes()
+    t0 = time.perf_counter()
+    jax.block_until_ready(run(params))  # compiles every piece this schedule dispatches
+    compile_ns = int((time.perf_counter() - t0) * 1e9)
+    # no jax.clear_caches(): the pieces are jitted functions, whose compiled code it drops
+    trim_heap()
+    program_rss = read_rss_bytes() - rss0
+
+    def gradient(p: Any) -> tuple[float, Any]:
+        loss, g = run(p)
+        jax.block_until_ready((loss, g))
+        loss_host = float(loss)
+        loss.delete()
+        st = loop.stats
+        counters.clear()
+        counters.update(
+            steps_advanced=st.steps_advanced,
+            steps_taped=st.steps_taped,
+            post_calls=st.post_calls,
+            tapes_kept=st.tapes_kept,
+            dispatches=loop.dispatches,
+        )
+        calls[0] = st.step_evaluations
+        return loss_host, _to_numpy(g)
+
+    def counters_now() -> dict[str, int]:
+        st = loop.stats
+        return {
+            **counters,
+            "state_bytes": st.state_bytes,
+            "tape_bytes": st.tape_bytes,
+            "peak_stored_bytes": st.peak_stored_bytes,
+            "peak_live_snapshots": st.peak_live_snapshots,
+            "peak_snapshot_bytes": st.peak_snapshot_bytes,
+            "tapes_kept_peak": st.tapes_kept_peak,
+            "compile_time_ns": compile_ns,
+            "program_rss_bytes": program_rss,
+        }
 
     return Built(
         params=params,

@@ -36,14 +36,18 @@ from ckptbench.workloads.mirror import MirrorLSTM, MirrorRNN
 __all__ = ["JAX_BUILTINS", "JaxLSTM", "JaxPlugin", "JaxRNN", "load_jax_workload", "to_jax"]
 
 
-def to_jax(tree: Any) -> Any:
-    """numpy arrays and JAX arrays of a nested dict/tuple/list, as JAX arrays (dtype kept)."""
+def to_jax(tree: Any, dtype: str | None = None) -> Any:
+    """numpy arrays and JAX arrays of a nested dict/tuple/list, as JAX arrays; floating-point
+    ones cast to ``dtype`` (``None``: dtype kept)."""
     if isinstance(tree, dict):
-        return {k: to_jax(v) for k, v in tree.items()}
+        return {k: to_jax(v, dtype) for k, v in tree.items()}
     if isinstance(tree, tuple | list):
-        return type(tree)(to_jax(v) for v in tree)
+        return type(tree)(to_jax(v, dtype) for v in tree)
     if isinstance(tree, np.ndarray | np.generic | jax.Array):
-        return jnp.asarray(tree)
+        arr = jnp.asarray(tree)
+        if dtype is not None and jnp.issubdtype(arr.dtype, jnp.floating):
+            arr = arr.astype(dtype)
+        return arr
     if _is_torch(tree):
         raise WorkloadError("this plug-in returns torch tensors: use --backend torch")
     raise WorkloadError(f"init must return arrays, got {type(tree).__name__}")
@@ -94,7 +98,7 @@ class JaxRNN(MirrorRNN):
     xp: ClassVar[Any] = jnp
 
     def convert(self, tree: Any) -> Any:
-        return to_jax(tree)
+        return to_jax(tree, self.dtype)
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,7 @@ class JaxLSTM(MirrorLSTM):
     xp: ClassVar[Any] = jnp
 
     def convert(self, tree: Any) -> Any:
-        return to_jax(tree)
+        return to_jax(tree, self.dtype)
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class JaxPlugin:
 
     spec: str
     workload: Any
+    dtype: str = "float64"
     static: list = field(default_factory=list, repr=False, compare=False)  # [partition]
 
     def init(self, steps: int, rng: np.random.Generator) -> tuple[Any, Any, Any]:
@@ -121,14 +126,15 @@ class JaxPlugin:
             self.workload.init(steps, rng), self.workload.init
         )
         self.static.clear()
-        state0, inputs = to_jax((state0, inputs))
+        state0, inputs = to_jax((state0, inputs), self.dtype)
         try:
-            return to_jax(params), state0, inputs
+            return to_jax(params, self.dtype), state0, inputs
         except WorkloadError:
             if _is_torch(params):
                 raise
         arrays, static = _partition(params)
         self.static.append(static)
+        arrays = to_jax(arrays, self.dtype)
         return arrays, state0, inputs
 
     def _params(self, params: Any) -> Any:
@@ -147,8 +153,9 @@ class JaxPlugin:
 JAX_BUILTINS: dict[str, Callable[..., Any]] = {"lstm": JaxLSTM, "rnn": JaxRNN}
 
 
-def load_jax_workload(spec: str, sizes: Sizes) -> Any:
-    """The JAX workload named by ``spec`` (``"rnn"``, ``"lstm"`` or a plug-in).
+def load_jax_workload(spec: str, sizes: Sizes, dtype: str = "float64") -> Any:
+    """The JAX workload named by ``spec`` (``"rnn"``, ``"lstm"`` or a plug-in), its
+    floating-point arrays in ``dtype``.
 
     Plug-ins follow :func:`ckptbench.workloads.load_workload`'s protocol and errors.
     """
@@ -156,5 +163,5 @@ def load_jax_workload(spec: str, sizes: Sizes) -> Any:
         raise WorkloadError(f"sizes must be a Sizes instance, got {type(sizes).__name__}")
     name = spec.strip() if isinstance(spec, str) else spec
     if name in JAX_BUILTINS:
-        return JAX_BUILTINS[name](**sizes.as_kwargs())
-    return JaxPlugin(spec=name, workload=load_workload(name, sizes))
+        return JAX_BUILTINS[name](**sizes.as_kwargs(), dtype=dtype)
+    return JaxPlugin(spec=name, workload=load_workload(name, sizes), dtype=dtype)

@@ -83,10 +83,17 @@ def _rebuild(tree: Any, leaves: Any) -> Any:
 def flatten_gradient(grad: Any) -> np.ndarray:
     """A gradient tree as one float64 numpy vector, in the autograd worker's order."""
     parts = [
-        np.ravel(leaf.detach().cpu().numpy() if isinstance(leaf, torch.Tensor) else leaf)
+        np.ravel(_host(leaf) if isinstance(leaf, torch.Tensor) else leaf)
         for leaf in tree_leaves(grad)
     ]
     return np.concatenate([np.asarray(p, dtype=np.float64) for p in parts])
+
+
+def _host(t: torch.Tensor) -> np.ndarray:
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:  # numpy has no bfloat16; float32 holds it exactly
+        t = t.float()
+    return t.numpy()
 
 
 class TorchFramework:
@@ -109,7 +116,8 @@ class TorchFramework:
 
     def workload(self, case: Any, device: torch.device) -> tuple[Any, Any, Any, Any]:
         sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
-        wl = load_torch_workload(case.model, sizes, str(device))
+        dtype = getattr(case, "dtype", "float64") or "float64"
+        wl = load_torch_workload(case.model, sizes, str(device), dtype)
         params, state0, inputs = wl.init(case.steps, np.random.default_rng(case.seed))
         for leaf in tree_leaves(params):
             if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
@@ -164,6 +172,12 @@ class TorchFramework:
 
         return gradient
 
+    def phases_on_host(self, device: torch.device) -> bool:
+        """The engine's phase times are host clocks: on CUDA they would time kernel
+        launches, not kernels, so they are left out there (the iteration's wall time ends
+        with a synchronisation and is whole)."""
+        return device.type != "cuda"
+
     def device_meter(self, device: torch.device) -> DevicePeakMeter | None:
         return DevicePeakMeter(device) if device.type == "cuda" else None
 
@@ -188,8 +202,12 @@ class TorchFramework:
     def measure_costs(self, case: Any) -> dict[str, Any]:
         from ckptbench.measure.stepcosts import measure_step_costs
 
-        wl, params, state0, inputs = self.workload(case, self.setup(case))
-        return measure_step_costs(wl, params, state0, inputs, framework=self).as_dict()
+        device = self.setup(case)
+        wl, params, state0, inputs = self.workload(case, device)
+        # on CUDA every timed region ends with the device (synchronize), never at a launch
+        sync = (lambda: synchronize(device)) if device.type == "cuda" else None
+        report = measure_step_costs(wl, params, state0, inputs, framework=self, device_sync=sync)
+        return report.as_dict()
 
 
 #: The registered torch backend (``ckptbench.backends.registry``).

@@ -52,26 +52,33 @@ __all__ = [
 ]
 
 
-def to_device(tree: Any, device: torch.device | str) -> Any:
-    """numpy arrays and tensors of a nested dict/tuple/list, as tensors on ``device``.
+def to_device(tree: Any, device: torch.device | str, dtype: str | None = None) -> Any:
+    """numpy arrays and tensors of a nested dict/tuple/list, as tensors on ``device``;
+    floating-point ones cast to ``dtype`` (``None``: dtype kept).
 
-    CPU conversion of a float64 array shares its memory (``torch.from_numpy``); nothing is
-    cast, so float64 stays float64.
+    CPU conversion of a float64 array kept in float64 shares its memory
+    (``torch.from_numpy``).
     """
     if isinstance(tree, dict):
-        return {k: to_device(v, device) for k, v in tree.items()}
+        return {k: to_device(v, device, dtype) for k, v in tree.items()}
     if isinstance(tree, tuple | list):
-        return type(tree)(to_device(v, device) for v in tree)
+        return type(tree)(to_device(v, device, dtype) for v in tree)
     if isinstance(tree, np.ndarray | np.generic):
         arr = np.asarray(tree)
         if not arr.flags.c_contiguous:
             arr = arr.copy()
-        return torch.from_numpy(arr).to(device)
+        return _cast(torch.from_numpy(arr).to(device), dtype)
     if isinstance(tree, torch.Tensor):
-        return tree.to(device)
+        return _cast(tree.to(device), dtype)
     if _is_jax(tree):
         raise WorkloadError("this plug-in returns JAX arrays: use --backend jax")
     raise WorkloadError(f"init must return arrays or tensors, got {type(tree).__name__}")
+
+
+def _cast(t: torch.Tensor, dtype: str | None) -> torch.Tensor:
+    if dtype is None or not t.is_floating_point():
+        return t
+    return t.to(getattr(torch, dtype))
 
 
 def _is_jax(x: Any) -> bool:
@@ -91,7 +98,7 @@ class TorchRNN(MirrorRNN):
     xp: ClassVar[Any] = torch
 
     def convert(self, tree: Any) -> Any:
-        return to_device(tree, self.device)
+        return to_device(tree, self.device, self.dtype)
 
 
 @dataclass(frozen=True)
@@ -102,7 +109,7 @@ class TorchLSTM(MirrorLSTM):
     xp: ClassVar[Any] = torch
 
     def convert(self, tree: Any) -> Any:
-        return to_device(tree, self.device)
+        return to_device(tree, self.device, self.dtype)
 
 
 class _Call(torch.nn.Module):
@@ -167,6 +174,7 @@ class TorchPlugin:
     spec: str
     workload: Any
     device: str = "cpu"
+    dtype: str = "float64"
     call: list = field(default_factory=list, repr=False, compare=False)  # [_Call|_Held]
     names: list = field(default_factory=list, repr=False, compare=False)  # per params leaf
     notes: list = field(default_factory=list, repr=False, compare=False)  # for the check
@@ -180,6 +188,8 @@ class TorchPlugin:
         self.notes.clear()
         if isinstance(params, torch.nn.Module):
             module = params.to(self.device)
+            # in the case's dtype, as every other floating-point array of the workload
+            module = module.to(dtype=getattr(torch, self.dtype))
             named = dict(module.named_parameters())
             frozen = [k for k, p in named.items() if not p.requires_grad]
             if not named:
@@ -200,7 +210,7 @@ class TorchPlugin:
             self.call.append(_Call(module))
             params = {k: p.detach().clone() for k, p in named.items() if p.requires_grad}
             self.names.extend(f"m.{k}" for k in sorted(params))
-            return (params, *to_device((state0, inputs), self.device))
+            return (params, *to_device((state0, inputs), self.device, self.dtype))
         leaves = _leaves(params)
         frozen = sum(1 for p in leaves
                      if isinstance(p, torch.nn.Parameter) and not p.requires_grad)  # fmt: skip
@@ -215,11 +225,11 @@ class TorchPlugin:
             own = {id(p): name for name, p in wrapper.named_parameters(remove_duplicate=False)}
             names = [own.get(id(p)) for p in leaves]
             if any(names):
-                wrapper.to(self.device)
+                wrapper.to(device=self.device, dtype=getattr(torch, self.dtype))
                 self.call.append(wrapper)
                 self.names.extend(names)
                 params = _detached(params)
-        return to_device((params, state0, inputs), self.device)
+        return to_device((params, state0, inputs), self.device, self.dtype)
 
     def _run(self, fn: Callable[..., Any], params: Any, *args: Any) -> Any:
         if not self.call:
@@ -255,8 +265,11 @@ def _detached(tree: Any) -> Any:
 TORCH_BUILTINS: dict[str, Callable[..., Any]] = {"lstm": TorchLSTM, "rnn": TorchRNN}
 
 
-def load_torch_workload(spec: str, sizes: Sizes, device: str = "cpu") -> Any:
-    """The torch workload named by ``spec`` (``"rnn"``, ``"lstm"`` or a plug-in) on ``device``.
+def load_torch_workload(
+    spec: str, sizes: Sizes, device: str = "cpu", dtype: str = "float64"
+) -> Any:
+    """The torch workload named by ``spec`` (``"rnn"``, ``"lstm"`` or a plug-in) on
+    ``device``, its floating-point tensors in ``dtype``.
 
     Plug-ins follow :func:`ckptbench.workloads.load_workload`'s protocol and errors.
     """
@@ -264,5 +277,5 @@ def load_torch_workload(spec: str, sizes: Sizes, device: str = "cpu") -> Any:
         raise WorkloadError(f"sizes must be a Sizes instance, got {type(sizes).__name__}")
     name = spec.strip() if isinstance(spec, str) else spec
     if name in TORCH_BUILTINS:
-        return TORCH_BUILTINS[name](**sizes.as_kwargs(), device=device)
-    return TorchPlugin(spec=name, workload=load_workload(name, sizes), device=device)
+        return TORCH_BUILTINS[name](**sizes.as_kwargs(), device=device, dtype=dtype)
+    return TorchPlugin(spec=name, workload=load_workload(name, sizes), device=device, dtype=dtype)

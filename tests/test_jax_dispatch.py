@@ -1,0 +1,135 @@
+"""The engine-driven JAX executor (``--executor engine``): what only a GPU would show,
+guarded on the CPU.
+
+A gradient performs no device-to-host transfer before it returns (the schedule never
+depends on data, so the host never waits for the device), the executable calls per
+gradient are a recorded counter and few (runs of advances in one call per set bit), and
+the executor is chosen per case and recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+
+import numpy as np
+import pytest
+
+from ckptbench.results.schema import Case, CaseError, Mode, default_executor
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax")
+
+SMALL = {"hidden": 5, "batch": 2, "input": 3, "output": 2}
+
+
+def _problem(steps: int):
+    from ckptbench.backends.jax import require_jax
+
+    jax = require_jax()
+    from ckptbench.backends.jax.workloads import JaxLSTM
+
+    wl = JaxLSTM(**SMALL)
+    return jax, wl, *jax.device_put(wl.init(steps, np.random.default_rng(0)))
+
+
+@contextlib.contextmanager
+def no_host_reads(jax):
+    """JAX's device-to-host transfer guard (which bites on a GPU; on the CPU a device array
+    already is host memory, so it never fires there) and, so the CPU checks nearly the same,
+    the paths by which a ``jax.Array``'s value reaches Python counted (``_value``, behind
+    ``float``, ``bool``, ``item``, ``tolist``, ``device_get``, and ``__array__``; numpy's
+    buffer protocol on a CPU array is not seen)."""
+    from jax._src.array import ArrayImpl
+
+    reads: list[tuple] = []
+    value, array = ArrayImpl._value, ArrayImpl.__array__
+
+    def read_value(self):
+        reads.append(self.shape)
+        return value.fget(self)
+
+    def read_array(self, *args, **kwargs):
+        reads.append(self.shape)
+        return array(self, *args, **kwargs)
+
+    ArrayImpl._value, ArrayImpl.__array__ = property(read_value), read_array
+    try:
+        with jax.transfer_guard_device_to_host("disallow"):
+            yield reads
+    finally:
+        ArrayImpl._value, ArrayImpl.__array__ = value, array
+
+
+def test_a_gradient_reads_nothing_back_before_it_returns():
+    from ckptbench.backends.jax.dispatch import engine_checkpoint
+    from ckptbench.schedules.optimal.planner import Costs, plan_optimal
+
+    jax, wl, params, state0, inputs = _problem(60)
+    sb = sum(a.nbytes for a in state0)
+    plan = plan_optimal(Costs(1.0, 3.0, sb, 4 * sb), 60, 6 * sb + 8 * sb)
+    assert plan.prediction.tapes_kept > 0  # kept tapes held as device arrays, too
+    for loop in (
+        engine_checkpoint(wl.step, wl.post, 60, 5, "revolve"),
+        engine_checkpoint(wl.step, wl.post, 60, plan=plan),
+    ):
+        loop.value_and_grad(wl.loss, params, state0, inputs)  # compiles (reads shapes only)
+        with no_host_reads(jax) as reads:
+            value, (gp, gs, gx) = loop.value_and_grad(wl.loss, params, state0, inputs)
+            assert reads == []
+            jax.block_until_ready((value, gp, gs, gx))
+            assert reads == []
+            float(value)  # the check itself sees a read
+            assert len(reads) == 1
+        assert np.isfinite(float(value))
+
+
+def test_the_dispatches_per_gradient_are_counted_and_few():
+    from ckptbench.backends.jax.dispatch import _pieces, engine_checkpoint
+    from ckptbench.schedules import ActionKind, make_schedule
+
+    assert _pieces(1000) == [512, 256, 128, 64, 32, 8]
+    assert _pieces(1) == [1] and _pieces(0) == []
+    _, wl, params, state0, inputs = _problem(200)
+    loop = engine_checkpoint(wl.step, wl.post, 200, 9, "revolve")
+    loop.value_and_grad(wl.loss, params, state0, inputs)
+    # setup + loss, one call per set bit of every advance, one per turn, FIRSTURN's tape
+    # and reverse
+    want = 2 + 2
+    for act in make_schedule("revolve", 200, 9):
+        if act.kind is ActionKind.ADVANCE:
+            want += len(_pieces(act.stop - act.start))
+        elif act.kind is ActionKind.YOUTURN:
+            want += 1
+    assert loop.dispatches == want
+    assert loop.dispatches < loop.stats.step_evaluations
+
+
+def test_the_executor_is_chosen_per_case_recorded_and_refused_where_it_cannot_run():
+    assert default_executor("jax", "cpu") == "compiled"
+    assert default_executor("jax", "cuda") == "engine"
+    assert default_executor("torch", "cpu") == "engine"
+    base = Case(backend="jax")
+    assert base.executor_used == "compiled"
+    # the default executor does not change a case's key (results from before it exist)
+    assert Case(backend="jax", executor="compiled").key == base.key
+    engine = Case(backend="jax", executor="engine")
+    assert engine.key != base.key and "-engine-" in engine.key
+    assert Case.from_dict(engine.to_dict()).executor_used == "engine"
+    with pytest.raises(CaseError, match="--executor compiled needs --backend jax"):
+        Case(backend="torch", executor="compiled")
+    with pytest.raises(CaseError, match="unknown executor 'fast'"):
+        Case(backend="jax", executor="fast")
+
+
+def test_the_worker_runs_the_engine_executor_and_counts_its_dispatches():
+    from ckptbench.backends import registry
+
+    case = Case(backend="jax", executor="engine", steps=30, snaps=4, seed=3, **SMALL)
+    ckpt = registry.build(case, Mode.CHECKPOINTED)
+    normal = registry.build(case, Mode.NORMAL)
+    want = normal.flatten(normal.gradient(normal.params)[1])
+    got = ckpt.flatten(ckpt.gradient(ckpt.params)[1])
+    assert np.max(np.abs(got - want)) <= 1e-12 * np.max(np.abs(want))
+    counters = ckpt.counters()
+    assert 0 < counters["dispatches"] < ckpt.calls[0]
+    assert ckpt.phases() == {}  # host clocks around asynchronous dispatches: left out
