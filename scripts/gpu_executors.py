@@ -1,0 +1,87 @@
+"""Issue 22's GPU figures in one process, about two minutes: JAX's executors against plain
+``jax.grad``, the forward-only floor and ``jax.checkpoint``; torch's executor against its
+floor and ``torch.utils.checkpoint``. Run by scripts/gpu-check.sh (docs/gpu.md).
+
+Every gradient is built (and compiled) as the worker builds it, run once as a warm-up, then
+timed ``--repeats`` times to the end of its result (block_until_ready / cuda.synchronize,
+inside ``gradient``); the median is printed with the floor: plain + (evaluations - steps)
+x the baseline's time per step. Also works on the CPU (``--device cpu``), for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from ckptbench.backends import registry
+from ckptbench.results import Case, Mode
+
+ROWS = [
+    # backend, dtype, hidden, batch, strategy, snaps, executor, budget
+    ("jax", "float64", 256, 16, "revolve", 31, "engine", None),
+    ("jax", "float64", 256, 16, "revolve", 31, "compiled", None),
+    ("jax", "float64", 256, 16, "optimal", 1000, "engine", 19988480),
+    ("jax", "float64", 256, 16, "jax-checkpoint", 31, None, None),
+    ("jax", "float64", 1024, 64, "revolve", 31, "engine", None),
+    ("jax", "float64", 1024, 64, "jax-checkpoint", 31, None, None),
+    ("torch", "float32", 1024, 64, "revolve", 31, None, None),
+    ("torch", "float32", 1024, 64, "optimal", 1000, None, 109060096),
+    ("torch", "float32", 1024, 64, "torch-checkpoint", 31, None, None),
+]
+
+
+def _time(built, repeats: int) -> float:
+    built.gradient(built.params)  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        built.gradient(built.params)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--only", default="", help="comma-separated row numbers")
+    args = ap.parse_args()
+    only = {int(i) for i in args.only.split(",") if i}
+    plain: dict[tuple, tuple[float, float]] = {}
+    for k, (backend, dtype, h, b, strategy, snaps, executor, budget) in enumerate(ROWS):
+        if only and k not in only:
+            continue
+        case = Case(
+            backend=backend, device=args.device, dtype=dtype, hidden=h, batch=b,
+            steps=args.steps, snaps=min(snaps, args.steps), strategy=strategy,
+            executor=executor if backend == "jax" else None, budget_bytes=budget,
+        )  # fmt: skip
+        size = (backend, dtype, h, b)
+        t_start = time.perf_counter()
+        if size not in plain:
+            base = _time(registry.build(case, Mode.BASELINE), args.repeats)
+            normal = _time(registry.build(case, Mode.NORMAL), args.repeats)
+            plain[size] = (base, normal)
+            print(json.dumps({"row": "plain", "size": size, "baseline_s": base, "plain_s": normal}))
+        base, normal = plain[size]
+        costs = registry.measure_costs(case)["costs"] if strategy == "optimal" else None
+        built = registry.build(case, Mode.CHECKPOINTED, costs)
+        t = _time(built, args.repeats)
+        evals = built.calls[0]
+        floor = None if evals is None else normal + (evals - args.steps) * base / args.steps
+        predicted = built.plan().get("predicted_time_s") if strategy == "optimal" else None
+        print(json.dumps({
+            "row": k, "size": size, "strategy": strategy, "snaps": snaps, "budget": budget,
+            "executor": case.executor_used if strategy in ("revolve", "optimal") else None,
+            "time_s": t, "vs_plain": t / normal, "evaluations": evals, "floor_s": floor,
+            "vs_floor": None if floor is None else t / floor, "predicted_s": predicted,
+            "dispatches": built.counters().get("dispatches"),
+            "wall_s": time.perf_counter() - t_start,
+        }), flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
