@@ -218,3 +218,26 @@ def test_torch_phase_times_are_left_out_on_cuda():
     ckpt = registry.build(case, Mode.CHECKPOINTED)
     ckpt.gradient(ckpt.params)
     assert ckpt.phases() == {}
+
+
+# ---------------------------------------------------------------------- the prediction line
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax"])
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_run_prints_the_plans_prediction_beside_the_measurement(backend, device):
+    from dataclasses import replace
+
+    from _synthetic import make_result, with_case
+
+    from ckptbench.render.run import explain_lines
+
+    case = Case(backend=backend, device=device, steps=40, snaps=40, strategy="store-all")
+    result = make_result(case, times={"checkpointed": 0.8})
+    plan = {"predicted_time_s": 0.5, "peak_bytes": 2**20}
+    modes = tuple(
+        replace(m, plan=plan) if m.mode is Mode.CHECKPOINTED else m for m in result.modes
+    )
+    result = with_case(replace(result, modes=modes), strategy="optimal", budget_bytes=2**21)
+    (line,) = [x for x in explain_lines(result) if x.startswith("plan: predicted 0.50 s")]
+    assert "measured 0.8" in line
