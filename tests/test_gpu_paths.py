@@ -235,9 +235,7 @@ def test_run_prints_the_plans_prediction_beside_the_measurement(backend, device)
     case = Case(backend=backend, device=device, steps=40, snaps=40, strategy="store-all")
     result = make_result(case, times={"checkpointed": 0.8})
     plan = {"predicted_time_s": 0.5, "peak_bytes": 2**20}
-    modes = tuple(
-        replace(m, plan=plan) if m.mode is Mode.CHECKPOINTED else m for m in result.modes
-    )
+    modes = tuple(replace(m, plan=plan) if m.mode is Mode.CHECKPOINTED else m for m in result.modes)
     result = with_case(replace(result, modes=modes), strategy="optimal", budget_bytes=2**21)
     (line,) = [x for x in explain_lines(result) if x.startswith("plan: predicted 0.50 s")]
     assert "measured 0.8" in line
