@@ -16,7 +16,7 @@ import statistics
 import time
 
 from ckptbench.backends import registry
-from ckptbench.results import Case, Mode
+from ckptbench.results.schema import Case, Mode
 
 ROWS = [
     # backend, dtype, hidden, batch, strategy, snaps, executor, budget

@@ -104,8 +104,8 @@ def measure_step_costs(
     ``fixed_time_s``). ``tape_steps`` = (k1, k2) defaults to (16, 112), shrunk to fit.
     ``tape_method`` forces "vmhwm" or "tracemalloc" (default: the framework's own count
     where it has one, else vmhwm where it works). ``framework`` is the backend's framework
-    object (default: autograd's, ``ckptbench.backends.autograd.framework``). ``device_sync`` (torch on
-    CUDA: ``torch.cuda.synchronize``) makes every time the device's: each timed region
+    object (default: autograd's, ``ckptbench.backends.autograd.framework``). ``device_sync``
+    (torch on CUDA: ``torch.cuda.synchronize``) makes every time the device's: each timed region
     starts and ends with it, and the taped step comes from the whole store-all gradient so
     timed (less its first sweep's untaped steps and readouts), never from the engine's host
     clocks around asynchronous launches.
