@@ -401,7 +401,7 @@ def test_a_parameterless_module_and_int_parameters_are_refused_by_the_check(tmp_
     )
     spec = _write(tmp_path, "ints.py", text)
     assert (
-        "every parameter must be a floating-point tensor, got a int64 tensor"
+        "every parameter must be a floating-point tensor, got a tensor of dtype int64"
         in _check(spec, "torch")["problem"]
     )
 
@@ -519,3 +519,70 @@ def test_run_records_the_sizes_the_factory_gave_itself(tmp_path, monkeypatch, ca
     assert code == 0, err
     case = json.loads((tmp_path / "r.json").read_text())["case"]
     assert (case["hidden"], case["batch"], case["input"], case["output"]) == (6, 2, 4, 2)
+
+
+# ------------------------------------------------------------------ failures during the modes
+
+JAX_NOTE = (
+    "For simplicity, JAX has removed its internal frames from the traceback of the following "
+    "exception. Set JAX_TRACEBACK_FILTERING=off to include these."
+)
+
+
+def test_one_failure_in_every_mode_is_one_line_without_jax_boilerplate():
+    from dataclasses import replace
+
+    from _synthetic import make_result
+
+    from ckptbench.render import failure_lines
+    from ckptbench.results.schema import Status
+
+    result = make_result(seed=1)
+    error = "RuntimeError: boom in step (at plug.py:12)"
+    modes = tuple(
+        replace(
+            m,
+            status=Status.FAILED,
+            error=error,
+            exit_code=1,
+            stderr_tail=f"Traceback ...\n{error}\n{JAX_NOTE}",
+        )
+        for m in result.modes
+    )
+    lines = failure_lines(replace(result, modes=modes))
+    assert lines == [f"baseline, normal, checkpointed: failed, exit status 1: {error}"]
+    other = replace(modes[0], error="ValueError: x", stderr_tail="MemoryError: y\n" + JAX_NOTE)
+    lines = failure_lines(replace(result, modes=(other, *modes[1:])))
+    assert lines == [
+        "baseline: failed, exit status 1: ValueError: x (stderr: MemoryError: y)",
+        f"normal, checkpointed: failed, exit status 1: {error}",
+    ]
+
+
+LATE = _variant(
+    """
+def step(self, p, s, x):
+    self.calls = getattr(self, "calls", 0) + 1
+    if self.calls > 6:  # past the check's calls: only a measured mode gets here
+        raise RuntimeError("boom in step")
+    return super().step(p, s, x)
+"""
+)
+
+
+@pytest.mark.slow
+def test_a_plugin_error_in_the_modes_names_its_line_once_and_no_absolute_path(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "late.py").write_text(LATE)
+    line = LATE.splitlines().index('            raise RuntimeError("boom in step")') + 1
+    code, _, err = run_cli(capsys, ["run", "--model", "late.py:make", *TINY, "--out", "r.json"])
+    assert code == 1
+    failed = [x for x in _lines(err) if "boom" in x]
+    assert failed == [
+        "failed baseline, normal, checkpointed: failed, exit status 1: RuntimeError: boom in "
+        f"step (at late.py:{line})"
+    ]
+    doc = (tmp_path / "r.json").read_text()
+    assert str(tmp_path) not in doc and "late.py" in doc

@@ -42,6 +42,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 
 from ckptbench.backends import Built, registry
@@ -202,12 +203,34 @@ def main() -> int:
             msg = f"SystemExit({err.code!r}) raised while running the job (a plug-in exited?)"
         elif not isinstance(err, Exception):
             msg = f"{msg} raised while running the job, though no signal came from ckptbench"
-        traceback.print_exc(file=sys.stderr)
+        place = _plugin_place(err)
+        if place:
+            msg = f"{msg} (at {place})"
+        sys.stderr.write(_relative("".join(traceback.format_exception(err))))
         with contextlib.suppress(OSError, ValueError):
             emit({"event": "result", "ok": False, "error": msg})
         return 1
     emit({"event": "result", **report})
     return 0
+
+
+def _relative(text: str) -> str:
+    """``text`` with paths below the current folder or ckptbench's checkout made relative:
+    the stderr tail a result keeps never holds this machine's absolute paths."""
+    root = str(Path(__file__).resolve().parents[2])
+    for folder in sorted({os.getcwd(), str(Path.cwd().resolve()), root}, key=len, reverse=True):
+        text = text.replace(os.path.join(folder, ""), "")
+    return text
+
+
+def _plugin_place(err: BaseException) -> str | None:
+    """``file.py:LINE`` of a plug-in's own code where ``err`` was raised, or None."""
+    try:
+        from ckptbench.workloads.check import where
+
+        return where(err)
+    except Exception:  # the report must go out whatever happens here
+        return None
 
 
 def _exit_now(code: int) -> None:

@@ -336,16 +336,32 @@ def explain_lines(result: RunResult) -> list[str]:
     return [line for line in lines if line is not None]
 
 
+#: stderr lines that never say what went wrong (JAX's note on its filtered traceback).
+_STDERR_NOISE = ("For simplicity, JAX has removed its internal frames",)
+
+
+def _stderr_extra(error: str, stderr_tail: str | None) -> str:
+    """`` (stderr: LINE)`` with the last telling stderr line, unless the error says it."""
+    tail = [line.strip() for line in (stderr_tail or "").splitlines() if line.strip()]
+    tail = [t for t in tail if not t.startswith(_STDERR_NOISE) and set(t) - set("-^~ ")]
+    if not tail or tail[-1] in error or (error and error in tail[-1]):
+        return ""
+    return f" (stderr: {tail[-1]})"
+
+
 def failure_lines(result: RunResult) -> list[str]:
-    """One line per failed mode with its error and the last stderr line, if any."""
-    lines = []
+    """One line per distinct failure: the modes (and rounds) it hit, its error and the last
+    stderr line when that adds something (a plug-in's error in every mode is one line)."""
+    groups: dict[str, list[str]] = {}
     for m in result.modes:
         if not m.ok:
-            tail = (m.stderr_tail or "").strip().splitlines()
-            extra = f" (stderr: {tail[-1]})" if tail else ""
             code = f", exit status {m.exit_code}" if m.exit_code is not None else ""
-            lines.append(f"{m.mode.value}: {m.status.value}{code}: {m.error}{extra}")
-    return lines
+            extra = _stderr_extra(m.error or "", m.stderr_tail)
+            text = f"{m.status.value}{code}: {m.error}{extra}"
+            names = groups.setdefault(text, [])
+            if m.mode.value not in names:
+                names.append(m.mode.value)
+    return [f"{', '.join(names)}: {text}" for text, names in groups.items()]
 
 
 def _quantities(title: str, rows: list[tuple[str, str]]) -> Table:

@@ -121,7 +121,7 @@ class TorchFramework:
         params, state0, inputs = wl.init(case.steps, np.random.default_rng(case.seed))
         for leaf in tree_leaves(params):
             if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
-                got = (f"a {str(leaf.dtype).replace('torch.', '')} tensor"
+                got = (f"a tensor of dtype {str(leaf.dtype).replace('torch.', '')}"
                        if isinstance(leaf, torch.Tensor) else type(leaf).__name__)  # fmt: skip
                 raise WorkloadError(
                     f"workload {case.model!r}: every parameter must be a floating-point "
