@@ -36,9 +36,7 @@ REGISTRIES = (
 
 #: Backend-name comparisons the house task (issue 24, item 1) still removes, as
 #: (module path, the line's code). Delete an entry when its line goes; none may be added.
-PENDING: set[tuple[str, str]] = {
-    ("cli/run.py", 'if backend == "autograd":'),
-}
+PENDING: set[tuple[str, str]] = set()
 
 
 def _names() -> set[str]:

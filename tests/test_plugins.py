@@ -586,3 +586,18 @@ def test_a_plugin_error_in_the_modes_names_its_line_once_and_no_absolute_path(
     ]
     doc = (tmp_path / "r.json").read_text()
     assert str(tmp_path) not in doc and "late.py" in doc
+
+
+@pytest.mark.torch
+def test_a_device_that_is_not_there_is_said_before_the_plugin_check(fake, tmp_path, capsys):
+    """The check builds the workload on the device: a missing GPU is not blamed on init."""
+    pytest.importorskip("torch")
+    fake.setenv("FAKE_PLUGIN_BAD", "DeviceError: --device cuda needs a CUDA build")
+    (tmp_path / "mine.py").write_text(AUTOGRAD)
+    fake.chdir(tmp_path)
+    argv = ["run", "--backend", "torch", "--device", "cuda", "--model", "mine.py:make", *TINY,
+            "--out", "r.json"]  # fmt: skip
+    code, _, err = run_cli(capsys, argv)
+    assert code == 2
+    (line,) = _lines(err)
+    assert line.startswith("ckptbench: error: --device cuda: ") and "--model" not in line

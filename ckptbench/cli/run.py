@@ -305,11 +305,11 @@ def run(
         with stop_on_signals():
             # in a disposable worker, never in this process, on every backend: the plug-in's
             # protocol once (and its factory's own sizes where no size option was given)
+            if device != "cpu" and (why := probe_device(case)) is not None:
+                raise InputError(device_words(ctx, device, f"--device {device}: {why}"))
             case, plugin_notes = check_plugin(case, given_sizes=given_sizes(ctx))
             notes += plugin_notes
             case.check_fits_memory()
-            if device != "cpu" and (why := probe_device(case)) is not None:
-                raise InputError(device_words(ctx, device, f"--device {device}: {why}"))
     except ValueError as err:
         raise InputError(str(err)) from None
     except (Interrupted, KeyboardInterrupt) as err:

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.workloads import (
     BUILTIN_WORKLOADS,
     Sizes,
@@ -42,6 +41,9 @@ __all__ = ["PluginProblem", "check_workload", "framework_of", "where"]
 
 #: What each backend's arrays are called in messages.
 ARRAYS = {"torch": "torch tensors", "jax": "JAX arrays", "autograd": "numpy arrays"}
+#: Backends whose arrays a step can return by accident (numpy ops on another framework's
+#: arrays): what such a plug-in is written with.
+WRITTEN_WITH = {"autograd": "numpy or autograd.numpy"}
 
 
 class PluginProblem(WorkloadError):
@@ -292,10 +294,11 @@ class _Ops:
         if not kinds or kinds == {self.name}:
             return
         other = sorted(kinds - {self.name})[0]
-        if other == DEFAULT_BACKEND:  # numpy arrays
+        written = WRITTEN_WITH.get(other)
+        if written is not None:
             raise PluginProblem(
-                f"{what} returned numpy arrays, not {ARRAYS[self.name]}: a plug-in written "
-                f"with numpy or autograd.numpy runs with --backend autograd"
+                f"{what} returned {ARRAYS[other]}, not {ARRAYS[self.name]}: a plug-in written "
+                f"with {written} runs with --backend {other}"
                 f"{self._at(getattr(self.user, what, None))}"
             )
         raise PluginProblem(_wrong_backend(other, self.name))
