@@ -225,6 +225,9 @@ def run_dask(
                 if worker not in busy and cluster.admit(worker):
                     free.append(worker)
             free = deque(w for w in free if w in alive)
+            known &= alive  # one that comes back under its address is probed again
+            for worker in set(cluster.workers) - alive:  # left: the ETA counts who is here
+                del cluster.workers[worker]
             if queue and not free and not running:
                 for index in [i for i in queue if tries.get(i)]:  # lost, with no one to retry
                     done(index, None, _lost_message(tries[index]), tuple(tries[index]), False)

@@ -290,6 +290,8 @@ def _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed):
     def starting(index: int, attempt: int = 1) -> None:
         cells[index] = replace(cells[index], state=CellState.RUNNING)
         _write_manifest(config, out, cells, started)
+        if cluster is not None:  # workers join and leave: progress and ETA follow them
+            state.workers = max(1, len(cluster.workers))
         state.cell_start(cells[index].case, attempt)
 
     ended_early = None
