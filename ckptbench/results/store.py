@@ -196,8 +196,8 @@ def locked_folder(out_dir: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise StoreError(
-                f"{out_dir}: another ckptbench sweep, or a run with --out in it, is writing "
-                "this folder; wait for it to finish or use another --out"
+                f"{out_dir}: another ckptbench sweep is writing this folder (or a run with "
+                "--out in it); wait for it to finish or use another --out"
             ) from None
         yield
     finally:
