@@ -60,6 +60,7 @@ def _cell(s: CellSummary, interruption: str | None) -> dict[str, Any]:
         "memory_savings_high": s.memory_savings.high,
         "rounds": s.rounds,
         "rounds_complete": s.rounds_complete,
+        "time_unstable": bool(s.time_unstable),
         "interrupted_round": s.interrupted_round,
         "interruption": interruption,
         "cell_evaluations": s.step_evaluations,
@@ -139,7 +140,9 @@ def read_results(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 def cells_frame(results: Sequence[RunResult]) -> Any:
     """One row per result file (``compare``'s table and CSV), pivoted from the tidy frame:
     the case columns, the baseline's peak, normal and checkpointed overhead and median
-    time, and the cell's figures (device overhead and savings: GPU cells only). ``status``
+    time, and the cell's figures with their 95% intervals (``_low``/``_high``), whether its
+    time figures are unstable (the warnings' ``*``), its backend and device (device overhead
+    and savings: GPU cells only). ``status``
     is 'ok' or the modes that were not, after 'interrupted in round N (K complete rounds)'
     where ckptbench was stopped (the figures are those of the complete rounds)."""
     import pandas as pd
@@ -170,6 +173,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
         {
             "key": first["key"],
             "host": first["host"],
+            "backend": first["backend"],
+            "device": first["device"],
             "model": first["model"],
             "steps": first["steps"],
             "snaps": first["snaps"],
@@ -182,7 +187,13 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
             "normal_time_s": col(time, "normal"),
             "checkpointed_time_s": col(time, "checkpointed"),
             "slowdown": first["slowdown"],
+            "slowdown_low": first["slowdown_low"],
+            "slowdown_high": first["slowdown_high"],
             "memory_savings": first["memory_savings"],
+            "memory_savings_low": first["memory_savings_low"],
+            "memory_savings_high": first["memory_savings_high"],
+            "time_unstable": first["time_unstable"],
+            "rounds": first["rounds"],
             "checkpointed_device_overhead_bytes": col(device_over, "checkpointed"),
             "device_memory_savings": first["device_memory_savings"],
             "forward_steps": first["forward_steps"],

@@ -82,7 +82,7 @@ def test_compare_csv_comes_from_the_frame(tmp_path):
     res = CliRunner().invoke(cli, ["compare", str(tmp_path), "--format", "csv"])
     assert res.exit_code == 0, res.output
     assert res.output.strip() == cells_frame(results).to_csv(index=False).strip()
-    assert res.output.splitlines()[0].startswith("key,host,model,steps,snaps,strategy")
+    assert res.output.splitlines()[0].startswith("key,host,backend,device,model,steps,snaps")
 
 
 def test_importing_ckptbench_loads_no_pandas():

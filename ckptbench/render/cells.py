@@ -44,8 +44,30 @@ def _short(_v: Any, r: dict[str, Any]) -> str:
     return r["short"]
 
 
-def _s(v: Any, _r: dict[str, Any]) -> str:
-    return fmt_time(v, unit=False)
+def _star(r: dict[str, Any]) -> str:
+    """The warnings' mark of a cell whose time figures are unstable."""
+    return "*" if r.get("time_unstable") else ""
+
+
+def _s(v: Any, r: dict[str, Any]) -> str:
+    return fmt_time(v, unit=False) + ("" if missing(v) else _star(r))
+
+
+def _ci(name: str, digits: int, star: bool = False):
+    """A figure with its 95% interval, '1.31x [1.25, 1.37]*' (``name``_low/_high)."""
+
+    def text(v: Any, r: dict[str, Any]) -> str:
+        low, high = r.get(f"{name}_low"), r.get(f"{name}_high")
+        ci = None if missing(low) or missing(high) else (low, high)
+        mark = _star(r) if star and not missing(v) else ""
+        return fmt_ratio_ci(None if missing(v) else v, ci, digits) + mark
+
+    return text
+
+
+def _status_short(v: Any, _r: dict[str, Any]) -> str:
+    """'interrupted in round 3' for 'interrupted in round 3 (2 complete rounds)'."""
+    return str(v).split(" (")[0] if v else "-"
 
 
 def _evals(v: Any, r: dict[str, Any]) -> str:
@@ -73,15 +95,16 @@ def cells_table(results: Sequence[RunResult]) -> Table:
     ]
     columns = (
         Column("label", "cell", align="left", narrow=_short, narrow_priority=2),
-        Column("host", "host", lambda v, _r: v or "-", "left", priority=2 if len(hosts) < 2 else 1),
+        # a column that reads the same in every row goes first (the note below names it)
+        Column("host", "host", lambda v, _r: v or "-", "left", priority=9 if len(hosts) < 2 else 1),
         *raw,
-        Column("baseline_peak_bytes", "base MiB", _mib),
+        Column("baseline_peak_bytes", "base MiB", _mib, priority=5),
         Column("normal_overhead_bytes", "normal +MiB", _mib),
         Column("checkpointed_overhead_bytes", "ckpt +MiB", _mib),
-        Column("normal_time_s", "normal s", _s, priority=3),
+        Column("normal_time_s", "normal s", _s, priority=4),
         Column("checkpointed_time_s", "ckpt s", _s, priority=3),
-        Column("slowdown", "slowdown", lambda v, _r: fmt_ratio(v)),
-        Column("memory_savings", "savings", _ratio1),
+        Column("slowdown", "slowdown [95%]", _ci("slowdown", 2, star=True)),
+        Column("memory_savings", "savings [95%]", _ci("memory_savings", 1)),
         # GPU cells: the device's memory, beside host RSS (absent when no cell ran on one)
         Column("checkpointed_device_overhead_bytes", "ckpt dev +MiB", _mib, priority=on_gpu),
         Column("device_memory_savings", "dev savings", _ratio1, priority=on_gpu),
@@ -95,9 +118,11 @@ def cells_table(results: Sequence[RunResult]) -> Table:
             lambda v, _r: "-" if missing(v) else f"{v:.1e}",
             priority=4,
         ),
-        Column("status", "status", align="left"),
+        Column("status", "status", align="left", narrow=_status_short, narrow_priority=4),
     )
     common = common_fields([r.case for r in results])
+    if len(hosts) == 1 and len(results) > 1:
+        common = f"{common} on host {next(iter(hosts)) or '-'}".strip()
     notes = (f"every cell: {common}",) if common and len(results) > 1 else ()
     return Table("Cells", columns, tuple(records), notes=notes)
 

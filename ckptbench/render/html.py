@@ -20,6 +20,7 @@ from ckptbench.render.cells import (
 )
 from ckptbench.render.format import cell_labels, fmt_ratio
 from ckptbench.render.plots import (
+    TRADEOFF_CAPTION,
     cell_family,
     family_titles,
     figure_png,
@@ -236,6 +237,7 @@ def render_html(
     for (family, group), title in zip(groups.items(), titles, strict=True):
         fig = plot_tradeoff(group, before_groups.get(family, ()), title=title)
         parts.append(_img(fig, f"trade-off {title}"))
+    parts.append(f"<p class='note'>{_esc(TRADEOFF_CAPTION)}</p>")
     parts.append("<h2>Step evaluations</h2>")
     parts.append(_img(plot_evaluations(results), "evaluations"))
     parts.append("<h2>RSS timelines</h2>")
