@@ -145,7 +145,7 @@ def make_schedule(strategy: str | StrategySpec, steps: int, snaps: int) -> Itera
     spec = get_strategy(strategy)
     if spec.stream is None:
         why = (
-            "needs step costs and a byte budget: see its plan_for"
+            f"needs step costs and a byte budget: its plan comes from {spec.planner.__module__}"
             if spec.planned
             else "is a framework's own checkpointing, not an action stream"
         )
