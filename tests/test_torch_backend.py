@@ -599,7 +599,7 @@ import sys
 from types import SimpleNamespace
 from ckptbench.backends.torch.framework import build_gradient
 case = SimpleNamespace(model="rnn", steps=6, snaps=2, strategy=sys.argv[2], hidden=4, batch=2,
-                       input=3, output=1, seed=0, threads=1)
+                       input=3, output=1, seed=0, threads=1, device="cpu")
 built = build_gradient(case, sys.argv[1])
 built.gradient(built.params)
 print(" ".join(sorted(sys.modules)))
