@@ -277,7 +277,11 @@ def _collect(
         error += " before its first mode; nothing measured"
     attempt = Attempt(worker, host, duration, error)
     tries.setdefault(index, []).append(attempt)
-    done(index, result, error if result is None else None, tuple(tries[index]), bool(interrupted))
+    attempts = tuple(tries[index])
+    if result is not None:  # the result records the worker that measured it and every attempt
+        dask = {"worker": worker, "attempts": [a.to_dict() for a in attempts]}
+        result = replace(result, environment={**result.environment, "dask": dask})
+    done(index, result, error if result is None else None, attempts, bool(interrupted))
     return result
 
 

@@ -318,7 +318,6 @@ def _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed):
                  attempts: tuple[Attempt, ...], interrupted: bool) -> None:  # fmt: skip
             last = attempts[-1] if attempts else Attempt("")
             if result is not None:
-                result = _with_attempts(result, attempts)
                 _set_aside(cells[index], notes)  # a partial file (or one that appeared)
                 outcome = saved_outcome(cells[index], result, last.duration_s or 0.0,
                                         last.worker, attempts)  # fmt: skip
@@ -356,13 +355,6 @@ def _stop_name(err: BaseException) -> str:
     from ckptbench.measure.launch import stop_reason
 
     return stop_reason(err)
-
-
-def _with_attempts(result: RunResult, attempts: tuple[Attempt, ...]) -> RunResult:
-    """The result of a Dask cell records the worker that measured it and every attempt."""
-    last = attempts[-1] if attempts else Attempt("")
-    dask = {"worker": last.worker, "attempts": [a.to_dict() for a in attempts]}
-    return replace(result, environment={**result.environment, "dask": dask})
 
 
 def saved_outcome(
