@@ -18,6 +18,13 @@ from ckptbench.cli.options import (
     any_host_option,
     quiet_option,
 )
+from ckptbench.cli.outputs import FormatChoice
+
+
+def _sections():
+    from ckptbench.render.formats import Verdicts
+
+    return (Verdicts,)
 
 
 @click.command(
@@ -65,10 +72,11 @@ from ckptbench.cli.options import (
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "markdown"]),
+    type=FormatChoice(_sections),
     default="text",
     show_default=True,
-    help="How the verdict is printed: plain lines, or markdown for a CI summary.",
+    help="How the verdict is printed: plain lines, markdown for a CI summary, junit, json, "
+    "html, or any format registered in ckptbench.render.formats.",
 )
 @click.option(
     "--junit",
@@ -82,7 +90,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
           summary, fmt, junit, force, quiet):  # fmt: skip
     """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
     from ckptbench.analysis.gate import run_check
-    from ckptbench.render import check_junit, check_markdown, check_text
+    from ckptbench.render.formats import Report, Verdicts, render
     from ckptbench.results.store import StoreError, check_output
 
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -109,8 +117,9 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         )
     except ValueError as err:
         raise InputError(str(err)) from None
-    md = check_markdown(report)
-    click.echo(md if fmt == "markdown" else check_text(report, quiet=quiet))
+    shown = Report("ckptbench check", (Verdicts(report, quiet=quiet),))
+    md = render(Report("ckptbench check", (Verdicts(report),)), "markdown")
+    click.echo(render(shown, fmt))
     problems = []
     for path, what, _ in targets:
         if what == "--junit":
@@ -124,7 +133,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         from ckptbench.results.schema import write_atomic
 
         try:
-            write_atomic(junit, check_junit(report), replace=force)
+            write_atomic(junit, render(shown, "junit"), replace=force)
             if not quiet:
                 click.echo(f"wrote {junit}", err=True)
         except OSError as err:

@@ -15,12 +15,19 @@ from ckptbench.cli.options import (
     quiet_option,
 )
 from ckptbench.cli.outputs import (
+    FormatChoice,
     check_side_output,
     expect_verdicts,
     refuse_duplicates,
     write_bytes,
     write_mprof,
 )
+
+
+def _sections():
+    from ckptbench.render.compare import SECTIONS
+
+    return SECTIONS
 
 
 @click.command(
@@ -32,11 +39,12 @@ from ckptbench.cli.outputs import (
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "markdown", "html", "csv"]),
+    type=FormatChoice(_sections),
     default="table",
     show_default=True,
-    help="table: aligned text for a terminal; markdown, html (one self-contained page with "
-    "plots) or csv (raw numbers in bytes and seconds).",
+    help="table (text): aligned text for a terminal; markdown, html (one self-contained page "
+    "with plots), csv (raw numbers in bytes and seconds), json, or any format registered in "
+    "ckptbench.render.formats.",
 )
 @click.option(
     "-o",
@@ -68,6 +76,7 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     from ckptbench.analysis import compare as compare_results
     from ckptbench.render import render
     from ckptbench.render.console import stdout_console
+    from ckptbench.render.formats import get_format
     from ckptbench.results.schema import write_atomic
     from ckptbench.results.store import load_results, missing_cells
 
@@ -76,13 +85,14 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         before = load_results(against) if against else None
         comparison = compare_results(after, before, min_effect=min_effect, match_host=not any_host)
         missing = missing_cells(results)
-        if fmt == "html":
-            from ckptbench.render.html import render_html
-
-            verdicts = expect_verdicts(after, results)
-            text = render_html(comparison, verdicts=verdicts, missing=missing)
-        else:
-            text = render(comparison, fmt, width=stdout_console().width)
+        page = get_format(fmt).page  # the full report: the [expect] verdicts too
+        text = render(
+            comparison,
+            fmt,
+            width=stdout_console().width,
+            verdicts=expect_verdicts(after, results) if page else None,
+            missing=missing,
+        )
     except ValueError as err:
         raise InputError(str(err)) from None
     if missing:  # as `check` does: a cell the manifest lists but the folder lacks is named
@@ -93,11 +103,6 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         ]
         for line in lines:
             click.echo(f"compare: {line.strip()}", err=True)
-        if fmt in ("table", "markdown"):
-            heading = "## Missing cells" if fmt == "markdown" else "Missing cells:"
-            bullet = "- " if fmt == "markdown" else "  "
-            text = "\n".join([text, "", heading, *(f"{bullet}{lines[0]}",),
-                              *(f"{bullet}{key}: {what}" for key, what in missing)])  # fmt: skip
     inputs = [*results, *against]
     if output is not None:
         check_side_output(output, "-o", inputs, force)

@@ -116,3 +116,27 @@ def write_bytes(path: Path, data: bytes, option: str) -> None:
         path.write_bytes(data)
     except OSError as err:
         raise InputError(f"{option} {path}: cannot write ({err.strerror or err})") from None
+
+
+class FormatChoice(click.ParamType):
+    """``--format``: a name (or alias) from the formats registry (``render.formats``) that
+    shows a report of ``sections`` (a callable giving the section kinds, read when the
+    option is used, so a format registered later is a choice too)."""
+
+    name = "format"
+
+    def __init__(self, sections):
+        self.sections = sections
+
+    def choices(self) -> list[str]:
+        from ckptbench.render.formats import names_for
+
+        return names_for(self.sections())
+
+    def get_metavar(self, param, ctx=None) -> str:
+        return "[" + "|".join(self.choices()) + "]"
+
+    def convert(self, value, param, ctx):
+        if value in self.choices():
+            return value
+        self.fail(f"{value!r} is not one of {', '.join(map(repr, self.choices()))}", param, ctx)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -22,7 +21,14 @@ from ckptbench.cli.options import (
     size_options,
     stdout_console,
 )
+from ckptbench.cli.outputs import FormatChoice
 from ckptbench.results.schema import Case
+
+
+def _sections():
+    from ckptbench.render.reports import PLAN_SECTIONS
+
+    return PLAN_SECTIONS
 
 
 @click.command(
@@ -49,10 +55,18 @@ from ckptbench.results.schema import Case
     help="BLAS/OpenMP threads of the worker that measures the step costs.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print costs and rows as JSON.")
+@click.option(
+    "--format",
+    "fmt",
+    type=FormatChoice(_sections),
+    default="text",
+    show_default=True,
+    help="How the plans are printed (--json is --format json): any format of the registry.",
+)
 @quiet_option
 def plan(
     model, steps, budget, costs_file, backend, hidden, batch, input_, output, seed, threads,
-    as_json, quiet,
+    as_json, fmt, quiet,
 ):  # fmt: skip
     """The minimum-time schedule for a byte budget, beside Revolve and equal segments.
 
@@ -62,7 +76,8 @@ def plan(
     """
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
     from ckptbench.measure.tasks import CostsError, check_plugin, measure_costs
-    from ckptbench.render import plan_table
+    from ckptbench.render.formats import get_format
+    from ckptbench.render.reports import plan_report
     from ckptbench.schedules.compare import compare_at_budget
     from ckptbench.schedules.optimal import OPTIMAL, Costs, check_budget, check_plannable
 
@@ -105,7 +120,9 @@ def plan(
         rows = compare_at_budget(costs, steps, budget)
     except ValueError as err:
         raise InputError(str(err)) from None
-    if as_json:
-        click.echo(json.dumps({"costs": doc, "budget_bytes": budget, "rows": rows}, indent=1))
-        return
-    stdout_console().print(plan_table(rows, costs, steps, budget))
+    shown = get_format("json" if as_json else fmt)
+    report = plan_report(rows, costs, doc, steps, budget)
+    if shown.show is not None:  # a terminal format: the console's width
+        shown.show(report, stdout_console())
+    else:
+        click.echo(shown.render(report, stdout_console().width))

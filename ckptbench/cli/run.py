@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from dataclasses import replace
@@ -35,7 +34,13 @@ from ckptbench.cli.options import (
     stdout_console,
     strategy_help,
 )
-from ckptbench.cli.outputs import check_mprof_dir, check_out, claim_out, write_mprof
+from ckptbench.cli.outputs import (
+    FormatChoice,
+    check_mprof_dir,
+    check_out,
+    claim_out,
+    write_mprof,
+)
 from ckptbench.cli.precision import precision_option, precision_target
 from ckptbench.results.schema import Case
 from ckptbench.schedules import get_strategy, strategy_names
@@ -95,8 +100,14 @@ RUN_SECTIONS = {
         "modes", "rounds", "precision", "max_rounds", "max_time", "warmup", "repeats",
         "threads", "timeout", "memory_limit", "expect_oom", "retry_oom", "sample_interval",
     ),
-    "Output": ("out", "force", "as_json", "mprof_dir", "quiet", "verbose", "progress_lines"),
+    "Output": ("out", "force", "as_json", "fmt", "mprof_dir", "quiet", "verbose", "progress_lines"),
 }  # fmt: skip
+
+
+def _sections():
+    from ckptbench.render.reports import RUN_SECTIONS
+
+    return RUN_SECTIONS
 
 
 @click.command(
@@ -249,21 +260,31 @@ RUN_SECTIONS = {
 )
 @mprof_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result document on stdout.")
+@click.option(
+    "--format",
+    "fmt",
+    type=FormatChoice(_sections),
+    default="text",
+    show_default=True,
+    help="How the result is printed (--json is --format json): any format of the registry.",
+)
 @output_options
 def run(
     model, steps, snaps, strategy, backend, device, budget, costs_file, hidden, batch, input_,
     output, seed, dtype, executor, warmup, repeats, rounds, threads, timeout, memory_limit,
     sample_interval, modes, out, force, retry_oom, precision, max_rounds, max_time, expect_oom,
-    mprof_dir, as_json, quiet, verbose, progress_lines,
+    mprof_dir, as_json, fmt, quiet, verbose, progress_lines,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
     from ckptbench.measure.runner import expected_oom, run_case
     from ckptbench.measure.tasks import CostsError, check_plugin, probe_device
-    from ckptbench.render import explain_lines, failure_lines, headline, run_table, warning_lines
+    from ckptbench.render import failure_lines, warning_lines
     from ckptbench.render.console import mode_progress, plan_line, stderr_console
+    from ckptbench.render.formats import get_format
+    from ckptbench.render.reports import run_report
     from ckptbench.render.run import interruption_line
-    from ckptbench.results.schema import result_to_dict, snaps_ignored
+    from ckptbench.results.schema import snaps_ignored
     from ckptbench.schedules.optimal import PlanError
 
     mode_list = _parse_modes(modes)
@@ -382,16 +403,15 @@ def run(
             sys.exit(code)
     finally:
         stop()
-    if as_json:
-        click.echo(json.dumps(result_to_dict(result), indent=1))
-    else:
+    shown = get_format("json" if as_json else fmt)
+    report = run_report(result, quiet=quiet)
+    if shown.show is not None:  # a terminal format: the console's width and colours
         console = stdout_console()
-        console.print(run_table(result))
-        console.print(headline(result), highlight=False)
-        for line in explain_lines(result) if not quiet else ():
-            console.print(line, highlight=False)
+        shown.show(report, console)
         if not quiet and result.modes:
             console.print(f"[dim]saved {out}[/dim]")
+    else:
+        click.echo(shown.render(report, stdout_console().width))
     if mprof_dir is not None:
         write_mprof([result], mprof_dir, quiet)
     for line in warning_lines(result):

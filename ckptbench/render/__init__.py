@@ -14,7 +14,7 @@ from ckptbench.render.cells import (
     rule_text,
     unmatched_lines,
 )
-from ckptbench.render.compare import FORMATS, render
+from ckptbench.render.compare import compare_report, render
 from ckptbench.render.format import (
     cell_labels,
     fmt_bytes,
@@ -44,7 +44,6 @@ from ckptbench.render.table import Column, Table, to_csv, to_html, to_markdown, 
 from ckptbench.render.verdicts import check_junit, check_markdown, check_text
 
 __all__ = [
-    "FORMATS",
     "Column",
     "Table",
     "cell_family",
@@ -54,6 +53,7 @@ __all__ = [
     "check_markdown",
     "check_text",
     "closed_form_table",
+    "compare_report",
     "delta_table",
     "explain_lines",
     "failure_lines",

@@ -1,9 +1,12 @@
-"""``ckptbench compare`` in every format: the cells table and, with a reference, the
-before -> after table, as plain text, markdown, CSV or the HTML report."""
+"""``ckptbench compare`` as a report (:class:`~ckptbench.render.formats.model.Report`):
+the cells table and, with a reference, the before -> after table, the warnings and the
+cells a sweep manifest lists without a file; for a page format (HTML) the full report of
+:func:`ckptbench.render.html.page_sections`. Any format of the registry renders it."""
 
 from __future__ import annotations
 
-import textwrap
+from collections.abc import Sequence
+from typing import Any
 
 from ckptbench.analysis import Comparison
 from ckptbench.render.caveats import grouped_warning_lines
@@ -16,58 +19,102 @@ from ckptbench.render.cells import (
     unmatched_lines,
 )
 from ckptbench.render.format import cell_labels
-from ckptbench.render.table import to_csv, to_markdown, to_text
+from ckptbench.render.formats import get_format, names_for
+from ckptbench.render.formats.model import (
+    Data,
+    Figure,
+    Prose,
+    Report,
+    Section,
+    TableSection,
+    Verdicts,
+)
+from ckptbench.render.table import Column, Table
 
-__all__ = ["FORMATS", "render"]
+__all__ = ["SECTIONS", "compare_report", "format_names", "render"]
 
-FORMATS = ("table", "markdown", "csv", "html")
+#: The section kinds a comparison's report is made of (its formats: ``format_names``).
+SECTIONS = (TableSection, Prose, Verdicts, Figure, Data)
 
 
-def render(comparison: Comparison, fmt: str = "table", width: int | None = 120) -> str:
-    """The comparison as ``table`` (plain text no wider than ``width`` where possible),
-    ``markdown``, ``csv`` or ``html`` (needs matplotlib: see :mod:`ckptbench.render.html`)."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
-    if fmt == "csv":
-        if comparison.has_before:
-            return to_csv(csv_columns(delta_table(comparison)))
-        from ckptbench.frame import cells_frame
+def format_names() -> list[str]:
+    """The formats ``compare --format`` accepts (the registry's, with their aliases)."""
+    return names_for(SECTIONS)
 
-        return cells_frame(comparison.after).to_csv(index=False)
-    if fmt == "html":
-        from ckptbench.render.html import render_html
 
-        return render_html(comparison)
-    cells = cells_table(comparison.after)
-    labels = cell_labels([r.case for r in comparison.after])
-    warnings = grouped_warning_lines(comparison.after, labels)
-    pooled = invocations_table(comparison.after)
-    if fmt == "table":
-        parts = [to_text(cells, width)]
-        if pooled is not None:
-            parts += ["", to_text(pooled, width)]
-        if warnings:
-            if width:
-                warnings = [
-                    textwrap.fill(w, width, subsequent_indent="    ", break_long_words=False)
-                    for w in warnings
-                ]
-            parts += ["", "Warnings:", *warnings]
-    else:
-        parts = ["## Cells", to_markdown(cells), *(f"\n{n}" for n in cells.notes)]
-        if pooled is not None:
-            parts += ["", "## Invocations of one cell", to_markdown(pooled),
-                      *(f"\n{n}" for n in pooled.notes)]  # fmt: skip
-        if warnings:
-            parts += ["", "## Warnings", "", *(f"- {w}" for w in warnings)]
+def _data(comparison: Comparison) -> Table:
+    """The machine-readable table: the before -> after rows with a reference, else one row
+    per result file (``frame.cells_frame``)."""
     if comparison.has_before:
-        deltas = delta_table(comparison)
-        if fmt == "table":
-            parts += ["", to_text(deltas, width)]
-        else:
-            parts += ["", "## Before → after", to_markdown(deltas)]
-        prose = [rule_text(comparison), *unmatched_lines(comparison)]
-        if fmt == "table" and width:
-            prose = [textwrap.fill(p, width, break_long_words=False) for p in prose]
-        parts += ["", *prose]
-    return "\n".join(parts) + "\n"
+        return csv_columns(delta_table(comparison))
+    from ckptbench.frame import cells_frame
+
+    frame = cells_frame(comparison.after)
+    records = tuple(
+        {k: (None if _missing_value(v) else v) for k, v in row.items()}
+        for row in frame.to_dict("records")
+    )
+    return Table("cells", tuple(Column(str(c)) for c in frame.columns), records)
+
+
+def _missing_value(value: Any) -> bool:
+    try:
+        return bool(value != value) or value is None or str(value) == "<NA>"
+    except (TypeError, ValueError):
+        return False
+
+
+def _missing(missing: Sequence[tuple[str, str]]) -> list[Section]:
+    if not missing:
+        return []
+    first = (
+        f"{len(missing)} cell(s) listed in the sweep manifest have no result file (not in "
+        "the tables; `ckptbench check` fails them, `sweep --resume` measures them):"
+    )
+    items = (first, *(f"{key}: {what}" for key, what in missing))
+    return [Prose(items, "Missing cells", "list")]
+
+
+def compare_report(
+    comparison: Comparison,
+    *,
+    page: bool = False,
+    verdicts: Any = None,
+    missing: Sequence[tuple[str, str]] = (),
+) -> Report:
+    """The report of ``comparison``; ``page``: the full page (summary, provenance, the
+    ``verdicts`` of [expect], plots) that a page format such as HTML shows."""
+    if page:
+        from ckptbench.render.html import page_sections
+
+        sections = page_sections(comparison, verdicts, missing=missing)
+        return Report("ckptbench report", (*sections, Data(_data(comparison))))
+    results = comparison.after
+    sections: list[Section] = [TableSection(cells_table(results), "Cells")]
+    pooled = invocations_table(results)
+    if pooled is not None:
+        sections.append(TableSection(pooled, "Invocations of one cell"))
+    warnings = grouped_warning_lines(results, cell_labels([r.case for r in results]))
+    if warnings:
+        sections.append(Prose(tuple(warnings), "Warnings", "list", hang=True))
+    if comparison.has_before:
+        sections.append(TableSection(delta_table(comparison), "Before → after", notes=False))
+        sections.append(Prose((rule_text(comparison), *unmatched_lines(comparison))))
+    sections += _missing(missing)
+    return Report("ckptbench compare", (*sections, Data(_data(comparison))))
+
+
+def render(
+    comparison: Comparison,
+    fmt: str = "table",
+    width: int | None = 120,
+    *,
+    verdicts: Any = None,
+    missing: Sequence[tuple[str, str]] = (),
+) -> str:
+    """The comparison in the format ``fmt`` of the registry (``render.formats``): ``table``
+    (plain text no wider than ``width`` where possible), ``markdown``, ``csv``, ``json``,
+    ``html`` (needs matplotlib), or any registered one."""
+    f = get_format(fmt)
+    report = compare_report(comparison, page=f.page, verdicts=verdicts, missing=missing)
+    return f.render(report, width)

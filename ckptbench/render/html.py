@@ -1,15 +1,15 @@
-"""The self-contained HTML report of a comparison: a summary first, then provenance, the
-``[expect]`` verdicts, busy-machine warnings, the tables and the plots (embedded PNG)."""
+"""The full report of a comparison (the HTML page): a summary first, then provenance, the
+``[expect]`` verdicts, busy-machine warnings, the tables and the plots, as sections of a
+:class:`~ckptbench.render.formats.model.Report` that the ``html`` format renders."""
 
 from __future__ import annotations
 
-import base64
-import html
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from ckptbench.analysis import Comparison
-from ckptbench.analysis.gate import GateLine, GateReport
+from ckptbench.analysis.gate import GateReport
 from ckptbench.render.caveats import grouped_warning_lines
 from ckptbench.render.cells import (
     cells_table,
@@ -19,42 +19,28 @@ from ckptbench.render.cells import (
     unmatched_lines,
 )
 from ckptbench.render.format import cell_labels, fmt_ratio
+from ckptbench.render.formats.model import (
+    Figure,
+    Prose,
+    Report,
+    Section,
+    TableSection,
+    Verdicts,
+)
 from ckptbench.render.plots import (
     TRADEOFF_CAPTION,
     cell_family,
     family_titles,
-    figure_png,
     plot_evaluations,
     plot_timeline,
     plot_tradeoff,
 )
-from ckptbench.render.table import to_html
 from ckptbench.results.schema import RunResult
 
-__all__ = ["render_html"]
-
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
-table{border-collapse:collapse;font-size:12px;margin:.5em 0 1.5em}
-th,td{border:1px solid #ccc;padding:2px 6px;white-space:nowrap}
-th{background:#f2f2f2} td.r{text-align:right} td.l{text-align:left}
-.changed{background:#fde0dc} .better{background:#e3f4e1} img{max-width:100%}
-.note{color:#555;font-size:12px} .warn{color:#8a4b00} .fail{color:#b00020;font-weight:bold}
-dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px;font-size:13px}
-dt{color:#555} dd{margin:0}
-"""
+__all__ = ["page_sections", "render_html"]
 
 
-def _esc(text: Any) -> str:
-    return html.escape(str(text))
-
-
-def _img(fig: Any, alt: str) -> str:
-    data = base64.b64encode(figure_png(fig)).decode("ascii")
-    return f'<p><img alt="{_esc(alt)}" src="data:image/png;base64,{data}"></p>'
-
-
-def _summary(comparison: Comparison) -> list[str]:
+def _summary(comparison: Comparison) -> Prose:
     results = comparison.after
     failed = [r for r in results if not r.ok]
     items = [f"{len(results)} result file(s)", f"{len(failed)} with a failed mode"]
@@ -80,8 +66,7 @@ def _summary(comparison: Comparison) -> list[str]:
             f"against the reference: {len(comparison.cells)} paired cell(s), {worse_mem} memory "
             f"regression(s), {slower} significantly slower mode(s)"
         )
-    cls = ' class="fail"' if failed else ""
-    return ["<h2>Summary</h2>", f"<ul{cls}>", *(f"<li>{_esc(i)}</li>" for i in items), "</ul>"]
+    return Prose(tuple(items), "Summary", "list", css="fail" if failed else "")
 
 
 def _blas(env: dict[str, Any]) -> str:
@@ -97,7 +82,7 @@ def _span(stamps: list[str]) -> str:
     return stamps[0] if stamps[0] == stamps[-1] else f"{stamps[0]} to {stamps[-1]}"
 
 
-def _provenance(results: Sequence[RunResult]) -> list[str]:
+def _provenance(results: Sequence[RunResult]) -> Prose:
     def values(get: Any) -> str:
         seen = sorted({str(v) for r in results if (v := get(r)) not in (None, "")})
         return ", ".join(seen) if seen else "-"
@@ -123,63 +108,101 @@ def _provenance(results: Sequence[RunResult]) -> list[str]:
         ("BLAS threads", values(lambda r: r.case.threads)),
         ("peak method", values(lambda r: env(r, "peak_method"))),
     ]
-    body = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in rows)
-    return ["<h2>Provenance</h2>", f"<dl>{body}</dl>"]
+    return Prose(heading="Provenance", style="definitions", pairs=tuple(rows))
 
 
-def _verdict_rows(lines: Sequence[GateLine]) -> list[str]:
-    out = ["<table><tr><th>result</th><th>cell</th><th>check</th><th>numbers</th></tr>"]
-    for line in lines:
-        mark = "pass" if line.passed else "FAIL"
-        cls = "" if line.passed else ' class="changed"'
-        out.append(
-            f"<tr{cls}><td class='l'>{mark}</td><td class='l'>{_esc(line.key)}</td>"
-            f"<td class='l'>{_esc(line.check)}</td><td class='l'>{_esc(line.detail)}</td></tr>"
-        )
-    out.append("</table>")
-    return out
-
-
-def _verdicts(report: GateReport | None) -> list[str]:
-    """Failed checks in full, passed ones folded (asv and CI pages lead with failures)."""
-    if report is None:
-        return []
-    lines = [line for line in report.lines if line.check != "status"]
-    out = ["<h2>[expect] verdicts</h2>"]
-    if not lines:
-        return [*out, "<p class='note'>no [expect] thresholds</p>"]
-    failed = [line for line in lines if not line.passed]
-    passed = [line for line in lines if line.passed]
-    out.append(f"<p>{len(failed)} of {len(lines)} checks failed.</p>")
-    if failed:
-        out += _verdict_rows(failed)
-    if passed:
-        out += [f"<details><summary>{len(passed)} passed</summary>", *_verdict_rows(passed)]
-        out.append("</details>")
-    return out
-
-
-def _warnings(results: Sequence[RunResult]) -> list[str]:
+def _warnings(results: Sequence[RunResult]) -> list[Prose]:
     """One item per kind of warning, naming the cells it applies to."""
-    labels = cell_labels([r.case for r in results])
-    out = [f"<li>{_esc(w)}</li>" for w in grouped_warning_lines(results, labels)]
-    if not out:
-        return []
-    return ["<h2>Warnings</h2>", "<ul class='warn'>", *out, "</ul>"]
+    lines = grouped_warning_lines(results, cell_labels([r.case for r in results]))
+    return [Prose(tuple(lines), "Warnings", "list", css="warn")] if lines else []
 
 
-def _missing(missing: Sequence[tuple[str, str]]) -> list[str]:
+def _missing(missing: Sequence[tuple[str, str]]) -> list[Prose]:
     """Cells a sweep manifest lists whose result file is absent (``store.missing_cells``)."""
     if not missing:
         return []
-    items = [f"<li>{_esc(key)}: {_esc(what)}</li>" for key, what in missing]
+    intro = (
+        f"{len(missing)} cell(s) listed in the sweep manifest have no result file; they are "
+        "not in the tables below."
+    )
+    items = tuple(f"{key}: {what}" for key, what in missing)
     return [
-        f"<h2>Missing cells</h2><p class='warn'>{len(missing)} cell(s) listed in the sweep "
-        "manifest have no result file; they are not in the tables below.</p>",
-        "<ul class='warn'>",
-        *items,
-        "</ul>",
+        Prose((intro,), "Missing cells", css="warn"),
+        Prose(items, style="list", css="warn"),
     ]
+
+
+def _row_classes(comparison: Comparison) -> tuple[str, ...]:
+    classes = []
+    for cell in comparison.cells:
+        for mc in cell.modes:
+            worse = (mc.memory and mc.memory.regressed) or (mc.time and mc.time.verdict == "slower")
+            better = (mc.memory and mc.memory.changed) or (mc.time and mc.time.significant)
+            classes.append("changed" if worse else "better" if better else "")
+    return tuple(classes)
+
+
+def _figures(comparison: Comparison, max_timelines: int) -> list[Figure]:
+    results = list(comparison.after)
+    groups: dict[tuple[Any, ...], list[RunResult]] = {}
+    for r in results:
+        groups.setdefault(cell_family(r.case), []).append(r)
+    before: dict[tuple[Any, ...], list[RunResult]] = {}
+    for r in comparison.before:
+        before.setdefault(cell_family(r.case), []).append(r)
+    titles = family_titles([g[0].case for g in groups.values()])
+    tradeoff = tuple(
+        (partial(plot_tradeoff, group, before.get(family, ()), title=title), f"trade-off {title}")
+        for (family, group), title in zip(groups.items(), titles, strict=True)
+    )
+    shown = [r for r in results if any(m.timeline for m in r.modes)][:max_timelines]
+    labels = dict(zip(map(id, results), cell_labels([r.case for r in results]), strict=True))
+    lines = tuple(
+        (partial(plot_timeline, r, labels[id(r)]), f"timeline {labels[id(r)]}") for r in shown
+    )
+    left = len(results) - len(shown)
+    return [
+        Figure("Memory-time trade-off", tradeoff, TRADEOFF_CAPTION),
+        Figure("Step evaluations", ((partial(plot_evaluations, results), "evaluations"),)),
+        Figure("RSS timelines", lines, f"{left} timeline(s) not shown." if left else ""),
+    ]
+
+
+_CELLS_NOTE = (
+    "Memory is RSS (touched pages), median exact per-iteration peak; overhead is over the "
+    "forward-only baseline in an identical fresh process. Times are median seconds per "
+    "iteration."
+)
+
+
+def page_sections(
+    comparison: Comparison,
+    verdicts: GateReport | None = None,
+    max_timelines: int = 24,
+    missing: Sequence[tuple[str, str]] = (),
+) -> list[Section]:
+    """The full page of a comparison: summary, the ``missing`` cells (key, file and state) a
+    sweep manifest lists without a file, provenance, ``verdicts`` (the gate's [expect]
+    checks, when given), warnings, tables, then the plots."""
+    results = list(comparison.after)
+    sections: list[Section] = [_summary(comparison), *_missing(missing), _provenance(results)]
+    if verdicts is not None:
+        sections.append(Verdicts(verdicts, expect_only=True))
+    sections += _warnings(results)
+    sections.append(TableSection(cells_table(results), "Cells", _CELLS_NOTE))
+    pooled = invocations_table(results)
+    if pooled is not None:
+        sections.append(TableSection(pooled, "Invocations of one cell"))
+    if comparison.has_before:
+        deltas = delta_table(comparison)
+        sections.append(
+            TableSection(
+                deltas, "Before → after", row_classes=_row_classes(comparison), notes=False
+            )
+        )
+        notes = (rule_text(comparison), *unmatched_lines(comparison))
+        sections.append(Prose(notes, style="note"))
+    return sections + _figures(comparison, max_timelines)
 
 
 def render_html(
@@ -188,64 +211,11 @@ def render_html(
     max_timelines: int = 24,
     missing: Sequence[tuple[str, str]] = (),
 ) -> str:
-    """One self-contained page (no external files): summary, the ``missing`` cells (key,
-    file and state) a sweep manifest lists without a file, provenance, ``verdicts`` (the
-    gate's [expect] checks, when given), warnings, tables, then the plots."""
-    results = list(comparison.after)
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>ckptbench report</title>",
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>ckptbench report</h1>",
-        *_summary(comparison),
-        *_missing(missing),
-        *_provenance(results),
-        *_verdicts(verdicts),
-        *_warnings(results),
-        "<h2>Cells</h2>",
-        "<p class='note'>Memory is RSS (touched pages), median exact per-iteration peak; "
-        "overhead is over the forward-only baseline in an identical fresh process. Times are "
-        "median seconds per iteration.</p>",
-    ]
-    cells = cells_table(results)
-    parts.append(to_html(cells))
-    parts += [f"<p class='note'>{_esc(n)}</p>" for n in cells.notes]
-    pooled = invocations_table(results)
-    if pooled is not None:
-        parts += ["<h2>Invocations of one cell</h2>", to_html(pooled)]
-        parts += [f"<p class='note'>{_esc(n)}</p>" for n in pooled.notes]
-    if comparison.has_before:
-        deltas = delta_table(comparison)
-        classes = []
-        for cell in comparison.cells:
-            for mc in cell.modes:
-                worse = (mc.memory and mc.memory.regressed) or (
-                    mc.time and mc.time.verdict == "slower"
-                )
-                better = (mc.memory and mc.memory.changed) or (mc.time and mc.time.significant)
-                classes.append("changed" if worse else "better" if better else "")
-        parts += ["<h2>Before → after</h2>", to_html(deltas, classes)]
-        parts.append(f"<p class='note'>{_esc(rule_text(comparison))}</p>")
-        parts += [f"<p class='note'>{_esc(u)}</p>" for u in unmatched_lines(comparison)]
-    groups: dict[tuple[Any, ...], list[RunResult]] = {}
-    for r in results:
-        groups.setdefault(cell_family(r.case), []).append(r)
-    before_groups: dict[tuple[Any, ...], list[RunResult]] = {}
-    for r in comparison.before:
-        before_groups.setdefault(cell_family(r.case), []).append(r)
-    titles = family_titles([g[0].case for g in groups.values()])
-    parts.append("<h2>Memory-time trade-off</h2>")
-    for (family, group), title in zip(groups.items(), titles, strict=True):
-        fig = plot_tradeoff(group, before_groups.get(family, ()), title=title)
-        parts.append(_img(fig, f"trade-off {title}"))
-    parts.append(f"<p class='note'>{_esc(TRADEOFF_CAPTION)}</p>")
-    parts.append("<h2>Step evaluations</h2>")
-    parts.append(_img(plot_evaluations(results), "evaluations"))
-    parts.append("<h2>RSS timelines</h2>")
-    shown = [r for r in results if any(m.timeline for m in r.modes)][:max_timelines]
-    labels = dict(zip(map(id, results), cell_labels([r.case for r in results]), strict=True))
-    for r in shown:
-        parts.append(_img(plot_timeline(r, labels[id(r)]), f"timeline {labels[id(r)]}"))
-    if len(shown) < len(results):
-        parts.append(f"<p class='note'>{len(results) - len(shown)} timeline(s) not shown.</p>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    """One self-contained page (no external files): :func:`page_sections` in the ``html``
+    format of the registry (``render.formats``)."""
+    from ckptbench.render.formats import get_format
+
+    report = Report(
+        "ckptbench report", tuple(page_sections(comparison, verdicts, max_timelines, missing))
+    )
+    return get_format("html").render(report, None)

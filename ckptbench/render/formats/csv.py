@@ -1,0 +1,20 @@
+"""CSV: the report's data table (every column, raw values), else each of its tables."""
+
+from __future__ import annotations
+
+from ckptbench.render.formats import Format
+from ckptbench.render.formats.model import Data, Report, TableSection
+from ckptbench.render.table import Table, to_csv
+
+
+def render_csv(report: Report, width: int | None = None) -> str:
+    """The data tables of ``report`` as CSV; without any, its tables (a blank line between)."""
+    tables = [d.value for d in report.of((Data,)) if isinstance(d.value, Table)]
+    if not tables:
+        tables = [s.table for s in report.of((TableSection,))]
+    return "\n".join(to_csv(t) for t in tables)
+
+
+FORMAT = Format(
+    "csv", ".csv", render_csv, (Data, TableSection), help="every column, raw values (CSV)"
+)

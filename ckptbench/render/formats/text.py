@@ -1,0 +1,62 @@
+"""Plain text for a terminal: tables fit the width (columns left out and named, never a
+value cut), prose wrapped at it, the gate's verdicts one line each."""
+
+from __future__ import annotations
+
+import textwrap
+
+from ckptbench.render.formats import Format
+from ckptbench.render.formats.model import Prose, Report, TableSection, Verdicts
+from ckptbench.render.table import to_text
+
+
+def _prose(p: Prose, width: int | None) -> str:
+    lines = [f"{p.heading}:"] if p.heading else []
+    body = list(p.lines) or [f"{k}: {v}" for k, v in p.pairs]
+    if width:
+        indent = "    " if p.hang else ""
+        body = [
+            textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False)
+            for line in body
+        ]
+    return "\n".join(lines + body)
+
+
+def render_text(report: Report, width: int | None = None) -> str:
+    """Each section as text, a blank line between them."""
+    from ckptbench.render.verdicts import check_text
+
+    parts = []
+    for s in report.of(FORMAT.sections):
+        if isinstance(s, TableSection):
+            parts.append(to_text(s.table, width))
+        elif isinstance(s, Prose):
+            parts.append(_prose(s, width))
+        elif isinstance(s, Verdicts):
+            parts.append(check_text(s.report, quiet=s.quiet).rstrip("\n"))
+    return "\n\n".join(parts) + "\n"
+
+
+def show_text(report: Report, console) -> None:
+    """Print on a rich console: tables take its width and colours, prose is not highlighted."""
+    from ckptbench.render.verdicts import check_text
+
+    for s in report.of(FORMAT.sections):
+        if isinstance(s, TableSection):
+            console.print(s.table)
+        elif isinstance(s, Prose):
+            for line in s.lines:
+                console.print(line, highlight=False)
+        elif isinstance(s, Verdicts):
+            console.print(check_text(s.report, quiet=s.quiet), highlight=False, end="")
+
+
+FORMAT = Format(
+    "text",
+    ".txt",
+    render_text,
+    (TableSection, Prose, Verdicts),
+    aliases=("table",),
+    help="plain text that fits the terminal",
+    show=show_text,
+)

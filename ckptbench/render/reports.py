@@ -1,0 +1,49 @@
+"""The reports of ``run``, ``check`` and ``plan`` (``compare``'s is
+:func:`ckptbench.render.compare.compare_report`): what each command shows, as a
+:class:`~ckptbench.render.formats.model.Report` any format of the registry renders. Each
+``*_SECTIONS`` names the section kinds the report is made of, for ``--format``'s choices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ckptbench.render.formats.model import Data, Prose, Report, TableSection, Verdicts
+from ckptbench.render.run import explain_lines, headline, plan_table, run_table
+from ckptbench.results.schema import RunResult, result_to_dict
+
+__all__ = [
+    "CHECK_SECTIONS",
+    "PLAN_SECTIONS",
+    "RUN_SECTIONS",
+    "check_report",
+    "plan_report",
+    "run_report",
+]
+
+RUN_SECTIONS = (TableSection, Prose, Data)
+CHECK_SECTIONS = (Verdicts,)
+PLAN_SECTIONS = (TableSection, Data)
+
+
+def run_report(result: RunResult, *, quiet: bool = False) -> Report:
+    """The run table, the headline, the explanations (not when ``quiet``) and the result
+    document (``--format json``, as ``run --json`` has always printed)."""
+    lines = () if quiet else tuple(explain_lines(result))
+    sections = [TableSection(run_table(result)), Prose((headline(result),))]
+    if lines:
+        sections.append(Prose(lines))
+    return Report(f"ckptbench run — {result.case.key}", (*sections, Data(result_to_dict(result))))
+
+
+def check_report(gate: Any, *, quiet: bool = False) -> Report:
+    """The gate's verdicts (:class:`~ckptbench.analysis.gate.GateReport`)."""
+    return Report("ckptbench check", (Verdicts(gate, quiet=quiet),))
+
+
+def plan_report(
+    rows: list[dict[str, Any]], costs: Any, doc: Any, steps: int, budget: int
+) -> Report:
+    """The plan table and its document (costs, budget and rows: ``plan --format json``)."""
+    table = plan_table(rows, costs, steps, budget)
+    data = {"costs": doc, "budget_bytes": budget, "rows": rows}
+    return Report("ckptbench plan", (TableSection(table), Data(data)))
