@@ -91,10 +91,11 @@ def _parse_modes(text: str):
 
 RUN_SECTIONS = {
     "Workload (what is differentiated)": (
-        "model", "steps", "hidden", "batch", "input_", "output", "seed", "backend", "device",
+        "model", "steps", "hidden", "batch", "input_", "output", "seed", "dtype", "backend",
+        "device",
     ),
     "Strategy (how the checkpointed gradient keeps memory)": (
-        "strategy", "snaps", "budget", "costs_file",
+        "strategy", "snaps", "budget", "costs_file", "executor",
     ),
     "Measurement (rounds, limits, precision)": (
         "modes", "rounds", "precision", "max_rounds", "max_time", "warmup", "repeats",
