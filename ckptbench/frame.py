@@ -4,8 +4,11 @@
 into one tidy DataFrame, **one row per result file and mode**: every field of the case,
 ``key``, ``host``, ``created``, ``run`` (the file's position in the input), the mode's
 status, its exact peak (median over iterations), sampled peak and overhead over the
-baseline (bytes), its iteration time statistics (median, quartiles, range, count;
-seconds), its step evaluations, the bytes its schedule stored at most
+baseline (bytes; NA where it is within its noise, ``overhead_below_noise``), the interval
+both modes' iteration spreads allow it (``overhead_low_bytes``, ``overhead_high_bytes``,
+``overhead_noise_bytes``: half its width) and the range of its iteration peaks
+(``peak_low_bytes``, ``peak_high_bytes``), its iteration time statistics (median,
+quartiles, range, count; seconds), its step evaluations, the bytes its schedule stored at most
 (``stored_peak_bytes``; checkpointed mode of our schedules), the resident memory its
 compiled program holds and its compile time (``program_rss_bytes``, ``compile_time_s``;
 JAX), its device peak and overhead on a GPU (``peak_device_bytes``,
@@ -58,6 +61,7 @@ def _cell(s: CellSummary, interruption: str | None) -> dict[str, Any]:
         "memory_savings": s.memory_savings.value,
         "memory_savings_low": s.memory_savings.low,
         "memory_savings_high": s.memory_savings.high,
+        "memory_savings_bound": s.memory_savings_bound,
         "rounds": s.rounds,
         "rounds_complete": s.rounds_complete,
         "time_unstable": bool(s.time_unstable),
@@ -69,6 +73,23 @@ def _cell(s: CellSummary, interruption: str | None) -> dict[str, Any]:
         "forward_steps_optimal": s.forward_steps_optimal,
         "grad_max_rel_err": s.grad_max_rel_err,
         "device_memory_savings": s.device_memory_savings,
+    }
+
+
+def _memory_noise(f: Any) -> dict[str, Any]:
+    """A mode's overhead (NA where it is within its noise: never a negative figure), the
+    interval both modes' iteration spreads allow, its noise, and the mode's peak range
+    (:mod:`ckptbench.analysis.memnoise`)."""
+    iv, pr = f.overhead_interval, f.peak_range
+    noisy = bool(iv is not None and iv.below_noise)
+    return {
+        "overhead_bytes": None if noisy else f.overhead_bytes,
+        "overhead_low_bytes": None if iv is None else round(iv.low),
+        "overhead_high_bytes": None if iv is None else round(iv.high),
+        "overhead_noise_bytes": None if iv is None else round(iv.noise),
+        "overhead_below_noise": None if iv is None else noisy,
+        "peak_low_bytes": None if pr is None else pr.low,
+        "peak_high_bytes": None if pr is None else pr.high,
     }
 
 
@@ -95,7 +116,7 @@ def tidy_records(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                     "status": m.status.value,
                     "peak_rss_bytes": f.peak_rss_bytes,
                     "sampled_peak_rss_bytes": m.sampled_peak_rss_bytes,
-                    "overhead_bytes": f.overhead_bytes,
+                    **_memory_noise(f),
                     "peak_device_bytes": f.peak_device_bytes,
                     "device_overhead_bytes": f.device_overhead_bytes,
                     "time_median_s": times.median if times else None,
@@ -120,6 +141,8 @@ def results_frame(results: Sequence[RunResult]) -> Any:
     import pandas as pd
 
     df = pd.DataFrame(tidy_records(results))
+    if "overhead_below_noise" in df.columns:
+        df["overhead_below_noise"] = df["overhead_below_noise"].astype("boolean")
     for col in df.columns:
         if col.endswith(_INT) or col in (
             "cell_evaluations_optimal",
@@ -151,6 +174,12 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
     first = tidy.groupby("run", sort=True).first()
     peaks = tidy.pivot(index="run", columns="mode", values="peak_rss_bytes")
     over = tidy.pivot(index="run", columns="mode", values="overhead_bytes")
+    noise = {
+        k: tidy.pivot(index="run", columns="mode", values=f"overhead_{k}")
+        for k in ("low_bytes", "high_bytes", "noise_bytes", "below_noise")
+    }
+    low = tidy.pivot(index="run", columns="mode", values="peak_low_bytes")
+    high = tidy.pivot(index="run", columns="mode", values="peak_high_bytes")
     time = tidy.pivot(index="run", columns="mode", values="time_median_s")
     device_over = tidy.pivot(index="run", columns="mode", values="device_overhead_bytes")
     bad = tidy[tidy["status"] != "ok"].groupby("run", sort=True)
@@ -182,8 +211,14 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
             "hidden": first["hidden"],
             "batch": first["batch"],
             "baseline_peak_bytes": col(peaks, "baseline"),
+            "baseline_peak_spread_bytes": col(high, "baseline") - col(low, "baseline"),
             "normal_overhead_bytes": col(over, "normal"),
             "checkpointed_overhead_bytes": col(over, "checkpointed"),
+            **{
+                f"{mode}_overhead_{k}": col(table, mode)
+                for mode in ("normal", "checkpointed")
+                for k, table in noise.items()
+            },
             "normal_time_s": col(time, "normal"),
             "checkpointed_time_s": col(time, "checkpointed"),
             "slowdown": first["slowdown"],
@@ -207,6 +242,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
     for c in out.columns:
         if c.endswith("_bytes") or c.startswith(("evaluations", "forward_steps")):
             out[c] = out[c].astype("Int64")
+        elif c.endswith("_below_noise"):
+            out[c] = out[c].astype("boolean")
     return out.reset_index(drop=True)
 
 

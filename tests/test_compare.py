@@ -273,6 +273,7 @@ def test_renderers_survive_failed_cells() -> None:
     header = table_csv[0].split(",")
     at = header.index("checkpointed_overhead_bytes")
     assert table_csv[2].split(",")[at] == ""  # no checkpointed overhead, not "nan"
+    assert table_csv[2].split(",")[header.index("checkpointed_overhead_below_noise")] == ""
     rows = list(csv.DictReader(io.StringIO(render(comparison, "csv"))))
     for row in rows:  # byte counts stay integers even next to a missing value
         assert re.fullmatch(r"-?\d*", row["memory_delta_bytes"]) and re.fullmatch(

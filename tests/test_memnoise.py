@@ -4,6 +4,8 @@ ratio from an overhead below its noise."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ckptbench.analysis.memnoise import overhead, peak_range, savings_interval
@@ -76,3 +78,113 @@ def test_savings_interval_holds_both_spreads_and_refuses_below_noise():
     tiny = overhead(peak_range(_peaks(313.2, 313.6)), base)
     assert tiny.below_noise and savings_interval(normal, tiny) is None
     assert savings_interval(None, ckpt) is None
+
+
+# ------------------------------------------------------------ run, compare, plots, frame
+
+
+def _noisy_result(base_mib=(679.1, 762.7, 762.7), ckpt_mib=(690.0, 700.0, 732.4)):
+    """The issue's revolve-8 cell: a baseline that jumps, a checkpointed peak inside it."""
+    from dataclasses import replace
+
+    from _synthetic import CI_CASE, make_result
+
+    r = make_result(CI_CASE, seed=5)
+    peaks = {"baseline": base_mib, "normal": (1282.0, 1350.0, 1412.0), "checkpointed": ckpt_mib}
+    modes = tuple(
+        replace(
+            m,
+            iterations=tuple(
+                replace(it, peak_rss_bytes=int(p * MIB))
+                for it, p in zip(m.iterations, peaks[m.mode.value], strict=True)
+            ),
+        )
+        for m in r.modes
+    )
+    return replace(r, modes=modes)
+
+
+def test_summary_gives_no_savings_ratio_for_an_overhead_within_noise():
+    s = _noisy_result().summary.as_dict()  # the result file's summary document
+    assert s["overhead_bytes"]["checkpointed"] < 0  # the raw median difference
+    iv = s["overhead_interval_bytes"]["checkpointed"]
+    assert iv["below_noise"] and iv["low"] < 0 < iv["high"]
+    assert s["memory_savings"] is None and s["memory_savings_ci"] is None
+    assert s["peak_range_bytes"]["baseline"]["high"] - s["peak_range_bytes"]["baseline"][
+        "low"
+    ] == int(762.7 * MIB) - int(679.1 * MIB)
+    # normal is far above its noise: the lower bound the intervals allow is kept for gates
+    assert s["memory_savings_bound"] == pytest.approx(
+        s["overhead_interval_bytes"]["normal"]["low"] / iv["high"]
+    )
+
+
+def test_run_table_and_headline_print_below_noise_never_a_negative_overhead():
+    from ckptbench.render.run import headline, run_table
+    from ckptbench.render.table import to_text
+
+    result = _noisy_result()
+    text = to_text(run_table(result), width=250) + "\n" + headline(result)
+    assert "< noise (±" in text
+    ckpt = next(line for line in text.splitlines() if line.startswith("checkpointed"))
+    assert "< noise (±" in ckpt
+    assert not re.search(r"(?<![e\w])-\d", ckpt)  # no negative figure (1.0e-15 aside)
+    assert "memory savings - (checkpointed overhead < noise (±" in text
+    assert "peak spread" in text and "83.60 MiB" in text  # the baseline's spread beside it
+
+
+def test_compare_and_read_results_print_below_noise(tmp_path):
+    from ckptbench.analysis import compare
+    from ckptbench.frame import cells_frame, read_results
+    from ckptbench.render import render
+    from ckptbench.results.schema import save_result
+
+    result = _noisy_result()
+    table = render(compare([result]), "table")
+    assert "< noise (±" in table
+    row = cells_frame([result]).iloc[0]
+    assert bool(row["checkpointed_overhead_below_noise"])
+    assert row["checkpointed_overhead_low_bytes"] < 0 < row["checkpointed_overhead_high_bytes"]
+    assert row.isna()["checkpointed_overhead_bytes"] and row.isna()["memory_savings"]
+    path = tmp_path / "r.json"
+    save_result(result, path)
+    tidy = read_results(path)
+    ck = tidy[tidy["mode"] == "checkpointed"].iloc[0]
+    assert bool(ck["overhead_below_noise"]) and tidy["overhead_bytes"].dropna().min() >= 0
+    assert ck["peak_high_bytes"] - ck["peak_low_bytes"] == int(732.4 * MIB) - int(690 * MIB)
+
+
+def test_clear_overheads_keep_their_figures_with_intervals():
+    from ckptbench.frame import cells_frame
+
+    r = _noisy_result(base_mib=(313.0, 313.2, 313.1), ckpt_mib=(324.0, 324.5, 324.1))
+    s = r.summary.as_dict()
+    iv = s["overhead_interval_bytes"]["checkpointed"]
+    assert not iv["below_noise"] and 10 * MIB < iv["low"] < iv["value"] < iv["high"]
+    lo, hi = s["memory_savings_ci"]
+    assert lo <= s["memory_savings"] <= hi
+    # the interval holds both spreads: normal's lowest over ckpt's highest, and the reverse
+    assert lo <= s["overhead_interval_bytes"]["normal"]["low"] / iv["high"] + 1e-9
+    assert hi >= s["overhead_interval_bytes"]["normal"]["high"] / iv["low"] - 1e-9
+    assert cells_frame([r]).iloc[0]["checkpointed_overhead_bytes"] > 0
+
+
+def test_tradeoff_plot_places_a_below_noise_point_at_its_upper_end():
+    from ckptbench.render.plots import _points
+
+    pts = _points([_noisy_result()], "revolve")
+    assert len(pts) == 1
+    _, x, _, _, lo, hi, below = pts[0]
+    assert below and x == hi > 0 and lo == 0  # never a negative figure on the memory axis
+
+
+def test_gate_judges_savings_within_noise_by_the_lower_bound():
+    from ckptbench.analysis.gate import _expect_lines
+    from ckptbench.sweep.config import Expect
+
+    result = _noisy_result()
+    bound = result.summary.memory_savings_bound
+    (line,) = _expect_lines(result, Expect(memory_savings_min=bound * 0.9))
+    assert line.passed and "within its noise" in line.detail
+    (line,) = _expect_lines(result, Expect(memory_savings_min=bound * 1.1))
+    assert not line.passed

@@ -147,12 +147,16 @@ def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
         out.append(GateLine(c.key, result.host, name, passed, detail))
 
     if expect.memory_savings_min is not None:
-        v = s.memory_savings.value
+        v, got = s.memory_savings.value, None
+        if v is None and s.memory_savings_bound is not None:
+            # checkpointed's overhead is within its noise: the lower bound its interval allows
+            v = s.memory_savings_bound
+            got = f">= {v:.2f}x (checkpointed overhead within its noise)"
         ok = v is not None and v >= expect.memory_savings_min
         add(
             "memory_savings_min",
             ok,
-            _need(f"{_fmt(v, '.2f')}x", f">= {expect.memory_savings_min:g}x", ok),
+            _need(got or f"{_fmt(v, '.2f')}x", f">= {expect.memory_savings_min:g}x", ok),
         )
     if expect.slowdown_max is not None:
         v = s.slowdown.value

@@ -13,6 +13,7 @@ from ckptbench.render.format import (
     cell_labels,
     common_fields,
     fmt_bytes,
+    fmt_overhead,
     fmt_ratio,
     fmt_ratio_ci,
     fmt_time,
@@ -70,6 +71,22 @@ def _status_short(v: Any, _r: dict[str, Any]) -> str:
     return str(v).split(" (")[0] if v else "-"
 
 
+def _over(mode: str, narrow: bool = False):
+    """A mode's overhead with the interval both spreads allow ('12.31 [12.10, 12.52]'; where
+    the width is short '12.31 ±0.21'), '< noise (±X)' within its noise."""
+
+    def text(v: Any, r: dict[str, Any]) -> str:
+        parts = {k: r.get(f"{mode}_overhead_{k}_bytes") for k in ("low", "high", "noise")}
+        below = r.get(f"{mode}_overhead_below_noise")
+        if below is None or any(missing(x) for x in parts.values()):
+            return _mib(v, r)  # no interval (a failed mode)
+        if narrow and not below:
+            return f"{_mib(v, r)} ±{_mib(parts['noise'], r)}"
+        return fmt_overhead({"value": v, **parts, "below_noise": below}, digits=2, unit=False)
+
+    return text
+
+
 def _evals(v: Any, r: dict[str, Any]) -> str:
     opt = r["evaluations_optimal"]
     return f"{'-' if missing(v) else int(v)} ({'-' if missing(opt) else int(opt)})"
@@ -99,8 +116,21 @@ def cells_table(results: Sequence[RunResult]) -> Table:
         Column("host", "host", lambda v, _r: v or "-", "left", priority=9 if len(hosts) < 2 else 1),
         *raw,
         Column("baseline_peak_bytes", "base MiB", _mib, priority=5),
-        Column("normal_overhead_bytes", "normal +MiB", _mib),
-        Column("checkpointed_overhead_bytes", "ckpt +MiB", _mib),
+        Column("baseline_peak_spread_bytes", "base spread", _mib, priority=5),
+        Column(
+            "normal_overhead_bytes",
+            "normal +MiB",
+            _over("normal"),
+            narrow=_over("normal", narrow=True),
+            narrow_priority=2,
+        ),
+        Column(
+            "checkpointed_overhead_bytes",
+            "ckpt +MiB",
+            _over("checkpointed"),
+            narrow=_over("checkpointed", narrow=True),
+            narrow_priority=2,
+        ),
         Column("normal_time_s", "normal s", _s, priority=4),
         Column("checkpointed_time_s", "ckpt s", _s, priority=3),
         Column("slowdown", "slowdown [95%]", _ci("slowdown", 2, star=True)),
@@ -108,6 +138,13 @@ def cells_table(results: Sequence[RunResult]) -> Table:
         # GPU cells: the device's memory, beside host RSS (absent when no cell ran on one)
         Column("checkpointed_device_overhead_bytes", "ckpt dev +MiB", _mib, priority=on_gpu),
         Column("device_memory_savings", "dev savings", _ratio1, priority=on_gpu),
+        *(  # raw, for the CSV: the intervals behind the overhead and savings columns
+            Column(f"{mode}_overhead_{k}", priority=0)
+            for mode in ("normal", "checkpointed")
+            for k in ("low_bytes", "high_bytes", "noise_bytes", "below_noise")
+        ),
+        Column("memory_savings_low", priority=0),
+        Column("memory_savings_high", priority=0),
         Column("forward_steps", priority=0),
         Column("forward_steps_optimal", priority=0),
         Column("evaluations", "evals (opt)", _evals, priority=2),

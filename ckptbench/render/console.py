@@ -105,10 +105,20 @@ class JobClock:
         return False
 
     def _estimate(self) -> None:
-        from ckptbench.analysis.summary import round_estimates
+        from ckptbench.analysis import memnoise
+        from ckptbench.analysis.summary import pool_by_mode, round_estimates
 
         try:
             est = round_estimates(self.results)
+            ranges = {
+                m.mode.value: memnoise.peak_range([it.peak_rss_bytes for it in m.iterations])
+                for m in pool_by_mode(self.results)
+                if m.ok
+            }
+            base = ranges.get("baseline")
+            over = [memnoise.overhead(ranges.get(k), base) for k in ("normal", "checkpointed")]
+            if any(o is not None and o.below_noise for o in over):
+                est.pop("memory_savings", None)  # an overhead within its noise: no ratio
         except Exception:  # a display must never stop a run
             est = {}
         self.estimate = est

@@ -161,25 +161,43 @@ def _point_label(strategy: str, setting: int) -> str:
     return get_strategy(strategy).setting.point_label(setting)
 
 
-def _points(results: Sequence[RunResult], strategy: str) -> list[tuple[int, float, float, Any]]:
-    """(setting, checkpointed overhead MiB, slowdown, forward steps) of a strategy's cells;
-    the setting is what the strategy is set by (snaps, a peer's segments, a byte budget)."""
+def _points(results: Sequence[RunResult], strategy: str) -> list[tuple[Any, ...]]:
+    """(setting, checkpointed overhead MiB, slowdown, forward steps, low MiB, high MiB,
+    below noise) of a strategy's cells; the setting is what the strategy is set by (snaps, a
+    peer's segments, a byte budget). An overhead within its noise is placed at its
+    interval's upper end (never at a negative or tiny figure) and flagged."""
     pts = []
     for r in results:
         if r.case.strategy != strategy:
             continue
         s = r.summary
-        over = s.mode(Mode.CHECKPOINTED).overhead_bytes
+        iv = s.mode(Mode.CHECKPOINTED).overhead_interval
         setting = get_strategy(strategy).setting_of(r.case.snaps, r.case.budget_bytes)
-        if over is not None and s.slowdown.value is not None:
-            pts.append((setting or 0, over / MIB, s.slowdown.value, s.forward_steps))
+        if iv is None or s.slowdown.value is None or (iv.below_noise and iv.high <= 0):
+            continue  # nothing to place on a memory axis
+        x = (iv.high if iv.below_noise else iv.value) / MIB
+        lo, hi = max(iv.low, 0) / MIB, iv.high / MIB
+        pts.append((setting or 0, x, s.slowdown.value, s.forward_steps, lo, hi, iv.below_noise))
     return sorted(pts)
+
+
+def _errorbars(ax: Any, pts: Sequence[tuple[Any, ...]], color: Any) -> None:
+    """Horizontal bars: the interval both modes' iteration spreads allow each overhead;
+    a point within its noise hollow, labelled '< noise'."""
+    for p in pts:
+        x, y, lo, hi, below = p[1], p[2], p[4], p[5], p[6]
+        ax.plot([lo, hi], [y, y], "-", color=color, lw=0.8, alpha=0.6)
+        if below:
+            ax.plot([x], [y], "o", mfc="white", color=color, ms=7, zorder=1)
+            ax.annotate("< noise", (x, y), fontsize=6, xytext=(3, -8), textcoords="offset points")
 
 
 #: What the trade-off figure shows, for the caption under it (HTML report).
 TRADEOFF_CAPTION = (
     "Left: each cell's checkpointed overhead over the baseline against its slowdown (lower "
-    "left is better). The line is Revolve's model fitted to the revolve points only: slowdown "
+    "left is better); a bar is the interval both modes' iteration peaks allow the overhead, "
+    "a hollow point one within its noise, placed at its upper end. The line is Revolve's "
+    "model fitted to the revolve points only: slowdown "
     "a + b t(l,s)/l (recomputation per step) and overhead c + d s (memory per snapshot), drawn "
     "from the fewest to the most snaps measured; where a state is small, d is small and the "
     "line is nearly vertical. Right: untaped step evaluations per step, measured, on the "
@@ -187,9 +205,7 @@ TRADEOFF_CAPTION = (
 )
 
 
-def _reference_curve(
-    ax: Any, spec: StrategySpec, pts: list[tuple[int, float, float, Any]], steps: int
-) -> None:
+def _reference_curve(ax: Any, spec: StrategySpec, pts: list[tuple[Any, ...]], steps: int) -> None:
     """The reference strategy's curve (``StrategySpec.reference``): slowdown modelled as
     a + b*t(l,s)/l with t its closed form (or lower bound) and memory as c + d*s, both
     fitted to its points."""
@@ -224,7 +240,7 @@ def plot_tradeoff(
         return fig
     steps = results[0].case.steps
     xs_all: list[float] = []
-    reference: tuple[StrategySpec, list[tuple[int, float, float, Any]]] | None = None
+    reference: tuple[StrategySpec, list[tuple[Any, ...]]] | None = None
     recompute: list[float] = []
     for name, spec in STRATEGIES.items():
         marker = spec.marker
@@ -243,8 +259,9 @@ def plot_tradeoff(
         if not pts:
             continue
         line = ax1.plot([p[1] for p in pts], [p[2] for p in pts], marker, label=name)[0]
-        xs_all += [p[1] for p in pts]
-        for snaps, mem, slow, _ in pts:
+        _errorbars(ax1, pts, line.get_color())
+        xs_all += [p[1] for p in pts] + [p[5] for p in pts]
+        for snaps, mem, slow, *_ in pts:
             ax1.annotate(
                 _point_label(name, snaps), (mem, slow), fontsize=6, xytext=(3, 3),
                 textcoords="offset points",

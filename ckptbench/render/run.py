@@ -10,6 +10,7 @@ from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.render.format import (
     fmt_bytes,
     fmt_duration,
+    fmt_overhead,
     fmt_percent,
     fmt_ratio,
     fmt_ratio_ci,
@@ -50,9 +51,9 @@ def limit_outcome(result: RunResult) -> str | None:
         return None
     if normal.status is not Status.OUT_OF_MEMORY or not ckpt.ok:
         return None
-    over = result.summary.mode(Mode.CHECKPOINTED).overhead_bytes
+    over = result.summary.mode(Mode.CHECKPOINTED).overhead_interval
     ran = (
-        f"checkpointed ran in {fmt_bytes(over, signed=True)} over baseline"
+        f"checkpointed ran in {fmt_overhead(over)} over baseline"
         if over is not None
         else "checkpointed ran within it "
         f"(peak {fmt_bytes(result.summary.mode(Mode.CHECKPOINTED).peak_rss_bytes)})"
@@ -109,6 +110,20 @@ def gradient_text(result: RunResult) -> str | None:
     return f"gradient within {err:.2g} of plain"
 
 
+def savings_text(s: Any) -> str:
+    """'35.2x [35.0, 35.4]' (both modes' spreads and the rounds' interval), or, where an
+    overhead is within its noise, '- (checkpointed overhead < noise (±1.2 MiB))': no ratio."""
+    text = fmt_ratio_ci(s.memory_savings.value, s.memory_savings.interval, 1)
+    if s.memory_savings.value is not None:
+        return text
+    noisy = [
+        f"{m.mode.value} overhead {fmt_overhead(m.overhead_interval)}"
+        for m in s.modes
+        if m.overhead_interval is not None and m.overhead_interval.below_noise
+    ]
+    return f"{text} ({'; '.join(noisy)})" if noisy else text
+
+
 def headline(result: RunResult) -> str:
     """The sentence people quote: 'slowdown 1.12x [1.08, 1.16], memory savings 35.2x
     [35.0, 35.4]' (95% intervals) plus context."""
@@ -119,7 +134,7 @@ def headline(result: RunResult) -> str:
     if limited is not None:
         parts.append(limited)
     else:
-        host = fmt_ratio_ci(s.memory_savings.value, s.memory_savings.interval, 1)
+        host = savings_text(s)
         slowdown = fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2)
         parts.append(f"slowdown {slowdown}{unstable},")
         if s.on_device:  # a GPU: the memory that checkpointing saves is there
@@ -179,26 +194,33 @@ def run_table(result: RunResult) -> Table:
         else:
             ev = "-" if evals is None else str(evals)
         peak = fmt_bytes(f.peak_rss_bytes)
-        over_text = fmt_bytes(f.overhead_bytes, signed=True)
+        iv = f.overhead_interval
+        over_text = over_narrow = fmt_overhead(iv)
+        if iv is not None and not iv.below_noise:
+            over_narrow = f"{fmt_bytes(iv.value, signed=True)} ±{fmt_bytes(iv.noise, unit=False)}"
+        pr = f.peak_range
+        spread = "-" if pr is None else fmt_bytes(pr.spread, digits=2)
         base = s.mode(Mode.BASELINE).peak_rss_bytes
         if m.status is Status.OUT_OF_MEMORY and limit is not None:
             peak = f"> {fmt_bytes(limit)}"
             if base is not None and limit > base:
-                over_text = f"> {fmt_bytes(limit - base, signed=True)}"
+                over_text = over_narrow = f"> {fmt_bytes(limit - base, signed=True)}"
         t = f.time
         records.append(
             {
                 "mode": m.mode.value,
                 "status": m.status.value,
                 "peak": peak,
+                "spread": spread,
                 "sampled": fmt_bytes(m.sampled_peak_rss_bytes),
                 "overhead": "(floor)" if m.mode is Mode.BASELINE else over_text,
+                "overhead_narrow": "(floor)" if m.mode is Mode.BASELINE else over_narrow,
                 "time": (fmt_time(t.median) + unstable) if t else "-",
                 "range": fmt_time_spread(t),
                 "slowdown": fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2) + unstable
                 if m.mode is Mode.CHECKPOINTED
                 else ("1.00x" if m.mode is Mode.NORMAL and t else "-"),
-                "savings": fmt_ratio(s.memory_savings.value, 1)
+                "savings": fmt_ratio_ci(s.memory_savings.value, s.memory_savings.interval, 1)
                 if m.mode is Mode.CHECKPOINTED
                 else "-",
                 "dpeak": fmt_bytes(f.peak_device_bytes),
@@ -223,8 +245,15 @@ def run_table(result: RunResult) -> Table:
     else:
         memory = (
             Column("peak", "exact peak", _text, priority=4),
+            Column("spread", "peak spread", _text, priority=5),
             Column("sampled", "sampled", _text, priority=8),
-            Column("overhead", "overhead", _text),
+            Column(
+                "overhead",
+                "overhead",
+                _text,
+                narrow=lambda _v, r: r["overhead_narrow"],
+                narrow_priority=4,
+            ),
         )
         savings = Column("savings", "savings", _text)
     columns = (  # left out first: sampled, time range, evaluations, grad err, peak, time
@@ -313,13 +342,16 @@ def _plan_line(result: RunResult) -> str | None:
         return None
     wall = ckpt.time.median
     # a GPU: the plan's bytes are stored there
-    over = ckpt.device_overhead_bytes if s.on_device else ckpt.overhead_bytes
+    if s.on_device:
+        over = fmt_bytes(ckpt.device_overhead_bytes, signed=True)
+    else:
+        over = fmt_overhead(ckpt.overhead_interval)
     where = "device " if s.on_device else ""
     return (
         f"plan: predicted {predicted:.3g} s and {fmt_bytes(ckpt.plan.peak_bytes)} "
         f"stored; measured {wall:.2f} s ({wall / predicted - 1:+.0%}), "
         f"{fmt_bytes(ckpt.counters.peak_stored_bytes)} stored by the executor, {where}overhead "
-        f"{fmt_bytes(over, signed=True)} over baseline"
+        f"{over} over baseline"
     )
 
 

@@ -16,17 +16,21 @@ Definitions (the numbers ckptbench prints):
 * slowdown = median iteration time of checkpointed / median iteration time of normal (with
   several rounds the geometric mean of the rounds' own Hodges-Lehmann ratios, outlier
   rounds set aside; with one round its Hodges-Lehmann ratio), with a 95% interval;
-* memory savings = overhead of normal / overhead of checkpointed, with a 95% interval.
+* memory savings = overhead of normal / overhead of checkpointed, with a 95% interval;
+* every overhead carries the interval both modes' iteration peaks allow; one within that
+  noise gives no savings figure (:mod:`ckptbench.analysis.memnoise`).
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ckptbench.analysis import memnoise
 from ckptbench.analysis.intervals import Estimate
+from ckptbench.analysis.memnoise import Overhead, PeakRange
 from ckptbench.analysis.stability import Verdict
 from ckptbench.analysis.summary import (
     BUSY_CPU_SHARE,
@@ -104,6 +108,10 @@ class ModeFigures:
     device_overhead_bytes: int | None = None
     time_cv: float | None = None  # CV of its iteration times, None when not in every round
     peak_spread_bytes: int | None = None  # spread of its per-round median exact peaks
+    #: every measured iteration's exact peak, rounds pooled (median, low, high, n)
+    peak_range: PeakRange | None = None
+    #: overhead with the interval both modes' iteration spreads allow (normal, checkpointed)
+    overhead_interval: Overhead | None = None
     counters: Counters = Counters()
     plan: PlanFigures = PlanFigures()
 
@@ -160,6 +168,9 @@ class CellSummary:
     grad_max_rel_err: float | None
     device_memory_savings: float | None = None  # GPU devices only
     device_peak_exact: bool | None = None  # GPU devices only; False: upper bounds
+    #: where checkpointed's overhead is within its noise (no savings figure then): the
+    #: lower bound normal's and checkpointed's intervals allow, for gates
+    memory_savings_bound: float | None = None
 
     def mode(self, mode: Mode) -> ModeFigures:
         """``mode``'s figures; empty ones (status None) when it was not measured."""
@@ -198,10 +209,35 @@ def other_busy_cores(modes: Sequence[ModeResult]) -> dict[str, float]:
     return busy
 
 
-def savings_figure(estimate: Estimate | None, normal: int | None, ckpt: int | None) -> Ratio:
+def savings_figure(
+    estimate: Estimate | None,
+    normal: int | None,
+    ckpt: int | None,
+    noise: tuple[Overhead | None, Overhead | None] = (None, None),
+) -> Ratio:
     """Memory savings: the interval estimate over the rounds, else overhead normal / overhead
-    checkpointed."""
-    return Ratio.of(estimate, ratio(normal, ckpt))
+    checkpointed; its interval widened to hold both modes' iteration spreads, and no figure
+    at all where either overhead is within its noise (``noise``: normal's and checkpointed's
+    :class:`ckptbench.analysis.memnoise.Overhead`)."""
+    n, c = noise
+    if (n is not None and n.below_noise) or (c is not None and c.below_noise):
+        return Ratio(None)
+    figure = Ratio.of(estimate, ratio(normal, ckpt))
+    spread_ci = memnoise.savings_interval(n, c)
+    if figure.value is None or spread_ci is None:
+        return figure
+    low, high = spread_ci
+    if figure.interval is not None:
+        low, high = min(low, figure.interval[0]), max(high, figure.interval[1])
+    return replace(figure, low=low, high=high)
+
+
+def savings_bound(normal: Overhead | None, ckpt: Overhead | None) -> float | None:
+    """Normal's lowest overhead over checkpointed's highest, where checkpointed's overhead
+    is within its noise but above zero somewhere and normal's is clear of its own."""
+    if normal is None or ckpt is None or normal.below_noise or not ckpt.below_noise:
+        return None
+    return normal.low / ckpt.high if ckpt.high > 0 else None
 
 
 def slowdown_figure(
@@ -242,6 +278,16 @@ def compute(
     device = _device_peaks(pooled)
     dbase = device.get(Mode.BASELINE)
     cv, pspread = estimates.get("time_cv", {}), estimates.get("peak_spread_bytes", {})
+    ranges = {
+        m.mode: memnoise.peak_range([it.peak_rss_bytes for it in m.iterations])
+        for m in pooled
+        if m.ok
+    }
+    noise = {
+        k: memnoise.overhead(r, ranges.get(Mode.BASELINE))
+        for k, r in ranges.items()
+        if k is not Mode.BASELINE
+    }
     figures = tuple(
         ModeFigures(
             mode=m.mode,
@@ -256,6 +302,8 @@ def compute(
             device_overhead_bytes=_minus(device.get(m.mode), dbase),
             time_cv=cv.get(m.mode.value),
             peak_spread_bytes=pspread.get(m.mode.value),
+            peak_range=ranges.get(m.mode),
+            overhead_interval=noise.get(m.mode),
             counters=Counters.of(m.counters),
             plan=PlanFigures.of(m.plan),
         )
@@ -274,8 +322,12 @@ def compute(
             estimates.get("slowdown"), normal, ckpt, estimates.get("per_round")
         ),
         memory_savings=savings_figure(
-            estimates.get("memory_savings"), over.get(Mode.NORMAL), over.get(Mode.CHECKPOINTED)
+            estimates.get("memory_savings"),
+            over.get(Mode.NORMAL),
+            over.get(Mode.CHECKPOINTED),
+            (noise.get(Mode.NORMAL), noise.get(Mode.CHECKPOINTED)),
         ),
+        memory_savings_bound=savings_bound(noise.get(Mode.NORMAL), noise.get(Mode.CHECKPOINTED)),
         rounds=estimates["rounds"],
         rounds_complete=len({r.round for r in rounds} - set(cut)),
         interrupted_round=min(cut) + 1 if cut else _stopped_before(environment),
@@ -355,6 +407,11 @@ def summary_document(s: CellSummary) -> dict[str, Any]:
         "time_unstable": s.time_unstable,
         "phases_s": {m.mode.value: dict(m.phases_s) for m in modes if m.phases_s},
         "overhead_bytes": {m.mode.value: m.overhead_bytes for m in modes},
+        "overhead_interval_bytes": {
+            m.mode.value: m.overhead_interval.as_dict() for m in modes if m.overhead_interval
+        },
+        "peak_range_bytes": {m.mode.value: m.peak_range.as_dict() for m in modes if m.peak_range},
+        "memory_savings_bound": s.memory_savings_bound,
     }
     if s.on_device:
         device = [m for m in modes if m.peak_device_bytes is not None]
