@@ -35,7 +35,7 @@ def test_one_formula_changed_in_the_one_function_shows_in_every_reader(
 ) -> None:
     paths = _files(tmp_path)
 
-    def savings(estimate, normal, ckpt):  # a different savings formula
+    def savings(estimate, normal, ckpt, *noise):  # a different savings formula
         return Ratio(123.456, 120.0, 130.0, 1)
 
     monkeypatch.setattr(summary_module, "savings_figure", savings)

@@ -95,6 +95,14 @@ def _wrapped(title: str, width: int) -> list[str]:
     return textwrap.wrap(title, width, break_long_words=False, break_on_hyphens=False)
 
 
+def _spread(peak_range: dict[str, Any] | None) -> list[float]:
+    """A peak spread (bytes), and in KiB: a spread of a page or two is shown in KiB."""
+    if peak_range is None:
+        return []
+    spread = peak_range["high"] - peak_range["low"]
+    return [spread, spread / 1024]
+
+
 def _run_candidates(result):
     s = result.summary.as_dict()
 
@@ -110,6 +118,9 @@ def _run_candidates(result):
             s["overhead_bytes"].get(mode.value),
             s.get("peak_device_bytes", {}).get(mode.value),
             s.get("device_overhead_bytes", {}).get(mode.value),
+            s.get("overhead_interval_bytes", {}).get(mode.value),  # value, low, high, noise
+            s.get("peak_range_bytes", {}).get(mode.value),
+            _spread(s.get("peak_range_bytes", {}).get(mode.value)),
         ]
         cell = [s["slowdown"], s["slowdown_ci"], s["memory_savings"], s["memory_savings_ci"],
                 s["step_evaluations_optimal"], s.get("device_memory_savings"), 1.0]  # fmt: skip
