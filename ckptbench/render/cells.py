@@ -73,7 +73,7 @@ def _status_short(v: Any, _r: dict[str, Any]) -> str:
 
 def _over(mode: str, narrow: bool = False):
     """A mode's overhead with the interval both spreads allow ('12.31 [12.10, 12.52]'; where
-    the width is short '12.31 ±0.21'), '< noise (±X)' within its noise."""
+    the width is short '12.31'), and '< noise (±X)' within its noise at every width."""
 
     def text(v: Any, r: dict[str, Any]) -> str:
         parts = {k: r.get(f"{mode}_overhead_{k}_bytes") for k in ("low", "high", "noise")}
@@ -81,7 +81,7 @@ def _over(mode: str, narrow: bool = False):
         if below is None or any(missing(x) for x in parts.values()):
             return _mib(v, r)  # no interval (a failed mode)
         if narrow and not below:
-            return f"{_mib(v, r)} ±{_mib(parts['noise'], r)}"
+            return _mib(v, r)  # the interval is in the wide table and the CSV
         return fmt_overhead({"value": v, **parts, "below_noise": below}, digits=2, unit=False)
 
     return text
