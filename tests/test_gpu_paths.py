@@ -43,7 +43,7 @@ def test_dtype_is_a_case_field_autograd_refuses_and_old_results_mean_float64():
     assert f32.key != Case(backend="torch").key and "-f32-" in f32.key
     # float64 leaves the key as it was before the field existed
     assert "dtype" not in Case(backend="torch").identity()
-    with pytest.raises(CaseError, match="--dtype bfloat16 needs --backend torch or jax"):
+    with pytest.raises(CaseError, match="--dtype bfloat16 needs --backend jax or torch"):
         Case(dtype="bfloat16")
     with pytest.raises(CaseError, match="unknown dtype 'float16'"):
         Case(backend="jax", dtype="float16")
@@ -237,5 +237,5 @@ def test_run_prints_the_plans_prediction_beside_the_measurement(backend, device)
     plan = {"predicted_time_s": 0.5, "peak_bytes": 2**20}
     modes = tuple(replace(m, plan=plan) if m.mode is Mode.CHECKPOINTED else m for m in result.modes)
     result = with_case(replace(result, modes=modes), strategy="optimal", budget_bytes=2**21)
-    (line,) = [x for x in explain_lines(result) if x.startswith("plan: predicted 0.50 s")]
+    (line,) = [x for x in explain_lines(result) if x.startswith("plan: predicted 0.5 s")]
     assert "measured 0.8" in line

@@ -36,15 +36,7 @@ REGISTRIES = (
 
 #: Backend-name comparisons the house task (issue 24, item 1) still removes, as
 #: (module path, the line's code). Delete an entry when its line goes; none may be added.
-PENDING: set[tuple[str, str]] = {
-    # issue 22's --executor and --dtype: to become properties of the backend's spec
-    (
-        "results/schema.py",
-        'return "compiled" if backend == "jax" and device == "cpu" else "engine"',
-    ),
-    ("results/schema.py", 'if self.dtype != "float64" and self.backend == "autograd":'),
-    ("results/schema.py", 'if self.executor == "compiled" and self.backend != "jax":'),
-}
+PENDING: set[tuple[str, str]] = {}
 
 
 def _names() -> set[str]:

@@ -54,6 +54,16 @@ class BackendSpec:
     device_aliases: tuple[tuple[str, str], ...] = ()
     #: runs every action stream of ckptbench.schedules (our strategies), not only its peers
     runs_streams: bool = True
+    #: floating-point types it computes in (``--dtype``)
+    dtypes: tuple[str, ...] = ("float64",)
+    #: how it runs our schedules (``--executor``); the first is the default
+    executors: tuple[str, ...] = ("engine",)
+    #: a device's own default executor, e.g. (("cpu", "compiled"),)
+    device_executors: tuple[tuple[str, str], ...] = ()
+
+    def default_executor(self, device: str) -> str:
+        """The executor a case on ``device`` runs without ``--executor``."""
+        return dict(self.device_executors).get(device, self.executors[0])
 
     def available(self) -> str | None:
         """``None`` when this backend can run here, else the reason (one line)."""

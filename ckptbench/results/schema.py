@@ -76,7 +76,8 @@ def default_executor(backend: str, device: str) -> str:
     """The executor a case runs without ``--executor``: JAX's compiled table on the CPU
     (where it measured fastest), the engine everywhere else (GPUs; torch and autograd
     always run the engine)."""
-    return "compiled" if backend == "jax" and device == "cpu" else "engine"
+    entry = BACKENDS.get(backend)
+    return entry.default_executor(device) if entry is not None else "engine"
 
 
 def snaps_ignored(strategy: str) -> bool:  # store-all, budget: cases record snaps = steps
@@ -174,19 +175,22 @@ class Case:
             raise CaseError(
                 f"unknown dtype {str(self.dtype)[:40]!r} (choose from {', '.join(DTYPES)})"
             )
-        if self.dtype != "float64" and self.backend == "autograd":
+        backend = backend_spec(self.backend)
+        if self.dtype not in backend.dtypes:
+            runs = " or ".join(b.name for b in BACKENDS.values() if self.dtype in b.dtypes)
             raise CaseError(
-                f"--dtype {self.dtype} needs --backend torch or jax "
-                "(autograd computes in float64 only)"
+                f"--dtype {self.dtype} needs --backend {runs} "
+                f"({self.backend} computes in {', '.join(backend.dtypes)} only)"
             )
         if self.executor is not None and self.executor not in EXECUTORS:
             raise CaseError(
                 f"unknown executor {str(self.executor)[:40]!r} (choose from {', '.join(EXECUTORS)})"
             )
-        if self.executor == "compiled" and self.backend != "jax":
+        if self.executor is not None and self.executor not in backend.executors:
+            runs = " or ".join(b.name for b in BACKENDS.values() if self.executor in b.executors)
             raise CaseError(
-                f"--executor compiled needs --backend jax "
-                f"(the {self.backend} backend runs our schedules with the engine only)"
+                f"--executor {self.executor} needs --backend {runs} (the {self.backend} "
+                f"backend runs our schedules with the {', '.join(backend.executors)} only)"
             )
 
     @property

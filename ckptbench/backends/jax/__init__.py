@@ -43,6 +43,9 @@ SPEC = BackendSpec(
     requires=("jax",),
     devices=("cpu", "cuda"),
     device_aliases=(("gpu", "cuda"),),
+    dtypes=("float64", "float32", "bfloat16"),
+    executors=("engine", "compiled"),
+    device_executors=(("cpu", "compiled"),),
     install_hint=INSTALL_HINT,
 )
 

@@ -39,6 +39,7 @@ SPEC = BackendSpec(
     requires=("torch",),
     devices=("cpu", "cuda"),
     device_aliases=(("gpu", "cuda"),),
+    dtypes=("float64", "float32", "bfloat16"),
     install_hint=INSTALL_HINT,
 )
 
