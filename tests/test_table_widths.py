@@ -15,7 +15,8 @@ from _synthetic import CI_CASE, make_result
 from ckptbench.analysis import compare
 from ckptbench.analysis.summary import mode_peak_bytes
 from ckptbench.render.cells import cells_table, delta_table, invocations_table
-from ckptbench.render.run import closed_form_table, run_table, schedule_table
+from ckptbench.render.run import run_table
+from ckptbench.render.schedule import closed_form_table, schedule_table
 from ckptbench.render.table import Table, _fit, _grid, to_text
 from ckptbench.results.schema import Mode, Status
 from ckptbench.schedules import replay, schedule

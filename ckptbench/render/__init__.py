@@ -31,15 +31,13 @@ from ckptbench.render.plots import (
     plot_tradeoff,
 )
 from ckptbench.render.run import (
-    closed_form_table,
     explain_lines,
     failure_lines,
     headline,
     limit_outcome,
-    plan_table,
     run_table,
-    schedule_table,
 )
+from ckptbench.render.schedule import closed_form_table, plan_table, schedule_table
 from ckptbench.render.table import Column, Table, to_csv, to_html, to_markdown, to_text
 from ckptbench.render.verdicts import check_junit, check_markdown, check_text
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ckptbench.render.formats.model import Data, Prose, Report, TableSection, Verdicts
-from ckptbench.render.run import explain_lines, headline, plan_table, run_table
+from ckptbench.render.run import explain_lines, headline, run_table
+from ckptbench.render.schedule import plan_table
 from ckptbench.results.schema import RunResult, result_to_dict
 
 __all__ = [

@@ -1,0 +1,97 @@
+"""What ``ckptbench schedule`` and ``ckptbench plan`` show: a schedule's closed forms and
+replayed costs, and the plan's comparison at one budget. Returns tables (see
+:mod:`ckptbench.render.table`); never prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ckptbench.render.format import fmt_bytes, fmt_time
+from ckptbench.render.table import Column, Table
+from ckptbench.schedules import ReplayStats, get_strategy, optimal_forward_steps, repetition_number
+
+__all__ = ["closed_form_table", "plan_table", "schedule_table"]
+
+
+def _text(value: Any, _record: dict[str, Any]) -> str:
+    return "-" if value is None else str(value)
+
+
+def _quantities(title: str, rows: list[tuple[str, str]]) -> Table:
+    columns = (Column("quantity", "quantity", align="left"), Column("value", "value"))
+    records = tuple({"quantity": k, "value": v} for k, v in rows)
+    return Table(title, columns, records, show_header=False)
+
+
+def closed_form_table(steps: int, snaps: int, strategy: str) -> Table:
+    """A schedule's cost from its closed form alone (no enumeration), for any size."""
+    spec = get_strategy(strategy)
+    if spec.closed_form is None:
+        raise ValueError(f"strategy {spec.name} has no closed form")
+    s = spec.effective_snaps(steps, snaps)
+    form = spec.closed_form
+    t, peak, r = form.advances(steps, s), form.peak(steps, s), form.repetitions(steps, s)
+    rows = [
+        ("repetition number r(l, s)", str(r)),
+        ("advances t (untaped steps, first sweep included)", f"{t}"),
+        ("taped steps", f"{steps}"),
+        ("total step evaluations (t + l)", f"{t + steps}"),
+        ("recomputation factor t / l", f"{t / steps:.3f}"),
+        ("peak snapshots (at most)", f"{peak}"),
+        ("max advances of one step (at most)", f"{r}"),
+    ]
+    return _quantities(f"{strategy} schedule: {steps} steps, {snaps} snaps (closed form)", rows)
+
+
+def schedule_table(stats: ReplayStats, snaps: int, strategy: str, gen_s: float | None) -> Table:
+    """What a schedule costs: r, t, evaluations, recomputation factor, peak snapshots."""
+    opt = optimal_forward_steps(stats.steps, min(snaps, stats.steps))
+    rows = [
+        ("repetition number r(l, s)", str(repetition_number(stats.steps, snaps))),
+        ("advances t (untaped steps, first sweep included)", f"{stats.advances}"),
+        ("binomial optimum t(l, s)", f"{opt}"),
+        ("taped steps", f"{stats.taped}"),
+        ("total step evaluations (t + l)", f"{stats.evaluations}"),
+        ("recomputation factor t / l", f"{stats.advances / stats.steps:.3f}"),
+        ("peak snapshots", f"{stats.peak_snapshots}"),
+        ("max advances of one step", f"{stats.max_step_advances}"),
+        ("actions", f"{stats.actions}"),
+    ]
+    if gen_s is not None:
+        rows.append(("generation time (full schedule)", f"{gen_s * 1e3:.1f} ms"))
+    return _quantities(f"{strategy} schedule: {stats.steps} steps, {snaps} snaps", rows)
+
+
+def plan_table(rows: list[dict[str, Any]], costs: Any, steps: int, budget_bytes: int) -> Table:
+    """The ``plan`` table: each strategy's predicted time and peak storage at one budget.
+    ``costs`` is the planner's step-cost table (``costs.per_step(steps)`` gives per-step
+    (untaped s, taped + reverse s, state bytes, tape bytes) sequences)."""
+    fwd, taped, state, tape = (v[0] for v in costs.per_step(steps))
+    homogeneous = costs.steps is None
+    title = (
+        f"plans for {steps} steps within {fmt_bytes(budget_bytes)}; step costs: untaped "
+        f"{fwd * 1e3:.3f} ms, taped + reverse {taped * 1e3:.3f} ms, state "
+        f"{state / 1024:.0f} KiB, tape {tape / 1024:.0f} KiB"
+        + ("" if homogeneous else " (first step; costs vary per step)")
+    )
+    records = []
+    for r in rows:
+        tapes = "-" if r["tapes_kept"] is None else f"{r['tapes_kept']} ({r['peak_tapes']})"
+        records.append(
+            {
+                **r,
+                "tapes": tapes,
+                "time": fmt_time(r["predicted_time_s"]),
+                "peak": fmt_bytes(r["peak_bytes"]),
+            }
+        )
+    columns = (
+        Column("strategy", "strategy", _text, "left"),
+        Column("snaps", "snaps", _text),
+        Column("tapes", "tapes kept (peak)", _text, priority=3),
+        Column("advances", "advances", _text, priority=2),
+        Column("time", "predicted time", _text),
+        Column("peak", "predicted peak", _text),
+        Column("note", "note", _text, "left"),
+    )
+    return Table(title, columns, tuple(records))
