@@ -70,16 +70,25 @@ def test_our_own_child_counts_as_own_not_other():
 
 
 def test_own_tree_includes_live_descendants():
+    # the child says when it has burned its CPU time (no polling of a tick-rounded counter,
+    # which once never reached 0.4 s on a loaded machine and spun forever), then sleeps
     child = subprocess.Popen(
-        [sys.executable, "-c", BUSY.format(cpu=0.4) + "import time\ntime.sleep(30)"]
+        [
+            sys.executable,
+            "-c",
+            BUSY.format(cpu=0.4) + "import sys, time\nprint('burned', flush=True)\ntime.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
+        assert child.stdout.readline().strip() == "burned"
         proc = psutil.Process(child.pid)
-        while _cpu_s(proc) < 0.4:  # wait for the child to burn its CPU time
-            time.sleep(0.05)
         mine = psutil.Process().cpu_times()
         alone = mine.user + mine.system + mine.children_user + mine.children_system
-        assert noise.own_tree_cpu_s() >= alone + 0.4 - 0.02
+        burned = _cpu_s(proc)
+        assert burned > 0.2  # the kernel's account of the child's 0.4 s, in clock ticks
+        assert noise.own_tree_cpu_s() >= alone + burned - 0.02
     finally:
         child.kill()
         child.wait()
