@@ -460,7 +460,7 @@ def test_run_on_a_missing_gpu_is_refused_before_any_mode_is_measured(tmp_path, n
                                    "4", "--snaps", "2", "--out", str(out)])  # fmt: skip
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [
-        f"Error: --device cuda: jax {jax.__version__} sees no GPU here (needs a GPU "
+        f"Error: --device {name}: jax {jax.__version__} sees no GPU here (needs a GPU "
         "build and a visible GPU)"
     ]
     assert not out.exists()
