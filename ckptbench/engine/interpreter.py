@@ -44,7 +44,6 @@ from ckptbench.schedules import (
     StrategySpec,
     check_int,
     get_strategy,
-    plan_from,
 )
 
 __all__ = [
@@ -185,18 +184,14 @@ class EngineLoop:
 
     def __init__(
         self, step: Any, post: Any, steps: int, snaps: int | None = None, strategy: Any = None,
-        **schedule: Any,
+        *, plan: Any = None, tape_bytes: int = 0,
     ) -> None:  # fmt: skip
         if not callable(step) or not callable(post):
             raise ValueError("step and post must be callables")
         self.step = step
         self.post = post
-        costs, budget = schedule.pop("costs", None), schedule.pop("budget_bytes", None)
-        if costs is not None or budget is not None:  # the strategy plans, never the engine
-            schedule["plan"] = plan_from(
-                strategy, steps, plan=schedule.get("plan"), costs=costs, budget_bytes=budget
-            )
-        self.schedule = loop_schedule(steps, snaps, strategy, **schedule)
+        # a plan is made before the loop (the binding: ckptbench.schedules.plan_from)
+        self.schedule = loop_schedule(steps, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
         self.steps = self.schedule.steps
         self.snaps = self.schedule.snaps
         self.strategy = self.schedule.strategy

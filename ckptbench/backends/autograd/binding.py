@@ -39,7 +39,7 @@ from ckptbench.engine.interpreter import (
     first_sweep,
     reverse_sweep,
 )
-from ckptbench.schedules import StrategySpec
+from ckptbench.schedules import StrategySpec, plan_from
 from ckptbench.schedules.optimal import Costs, Plan
 
 __all__ = [
@@ -242,17 +242,8 @@ def binomial_checkpoint(
         loss = lambda p: anp.sum(loop(p, h0, xs) ** 2)
         g = autograd.grad(loss)(params)      # 2439 + 1000 evaluations of rnn_step
     """
-    return CheckpointedLoop(
-        f,
-        post,
-        steps,
-        snaps,
-        strategy,
-        plan=plan,
-        costs=costs,
-        budget_bytes=budget_bytes,
-        tape_bytes=tape_bytes,
-    )
+    plan = plan_from(strategy, steps, plan=plan, costs=costs, budget_bytes=budget_bytes)
+    return CheckpointedLoop(f, post, steps, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -42,6 +42,7 @@ from jax import lax
 from ckptbench.backends.contract import CheckpointStats
 from ckptbench.backends.jax.binding import TapeLayout, tape_layout
 from ckptbench.engine.interpreter import EngineLoop, EngineRun, first_sweep, reverse_sweep
+from ckptbench.schedules import plan_from
 
 __all__ = ["JaxEngineLoop", "JaxStepOps", "engine_checkpoint"]
 
@@ -231,7 +232,7 @@ class JaxEngineLoop(EngineLoop):
     """A checkpointed loop whose gradient the engine drives with compiled JAX pieces.
 
     The arguments are :class:`ckptbench.engine.EngineLoop`'s (``steps``, ``snaps``,
-    ``strategy``; ``plan=`` or ``costs=`` with ``budget_bytes=``; ``tape_bytes`` declaring
+    ``strategy``; ``plan=``; ``tape_bytes`` declaring
     one tape's bytes, default: the layout's exact bytes). Not a traced function: call
     :meth:`value_and_grad` with concrete arrays; ``stats`` and ``dispatches`` describe the
     last call.
@@ -311,7 +312,12 @@ class JaxEngineLoop(EngineLoop):
         return value, (ops.pbar, sbar, ops.xsbar)
 
 
-def engine_checkpoint(step: Callable, post: Callable, *args: Any, **kwargs: Any) -> JaxEngineLoop:
+def engine_checkpoint(
+    step: Callable, post: Callable, steps: int, snaps: int | None = None, strategy: Any = None,
+    *, plan: Any = None, costs: Any = None, budget_bytes: int | None = None, **kwargs: Any,
+) -> JaxEngineLoop:  # fmt: skip
     """The engine-driven JAX loop (see :class:`JaxEngineLoop`); the arguments are
-    :func:`ckptbench.backends.autograd.binding.binomial_checkpoint`'s."""
-    return JaxEngineLoop(step, post, *args, **kwargs)
+    :func:`ckptbench.backends.autograd.binding.binomial_checkpoint`'s (``costs`` with
+    ``budget_bytes`` are planned here: the loop receives the plan) and ``layout``."""
+    plan = plan_from(strategy, steps, plan=plan, costs=costs, budget_bytes=budget_bytes)
+    return JaxEngineLoop(step, post, steps, snaps, strategy, plan=plan, **kwargs)

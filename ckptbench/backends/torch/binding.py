@@ -40,6 +40,7 @@ from ckptbench.engine.interpreter import (
     first_sweep,
     reverse_sweep,
 )
+from ckptbench.schedules import plan_from
 
 __all__ = [
     "RevolveLoop",
@@ -193,7 +194,10 @@ class RevolveLoop(EngineLoop):
         return _Revolve.apply(self, EngineRun(self.schedule), ops, *args)
 
 
-def revolve_checkpoint(step: Callable, post: Callable, *args: Any, **kwargs: Any) -> RevolveLoop:
+def revolve_checkpoint(
+    step: Callable, post: Callable, steps: int, snaps: int | None = None, strategy: Any = None,
+    *, plan: Any = None, costs: Any = None, budget_bytes: int | None = None, tape_bytes: int = 0,
+) -> RevolveLoop:  # fmt: skip
     """Checkpointed ``loop(params, state0, inputs)`` for ``state = step(params, state, x)``.
 
     The arguments are :func:`ckptbench.backends.autograd.binding.binomial_checkpoint`'s (``steps``,
@@ -211,7 +215,8 @@ def revolve_checkpoint(step: Callable, post: Callable, *args: Any, **kwargs: Any
         loss = lstm.loss(loop(params, (h0, c0), xs))
         grads = torch.autograd.grad(loss, list(params.values()))   # 2439 + 1000 steps
     """
-    return RevolveLoop(step, post, *args, **kwargs)
+    plan = plan_from(strategy, steps, plan=plan, costs=costs, budget_bytes=budget_bytes)
+    return RevolveLoop(step, post, steps, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
 
 
 # ---------------------------------------------------------------------- helpers
