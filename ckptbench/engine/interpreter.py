@@ -197,6 +197,11 @@ class EngineLoop:
         self.strategy = self.schedule.strategy
         self.plan = self.schedule.plan
         self.stats: CheckpointStats | None = None
+        self.recorder: Any = None  # ``run --trace``: handed every action of the next calls
+
+    def new_run(self) -> EngineRun:
+        """The state of one call of this loop (with the recorder, when one is set)."""
+        return EngineRun(self.schedule, self.recorder)
 
     def __repr__(self) -> str:
         return (
@@ -238,9 +243,10 @@ class UnrolledOps:
 class EngineRun(ExecutorCounters):
     """Mutable state of one call: the action stream, snapshots, kept tapes and counters."""
 
-    def __init__(self, schedule: LoopSchedule) -> None:
+    def __init__(self, schedule: LoopSchedule, recorder: Any = None) -> None:
         super().__init__()
         self.schedule = schedule
+        self.recorder = recorder  # None, or ``record(run, index, act, planned_bytes)``
         self.actions: Iterator[Action] | None = None
         self.slots: dict[int, tuple[int, Any]] = {}  # slot -> (step, state)
         self.last_turn: Any = None  # tape of step l-1, taped by the first sweep
@@ -258,8 +264,12 @@ class EngineRun(ExecutorCounters):
             peak_stored_bytes=self.peak_bytes,
         )
 
+    def live_bytes(self, live_tape: int = 0) -> int:
+        """Declared bytes held now: states in live slots + kept tapes (+ ``live_tape``)."""
+        return len(self.slots) * self.state_bytes + self.kept_tape_bytes + live_tape
+
     def at_peak(self, live_tape: int = 0) -> None:
-        total = len(self.slots) * self.state_bytes + self.kept_tape_bytes + live_tape
+        total = self.live_bytes(live_tape)
         if total > self.peak_bytes:
             self.peak_bytes = total
 
@@ -301,6 +311,24 @@ class EngineRun(ExecutorCounters):
 # ---------------------------------------------------------------------- the sweeps
 
 
+def _recorded(run: EngineRun, actions: Iterator[Action]) -> Iterator[Action]:
+    """``actions``, each handed to ``run.recorder`` once the sweep asks for the next one
+    (``run --trace``; only when a recorder is set). The planned bytes of an action are the
+    most it holds: live bytes before or after it, plus a turn's live tape. FIRSTURN is
+    recorded once the reverse sweep has reversed it; TERMINATE before it ends the sweep."""
+    record = run.recorder.record
+    for index, act in enumerate(actions):
+        before = run.live_bytes()
+        if act.kind is _TERMINATE:
+            record(run, index, act, before)
+            yield act
+            return
+        yield act
+        turn = act.kind is _FIRSTURN or act.kind is _YOUTURN
+        live = run.schedule.tape_bytes_of(act.step) if turn else 0
+        record(run, index, act, max(before, run.live_bytes()) + live)
+
+
 def first_sweep(run: EngineRun, ops: StepOps, state0: Any, outputs: bool = True) -> None:
     """Run the actions up to FIRSTURN from ``state0`` (``outputs``: store every readout).
 
@@ -311,6 +339,8 @@ def first_sweep(run: EngineRun, ops: StepOps, state0: Any, outputs: bool = True)
     run.clear()
     run.state_bytes = ops.state_nbytes(state0)
     run.actions = iter(run.schedule.actions())
+    if run.recorder is not None:
+        run.actions = _recorded(run, run.actions)
     state = state0
     t_prev = clock()
     for act in run.actions:

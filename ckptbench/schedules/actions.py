@@ -147,6 +147,7 @@ class ByteReplay:
     peak_state_bytes: int  # bytes of live states at that peak
     peak_tape_bytes: int  # bytes of tapes (kept and live) at that peak
     step_advances: tuple[int, ...]
+    action_bytes: tuple[int, ...] = ()  # with ``per_action``: each action's bytes
 
 
 def replay_bytes(
@@ -155,21 +156,27 @@ def replay_bytes(
     state_bytes: int | Sequence[int],
     tape_bytes: int | Sequence[int],
     budget_bytes: int | None = None,
+    per_action: bool = False,
 ) -> ByteReplay:
     """:func:`replay` with storage counted in bytes: states *and* tapes.
 
     ``state_bytes`` / ``tape_bytes`` are one value for every step or one per step (x_i's
     state, step i's tape). Live storage = the states in live slots + the kept tapes (TAPE
     until REVERSE); during a FIRSTURN/YOUTURN the step's own tape is live too and counts.
-    With ``budget_bytes`` a peak above it is a :class:`ScheduleError`.
+    With ``budget_bytes`` a peak above it is a :class:`ScheduleError`. With ``per_action``,
+    ``action_bytes`` holds each action's bytes: the most live storage before or after it,
+    plus a turn's own tape (what ``run --trace`` shows as planned; its max is the peak).
     """
     check_int("steps", steps)
     sb = _per_step("state_bytes", state_bytes, steps)
     tb = _per_step("tape_bytes", tape_bytes, steps)
     if budget_bytes is not None:
         check_int("budget_bytes", budget_bytes, minimum=0)
-    stats, peak, peak_s, peak_t, per_step = _replay(actions, steps, None, sb, tb, budget_bytes)
-    return ByteReplay(stats, peak, peak_s, peak_t, tuple(per_step))
+    trail: list[int] | None = [] if per_action else None
+    stats, peak, peak_s, peak_t, per_step = _replay(
+        actions, steps, None, sb, tb, budget_bytes, trail
+    )
+    return ByteReplay(stats, peak, peak_s, peak_t, tuple(per_step), tuple(trail or ()))
 
 
 def _per_step(name: str, value: int | Sequence[int], steps: int) -> list[int]:
@@ -188,6 +195,7 @@ def _replay(
     sb: list[int] | None,
     tb: list[int] | None,
     budget: int | None,
+    trail: list[int] | None = None,
 ) -> tuple[ReplayStats, int, int, int, list[int]]:
     check_int("steps", steps)
     store: dict[int, int] = {}  # slot -> step
@@ -214,6 +222,7 @@ def _replay(
 
     for act in actions:
         count += 1
+        before, extra = state_b + tape_b, 0  # the action's bytes (``trail``): see replay_bytes
         if terminated:
             raise ScheduleError(f"action {count} ({act!r}) after TERMINATE")
         kind = act.kind
@@ -295,7 +304,8 @@ def _replay(
                     raise ScheduleError(f"action {count} {act!r}: step {i} has a kept tape")
                 taped += 1
                 if bytes_on:
-                    at_peak(tb[i])
+                    extra = tb[i]
+                    at_peak(extra)
             # x_step is never needed again: the slots holding it are free
             held = holders.pop(i, 0)
             live -= held
@@ -309,17 +319,9 @@ def _replay(
             terminated = True
         else:  # pragma: no cover - the enum is closed
             raise ScheduleError(f"unknown action {act!r}")
+        if trail is not None:
+            trail.append(max(before, state_b + tape_b) + extra)
     if not terminated:
         raise ScheduleError("schedule ended without TERMINATE")
-    stats = ReplayStats(
-        steps=steps,
-        advances=advances,
-        taped=taped,
-        takeshots=shots,
-        restores=restores,
-        actions=count,
-        peak_snapshots=peak,
-        max_step_advances=max(per_step),
-        peak_tapes=peak_tapes,
-    )
-    return stats, peak_b, peak_sb, peak_tb, per_step
+    counts = (advances, taped, shots, restores, count, peak, max(per_step), peak_tapes)
+    return ReplayStats(steps, *counts), peak_b, peak_sb, peak_tb, per_step

@@ -121,7 +121,7 @@ class CheckpointedLoop(EngineLoop):
         defvjp_argnums(self._primitive, self._make_vjp)
 
     def __call__(self, params: Any, state0: Any, inputs: Any) -> Any:
-        return self._primitive(_pack(params), _pack(state0), inputs, EngineRun(self.schedule))
+        return self._primitive(_pack(params), _pack(state0), inputs, self.new_run())
 
     def _check_inputs(self, state0: Any, inputs: Any) -> tuple:
         """Validate the arguments; return the state's signature (structure, shapes, dtypes)."""

@@ -41,7 +41,7 @@ from jax import lax
 
 from ckptbench.backends.contract import CheckpointStats
 from ckptbench.backends.jax.binding import TapeLayout, tape_layout
-from ckptbench.engine.interpreter import EngineLoop, EngineRun, first_sweep, reverse_sweep
+from ckptbench.engine.interpreter import EngineLoop, first_sweep, reverse_sweep
 from ckptbench.schedules import plan_from
 
 __all__ = ["JaxEngineLoop", "JaxStepOps", "engine_checkpoint"]
@@ -301,7 +301,7 @@ class JaxEngineLoop(EngineLoop):
         # one call makes every buffer: outputs, zero cotangents, accumulators
         ops.ys, ops.zero_s, ops.pbar, ops.xsbar = self._setup(params, state0, inputs, inputs_grad)
         ops.dispatches = 1
-        run = EngineRun(self.schedule)
+        run = self.new_run()
         first_sweep(run, ops, state0)
         value, ops.g = self._loss_grad(loss)(ops.ys)
         ops.ys = None

@@ -191,7 +191,7 @@ class RevolveLoop(EngineLoop):
         args = (*pleaves, *sleaves, inputs)
         sig = state_signature(sleaves)
         ops = TorchStepOps(self, args, len(pleaves), prebuild, srebuild, sig)
-        return _Revolve.apply(self, EngineRun(self.schedule), ops, *args)
+        return _Revolve.apply(self, self.new_run(), ops, *args)
 
 
 def revolve_checkpoint(
