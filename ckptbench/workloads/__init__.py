@@ -3,10 +3,10 @@
 A workload is an object with four methods (see :class:`Workload`): ``init``
 draws ``(params, state0, inputs)``, ``step`` advances the state by one input,
 ``post`` maps a state to that step's output and ``loss`` reduces the stacked
-outputs (leading axis = steps) to a scalar. Built-ins are ``"rnn"`` and
-``"lstm"``; anything else is a plug-in named ``"path/to/file.py:NAME"`` or
-``"package.module:NAME"`` whose ``NAME`` is a factory (see
-:func:`load_workload`).
+outputs (leading axis = steps) to a scalar. Built-ins (``"rnn"``, ``"lstm"``, ...) are
+declared once, for every backend, in :mod:`ckptbench.workloads.registry`; anything else is
+a plug-in named ``"path/to/file.py:NAME"`` or ``"package.module:NAME"`` whose ``NAME`` is a
+factory (see :func:`load_workload`).
 
 This package only builds workloads: it never measures, prints or exits.
 """
@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ckptbench.workloads import registry
 from ckptbench.workloads.base import (
     REQUIRED_METHODS,
     SIZE_FIELDS,
@@ -35,9 +36,7 @@ from ckptbench.workloads.base import (
     state_nbytes,
 )
 from ckptbench.workloads.lstm import LSTM
-from ckptbench.workloads.lstm import lstm as _lstm_factory
 from ckptbench.workloads.rnn import RNN
-from ckptbench.workloads.rnn import rnn as _rnn_factory
 
 __all__ = [
     "BUILTIN_WORKLOADS",
@@ -55,10 +54,9 @@ __all__ = [
     "state_nbytes",
 ]
 
-_BUILTINS: dict[str, Callable[..., Any]] = {"lstm": _lstm_factory, "rnn": _rnn_factory}
-
-#: Names accepted by :func:`load_workload` without a plug-in.
-BUILTIN_WORKLOADS: tuple[str, ...] = tuple(sorted(_BUILTINS))
+#: Names accepted by :func:`load_workload` without a plug-in: the built-ins declared in
+#: :mod:`ckptbench.workloads.registry` (which the loaders read).
+BUILTIN_WORKLOADS: tuple[str, ...] = registry.names()
 
 _PLUGIN_HINT = "'path/to/file.py:NAME' or 'package.module:NAME'"
 
@@ -90,11 +88,12 @@ def load_workload(spec: str, sizes: Sizes) -> Workload:
         raise WorkloadError(f"workload spec must be a non-empty string, got {spec!r}")
     spec = spec.strip()
 
-    if spec in _BUILTINS:
-        factory: Callable[..., Any] = _BUILTINS[spec]
+    factory: Callable[..., Any]
+    if registry.is_builtin(spec):
+        factory = registry.factory(spec, registry.NUMPY)
     elif ":" not in spec:
         raise WorkloadError(
-            f"unknown workload {spec!r}: expected one of {', '.join(BUILTIN_WORKLOADS)}"
+            f"unknown workload {spec!r}: expected one of {', '.join(registry.names())}"
             f" or a plug-in {_PLUGIN_HINT}"
         )
     elif _FACTORY_CACHE is not None and spec in _FACTORY_CACHE:
@@ -136,7 +135,7 @@ def factory_size_defaults(spec: str) -> dict[str, int]:
     -> ``{"hidden": 64}``). Built-ins and uninspectable factories: ``{}``. Imports the
     plug-in (only ever called in a disposable worker)."""
     spec = spec.strip()
-    if spec in _BUILTINS or ":" not in spec:
+    if registry.is_builtin(spec) or ":" not in spec:
         return {}
     if _FACTORY_CACHE is not None and spec in _FACTORY_CACHE:
         factory = _FACTORY_CACHE[spec]
@@ -239,7 +238,7 @@ def plugin_paths(spec: str) -> tuple[str, ...]:
     appended at the end. Built-ins and file plug-ins need nothing.
     """
     target, sep, _ = spec.rpartition(":")
-    if not sep or not target or _is_file_target(target) or spec in _BUILTINS:
+    if not sep or not target or _is_file_target(target) or registry.is_builtin(spec):
         return ()
     top = target.split(".")[0]
     if not top.isidentifier():
@@ -259,7 +258,7 @@ def plugin_provenance(spec: str) -> dict[str, str] | None:
     """Where a plug-in's code came from: its file relative to the current folder and the
     SHA-256 of its content (never an absolute path of this machine). None for built-ins."""
     target, sep, _ = spec.rpartition(":")
-    if not sep or spec in _BUILTINS:
+    if not sep or registry.is_builtin(spec):
         return None
     if _is_file_target(target):
         path = Path(target).expanduser()

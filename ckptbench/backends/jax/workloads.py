@@ -21,7 +21,6 @@ together (``equinox.partition``/``combine``, written with ``jax.tree_util``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -29,11 +28,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ckptbench.workloads import Sizes, WorkloadError, load_workload
+from ckptbench.backends.jax import SPEC
+from ckptbench.workloads import Sizes, WorkloadError, load_workload, registry
 from ckptbench.workloads.base import check_init_result
 from ckptbench.workloads.mirror import MirrorLSTM, MirrorRNN
 
-__all__ = ["JAX_BUILTINS", "JaxLSTM", "JaxPlugin", "JaxRNN", "load_jax_workload", "to_jax"]
+__all__ = ["JaxLSTM", "JaxPlugin", "JaxRNN", "load_jax_workload", "to_jax"]
 
 
 def to_jax(tree: Any, dtype: str | None = None) -> Any:
@@ -150,18 +150,15 @@ class JaxPlugin:
         return self.workload.loss(outputs)
 
 
-JAX_BUILTINS: dict[str, Callable[..., Any]] = {"lstm": JaxLSTM, "rnn": JaxRNN}
-
-
 def load_jax_workload(spec: str, sizes: Sizes, dtype: str = "float64") -> Any:
-    """The JAX workload named by ``spec`` (``"rnn"``, ``"lstm"`` or a plug-in), its
-    floating-point arrays in ``dtype``.
+    """The JAX workload named by ``spec`` (a built-in of :mod:`ckptbench.workloads.registry`
+    or a plug-in), its floating-point arrays in ``dtype``.
 
     Plug-ins follow :func:`ckptbench.workloads.load_workload`'s protocol and errors.
     """
     if not isinstance(sizes, Sizes):
         raise WorkloadError(f"sizes must be a Sizes instance, got {type(sizes).__name__}")
     name = spec.strip() if isinstance(spec, str) else spec
-    if name in JAX_BUILTINS:
-        return JAX_BUILTINS[name](**sizes.as_kwargs(), dtype=dtype)
+    if registry.is_builtin(name):
+        return registry.factory(name, SPEC.name)(**sizes.as_kwargs(), dtype=dtype)
     return JaxPlugin(spec=name, workload=load_workload(name, sizes), dtype=dtype)

@@ -38,12 +38,12 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from ckptbench.workloads import Sizes, WorkloadError, load_workload
+from ckptbench.backends.torch import SPEC
+from ckptbench.workloads import Sizes, WorkloadError, load_workload, registry
 from ckptbench.workloads.base import check_init_result
 from ckptbench.workloads.mirror import MirrorLSTM, MirrorRNN
 
 __all__ = [
-    "TORCH_BUILTINS",
     "TorchLSTM",
     "TorchPlugin",
     "TorchRNN",
@@ -262,20 +262,19 @@ def _detached(tree: Any) -> Any:
     return tree
 
 
-TORCH_BUILTINS: dict[str, Callable[..., Any]] = {"lstm": TorchLSTM, "rnn": TorchRNN}
-
-
 def load_torch_workload(
     spec: str, sizes: Sizes, device: str = "cpu", dtype: str = "float64"
 ) -> Any:
-    """The torch workload named by ``spec`` (``"rnn"``, ``"lstm"`` or a plug-in) on
-    ``device``, its floating-point tensors in ``dtype``.
+    """The torch workload named by ``spec`` (a built-in of
+    :mod:`ckptbench.workloads.registry` or a plug-in) on ``device``, its floating-point
+    tensors in ``dtype``.
 
     Plug-ins follow :func:`ckptbench.workloads.load_workload`'s protocol and errors.
     """
     if not isinstance(sizes, Sizes):
         raise WorkloadError(f"sizes must be a Sizes instance, got {type(sizes).__name__}")
     name = spec.strip() if isinstance(spec, str) else spec
-    if name in TORCH_BUILTINS:
-        return TORCH_BUILTINS[name](**sizes.as_kwargs(), device=device, dtype=dtype)
+    if registry.is_builtin(name):
+        build = registry.factory(name, SPEC.name)
+        return build(**sizes.as_kwargs(), device=device, dtype=dtype)
     return TorchPlugin(spec=name, workload=load_workload(name, sizes), device=device, dtype=dtype)

@@ -1,0 +1,175 @@
+"""The one registry of built-in workloads, for every backend.
+
+A built-in workload is declared once, by name, in :data:`WORKLOADS`: one
+:class:`BuiltinWorkload` entry saying, per backend, where its implementation lives as a
+``"module:attribute"`` string. Nothing is imported when the registry is: a backend's
+implementation module is imported only when that backend builds the workload
+(:meth:`BuiltinWorkload.factory`), so a worker imports only what its own backend needs
+(an autograd worker never imports torch or JAX).
+
+Everything that lists or loads built-ins reads this registry: ``BUILTIN_WORKLOADS`` and
+:func:`ckptbench.workloads.load_workload` (the numpy implementation, :data:`NUMPY`), the
+torch and JAX loaders (their own backend's implementation), and :func:`model_help` (the
+``--model`` help).
+
+Adding a built-in (for example a stack of layers):
+
+1. write its implementation for each backend that runs it: a factory taking the sizes as
+   keywords (``hidden``, ``batch``, ``input``, ``output``; the torch one also ``device``
+   and ``dtype``, the JAX one ``dtype``) and returning a workload (``init``, ``step``,
+   ``post``, ``loss``; see :mod:`ckptbench.workloads.base`);
+2. add one entry to :data:`_DECLARED` below, naming those implementations by backend::
+
+       BuiltinWorkload(
+           "mlp-stack",
+           "a stack of dense layers",
+           {
+               "autograd": "ckptbench.workloads.stacks:mlp_stack",
+               "torch": "ckptbench.backends.torch.stacks:TorchMLPStack",
+               "jax": "ckptbench.backends.jax.stacks:JaxMLPStack",
+           },
+       ),
+
+``tests/test_workloads.py`` then checks that the name resolves on every backend the entry
+names, and that importing this registry imports no framework. A backend left out of the
+entry refuses the name in one line. Code outside the package (a test's toy) calls
+:func:`register`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ckptbench.workloads.base import WorkloadError
+
+__all__ = [
+    "NUMPY",
+    "WORKLOADS",
+    "BuiltinWorkload",
+    "builtin",
+    "factory",
+    "is_builtin",
+    "model_help",
+    "names",
+    "register",
+]
+
+#: The backend whose implementation is the numpy one (:func:`ckptbench.workloads.load_workload`
+#: builds it; torch and JAX draw their initial values from it).
+NUMPY = "autograd"
+
+
+@dataclass(frozen=True)
+class BuiltinWorkload:
+    """One built-in workload: its name, a phrase for help texts, and per backend name the
+    ``"module:attribute"`` of its factory (imported only by :meth:`factory`)."""
+
+    name: str
+    summary: str
+    implementations: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for backend, target in self.implementations.items():
+            module, sep, attribute = target.partition(":")
+            if not (sep and module and attribute):
+                raise ValueError(
+                    f"workload {self.name!r}: {backend} implementation {target!r} is not "
+                    "'module:attribute'"
+                )
+        object.__setattr__(self, "implementations", MappingProxyType(dict(self.implementations)))
+
+    def backends(self) -> tuple[str, ...]:
+        """The backends that implement this workload."""
+        return tuple(self.implementations)
+
+    def factory(self, backend: str) -> Callable[..., Any]:
+        """The factory of ``backend``'s implementation (imports its module now); a one-line
+        :class:`WorkloadError` where ``backend`` has none."""
+        target = self.implementations.get(backend)
+        if target is None:
+            raise WorkloadError(
+                f"workload {self.name!r} has no {backend} implementation "
+                f"(it runs on {', '.join(self.backends())})"
+            )
+        module, _, attribute = target.partition(":")
+        obj: Any = importlib.import_module(module)
+        for part in attribute.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+
+#: The built-ins, one entry each (see the module docstring: adding one is one entry here).
+_DECLARED = (
+    BuiltinWorkload(
+        "lstm",
+        "an LSTM",
+        {
+            "autograd": "ckptbench.workloads.lstm:lstm",
+            "torch": "ckptbench.backends.torch.workloads:TorchLSTM",
+            "jax": "ckptbench.backends.jax.workloads:JaxLSTM",
+        },
+    ),
+    BuiltinWorkload(
+        "rnn",
+        "an Elman RNN",
+        {
+            "autograd": "ckptbench.workloads.rnn:rnn",
+            "torch": "ckptbench.backends.torch.workloads:TorchRNN",
+            "jax": "ckptbench.backends.jax.workloads:JaxRNN",
+        },
+    ),
+)
+
+#: Every built-in workload by name, in registration order.
+WORKLOADS: dict[str, BuiltinWorkload] = {}
+
+
+def register(entry: BuiltinWorkload) -> BuiltinWorkload:
+    """Add ``entry`` to :data:`WORKLOADS` (a name registers once)."""
+    if entry.name in WORKLOADS and WORKLOADS[entry.name] != entry:
+        raise ValueError(f"workload {entry.name!r} is already registered")
+    if ":" in entry.name or entry.name != entry.name.strip() or not entry.name:
+        raise ValueError(f"workload name {entry.name!r} would read as a plug-in spec")
+    WORKLOADS[entry.name] = entry
+    return entry
+
+
+def builtin(name: Any) -> BuiltinWorkload | None:
+    """The registered built-in called ``name`` (surrounding blanks ignored), else None."""
+    return WORKLOADS.get(name.strip()) if isinstance(name, str) else None
+
+
+def is_builtin(name: Any) -> bool:
+    return builtin(name) is not None
+
+
+def names(backend: str | None = None) -> tuple[str, ...]:
+    """The built-in names, sorted (only those ``backend`` implements)."""
+    return tuple(
+        sorted(n for n, e in WORKLOADS.items() if backend is None or backend in e.implementations)
+    )
+
+
+def factory(name: str, backend: str) -> Callable[..., Any]:
+    """The factory of built-in ``name`` on ``backend`` (a one-line :class:`WorkloadError`
+    for an unknown name or a backend without an implementation)."""
+    entry = builtin(name)
+    if entry is None:
+        raise WorkloadError(f"unknown workload {name!r}: expected one of {', '.join(names())}")
+    return entry.factory(backend)
+
+
+def model_help() -> str:
+    """The ``--model`` help: the built-ins, then the plug-in forms."""
+    return (
+        f"{', '.join(names())}, or your own: a plug-in 'path/to/file.py:NAME' or "
+        "'package.module:NAME' (docs/plugins.md)."
+    )
+
+
+for _entry in _DECLARED:
+    register(_entry)
