@@ -111,3 +111,170 @@ def test_replay_bytes_keeps_no_trail_unless_asked():
     assert r.action_bytes == ()
     assert max(replay_bytes(make_schedule("revolve", 9, 3), 9, 10, 5, per_action=True)
                .action_bytes) == r.peak_bytes  # fmt: skip
+
+
+# ---------------------------------------------------------------------- the worker's side
+
+
+def _built(mode: str = "checkpointed", strategy: str = "revolve", backend: str = "autograd"):
+    from ckptbench.backends import registry
+    from ckptbench.results.schema import Case, Mode
+
+    case = Case(model="lstm", steps=STEPS, snaps=4, strategy=strategy, backend=backend,
+                hidden=5, batch=2, input=3, output=2, trace=True)  # fmt: skip
+    return case, registry.build(case, Mode(mode), None)
+
+
+@pytest.mark.parametrize("make", BINDINGS)
+def test_the_traced_iteration_measures_every_action_as_a_non_negative_int(make):
+    from ckptbench.measure.trace import traced_iteration
+
+    backend = "torch" if make is not _autograd else "autograd"
+    _, built = _built(backend=backend)
+    built.gradient(built.params)
+    trace = traced_iteration(built)
+    rows = trace["rows"]
+    want = replay_bytes(
+        make_schedule("revolve", STEPS, 4), STEPS, _state_bytes(), 0, per_action=True
+    )
+    assert len(rows) == want.stats.actions
+    assert [r["planned_bytes"] for r in rows] == list(want.action_bytes)
+    assert all(isinstance(r["measured_bytes"], int) and r["measured_bytes"] >= 0 for r in rows)
+    assert "measured figures do not include it" in trace["note"]
+    assert built.trace(None)  # removed again: the next call records nothing
+
+
+def test_a_mode_without_an_engine_loop_says_why_it_has_no_trace():
+    from ckptbench.measure.trace import traced_iteration
+
+    _, built = _built(mode="normal")
+    assert set(traced_iteration(built)) == {"unavailable"}
+
+
+def test_a_peer_strategy_cannot_be_traced():
+    from ckptbench.results.schema import Case, CaseError
+    from ckptbench.schedules import get_strategy, strategy_names
+
+    peer = next(get_strategy(n) for n in strategy_names() if not get_strategy(n).ours)
+    with pytest.raises(CaseError, match="--trace records our schedules"):
+        Case(strategy=peer.name, backend=peer.backend, trace=True)
+
+
+# ---------------------------------------------------------------------- reading it
+
+
+def _rows(planned, measured, kinds=None):
+    kinds = kinds or ["ADVANCE"] * len(planned)
+    return [
+        {"index": i, "kind": k, "layer": f"step {i}", "planned_bytes": p, "measured_bytes": m}
+        for i, (p, m, k) in enumerate(zip(planned, measured, kinds, strict=True))
+    ]
+
+
+def test_the_slack_judges_each_action_and_names_the_layer_above_it():
+    from ckptbench.analysis.trace import ALLOCATOR_FLOOR_BYTES, TraceSlack, over_slack
+
+    slack = TraceSlack(gradient_bytes=1000, tape_bytes=100, tape_declared=False)
+    assert slack.allocator_bytes == 500 + 200 + ALLOCATOR_FLOOR_BYTES
+    base = 1000 + slack.allocator_bytes
+    assert slack.of({"kind": "ADVANCE"}) == base
+    assert slack.of({"kind": "REVERSE"}) == base + 1100
+    assert slack.of({"kind": "YOUTURN"}) == base + 1200  # the undeclared tape too
+    rows = _rows([10, 10, 10], [10 + base, 11 + base, 0])
+    assert [r["index"] for r in over_slack(rows, slack)] == [1]
+    assert TraceSlack(1000, None, False).of({"kind": "ADVANCE"}) is None  # T unknown
+
+
+def _result_with_trace(rows, tape_bytes=100):
+    from ckptbench.results.schema import Case, Mode, ModeResult, RunResult, Status
+
+    trace = {"rows": rows, "gradient_elements": 10, "method": "vmhwm-per-action", "note": "n"}
+    mode = ModeResult(Mode.CHECKPOINTED, Status.OK, counters={"tape_bytes": tape_bytes},
+                      trace=trace)  # fmt: skip
+    return RunResult(Case(steps=3, snaps=2, hidden=4, batch=2), (mode,), {}, "now")
+
+
+def test_a_trace_over_its_slack_is_a_warning_naming_the_layer():
+    from ckptbench.render import warning_lines
+
+    result = _result_with_trace(_rows([0, 0, 0], [0, 50 << 20, 0]))
+    lines = warning_lines(result)
+    assert any("exceeded the plan" in line and "step 1" in line for line in lines), lines
+    assert not any(
+        "exceeded the plan" in w for w in warning_lines(_result_with_trace(_rows([0], [0])))
+    )
+
+
+def test_old_result_files_load_and_a_trace_round_trips():
+    from ckptbench.results.schema import result_from_dict, result_to_dict
+
+    result = _result_with_trace(_rows([1, 2], [3, 4]))
+    doc = result_to_dict(result)
+    assert result_from_dict(doc).modes[0].trace == result.modes[0].trace
+    del doc["modes"][0]["trace"], doc["case"]["trace"]
+    assert result_from_dict(doc).modes[0].trace is None
+    doc["modes"][0]["trace"] = {"rows": ["not a row"]}
+    with pytest.raises(ValueError, match="trace must be"):
+        result_from_dict(doc)
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "csv", "json", "html"])
+def test_every_run_format_shows_the_trace(fmt):
+    from ckptbench.render.formats import get_format
+    from ckptbench.render.reports import run_report
+
+    result = _result_with_trace(_rows([1024, 2048], [4096, 8192]))
+    text = get_format(fmt).render(run_report(result), 200)
+    assert ("8192" in text) if fmt in ("csv", "json") else ("Trace" in text or "trace" in text)
+
+
+def test_the_html_report_plots_and_tables_a_trace():
+    from ckptbench.analysis import compare
+    from ckptbench.render.html import render_html
+    from ckptbench.render.trace import plot_trace
+
+    result = _result_with_trace(_rows([1024, 2048], [4096, 8192]))
+    page = render_html(compare([result]))
+    assert "Trace" in page and "planned" in page and "<img" in page
+    assert plot_trace(result).axes[0].get_ylabel().startswith("MiB")
+
+
+# ---------------------------------------------------------------------- the command line
+
+
+def test_trace_without_the_checkpointed_mode_is_a_one_line_error(tmp_path):
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    res = CliRunner().invoke(cli, ["run", "--trace", "--modes", "baseline,normal", "--out",
+                                   str(tmp_path / "r.json")])  # fmt: skip
+    assert res.exit_code == 2
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--trace" in lines[0] and "checkpointed" in lines[0], res.output
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_real_traced_run_end_to_end(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptbench", "run", "--model", "lstm", "--steps", "9",
+         "--snaps", "3", "--hidden", "4", "--batch", "2", "--input", "3", "--rounds", "1",
+         "--precision", "off", "--trace", "--out", str(out)],
+        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Trace: the checkpointed schedule as it ran" in proc.stdout
+    assert "the measured figures do not include it" in proc.stdout
+    doc = json.loads(out.read_text())
+    traced = [m for m in doc["modes"] if m.get("trace")]
+    assert [m["mode"] for m in traced] == ["checkpointed"]
+    rows = traced[0]["trace"]["rows"]
+    assert len(rows) == replay_bytes(make_schedule("revolve", 9, 3), 9, 1, 0).stats.actions
+    assert all(isinstance(r["measured_bytes"], int) and r["measured_bytes"] >= 0 for r in rows)
+    assert doc["case"]["trace"] is True

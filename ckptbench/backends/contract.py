@@ -20,6 +20,7 @@ __all__ = [
     "CaseView",
     "CheckpointStats",
     "ExecutorCounters",
+    "attach_recorder",
     "counting",
     "loop_counters",
     "loop_phases",
@@ -57,6 +58,10 @@ class Built:
     phases: Callable[[], dict[str, float]] = dict  # executor phase times of the last call
     plan: Callable[[], dict[str, Any]] = dict  # the plan an ``optimal`` executor ran, if any
     device_meter: Any = None  # CUDA: ``measure()`` context giving the device's peak bytes
+    # ``run --trace``: set (or, with None, remove) a per-action recorder on the mode's engine
+    # loop; False where the mode runs none (baseline, normal, a peer, a compiled executor)
+    trace: Callable[[Any], bool] = lambda recorder: False
+    step_label: Callable[[int], str] | None = None  # a step's name in a trace ("step i")
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,14 @@ class ExecutorCounters:
             bookkeeping_time_s=self.book_s,
             executor_time_s=self.executor_s,
         )
+
+
+def attach_recorder(loop: Any, recorder: Any) -> bool:
+    """Set ``recorder`` on ``loop`` when it is an engine loop (``new_run``); else False."""
+    if not hasattr(loop, "new_run"):
+        return False
+    loop.recorder = recorder
+    return True
 
 
 def loop_counters(loop: Any) -> dict[str, int]:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from ckptbench.backends import registry
 from ckptbench.backends.contract import (
     Built,
+    attach_recorder,
     counting,
     loop_counters,
     loop_phases,
@@ -162,6 +163,7 @@ class FrameworkBackend:
             phases=(lambda: loop_phases(loop)) if _host_clocked(fw, ctx) else dict,
             plan=lambda: _loop_plan(loop),
             device_meter=fw.device_meter(ctx),
+            trace=lambda recorder: attach_recorder(loop, recorder),
         )
 
     def checkpointed_loop(

@@ -74,8 +74,11 @@ def _load() -> tuple[float, int] | None:
     return None if load is None else (load[0], os.cpu_count() or 1)
 
 
-def _parse_modes(text: str):
+def _parse_modes(text: str, trace: bool = False):
     from ckptbench.results.schema import Mode
+
+    if trace and Mode.CHECKPOINTED.value not in [m.strip() for m in text.split(",")]:
+        raise InputError("--trace records the checkpointed mode; --modes must include it")
 
     names = [m.strip() for m in text.split(",") if m.strip()]
     if not names:
@@ -100,6 +103,7 @@ RUN_SECTIONS = {
     "Measurement (rounds, limits, precision)": (
         "modes", "rounds", "precision", "max_rounds", "max_time", "warmup", "repeats",
         "threads", "timeout", "memory_limit", "expect_oom", "retry_oom", "sample_interval",
+        "trace",
     ),
     "Output": ("out", "force", "as_json", "fmt", "mprof_dir", "quiet", "verbose", "progress_lines"),
 }  # fmt: skip
@@ -212,6 +216,13 @@ def _sections():
     help="Comma-separated subset of baseline, normal, checkpointed (each at most once).",
 )
 @click.option(
+    "--trace",
+    is_flag=True,
+    help="After the measured iterations, run the checkpointed gradient once more and record "
+    "every action: what it stored, freed, taped or recomputed, the planned stored bytes and "
+    "the memory measured (docs/trace.md). The measured figures do not include it.",
+)
+@click.option(
     "--out",
     type=click.Path(path_type=Path),
     default=None,
@@ -274,7 +285,7 @@ def run(
     model, steps, snaps, strategy, backend, device, budget, costs_file, hidden, batch, input_,
     output, seed, dtype, executor, warmup, repeats, rounds, threads, timeout, memory_limit,
     sample_interval, modes, out, force, retry_oom, precision, max_rounds, max_time, expect_oom,
-    mprof_dir, as_json, fmt, quiet, verbose, progress_lines,
+    mprof_dir, as_json, fmt, quiet, verbose, progress_lines, trace,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
@@ -288,7 +299,7 @@ def run(
     from ckptbench.results.schema import snaps_ignored
     from ckptbench.schedules.optimal import PlanError
 
-    mode_list = _parse_modes(modes)
+    mode_list = _parse_modes(modes, trace)
     model = relative_model(model)
     if expect_oom and memory_limit is None:
         raise InputError("--expect-oom needs --memory-limit")
@@ -304,7 +315,7 @@ def run(
             device=device, budget_bytes=budget, hidden=hidden, batch=batch, input=input_,
             output=output, seed=seed, dtype=dtype, executor=executor,
             warmup=warmup, repeats=repeats, rounds=rounds, threads=threads, timeout_s=timeout,
-            memory_limit_bytes=memory_limit, sample_interval_s=sample_interval,
+            memory_limit_bytes=memory_limit, sample_interval_s=sample_interval, trace=trace,
         )  # fmt: skip
         case, notes = case.effective()
         case.check_fits_memory()

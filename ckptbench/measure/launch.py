@@ -271,7 +271,8 @@ def run_mode(
     ``KeyboardInterrupt`` stop the worker and are re-raised with the partial result attached
     as ``err.partial``.
     """
-    fields = {"mode": mode.value, "grad_path": grad_path, "costs": costs}
+    trace = case.trace and mode is Mode.CHECKPOINTED and round_index == 0  # the first round's
+    fields = {"mode": mode.value, "grad_path": grad_path, "costs": costs, "trace": trace}
     with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
         return _supervise(case, mode, fields, (out_file, err_file), worker, round_index, progress)
 
@@ -439,15 +440,7 @@ def _supervise(case, mode, fields, files, worker, round_index, progress):
     if not report.get("ok"):
         return failed(Status.FAILED, str(report.get("error", "worker reported a failure"))), None
     try:
-        result = ModeResult(
-            status=Status.OK,
-            peak_method=str(report.get("peak_method", "")),
-            baseline_rss_anon_bytes=report.get("baseline_rss_anon_bytes"),
-            counters=dict(report.get("counters") or {}),
-            plan=dict(report.get("plan") or {}),
-            loss=report.get("loss"),
-            **common,
-        )
+        result = ModeResult.reported(report, **common)
     except (KeyError, TypeError, ValueError) as err:
         return failed(
             Status.CRASHED, f"worker result is malformed ({type(err).__name__}: {err})"

@@ -8,7 +8,9 @@ Every report is one JSON line with an ``event``:
 
 * ``ready`` — imports done and data built; the parent's ``--timeout`` starts here;
 * ``iteration`` — one warm-up or measured iteration (``warmup``: bool, ``record``: {...});
-* ``result`` — the final report (``ok`` true, or false with ``error``).
+* ``result`` — the final report (``ok`` true, or false with ``error``); a job with
+  ``"trace": true`` adds ``trace``, one more iteration recorded action by action after the
+  measured ones (``ckptbench.measure.trace``).
 
 A job with a ``task`` runs a side task instead (``ckptbench.measure.tasks``): ``"costs"``
 measures the step costs the planner needs (``ckptbench.measure.stepcosts``, reported as
@@ -142,7 +144,11 @@ def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict
 
         np.save(grad_path, built.flatten(grad))
     counters = {"step_calls": built.calls[0], **built.counters()}
+    size = int(built.flatten(grad).size) if job.get("trace") else 0
+    value = grad = None
+    trace = _trace(built, size) if job.get("trace") else None
     return {
+        **({"trace": trace} if trace is not None else {}),
         "ok": True,
         "mode": mode.value,
         "peak_method": meter.method,
@@ -153,6 +159,13 @@ def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict
         "loss": float(loss),
         "numpy": measure.numpy_environment(),
     }
+
+
+def _trace(built: Built, gradient_elements: int) -> dict[str, Any]:
+    """``run --trace``: one more iteration, recorded action by action (measure/trace.py)."""
+    from ckptbench.measure.trace import traced_iteration
+
+    return {**traced_iteration(built), "gradient_elements": gradient_elements}
 
 
 def _measure_costs(case: Case, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from ckptbench.analysis import BUSY_CPU_SHARE
 from ckptbench.analysis.stability import VerdictKind
+from ckptbench.analysis.trace import OVER_SLACK, trace_warnings
 from ckptbench.render.format import fmt_percent
-from ckptbench.results.schema import RunResult
+from ckptbench.results.schema import Mode, RunResult
 
 __all__ = ["Caveat", "caveats", "grouped_warning_lines", "warning_lines"]
 
@@ -111,6 +112,7 @@ def caveats(result: RunResult) -> list[Caveat]:
                 f"{mode} from round {first}",
             )
         )
+    out += [Caveat(OVER_SLACK, Mode.CHECKPOINTED.value, line) for line in trace_warnings(result)]
     for mode, share in s.busy_modes.items():
         out.append(
             Caveat(

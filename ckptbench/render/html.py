@@ -35,6 +35,7 @@ from ckptbench.render.plots import (
     plot_timeline,
     plot_tradeoff,
 )
+from ckptbench.render.trace import trace_page
 from ckptbench.results.schema import RunResult
 
 __all__ = ["page_sections", "render_html"]
@@ -202,7 +203,7 @@ def page_sections(
         )
         notes = (rule_text(comparison), *unmatched_lines(comparison))
         sections.append(Prose(notes, style="note"))
-    return sections + _figures(comparison, max_timelines)
+    return sections + _figures(comparison, max_timelines) + trace_page(results)
 
 
 def render_html(

@@ -10,6 +10,7 @@ from typing import Any
 from ckptbench.render.formats.model import Data, Prose, Report, TableSection, Verdicts
 from ckptbench.render.run import explain_lines, headline, run_table
 from ckptbench.render.schedule import plan_table
+from ckptbench.render.trace import trace_sections
 from ckptbench.results.schema import RunResult, result_to_dict
 
 __all__ = [
@@ -33,6 +34,7 @@ def run_report(result: RunResult, *, quiet: bool = False) -> Report:
     sections = [TableSection(run_table(result)), Prose((headline(result),))]
     if lines:
         sections.append(Prose(lines))
+    sections += trace_sections(result)
     return Report(f"ckptbench run — {result.case.key}", (*sections, Data(result_to_dict(result))))
 
 

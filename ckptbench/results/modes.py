@@ -62,5 +62,6 @@ def pool_rounds(rounds: tuple[ModeResult, ...]) -> ModeResult:
         sample_count=sum(r.sample_count for r in rounds),
         grad_max_rel_err=max(errs) if errs else None,
         counters=first.counters,
+        trace=next((r.trace for r in rounds if r.trace is not None), None),
         round=0,
     )

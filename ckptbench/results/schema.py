@@ -59,7 +59,7 @@ class CaseError(ValueError):
 
 
 #: Case fields that change how a cell is measured but are not part of ``Case.key``.
-SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s")
+SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s", "trace")
 #: Case fields that only limit a measurement (not part of the key either).
 LIMIT_FIELDS = ("timeout_s", "memory_limit_bytes")
 MAX_INT = 2**63 - 1  #: the largest integer a case field holds
@@ -129,6 +129,7 @@ class Case:
     sample_interval_s: float = 0.005
     dtype: str = "float64"  # the workload's floating-point type (--dtype)
     executor: str | None = None  # None: default_executor(backend, device) (--executor)
+    trace: bool = False  # run --trace: one more checkpointed iteration, action by action
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -165,6 +166,11 @@ class Case:
         elif self.budget_bytes is not None:
             raise CaseError("a byte budget (--budget) is only used by strategy 'optimal'")
         self._check_numerics()
+        if self.trace and not spec.ours:
+            raise CaseError(
+                f"--trace records our schedules action by action; strategy {spec.name!r} is "
+                "a framework's own checkpointing (nothing to trace)"
+            )
         _pos_float("timeout_s", self.timeout_s, allow_none=True)
         _pos_float("sample_interval_s", self.sample_interval_s)
         if self.memory_limit_bytes is not None:
@@ -328,10 +334,27 @@ class ModeResult:
     round: int = 0  # which round of the run (fresh workers per mode, rotated order)
     iterations_planned: int | None = None  # warm-up excluded; more than len(iterations)
     # when the mode was stopped (timeout, interrupt) after some iterations completed
+    trace: dict[str, Any] | None = None  # run --trace: rows per action (measure/trace.py)
 
     @property
     def ok(self) -> bool:
         return self.status is Status.OK
+
+    @classmethod
+    def reported(cls, report: dict[str, Any], **common: Any) -> ModeResult:
+        """An ok mode from a worker's ``result`` event and the parent's own ``common``
+        fields (``trace``: the traced iteration's section, when the job asked for it)."""
+        trace = report.get("trace")
+        return cls(
+            status=Status.OK,
+            peak_method=str(report.get("peak_method", "")),
+            baseline_rss_anon_bytes=report.get("baseline_rss_anon_bytes"),
+            counters=dict(report.get("counters") or {}),
+            plan=dict(report.get("plan") or {}),
+            loss=report.get("loss"),
+            trace=dict(trace) if isinstance(trace, dict) else None,
+            **common,
+        )
 
 
 @dataclass(frozen=True)
@@ -434,6 +457,11 @@ def mode_from_dict(data: dict[str, Any]) -> ModeResult:
     d["iterations"] = tuple(Iteration(**it) for it in d.get("iterations", ()))
     d["warmup"] = tuple(Iteration(**it) for it in d.get("warmup", ()))
     d["timeline"] = tuple((float(t), int(r)) for t, r in d.get("timeline", ()))
+    trace = d.get("trace")
+    if trace is not None and not (
+        isinstance(trace, dict) and all(isinstance(r, dict) for r in trace.get("rows", ()))
+    ):
+        raise ValueError("trace must be an object whose rows are objects")
     return ModeResult(**d)
 
 

@@ -102,6 +102,32 @@ class DevicePeakMeter:
                 peak_reserved_bytes=int(torch.cuda.max_memory_reserved(dev)),
             )
 
+    def trace_window(self) -> _TraceWindow | None:
+        """Per-action device peaks for ``run --trace`` (None on the CPU)."""
+        return _TraceWindow(self.device) if self.device.type == "cuda" else None
+
+
+class _TraceWindow:
+    """``start()`` then ``read()`` after every action: the most bytes allocated since the
+    last read, above the start. No synchronisation: the caching allocator counts
+    allocations on the host, as kernels are queued."""
+
+    method = "cuda-max-memory-allocated-per-action"
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.start_bytes = 0
+
+    def start(self) -> int:
+        self.start_bytes = int(torch.cuda.memory_allocated(self.device))
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return self.start_bytes
+
+    def read(self) -> int:
+        peak = int(torch.cuda.max_memory_allocated(self.device))
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return max(0, peak - self.start_bytes)
+
 
 class _Window:
     """Filled with the reading when the ``measure()`` block exits."""

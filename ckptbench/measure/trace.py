@@ -1,0 +1,114 @@
+"""The traced iteration of ``run --trace``, inside the measured worker (see docs/trace.md).
+
+After the measured iterations, the worker runs the checkpointed gradient once more with a
+:class:`ckptbench.engine.trace.TraceRecorder` set on its engine loop, so the measured
+figures never include the recorder's cost. Every action is a window of its own:
+
+* host memory (Linux): before the window ``malloc_trim(0)`` and a reset of ``VmHWM``
+  (``/proc/self/clear_refs``, O(1)); after it ``VmHWM`` from ``/proc/self/status``: the
+  action's peak RSS, minus the RSS when the trace started. Trimming before every action
+  is what lets the curve fall when the plan frees a snapshot or a tape (glibc would keep
+  the pages resident otherwise). Where ``clear_refs`` is missing the reading is the
+  current RSS from ``/proc/self/statm`` (or psutil) after the action, not its peak.
+* device memory: a backend's device meter may give ``trace_window()``, an object with
+  ``start()`` and ``read()`` (the peak since the last read, in bytes above the start);
+  torch's CUDA meter does (``max_memory_allocated`` with ``reset_peak_memory_stats``, no
+  synchronisation: the caching allocator counts on the host). JAX's has none yet: XLA's
+  allocator keeps one peak per process (see ``backends/jax/device.py``); a ``trace_window``
+  there would read ``bytes_in_use`` after each action. Without one the column is absent.
+
+Imports only the standard library, psutil (through ``peaks``) and the engine's recorder.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ckptbench.engine.trace import TraceRecorder, step_label
+from ckptbench.measure import peaks
+
+__all__ = ["TRACE_NOTE", "HostTraceMeter", "traced_iteration"]
+
+#: Said with every trace: the trace is never part of the measured figures.
+TRACE_NOTE = (
+    "one extra traced iteration after the measured ones (each action trimmed and read "
+    "alone); the measured figures do not include it"
+)
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def read_statm_rss_bytes() -> int:
+    """Current RSS from ``/proc/self/statm`` (one short read), psutil elsewhere."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+
+
+class HostTraceMeter:
+    """Per-action host readings (bytes above the start) and an optional device window."""
+
+    def __init__(self, device: Any = None) -> None:
+        self.method = "vmhwm-per-action" if peaks.peak_method() == "vmhwm" else "rss-after"
+        self.device = device
+        self.start_rss_bytes = 0
+        self.start_device_bytes: int | None = None
+
+    def start(self) -> None:
+        """Open the first window: trim, remember the RSS, reset the peak."""
+        peaks.trim_heap()
+        self.start_rss_bytes = read_statm_rss_bytes()
+        if self.device is not None:
+            self.start_device_bytes = self.device.start()
+        self._next()
+
+    def _next(self) -> None:
+        peaks.trim_heap()
+        if self.method == "vmhwm-per-action":
+            peaks.reset_peak()
+
+    def read(self) -> tuple[int, int | None]:
+        """The window just closed (bytes above the start, never negative); opens the next."""
+        if self.method == "vmhwm-per-action":
+            now = peaks.read_peak_bytes()
+        else:
+            now = read_statm_rss_bytes()
+        device = self.device.read() if self.device is not None else None
+        self._next()
+        return max(0, now - self.start_rss_bytes), device
+
+
+def traced_iteration(built: Any) -> dict[str, Any]:
+    """One more gradient of ``built`` with a recorder set on its engine loop: the trace
+    section of the worker's result (``rows``, how memory was read, the start figures), or
+    ``{"unavailable": why}`` where the mode runs no engine loop."""
+    window = getattr(built.device_meter, "trace_window", None)
+    meter = HostTraceMeter(window() if window is not None else None)
+    recorder = TraceRecorder(meter, getattr(built, "step_label", None) or step_label)
+    if not built.trace(recorder):
+        return {
+            "unavailable": "this executor does not run the schedule action by action in "
+            "Python (a compiled or framework-owned loop): nothing to trace"
+        }
+    try:
+        meter.start()
+        t0 = time.perf_counter()
+        built.gradient(built.params)
+        wall = time.perf_counter() - t0
+    finally:
+        built.trace(None)
+    return {
+        "rows": recorder.rows,
+        "method": meter.method,
+        "device_method": getattr(meter.device, "method", None),
+        "start_rss_bytes": meter.start_rss_bytes,
+        "start_device_bytes": meter.start_device_bytes,
+        "wall_time_s": wall,
+        "note": TRACE_NOTE,
+    }
