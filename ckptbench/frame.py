@@ -4,8 +4,9 @@
 into one tidy DataFrame, **one row per result file and mode**: every field of the case,
 ``key``, ``host``, ``created``, ``run`` (the file's position in the input), the mode's
 status, its exact peak (median over iterations), sampled peak and overhead over the
-baseline (bytes; NA where it is within its noise, ``overhead_below_noise``), the interval
-both modes' iteration spreads allow it (``overhead_low_bytes``, ``overhead_high_bytes``,
+baseline (bytes; NA where it is within its noise, ``overhead_below_noise``), its interval
+(both modes' iteration spreads and a rerun's 95% interval, :mod:`ckptbench.analysis.memnoise`:
+``overhead_low_bytes``, ``overhead_high_bytes``,
 ``overhead_noise_bytes``: half its width) and the range of its iteration peaks
 (``peak_low_bytes``, ``peak_high_bytes``), its iteration time statistics (median,
 quartiles, range, count; seconds), its step evaluations, the bytes its schedule stored at most

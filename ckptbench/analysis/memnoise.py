@@ -1,16 +1,26 @@
 """Memory figures with their own noise: the spread of a mode's iteration peaks, an overhead
-interval that holds both modes' spreads, and the savings those intervals allow.
+interval that holds both modes' spreads and where the next invocation's overhead lands, and
+the savings those intervals allow.
 
-Definitions (bytes; every iteration of every round of a mode counts):
+Definitions (bytes; every measured iteration of every round of a mode counts):
 
 * a mode's peak spread = its highest minus its lowest exact iteration peak;
 * overhead of a mode = median peak minus the baseline's median peak (the figure
-  :func:`ckptbench.results.summary.compute` has always printed), with the interval
-  ``[lowest peak - highest baseline peak, highest peak - lowest baseline peak]``, which
-  includes both modes' spreads; its noise is half that interval's width (``±X``);
-* an overhead is *below noise* when its interval reaches zero, or when the overhead is no
-  larger than its noise: it is then printed as ``< noise (±X MiB)``, never as a number,
-  and no savings ratio is computed from it;
+  :func:`ckptbench.results.summary.compute` has always printed);
+* its interval is the union of two: the *spread* interval ``[lowest peak - highest
+  baseline peak, highest peak - lowest baseline peak]``, which holds both modes' spreads,
+  and the *rerun* interval, where another invocation of the same cell, with as many
+  iterations, puts its overhead 95% of the time: ``value ± t(0.975, df) * sqrt(2 * pi/2 *
+  (s_mode**2 / n_mode + s_base**2 / n_base))`` (``s``: the standard deviation of a mode's
+  iteration peaks, ``n`` their count, pi/2 the variance of a median over a mean's, df by
+  Welch-Satterthwaite). Every iteration counts as one sample, whichever worker ran it, as
+  pyperf counts the values of all its processes: on torch the checkpointed peaks move by
+  as much inside one worker as between workers (docs/results/torch-memory.md), so a cell
+  measured in two workers cannot bracket the next invocation with its spread alone;
+* its noise is half the interval's width (``±X``); an overhead is *below noise* when its
+  interval reaches zero, or when the overhead is no larger than its noise: it is then
+  printed as ``< noise (±X MiB)``, never as a number, and no savings ratio is computed
+  from it;
 * memory savings interval = ``[normal low / checkpointed high, normal high / checkpointed
   low]``, only when neither overhead is below noise.
 
@@ -21,21 +31,37 @@ strategy whose overhead was smaller than that motion.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import median
+from statistics import median, stdev
 
-__all__ = ["Overhead", "PeakRange", "overhead", "peak_range", "savings_interval"]
+__all__ = [
+    "CONFIDENCE",
+    "Overhead",
+    "PeakRange",
+    "overhead",
+    "peak_range",
+    "rerun_halfwidth",
+    "savings_interval",
+]
+
+#: The rerun interval's confidence (every interval ckptbench prints is a 95% one).
+CONFIDENCE = 0.95
+#: Variance of a sample median over that of a sample mean (normal samples, large n).
+MEDIAN_VARIANCE = math.pi / 2
 
 
 @dataclass(frozen=True)
 class PeakRange:
-    """The exact iteration peaks of one mode: median, lowest, highest (bytes), count."""
+    """The exact iteration peaks of one mode: median, lowest, highest (bytes), count, and
+    their standard deviation (bytes; 0 for one peak)."""
 
     median: float
     low: int
     high: int
     n: int
+    sd: float = 0.0
 
     @property
     def spread(self) -> int:
@@ -43,7 +69,13 @@ class PeakRange:
         return self.high - self.low
 
     def as_dict(self) -> dict[str, float]:
-        return {"median": self.median, "low": self.low, "high": self.high, "n": self.n}
+        return {
+            "median": self.median,
+            "low": self.low,
+            "high": self.high,
+            "n": self.n,
+            "sd": self.sd,
+        }
 
 
 def peak_range(peaks: Sequence[int]) -> PeakRange | None:
@@ -51,16 +83,19 @@ def peak_range(peaks: Sequence[int]) -> PeakRange | None:
     vals = [int(p) for p in peaks]
     if not vals:
         return None
-    return PeakRange(median(vals), min(vals), max(vals), len(vals))
+    sd = stdev(vals) if len(vals) > 1 else 0.0
+    return PeakRange(median(vals), min(vals), max(vals), len(vals), sd)
 
 
 @dataclass(frozen=True)
 class Overhead:
-    """A mode's overhead over the baseline with the interval both spreads allow (bytes)."""
+    """A mode's overhead over the baseline with its interval (bytes): the union of the
+    spread interval and the rerun interval (see the module's docstring)."""
 
     value: float  # median peak minus the baseline's median peak
-    low: float  # lowest peak minus the baseline's highest
-    high: float  # highest peak minus the baseline's lowest
+    low: float  # min(lowest peak minus the baseline's highest, value - rerun)
+    high: float  # max(highest peak minus the baseline's lowest, value + rerun)
+    rerun: float = 0.0  # half-width of the rerun interval (0: fewer than two peaks)
 
     @property
     def noise(self) -> float:
@@ -79,17 +114,36 @@ class Overhead:
             "high": self.high,
             "noise": self.noise,
             "below_noise": self.below_noise,
+            "rerun": self.rerun,
         }
+
+
+def rerun_halfwidth(mode: PeakRange, baseline: PeakRange, confidence: float = CONFIDENCE) -> float:
+    """Half-width of the interval around ``mode``'s overhead in which another invocation
+    with as many iterations puts its overhead (``confidence``, default 95%): ``t * sqrt(2 *
+    pi/2 * (s_m**2 / n_m + s_b**2 / n_b))``, Welch-Satterthwaite degrees of freedom. A mode
+    with fewer than two peaks adds nothing (its spread is unknown); 0 when neither has two."""
+    parts = [(r.sd**2 / r.n, r.n - 1) for r in (mode, baseline) if r.n > 1 and r.sd > 0]
+    var = sum(v for v, _ in parts)
+    if var <= 0:
+        return 0.0
+    from scipy.stats import t
+
+    df = var**2 / sum(v**2 / d for v, d in parts)
+    return float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(2 * MEDIAN_VARIANCE * var)
 
 
 def overhead(mode: PeakRange | None, baseline: PeakRange | None) -> Overhead | None:
     """``mode``'s :class:`Overhead` over ``baseline``; None when either has no peaks."""
     if mode is None or baseline is None:
         return None
+    value = mode.median - baseline.median
+    rerun = rerun_halfwidth(mode, baseline)
     return Overhead(
-        value=mode.median - baseline.median,
-        low=mode.low - baseline.high,
-        high=mode.high - baseline.low,
+        value=value,
+        low=min(mode.low - baseline.high, value - rerun),
+        high=max(mode.high - baseline.low, value + rerun),
+        rerun=rerun,
     )
 
 

@@ -72,7 +72,7 @@ def _status_short(v: Any, _r: dict[str, Any]) -> str:
 
 
 def _over(mode: str, narrow: bool = False):
-    """A mode's overhead with the interval both spreads allow ('12.31 [12.10, 12.52]'; where
+    """A mode's overhead with its interval ('12.31 [12.10, 12.52]'; where
     the width is short '12.31'), and '< noise (±X)' within its noise at every width."""
 
     def text(v: Any, r: dict[str, Any]) -> str:

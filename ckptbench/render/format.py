@@ -71,7 +71,7 @@ def fmt_bytes(n: float | None, *, signed: bool = False, digits: int = 1, unit: b
 
 
 def fmt_overhead(over: Any, *, digits: int = 1, unit: bool = True) -> str:
-    """An overhead with the interval both modes' iteration spreads allow (a dict of
+    """An overhead with its interval (both modes' iteration spreads and a rerun's; a dict of
     :class:`ckptbench.analysis.memnoise.Overhead`'s ``as_dict``, or the object):
     '+12.3 MiB [+11.9, +12.8]'; one smaller than its noise is '< noise (±3.2 MiB)', never a
     number (a negative one least of all)."""

@@ -182,7 +182,7 @@ def _points(results: Sequence[RunResult], strategy: str) -> list[tuple[Any, ...]
 
 
 def _errorbars(ax: Any, pts: Sequence[tuple[Any, ...]], color: Any) -> None:
-    """Horizontal bars: the interval both modes' iteration spreads allow each overhead;
+    """Horizontal bars: each overhead's interval (both modes' spreads and a rerun's);
     a point within its noise hollow, labelled '< noise'."""
     for p in pts:
         x, y, lo, hi, below = p[1], p[2], p[4], p[5], p[6]
@@ -195,7 +195,8 @@ def _errorbars(ax: Any, pts: Sequence[tuple[Any, ...]], color: Any) -> None:
 #: What the trade-off figure shows, for the caption under it (HTML report).
 TRADEOFF_CAPTION = (
     "Left: each cell's checkpointed overhead over the baseline against its slowdown (lower "
-    "left is better); a bar is the interval both modes' iteration peaks allow the overhead, "
+    "left is better); a bar is the overhead's interval (both modes' iteration peaks and "
+    "where a rerun lands, 95%), "
     "a hollow point one within its noise, placed at its upper end. The line is Revolve's "
     "model fitted to the revolve points only: slowdown "
     "a + b t(l,s)/l (recomputation per step) and overhead c + d s (memory per snapshot), drawn "

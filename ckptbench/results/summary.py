@@ -17,8 +17,9 @@ Definitions (the numbers ckptbench prints):
   several rounds the geometric mean of the rounds' own Hodges-Lehmann ratios, outlier
   rounds set aside; with one round its Hodges-Lehmann ratio), with a 95% interval;
 * memory savings = overhead of normal / overhead of checkpointed, with a 95% interval;
-* every overhead carries the interval both modes' iteration peaks allow; one within that
-  noise gives no savings figure (:mod:`ckptbench.analysis.memnoise`).
+* every overhead carries an interval holding both modes' iteration peaks and where another
+  invocation's overhead lands (95%); one within that noise gives no savings figure
+  (:mod:`ckptbench.analysis.memnoise`).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class ModeFigures:
     peak_spread_bytes: int | None = None  # spread of its per-round median exact peaks
     #: every measured iteration's exact peak, rounds pooled (median, low, high, n)
     peak_range: PeakRange | None = None
-    #: overhead with the interval both modes' iteration spreads allow (normal, checkpointed)
+    #: overhead with its interval: both modes' spreads and a rerun's (normal, checkpointed)
     overhead_interval: Overhead | None = None
     counters: Counters = Counters()
     plan: PlanFigures = PlanFigures()
