@@ -76,8 +76,8 @@ class CheckpointStats:
     steps_taped: int  # evaluations of f with the backend's tape
     post_calls: int  # untaped evaluations of post (one per step, in the first sweep)
     peak_live_snapshots: int  # most snapshot slots holding a live state at once
-    peak_snapshot_bytes: int  # bytes held in those snapshots at the peak
-    state_bytes: int  # bytes of one state
+    peak_snapshot_bytes: int  # most bytes held in live snapshots at once
+    state_bytes: int  # bytes of one state (x_0's: a chain's states differ)
     tapes_kept: int = 0  # TAPE actions: tapes kept beyond their own step
     tapes_kept_peak: int = 0  # most tapes kept at once (the one being reversed excluded)
     tape_bytes: int = 0  # declared bytes of one tape (the plan's costs; 0 when unknown)
@@ -124,8 +124,13 @@ class ExecutorCounters:
         self.executor_s = 0.0
 
     def frozen(
-        self, steps: int, snaps: int, strategy: str, *, tape_bytes: int, peak_stored_bytes: int
-    ) -> CheckpointStats:
+        self, steps: int, snaps: int, strategy: str, *, tape_bytes: int, peak_stored_bytes: int,
+        peak_snapshot_bytes: int | None = None,
+    ) -> CheckpointStats:  # fmt: skip
+        """The counters as :class:`CheckpointStats`; ``peak_snapshot_bytes`` defaults to the
+        peak of live snapshots times one state's bytes (states of one size)."""
+        if peak_snapshot_bytes is None:
+            peak_snapshot_bytes = self.peak_live * self.state_bytes
         return CheckpointStats(
             steps=steps,
             snaps=snaps,
@@ -134,7 +139,7 @@ class ExecutorCounters:
             steps_taped=self.taped,
             post_calls=self.post_calls,
             peak_live_snapshots=self.peak_live,
-            peak_snapshot_bytes=self.peak_live * self.state_bytes,
+            peak_snapshot_bytes=peak_snapshot_bytes,
             state_bytes=self.state_bytes,
             tapes_kept=self.tapes_kept,
             tapes_kept_peak=self.peak_tapes,

@@ -22,10 +22,12 @@ the bytes of a state) and a thin binding making the whole loop one differentiabl
 (``backends.autograd.binding`` for autograd, ``backends.torch.binding`` for torch).
 
 Every counter means the same on every backend: ``peak_stored_bytes`` is the most bytes of
-live snapshots + kept tapes + the tape being reversed, with the *declared* tape bytes
-(a plan's costs, or ``tape_bytes``), exactly as :func:`ckptbench.schedules.replay_bytes`
-counts them; every RESTORE is checked against the slot's step; an action kind the engine
-does not know is one :class:`UnknownActionError`.
+live snapshots (each its own state's bytes, or the plan's declared ``state_bytes[i]``: a
+chain's states differ) + kept tapes + the tape being reversed, with the *declared* tape
+bytes (a plan's costs, or ``tape_bytes``), exactly as
+:func:`ckptbench.schedules.replay_bytes` counts them with per-step bytes; every RESTORE is
+checked against the slot's step; an action kind the engine does not know is one
+:class:`UnknownActionError`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ckptbench.backends.contract import CheckpointStats, ExecutorCounters
+from ckptbench.engine.handlers import BOTH_SWEEPS, youturn
+from ckptbench.engine.steps import UnrolledOps
 from ckptbench.schedules import (
     OPTIMAL,
     REVOLVE,
@@ -59,9 +63,8 @@ __all__ = [
     "reverse_sweep",
 ]
 
-_ADVANCE, _TAKESHOT, _RESTORE = ActionKind.ADVANCE, ActionKind.TAKESHOT, ActionKind.RESTORE
+_RESTORE, _REVERSE = ActionKind.RESTORE, ActionKind.REVERSE
 _FIRSTURN, _YOUTURN, _TERMINATE = ActionKind.FIRSTURN, ActionKind.YOUTURN, ActionKind.TERMINATE
-_TAPE, _REVERSE = ActionKind.TAPE, ActionKind.REVERSE
 
 #: The action kinds the engine interprets; any other kind is an :class:`UnknownActionError`.
 HANDLED_KINDS = frozenset(ActionKind)
@@ -101,11 +104,12 @@ class StepOps(Protocol):
         cotangent of x_step."""
 
     def state_nbytes(self, state: Any) -> int:
-        """Bytes of one state (what a snapshot holds)."""
+        """Bytes of one state (what a snapshot of it counts, unless the plan declares them)."""
 
     # Optional: ``turn(state, state_bar, step) -> cotangent of x_step``, a YOUTURN (tape
     # step ``step`` from ``state`` and reverse it at once) as one operation; the engine
     # uses it where a backend has it (the JAX dispatcher: one compiled call, not two).
+    # ``readouts = False``: the steps have no readouts (a layer chain; no ``post`` calls).
 
 
 # ---------------------------------------------------------------------- the schedule
@@ -120,6 +124,8 @@ class LoopSchedule:
     strategy: StrategySpec
     plan: Any = None  # the plan a planned strategy runs (its ``actions()``, ``summary()``)
     tape_bytes: tuple[int, ...] = ()  # declared bytes of each step's tape
+    #: declared bytes of each state x_i (a plan's costs); empty: each stored state's own bytes
+    state_bytes: tuple[int, ...] = ()
 
     def actions(self) -> Iterator[Action]:
         """A fresh action stream (the engine asks once per first sweep): the strategy's,
@@ -128,6 +134,10 @@ class LoopSchedule:
 
     def tape_bytes_of(self, step: int) -> int:
         return self.tape_bytes[step]
+
+    def state_bytes_of(self, step: int, state: Any, ops: StepOps) -> int:
+        """The bytes a snapshot of x_step counts: the declared ones, else the state's own."""
+        return self.state_bytes[step] if self.state_bytes else ops.state_nbytes(state)
 
 
 def loop_schedule(
@@ -172,9 +182,10 @@ def _planned_schedule(steps: int, strat: StrategySpec, plan: Any, tape_bytes: in
         raise ValueError(f"plan must be a strategy's plan, got {type(plan).__name__}")
     if plan.steps != steps:
         raise ValueError(f"plan is for {plan.steps} steps, not steps={steps}")
-    tb = plan.costs.tape_bytes
+    tb, sb = plan.costs.tape_bytes, plan.costs.state_bytes
     per_step = tuple(tb) if isinstance(tb, tuple) else (tb,) * steps
-    return LoopSchedule(steps, max(1, plan.slots), strat, plan, per_step)
+    states = tuple(sb) if isinstance(sb, tuple) else (sb,) * steps
+    return LoopSchedule(steps, max(1, plan.slots), strat, plan, per_step, states)
 
 
 class EngineLoop:
@@ -210,33 +221,6 @@ class EngineLoop:
         )
 
 
-class UnrolledOps:
-    """The untaped part of :class:`StepOps`, the same for every framework: a subclass sets
-    ``step``, ``post``, ``steps``, ``params``, ``inputs`` and gives ``check_state(state)``
-    (the first step's result against the initial state) and ``put(i, y)`` (store output
-    i); a framework that must switch its tape off wraps :meth:`advance`."""
-
-    step: Any
-    post: Any
-    steps: int
-    params: Any
-    inputs: Any
-
-    def advance(self, state: Any, start: int, stop: int, outputs: bool) -> Any:
-        step, params, inputs = self.step, self.params, self.inputs
-        if not outputs:
-            for i in range(start, stop):
-                state = step(params, state, inputs[i])
-            return state
-        post = self.post
-        for i in range(start, stop):
-            state = step(params, state, inputs[i])
-            if i == 0:
-                self.check_state(state)
-            self.put(i, post(params, state))
-        return state
-
-
 # ---------------------------------------------------------------------- one call's state
 
 
@@ -248,11 +232,14 @@ class EngineRun(ExecutorCounters):
         self.schedule = schedule
         self.recorder = recorder  # None, or ``record(run, index, act, planned_bytes)``
         self.actions: Iterator[Action] | None = None
-        self.slots: dict[int, tuple[int, Any]] = {}  # slot -> (step, state)
+        self.slots: dict[int, tuple[int, Any, int]] = {}  # slot -> (step, state, bytes)
         self.last_turn: Any = None  # tape of step l-1, taped by the first sweep
         self.tapes: dict[int, Any] = {}  # step -> kept tape (TAPE .. REVERSE)
         self.kept_tape_bytes = 0
+        self.snapshot_bytes = 0  # bytes of the live snapshots (each slot its own state's)
+        self.peak_snapshot_bytes = 0
         self.peak_bytes = 0
+        self.readouts = True  # whether the first sweep's advances read out (post) each step
 
     def stats(self) -> CheckpointStats:
         sc = self.schedule
@@ -262,21 +249,29 @@ class EngineRun(ExecutorCounters):
             sc.strategy.name,
             tape_bytes=sc.tape_bytes_of(0),
             peak_stored_bytes=self.peak_bytes,
+            peak_snapshot_bytes=self.peak_snapshot_bytes,
         )
 
     def live_bytes(self, live_tape: int = 0) -> int:
         """Declared bytes held now: states in live slots + kept tapes (+ ``live_tape``)."""
-        return len(self.slots) * self.state_bytes + self.kept_tape_bytes + live_tape
+        return self.snapshot_bytes + self.kept_tape_bytes + live_tape
 
     def at_peak(self, live_tape: int = 0) -> None:
         total = self.live_bytes(live_tape)
         if total > self.peak_bytes:
             self.peak_bytes = total
 
-    def store(self, slot: int, step: int, state: Any) -> None:
-        self.slots[slot] = (step, state)
+    def store(self, slot: int, step: int, state: Any, nbytes: int) -> None:
+        """Hold x_step in ``slot`` (``nbytes``: what it counts), replacing what it held."""
+        old = self.slots.get(slot)
+        if old is not None:
+            self.snapshot_bytes -= old[2]
+        self.slots[slot] = (step, state, nbytes)
+        self.snapshot_bytes += nbytes
         if len(self.slots) > self.peak_live:
             self.peak_live = len(self.slots)
+        if self.snapshot_bytes > self.peak_snapshot_bytes:
+            self.peak_snapshot_bytes = self.snapshot_bytes
         self.at_peak()
 
     def restore(self, slot: int, step: int) -> Any:
@@ -299,13 +294,14 @@ class EngineRun(ExecutorCounters):
 
     def free(self, step: int) -> None:
         """Drop snapshots of x_step: once step is reversed, no action can need them again."""
-        for k in [k for k, (st, _) in self.slots.items() if st == step]:
-            del self.slots[k]
+        for k in [k for k, held in self.slots.items() if held[0] == step]:
+            self.snapshot_bytes -= self.slots.pop(k)[2]
 
     def clear(self) -> None:
         self.slots.clear()
         self.tapes.clear()
         self.kept_tape_bytes = 0
+        self.snapshot_bytes = 0
 
 
 # ---------------------------------------------------------------------- the sweeps
@@ -333,11 +329,14 @@ def first_sweep(run: EngineRun, ops: StepOps, state0: Any, outputs: bool = True)
     """Run the actions up to FIRSTURN from ``state0`` (``outputs``: store every readout).
 
     With ``outputs=False`` this is the re-run a second reverse of the same call needs: the
-    snapshots and tapes are placed again, nothing is read out.
+    snapshots and tapes are placed again, nothing is read out. A step-operations object
+    whose steps have no readouts (a layer chain) says so with ``readouts = False``: its
+    advances count no ``post`` calls.
     """
     clock = time.perf_counter
     run.clear()
     run.state_bytes = ops.state_nbytes(state0)
+    run.readouts = getattr(ops, "readouts", True)
     run.actions = iter(run.schedule.actions())
     if run.recorder is not None:
         run.actions = _recorded(run, run.actions)
@@ -347,24 +346,9 @@ def first_sweep(run: EngineRun, ops: StepOps, state0: Any, outputs: bool = True)
         t0 = clock()
         run.book_s += t0 - t_prev
         kind = act.kind
-        if kind is _ADVANCE:
-            n = act.stop - act.start
-            state = ops.advance(state, act.start, act.stop, outputs)
-            run.advanced += n
-            if outputs:
-                run.post_calls += n
-            t_prev = clock()
-            run.advance_s += t_prev - t0
-        elif kind is _TAKESHOT:
-            run.store(act.slot, act.step, state)
-            t_prev = clock()
-            run.book_s += t_prev - t0
-        elif kind is _TAPE:
-            tape, state = ops.tape(state, act.step, outputs)
-            run.keep_tape(act.step, tape)
-            run.taped += 1
-            t_prev = clock()
-            run.taped_s += t_prev - t0
+        handler = BOTH_SWEEPS.get(kind)
+        if handler is not None:
+            state, t_prev = handler(run, ops, act, state, outputs, t0)
         elif kind is _FIRSTURN:
             run.at_peak(run.schedule.tape_bytes_of(act.step))
             run.last_turn, _ = ops.tape(state, act.step, outputs)
@@ -399,40 +383,17 @@ def reverse_sweep(run: EngineRun, ops: StepOps, replay_state0: Any = None) -> An
         t0 = clock()
         run.book_s += t0 - t_prev
         kind = act.kind
-        if kind is _YOUTURN:
-            i = act.step
-            run.at_peak(run.schedule.tape_bytes_of(i))
-            turn = getattr(ops, "turn", None)
-            if turn is not None:  # one fused operation (a dispatching backend)
-                state_bar = turn(state, state_bar, i)
-            else:
-                tape, _ = ops.tape(state, i, False)
-                state_bar = ops.reverse(tape, state_bar, i)
-                del tape
-            run.taped += 1
-            run.free(i)
-            state = None
+        handler = BOTH_SWEEPS.get(kind)
+        if handler is not None:
+            state, t_prev = handler(run, ops, act, state, False, t0)
+        elif kind is _YOUTURN:
+            state_bar, state = youturn(run, ops, state, state_bar, act.step), None
             t_prev = clock()
             run.taped_s += t_prev - t0
-        elif kind is _ADVANCE:
-            state = ops.advance(state, act.start, act.stop, False)
-            run.advanced += act.stop - act.start
-            t_prev = clock()
-            run.advance_s += t_prev - t0
         elif kind is _RESTORE:
             state = run.restore(act.slot, act.step)
             t_prev = clock()
             run.book_s += t_prev - t0
-        elif kind is _TAKESHOT:
-            run.store(act.slot, act.step, state)
-            t_prev = clock()
-            run.book_s += t_prev - t0
-        elif kind is _TAPE:
-            tape, state = ops.tape(state, act.step, False)
-            run.keep_tape(act.step, tape)
-            run.taped += 1
-            t_prev = clock()
-            run.taped_s += t_prev - t0
         elif kind is _REVERSE:
             state_bar = ops.reverse(run.take_tape(act.step), state_bar, act.step)
             run.free(act.step)

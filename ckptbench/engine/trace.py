@@ -51,7 +51,7 @@ class TraceRecorder:
     def record(self, run: Any, index: int, act: Any, planned_bytes: int) -> None:
         """Called by the interpreter after action ``index`` (``act``) of ``run``."""
         host, device = self.meter.read() if self.meter is not None else (None, None)
-        slots = {k: st for k, (st, _) in run.slots.items()}
+        slots = {k: held[0] for k, held in run.slots.items()}
         tapes = set(run.tapes)
         stored = [f"x_{st} (slot {k})" for k, st in slots.items() if self._slots.get(k) != st]
         freed = [f"x_{st} (slot {k})" for k, st in self._slots.items() if slots.get(k) != st]

@@ -1,0 +1,62 @@
+"""What each action does to one call's state (``interpreter.EngineRun``), once for both sweeps.
+
+ADVANCE, TAKESHOT and TAPE run in the first sweep and in the reverse sweep alike: one handler
+each, ``handler(run, ops, act, state, outputs, t0) -> (state, now)``, adding the action's
+time since ``t0`` to its phase. :func:`youturn` is a YOUTURN (tape one step and reverse it
+at once). ``run`` is an ``EngineRun``, ``ops`` a backend's ``StepOps``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ckptbench.schedules import ActionKind
+
+__all__ = ["BOTH_SWEEPS", "advance", "takeshot", "tape", "youturn"]
+
+
+def advance(run: Any, ops: Any, act: Any, state: Any, outputs: bool, t0: float):
+    n = act.stop - act.start
+    state = ops.advance(state, act.start, act.stop, outputs)
+    run.advanced += n
+    if outputs and run.readouts:
+        run.post_calls += n
+    now = time.perf_counter()
+    run.advance_s += now - t0
+    return state, now
+
+
+def takeshot(run: Any, ops: Any, act: Any, state: Any, outputs: bool, t0: float):
+    run.store(act.slot, act.step, state, run.schedule.state_bytes_of(act.step, state, ops))
+    now = time.perf_counter()
+    run.book_s += now - t0
+    return state, now
+
+
+def tape(run: Any, ops: Any, act: Any, state: Any, outputs: bool, t0: float):
+    kept, state = ops.tape(state, act.step, outputs)
+    run.keep_tape(act.step, kept)
+    run.taped += 1
+    now = time.perf_counter()
+    run.taped_s += now - t0
+    return state, now
+
+
+#: The handler of every action kind both sweeps run.
+BOTH_SWEEPS = {ActionKind.ADVANCE: advance, ActionKind.TAKESHOT: takeshot, ActionKind.TAPE: tape}
+
+
+def youturn(run: Any, ops: Any, state: Any, state_bar: Any, i: int) -> Any:
+    """Tape step ``i`` from ``state`` and reverse it at once; the cotangent of x_i."""
+    run.at_peak(run.schedule.tape_bytes_of(i))
+    turn = getattr(ops, "turn", None)
+    if turn is not None:  # one fused operation (a dispatching backend)
+        state_bar = turn(state, state_bar, i)
+    else:
+        taped, _ = ops.tape(state, i, False)
+        state_bar = ops.reverse(taped, state_bar, i)
+        del taped
+    run.taped += 1
+    run.free(i)
+    return state_bar
