@@ -13,6 +13,7 @@ import pytest
 from autograd import grad
 
 from ckptbench.workloads import (
+    BUILTIN_RECURRENCES,
     BUILTIN_WORKLOADS,
     LSTM,
     RNN,
@@ -86,7 +87,8 @@ def test_numpy_integers_are_accepted_as_sizes():
 
 
 def test_builtin_names():
-    assert BUILTIN_WORKLOADS == ("lstm", "rnn")
+    assert BUILTIN_RECURRENCES == ("lstm", "rnn")
+    assert set(BUILTIN_WORKLOADS) == {"lstm", "rnn", "mlp-stack", "cnn-stack", "transformer-stack"}
     assert isinstance(load_workload("rnn", SMALL), RNN)
     assert isinstance(load_workload("lstm", SMALL), LSTM)
     assert isinstance(load_workload(" lstm ", SMALL), LSTM)
@@ -181,14 +183,14 @@ def test_rnn_step_matches_formula():
 
 
 def test_loss_uses_every_output():
-    for name in BUILTIN_WORKLOADS:
+    for name in BUILTIN_RECURRENCES:
         w = load_workload(name, SMALL)
         outputs = np.random.default_rng(1).standard_normal((6, 4, 2))
         g = grad(w.loss)(outputs)
         assert np.all(np.any(g != 0, axis=(1, 2))), name
 
 
-@pytest.mark.parametrize("name", BUILTIN_WORKLOADS)
+@pytest.mark.parametrize("name", BUILTIN_RECURRENCES)
 def test_init_is_deterministic_per_seed(name):
     w = load_workload(name, SMALL)
     a = leaves(w.init(6, np.random.default_rng(123)))
@@ -204,7 +206,7 @@ def test_init_is_deterministic_per_seed(name):
     assert differing[0]
 
 
-@pytest.mark.parametrize("name", BUILTIN_WORKLOADS)
+@pytest.mark.parametrize("name", BUILTIN_RECURRENCES)
 def test_params_do_not_depend_on_steps_and_inputs_are_prefixes(name):
     w = load_workload(name, SMALL)
     p5, s5, x5 = w.init(5, np.random.default_rng(3))
@@ -214,7 +216,7 @@ def test_params_do_not_depend_on_steps_and_inputs_are_prefixes(name):
     np.testing.assert_array_equal(x5, x9[:5])
 
 
-@pytest.mark.parametrize("name", BUILTIN_WORKLOADS)
+@pytest.mark.parametrize("name", BUILTIN_RECURRENCES)
 def test_init_accepts_int_seed_and_rejects_bad_steps(name):
     w = load_workload(name, SMALL)
     np.testing.assert_array_equal(w.init(2, 5)[2], w.init(2, np.random.default_rng(5))[2])
@@ -224,7 +226,7 @@ def test_init_accepts_int_seed_and_rejects_bad_steps(name):
         assert "steps" in str(info.value)
 
 
-@pytest.mark.parametrize("name", BUILTIN_WORKLOADS)
+@pytest.mark.parametrize("name", BUILTIN_RECURRENCES)
 def test_ten_thousand_steps_stay_finite_and_bounded(name):
     w = load_workload(name, Sizes(hidden=8, batch=4, input=3, output=2))
     params, state0, inputs = w.init(10_000, np.random.default_rng(0))
@@ -241,7 +243,7 @@ def test_ten_thousand_steps_stay_finite_and_bounded(name):
     assert np.isfinite(w.loss(np.stack([y])))
 
 
-@pytest.mark.parametrize("name", BUILTIN_WORKLOADS)
+@pytest.mark.parametrize("name", BUILTIN_RECURRENCES)
 def test_gradient_matches_central_finite_differences(name):
     w = load_workload(name, Sizes(hidden=6, batch=3, input=4, output=3))
     params, state0, inputs = w.init(5, np.random.default_rng(11))
@@ -275,7 +277,7 @@ def test_gradient_matches_central_finite_differences(name):
     assert checked == 3 * len(params)
 
 
-@pytest.mark.parametrize("name", BUILTIN_WORKLOADS)
+@pytest.mark.parametrize("name", BUILTIN_RECURRENCES)
 def test_gradient_wrt_initial_state_and_inputs(name):
     """Directional derivatives along random directions, for state0 and inputs."""
     w = load_workload(name, Sizes(hidden=5, batch=2, input=3, output=2))

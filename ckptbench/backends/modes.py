@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ckptbench.backends import registry
+from ckptbench.backends.chains import chain_modes
 from ckptbench.backends.contract import (
     Built,
     attach_recorder,
@@ -25,6 +26,7 @@ from ckptbench.backends.contract import (
     unrolled_outputs,
 )
 from ckptbench.schedules import get_strategy
+from ckptbench.workloads.chain import is_chain
 
 __all__ = ["MODES", "Framework", "FrameworkBackend", "mode_name"]
 
@@ -49,7 +51,8 @@ class Framework(Protocol):
         """Per-case settings (threads, device); returns a context the other calls get."""
 
     def workload(self, case: Any, ctx: Any) -> tuple[Any, Any, Any, Any]:
-        """``(workload, params, state0, inputs)`` for the case, parameters differentiable."""
+        """``(workload, params, state0, inputs)`` for the case, parameters differentiable;
+        for a layer chain ``(chain, params per layer, x0, None)``, x0 differentiable too."""
 
     def stack(self, outputs: list[Any]) -> Any:
         """The per-step outputs stacked on a new leading axis (a linear-time vjp)."""
@@ -68,6 +71,9 @@ class Framework(Protocol):
 
     def checkpoint(self, step: Callable, post: Callable, steps: int, *args, **kw) -> Any:
         """The framework's binding of the engine (``binomial_checkpoint``'s arguments)."""
+
+    def chain_checkpoint(self, layer: Callable, layers: int, *args, **kw) -> Any:
+        """The framework's binding of the engine for a layer chain (``loop(params, x0)``)."""
 
     def flatten(self, grad: Any) -> Any:
         """A gradient tree as one float64 numpy vector (dict keys sorted)."""
@@ -131,6 +137,11 @@ class FrameworkBackend:
             )
         ctx = fw.setup(case)
         wl, params, state0, inputs = fw.workload(case, ctx)
+        if is_chain(wl):
+            params, gradient, calls, loop = chain_modes(
+                fw, case, name, wl, params, state0, ctx, costs
+            )
+            return self._built(params, gradient, calls, loop, ctx)
         post, steps = wl.post, case.steps
         counted, calls = counting(wl.step)
 
@@ -153,6 +164,10 @@ class FrameworkBackend:
         else:
             loop = self.checkpointed_loop(case, counted, post, costs)
             gradient = fw.value_and_grad(lambda p: wl.loss(loop(p, state0, inputs)), ctx)
+        return self._built(params, gradient, calls, loop, ctx)
+
+    def _built(self, params: Any, gradient: Any, calls: list, loop: Any, ctx: Any) -> Built:
+        fw = self.framework
         return Built(
             params=params,
             gradient=gradient,

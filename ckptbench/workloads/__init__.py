@@ -1,9 +1,12 @@
 """Workloads: the recurrent models whose gradients ckptbench measures.
 
-A workload is an object with four methods (see :class:`Workload`): ``init``
+A recurrence is an object with four methods (see :class:`Workload`): ``init``
 draws ``(params, state0, inputs)``, ``step`` advances the state by one input,
 ``post`` maps a state to that step's output and ``loss`` reduces the stacked
-outputs (leading axis = steps) to a scalar. Built-ins (``"rnn"``, ``"lstm"``, ...) are
+outputs (leading axis = steps) to a scalar. A layer chain
+(:mod:`ckptbench.workloads.chain`: ``init``, ``layer``, ``loss``) is a stack of layers
+that differ (built-ins ``"mlp-stack"``, ``"cnn-stack"``, ``"transformer-stack"``:
+:mod:`ckptbench.workloads.stacks`). Built-ins (``"rnn"``, ``"lstm"``, ...) are
 declared once, for every backend, in :mod:`ckptbench.workloads.registry`; anything else is
 a plug-in named ``"path/to/file.py:NAME"`` or ``"package.module:NAME"`` whose ``NAME`` is a
 factory (see :func:`load_workload`).
@@ -35,16 +38,22 @@ from ckptbench.workloads.base import (
     WorkloadError,
     state_nbytes,
 )
+from ckptbench.workloads.chain import CHAIN_METHODS, is_chain
 from ckptbench.workloads.lstm import LSTM
 from ckptbench.workloads.rnn import RNN
+from ckptbench.workloads.stacks import STACKS
 
 __all__ = [
+    "BUILTIN_CHAINS",
+    "BUILTIN_RECURRENCES",
     "BUILTIN_WORKLOADS",
     "LSTM",
     "RNN",
     "Sizes",
     "Workload",
     "WorkloadError",
+    "build_workload",
+    "checked_workload",
     "factories_cached",
     "factory_size_defaults",
     "find_module_file",
@@ -57,6 +66,9 @@ __all__ = [
 #: Names accepted by :func:`load_workload` without a plug-in: the built-ins declared in
 #: :mod:`ckptbench.workloads.registry` (which the loaders read).
 BUILTIN_WORKLOADS: tuple[str, ...] = registry.names()
+#: The built-in layer chains (``--steps`` is their depth) and the built-in recurrences.
+BUILTIN_CHAINS: tuple[str, ...] = tuple(sorted(STACKS))
+BUILTIN_RECURRENCES: tuple[str, ...] = tuple(n for n in BUILTIN_WORKLOADS if n not in STACKS)
 
 _PLUGIN_HINT = "'path/to/file.py:NAME' or 'package.module:NAME'"
 
@@ -76,10 +88,33 @@ def load_workload(spec: str, sizes: Sizes) -> Workload:
     each of ``hidden``, ``batch``, ``input``, ``output`` that is a parameter of
     its signature, or all four if it takes ``**kwargs``; a factory whose
     signature cannot be inspected is called with no arguments. It must return
-    an object with callable ``init``, ``step``, ``post`` and ``loss``.
+    an object with callable ``init``, ``step``, ``post`` and ``loss`` (a recurrence) or
+    ``init``, ``layer`` and ``loss`` (a layer chain, :mod:`ckptbench.workloads.chain`).
 
     Every failure raises a one-line :class:`WorkloadError` (a ``ValueError``).
     """
+    return checked_workload(spec, build_workload(spec, sizes))
+
+
+def checked_workload(spec: str, workload: Any) -> Any:
+    """``workload`` (what ``spec``'s factory returned) if it is a recurrence or a chain, else
+    a one-line :class:`WorkloadError` naming the methods it lacks."""
+    if is_chain(workload):
+        return workload
+    missing = [name for name in REQUIRED_METHODS if not callable(getattr(workload, name, None))]
+    if missing:
+        raise WorkloadError(
+            f"workload {spec!r} returned a {type(workload).__name__} without method(s): "
+            f"{', '.join(missing)} (need {', '.join(REQUIRED_METHODS)}, or "
+            f"{', '.join(CHAIN_METHODS)} for a layer chain)"
+        )
+    return workload
+
+
+def build_workload(spec: str, sizes: Sizes) -> Any:
+    """What the factory named by ``spec`` returns at ``sizes``, unchecked (a backend that
+    turns other objects into workloads, e.g. torch's ``nn.Sequential`` into a chain, checks
+    it itself); the spec and the factory's errors are :func:`load_workload`'s."""
     if not isinstance(sizes, Sizes):
         raise WorkloadError(f"sizes must be a Sizes instance, got {type(sizes).__name__}")
     # Sizes validates itself, but a frozen dataclass can still be forced; re-check.
@@ -103,14 +138,7 @@ def load_workload(spec: str, sizes: Sizes) -> Workload:
         if _FACTORY_CACHE is not None:
             _FACTORY_CACHE[spec] = factory
 
-    workload = _call_factory(spec, factory, sizes)
-    missing = [name for name in REQUIRED_METHODS if not callable(getattr(workload, name, None))]
-    if missing:
-        raise WorkloadError(
-            f"workload {spec!r} returned a {type(workload).__name__} without method(s): "
-            f"{', '.join(missing)} (need {', '.join(REQUIRED_METHODS)})"
-        )
-    return workload
+    return _call_factory(spec, factory, sizes)
 
 
 #: While :func:`factories_cached` is active: spec -> resolved factory (one import per spec).

@@ -36,6 +36,7 @@ from ckptbench.workloads import (
     factory_size_defaults,
 )
 from ckptbench.workloads.base import check_init_result, defined_at
+from ckptbench.workloads.chain import check_chain_init, is_chain
 
 __all__ = ["PluginProblem", "check_workload", "framework_of", "where"]
 
@@ -212,6 +213,8 @@ class _Ops:
         except Exception as err:
             raise self._failed("init", err, getattr(self.user, "init", None)) from None
         notes.extend(getattr(wl, "notes", ()) or ())
+        if is_chain(wl):
+            return self._run_chain(case, wl, params, state0)
         if not self.param_leaves(params):
             raise PluginProblem(
                 "params holds no arrays: there is nothing to differentiate (init returns "
@@ -253,6 +256,27 @@ class _Ops:
             raise
         except Exception as err:
             raise self._failed("the gradient of one step", err, None) from None
+
+    def _run_chain(self, case: Any, wl: Any, params: Any, x0: Any) -> None:
+        """A layer chain: every layer once, the loss a scalar, their gradient."""
+
+        def forward(p: Any) -> Any:
+            x = x0
+            for i in range(case.steps):
+                x = self._call("layer", wl.layer, i, p[i], x)
+            return x
+
+        x = forward(params)
+        self._same_kind("layer", x)
+        loss = self._call("loss", wl.loss, x)
+        if int(np.prod(getattr(loss, "shape", ()) or ())) != 1:
+            raise PluginProblem(f"loss must return a scalar{self._at(self.user.loss)}")
+        try:
+            self.value_and_grad(lambda p: wl.loss(forward(p)), params)
+        except PluginProblem:
+            raise
+        except Exception as err:
+            raise self._failed("the gradient of the chain", err, None) from None
 
     # ------------------------------------------------------------------ helpers
 
@@ -327,7 +351,10 @@ class _Autograd(_Ops):
 
         wl = load_workload(case.model, Sizes(**case.sizes()))
         self.user = wl
-        drawn = check_init_result(wl.init(case.steps, np.random.default_rng(case.seed)), wl.init)
+        rng = np.random.default_rng(case.seed)
+        if is_chain(wl):
+            return (wl, wl, *check_chain_init(wl.init(case.steps, rng), case.steps, wl.init), None)
+        drawn = check_init_result(wl.init(case.steps, rng), wl.init)
         found = _frameworks(drawn) - {"autograd"}
         if found:
             raise PluginProblem(_wrong_backend(sorted(found)[0], "autograd"))
@@ -389,7 +416,10 @@ class _Jax(_Ops):
 
         wl = load_jax_workload(case.model, Sizes(**case.sizes()))
         self.user = getattr(wl, "workload", wl)
-        params, state0, inputs = wl.init(case.steps, np.random.default_rng(case.seed))
+        rng = np.random.default_rng(case.seed)
+        if is_chain(wl):
+            return (self.user, wl, *check_chain_init(wl.init(case.steps, rng), case.steps), None)
+        params, state0, inputs = wl.init(case.steps, rng)
         return (self.user, wl, params, state0, inputs)
 
     def stack(self, ys: list[Any]) -> Any:

@@ -113,6 +113,25 @@ _DECLARED = (
             "jax": "ckptbench.backends.jax.workloads:JaxLSTM",
         },
     ),
+    *(
+        BuiltinWorkload(
+            name,
+            summary,
+            {
+                "autograd": f"ckptbench.workloads.stacks:{cls}",
+                "torch": f"ckptbench.backends.torch.layers:Torch{cls}",
+            },
+        )
+        for name, summary, cls in (
+            ("mlp-stack", "a stack of dense layers of varying widths", "MLPStack"),
+            ("cnn-stack", "a stack of convolutions, feature maps shrinking", "CNNStack"),
+            (
+                "transformer-stack",
+                "an embedding, attention and MLP blocks, a head",
+                "TransformerStack",
+            ),
+        )
+    ),
     BuiltinWorkload(
         "rnn",
         "an Elman RNN",

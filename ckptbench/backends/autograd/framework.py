@@ -17,8 +17,10 @@ import autograd.numpy as anp
 import numpy as np
 
 from ckptbench.backends.autograd.binding import binomial_checkpoint
+from ckptbench.backends.autograd.chain import chain_checkpoint
 from ckptbench.backends.modes import FrameworkBackend
 from ckptbench.workloads import Sizes, load_workload, state_nbytes
+from ckptbench.workloads.chain import check_chain_init, is_chain
 
 __all__ = ["BACKEND", "AutogradFramework", "build_gradient", "flatten", "zeros_like"]
 
@@ -46,6 +48,7 @@ class AutogradFramework:
 
     name = "autograd"
     checkpoint = staticmethod(binomial_checkpoint)
+    chain_checkpoint = staticmethod(chain_checkpoint)
     flatten = staticmethod(flatten)
     untaped_outputs = None  # the baseline stacks its outputs like normal mode
     tape_method = None  # tape_nbytes counts nothing: stepcosts measures a peak slope
@@ -55,7 +58,11 @@ class AutogradFramework:
 
     def workload(self, case: Any, ctx: Any) -> tuple[Any, Any, Any, Any]:
         wl = load_workload(case.model, Sizes(**case.sizes()))
-        return (wl, *wl.init(case.steps, np.random.default_rng(case.seed)))
+        rng = np.random.default_rng(case.seed)
+        if is_chain(wl):
+            params, x0 = check_chain_init(wl.init(case.steps, rng), case.steps, wl.init)
+            return wl, params, x0, None
+        return (wl, *wl.init(case.steps, rng))
 
     def stack(self, outputs: list[Any]) -> Any:
         # anp.array, not anp.stack: autograd's stack/concatenate vjp is quadratic in the

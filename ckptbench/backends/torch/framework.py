@@ -42,6 +42,7 @@ import ckptbench.backends.torch.peers  # noqa: E402, F401  (the peer's module, i
 from ckptbench.backends import Built  # noqa: E402
 from ckptbench.backends.modes import FrameworkBackend  # noqa: E402
 from ckptbench.backends.torch.binding import revolve_checkpoint  # noqa: E402
+from ckptbench.backends.torch.chain import chain_checkpoint  # noqa: E402
 from ckptbench.backends.torch.device import (  # noqa: E402
     DevicePeakMeter,
     cuda_available,
@@ -51,6 +52,7 @@ from ckptbench.backends.torch.device import (  # noqa: E402
 from ckptbench.backends.torch.tapes import tape_nbytes  # noqa: E402
 from ckptbench.backends.torch.workloads import load_torch_workload  # noqa: E402
 from ckptbench.workloads import Sizes, WorkloadError  # noqa: E402
+from ckptbench.workloads.chain import check_chain_init, is_chain  # noqa: E402
 
 __all__ = [
     "BACKEND",
@@ -96,11 +98,24 @@ def _host(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
+def _differentiable(model: str, leaves: list) -> None:
+    """Every leaf a floating-point tensor that requires grad, or a one-line WorkloadError."""
+    for leaf in leaves:
+        if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
+            got = (f"a tensor of dtype {str(leaf.dtype).replace('torch.', '')}"
+                   if isinstance(leaf, torch.Tensor) else type(leaf).__name__)  # fmt: skip
+            raise WorkloadError(
+                f"workload {model!r}: every parameter must be a floating-point tensor, got {got}"
+            )
+        leaf.requires_grad_(True)
+
+
 class TorchFramework:
     """torch's operations for :class:`ckptbench.backends.modes.FrameworkBackend`."""
 
     name = "torch"
     checkpoint = staticmethod(revolve_checkpoint)
+    chain_checkpoint = staticmethod(chain_checkpoint)
     flatten = staticmethod(flatten_gradient)
     tape_method = "saved-tensors"
 
@@ -118,16 +133,14 @@ class TorchFramework:
         sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
         dtype = getattr(case, "dtype", "float64") or "float64"
         wl = load_torch_workload(case.model, sizes, str(device), dtype)
-        params, state0, inputs = wl.init(case.steps, np.random.default_rng(case.seed))
-        for leaf in tree_leaves(params):
-            if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
-                got = (f"a tensor of dtype {str(leaf.dtype).replace('torch.', '')}"
-                       if isinstance(leaf, torch.Tensor) else type(leaf).__name__)  # fmt: skip
-                raise WorkloadError(
-                    f"workload {case.model!r}: every parameter must be a floating-point "
-                    f"tensor, got {got}"
-                )
-            leaf.requires_grad_(True)
+        rng = np.random.default_rng(case.seed)
+        if is_chain(wl):  # a layer chain: (params per layer, x0), x0 differentiated too
+            params, state0 = check_chain_init(wl.init(case.steps, rng), case.steps, wl.init)
+            inputs = None
+            _differentiable(case.model, [*tree_leaves(params), state0])
+            return wl, params, state0, inputs
+        params, state0, inputs = wl.init(case.steps, rng)
+        _differentiable(case.model, tree_leaves(params))
         return wl, params, state0, inputs
 
     def stack(self, outputs: list[Any]) -> torch.Tensor:

@@ -39,11 +39,14 @@ import numpy as np
 import torch
 
 from ckptbench.backends.torch import SPEC
-from ckptbench.workloads import Sizes, WorkloadError, load_workload, registry
+from ckptbench.backends.torch.layers import module_chain
+from ckptbench.workloads import Sizes, WorkloadError, build_workload, checked_workload, registry
 from ckptbench.workloads.base import check_init_result
+from ckptbench.workloads.chain import check_chain_init, is_chain, layer_names
 from ckptbench.workloads.mirror import MirrorLSTM, MirrorRNN
 
 __all__ = [
+    "TorchChainPlugin",
     "TorchLSTM",
     "TorchPlugin",
     "TorchRNN",
@@ -262,6 +265,30 @@ def _detached(tree: Any) -> Any:
     return tree
 
 
+@dataclass(frozen=True)
+class TorchChainPlugin:
+    """A user's layer chain (:mod:`ckptbench.workloads.chain`) run with torch tensors: the
+    arrays ``init`` returns are moved to ``device`` in ``dtype``."""
+
+    workload: Any
+    device: str = "cpu"
+    dtype: str = "float64"
+
+    def layer_names(self, layers: int) -> tuple[str, ...]:
+        return layer_names(self.workload, layers)
+
+    def init(self, layers: int, rng: Any) -> tuple[list[Any], Any]:
+        params, x0 = check_chain_init(self.workload.init(layers, rng), layers, self.workload.init)
+        params, x0 = to_device((params, x0), self.device, self.dtype)
+        return list(params), x0
+
+    def layer(self, i: int, params: Any, x: Any) -> Any:
+        return self.workload.layer(i, params, x)
+
+    def loss(self, x: Any) -> Any:
+        return self.workload.loss(x)
+
+
 def load_torch_workload(
     spec: str, sizes: Sizes, device: str = "cpu", dtype: str = "float64"
 ) -> Any:
@@ -269,7 +296,9 @@ def load_torch_workload(
     :mod:`ckptbench.workloads.registry` or a plug-in) on ``device``, its floating-point
     tensors in ``dtype``.
 
-    Plug-ins follow :func:`ckptbench.workloads.load_workload`'s protocol and errors.
+    Plug-ins follow :func:`ckptbench.workloads.load_workload`'s protocol and errors; a
+    factory returning an ``nn.Sequential`` (or a list of modules) is a layer chain
+    (:mod:`ckptbench.backends.torch.layers`).
     """
     if not isinstance(sizes, Sizes):
         raise WorkloadError(f"sizes must be a Sizes instance, got {type(sizes).__name__}")
@@ -277,4 +306,11 @@ def load_torch_workload(
     if registry.is_builtin(name):
         build = registry.factory(name, SPEC.name)
         return build(**sizes.as_kwargs(), device=device, dtype=dtype)
-    return TorchPlugin(spec=name, workload=load_workload(name, sizes), device=device, dtype=dtype)
+    built = build_workload(name, sizes)
+    chain = module_chain(built, sizes.batch, sizes.input, device, dtype)
+    if chain is not None:
+        return chain
+    workload = checked_workload(name, built)
+    if is_chain(workload):
+        return TorchChainPlugin(workload, device, dtype)
+    return TorchPlugin(spec=name, workload=workload, device=device, dtype=dtype)

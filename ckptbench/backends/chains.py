@@ -1,0 +1,64 @@
+"""The three modes of a layer chain, written once over a framework's operations.
+
+A chain (:mod:`ckptbench.workloads.chain`) is measured as a recurrence is (see
+:mod:`ckptbench.backends.modes`), with the chain's own gradient: the parameters a mode
+differentiates are ``{"input": x0, "layers": [params_0, ..., params_{L-1}]}`` (every
+layer's parameters and the input), and the loss is ``loss(x_L)``.
+
+* baseline — the layers run once without a tape, a zero gradient;
+* normal — the framework's gradient of the unrolled stack (every layer's tape kept);
+* checkpointed — our strategies through the framework's chain binding of the engine
+  (``chain_checkpoint``): step i of the schedule is layer i; optimal plans from the
+  given per-layer costs. A framework's own checkpointing peers checkpoint recurrences
+  only and are refused here in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ckptbench.backends.contract import counting
+from ckptbench.schedules import get_strategy, strategy_names
+
+__all__ = ["chain_loop", "chain_modes"]
+
+
+def chain_modes(
+    fw: Any, case: Any, mode: str, wl: Any, params: list, x0: Any, ctx: Any, costs: Any
+) -> tuple[Any, Callable[[Any], Any], list, Any]:
+    """``(params, gradient, calls, loop)`` of chain ``wl`` in ``mode`` (a mode's name) on
+    framework ``fw``; ``loop`` is the checkpointed loop (None in the other modes)."""
+    layers = case.steps
+    counted, calls = counting(wl.layer)
+
+    def forward(p: Any) -> Any:
+        x, ps = p["input"], p["layers"]
+        for i in range(layers):
+            x = counted(i, ps[i], x)
+        return wl.loss(x)
+
+    loop = None
+    if mode == "baseline":
+        gradient = fw.value_only(forward, ctx)
+    elif mode == "normal":
+        gradient = fw.value_and_grad(forward, ctx)
+    else:
+        loop = chain_loop(fw, case, counted, costs)
+        gradient = fw.value_and_grad(lambda p: wl.loss(loop(p["layers"], p["input"])), ctx)
+    return {"input": x0, "layers": params}, gradient, calls, loop
+
+
+def chain_loop(fw: Any, case: Any, layer: Callable, costs: Any) -> Any:
+    """The checkpointed loop of ``case.strategy`` over the chain's ``layer``, from the
+    framework's ``chain_checkpoint`` (a planned strategy plans from ``costs`` first)."""
+    spec = get_strategy(case.strategy)
+    if not spec.ours:
+        ours = ", ".join(strategy_names(ours=True))
+        raise ValueError(
+            f"strategy {spec.name} checkpoints recurrences only; a layer chain runs {ours}"
+        )
+    plan = spec.plan_for(case, costs)
+    if plan is not None:
+        return fw.chain_checkpoint(layer, case.steps, strategy=spec, plan=plan)
+    return fw.chain_checkpoint(layer, case.steps, case.snaps, spec)
