@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ckptbench.backends.contract import CheckpointStats
-from ckptbench.engine.interpreter import loop_schedule
+from ckptbench.engine.interpreter import EngineRun, loop_schedule
 
 __all__ = ["ChainLoop"]
 
@@ -38,6 +38,11 @@ class ChainLoop:
         self.strategy = self.schedule.strategy
         self.plan = self.schedule.plan
         self.stats: CheckpointStats | None = None
+        self.recorder: Any = None  # ``run --trace``: handed every action of the next calls
+
+    def new_run(self) -> EngineRun:
+        """The state of one call of this loop (with the recorder, when one is set)."""
+        return EngineRun(self.schedule, self.recorder)
 
     def check_params(self, params: Any) -> Any:
         """``params`` if it holds one entry per layer (a list, or a framework's box of

@@ -71,7 +71,7 @@ class AutogradChainLoop(ChainLoop):
 
     def __call__(self, params: Any, x0: Any) -> Any:
         params = _pack(self.check_params(params))
-        return self._primitive(params, x0, EngineRun(self.schedule))
+        return self._primitive(params, x0, self.new_run())
 
     def _forward(self, params: list, x0: Any, run: EngineRun) -> Any:
         t_enter = time.perf_counter()

@@ -115,7 +115,7 @@ class TorchChainLoop(ChainLoop):
             builds.append(build)
         ops = TorchChainOps(self, layer_leaves, builds)
         flat = [leaf for ls in layer_leaves for leaf in ls]
-        return _Chain.apply(self, EngineRun(self.schedule), ops, *flat, x0)
+        return _Chain.apply(self, self.new_run(), ops, *flat, x0)
 
 
 def chain_checkpoint(
