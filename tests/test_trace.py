@@ -278,3 +278,26 @@ def test_a_real_traced_run_end_to_end(tmp_path):
     assert len(rows) == replay_bytes(make_schedule("revolve", 9, 3), 9, 1, 0).stats.actions
     assert all(isinstance(r["measured_bytes"], int) and r["measured_bytes"] >= 0 for r in rows)
     assert doc["case"]["trace"] is True
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="no torch")
+def test_the_cuda_trace_window_reads_the_peak_since_the_last_read(monkeypatch):
+    """torch's per-action device window, against a model of the caching allocator's
+    counters (no GPU here: the calls it makes are the ones a GPU would answer)."""
+    import torch
+
+    from ckptbench.backends.torch.device import DevicePeakMeter
+
+    state = {"allocated": 100, "peak": 100}
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda d=None: state["allocated"])
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d=None: state["peak"])
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats",
+                        lambda d=None: state.update(peak=state["allocated"]))  # fmt: skip
+    meter = DevicePeakMeter.__new__(DevicePeakMeter)
+    meter.device = torch.device("cuda")
+    window = meter.trace_window()
+    assert window.start() == 100
+    state.update(allocated=150, peak=400)  # an action that peaked at 400 and kept 150
+    assert window.read() == 300
+    assert window.read() == 50  # the next action allocated nothing: what is held
+    assert DevicePeakMeter("cpu").trace_window() is None

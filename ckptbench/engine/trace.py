@@ -2,25 +2,33 @@
 
 A :class:`TraceRecorder` set on an engine loop (``EngineLoop.recorder``) is handed every
 action of the next calls by the interpreter, after the action ran (FIRSTURN once its
-reverse is done, in the reverse sweep). It keeps one row per action: its index in the
-stream, kind, step and the step's label (``step i`` unless a workload names its layers),
-what was stored, freed, taped or recomputed, the planned bytes (the engine's declared live
-bytes, exactly as :func:`ckptbench.schedules.replay_bytes` counts them with
-``per_action``) and, when a meter is given, the memory measured in that action. Pure: the
-meter (``ckptbench.measure.trace``) is the only thing that reads memory.
+reverse is done, in the reverse sweep). While the schedule runs it keeps three integers per
+action in arrays allocated once, at the first action: the planned bytes (the engine's
+declared live bytes, exactly as :func:`ckptbench.schedules.replay_bytes` counts them with
+``per_action``) and, when a meter is given, the host and device memory measured in that
+action. Its own bookkeeping happens after the meter has read an action and before the
+next action's window opens, and keeps no Python object per action, so the trace does not
+measure itself (a dict per action did: about 0.5 KiB each, 2 MiB over a 1000-step Revolve).
+
+:attr:`TraceRecorder.rows` then describes every action from the same action stream: its
+index, kind, step and the step's label (``step i`` unless a workload names its layers), what
+was stored, freed, taped or recomputed. Pure: the meter (``ckptbench.measure.trace``) is
+the only thing that reads memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from ckptbench.schedules import ActionKind
 
-__all__ = ["TraceMeter", "TraceRecorder", "step_label"]
+__all__ = ["TraceMeter", "TraceRecorder", "describe", "step_label"]
 
-_ADVANCE, _TAPE = ActionKind.ADVANCE, ActionKind.TAPE
-_FIRSTURN, _YOUTURN = ActionKind.FIRSTURN, ActionKind.YOUTURN
+_ADVANCE, _TAKESHOT, _TAPE = ActionKind.ADVANCE, ActionKind.TAKESHOT, ActionKind.TAPE
+_FIRSTURN, _YOUTURN, _REVERSE = ActionKind.FIRSTURN, ActionKind.YOUTURN, ActionKind.REVERSE
+_NONE = -1  # no reading in the arrays
 
 
 def step_label(step: int) -> str:
@@ -29,69 +37,105 @@ def step_label(step: int) -> str:
 
 
 class TraceMeter(Protocol):
-    """Reads the memory of the action that just ran and starts the next action's window."""
+    """Reads the memory of the action that just ran; ``restart`` opens the next window."""
 
     def read(self) -> tuple[int, int | None]:
         """(host bytes above the trace's start, device bytes above it or None)."""
 
+    def restart(self) -> None:
+        """Open the next action's window."""
+
 
 class TraceRecorder:
-    """One row per action of the calls it is set on (``rows``: JSON-ready dicts)."""
+    """The actions of one call (the last one it was set on), as :attr:`rows`."""
 
     def __init__(
         self, meter: TraceMeter | None = None, label: Callable[[int], str] = step_label
     ) -> None:
         self.meter = meter
         self.label = label
-        self.rows: list[dict[str, Any]] = []
-        self._slots: dict[int, int] = {}  # slot -> step, after the previous action
-        self._tapes: set[int] = set()
-        self._reversing = False
+        self.schedule: Any = None
+        self.count = 0
+        self.planned = self.host = self.device = array("q")
 
     def record(self, run: Any, index: int, act: Any, planned_bytes: int) -> None:
         """Called by the interpreter after action ``index`` (``act``) of ``run``."""
         host, device = self.meter.read() if self.meter is not None else (None, None)
-        slots = {k: held[0] for k, held in run.slots.items()}
-        tapes = set(run.tapes)
-        stored = [f"x_{st} (slot {k})" for k, st in slots.items() if self._slots.get(k) != st]
-        freed = [f"x_{st} (slot {k})" for k, st in self._slots.items() if slots.get(k) != st]
-        freed += [f"tape {i}" for i in sorted(self._tapes - tapes)]
-        self._slots, self._tapes = slots, tapes
-        row = {
+        if index == 0 or self.schedule is None:
+            self._allocate(run.schedule)
+        if index < len(self.planned):
+            self.planned[index] = planned_bytes
+            self.host[index] = _NONE if host is None else host
+            self.device[index] = _NONE if device is None else device
+            self.count = index + 1
+        if self.meter is not None:
+            self.meter.restart()
+
+    def _allocate(self, schedule: Any) -> None:
+        self.schedule = schedule
+        n = sum(1 for _ in schedule.actions())
+        self.planned, self.host, self.device = (array("q", bytes(8 * n)) for _ in range(3))
+        self.count = 0
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """One JSON-ready dict per recorded action (after the call)."""
+        if self.schedule is None:
+            return []
+        acts = list(self.schedule.actions())[: self.count]
+        rows = describe(acts, self.label)
+        for i, row in enumerate(rows):
+            row["planned_bytes"] = int(self.planned[i])
+            row["measured_bytes"] = None if self.host[i] == _NONE else int(self.host[i])
+            if self.device[i] != _NONE:
+                row["device_bytes"] = int(self.device[i])
+        return rows
+
+
+def describe(actions: Iterable[Any], label: Callable[[int], str] = step_label) -> list[dict]:
+    """What each action of a stream did, as the engine runs it: ``index``, ``kind``,
+    ``step``, ``layer`` (the step's label; a range for ADVANCE), ``stored`` (a state put in
+    a slot), ``freed`` (states no action needs again, a slot overwritten, a kept tape
+    reversed), ``taped`` and ``recomputed`` (an ADVANCE after the first sweep)."""
+    slots: dict[int, int] = {}  # slot -> step of the live state it holds
+    rows, reversing = [], False
+    for index, act in enumerate(actions):
+        kind = act.kind
+        stored, freed, taped, recomputed = "", [], "", ""
+        if kind is _TAKESHOT:
+            if act.slot in slots:
+                freed.append(f"x_{slots[act.slot]} (slot {act.slot})")
+            slots[act.slot] = act.step
+            stored = f"x_{act.step} (slot {act.slot})"
+        elif kind is _TAPE:
+            taped = f"step {act.step} (kept)"
+        elif kind is _FIRSTURN or kind is _YOUTURN or kind is _REVERSE:
+            if kind is _REVERSE:
+                freed.append(f"tape {act.step}")
+            else:
+                taped = f"step {act.step} (reversed)"
+            for k in [k for k, st in slots.items() if st == act.step]:
+                freed.append(f"x_{act.step} (slot {k})")
+                del slots[k]
+        elif kind is _ADVANCE and reversing:
+            n = act.stop - act.start
+            recomputed = f"{n} step{'s' if n > 1 else ''} ({act.start}..{act.stop - 1})"
+        rows.append({
             "index": index,
-            "kind": act.kind.name,
-            "step": act.start if act.kind is _ADVANCE else act.step,
-            "layer": self._layer(act),
-            "stored": ", ".join(stored),
+            "kind": kind.name,
+            "step": act.start if kind is _ADVANCE else act.step,
+            "layer": _layer(act, label),
+            "stored": stored,
             "freed": ", ".join(freed),
-            "taped": self._taped(act),
-            "recomputed": self._recomputed(act),
-            "planned_bytes": int(planned_bytes),
-            "measured_bytes": host,
-        }
-        if device is not None:
-            row["device_bytes"] = device
-        self.rows.append(row)
-        if act.kind is _FIRSTURN:
-            self._reversing = True
+            "taped": taped,
+            "recomputed": recomputed,
+        })  # fmt: skip
+        reversing = reversing or kind is _FIRSTURN
+    return rows
 
-    def _layer(self, act: Any) -> str:
-        if act.kind is _ADVANCE:
-            first, last = act.start, act.stop - 1
-            return (
-                self.label(first) if first == last else f"{self.label(first)} .. {self.label(last)}"
-            )
-        return "" if act.step is None else self.label(act.step)
 
-    def _taped(self, act: Any) -> str:
-        if act.kind is _TAPE:
-            return f"step {act.step} (kept)"
-        if act.kind is _FIRSTURN or act.kind is _YOUTURN:
-            return f"step {act.step} (reversed)"
-        return ""
-
-    def _recomputed(self, act: Any) -> str:
-        if act.kind is not _ADVANCE or not self._reversing:
-            return ""
-        n = act.stop - act.start
-        return f"{n} step{'s' if n > 1 else ''} ({act.start}..{act.stop - 1})"
+def _layer(act: Any, label: Callable[[int], str]) -> str:
+    if act.kind is _ADVANCE:
+        first, last = act.start, act.stop - 1
+        return label(first) if first == last else f"{label(first)} .. {label(last)}"
+    return "" if act.step is None else label(act.step)

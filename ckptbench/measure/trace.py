@@ -66,21 +66,21 @@ class HostTraceMeter:
         self.start_rss_bytes = read_statm_rss_bytes()
         if self.device is not None:
             self.start_device_bytes = self.device.start()
-        self._next()
+        self.restart()
 
-    def _next(self) -> None:
+    def restart(self) -> None:
+        """Open the next action's window: trim the heap, reset the peak."""
         peaks.trim_heap()
         if self.method == "vmhwm-per-action":
             peaks.reset_peak()
 
     def read(self) -> tuple[int, int | None]:
-        """The window just closed (bytes above the start, never negative); opens the next."""
+        """The window just closed, in bytes above the start (never negative)."""
         if self.method == "vmhwm-per-action":
             now = peaks.read_peak_bytes()
         else:
             now = read_statm_rss_bytes()
         device = self.device.read() if self.device is not None else None
-        self._next()
         return max(0, now - self.start_rss_bytes), device
 
 

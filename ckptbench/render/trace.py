@@ -126,7 +126,10 @@ def plot_trace(result: RunResult) -> Any:
     if any("device_bytes" in r for r in rows):
         ax.plot(x, [r.get("device_bytes", 0) / MIB for r in rows], lw=0.9, label="device")
     slack = trace_slack(result)
-    if slack is not None:
+    if slack is not None and slack.tape_bytes is not None:
+        allowed = [(r["planned_bytes"] + (slack.of(r) or 0)) / MIB for r in rows]
+        ax.step(x, allowed, where="mid", lw=0.5, color="#bbbbbb", zorder=1,
+                label="planned + slack")  # fmt: skip
         over = over_slack(rows, slack)
         if over:
             ax.scatter([r["index"] for r in over], [r["measured_bytes"] / MIB for r in over],
