@@ -13,27 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+from _cli import one_line_error, run_cli
 from _synthetic import CI_CASE, make_result
 from click.testing import CliRunner
 
-from ckptbench.cli import cli, main
+from ckptbench.cli import cli
 from ckptbench.results.schema import result_to_dict, save_result
 from ckptbench.results.store import StoreError, load_result, load_results
-
-
-def run_cli(capsys, argv: list[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
-
-
-def one_line_error(capsys, argv: list[str]) -> str:
-    code, _, err = run_cli(capsys, argv)
-    assert code == 2, err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    return err
-
 
 FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
 

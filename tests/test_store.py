@@ -9,28 +9,14 @@ import os
 from pathlib import Path
 
 import pytest
+from _cli import one_line_error, run_cli
 from _synthetic import CI_CASE, MIB, make_result
 
 from ckptbench.analysis import compare, pair
-from ckptbench.cli import main
 from ckptbench.results.schema import Case, result_to_dict, save_result
 from ckptbench.results.store import StoreError, load_result, load_results, open_folder
 
 LONG = "plugins/" + "a_rather_long_folder_name_for_models/" * 2
-
-
-def run_cli(capsys, argv: list[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
-
-
-def one_line_error(capsys, argv: list[str]) -> str:
-    code, _, err = run_cli(capsys, argv)
-    assert code == 2, err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    return err
 
 
 # --------------------------------------------------------------------------- item 11

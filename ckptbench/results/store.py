@@ -162,46 +162,47 @@ def check_output(
 
 
 @contextlib.contextmanager
-def folder_shared(out_dir: str | os.PathLike[str], what: str = "--out") -> Iterator[None]:
-    """Hold a shared ``flock`` on the folder a result is written into: refused (one-line
-    :class:`StoreError`) while a sweep holds it (:func:`locked_folder`), and a sweep cannot
-    start in it meanwhile."""
+def _flock_folder(out_dir: str | os.PathLike, how: int, cannot: str, held: str) -> Iterator[None]:
+    """Hold ``flock(how)`` on the folder itself for the block (no lock file is left behind;
+    the kernel drops it when the process dies); StoreError ``cannot`` (+ why) where the
+    folder does not open, ``held`` where another process holds a conflicting lock."""
     try:
         fd = os.open(out_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError as err:
-        raise StoreError(f"{what} {out_dir}: cannot lock the folder ({err.strerror})") from None
+        raise StoreError(f"{cannot} ({err.strerror or err})") from None
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, how | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise StoreError(
-                f"{what}: the folder {out_dir} is being written by a ckptbench sweep; wait "
-                "for it to finish or use another folder"
-            ) from None
+            raise StoreError(held) from None
         yield
     finally:
         os.close(fd)
 
 
-@contextlib.contextmanager
-def locked_folder(out_dir: Path) -> Iterator[None]:
-    """Hold an exclusive ``fcntl.flock`` on the folder itself for the block (no lock file is
-    left behind; the kernel drops it when the process dies); StoreError if another holds it."""
-    try:
-        fd = os.open(out_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError as err:
-        raise StoreError(f"{out_dir}: cannot lock the folder ({err.strerror or err})") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StoreError(
-                f"{out_dir}: another ckptbench sweep is writing this folder (or a run with "
-                "--out in it); wait for it to finish or use another --out"
-            ) from None
-        yield
-    finally:
-        os.close(fd)
+def folder_shared(
+    out_dir: str | os.PathLike[str], what: str = "--out"
+) -> contextlib.AbstractContextManager[None]:
+    """Hold a shared ``flock`` on the folder a result is written into: refused (StoreError)
+    while a sweep holds it (:func:`locked_folder`), and a sweep cannot start in it meanwhile."""
+    return _flock_folder(
+        out_dir,
+        fcntl.LOCK_SH,
+        f"{what} {out_dir}: cannot lock the folder",
+        f"{what}: the folder {out_dir} is being written by a ckptbench sweep; wait for it to "
+        "finish or use another folder",
+    )
+
+
+def locked_folder(out_dir: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold an exclusive ``flock`` on the folder for the block; StoreError if another holds it."""
+    return _flock_folder(
+        out_dir,
+        fcntl.LOCK_EX,
+        f"{out_dir}: cannot lock the folder",
+        f"{out_dir}: another ckptbench sweep is writing this folder (or a run with --out in "
+        "it); wait for it to finish or use another --out",
+    )
 
 
 def write_manifest(out_dir: Path, body: dict[str, Any]) -> Path:
