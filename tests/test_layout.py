@@ -138,8 +138,6 @@ LONG_FUNCTIONS = {
     "ckptbench/backends/jax/binding.py:compiled_checkpoint": 200,
     "ckptbench/backends/jax/gradients.py:make_built": 130,
     "ckptbench/backends/jax/table.py:encode": 105,
-    "ckptbench/cli/run.py:run": 160,
-    "ckptbench/cli/sweep.py:sweep": 90,
     "ckptbench/frame.py:cells_frame": 85,
     "ckptbench/measure/launch.py:_supervise": 150,
     "ckptbench/measure/runner.py:run_case": 145,

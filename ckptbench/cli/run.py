@@ -13,25 +13,18 @@ import click
 from ckptbench.cli.options import (
     BYTES,
     CASE_DEFAULTS,
-    EXIT_FAILED,
-    EXIT_OK,
     POS,
     SECONDS,
     SNAPS_HELP,
     GroupedCommand,
     InputError,
     backend_option,
-    check_backend,
     device_option,
-    device_words,
-    given_sizes,
     mprof_option,
     numerics_options,
     output_options,
-    read_costs,
     relative_model,
     size_options,
-    stdout_console,
     strategy_help,
 )
 from ckptbench.cli.outputs import (
@@ -41,9 +34,16 @@ from ckptbench.cli.outputs import (
     claim_out,
     write_mprof,
 )
-from ckptbench.cli.precision import precision_option, precision_target
+from ckptbench.cli.precision import precision_option
+from ckptbench.cli.run_steps import (
+    checked_case,
+    checked_in_worker,
+    measure,
+    report_outcome,
+    show_result,
+)
 from ckptbench.results.schema import Case
-from ckptbench.schedules import get_strategy, strategy_names
+from ckptbench.schedules import strategy_names
 
 
 def _default_out(model: str) -> Path:
@@ -288,66 +288,34 @@ def run(
     mprof_dir, as_json, fmt, quiet, verbose, progress_lines, trace,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
-    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
-    from ckptbench.measure.runner import expected_oom, run_case
-    from ckptbench.measure.tasks import CostsError, check_plugin, probe_device
-    from ckptbench.render import failure_lines, warning_lines
     from ckptbench.render.console import mode_progress, plan_line, stderr_console
-    from ckptbench.render.formats import get_format
-    from ckptbench.render.reports import run_report
-    from ckptbench.render.run import interruption_line
     from ckptbench.results.schema import snaps_ignored
-    from ckptbench.schedules.optimal import PlanError
 
     mode_list = _parse_modes(modes, trace)
     model = relative_model(model)
-    if expect_oom and memory_limit is None:
-        raise InputError("--expect-oom needs --memory-limit")
-    if set(expect_oom) - {m.value for m in mode_list}:
-        raise InputError("--expect-oom names a mode that --modes does not run")
+    _check_expect_oom(expect_oom, memory_limit, mode_list)
     ctx = click.get_current_context()
     given = ctx.get_parameter_source("snaps")
     if snaps_ignored(strategy) and given is click.core.ParameterSource.DEFAULT:
         snaps = steps  # not given and not used: no note
-    try:
-        case = Case(
-            model=model, steps=steps, snaps=snaps, strategy=strategy, backend=backend,
-            device=device, budget_bytes=budget, hidden=hidden, batch=batch, input=input_,
-            output=output, seed=seed, dtype=dtype, executor=executor,
-            warmup=warmup, repeats=repeats, rounds=rounds, threads=threads, timeout_s=timeout,
-            memory_limit_bytes=memory_limit, sample_interval_s=sample_interval, trace=trace,
-        )  # fmt: skip
-        case, notes = case.effective()
-        case.check_fits_memory()
-        check_backend(case)
-        costs = read_costs(costs_file, case.steps) if costs_file else None
-        if costs is not None and not get_strategy(strategy).planned:
-            notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
-            costs = None
-        target, more = precision_target(ctx, precision, max_rounds, max_time, case, modes)
-        notes += more
-    except ValueError as err:
-        raise InputError(device_words(ctx, device, str(err))) from None
+    fields = dict(
+        model=model, steps=steps, snaps=snaps, strategy=strategy, backend=backend,
+        device=device, budget_bytes=budget, hidden=hidden, batch=batch, input=input_,
+        output=output, seed=seed, dtype=dtype, executor=executor,
+        warmup=warmup, repeats=repeats, rounds=rounds, threads=threads, timeout_s=timeout,
+        memory_limit_bytes=memory_limit, sample_interval_s=sample_interval, trace=trace,
+    )  # fmt: skip
+    case, notes, costs, target = checked_case(
+        ctx, fields, costs_file, precision, max_rounds=max_rounds, max_time=max_time, modes=modes
+    )
     out = out or _default_out(model)
     check_out(out, force)
     claim_out(ctx, out)  # before anything is measured; held until the command ends
     check_out(out, force)  # again: it may have appeared before the claim
     if mprof_dir is not None:
         check_mprof_dir(mprof_dir, case, mode_list)
-    try:
-        with stop_on_signals():
-            # in a disposable worker, never in this process, on every backend: the plug-in's
-            # protocol once (and its factory's own sizes where no size option was given)
-            if device != "cpu" and (why := probe_device(case)) is not None:
-                raise InputError(device_words(ctx, device, f"--device {device}: {why}"))
-            case, plugin_notes = check_plugin(case, given_sizes=given_sizes(ctx))
-            notes += plugin_notes
-            case.check_fits_memory()
-    except ValueError as err:
-        raise InputError(str(err)) from None
-    except (Interrupted, KeyboardInterrupt) as err:
-        click.echo(f"ckptbench: interrupted by {stop_reason(err)}; nothing measured", err=True)
-        sys.exit(128 + getattr(err, "signum", 2))
+    case, plugin_notes = checked_in_worker(ctx, case, device)
+    notes += plugin_notes
 
     err_console = stderr_console()
     for note in notes if not quiet else ():
@@ -364,82 +332,29 @@ def run(
         guess_round_s=guess,
         announce=plan_line(case, mode_list, target, guess, _load()),  # said as measuring starts
     )
-    code = None
-
-    def saved_elsewhere(path: str, why: str) -> None:
-        nonlocal out
-        out = Path(path)
-        err_console.print(
-            f"[yellow]warning[/yellow] cannot save the result as asked ({why}); saved it "
-            f"as {path} instead",
-            highlight=False,
-        )
-
-    try:
-        with stop_on_signals():
-            result = run_case(
-                case,
-                saved_elsewhere=saved_elsewhere,
-                out_path=out,
-                replace_out=force,
-                progress=progress_cb,
-                modes=mode_list,
-                costs=costs,
-                retry_oom=retry_oom,
-                precision=target,
-            )
-    except PlanError as err:
-        stop()
-        raise InputError(str(err)) from None
-    except CostsError as err:
-        stop()
-        click.echo(f"ckptbench: {err}", err=True)
-        sys.exit(EXIT_FAILED)
-    except (Interrupted, KeyboardInterrupt) as err:
-        stop()  # the live display goes before the message
-        result = getattr(err, "result", None)  # None: stopped while measuring step costs
-        code = 128 + getattr(err, "signum", 2)
-        saved = result is not None and result.modes
-        measured = saved and any(m.iterations for m in result.modes)
-        where = f"what was measured is saved in {out}" if measured else "nothing measured"
-        cut = interruption_line(result) if measured else None
-        if saved and not measured:
-            where += f" (no iteration completed; {out} records the stop)"
-        err_console.print(
-            f"[yellow]interrupted[/yellow] by {stop_reason(err)}: workers stopped; {where}"
-            + (f" ({cut})" if cut else ""),
-            highlight=False,
-        )
-        if result is None:
-            stop()
-            sys.exit(code)
-    finally:
-        stop()
-    shown = get_format("json" if as_json else fmt)
-    report = run_report(result, quiet=quiet)
-    if shown.show is not None:  # a terminal format: the console's width and colours
-        console = stdout_console()
-        shown.show(report, console)
-        if not quiet and result.modes:
-            console.print(f"[dim]saved {out}[/dim]")
-    else:
-        click.echo(shown.render(report, stdout_console().width))
+    measured = measure(
+        case,
+        err_console,
+        progress_cb,
+        stop,
+        out=out,
+        force=force,
+        modes=mode_list,
+        costs=costs,
+        retry_oom=retry_oom,
+        precision=target,
+    )
+    result, out = measured.result, measured.out
+    show_result(result, "json" if as_json else fmt, quiet=quiet, out=out)
     if mprof_dir is not None:
         write_mprof([result], mprof_dir, quiet)
-    for line in warning_lines(result):
-        err_console.print(f"[yellow]warning[/yellow] {line}", highlight=False)
-    expected, unmet = expected_oom(result, expect_oom)
-    for line in failure_lines(result):
-        if not any(line.startswith(f"{m}:") for m in expected):
-            err_console.print(f"[red]failed[/red] {line}", highlight=False)
-    for m in expected:
-        err_console.print(f"expected: {m} exceeded the memory limit, as --expect-oom said")
-    for m in unmet:
-        err_console.print(
-            f"[red]failed[/red] {m} was expected to exceed --memory-limit but did not",
-            highlight=False,
-        )
-    if code is None:
-        others_ok = all(m.ok for m in result.modes if m.mode.value not in expected)
-        code = EXIT_OK if others_ok and not unmet else EXIT_FAILED
-    sys.exit(code)
+    code = report_outcome(result, expect_oom, err_console)
+    sys.exit(code if measured.code is None else measured.code)
+
+
+def _check_expect_oom(expect_oom, memory_limit, mode_list) -> None:
+    """``--expect-oom`` needs ``--memory-limit`` and names only modes that run."""
+    if expect_oom and memory_limit is None:
+        raise InputError("--expect-oom needs --memory-limit")
+    if set(expect_oom) - {m.value for m in mode_list}:
+        raise InputError("--expect-oom names a mode that --modes does not run")

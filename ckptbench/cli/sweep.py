@@ -42,7 +42,6 @@ def sweep(
 ):  # fmt: skip
     """Run every cell of a TOML config, saving each result the moment it is measured."""
     from ckptbench.render.console import stderr_console
-    from ckptbench.results.store import open_folder
     from ckptbench.sweep.config import load_config
     from ckptbench.sweep.progress import estimated_seconds
     from ckptbench.sweep.run import run_sweep
@@ -52,20 +51,7 @@ def sweep(
     except ValueError as err:
         raise InputError(str(err)) from None
     out = out or Path("results") / cfg.name
-    if dask_address is not None:  # the cluster is checked before the folder is created
-        from ckptbench.sweep.cluster import parse_address
-
-        try:
-            dask_address = parse_address(dask_address)
-        except ValueError as err:
-            raise InputError(str(err)) from None
-        if out.exists() and not out.is_dir():
-            raise InputError(f"--out {out}: exists and is not a folder (results go into a folder)")
-    else:
-        try:
-            open_folder(out)
-        except ValueError as err:
-            raise InputError(f"--out {err}") from None
+    dask_address = _check_destination(out, dask_address)
     console = stderr_console()
     try:
         for case in cfg.cases:
@@ -81,31 +67,15 @@ def sweep(
             highlight=False,
         )
     if (len(cfg.cases) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
-        question = f"{len(cfg.cases)} cells, roughly {hours:.1f} h: run them?"
-        if not sys.stdin.isatty():
-            raise InputError(f"{config}: {question[:-15]}; pass --yes to run them")
-        if not click.confirm(question, err=True):
-            raise InputError("sweep not started")
+        _confirm(config, len(cfg.cases), hours)
     show_iterations = not quiet and (verbose or progress_lines or console.is_terminal)
-
-    def progress(event):
-        if quiet:
-            return
-        if event.event in ("cell-start", "cell-retry", "cell-done") or (
-            event.event == "mode-iteration" and show_iterations
-        ):
-            console.print(event.line(), highlight=False)
+    progress = _progress_printer(console, quiet=quiet, show_iterations=show_iterations)
 
     from ckptbench.measure.launch import Interrupted, stop_on_signals
-    from ckptbench.measure.tasks import check_plugin
 
     try:
         with stop_on_signals():
-            checked: set[tuple[str, str]] = set()
-            for case in cfg.cases:  # each plug-in once per backend, in a disposable worker
-                if (case.model, case.backend) not in checked:
-                    checked.add((case.model, case.backend))
-                    check_plugin(case)
+            _check_plugins(cfg.cases)
             outcome = run_sweep(
                 cfg,
                 out,
@@ -125,6 +95,65 @@ def sweep(
         dask = f" --dask {dask_address}" if dask_address else ""
         click.echo(f"continue with: ckptbench sweep {config} --out {out}{dask} --resume")
     sys.exit(outcome.exit_code)
+
+
+def _check_destination(out: Path, dask_address: str | None) -> str | None:
+    """The checked ``--dask`` address (None: local), with ``--out`` checked for it: on a
+    cluster only that it can be a folder (the cluster is checked before the folder is
+    created), locally opened as a results folder. InputError with one line otherwise."""
+    from ckptbench.results.store import open_folder
+
+    if dask_address is None:
+        try:
+            open_folder(out)
+        except ValueError as err:
+            raise InputError(f"--out {err}") from None
+        return None
+    from ckptbench.sweep.cluster import parse_address
+
+    try:
+        address = parse_address(dask_address)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder (results go into a folder)")
+    return address
+
+
+def _confirm(config: Path, cells: int, hours: float) -> None:
+    """Ask before a large sweep starts: InputError when not on a terminal (pass --yes) or
+    when the answer is no."""
+    question = f"{cells} cells, roughly {hours:.1f} h: run them?"
+    if not sys.stdin.isatty():
+        raise InputError(f"{config}: {question[:-15]}; pass --yes to run them")
+    if not click.confirm(question, err=True):
+        raise InputError("sweep not started")
+
+
+def _progress_printer(console, *, quiet: bool, show_iterations: bool):
+    """The sweep's progress callback: a line per cell started, retried or done, and per
+    iteration where ``show_iterations``; nothing when ``quiet``."""
+
+    def progress(event):
+        if quiet:
+            return
+        if event.event in ("cell-start", "cell-retry", "cell-done") or (
+            event.event == "mode-iteration" and show_iterations
+        ):
+            console.print(event.line(), highlight=False)
+
+    return progress
+
+
+def _check_plugins(cases) -> None:
+    """Check each plug-in once per backend, in a disposable worker (ValueError if one fails)."""
+    from ckptbench.measure.tasks import check_plugin
+
+    checked: set[tuple[str, str]] = set()
+    for case in cases:
+        if (case.model, case.backend) not in checked:
+            checked.add((case.model, case.backend))
+            check_plugin(case)
 
 
 def _stopped_message(err: BaseException, out: Path, dask_address: str | None) -> str:

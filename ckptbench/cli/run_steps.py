@@ -1,0 +1,199 @@
+"""The steps of ``ckptbench run`` around its measurement: the case checked (here, then in
+a disposable worker), the measurement under signal handling, the report printed and the
+exit status of the outcome. Each turns a problem into the command line's one-line error or
+exit status; the measuring itself is :func:`ckptbench.measure.runner.run_case`'s."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from ckptbench.cli.options import (
+    EXIT_FAILED,
+    EXIT_OK,
+    InputError,
+    check_backend,
+    device_words,
+    given_sizes,
+    read_costs,
+    stdout_console,
+)
+from ckptbench.cli.precision import precision_target
+from ckptbench.results.schema import Case, RunResult
+from ckptbench.schedules import get_strategy
+
+__all__ = [
+    "Measured",
+    "checked_case",
+    "checked_in_worker",
+    "measure",
+    "report_outcome",
+    "show_result",
+]
+
+
+def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_time, modes):
+    """The case of the options, checked here (its effective values, memory, backend), with
+    the notes to print, the step costs read from ``costs_file`` (None: measured, or not
+    used by the strategy) and the precision target. InputError with one line otherwise."""
+    strategy, device = fields["strategy"], fields["device"]
+    try:
+        case, notes = Case(**fields).effective()
+        case.check_fits_memory()
+        check_backend(case)
+        costs = read_costs(costs_file, case.steps) if costs_file else None
+        if costs is not None and not get_strategy(strategy).planned:
+            notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
+            costs = None
+        target, more = precision_target(ctx, precision, max_rounds, max_time, case, modes)
+        notes += more
+    except ValueError as err:
+        raise InputError(device_words(ctx, device, str(err))) from None
+    return case, notes, costs, target
+
+
+def checked_in_worker(ctx, case: Case, device: str) -> tuple[Case, tuple[str, ...]]:
+    """The device probe and the plug-in check, in a disposable worker, never in this
+    process, on every backend: the plug-in's protocol once (and its factory's own sizes
+    where no size option was given). Returns the case with those sizes and the notes;
+    InputError on a problem (naming ``device`` as typed), exit 128 + N when stopped by
+    signal N."""
+    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.measure.tasks import check_plugin, probe_device
+
+    try:
+        with stop_on_signals():
+            if device != "cpu" and (why := probe_device(case)) is not None:
+                raise InputError(device_words(ctx, device, f"--device {device}: {why}"))
+            case, notes = check_plugin(case, given_sizes=given_sizes(ctx))
+            case.check_fits_memory()
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    except (Interrupted, KeyboardInterrupt) as err:
+        click.echo(f"ckptbench: interrupted by {stop_reason(err)}; nothing measured", err=True)
+        sys.exit(128 + getattr(err, "signum", 2))
+    return case, notes
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What :func:`measure` ends with: the result (partial when stopped), the file it was
+    saved in, and the exit status a stop by signal dictates (None: the result's own)."""
+
+    result: RunResult
+    out: Path
+    code: int | None
+
+
+def measure(case, err_console, progress, stop, *, out, force, **run_options) -> Measured:
+    """Run the case's modes under signal handling, with the live display ``progress``
+    (closed by ``stop`` before any message). A plan that cannot be made is an InputError,
+    step costs that cannot be measured exit 1, a stop by signal is said and, where nothing
+    was measured, exits 128 + N."""
+    from ckptbench.measure.launch import Interrupted, stop_on_signals
+    from ckptbench.measure.runner import run_case
+    from ckptbench.measure.tasks import CostsError
+    from ckptbench.schedules.optimal import PlanError
+
+    saved_as = out
+    code = None
+
+    def saved_elsewhere(path: str, why: str) -> None:
+        nonlocal saved_as
+        saved_as = Path(path)
+        err_console.print(
+            f"[yellow]warning[/yellow] cannot save the result as asked ({why}); saved it "
+            f"as {path} instead",
+            highlight=False,
+        )
+
+    try:
+        with stop_on_signals():
+            result = run_case(
+                case,
+                saved_elsewhere=saved_elsewhere,
+                out_path=out,
+                replace_out=force,
+                progress=progress,
+                **run_options,
+            )
+    except PlanError as err:
+        stop()
+        raise InputError(str(err)) from None
+    except CostsError as err:
+        stop()
+        click.echo(f"ckptbench: {err}", err=True)
+        sys.exit(EXIT_FAILED)
+    except (Interrupted, KeyboardInterrupt) as err:
+        stop()  # the live display goes before the message
+        result = getattr(err, "result", None)  # None: stopped while measuring step costs
+        code = 128 + getattr(err, "signum", 2)
+        _say_interrupted(err_console, err, result, saved_as)
+        if result is None:
+            stop()
+            sys.exit(code)
+    finally:
+        stop()
+    return Measured(result, saved_as, code)
+
+
+def _say_interrupted(err_console, err: BaseException, result, out: Path) -> None:
+    """One line on a run stopped by a signal: what was measured and where it is saved."""
+    from ckptbench.measure.launch import stop_reason
+    from ckptbench.render.run import interruption_line
+
+    saved = result is not None and result.modes
+    measured = saved and any(m.iterations for m in result.modes)
+    where = f"what was measured is saved in {out}" if measured else "nothing measured"
+    cut = interruption_line(result) if measured else None
+    if saved and not measured:
+        where += f" (no iteration completed; {out} records the stop)"
+    err_console.print(
+        f"[yellow]interrupted[/yellow] by {stop_reason(err)}: workers stopped; {where}"
+        + (f" ({cut})" if cut else ""),
+        highlight=False,
+    )
+
+
+def show_result(result, fmt: str, *, quiet: bool, out: Path) -> None:
+    """Print the run's report in format ``fmt`` on stdout (a terminal format at the
+    console's width and colours, with where the result was saved)."""
+    from ckptbench.render.formats import get_format
+    from ckptbench.render.reports import run_report
+
+    shown = get_format(fmt)
+    report = run_report(result, quiet=quiet)
+    if shown.show is not None:  # a terminal format: the console's width and colours
+        console = stdout_console()
+        shown.show(report, console)
+        if not quiet and result.modes:
+            console.print(f"[dim]saved {out}[/dim]")
+    else:
+        click.echo(shown.render(report, stdout_console().width))
+
+
+def report_outcome(result, expect_oom, err_console) -> int:
+    """Print the result's warnings and failures (an out-of-memory that ``--expect-oom``
+    expected is said as expected, one that did not happen is a failure) and return the
+    exit status: 0 when every other mode is ok and every expected one ran out."""
+    from ckptbench.measure.runner import expected_oom
+    from ckptbench.render import failure_lines, warning_lines
+
+    for line in warning_lines(result):
+        err_console.print(f"[yellow]warning[/yellow] {line}", highlight=False)
+    expected, unmet = expected_oom(result, expect_oom)
+    for line in failure_lines(result):
+        if not any(line.startswith(f"{m}:") for m in expected):
+            err_console.print(f"[red]failed[/red] {line}", highlight=False)
+    for m in expected:
+        err_console.print(f"expected: {m} exceeded the memory limit, as --expect-oom said")
+    for m in unmet:
+        err_console.print(
+            f"[red]failed[/red] {m} was expected to exceed --memory-limit but did not",
+            highlight=False,
+        )
+    others_ok = all(m.ok for m in result.modes if m.mode.value not in expected)
+    return EXIT_OK if others_ok and not unmet else EXIT_FAILED
