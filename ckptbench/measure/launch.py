@@ -31,15 +31,22 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import ckptbench
 from ckptbench.measure import noise
 from ckptbench.measure import peaks as measure
-from ckptbench.results.schema import Case, Iteration, Mode, ModeResult, Status
+from ckptbench.measure.follow import (
+    ModeEvents,
+    Progress,
+    RunEvent,
+    Stopped,
+    interrupted_result,
+    mode_outcome,
+)
+from ckptbench.results.schema import Case, Mode, ModeResult, Status
 from ckptbench.workloads import plugin_paths
 
 __all__ = [
@@ -137,25 +144,6 @@ def stop_on_signals() -> Iterator[None]:
             signal.signal(sig, old)
 
 
-@dataclass(frozen=True)
-class RunEvent:
-    """Progress of a run: a mode starts, an iteration completes, or a mode is done."""
-
-    phase: str  # "start" | "iteration" | "done"
-    mode: Mode
-    round: int
-    rounds: int
-    index: int = 0  # iteration index (warm-up included), for "iteration"
-    planned: int = 0  # warm-up + repeats
-    warmup: bool = False
-    result: ModeResult | None = None  # for "done"
-    record: Iteration | None = None  # for "iteration": what it measured
-    elapsed_s: float = 0.0  # since the worker was started
-
-
-Progress = Callable[[RunEvent], None]
-
-
 def default_worker_command() -> list[str]:
     """``python -P -m measure.worker``: ``-P`` keeps the current folder off ``sys.path``."""
     return [sys.executable, "-P", "-m", "ckptbench.measure.worker"]
@@ -168,14 +156,6 @@ def child_env(case: Case) -> dict[str, str]:
     root = str(Path(ckptbench.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     return env
-
-
-def _tail(text: str, lines: int = 8) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB"
 
 
 class Channel:
@@ -248,10 +228,6 @@ def _vm_hwm_bytes(pid: int) -> int | None:
     return None
 
 
-def _iteration(record: dict[str, Any]) -> Iteration:
-    return Iteration(**record)
-
-
 def run_mode(
     case: Case,
     mode: Mode,
@@ -316,7 +292,6 @@ def start_worker(
 def _supervise(case, mode, fields, files, worker, round_index, progress):
     """Start the worker, feed it the job, follow its events; see :func:`run_mode`."""
     out_file, err_file = files
-    planned = case.warmup + case.repeats
     started = time.perf_counter()
     started_unix = time.time()
     probe = noise.BusyProbe.start()
@@ -326,66 +301,14 @@ def _supervise(case, mode, fields, files, worker, round_index, progress):
         return ModeResult(
             mode=mode, status=Status.CRASHED, error=f"cannot start worker: {err}"
         ), None
-    limit = case.memory_limit_bytes
-    sampler = measure.RssSampler(proc.pid, case.sample_interval_s, limit)
-    warm: list[Iteration] = []
-    iters: list[Iteration] = []
-    report: dict[str, Any] | None = None
-    timed_out = interrupted = None
-    over: list[int] = []  # an exact peak over the memory limit, whatever the sampler saw
-    reported_at = 0.0
-    deadline = None if case.timeout_s is None else started + case.timeout_s
-
-    def handle(event: dict[str, Any]) -> None:
-        nonlocal deadline, report, reported_at
-        kind = event.get("event")
-        if kind == "ready":
-            if case.timeout_s is not None:
-                deadline = time.perf_counter() + case.timeout_s
-            peak = event.get("startup_peak_rss_bytes")
-            if limit and isinstance(peak, int) and peak > limit:
-                over.append(peak)
-        elif kind == "iteration" and isinstance(event.get("record"), dict):
-            with contextlib.suppress(TypeError):
-                it = _iteration(event["record"])
-                (warm if event.get("warmup") else iters).append(it)
-                if limit and isinstance(it.peak_rss_bytes, int) and it.peak_rss_bytes > limit:
-                    over.append(it.peak_rss_bytes)
-                if progress:
-                    progress(
-                        RunEvent(
-                            "iteration", mode, round_index, case.rounds,
-                            index=int(event.get("index", 0)), planned=planned,
-                            warmup=bool(event.get("warmup")), record=it,
-                            elapsed_s=time.perf_counter() - started,
-                        )
-                    )  # fmt: skip
-        elif kind == "result":
-            report, reported_at = event, time.perf_counter()
-
+    sampler = measure.RssSampler(proc.pid, case.sample_interval_s, case.memory_limit_bytes)
+    events = ModeEvents(case, mode, round_index, progress, started)
+    timed_out = False
+    interrupted = None
     try:
         raise_deferred()
         sampler.start()
-        while True:
-            raise_deferred()  # or a stop requested for this thread
-            for event in channel.read(0.05):
-                handle(event)
-            if proc.poll() is not None:  # exited: what it wrote is in the pipe already
-                for event in channel.drain():
-                    handle(event)
-                break
-            if report is not None:
-                # reported: threads or children it left may not hold the mode back
-                if time.perf_counter() - reported_at > KILL_GRACE_S:
-                    break
-                continue
-            if limit and not over and (hwm := _vm_hwm_bytes(proc.pid)) and hwm > limit:
-                over.append(hwm)
-            if sampler.limit_exceeded or over:
-                break
-            if deadline is not None and time.perf_counter() > deadline:
-                timed_out = True
-                break
+        timed_out = _follow(proc, channel, sampler, events)
     except (Interrupted, KeyboardInterrupt) as err:
         interrupted = err
     finally:
@@ -406,48 +329,40 @@ def _supervise(case, mode, fields, files, worker, round_index, progress):
         "timeline": tuple(measure.thin_timeline(sampler.timeline, TIMELINE_POINTS)),
         "exit_code": proc.returncode,
         "wall_time_s": wall,
-        "warmup": tuple(warm),
-        "iterations": tuple(iters),
+        "warmup": tuple(events.warm),
+        "iterations": tuple(events.iters),
         "iterations_planned": case.repeats,
         "started_unix_s": started_unix,
         "other_busy_cores": busy.other_cores,
     }
-
-    def failed(status: Status, error: str) -> ModeResult:
-        return ModeResult(status=status, error=error, stderr_tail=_tail(err_text), **common)
-
-    kept = f"; {len(iters)} of {case.repeats} measured iterations completed and kept"
     if interrupted is not None:
-        partial = failed(Status.INTERRUPTED, f"stopped by {stop_reason(interrupted)}{kept}")
-        interrupted.partial = partial  # type: ignore[attr-defined]
-        raise interrupted
-    if sampler.limit_exceeded or over:
-        rss = max([sampler.exceeded_rss_bytes or 0, *over])
-        return failed(
-            Status.OUT_OF_MEMORY,
-            f"RSS {_mib(rss)} exceeded the memory limit of "
-            f"{_mib(case.memory_limit_bytes or 0)}; the worker was stopped{kept}",
-        ), None
-    if timed_out:
-        return failed(
-            Status.TIMEOUT,
-            f"worker exceeded the timeout of {case.timeout_s:g} s and was stopped{kept}",
-        ), None
-    if report is None:
-        return failed(
-            Status.CRASHED, f"worker exited with status {proc.returncode} without a result"
-        ), None
-    if not report.get("ok"):
-        return failed(Status.FAILED, str(report.get("error", "worker reported a failure"))), None
-    try:
-        result = ModeResult.reported(report, **common)
-    except (KeyError, TypeError, ValueError) as err:
-        return failed(
-            Status.CRASHED, f"worker result is malformed ({type(err).__name__}: {err})"
-        ), None
-    if len(iters) != case.repeats:
-        return failed(
-            Status.CRASHED,
-            f"worker reported {len(iters)} measured iterations, {case.repeats} planned",
-        ), None
-    return result, report.get("numpy")
+        raise interrupted_result(interrupted, stop_reason(interrupted), events, err_text, common)
+    stopped = Stopped(
+        sampler.limit_exceeded, sampler.exceeded_rss_bytes, timed_out, proc.returncode, err_text
+    )
+    return mode_outcome(case, events, stopped, common)
+
+
+def _follow(proc: subprocess.Popen, channel: Channel, sampler: Any, events: ModeEvents) -> bool:
+    """Read the worker's events until it exits, has reported and had its grace time, goes
+    over the memory limit or past its deadline; True where the deadline ended it."""
+    limit = events.limit
+    while True:
+        raise_deferred()  # or a stop requested for this thread
+        for event in channel.read(0.05):
+            events.handle(event)
+        if proc.poll() is not None:  # exited: what it wrote is in the pipe already
+            for event in channel.drain():
+                events.handle(event)
+            return False
+        if events.report is not None:
+            # reported: threads or children it left may not hold the mode back
+            if time.perf_counter() - events.reported_at > KILL_GRACE_S:
+                return False
+            continue
+        if limit and not events.over and (hwm := _vm_hwm_bytes(proc.pid)) and hwm > limit:
+            events.over.append(hwm)
+        if sampler.limit_exceeded or events.over:
+            return False
+        if events.deadline is not None and time.perf_counter() > events.deadline:
+            return True

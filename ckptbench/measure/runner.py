@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import ckptbench
-from ckptbench.analysis.summary import round_estimates
 from ckptbench.measure import noise
 from ckptbench.measure import peaks as measure
 from ckptbench.measure.launch import Interrupted, Progress, RunEvent, run_mode, stop_reason
+from ckptbench.measure.rounds import Precision, next_round
 from ckptbench.measure.tasks import measure_costs
 from ckptbench.results.schema import (
     MODES,
@@ -136,75 +136,6 @@ def _verify(case: Case, result: ModeResult, grad_err: float | str | None) -> Mod
     return result
 
 
-@dataclass(frozen=True)
-class Precision:
-    """``--precision``: add rounds until the slowdown's half-width (relative) is at most
-    ``target_rel``, but no more than ``max_rounds`` in all and no new round after
-    ``max_time_s`` seconds of measuring."""
-
-    target_rel: float
-    max_rounds: int = 30
-    max_time_s: float = 1800.0
-
-    def __post_init__(self) -> None:
-        if not 0 < self.target_rel < 1:
-            raise ValueError(f"precision must be a fraction such as 3%, got {self.target_rel}")
-        if self.max_rounds < 2:
-            raise ValueError(f"max rounds must be at least 2, got {self.max_rounds}")
-        if not 0 < self.max_time_s < math.inf:
-            raise ValueError(f"max time must be a positive duration, got {self.max_time_s}")
-
-
-def _next_round(
-    precision: Precision | None,
-    results: Sequence[ModeResult],
-    done: int,
-    planned: int,
-    round_starts: Sequence[float],
-    env: dict[str, Any],
-) -> bool:
-    """After ``done`` rounds (of ``planned`` at least): start another one?
-
-    Without ``precision``: exactly ``planned`` rounds. With it: at least two (one round's
-    interval sees no process-to-process variation), the planned ones unless the next round
-    would end after ``max_time_s`` (predicted from the mean round so far), then more until
-    the slowdown's interval is within the target, at most ``max_rounds`` and never a round
-    predicted to end after ``max_time_s``. Records the outcome in ``env["precision"]``
-    (target, half-width, rounds, why it stopped)."""
-    if precision is None:
-        return done < planned
-    est = round_estimates(results).get("slowdown")
-    half = est.half_width_rel if est is not None else None
-    elapsed = time.monotonic() - round_starts[0] if round_starts else 0.0
-    mean_round = elapsed / done if done else 0.0
-    over_time = done >= 2 and elapsed + mean_round > precision.max_time_s
-    if done < 2:
-        stopped = ""
-    elif over_time:
-        stopped = "max-time"
-    elif done < planned:
-        stopped = ""
-    elif half is None:
-        stopped = "no-slowdown"  # normal or checkpointed never measured OK: rounds won't help
-    elif half <= precision.target_rel:
-        stopped = "reached"
-    elif done >= precision.max_rounds:
-        stopped = "max-rounds"
-    else:
-        stopped = ""
-    env["precision"] = {
-        "target_rel": precision.target_rel,
-        "half_width_rel": half,
-        "rounds": done,
-        "rounds_planned": planned,
-        "max_rounds": precision.max_rounds,
-        "max_time_s": precision.max_time_s,
-        "elapsed_s": round(elapsed, 3),
-        "stopped": stopped or "running",
-    }
-    return not stopped
-
-
 def compile_package() -> bool:
     """Make sure ckptbench's own modules have bytecode before any worker starts, so every
     worker loads them from ``.pyc`` however ckptbench was installed.
@@ -255,8 +186,9 @@ def run_case(
     ``skipped_after_oom``. ``retry_oom`` measures it in every round anyway.
 
     With ``precision``, rounds are added after ``case.rounds`` until the slowdown's 95%
-    interval is within the target (:func:`_more_rounds`); the result's case then says how
-    many rounds ran, and the environment's ``precision`` how the run stopped.
+    interval is within the target (:func:`ckptbench.measure.rounds.next_round`); the
+    result's case then says how many rounds ran, and the environment's ``precision`` how
+    the run stopped.
 
     The first save never replaces an existing ``out_path`` unless ``replace_out``; later
     saves replace only the file this run wrote. A save that fails at ``out_path`` (the file
@@ -275,12 +207,39 @@ def run_case(
     if len(set(modes)) != len(modes):
         raise ValueError("modes must not repeat")
     if get_strategy(case.strategy).planned and Mode.CHECKPOINTED in modes:
-        from ckptbench.schedules.optimal import Costs, check_budget, check_plannable
+        costs = _checked_plan(case, costs, worker)
+    rec = _Recording(case, _environment(case), out_path, replace_out, saved_elsewhere)
+    how = _Measuring(modes, worker, progress, costs, retry_oom)
+    with tempfile.TemporaryDirectory(prefix="ckptbench-") as tmp:
+        try:
+            k = 0
+            while next_round(precision, rec.results, k, case.rounds, rec.round_starts, rec.env):
+                _run_round(rec, how, k, tmp)
+                k += 1
+            if precision is not None and rec.results:
+                rec.save()  # with how --precision stopped
+        except (Interrupted, KeyboardInterrupt) as err:
+            _record_interruption(rec, err, modes)
+            err.result = rec.snapshot()  # type: ignore[attr-defined]
+            raise
+    return rec.snapshot()
 
-        check_plannable(case.steps, Costs.from_dict(costs) if costs is not None else None)
-        if costs is None:
-            costs = measure_costs(case, worker=worker)["costs"]
-        check_budget(Costs.from_dict(costs), case.steps, case.budget_bytes or 0)
+
+def _checked_plan(case: Case, costs: dict[str, Any] | None, worker) -> dict[str, Any]:
+    """The step costs a planned strategy plans with (measured in a fresh worker where not
+    given), after checking that the plan can be computed and the budget fits (PlanError)."""
+    from ckptbench.schedules.optimal import Costs, check_budget, check_plannable
+
+    check_plannable(case.steps, Costs.from_dict(costs) if costs is not None else None)
+    if costs is None:
+        costs = measure_costs(case, worker=worker)["costs"]
+    check_budget(Costs.from_dict(costs), case.steps, case.budget_bytes or 0)
+    return costs
+
+
+def _environment(case: Case) -> dict[str, Any]:
+    """The result's environment before any mode runs: the machine, the workers' settings,
+    the plug-in's provenance and what a checkpointed gradient is checked against."""
     env = measure.environment()
     env["sample_interval_s"] = case.sample_interval_s
     env["thread_env_child"] = measure.pinned_thread_env(case.threads)
@@ -295,99 +254,124 @@ def run_case(
         "eps_per_step": GRAD_EPS_PER_STEP,
         "steps": case.steps,
     }
-    host = socket.gethostname()
-    created = datetime.now(UTC).isoformat(timespec="seconds")
-    results: list[ModeResult] = []
-    saved = [False]
-    out_of_memory: dict[str, int] = {}  # mode -> 1-based round it first exceeded the limit
-    ran = [case.rounds]  # rounds planned so far (more with ``precision``)
-    round_starts: list[float] = []
+    return env
 
-    def snapshot() -> RunResult:  # its figures: RunResult.summary, from these modes
+
+@dataclass(frozen=True)
+class _Measuring:
+    """How every mode of a run is measured: which modes, by which worker command, reporting
+    to ``progress``, with the planner's step costs, and whether an out-of-memory mode runs
+    again in later rounds."""
+
+    modes: Sequence[Mode]
+    worker: Sequence[str] | None
+    progress: Progress | None
+    costs: dict[str, Any] | None
+    retry_oom: bool
+
+
+class _Recording:
+    """A run's result as it grows: the modes measured so far, the environment, the rounds
+    planned and started, the modes out of memory (mode -> 1-based round it first exceeded
+    the limit), and where the result is saved (see :func:`run_case`)."""
+
+    def __init__(self, case: Case, env: dict[str, Any], out_path, replace_out, saved_elsewhere):
+        self.case, self.env = case, env
+        self.host = socket.gethostname()
+        self.created = datetime.now(UTC).isoformat(timespec="seconds")
+        self.results: list[ModeResult] = []
+        self.out_of_memory: dict[str, int] = {}
+        self.ran = case.rounds  # rounds planned so far (more with ``precision``)
+        self.round_starts: list[float] = []
+        self.where = Path(out_path) if out_path is not None else None
+        self.saved, self.replace_out, self.saved_elsewhere = False, replace_out, saved_elsewhere
+
+    def snapshot(self) -> RunResult:  # its figures: RunResult.summary, from these modes
+        case = self.case
         return RunResult(
-            case=case if ran[0] == case.rounds else replace(case, rounds=ran[0]),
-            modes=tuple(results),
-            environment=env,
-            created=created,
-            host=host,
+            case=case if self.ran == case.rounds else replace(case, rounds=self.ran),
+            modes=tuple(self.results),
+            environment=self.env,
+            created=self.created,
+            host=self.host,
             tool_version=ckptbench.__version__,
         )
 
-    where = [Path(out_path) if out_path is not None else None]
-
-    def save() -> None:
-        if where[0] is None:
+    def save(self) -> None:
+        if self.where is None:
             return
-        at, why = save_or_beside(snapshot(), where[0], replace=saved[0] or replace_out)
+        at, why = save_or_beside(
+            self.snapshot(), self.where, replace=self.saved or self.replace_out
+        )
         if why is not None:
-            where[0] = at
-            if saved_elsewhere is not None:
-                saved_elsewhere(str(at), why)
-        saved[0] = True
+            self.where = at
+            if self.saved_elsewhere is not None:
+                self.saved_elsewhere(str(at), why)
+        self.saved = True
 
-    with tempfile.TemporaryDirectory(prefix="ckptbench-") as tmp:
-        try:
-            k = 0
-            while _next_round(precision, results, k, case.rounds, round_starts, env):
-                ran[0] = max(ran[0], k + 1)
-                round_starts.append(time.monotonic())
-                grads = {m: os.path.join(tmp, f"{m.value}-{k}.npy") for m in modes}
-                for mode in round_order(modes, k):
-                    if mode.value in out_of_memory:
-                        if progress:
-                            progress(RunEvent("skip", mode, k, ran[0]))
-                        continue
-                    if progress:
-                        progress(RunEvent("start", mode, k, ran[0]))
-                    want_grad = mode in (Mode.NORMAL, Mode.CHECKPOINTED)
-                    result, numpy_env = run_mode(
-                        case,
-                        mode,
-                        grads[mode] if want_grad else None,
-                        worker=worker,
-                        round_index=k,
-                        progress=progress,
-                        costs=costs,
-                    )
-                    if numpy_env and "numpy" not in env:
-                        env["numpy"] = numpy_env
-                    results.append(_checked(case, k, mode, result, modes, grads))
-                    if result.status is Status.OUT_OF_MEMORY and not retry_oom:
-                        out_of_memory[mode.value] = k + 1
-                        if k + 1 < case.rounds:
-                            env["skipped_after_oom"] = dict(out_of_memory)
-                    save()
-                    if progress:
-                        progress(RunEvent("done", mode, k, ran[0], result=results[-1]))
-                k += 1
-            if precision is not None and results:
-                save()  # with how --precision stopped
-        except (Interrupted, KeyboardInterrupt) as err:
-            partial = getattr(err, "partial", None)
-            done = {(r.round, r.mode) for r in results}
-            pending = [
-                (k, m)
-                for k in range(len(round_starts))
-                for m in round_order(modes, k)
-                if (k, m) not in done
-                and not (m.value in out_of_memory and k >= out_of_memory[m.value])
-            ]
-            if partial is None and results and pending:
-                k, mode = pending[0]  # stopped between modes: say so in the file
-                why = f"stopped by {stop_reason(err)} before this mode started"
-                partial = ModeResult(mode=mode, status=Status.INTERRUPTED, error=why, round=k,
-                                     iterations_planned=case.repeats)  # fmt: skip
-            env["interrupted"] = {
-                "by": stop_reason(err),
-                "round": (partial.round if partial is not None else len(round_starts)) + 1,
-            }
-            if partial is not None:
-                results.append(partial)
-            if results:  # nothing measured yet: no file (a result needs a mode)
-                save()
-            err.result = snapshot()  # type: ignore[attr-defined]
-            raise
-    return snapshot()
+
+def _run_round(rec: _Recording, how: _Measuring, k: int, tmp: str) -> None:
+    """Round ``k``: every mode in its rotated order, each in a fresh worker (skipping one
+    out of memory, unless ``retry_oom``), the result saved after each."""
+    case, env, progress = rec.case, rec.env, how.progress
+    rec.ran = max(rec.ran, k + 1)
+    rec.round_starts.append(time.monotonic())
+    grads = {m: os.path.join(tmp, f"{m.value}-{k}.npy") for m in how.modes}
+    for mode in round_order(how.modes, k):
+        if mode.value in rec.out_of_memory:
+            if progress:
+                progress(RunEvent("skip", mode, k, rec.ran))
+            continue
+        if progress:
+            progress(RunEvent("start", mode, k, rec.ran))
+        want_grad = mode in (Mode.NORMAL, Mode.CHECKPOINTED)
+        result, numpy_env = run_mode(
+            case,
+            mode,
+            grads[mode] if want_grad else None,
+            worker=how.worker,
+            round_index=k,
+            progress=progress,
+            costs=how.costs,
+        )
+        if numpy_env and "numpy" not in env:
+            env["numpy"] = numpy_env
+        rec.results.append(_checked(case, k, mode, result, how.modes, grads))
+        if result.status is Status.OUT_OF_MEMORY and not how.retry_oom:
+            rec.out_of_memory[mode.value] = k + 1
+            if k + 1 < case.rounds:
+                env["skipped_after_oom"] = dict(rec.out_of_memory)
+        rec.save()
+        if progress:
+            progress(RunEvent("done", mode, k, rec.ran, result=rec.results[-1]))
+
+
+def _record_interruption(rec: _Recording, err: BaseException, modes: Sequence[Mode]) -> None:
+    """Save what a stopped run measured: the partial mode (or, stopped between modes, the
+    next one as interrupted before it started) and, in the environment, by what and in
+    which round it was stopped. Nothing measured yet: no file (a result needs a mode)."""
+    results, out_of_memory = rec.results, rec.out_of_memory
+    partial = getattr(err, "partial", None)
+    done = {(r.round, r.mode) for r in results}
+    pending = [
+        (k, m)
+        for k in range(len(rec.round_starts))
+        for m in round_order(modes, k)
+        if (k, m) not in done and not (m.value in out_of_memory and k >= out_of_memory[m.value])
+    ]
+    if partial is None and results and pending:
+        k, mode = pending[0]  # stopped between modes: say so in the file
+        why = f"stopped by {stop_reason(err)} before this mode started"
+        partial = ModeResult(mode=mode, status=Status.INTERRUPTED, error=why, round=k,
+                             iterations_planned=rec.case.repeats)  # fmt: skip
+    rec.env["interrupted"] = {
+        "by": stop_reason(err),
+        "round": (partial.round if partial is not None else len(rec.round_starts)) + 1,
+    }
+    if partial is not None:
+        results.append(partial)
+    if results:
+        rec.save()
 
 
 def _checked(

@@ -120,24 +120,73 @@ def measure_step_costs(
         raise ValueError("measuring step costs needs at least 1 step of inputs")
     if steps == 1:  # a one-step chain: its step measured twice (the tape is a difference)
         inputs = inputs[[0, 0]]
-    if tape_method is not None and tape_method not in ("vmhwm", "tracemalloc"):
-        raise ValueError(f"tape_method must be vmhwm or tracemalloc, got {tape_method!r}")
-    own = None
-    if tape_method is None:
-        own = fw.tape_nbytes(workload.step, workload.post, params, state0, inputs[0])
-    if own is not None:
-        tape_method = fw.tape_method
-    elif tape_method is None:
-        tape_method = "vmhwm" if measure.peak_method() == "vmhwm" else "tracemalloc"
-    method = tape_method
+    method, own = _tape_method(fw, workload, params, state0, inputs, tape_method)
     k1, k2 = tape_steps if tape_steps is not None else (16, 112)
     k2 = min(k2, max(steps, 2))
     k1 = max(1, min(k1, k2 // 4))
     if k2 <= k1:
         raise ValueError(f"tape_steps must satisfy k1 < k2 <= steps, got ({k1}, {k2})")
-    f, post = workload.step, workload.post
     k_time = min(max(steps, 2), 200)
+    times = _time_samples(fw, workload, params, state0, inputs[:k_time], samples, device_sync)
+    tapes = []
+    for _ in range(max(1, min(samples, 3))):
+        if own is not None:
+            tapes.append(own)
+            continue
+        peaks = [_tape_all_peak(fw, workload, params, state0, inputs[:k], method) for k in (k1, k2)]
+        tapes.append(max(0, round((peaks[1] - peaks[0]) / (k2 - k1))))
 
+    costs = Costs(
+        forward_time_s=min(times.forward),
+        taped_time_s=min(times.taped),
+        state_bytes=fw.state_nbytes(state0),
+        tape_bytes=int(statistics.median(tapes)),
+        fixed_time_s=steps * min(times.post),
+    )
+    return StepCostReport(
+        costs=costs,
+        steps=steps,
+        tape_method=method,
+        tape_steps=(k1, k2),
+        forward_samples_s=times.forward,
+        taped_samples_s=times.taped,
+        post_samples_s=times.post,
+        tape_samples_bytes=tuple(tapes),
+        timing="host" if device_sync is None else "device-synchronized",
+    )
+
+
+def _tape_method(fw, workload, params, state0, inputs, forced: str | None):
+    """(how a tape's bytes are measured, the framework's own count of them or None): the
+    ``forced`` method, else the framework's own count where it has one, else VmHWM where it
+    can be reset, else tracemalloc."""
+    if forced is not None and forced not in ("vmhwm", "tracemalloc"):
+        raise ValueError(f"tape_method must be vmhwm or tracemalloc, got {forced!r}")
+    if forced is not None:
+        return forced, None
+    own = fw.tape_nbytes(workload.step, workload.post, params, state0, inputs[0])
+    if own is not None:
+        return fw.tape_method, own
+    return ("vmhwm" if measure.peak_method() == "vmhwm" else "tracemalloc"), None
+
+
+@dataclass(frozen=True)
+class _Timings:
+    """Per-step times (s) of each sample: an untaped step, a taped step and its reverse, a
+    readout."""
+
+    forward: tuple[float, ...]
+    taped: tuple[float, ...]
+    post: tuple[float, ...]
+
+
+def _time_samples(fw, workload, params, state0, inputs, samples: int, device_sync) -> _Timings:
+    """Time ``samples`` times, over the steps of ``inputs``: an untaped loop of steps, a
+    loop of readouts, and the taped steps with their reverses (the executor's own timer;
+    with ``device_sync``, the whole synchronised store-all gradient less its untaped steps
+    and readouts, never below the untaped steps' time)."""
+    f, post = workload.step, workload.post
+    k_time = int(np.shape(inputs)[0])
     sync = device_sync if device_sync is not None else _no_sync
     fwd, tap, pst = [], [], []
     for _ in range(samples):
@@ -155,39 +204,13 @@ def measure_step_costs(
             sync()
             pst.append((time.perf_counter() - t0) / k_time)
         if device_sync is None:
-            taped = _store_all_taped_time(fw, workload, params, state0, inputs[:k_time])
+            taped = _store_all_taped_time(fw, workload, params, state0, inputs)
         else:
             untaped = (k_time - 1) * (fwd[-1] + pst[-1])
-            total = _store_all_synced_time(fw, workload, params, state0, inputs[:k_time], sync)
+            total = _store_all_synced_time(fw, workload, params, state0, inputs, sync)
             taped = max(total - untaped, k_time * fwd[-1])  # noise floor: never below a step
         tap.append(taped / k_time)
-
-    tapes = []
-    for _ in range(max(1, min(samples, 3))):
-        if own is not None:
-            tapes.append(own)
-            continue
-        peaks = [_tape_all_peak(fw, workload, params, state0, inputs[:k], method) for k in (k1, k2)]
-        tapes.append(max(0, round((peaks[1] - peaks[0]) / (k2 - k1))))
-
-    costs = Costs(
-        forward_time_s=min(fwd),
-        taped_time_s=min(tap),
-        state_bytes=fw.state_nbytes(state0),
-        tape_bytes=int(statistics.median(tapes)),
-        fixed_time_s=steps * min(pst),
-    )
-    return StepCostReport(
-        costs=costs,
-        steps=steps,
-        tape_method=method,
-        tape_steps=(k1, k2),
-        forward_samples_s=tuple(fwd),
-        taped_samples_s=tuple(tap),
-        post_samples_s=tuple(pst),
-        tape_samples_bytes=tuple(tapes),
-        timing="host" if device_sync is None else "device-synchronized",
-    )
+    return _Timings(tuple(fwd), tuple(tap), tuple(pst))
 
 
 def _no_sync() -> None:
