@@ -75,6 +75,10 @@ class Framework(Protocol):
     def chain_checkpoint(self, layer: Callable, layers: int, *args, **kw) -> Any:
         """The framework's binding of the engine for a layer chain (``loop(params, x0)``)."""
 
+    def chain_ops(self, layer: Callable, layers: int, params: list) -> Any:
+        """The chain executor's own step operations over ``params`` (``tape``, ``reverse``),
+        for the per-layer costs (:mod:`ckptbench.measure.layercosts`)."""
+
     def flatten(self, grad: Any) -> Any:
         """A gradient tree as one float64 numpy vector (dict keys sorted)."""
 
@@ -103,6 +107,10 @@ class Framework(Protocol):
     ) -> int | None:
         """The bytes one kept tape holds, counted by the framework (None: measure a peak
         slope instead)."""
+
+    def layer_tape_nbytes(self, layer: Callable, i: int, params: Any, x: Any) -> int | None:
+        """The bytes one kept tape of a chain's layer ``i`` holds, counted by the framework
+        (None: measure a peak slope instead)."""
 
 
 class FrameworkBackend:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def _sections():
 
 @click.command(
     epilog="Example:\n\n  ckptbench plan --model lstm --steps 1000 --budget 8MiB\n\n"
+    "  ckptbench plan --model cnn-stack --steps 24 --budget 2MiB --save-costs costs.json\n\n"
     "  ckptbench plan --model my.py:make --steps 200 --budget 4MiB --costs costs.json"
 )
 @click.option("--model", default="lstm", show_default=True, help="As for run.")
@@ -44,6 +46,13 @@ def _sections():
     type=click.Path(path_type=Path),
     default=None,
     help="Plan with these step costs (JSON, see docs/planner.md) instead of measuring them.",
+)
+@click.option(
+    "--save-costs",
+    "save_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the costs planned with to this file (the --costs format; per layer on a chain).",
 )
 @backend_option
 @size_options
@@ -65,20 +74,17 @@ def _sections():
 )
 @quiet_option
 def plan(
-    model, steps, budget, costs_file, backend, hidden, batch, input_, output, seed, threads,
-    as_json, fmt, quiet,
+    model, steps, budget, costs_file, save_file, backend, hidden, batch, input_, output, seed,
+    threads, as_json, fmt, quiet,
 ):  # fmt: skip
     """The minimum-time schedule for a byte budget, beside Revolve and equal segments.
 
     Measures the step costs (untaped step, taped step + reverse, state and tape bytes) in a
     fresh worker, then plans with the dynamic program over states and tapes (Beaumont et al.,
-    2019) and predicts each strategy's time and peak storage at the same budget.
+    2019) and predicts each strategy's time and peak storage at the same budget. On a layer
+    chain (``--model cnn-stack``, ...) every layer's costs are measured, and a table shows
+    per layer its costs and what the optimal plan does with it.
     """
-    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
-    from ckptbench.measure.tasks import CostsError, check_plugin, measure_costs
-    from ckptbench.render.formats import get_format
-    from ckptbench.render.reports import plan_report
-    from ckptbench.schedules.compare import compare_at_budget
     from ckptbench.schedules.optimal import OPTIMAL, Costs, check_budget, check_plannable
 
     try:
@@ -95,6 +101,16 @@ def plan(
             check_budget(Costs.from_dict(doc), steps, budget)
     except ValueError as err:
         raise InputError(str(err)) from None
+    report = {"costs": doc} if doc is not None else _measure(case, quiet)
+    _show(report, steps, budget, save_file, "json" if as_json else fmt)
+
+
+def _measure(case: Case, quiet: bool) -> dict:
+    """The step costs of ``case`` measured in a fresh worker (the worker's report: ``costs``
+    and, on a layer chain, ``layers``), after the plug-in check; exits on failure."""
+    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.measure.tasks import CostsError, check_plugin, measure_costs
+
     try:
         with stop_on_signals():
             # in a disposable worker, never in this process; sizes as for run
@@ -102,10 +118,10 @@ def plan(
             case.check_fits_memory()
             for note in notes if not quiet else ():
                 click.echo(f"note: {note}", err=True)
-            if doc is None and not quiet:
-                click.echo(f"measuring step costs on {backend} in a fresh worker ...", err=True)
-            if doc is None:
-                doc = measure_costs(case)["costs"]
+            if not quiet:
+                what = f"measuring step costs on {case.backend} in a fresh worker ..."
+                click.echo(what, err=True)
+            return measure_costs(case)
     except ValueError as err:
         raise InputError(str(err)) from None
     except CostsError as err:
@@ -114,15 +130,32 @@ def plan(
     except (Interrupted, KeyboardInterrupt) as err:
         click.echo(f"ckptbench: interrupted by {stop_reason(err)}; nothing planned", err=True)
         sys.exit(128 + getattr(err, "signum", 2))
+
+
+def _show(report: dict, steps: int, budget: int, save_file: Path | None, fmt: str) -> None:
+    """Plan with the costs of ``report`` and print the plans (and, for per-step costs, the
+    optimal plan per layer) in format ``fmt``; write the costs to ``save_file`` first."""
+    from ckptbench.render.formats import get_format
+    from ckptbench.render.reports import plan_report
+    from ckptbench.schedules.compare import compare_at_budget
+    from ckptbench.schedules.optimal import Costs, check_budget, plan_optimal
+
+    doc = report["costs"]
     costs = Costs.from_dict(doc)
     try:
         check_budget(costs, steps, budget)
         rows = compare_at_budget(costs, steps, budget)
+        best = plan_optimal(costs, steps, budget) if costs.steps is not None else None
     except ValueError as err:
         raise InputError(str(err)) from None
-    shown = get_format("json" if as_json else fmt)
-    report = plan_report(rows, costs, doc, steps, budget)
+    if save_file is not None:
+        try:
+            save_file.write_text(json.dumps(costs.as_dict(), indent=1) + "\n")
+        except OSError as err:
+            raise InputError(f"--save-costs {save_file}: {err.strerror or err}") from None
+    shown = get_format(fmt)
+    out = plan_report(rows, costs, doc, steps, budget, plan=best, layers=report.get("layers"))
     if shown.show is not None:  # a terminal format: the console's width
-        shown.show(report, stdout_console())
+        shown.show(out, stdout_console())
     else:
-        click.echo(shown.render(report, stdout_console().width))
+        click.echo(shown.render(out, stdout_console().width))

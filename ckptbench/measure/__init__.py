@@ -4,7 +4,8 @@
   inside the measured process; ``tasks`` runs side tasks in disposable workers;
 * ``runner`` measures a case in rounds and saves after every mode;
 * ``peaks`` (exact VmHWM peaks, the RSS sampler, the environment), ``noise`` (what else the
-  machine was doing), ``stepcosts`` (the planner's step costs) and ``lineprofile``
+  machine was doing), ``stepcosts`` (the planner's step costs), ``layercosts`` (a layer
+  chain's per-layer costs) and ``lineprofile``
   (``ckptbench profile``).
 
 This package's ``__init__`` imports nothing: the worker imports only what its backend needs.

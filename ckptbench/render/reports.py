@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ckptbench.render.formats.model import Data, Prose, Report, TableSection, Verdicts
+from ckptbench.render.layers import layer_records, layer_table
 from ckptbench.render.run import explain_lines, headline, run_table
 from ckptbench.render.schedule import plan_table
 from ckptbench.render.trace import trace_sections
@@ -44,9 +45,17 @@ def check_report(gate: Any, *, quiet: bool = False) -> Report:
 
 
 def plan_report(
-    rows: list[dict[str, Any]], costs: Any, doc: Any, steps: int, budget: int
-) -> Report:
-    """The plan table and its document (costs, budget and rows: ``plan --format json``)."""
-    table = plan_table(rows, costs, steps, budget)
+    rows: list[dict[str, Any]], costs: Any, doc: Any, steps: int, budget: int,
+    *, plan: Any = None, layers: Any = None,
+) -> Report:  # fmt: skip
+    """The plan table and its document (costs, budget and rows: ``plan --format json``);
+    given the optimal ``plan`` (per-step costs: a layer chain), also its per-layer table
+    (``layers`` names them) and, in the document, ``plan`` (its summary less the costs)
+    and ``layers`` (one record per layer)."""
+    sections = [TableSection(plan_table(rows, costs, steps, budget))]
     data = {"costs": doc, "budget_bytes": budget, "rows": rows}
-    return Report("ckptbench plan", (TableSection(table), Data(data)))
+    if plan is not None:
+        sections.append(TableSection(layer_table(plan, layers)))
+        data["plan"] = {k: v for k, v in plan.summary().items() if k != "costs"}
+        data["layers"] = layer_records(plan, layers)
+    return Report("ckptbench plan", (*sections, Data(data)))

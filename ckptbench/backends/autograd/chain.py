@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,13 @@ from ckptbench.engine.interpreter import EngineRun, first_sweep, reverse_sweep
 from ckptbench.engine.steps import ChainSteps
 from ckptbench.schedules import plan_from
 
-__all__ = ["AutogradChainLoop", "AutogradChainOps", "chain_checkpoint", "tape_layer"]
+__all__ = [
+    "AutogradChainLoop",
+    "AutogradChainOps",
+    "chain_checkpoint",
+    "chain_ops",
+    "tape_layer",
+]
 
 
 class AutogradChainOps(ChainSteps):
@@ -146,6 +153,15 @@ def chain_checkpoint(
     """
     plan = plan_from(strategy, layers, plan=plan, costs=costs, budget_bytes=budget_bytes)
     return AutogradChainLoop(layer, layers, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
+
+
+def chain_ops(layer: Callable, layers: int, params: list) -> AutogradChainOps:
+    """The executor's own step operations over ``params`` (one tree per layer), outside any
+    gradient: ``tape(x_i, i, False)`` -> ``(turn, x_{i+1})`` and ``reverse(turn, x_bar,
+    i)`` with the per-layer parameter accumulators of a real reverse sweep (what the
+    per-layer costs of :mod:`ckptbench.measure.layercosts` time)."""
+    shim = SimpleNamespace(layer=layer, steps=layers)
+    return AutogradChainOps(shim, list(params), want=True)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------- helpers

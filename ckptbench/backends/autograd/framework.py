@@ -17,10 +17,10 @@ import autograd.numpy as anp
 import numpy as np
 
 from ckptbench.backends.autograd.binding import binomial_checkpoint
-from ckptbench.backends.autograd.chain import chain_checkpoint
+from ckptbench.backends.autograd.chain import chain_checkpoint, chain_ops
 from ckptbench.backends.modes import FrameworkBackend
 from ckptbench.workloads import Sizes, load_workload, state_nbytes
-from ckptbench.workloads.chain import check_chain_init, is_chain
+from ckptbench.workloads.chain import check_chain_init, is_chain, layer_names
 
 __all__ = ["BACKEND", "AutogradFramework", "build_gradient", "flatten", "zeros_like"]
 
@@ -49,6 +49,7 @@ class AutogradFramework:
     name = "autograd"
     checkpoint = staticmethod(binomial_checkpoint)
     chain_checkpoint = staticmethod(chain_checkpoint)
+    chain_ops = staticmethod(chain_ops)
     flatten = staticmethod(flatten)
     untaped_outputs = None  # the baseline stacks its outputs like normal mode
     tape_method = None  # tape_nbytes counts nothing: stepcosts measures a peak slope
@@ -98,10 +99,19 @@ class AutogradFramework:
         """None: autograd's tape size is measured as a peak-memory slope (stepcosts)."""
         return None
 
+    def layer_tape_nbytes(self, layer, i, params, x) -> int | None:
+        """None: a layer's tape is measured as a peak-memory slope (layercosts)."""
+        return None
+
     def measure_costs(self, case: Any) -> dict[str, Any]:
+        wl, params, state0, inputs = self.workload(case, None)
+        if is_chain(wl):  # one value per layer of each cost
+            from ckptbench.measure.layercosts import measure_layer_costs
+
+            names = layer_names(wl, case.steps)
+            return measure_layer_costs(wl, params, state0, framework=self, names=names).as_dict()
         from ckptbench.measure.stepcosts import measure_step_costs
 
-        wl, params, state0, inputs = self.workload(case, None)
         return measure_step_costs(wl, params, state0, inputs, framework=self).as_dict()
 
 

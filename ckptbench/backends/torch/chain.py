@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -24,7 +25,7 @@ from ckptbench.engine.interpreter import EngineRun, first_sweep, reverse_sweep
 from ckptbench.engine.steps import ChainSteps
 from ckptbench.schedules import plan_from
 
-__all__ = ["TorchChainLoop", "TorchChainOps", "chain_checkpoint"]
+__all__ = ["TorchChainLoop", "TorchChainOps", "chain_checkpoint", "chain_ops"]
 
 
 class TorchChainOps(ChainSteps):
@@ -126,3 +127,18 @@ def chain_checkpoint(
     torch; the arguments are :func:`ckptbench.backends.autograd.chain.chain_checkpoint`'s."""
     plan = plan_from(strategy, layers, plan=plan, costs=costs, budget_bytes=budget_bytes)
     return TorchChainLoop(layer, layers, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
+
+
+def chain_ops(layer: Callable, layers: int, params: list) -> TorchChainOps:
+    """The executor's own step operations over ``params`` (one tensor tree per layer),
+    outside any gradient: ``tape(x_i, i, False)`` -> ``((x, x_{i+1}), x_{i+1})`` and
+    ``reverse(tape, x_bar, i)``, whose parameter cotangents accumulate into the layer's
+    detached leaves as in a real reverse sweep (what :mod:`ckptbench.measure.layercosts`
+    times)."""
+    leaves, builds = [], []
+    for p in params:
+        flat, build = flatten_tree(p, "params")
+        leaves.append(flat)
+        builds.append(build)
+    shim = SimpleNamespace(layer=layer, steps=layers)
+    return TorchChainOps(shim, leaves, builds)  # type: ignore[arg-type]

@@ -42,17 +42,17 @@ import ckptbench.backends.torch.peers  # noqa: E402, F401  (the peer's module, i
 from ckptbench.backends import Built  # noqa: E402
 from ckptbench.backends.modes import FrameworkBackend  # noqa: E402
 from ckptbench.backends.torch.binding import revolve_checkpoint  # noqa: E402
-from ckptbench.backends.torch.chain import chain_checkpoint  # noqa: E402
+from ckptbench.backends.torch.chain import chain_checkpoint, chain_ops  # noqa: E402
 from ckptbench.backends.torch.device import (  # noqa: E402
     DevicePeakMeter,
     cuda_available,
     resolve_device,
     synchronize,
 )
-from ckptbench.backends.torch.tapes import tape_nbytes  # noqa: E402
+from ckptbench.backends.torch.tapes import layer_tape_nbytes, tape_nbytes  # noqa: E402
 from ckptbench.backends.torch.workloads import load_torch_workload  # noqa: E402
 from ckptbench.workloads import Sizes, WorkloadError  # noqa: E402
-from ckptbench.workloads.chain import check_chain_init, is_chain  # noqa: E402
+from ckptbench.workloads.chain import check_chain_init, is_chain, layer_names  # noqa: E402
 
 __all__ = [
     "BACKEND",
@@ -116,6 +116,7 @@ class TorchFramework:
     name = "torch"
     checkpoint = staticmethod(revolve_checkpoint)
     chain_checkpoint = staticmethod(chain_checkpoint)
+    chain_ops = staticmethod(chain_ops)
     flatten = staticmethod(flatten_gradient)
     tape_method = "saved-tensors"
 
@@ -212,13 +213,25 @@ class TorchFramework:
         """Bytes one kept tape holds: see :func:`ckptbench.backends.torch.tapes.tape_nbytes`."""
         return tape_nbytes(step, post, params, state, x)
 
-    def measure_costs(self, case: Any) -> dict[str, Any]:
-        from ckptbench.measure.stepcosts import measure_step_costs
+    def layer_tape_nbytes(self, layer, i, params, x) -> int:
+        """Bytes one kept tape of a chain's layer holds: see
+        :func:`ckptbench.backends.torch.tapes.layer_tape_nbytes`."""
+        return layer_tape_nbytes(layer, i, params, x)
 
+    def measure_costs(self, case: Any) -> dict[str, Any]:
         device = self.setup(case)
         wl, params, state0, inputs = self.workload(case, device)
         # on CUDA every timed region ends with the device (synchronize), never at a launch
         sync = (lambda: synchronize(device)) if device.type == "cuda" else None
+        if is_chain(wl):  # one value per layer of each cost
+            from ckptbench.measure.layercosts import measure_layer_costs
+
+            return measure_layer_costs(
+                wl, params, state0, framework=self, names=layer_names(wl, case.steps),
+                device_sync=sync,
+            ).as_dict()  # fmt: skip
+        from ckptbench.measure.stepcosts import measure_step_costs
+
         report = measure_step_costs(wl, params, state0, inputs, framework=self, device_sync=sync)
         return report.as_dict()
 

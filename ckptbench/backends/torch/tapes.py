@@ -13,6 +13,10 @@ tape's bytes are the distinct storages it keeps alive:
 minus the storages that are alive anyway: the parameters and the inputs (held by the
 caller for the whole gradient) and the new state x_{i+1} (the next state: a snapshot or the
 next tape pays for it). Each storage counts once, by its data pointer, at its full size.
+
+A layer of a chain (:func:`layer_tape_nbytes`) is counted the same way, as the chain's
+executor tapes it (:class:`ckptbench.backends.torch.chain.TorchChainOps`): the saved
+tensors and the layer's input x_i, less the parameters and the output x_{i+1}.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import torch
 
 from ckptbench.backends.torch.trees import flatten_tree
 
-__all__ = ["tape_nbytes"]
+__all__ = ["layer_tape_nbytes", "tape_nbytes"]
 
 
 def _storage(t: torch.Tensor) -> tuple[int, int]:
@@ -49,4 +53,23 @@ def tape_nbytes(step, post, params: Any, state: Any, x: torch.Tensor) -> int:
     alive = {_storage(t)[0] for t in (*pleaves, x)}
     alive |= {_storage(t)[0] for t in flatten_tree(new, "state")[0]}
     held = {ptr: n for ptr, n in map(_storage, (*saved, *leaves, y)) if ptr not in alive}
+    return sum(held.values())
+
+
+def layer_tape_nbytes(layer, i: int, params: Any, x: torch.Tensor) -> int:
+    """Bytes one kept tape of layer ``i`` of a chain holds at input ``x`` (its ``params``
+    the layer's own tree)."""
+    pleaves, prebuild = flatten_tree(params, "params")
+    tape_params = prebuild([p.detach().requires_grad_(p.requires_grad) for p in pleaves])
+    saved: list[torch.Tensor] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t)
+        return t
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        leaf = x.detach().requires_grad_()
+        new = layer(i, tape_params, leaf)
+    alive = {_storage(t)[0] for t in (*pleaves, new)}
+    held = {ptr: n for ptr, n in map(_storage, (*saved, leaf)) if ptr not in alive}
     return sum(held.values())

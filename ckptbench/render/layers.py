@@ -1,0 +1,81 @@
+"""The per-layer view of a plan (``ckptbench plan`` on per-step costs, e.g. a layer chain):
+for every layer its measured costs and what the plan does with it, the way rotor and
+rockmate present their solutions. Returns records and a table (see
+:mod:`ckptbench.render.table`); never prints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ckptbench.render.format import fmt_bytes, fmt_time
+from ckptbench.render.table import Column, Table
+from ckptbench.schedules.fates import step_fates
+
+__all__ = ["layer_records", "layer_table"]
+
+
+def layer_records(plan: Any, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """One record per step of ``plan`` (a :class:`ckptbench.schedules.optimal.Plan`): its
+    name, its four costs (seconds, bytes) and the plan's part in it (``snapshot``,
+    ``kept_tape``, ``advances``, ``recomputed``, ``plan`` in words). ``names`` default to
+    ``step0``, ``step1``, ..."""
+    steps = plan.steps
+    names = list(names) if names is not None else [f"step{i}" for i in range(steps)]
+    if len(names) != steps:
+        raise ValueError(f"{len(names)} layer names for a plan of {steps} steps")
+    fwd, taped, state, tape = plan.costs.per_step(steps)
+    records = []
+    for fate, name in zip(step_fates(plan.action_list, steps), names, strict=True):
+        i = fate.step
+        records.append(
+            {
+                "layer": name,
+                "forward_time_s": fwd[i],
+                "taped_time_s": taped[i],
+                "state_bytes": state[i],
+                "tape_bytes": tape[i],
+                "snapshot": fate.snapshot,
+                "kept_tape": fate.kept_tape,
+                "advances": fate.advances,
+                "recomputed": fate.recomputed,
+                "plan": fate.describe(),
+            }
+        )
+    return records
+
+
+def _ms(value: Any, _record: dict[str, Any]) -> str:
+    return f"{value * 1e3:.3f}"
+
+
+def _bytes(value: Any, _record: dict[str, Any]) -> str:
+    return fmt_bytes(value)
+
+
+def layer_table(plan: Any, names: Sequence[str] | None = None) -> Table:
+    """The per-layer table of ``plan``: costs and the plan's part, with the plan's predicted
+    time and stored bytes in the title."""
+    p = plan.prediction
+    title = (
+        f"optimal plan per layer within {fmt_bytes(plan.budget_bytes)}: predicted "
+        f"{fmt_time(plan.predicted_time_s)}, stored {fmt_bytes(plan.peak_bytes)} at the peak "
+        f"(states {fmt_bytes(p.peak_state_bytes)}, tapes {fmt_bytes(p.peak_tape_bytes)}); "
+        f"{p.advances} recomputations (untaped runs), {p.tapes_kept} tapes kept"
+    )
+    columns = (
+        Column("layer", "layer", align="left"),
+        Column("forward_time_s", "forward ms", _ms),
+        Column("taped_time_s", "taped + reverse ms", _ms),
+        Column("state_bytes", "state x_i", _bytes),
+        Column("tape_bytes", "tape", _bytes),
+        Column("advances", "advances", priority=2),
+        Column("plan", "plan", align="left"),
+        Column("snapshot", "snapshot", priority=0),
+        Column("kept_tape", "kept tape", priority=0),
+        Column("recomputed", "recomputed", priority=0),
+    )
+    notes = () if plan.exact else (
+        f"memory planned in quanta of {fmt_bytes(plan.quantum_bytes)} (sizes rounded up)",
+    )  # fmt: skip
+    return Table(title, columns, tuple(layer_records(plan, names)), notes=notes)

@@ -1,0 +1,170 @@
+"""Per-layer costs of a layer chain (issue 23, item 2): measured on the backend that runs the
+plan, planned with, and shown per layer by ``ckptbench plan``.
+
+* state bytes per layer are exact (from the shapes), times positive, tapes counted;
+* ``cnn-stack`` at 24 layers: the plan made from the measured costs predicts the stored
+  bytes the executor counts (``peak_stored_bytes``), on autograd and torch, and the
+  gradient is the plain one;
+* what a plan does with each step (:func:`ckptbench.schedules.fates.step_fates`) adds up to
+  its prediction's counts;
+* ``plan`` on a chain: the per-layer table in every format, ``--save-costs`` round trips
+  through ``--costs``, and one real subprocess end to end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from ckptbench.backends import registry
+from ckptbench.cli import cli
+from ckptbench.results.schema import Case, Mode
+from ckptbench.schedules.fates import step_fates
+from ckptbench.schedules.optimal import Costs, min_budget_bytes, plan_optimal
+from ckptbench.workloads import Sizes, load_workload
+
+TINY = {"hidden": 64, "batch": 2, "input": 8, "output": 3}
+SIZE_ARGS = ["--hidden", "64", "--batch", "2", "--input", "8", "--output", "3"]
+
+BACKENDS = [
+    pytest.param("autograd", id="autograd"),
+    pytest.param(
+        "torch",
+        id="torch",
+        marks=[
+            pytest.mark.torch,
+            pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="no torch"),
+        ],
+    ),
+]
+
+
+def _shapes_bytes(name: str, layers: int) -> list[int]:
+    """The bytes of x_0 .. x_{L-1} (float64), from the stack's declared shapes."""
+    wl = load_workload(name, Sizes(**TINY))
+    return [8 * math.prod(spec.in_shape) for spec in wl.specs(layers)]
+
+
+def _case(backend: str, name: str, layers: int, budget: int = 1) -> Case:
+    return Case(model=name, steps=layers, strategy="optimal", budget_bytes=budget,
+                backend=backend, seed=1, **TINY)  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_per_layer_costs_of_a_chain_whose_state_changes_shape_at_every_layer(backend):
+    layers = 9
+    report = registry.measure_costs(_case(backend, "mlp-stack", layers))
+    costs = Costs.from_dict(report["costs"])
+    assert costs.steps == layers
+    fwd, taped, state, tape = costs.per_step(layers)
+    assert state == _shapes_bytes("mlp-stack", layers)  # exact, from the shapes
+    assert len(set(state)) > 2
+    assert all(t > 0 for t in fwd) and all(t > 0 for t in taped)
+    assert all(b > 0 for b in tape)
+    assert report["layers"] == [f"dense{i}" for i in range(layers - 1)] + ["out"]
+    assert report["steps"] == layers and costs.fixed_time_s > 0
+    assert len(report["forward_samples_s"]) == layers
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cnn_stack_24_plan_predicts_the_executors_stored_bytes(backend):
+    layers = 24
+    case = _case(backend, "cnn-stack", layers)
+    doc = registry.measure_costs(case)["costs"]
+    costs = Costs.from_dict(doc)
+    sb = _shapes_bytes("cnn-stack", layers)
+    assert list(costs.state_bytes) == sb
+    least = min_budget_bytes(costs, layers)
+    everything = sum(sb) + sum(costs.tape_bytes)
+    budget = (least + everything) // 3
+    plan = plan_optimal(costs, layers, budget)
+    assert plan.prediction.advances > 0  # a real trade, not store-all
+    case = dataclasses.replace(case, budget_bytes=budget)
+    be = registry.get_backend(backend)
+    built = be.build_gradient(case, Mode.CHECKPOINTED, doc)
+    _, grad = built.gradient(built.params)
+    counters = built.counters()
+    assert counters["peak_stored_bytes"] == plan.peak_bytes <= budget
+    assert built.plan()["peak_bytes"] == plan.peak_bytes
+    assert counters["state_bytes"] == sb[0]
+    normal = be.build_gradient(case, Mode.NORMAL)
+    _, want = normal.gradient(normal.params)
+    got, want = built.flatten(grad), normal.flatten(want)
+    assert np.max(np.abs(got - want)) <= 1e-12 * np.max(np.abs(want))
+
+
+def test_step_fates_add_up_to_the_prediction():
+    layers = 12
+    costs = Costs(
+        forward_time_s=tuple(1.0 + i % 3 for i in range(layers)),
+        taped_time_s=tuple(3.0 + i % 2 for i in range(layers)),
+        state_bytes=tuple(100 * (1 + i % 4) for i in range(layers)),
+        tape_bytes=tuple(350 * (1 + i % 3) for i in range(layers)),
+    )
+    plan = plan_optimal(costs, layers, 2500)
+    fates = step_fates(plan.action_list, layers)
+    p = plan.prediction
+    assert sum(f.advances for f in fates) == p.advances > 0
+    assert sum(f.kept_tape for f in fates) == p.tapes_kept
+    assert fates[0].snapshot and not fates[-1].kept_tape
+    assert fates[-1].describe() == "taped at its turn"
+    for f in fates:
+        words = f.describe()
+        assert ("taped and kept" in words) == f.kept_tape
+        assert ("recomputed" in words) == (f.advances > 0)
+
+
+def _plan(args):
+    return CliRunner().invoke(cli, ["plan", *args], catch_exceptions=False)
+
+
+def test_plan_on_a_chain_prints_each_layer_in_every_format(tmp_path):
+    saved = tmp_path / "costs.json"
+    base = ["--model", "cnn-stack", "--steps", "6", *SIZE_ARGS, "--budget", "192KiB"]
+    res = _plan([*base, "--json", "--save-costs", str(saved)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    names = [r["layer"] for r in doc["layers"]]
+    assert names == ["conv0", "conv1", "conv2", "conv3", "conv4", "head"]
+    assert doc["layers"][0]["state_bytes"] == _shapes_bytes("cnn-stack", 6)[0]
+    assert doc["plan"]["peak_bytes"] <= 192 * 1024
+    assert {"plan", "advances", "snapshot", "kept_tape"} <= set(doc["layers"][0])
+    assert json.loads(saved.read_text()) == doc["costs"]
+    # --save-costs round trips through --costs: the same plan, the same rows
+    again = _plan([*base, "--json", "--costs", str(saved)])
+    assert again.exit_code == 0, again.output
+    redo = json.loads(again.stdout)
+    assert redo["rows"] == doc["rows"] and redo["plan"] == doc["plan"]
+    assert [r["plan"] for r in redo["layers"]] == [r["plan"] for r in doc["layers"]]
+    for fmt, words in (("text", "taped + reverse ms"), ("markdown", "| step0 |"),
+                       ("csv", "layer,forward_time_s,taped_time_s")):  # fmt: skip
+        res = _plan([*base, "--costs", str(saved), "--format", fmt])
+        assert res.exit_code == 0 and words in res.output, (fmt, res.output)
+
+
+def test_plan_on_a_recurrence_has_no_layer_table(tmp_path):
+    costs = tmp_path / "c.json"
+    costs.write_text(json.dumps({"forward_time_s": 1e-3, "taped_time_s": 3e-3,
+                                 "state_bytes": 1024, "tape_bytes": 4096}))  # fmt: skip
+    res = _plan(["--steps", "50", "--budget", "64KiB", "--costs", str(costs), "--json"])
+    assert res.exit_code == 0, res.output
+    assert "layers" not in json.loads(res.stdout)
+
+
+def test_plan_on_a_chain_end_to_end_in_a_subprocess():
+    out = subprocess.run(
+        [sys.executable, "-m", "ckptbench", "plan", "--model", "mlp-stack", "--steps", "10",
+         *SIZE_ARGS, "--budget", "16KiB", "--format", "text"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "optimal plan per layer" in out.stdout and "dense0" in out.stdout
+    assert "out" in out.stdout.split()
