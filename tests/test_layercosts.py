@@ -168,3 +168,9 @@ def test_plan_on_a_chain_end_to_end_in_a_subprocess():
     assert out.returncode == 0, out.stderr
     assert "optimal plan per layer" in out.stdout and "dense0" in out.stdout
     assert "out" in out.stdout.split()
+
+
+def test_plan_measures_on_the_device_it_is_given():
+    res = _plan(["--model", "cnn-stack", "--steps", "6", "--device", "gpu", "--budget", "1MiB"])
+    assert res.exit_code == 2 and "--backend autograd" in res.output
+    assert "'gpu'" in res.output and len(res.output.strip().splitlines()) == 1

@@ -15,6 +15,8 @@ from ckptbench.cli.options import (
     InputError,
     backend_option,
     check_backend,
+    device_option,
+    device_words,
     given_sizes,
     quiet_option,
     read_costs,
@@ -55,6 +57,7 @@ def _sections():
     help="Write the costs planned with to this file (the --costs format; per layer on a chain).",
 )
 @backend_option
+@device_option
 @size_options
 @click.option(
     "--threads",
@@ -74,8 +77,8 @@ def _sections():
 )
 @quiet_option
 def plan(
-    model, steps, budget, costs_file, save_file, backend, hidden, batch, input_, output, seed,
-    threads, as_json, fmt, quiet,
+    model, steps, budget, costs_file, save_file, backend, device, hidden, batch, input_, output,
+    seed, threads, as_json, fmt, quiet,
 ):  # fmt: skip
     """The minimum-time schedule for a byte budget, beside Revolve and equal segments.
 
@@ -90,8 +93,8 @@ def plan(
     try:
         case = Case(
             model=relative_model(model), steps=steps, strategy=OPTIMAL.name, budget_bytes=budget,
-            backend=backend, hidden=hidden, batch=batch, input=input_, output=output, seed=seed,
-            threads=threads,
+            backend=backend, device=device, hidden=hidden, batch=batch, input=input_,
+            output=output, seed=seed, threads=threads,
         )  # fmt: skip
         case.check_fits_memory()
         check_backend(case)
@@ -100,7 +103,7 @@ def plan(
         if doc is not None:
             check_budget(Costs.from_dict(doc), steps, budget)
     except ValueError as err:
-        raise InputError(str(err)) from None
+        raise InputError(device_words(click.get_current_context(), device, str(err))) from None
     report = {"costs": doc} if doc is not None else _measure(case, quiet)
     _show(report, steps, budget, save_file, "json" if as_json else fmt)
 
@@ -109,17 +112,21 @@ def _measure(case: Case, quiet: bool) -> dict:
     """The step costs of ``case`` measured in a fresh worker (the worker's report: ``costs``
     and, on a layer chain, ``layers``), after the plug-in check; exits on failure."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
-    from ckptbench.measure.tasks import CostsError, check_plugin, measure_costs
+    from ckptbench.measure.tasks import CostsError, check_plugin, measure_costs, probe_device
 
+    ctx, device = click.get_current_context(), case.device
     try:
         with stop_on_signals():
+            if device != "cpu" and (why := probe_device(case)) is not None:
+                raise InputError(device_words(ctx, device, f"--device {device}: {why}"))
             # in a disposable worker, never in this process; sizes as for run
-            case, notes = check_plugin(case, given_sizes=given_sizes(click.get_current_context()))
+            case, notes = check_plugin(case, given_sizes=given_sizes(ctx))
             case.check_fits_memory()
             for note in notes if not quiet else ():
                 click.echo(f"note: {note}", err=True)
             if not quiet:
-                what = f"measuring step costs on {case.backend} in a fresh worker ..."
+                on = case.backend if device == "cpu" else f"{case.backend} ({device})"
+                what = f"measuring step costs on {on} in a fresh worker ..."
                 click.echo(what, err=True)
             return measure_costs(case)
     except ValueError as err:
