@@ -26,6 +26,8 @@ from click.testing import CliRunner
 
 from ckptbench.backends import registry
 from ckptbench.cli import cli
+from ckptbench.measure import peaks
+from ckptbench.measure.layercosts import measure_layer_costs
 from ckptbench.results.schema import Case, Mode
 from ckptbench.schedules.fates import step_fates
 from ckptbench.schedules.optimal import Costs, min_budget_bytes, plan_optimal
@@ -174,3 +176,38 @@ def test_plan_measures_on_the_device_it_is_given():
     res = _plan(["--model", "cnn-stack", "--steps", "6", "--device", "gpu", "--budget", "1MiB"])
     assert res.exit_code == 2 and "--backend autograd" in res.output
     assert "'gpu'" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(peaks.peak_method() != "vmhwm", reason="needs a resettable VmHWM")
+def test_autograd_tape_slopes_of_vmhwm_and_tracemalloc_agree_on_a_large_layer():
+    from ckptbench.backends.autograd.framework import AutogradFramework
+
+    wl = load_workload("cnn-stack", Sizes(hidden=64, batch=8, input=32, output=3))
+    params, x0 = wl.init(3, np.random.default_rng(0))
+    fw = AutogradFramework()
+    got = {m: measure_layer_costs(wl, params, x0, framework=fw, samples=1, tape_method=m)
+           for m in ("vmhwm", "tracemalloc")}  # fmt: skip
+    assert got["vmhwm"].tape_method == "vmhwm"
+    rss, traced = (got[m].costs.tape_bytes[0] for m in ("vmhwm", "tracemalloc"))
+    # the first convolution keeps its padded input and nine shifted copies: ~8 x x_0
+    assert 4 * x0.nbytes < traced < 16 * x0.nbytes
+    assert rss == pytest.approx(traced, rel=0.3)
+    with pytest.raises(ValueError, match="tape_method"):
+        measure_layer_costs(wl, params, x0, framework=fw, samples=1, tape_method="guess")
+
+
+@pytest.mark.slow
+def test_run_optimal_on_a_chain_plans_from_measured_per_layer_costs(tmp_path):
+    from ckptbench.results.store import load_result
+
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(cli, ["run", "--model", "cnn-stack", "--steps", "8", *SIZE_ARGS,
+                                   "--strategy", "optimal", "--budget", "128KiB", "--repeats",
+                                   "1", "--max-rounds", "2", "--out", str(out)],
+                             catch_exceptions=False)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    ckpt = load_result(out).mode(Mode.CHECKPOINTED)
+    assert ckpt.grad_max_rel_err <= 1e-12
+    costs = Costs.from_dict(ckpt.plan["costs"])
+    assert list(costs.state_bytes) == _shapes_bytes("cnn-stack", 8)  # measured per layer
+    assert ckpt.counters["peak_stored_bytes"] == ckpt.plan["peak_bytes"] <= 128 * 1024
