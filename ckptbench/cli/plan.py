@@ -102,10 +102,22 @@ def plan(
         check_plannable(steps, Costs.from_dict(doc) if doc is not None else None)
         if doc is not None:
             check_budget(Costs.from_dict(doc), steps, budget)
+            report = {"costs": doc, "layers": _builtin_layers(case)}
     except ValueError as err:
         raise InputError(device_words(click.get_current_context(), device, str(err))) from None
-    report = {"costs": doc} if doc is not None else _measure(case, quiet)
+    if doc is None:
+        report = _measure(case, quiet)
     _show(report, steps, budget, save_file, "json" if as_json else fmt)
+
+
+def _builtin_layers(case: Case) -> list[str] | None:
+    """The layer names of a built-in chain (for a costs file, which has none), else None."""
+    from ckptbench.workloads import BUILTIN_CHAINS, Sizes, load_workload
+    from ckptbench.workloads.chain import layer_names
+
+    if case.model not in BUILTIN_CHAINS:
+        return None
+    return list(layer_names(load_workload(case.model, Sizes(**case.sizes())), case.steps))
 
 
 def _measure(case: Case, quiet: bool) -> dict:
