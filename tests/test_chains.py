@@ -272,7 +272,7 @@ def test_every_backend_gives_one_loss_and_one_gradient(name):
 
 @pytest.mark.parametrize("backend", REGISTERED[1:])  # the backends with peers
 def test_a_peer_strategy_on_a_chain_is_one_line(backend):
-    peer = next(n for n in registry.strategies(backend) if not get_strategy(n).ours)
+    peer = next(n for n in registry.strategies(backend) if not get_strategy(n).runs_chains)
     with pytest.raises(ValueError, match="checkpoints recurrences only") as info:
         registry.build(_case(backend, "mlp-stack", strategy=peer), Mode.CHECKPOINTED)
     assert "\n" not in str(info.value)

@@ -66,9 +66,13 @@ def test_registry_properties():
     with pytest.raises(ValueError, match="unknown strategy 'magic'"):
         get_strategy("magic")
     assert registry.strategies("torch") == (
-        "revolve", "uniform", "store-all", "optimal", "torch-checkpoint"
+        "revolve", "uniform", "store-all", "optimal", "torch-checkpoint",
+        "checkpoint-sequential", "torch-every-layer", "torch-selective",
     )  # fmt: skip
-    assert set(strategy_names(ours=False)) == {"torch-checkpoint", "jax-checkpoint", "equinox"}
+    assert set(strategy_names(ours=False)) == {
+        "torch-checkpoint", "jax-checkpoint", "equinox", "checkpoint-sequential",
+        "torch-every-layer", "torch-selective", "jax-every-layer", "jax-dots-saveable",
+    }  # fmt: skip
     markers = [s.marker for s in STRATEGIES.values()]
     assert len(set(markers)) == len(markers)
 
@@ -76,13 +80,18 @@ def test_registry_properties():
 def test_a_strategy_answers_for_itself():
     """What callers used to decide by name is a property of the spec."""
     spec = {s.name: s for s in STRATEGIES.values()}
-    assert [n for n, s in spec.items() if not s.uses_snaps] == ["store-all", "optimal"]
+    assert [n for n, s in spec.items() if not s.uses_snaps] == [
+        "store-all", "optimal", "torch-every-layer", "torch-selective", "jax-every-layer",
+        "jax-dots-saveable",
+    ]  # fmt: skip
     assert [n for n, s in spec.items() if s.closed_form] == ["revolve", "store-all"]
     assert [n for n, s in spec.items() if s.fits_budget] == ["revolve", "uniform", "optimal"]
     assert [n for n, s in spec.items() if s.reference] == ["revolve"]
     assert [n for n, s in spec.items() if s.planned] == ["optimal"]
     assert {n: s.backend for n, s in spec.items() if not s.ours} == {
-        "torch-checkpoint": "torch", "jax-checkpoint": "jax", "equinox": "jax"
+        "torch-checkpoint": "torch", "jax-checkpoint": "jax", "equinox": "jax",
+        "checkpoint-sequential": "torch", "torch-every-layer": "torch",
+        "torch-selective": "torch", "jax-every-layer": "jax", "jax-dots-saveable": "jax",
     }  # fmt: skip
     form = spec["store-all"].closed_form
     assert (form.advances(10, 10), form.peak(10, 10), form.repetitions(10, 10)) == (9, 10, 1)
@@ -103,8 +112,11 @@ def test_a_strategy_answers_for_itself():
 
 def test_a_peer_is_declared_once_with_a_factory_its_backend_resolves():
     for peer in (s for s in STRATEGIES.values() if not s.ours):
-        module, _, function = peer.factory.partition(":")
-        assert module.startswith(f"ckptbench.backends.{peer.backend}.") and function
+        factories = [f for f in (peer.factory, peer.chain_factory) if f is not None]
+        assert factories  # one for recurrences, one for layer chains, or both
+        for factory in factories:
+            module, _, function = factory.partition(":")
+            assert module.startswith(f"ckptbench.backends.{peer.backend}.") and function
         assert peer.runs_on(registry.spec(peer.backend))
         assert not any(
             peer.runs_on(b) for b in registry.BACKENDS.values() if b.name != peer.backend

@@ -9,8 +9,9 @@ layer's parameters and the input), and the loss is ``loss(x_L)``.
 * normal — the framework's gradient of the unrolled stack (every layer's tape kept);
 * checkpointed — our strategies through the framework's chain binding of the engine
   (``chain_checkpoint``): step i of the schedule is layer i; optimal plans from the
-  given per-layer costs. A framework's own checkpointing peers checkpoint recurrences
-  only and are refused here in one line.
+  given per-layer costs; or a framework's own checkpointing peer from its chain factory
+  (``checkpoint-sequential``, per-layer checkpointing, ...). A peer that checkpoints
+  recurrences only is refused here in one line naming the strategies a chain runs.
 """
 
 from __future__ import annotations
@@ -50,14 +51,18 @@ def chain_modes(
 
 
 def chain_loop(fw: Any, case: Any, layer: Callable, costs: Any) -> Any:
-    """The checkpointed loop of ``case.strategy`` over the chain's ``layer``, from the
-    framework's ``chain_checkpoint`` (a planned strategy plans from ``costs`` first)."""
+    """The checkpointed loop of ``case.strategy`` over the chain's ``layer``: a peer's from
+    its chain factory, ours from the framework's ``chain_checkpoint`` (a planned strategy
+    plans from ``costs`` first)."""
     spec = get_strategy(case.strategy)
-    if not spec.ours:
-        ours = ", ".join(strategy_names(ours=True))
+    if not spec.runs_chains:
+        runs = [n for n in strategy_names(fw.name) if get_strategy(n).runs_chains]
         raise ValueError(
-            f"strategy {spec.name} checkpoints recurrences only; a layer chain runs {ours}"
+            f"strategy {spec.name} checkpoints recurrences only; a layer chain runs "
+            f"{', '.join(runs)}"
         )
+    if not spec.ours:
+        return spec.load_factory(chain=True)(layer, case.steps, case.snaps)
     plan = spec.plan_for(case, costs)
     if plan is not None:
         return fw.chain_checkpoint(layer, case.steps, strategy=spec, plan=plan)

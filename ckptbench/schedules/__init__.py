@@ -36,7 +36,7 @@ from ckptbench.schedules.actions import (
     replay_bytes,
 )
 from ckptbench.schedules.optimal import OPTIMAL
-from ckptbench.schedules.peers import EQUINOX, JAX_CHECKPOINT, TORCH_CHECKPOINT
+from ckptbench.schedules.peers import EQUINOX, JAX_CHECKPOINT, STACK_PEERS, TORCH_CHECKPOINT
 from ckptbench.schedules.revolve import (
     REVOLVE,
     beta,
@@ -81,8 +81,11 @@ __all__ = [
 #: Every strategy, ours first (action streams, then the planner), then the peers.
 STRATEGIES: dict[str, StrategySpec] = {
     s.name: s
-    for s in (REVOLVE, UNIFORM, STORE_ALL, OPTIMAL, TORCH_CHECKPOINT, JAX_CHECKPOINT, EQUINOX)
-}
+    for s in (
+        REVOLVE, UNIFORM, STORE_ALL, OPTIMAL, TORCH_CHECKPOINT, JAX_CHECKPOINT, EQUINOX,
+        *STACK_PEERS,
+    )
+}  # fmt: skip
 
 
 def register(spec: StrategySpec) -> StrategySpec:

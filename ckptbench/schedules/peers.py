@@ -9,15 +9,42 @@ action streams, so they have no step counts of ours and no replay.
   binomial checkpointing; Stumm & Walther, "New algorithms for optimal online
   checkpointing", SISC 32(2), 2010).
 
-Each peer is declared here once: its backend, and the factory ``"module:function"`` that
-backend resolves (``factory(step, post, steps, snaps) -> loop``). Pure: no arrays, no I/O.
+The peers people use for stacks of layers (layer chains, docs/layers.md):
+
+* ``checkpoint-sequential`` — ``torch.utils.checkpoint.checkpoint_sequential`` over
+  ``--snaps`` segments of layers (non-reentrant; the last segment runs uncheckpointed);
+* ``torch-every-layer`` — ``torch.utils.checkpoint.checkpoint`` around every layer (the
+  common per-block wrapper; non-reentrant);
+* ``torch-selective`` — PyTorch's selective activation checkpointing around every layer
+  (``create_selective_checkpoint_contexts``): the outputs of matrix products and
+  convolutions are saved, everything else is recomputed;
+* ``jax-every-layer`` — ``jax.checkpoint`` around every layer (its default policy,
+  ``nothing_saveable``: only each layer's input is kept);
+* ``jax-dots-saveable`` — the same with ``jax.checkpoint_policies.dots_saveable``.
+
+Each peer is declared here once: its backend, and the factories ``"module:function"`` that
+backend resolves: ``factory(step, post, steps, snaps) -> loop`` for a recurrence,
+``chain_factory(layer, layers, snaps) -> loop`` for a layer chain. A peer without one is
+refused on that kind of workload in one line. The per-layer peers have no knob: they are
+set by segments of one layer each (``uses_snaps=False``: ``--snaps`` is recorded as the
+number of layers). Pure: no arrays, no I/O.
 """
 
 from __future__ import annotations
 
 from ckptbench.schedules.strategy import Setting, StrategySpec
 
-__all__ = ["EQUINOX", "JAX_CHECKPOINT", "TORCH_CHECKPOINT"]
+__all__ = [
+    "CHECKPOINT_SEQUENTIAL",
+    "EQUINOX",
+    "JAX_CHECKPOINT",
+    "JAX_DOTS_SAVEABLE",
+    "JAX_EVERY_LAYER",
+    "STACK_PEERS",
+    "TORCH_CHECKPOINT",
+    "TORCH_EVERY_LAYER",
+    "TORCH_SELECTIVE",
+]
 
 #: torch.utils.checkpoint over equal segments.
 TORCH_CHECKPOINT = StrategySpec(
@@ -51,4 +78,72 @@ EQUINOX = StrategySpec(
     backend="jax",
     factory="ckptbench.backends.jax.peers:equinox_checkpoint",
     requires=("equinox",),
+)
+
+#: torch.utils.checkpoint.checkpoint_sequential over segments of layers.
+CHECKPOINT_SEQUENTIAL = StrategySpec(
+    name="checkpoint-sequential",
+    label="checkpoint_sequential",
+    marker="<",
+    setting=Setting.SEGMENTS,
+    help="torch.utils.checkpoint.checkpoint_sequential over --snaps segments of layers",
+    backend="torch",
+    chain_factory="ckptbench.backends.torch.peers:sequential_chain",
+)
+
+#: torch.utils.checkpoint around every layer.
+TORCH_EVERY_LAYER = StrategySpec(
+    name="torch-every-layer",
+    label="checkpoint per layer",
+    marker=">",
+    setting=Setting.SEGMENTS,
+    help="torch.utils.checkpoint around every layer of a chain (--snaps unused)",
+    uses_snaps=False,
+    backend="torch",
+    chain_factory="ckptbench.backends.torch.peers:every_layer_chain",
+)
+
+#: PyTorch's selective activation checkpointing around every layer.
+TORCH_SELECTIVE = StrategySpec(
+    name="torch-selective",
+    label="selective AC (matmuls saved)",
+    marker="h",
+    setting=Setting.SEGMENTS,
+    help="selective activation checkpointing per layer: matmul/conv outputs saved",
+    uses_snaps=False,
+    backend="torch",
+    chain_factory="ckptbench.backends.torch.peers:selective_chain",
+)
+
+#: jax.checkpoint around every layer (nothing_saveable, its default).
+JAX_EVERY_LAYER = StrategySpec(
+    name="jax-every-layer",
+    label="jax.checkpoint per layer",
+    marker="p",
+    setting=Setting.SEGMENTS,
+    help="jax.checkpoint around every layer of a chain, nothing saved (--snaps unused)",
+    uses_snaps=False,
+    backend="jax",
+    chain_factory="ckptbench.backends.jax.peers:every_layer_chain",
+)
+
+#: jax.checkpoint around every layer with dots_saveable.
+JAX_DOTS_SAVEABLE = StrategySpec(
+    name="jax-dots-saveable",
+    label="jax.checkpoint per layer, dots_saveable",
+    marker="*",
+    setting=Setting.SEGMENTS,
+    help="jax.checkpoint per layer with policy dots_saveable (matmul outputs saved)",
+    uses_snaps=False,
+    backend="jax",
+    chain_factory="ckptbench.backends.jax.peers:dots_saveable_chain",
+)
+
+#: The peers for layer chains, in registration order.
+STACK_PEERS = (
+    CHECKPOINT_SEQUENTIAL,
+    TORCH_EVERY_LAYER,
+    TORCH_SELECTIVE,
+    JAX_EVERY_LAYER,
+    JAX_DOTS_SAVEABLE,
 )

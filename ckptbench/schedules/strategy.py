@@ -8,7 +8,8 @@ one exists, whether ``plan`` compares it at a budget, whether it is the referenc
 the trade-off plot, and which backends run it. A strategy is either *ours* (an action
 stream or a plan, run by every backend whose spec says it runs action streams) or a *peer*
 (a framework's own checkpointing, run by one backend through a factory named
-``"module:function"`` that the backend resolves). The registry in
+``"module:function"`` that the backend resolves: one for recurrences, one for layer chains,
+or both). The registry in
 :mod:`ckptbench.schedules` holds one per strategy; Case validation, the CLI's choices, the
 sweep's ETA, the gate, the summary, the plots and the configs read it instead of keeping
 their own lists (docs/architecture.md, "Strategies and backends").
@@ -96,8 +97,10 @@ class StrategySpec:
     ``planner(costs, steps, budget_bytes, levels=...)`` makes the plan whose stream it runs
     (``costs`` a costs object or its dict; the plan has ``actions()``, ``slots``,
     ``exact``, ``quantum_bytes``, ``prediction`` and ``summary()``). A peer has
-    neither: ``backend`` names the one backend that runs it and ``factory`` the
-    ``"module:function"`` giving ``loop = function(step, post, steps, snaps)``.
+    neither: ``backend`` names the one backend that runs it, ``factory`` the
+    ``"module:function"`` giving ``loop = function(step, post, steps, snaps)`` for a
+    recurrence and ``chain_factory`` the one giving ``loop = function(layer, layers, snaps)``
+    (``loop(params, x0) -> x_L``) for a layer chain; a peer has one of them or both.
     """
 
     name: str
@@ -113,14 +116,15 @@ class StrategySpec:
     fits_budget: bool = False  # compared at a byte budget by ``plan``
     reference: bool = False  # the trade-off plot's fitted curve
     backend: str | None = None  # a peer's backend; None: ours, on every stream backend
-    factory: str | None = None  # a peer's loop factory, "module:function"
+    factory: str | None = None  # a peer's loop factory for recurrences, "module:function"
+    chain_factory: str | None = None  # a peer's loop factory for layer chains
     requires: tuple[str, ...] = ()  # packages a peer needs beyond its backend's framework
 
     def __post_init__(self) -> None:
         ours = (self.stream is not None) + (self.planner is not None)
         if self.backend is None and ours != 1:
             raise ValueError(f"strategy {self.name}: ours needs a stream or a planner (one)")
-        if self.backend is not None and (ours or not self.factory):
+        if self.backend is not None and (ours or not (self.factory or self.chain_factory)):
             raise ValueError(f"strategy {self.name}: a peer has a factory, no stream or plan")
 
     def missing(self) -> str | None:
@@ -147,15 +151,31 @@ class StrategySpec:
         """The closed form of untaped advances, ``advances(steps, snaps)``, or None."""
         return None if self.closed_form is None else self.closed_form.advances
 
+    @property
+    def runs_chains(self) -> bool:
+        """True when this strategy checkpoints a layer chain (ours, or a chain factory)."""
+        return self.ours or self.chain_factory is not None
+
+    @property
+    def runs_recurrences(self) -> bool:
+        """True when this strategy checkpoints a recurrence (ours, or a factory)."""
+        return self.ours or self.factory is not None
+
     def runs_on(self, backend: RunsStreams) -> bool:
         """Whether ``backend`` (a backend's spec) runs this strategy."""
         return backend.runs_streams if self.ours else self.backend == backend.name
 
-    def load_factory(self) -> Callable[..., Any]:
-        """A peer's ``factory(step, post, steps, snaps) -> loop`` (imports its module)."""
-        if self.factory is None:
+    def load_factory(self, chain: bool = False) -> Callable[..., Any]:
+        """A peer's ``factory(step, post, steps, snaps) -> loop`` for a recurrence, or with
+        ``chain`` its ``chain_factory(layer, layers, snaps) -> loop`` (imports its module);
+        a one-line ``ValueError`` where it has none."""
+        if self.ours:
             raise ValueError(f"strategy {self.name} is ours: it has no peer factory")
-        module, _, function = self.factory.partition(":")
+        ref = self.chain_factory if chain else self.factory
+        if ref is None:
+            only = "recurrences only" if chain else "layer chains only (a --model of layers)"
+            raise ValueError(f"strategy {self.name} checkpoints {only}")
+        module, _, function = ref.partition(":")
         return getattr(importlib.import_module(module), function)
 
     def plan_for(self, case: Any, costs: Any) -> Any:

@@ -12,11 +12,22 @@
   Wang, Moin & Iaccarino, 2009), outputs written through its ``buffers``.
 
 Both return ``loop(params, state0, inputs) -> outputs`` (``post`` of every state x_1..x_l).
+
+On a layer chain (``x_{i+1} = layer(i, params[i], x_i)``), ``loop(params, x0) -> x_L`` with
+``jax.checkpoint`` around every layer, as a JAX user writes it for a stack of blocks:
+
+* ``jax-every-layer`` (:func:`every_layer_chain`) — policy ``nothing_saveable`` (what
+  ``jax.checkpoint`` does without a policy): each layer's input is kept, the layer is
+  recomputed in the backward;
+* ``jax-dots-saveable`` (:func:`dots_saveable_chain`) — ``dots_saveable``: the outputs of
+  the layer's matrix products (``dot_general``) are kept too, the rest recomputed.
+
 They are the factories the peers' specs name (:mod:`ckptbench.schedules.peers`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +35,13 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["equinox_checkpoint", "scan_checkpoint"]
+__all__ = [
+    "dots_saveable_chain",
+    "equinox_checkpoint",
+    "every_layer_chain",
+    "per_layer_chain",
+    "scan_checkpoint",
+]
 
 
 def _segment(step: Callable, post: Callable, p: Any) -> Callable:
@@ -91,3 +108,31 @@ def equinox_checkpoint(step: Callable, post: Callable, steps: int, checkpoints: 
         return ys
 
     return loop
+
+
+def per_layer_chain(layer: Callable, layers: int, policy: Callable | None) -> Callable:
+    """``loop(params, x0) -> x_L`` with ``jax.checkpoint(..., policy=policy)`` around every
+    layer (``policy`` one of ``jax.checkpoint_policies``)."""
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+        raise ValueError(f"layers must be a positive integer, got {layers!r}")
+    wrapped = [jax.checkpoint(functools.partial(layer, i), policy=policy) for i in range(layers)]
+
+    def loop(params: Any, x0: Any) -> Any:
+        if len(params) != layers:
+            raise ValueError(f"params has {len(params)} layers, expected {layers}")
+        x = x0
+        for fn, p in zip(wrapped, params, strict=True):
+            x = fn(p, x)
+        return x
+
+    return loop
+
+
+def every_layer_chain(layer: Callable, layers: int, segments: int = 0) -> Callable:
+    """``jax.checkpoint`` around every layer, nothing saved (``segments`` unused)."""
+    return per_layer_chain(layer, layers, jax.checkpoint_policies.nothing_saveable)
+
+
+def dots_saveable_chain(layer: Callable, layers: int, segments: int = 0) -> Callable:
+    """``jax.checkpoint`` around every layer with ``dots_saveable`` (``segments`` unused)."""
+    return per_layer_chain(layer, layers, jax.checkpoint_policies.dots_saveable)
