@@ -97,7 +97,7 @@ def test_array_of_subgrids_concatenates_in_file_order() -> None:
     assert [(c.steps, c.snaps) for c in config.cases] == [(100, 10), (1000, 32), (10000, 32)]
 
 
-@pytest.mark.parametrize("name", ["lstm", "rnn", "ci"])
+@pytest.mark.parametrize("name", ["lstm", "rnn", "ci", "layers"])
 def test_shipped_configs_parse(name: str) -> None:
     config = load_config(CONFIGS / f"{name}.toml")
     assert config.name == name
@@ -115,6 +115,20 @@ def test_shipped_lstm_grid_is_the_headline_study() -> None:
         ("store-all", 1000)
     }
     assert {c.steps for c in config.cases} == {1000}
+
+
+def test_shipped_layers_config_puts_every_stack_peer_beside_five_budgets() -> None:
+    """configs/layers.toml: per stack, optimal at five budgets, Revolve, and every torch
+    peer that checkpoints chains."""
+    from ckptbench.schedules import get_strategy, strategy_names
+
+    config = load_config(CONFIGS / "layers.toml")
+    peers = {n for n in strategy_names("torch", ours=False) if get_strategy(n).runs_chains}
+    for model in ("mlp-stack", "cnn-stack", "transformer-stack"):
+        cells = [c for c in config.cases if c.model == model]
+        assert len({c.budget_bytes for c in cells if c.budget_bytes is not None}) == 5
+        assert {c.strategy for c in cells} == {"optimal", "revolve"} | peers
+        assert {c.backend for c in cells} == {"torch"}
 
 
 def test_shipped_ci_config_is_small_and_has_expectations() -> None:
