@@ -211,3 +211,21 @@ def test_run_optimal_on_a_chain_plans_from_measured_per_layer_costs(tmp_path):
     costs = Costs.from_dict(ckpt.plan["costs"])
     assert list(costs.state_bytes) == _shapes_bytes("cnn-stack", 8)  # measured per layer
     assert ckpt.counters["peak_stored_bytes"] == ckpt.plan["peak_bytes"] <= 128 * 1024
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="no torch")
+def test_plan_on_an_nn_sequential_plug_in_measures_each_module(tmp_path):
+    net = tmp_path / "net.py"
+    net.write_text(
+        "import torch.nn as nn\n"
+        "def make(input=8, hidden=16, **_):\n"
+        "    return nn.Sequential(nn.Linear(input, hidden), nn.Tanh(),\n"
+        "                         nn.Linear(hidden, 2 * hidden), nn.Linear(2 * hidden, 4))\n"
+    )
+    res = _plan([f"--model={net}:make", "--backend", "torch", "--steps", "4", "--batch", "2",
+                 "--budget", "8KiB", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    layers = json.loads(res.stdout)["layers"]
+    assert [r["layer"] for r in layers] == ["0.linear", "1.tanh", "2.linear", "3.linear"]
+    assert [r["state_bytes"] for r in layers] == [2 * w * 8 for w in (8, 16, 16, 32)]  # float64

@@ -87,7 +87,7 @@ def _no_sync() -> None:
     return None
 
 
-def best_time(fn: Callable[[], Any], samples: int, sync: Callable[[], None]) -> list[float]:
+def _sample_times(fn: Callable[[], Any], samples: int, sync: Callable[[], None]) -> list[float]:
     """Each sample's time of one ``fn()`` (the first call, which may allocate, is a warm-up
     that also sets how often a sample repeats ``fn``)."""
     sync()
@@ -181,6 +181,8 @@ def measure_layer_costs(
         raise ValueError(f"samples must be >= 1, got {samples}")
     if layers < 1:
         raise ValueError("measuring layer costs needs at least 1 layer")
+    if tape_method is not None and tape_method not in ("vmhwm", "tracemalloc"):
+        raise ValueError(f"tape_method must be vmhwm or tracemalloc, got {tape_method!r}")
     names = tuple(names) if names is not None else tuple(f"layer{i}" for i in range(layers))
     if len(names) != layers:
         raise ValueError(f"{len(names)} layer names for {layers} layers")
@@ -191,18 +193,15 @@ def measure_layer_costs(
             xs.append(chain.layer(i, params[i], xs[-1]))
     sizes = [fw.state_nbytes(x) for x in xs]
     ops = fw.chain_ops(chain.layer, layers, params)
-    if tape_method is not None and tape_method not in ("vmhwm", "tracemalloc"):
-        raise ValueError(f"tape_method must be vmhwm or tracemalloc, got {tape_method!r}")
     fwd, tap, tapes, methods = [], [], [], []
     for i in range(layers):
         fwd.append(_forward_samples(fw, chain, i, params[i], xs[i], samples, sync))
-        tap.append(best_time(lambda i=i: ops.reverse(ops.tape(xs[i], i, False)[0], xs[i + 1], i),
-                             samples, sync))  # fmt: skip
+        tap.append(_taped_samples(ops, i, xs, samples, sync))
         counted, method = _tape_samples(fw, ops, chain, i, params, xs, sizes, samples, tape_method)
         tapes.append(counted)
         methods.append(method)
     with fw.untaped():
-        loss = best_time(lambda: chain.loss(xs[-1]), samples, sync)
+        loss = _sample_times(lambda: chain.loss(xs[-1]), samples, sync)
     costs = Costs(
         forward_time_s=tuple(min(s) for s in fwd),
         taped_time_s=tuple(max(min(t), min(f)) for t, f in zip(tap, fwd, strict=True)),
@@ -223,7 +222,14 @@ def measure_layer_costs(
 
 def _forward_samples(fw, chain, i: int, p: Any, x: Any, samples: int, sync) -> list[float]:
     with fw.untaped():
-        return best_time(lambda: chain.layer(i, p, x), samples, sync)
+        return _sample_times(lambda: chain.layer(i, p, x), samples, sync)
+
+
+def _taped_samples(ops, i: int, xs: list, samples: int, sync) -> list[float]:
+    """Layer ``i`` taped by the executor's own operation, then reversed from a cotangent
+    shaped like its output (x_{i+1} itself)."""
+    return _sample_times(lambda: ops.reverse(ops.tape(xs[i], i, False)[0], xs[i + 1], i),
+                         samples, sync)  # fmt: skip
 
 
 def _tape_samples(fw, ops, chain, i, params, xs, sizes, samples, forced) -> tuple[list, str]:
