@@ -229,3 +229,12 @@ def test_plan_on_an_nn_sequential_plug_in_measures_each_module(tmp_path):
     layers = json.loads(res.stdout)["layers"]
     assert [r["layer"] for r in layers] == ["0.linear", "1.tanh", "2.linear", "3.linear"]
     assert [r["state_bytes"] for r in layers] == [2 * w * 8 for w in (8, 16, 16, 32)]  # float64
+
+
+def test_save_costs_keeps_the_measured_costs_when_no_plan_fits(tmp_path):
+    saved = tmp_path / "costs.json"
+    res = _plan(["--model", "mlp-stack", "--steps", "4", *SIZE_ARGS, "--budget", "1",
+                 "--save-costs", str(saved)])  # fmt: skip
+    assert res.exit_code == 2 and "smallest budget" in res.output
+    costs = Costs.from_dict(json.loads(saved.read_text()))
+    assert list(costs.state_bytes) == _shapes_bytes("mlp-stack", 4)

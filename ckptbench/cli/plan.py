@@ -161,17 +161,17 @@ def _show(report: dict, steps: int, budget: int, save_file: Path | None, fmt: st
 
     doc = report["costs"]
     costs = Costs.from_dict(doc)
+    if save_file is not None:  # first: measured costs are kept even when no plan fits
+        try:
+            save_file.write_text(json.dumps(costs.as_dict(), indent=1) + "\n")
+        except OSError as err:
+            raise InputError(f"--save-costs {save_file}: {err.strerror or err}") from None
     try:
         check_budget(costs, steps, budget)
         rows = compare_at_budget(costs, steps, budget)
         best = plan_optimal(costs, steps, budget) if costs.steps is not None else None
     except ValueError as err:
         raise InputError(str(err)) from None
-    if save_file is not None:
-        try:
-            save_file.write_text(json.dumps(costs.as_dict(), indent=1) + "\n")
-        except OSError as err:
-            raise InputError(f"--save-costs {save_file}: {err.strerror or err}") from None
     shown = get_format(fmt)
     out = plan_report(rows, costs, doc, steps, budget, plan=best, layers=report.get("layers"))
     if shown.show is not None:  # a terminal format: the console's width
