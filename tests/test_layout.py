@@ -135,9 +135,6 @@ def test_modules_stay_small() -> None:
 #: Functions whose body is over :data:`MAX_FUNCTION_LINES`, still to be split (the house
 #: task's size rule): each entry may only shrink or go, and no other function may join it.
 LONG_FUNCTIONS = {
-    "ckptbench/backends/jax/binding.py:compiled_checkpoint": 200,
-    "ckptbench/backends/jax/gradients.py:make_built": 130,
-    "ckptbench/backends/jax/table.py:encode": 105,
     "ckptbench/frame.py:cells_frame": 85,
     "ckptbench/render/console.py:mode_progress": 108,
     "ckptbench/render/run.py:run_table": 97,

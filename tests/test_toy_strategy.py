@@ -50,3 +50,12 @@ def test_the_registry_answers_for_the_toy(toy):
 
 def test_the_toy_is_gone_after_its_test():
     assert FROM_START.name not in STRATEGIES
+
+
+@pytest.mark.jax
+def test_the_toy_registered_after_the_jax_backend_was_imported_runs_there(toy):
+    pytest.importorskip("jax")
+    from ckptbench.backends.jax import gradients  # imported before or after: asked on use
+
+    assert toy in gradients.strategies() and toy in gradients.schedules()
+    contract.test_registered_backends_agree_with_their_normal_mode("jax", toy, 7, 2)

@@ -40,6 +40,7 @@ import numpy as np
 from jax import lax
 
 from ckptbench.backends import Built, registry
+from ckptbench.backends.jax import SPEC
 from ckptbench.backends.jax.binding import COUNTERS, compiled_checkpoint, tape_layout
 from ckptbench.backends.jax.device import DevicePeakMeter, resolve_device
 from ckptbench.backends.jax.table import encode
@@ -48,14 +49,20 @@ from ckptbench.measure.peaks import read_rss_bytes, trim_heap
 from ckptbench.schedules import get_strategy, replay_bytes
 from ckptbench.workloads import Sizes
 
-__all__ = ["SCHEDULES", "STRATEGIES", "flatten_gradient", "make_built", "plain_scan"]
-
-#: Checkpointed-mode strategies of the JAX backend (ours and its peers), from the registry.
-STRATEGIES: tuple[str, ...] = registry.strategies("jax")
-#: Strategies run by the compiled executor: our action streams.
-SCHEDULES: tuple[str, ...] = tuple(s for s in STRATEGIES if get_strategy(s).ours)
+__all__ = ["flatten_gradient", "make_built", "plain_scan", "schedules", "strategies"]
 
 _MODES = ("baseline", "normal", "checkpointed")
+
+
+def strategies() -> tuple[str, ...]:
+    """Checkpointed-mode strategies of the JAX backend (ours and its peers), read from the
+    strategy registry when asked (a strategy registered later is seen)."""
+    return registry.strategies(SPEC.name)
+
+
+def schedules() -> tuple[str, ...]:
+    """The strategies the compiled executor runs: our action streams."""
+    return tuple(s for s in strategies() if get_strategy(s).ours)
 
 
 def flatten_gradient(grad: Any) -> np.ndarray:
@@ -122,106 +129,146 @@ class _Clamped(NamedTuple):
 def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
     """Build and compile the gradient of ``case`` in ``mode`` (see the module docstring)."""
     name = _mode_name(mode)
-    strategy = getattr(case, "strategy", "revolve")
-    if name == "checkpointed" and strategy not in STRATEGIES:
-        raise ValueError(
-            f"strategy {strategy!r} is not available on the JAX backend "
-            f"(choose from {', '.join(STRATEGIES)})"
-        )
-    for package in get_strategy(strategy).requires:
-        # every mode of a cell imports what its checkpointed mode needs (equinox: about
-        # 8.5 MiB resident), so the overhead over the baseline is differentiation, not imports
-        importlib.import_module(package)
+    spec = _checked_strategy(case, name)
     device = resolve_device(case.device)
-    sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
-    wl = load_jax_workload(case.model, sizes, getattr(case, "dtype", "float64") or "float64")
-    params, state0, inputs = jax.device_put(
-        wl.init(case.steps, np.random.default_rng(case.seed)), device
-    )
-    steps = case.steps
-    step, post, loss_of = wl.step, wl.post, wl.loss
+    wl, params, state0, inputs = _problem(case, device)
     info: dict[str, Any] = {}
-    counters: dict[str, int] = {}
     plan = None
-
-    if name in ("baseline", "normal"):
-        plain = plain_scan(step, post)
-
-        def value(p, s0, xs):
-            ys, n = plain(p, s0, xs)
-            return loss_of(ys), n
-
-        if name == "baseline":
-
-            def fn(p, s0, xs):
-                loss, n = value(p, s0, xs)
-                return loss, jax.tree_util.tree_map(jnp.zeros_like, p), n
-
-        else:
-
-            def fn(p, s0, xs):
-                (loss, n), g = jax.value_and_grad(value, has_aux=True)(p, s0, xs)
-                return loss, g, n
-
-    elif not get_strategy(strategy).ours:
-        loop = get_strategy(strategy).load_factory()(step, post, steps, case.snaps)
+    if name != "checkpointed":
+        fn = _plain_fn(wl, differentiate=name == "normal")
+    elif not spec.ours:
+        loop = spec.load_factory()(wl.step, wl.post, case.steps, case.snaps)
 
         def fn(p, s0, xs):  # step evaluations: not measured (None), never a made-up 0
-            loss, g = jax.value_and_grad(lambda q: loss_of(loop(q, s0, xs)))(p)
+            loss, g = jax.value_and_grad(lambda q: wl.loss(loop(q, s0, xs)))(p)
             return loss, g, jnp.int32(-1)
 
     else:
         # abstractly: ``inputs[0]`` would run an eager XLA op, and the compiler's start-up
         # (about 19 MiB resident) would fall outside ``program_rss_bytes`` here only
         x_spec = jax.ShapeDtypeStruct(inputs.shape[1:], inputs.dtype)
-        layout = tape_layout(step, post, params, state0, x_spec)
-        sb, tb = _tree_nbytes(state0), layout.tape_bytes
-        actions, plan = _schedule(case, steps, costs)
+        layout = tape_layout(wl.step, wl.post, params, state0, x_spec)
+        actions, plan = _schedule(case, case.steps, costs)
         if _executor(case) == "engine":
             return _engine_built(case, wl, params, state0, inputs, layout, plan, device)
-        table = encode(actions, steps)
-        loop = compiled_checkpoint(step, post, table, layout)
-        stored = replay_bytes(actions, steps, sb, tb)
-        info.update(
-            state_bytes=sb,
-            tape_bytes=tb,
-            peak_stored_bytes=stored.peak_bytes,
-            peak_live_snapshots=stored.stats.peak_snapshots,
-            peak_snapshot_bytes=stored.stats.peak_snapshots * sb,
-            tapes_kept_peak=stored.stats.peak_tapes,
-            table_rows=table.n_rows,
+        fn, info = _compiled_fn(wl, actions, case.steps, layout, _tree_nbytes(state0))
+
+    (compiled, temp), compile_ns, program_rss = _compiling(
+        lambda: _with_temp_bytes(jax.jit(fn).lower(params, state0, inputs).compile())
+    )
+    gradient, calls, counters = _compiled_gradient(compiled, state0, inputs)
+
+    def counters_now() -> dict[str, int]:
+        out = {**counters, **info, "compile_time_ns": compile_ns, "program_rss_bytes": program_rss}
+        if temp is not None:
+            out["xla_temp_bytes"] = temp
+        return out
+
+    return _built(params, gradient, calls, counters_now, plan, device)
+
+
+def _checked_strategy(case: Any, mode_name: str) -> Any:
+    """The case's strategy spec, refused in one line where a checkpointed mode cannot run it
+    here; the packages it needs imported (in every mode of a cell)."""
+    strategy = getattr(case, "strategy", "revolve")
+    available = strategies()
+    if mode_name == "checkpointed" and strategy not in available:
+        raise ValueError(
+            f"strategy {strategy!r} is not available on the JAX backend "
+            f"(choose from {', '.join(available)})"
         )
+    spec = get_strategy(strategy)
+    for package in spec.requires:
+        # every mode of a cell imports what its checkpointed mode needs (equinox: about
+        # 8.5 MiB resident), so the overhead over the baseline is differentiation, not imports
+        importlib.import_module(package)
+    return spec
+
+
+def _problem(case: Any, device: Any) -> tuple[Any, Any, Any, Any]:
+    """The case's workload and its ``(params, state0, inputs)`` on ``device``."""
+    sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
+    wl = load_jax_workload(case.model, sizes, getattr(case, "dtype", "float64") or "float64")
+    params, state0, inputs = jax.device_put(
+        wl.init(case.steps, np.random.default_rng(case.seed)), device
+    )
+    return wl, params, state0, inputs
+
+
+def _plain_fn(wl: Any, differentiate: bool) -> Any:
+    """``fn(p, s0, xs) -> (loss, gradient, evaluations)`` of the plain scan: the normal
+    mode's gradient, or the baseline's zeros without differentiating."""
+    plain = plain_scan(wl.step, wl.post)
+
+    def value(p, s0, xs):
+        ys, n = plain(p, s0, xs)
+        return wl.loss(ys), n
+
+    if differentiate:
 
         def fn(p, s0, xs):
-            zero = jnp.zeros(len(COUNTERS), jnp.float64)
-            loss, (g, n) = jax.value_and_grad(
-                lambda q, c: loss_of(loop(q, s0, xs, c)), argnums=(0, 1)
-            )(p, zero)
-            return loss, g, n.astype(jnp.int64)
+            (loss, n), g = jax.value_and_grad(value, has_aux=True)(p, s0, xs)
+            return loss, g, n
 
+        return fn
+
+    def baseline(p, s0, xs):
+        loss, n = value(p, s0, xs)
+        return loss, jax.tree_util.tree_map(jnp.zeros_like, p), n
+
+    return baseline
+
+
+def _compiled_fn(
+    wl: Any, actions: list, steps: int, layout: Any, state_bytes: int
+) -> tuple[Any, dict[str, Any]]:
+    """``fn`` of the compiled executor running ``actions`` (its counters leave the backward
+    pass as the cotangent of a probe), and the stored bytes that stream declares."""
+    table = encode(actions, steps)
+    loop = compiled_checkpoint(wl.step, wl.post, table, layout)
+    sb, tb = state_bytes, layout.tape_bytes
+    stored = replay_bytes(actions, steps, sb, tb)
+    info = dict(
+        state_bytes=sb,
+        tape_bytes=tb,
+        peak_stored_bytes=stored.peak_bytes,
+        peak_live_snapshots=stored.stats.peak_snapshots,
+        peak_snapshot_bytes=stored.stats.peak_snapshots * sb,
+        tapes_kept_peak=stored.stats.peak_tapes,
+        table_rows=table.n_rows,
+    )
+
+    def fn(p, s0, xs):
+        zero = jnp.zeros(len(COUNTERS), jnp.float64)
+        loss, (g, n) = jax.value_and_grad(lambda q, c: wl.loss(loop(q, s0, xs, c)), argnums=(0, 1))(
+            p, zero
+        )
+        return loss, g, n.astype(jnp.int64)
+
+    return fn, info
+
+
+def _compiling(make: Any) -> tuple[Any, int, int]:
+    """``make()`` (tracing and compiling), its time in ns and the resident memory it left
+    behind: RSS after minus before, each after ``malloc_trim``, JAX's tracing and lowering
+    caches cleared (about 12 MiB for the executor; the executables are kept)."""
     trim_heap()
     rss0 = read_rss_bytes()
     t0 = time.perf_counter()
-    compiled = jax.jit(fn).lower(params, state0, inputs).compile()
+    out = make()
     compile_ns = int((time.perf_counter() - t0) * 1e9)
-    temp = _temp_bytes(compiled)
-    jax.clear_caches()  # tracing and lowering caches: about 12 MiB for the executor here
+    jax.clear_caches()
     trim_heap()
-    program_rss = read_rss_bytes() - rss0
+    return out, compile_ns, read_rss_bytes() - rss0
 
-    def gradient(p):
-        loss, g, n = compiled(p, state0, inputs)
-        jax.block_until_ready((loss, g, n))
-        n_host = np.asarray(n).tolist()
-        loss_host = float(loss)
-        for arr in (loss, n):
-            arr.delete()
-        _record(n_host)
-        return loss_host, _to_numpy(g)
 
-    calls = [0]
+def _compiled_gradient(compiled: Any, state0: Any, inputs: Any) -> tuple[Any, list, dict]:
+    """``gradient(p) -> (loss, numpy gradient)`` of a compiled ``fn``, the step evaluations
+    of its last call (``calls``) and the executor's counters (filled by each call)."""
+    counters: dict[str, int] = {}
+    calls: list = [0]
 
-    def _record(n: Any) -> None:
+    def record(n: Any) -> None:
         if isinstance(n, list):  # the executor's counters
             got = dict(zip(COUNTERS, (int(v) for v in n), strict=True))
             counters.clear()
@@ -232,17 +279,26 @@ def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Bui
         else:  # a peer: its recomputations happen inside JAX's own transpose, unseen
             calls[0] = None
 
-    def counters_now() -> dict[str, int]:
-        out = {**counters, **info, "compile_time_ns": compile_ns, "program_rss_bytes": program_rss}
-        if temp is not None:
-            out["xla_temp_bytes"] = temp
-        return out
+    def gradient(p):
+        loss, g, n = compiled(p, state0, inputs)
+        jax.block_until_ready((loss, g, n))
+        n_host = np.asarray(n).tolist()
+        loss_host = float(loss)
+        for arr in (loss, n):
+            arr.delete()
+        record(n_host)
+        return loss_host, _to_numpy(g)
 
+    return gradient, calls, counters
+
+
+def _built(params: Any, gradient: Any, calls: list, counters: Any, plan: Any, device: Any) -> Built:
+    """What the worker measures, the same for both executors."""
     return Built(
         params=params,
         gradient=gradient,
         calls=calls,
-        counters=counters_now,
+        counters=counters,
         flatten=flatten_gradient,
         plan=(lambda: plan.summary()) if plan is not None else dict,
         device_meter=DevicePeakMeter(device) if device.platform != "cpu" else None,
@@ -277,16 +333,9 @@ def _engine_built(
         loss, (g, _, _) = loop.value_and_grad(wl.loss, p, state0, inputs, inputs_grad=False)
         return loss, g
 
-    trim_heap()
-    rss0 = read_rss_bytes()
-    t0 = time.perf_counter()
-    jax.block_until_ready(run(params))  # compiles every piece this schedule dispatches
-    compile_ns = int((time.perf_counter() - t0) * 1e9)
-    # the pieces are compiled ahead of time (dispatch._Aot): clearing JAX's tracing and
-    # lowering caches keeps their executables
-    jax.clear_caches()
-    trim_heap()
-    program_rss = read_rss_bytes() - rss0
+    # compiles every piece this schedule dispatches; the pieces are compiled ahead of time
+    # (dispatch._Aot): clearing JAX's tracing and lowering caches keeps their executables
+    _, compile_ns, program_rss = _compiling(lambda: jax.block_until_ready(run(params)))
 
     def gradient(p: Any) -> tuple[float, Any]:
         loss, g = run(p)
@@ -319,15 +368,12 @@ def _engine_built(
             "program_rss_bytes": program_rss,
         }
 
-    return Built(
-        params=params,
-        gradient=gradient,
-        calls=calls,
-        counters=counters_now,
-        flatten=flatten_gradient,
-        plan=(lambda: plan.summary()) if plan is not None else dict,
-        device_meter=DevicePeakMeter(device) if device.platform != "cpu" else None,
-    )
+    return _built(params, gradient, calls, counters_now, plan, device)
+
+
+def _with_temp_bytes(compiled: Any) -> tuple[Any, int | None]:
+    """A compiled executable and XLA's temp bytes for it (read before the caches go)."""
+    return compiled, _temp_bytes(compiled)
 
 
 def _temp_bytes(compiled: Any) -> int | None:

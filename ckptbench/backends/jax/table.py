@@ -94,104 +94,128 @@ def encode(actions: Iterable[Action], steps: int) -> ActionTable:
     a restore, reverse or turn before FIRSTURN, or no TERMINATE. Full validity (states,
     slots, order of reverses) is :func:`ckptbench.schedules.replay`'s job.
     """
-    check_int("steps", steps)
-    rows: list[list[int]] = []
-    row: list[int] | None = None
-    last = -1  # part index last filled in ``row``
-    first_rows = None
-    terminated = False
-    tape_slot = np.full(steps, -1, dtype=np.int32)
-    free: list[int] = []
-    used = 0
-    kept_now = 0
-    max_slot = -1
-
-    def close() -> None:
-        nonlocal row, last
-        if row is not None:
-            rows.append(row)
-        row, last = None, -1
-
+    encoder = _Encoder(check_int("steps", steps))
     for act in actions:
+        encoder.add(act)
+    return encoder.table()
+
+
+_NOT_IN_FIRST_SWEEP = (ActionKind.RESTORE, ActionKind.YOUTURN, ActionKind.REVERSE)
+
+
+class _Encoder:
+    """The rows of one stream, filled action by action (:func:`encode`), and the kept-tape
+    buffer's entries."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.rows: list[list[int]] = []
+        self.row: list[int] | None = None
+        self.last = -1  # part index last filled in ``row``
+        self.first_rows: int | None = None
+        self.terminated = False
+        self.tape_slot = np.full(steps, -1, dtype=np.int32)
+        self.free: list[int] = []  # tape buffer entries released by a reverse
+        self.used = 0  # tape buffer entries ever used
+        self.max_slot = -1
+
+    def close(self) -> None:
+        if self.row is not None:
+            self.rows.append(self.row)
+        self.row, self.last = None, -1
+
+    def add(self, act: Action) -> None:
         kind = act.kind
-        if terminated:
+        if self.terminated:
             raise TableError(f"action {act!r} after TERMINATE")
         if kind is ActionKind.TERMINATE:
-            close()
-            terminated = True
-            continue
+            self.close()
+            self.terminated = True
+            return
         if kind not in _PART:
             raise TableError(f"unknown action {act!r}")
-        in_first = first_rows is None
-        if in_first and kind in (ActionKind.RESTORE, ActionKind.YOUTURN, ActionKind.REVERSE):
+        if self.first_rows is None and kind in _NOT_IN_FIRST_SWEEP:
             raise TableError(f"{act!r} before FIRSTURN")
         part = _PART[kind]
-        joins = row is not None and (
-            part > last
-            or (
-                part == last == _PART[ActionKind.TAPE]
-                and act.step == row[_C["tape_start"]] + row[_C["tape_count"]]
-            )
-            or (
-                part == last == _PART[ActionKind.REVERSE]
-                and act.step == row[_C["reverse_start"]] - row[_C["reverse_count"]]
-            )
-        )
-        if not joins:
-            close()
-            row = _new_row()
-        assert row is not None
+        if not self.joins(act, part):
+            self.close()
+            self.row = _new_row()
+        self.fill(act, self.row)
+        self.last = part
+        if kind is ActionKind.FIRSTURN:  # ends the row and the first sweep
+            self.close()
+            self.first_rows = len(self.rows)
+
+    def joins(self, act: Action, part: int) -> bool:
+        """Whether ``act`` goes into the open row: a later part, or the next step of the
+        row's tape run or reverse run."""
+        row = self.row
+        if row is None:
+            return False
+        if part > self.last:
+            return True
+        if part == self.last == _PART[ActionKind.TAPE]:
+            return act.step == row[_C["tape_start"]] + row[_C["tape_count"]]
+        if part == self.last == _PART[ActionKind.REVERSE]:
+            return act.step == row[_C["reverse_start"]] - row[_C["reverse_count"]]
+        return False
+
+    def fill(self, act: Action, row: list[int]) -> None:
+        kind = act.kind
         if kind is ActionKind.RESTORE:
             row[_C["restore"]], row[_C["restore_slot"]] = 1, act.slot
         elif kind is ActionKind.TAKESHOT:
             row[_C["snapshot"]], row[_C["snapshot_slot"]] = 1, act.slot
-            max_slot = max(max_slot, act.slot)
+            self.max_slot = max(self.max_slot, act.slot)
         elif kind is ActionKind.ADVANCE:
             row[_C["advance_start"]], row[_C["advance_stop"]] = act.start, act.stop
         elif kind is ActionKind.TAPE:
-            if row[_C["tape_count"]] == 0:
-                row[_C["tape_start"]] = act.step
-            row[_C["tape_count"]] += 1
-            if not 0 <= act.step < steps or tape_slot[act.step] >= 0:
-                raise TableError(f"{act!r}: step outside 0..{steps - 1} or taped twice")
-            if free:
-                tape_slot[act.step] = free.pop()
-            else:
-                tape_slot[act.step], used = used, used + 1
-            kept_now += 1
+            self.tape(act, row)
         elif kind is ActionKind.REVERSE:
-            if row[_C["reverse_count"]] == 0:
-                row[_C["reverse_start"]] = act.step
-            row[_C["reverse_count"]] += 1
-            if not 0 <= act.step < steps or tape_slot[act.step] < 0:
-                raise TableError(f"{act!r}: no kept tape of step {act.step}")
-            free.append(int(tape_slot[act.step]))
-            kept_now -= 1
+            self.reverse(act, row)
         elif kind is ActionKind.YOUTURN:
             row[_C["turn"]], row[_C["turn_step"]] = 1, act.step
-        else:  # FIRSTURN: ends the row and the first sweep
-            if not in_first or act.step != steps - 1:
-                raise TableError(f"{act!r}: FIRSTURN must reverse step {steps - 1}, once")
+        else:  # FIRSTURN
+            if self.first_rows is not None or act.step != self.steps - 1:
+                raise TableError(f"{act!r}: FIRSTURN must reverse step {self.steps - 1}, once")
             row[_C["turn_step"]] = act.step
-            last = part
-            close()
-            first_rows = len(rows)
-            continue
-        last = part
-    close()
-    if first_rows is None:
-        raise TableError("the stream has no FIRSTURN")
-    if not terminated:
-        raise TableError("the stream ended without TERMINATE")
-    array = np.asarray(rows, dtype=np.int32).reshape(len(rows), len(COLUMNS))
-    return ActionTable(
-        steps=steps,
-        rows=array,
-        first_rows=first_rows,
-        snapshot_slots=max_slot + 1,
-        tape_slots=used,
-        tape_slot=tape_slot,
-    )
+
+    def tape(self, act: Action, row: list[int]) -> None:
+        """TAPE: extend the row's tape run and give the tape a buffer entry."""
+        if row[_C["tape_count"]] == 0:
+            row[_C["tape_start"]] = act.step
+        row[_C["tape_count"]] += 1
+        if not 0 <= act.step < self.steps or self.tape_slot[act.step] >= 0:
+            raise TableError(f"{act!r}: step outside 0..{self.steps - 1} or taped twice")
+        if self.free:
+            self.tape_slot[act.step] = self.free.pop()
+        else:
+            self.tape_slot[act.step], self.used = self.used, self.used + 1
+
+    def reverse(self, act: Action, row: list[int]) -> None:
+        """REVERSE: extend the row's reverse run and release the tape's buffer entry."""
+        if row[_C["reverse_count"]] == 0:
+            row[_C["reverse_start"]] = act.step
+        row[_C["reverse_count"]] += 1
+        if not 0 <= act.step < self.steps or self.tape_slot[act.step] < 0:
+            raise TableError(f"{act!r}: no kept tape of step {act.step}")
+        self.free.append(int(self.tape_slot[act.step]))
+
+    def table(self) -> ActionTable:
+        self.close()
+        if self.first_rows is None:
+            raise TableError("the stream has no FIRSTURN")
+        if not self.terminated:
+            raise TableError("the stream ended without TERMINATE")
+        rows = np.asarray(self.rows, dtype=np.int32).reshape(len(self.rows), len(COLUMNS))
+        return ActionTable(
+            steps=self.steps,
+            rows=rows,
+            first_rows=self.first_rows,
+            snapshot_slots=self.max_slot + 1,
+            tape_slots=self.used,
+            tape_slot=self.tape_slot,
+        )
 
 
 def decode(table: ActionTable) -> list[Action]:
