@@ -30,7 +30,7 @@ Adding a built-in (for example a stack of layers):
            },
        ),
 
-``tests/test_workloads.py`` then checks that the name resolves on every backend the entry
+``tests/test_workload_registry.py`` then checks that the name resolves on every backend the entry
 names, and that importing this registry imports no framework. A backend left out of the
 entry refuses the name in one line. Code outside the package (a test's toy) calls
 :func:`register`.
