@@ -7,10 +7,10 @@ implementation module is imported only when that backend builds the workload
 (:meth:`BuiltinWorkload.factory`), so a worker imports only what its own backend needs
 (an autograd worker never imports torch or JAX).
 
-Everything that lists or loads built-ins reads this registry: ``BUILTIN_WORKLOADS`` and
-:func:`ckptbench.workloads.load_workload` (the numpy implementation, :data:`NUMPY`), the
-torch and JAX loaders (their own backend's implementation), and :func:`model_help` (the
-``--model`` help).
+What lists or loads built-ins reads this registry: ``BUILTIN_WORKLOADS`` and
+:func:`ckptbench.workloads.load_workload` (the numpy implementation, :data:`NUMPY`) and the
+torch and JAX loaders (their own backend's implementation); :func:`model_help` is the
+``--model`` help text made from it.
 
 Adding a built-in (for example a stack of layers):
 
