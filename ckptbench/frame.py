@@ -183,18 +183,7 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
     high = tidy.pivot(index="run", columns="mode", values="peak_high_bytes")
     time = tidy.pivot(index="run", columns="mode", values="time_median_s")
     device_over = tidy.pivot(index="run", columns="mode", values="device_overhead_bytes")
-    bad = tidy[tidy["status"] != "ok"].groupby("run", sort=True)
-    status = pd.Series(
-        {
-            run: ", ".join(f"{m}: {st}" for m, st in zip(g["mode"], g["status"], strict=True))
-            for run, g in bad
-        },
-        dtype=object,
-    )
-    for run, row in first.iterrows():  # an interruption is a note, its complete rounds count
-        if row["interruption"] is not None and not pd.isna(row["interruption"]):
-            note = f"{row['interruption']} ({row['rounds_complete']} complete rounds)"
-            status[run] = f"{note}; {status[run]}" if run in status.index else note
+    status = _cell_status(tidy, first)
 
     def col(table: Any, mode: str) -> Any:
         return table[mode] if mode in table.columns else pd.Series(pd.NA, index=first.index)
@@ -246,6 +235,27 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
         elif c.endswith("_below_noise"):
             out[c] = out[c].astype("boolean")
     return out.reset_index(drop=True)
+
+
+def _cell_status(tidy: Any, first: Any) -> Any:
+    """Per run, the modes that were not ok (``mode: status``, comma-separated), after
+    'interrupted ... (K complete rounds)' where ckptbench was stopped; runs with neither
+    are missing (``cells_frame`` fills them with 'ok')."""
+    import pandas as pd
+
+    bad = tidy[tidy["status"] != "ok"].groupby("run", sort=True)
+    status = pd.Series(
+        {
+            run: ", ".join(f"{m}: {st}" for m, st in zip(g["mode"], g["status"], strict=True))
+            for run, g in bad
+        },
+        dtype=object,
+    )
+    for run, row in first.iterrows():  # an interruption is a note, its complete rounds count
+        if row["interruption"] is not None and not pd.isna(row["interruption"]):
+            note = f"{row['interruption']} ({row['rounds_complete']} complete rounds)"
+            status[run] = f"{note}; {status[run]}" if run in status.index else note
+    return status
 
 
 #: The figures :func:`invocations_frame` pools (each with ``_low``/``_high`` columns).

@@ -135,10 +135,6 @@ def test_modules_stay_small() -> None:
 #: Functions whose body is over :data:`MAX_FUNCTION_LINES`, still to be split (the house
 #: task's size rule): each entry may only shrink or go, and no other function may join it.
 LONG_FUNCTIONS = {
-    "ckptbench/frame.py:cells_frame": 85,
-    "ckptbench/render/console.py:mode_progress": 108,
-    "ckptbench/render/run.py:run_table": 97,
-    "ckptbench/results/summary.py:compute": 90,
     "ckptbench/schedules/actions.py:_replay": 136,
     "ckptbench/sweep/dask.py:run_dask": 95,
     "ckptbench/sweep/run.py:_run_locked": 86,

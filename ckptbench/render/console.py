@@ -256,95 +256,114 @@ def mode_progress(
     as skipped; the run's warnings say it once. ``announce`` (what the run will do and about
     how long) is printed as the first mode starts, after every input check.
     """
-    from rich.live import Live
-    from rich.text import Text
-
-    live_on = console.is_terminal and not quiet and not lines
     clock = JobClock(case, modes, precision, guess_round_s)
-    planned = case.warmup + case.repeats
-    state: dict[Mode, str] = {}
-    current = [0]
+    progress = _ModeProgress(
+        console, modes, case, clock, quiet=quiet, verbose=verbose, lines=lines, announce=announce
+    )
+    return progress, progress.stop
 
-    def label_of(round_index: int, mode: Mode) -> str:
-        if case.rounds == 1 and round_index == 0 and precision is None:
+
+class _ModeProgress:
+    """The callback :func:`mode_progress` returns: what each mode of the round in flight
+    is doing (``state``), the job's clock, and the live display on a terminal (``display``,
+    with ``clock``: what tests read)."""
+
+    def __init__(
+        self, console: Console, modes: Sequence[Mode], case: Any, clock: JobClock, *,
+        quiet: bool, verbose: bool, lines: bool, announce: str | None,
+    ) -> None:  # fmt: skip
+        from rich.live import Live
+
+        self.console, self.modes, self.case, self.clock = console, modes, case, clock
+        self.quiet, self.verbose, self.lines, self.announce = quiet, verbose, lines, announce
+        self.live_on = console.is_terminal and not quiet and not lines
+        self.planned = case.warmup + case.repeats
+        self.state: dict[Mode, str] = {}
+        self.current = 0
+        self.display = Live(
+            get_renderable=self.render,
+            console=console,
+            auto_refresh=True,
+            refresh_per_second=2,
+            transient=True,
+            vertical_overflow="crop",
+        )
+
+    def label_of(self, round_index: int, mode: Mode) -> str:
+        if self.case.rounds == 1 and round_index == 0 and self.clock.precision is None:
             return mode.value
         return f"round {round_index + 1} {mode.value}"
 
-    def render() -> Text:
+    def render(self) -> Any:
+        from rich.text import Text
+
         text = Text(no_wrap=True, overflow="ellipsis")
-        for m in modes:
-            text.append(f"{label_of(current[0], m)}: {state.get(m, 'waiting')}\n")
-        text.append(clock.summary(), style="bold")
+        for m in self.modes:
+            text.append(f"{self.label_of(self.current, m)}: {self.state.get(m, 'waiting')}\n")
+        text.append(self.clock.summary(), style="bold")
         return text
 
-    display = Live(
-        get_renderable=render,
-        console=console,
-        auto_refresh=True,
-        refresh_per_second=2,
-        transient=True,
-        vertical_overflow="crop",
-    )
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            self.console.print(text, highlight=False, soft_wrap=not self.live_on)
 
-    def say(text: str) -> None:
-        if not quiet:
-            console.print(text, highlight=False, soft_wrap=not live_on)
-
-    def round_line(round_index: int) -> str:
+    def round_line(self, round_index: int) -> str:
         """A finished round: one short line on a terminal (it scrolls away above the live
         display), with the job's summary in a log."""
-        got = [r for r in clock.results if r.round == round_index]
+        got = [r for r in self.clock.results if r.round == round_index]
         times = []
         for r in got:
             t = [it.wall_time_s for it in r.iterations]
             times.append(f"{r.mode.value} {sorted(t)[len(t) // 2]:.2f} s" if t else
                          f"{r.mode.value} {r.status.value}")  # fmt: skip
         line = f"round {round_index + 1}: {', '.join(times)}"
-        return line if live_on else f"{line}; {clock.summary()}"
+        return line if self.live_on else f"{line}; {self.clock.summary()}"
 
-    def callback(event):
+    def __call__(self, event: Any) -> None:
+        clock = self.clock
         if clock.t0 is None:  # measuring starts: say what and how long, then show progress
-            if announce and not quiet:
-                console.print(announce, highlight=False)
-            if live_on:
-                display.start()
+            if self.announce and not self.quiet:
+                self.console.print(self.announce, highlight=False)
+            if self.live_on:
+                self.display.start()
         clock.started()
-        if event.round != current[0]:
-            current[0] = event.round
-            state.clear()
-        label = label_of(event.round, event.mode)
+        if event.round != self.current:
+            self.current = event.round
+            self.state.clear()
+        label = self.label_of(event.round, event.mode)
         if event.phase == "skip":  # out of memory in an earlier round: the run's warning says so
-            state[event.mode] = "skipped (out of memory before)"
+            self.state[event.mode] = "skipped (out of memory before)"
             if clock.mode_done(event.round, event.mode):
-                say(round_line(event.round))
+                self.say(self.round_line(event.round))
         elif event.phase == "start":
-            state[event.mode] = "starting a fresh worker"
+            self.state[event.mode] = "starting a fresh worker"
         elif event.phase == "iteration":
-            kind = "warm-up" if event.warmup else "iteration"
-            state[event.mode] = f"{kind} {event.index + 1}/{planned}, {event.elapsed_s:.0f} s"
-            if lines or verbose:
-                rec = event.record
-                detail = (
-                    f": {rec.wall_time_s:.3f} s, exact peak {rec.peak_rss_bytes / 2**20:.1f} MiB"
-                    if verbose and rec is not None
-                    else ""
-                )
-                say(
-                    f"{label}: {kind} {event.index + 1}/{event.planned}{detail}, elapsed "
-                    f"{event.elapsed_s:.0f} s{_eta(event)}"
-                )
+            self._iteration(event, label)
         else:
             status = event.result.status.value
-            state[event.mode] = status
-            if not live_on:
-                say(f"{label}: {status}")
+            self.state[event.mode] = status
+            if not self.live_on:
+                self.say(f"{label}: {status}")
             if clock.mode_done(event.round, event.mode, event.result):
-                say(round_line(event.round))
+                self.say(self.round_line(event.round))
 
-    def stop() -> None:
-        if display.is_started:
-            display.stop()
+    def _iteration(self, event: Any, label: str) -> None:
+        """An iteration done: the mode's state, and a line with ``--progress`` or
+        ``--verbose`` (its time and exact peak too with ``--verbose``)."""
+        kind = "warm-up" if event.warmup else "iteration"
+        self.state[event.mode] = f"{kind} {event.index + 1}/{self.planned}, {event.elapsed_s:.0f} s"
+        if self.lines or self.verbose:
+            rec = event.record
+            detail = (
+                f": {rec.wall_time_s:.3f} s, exact peak {rec.peak_rss_bytes / 2**20:.1f} MiB"
+                if self.verbose and rec is not None
+                else ""
+            )
+            self.say(
+                f"{label}: {kind} {event.index + 1}/{event.planned}{detail}, elapsed "
+                f"{event.elapsed_s:.0f} s{_eta(event)}"
+            )
 
-    callback.display = display  # type: ignore[attr-defined]  # what a terminal shows (tests)
-    callback.clock = clock  # type: ignore[attr-defined]
-    return callback, stop
+    def stop(self) -> None:
+        if self.display.is_started:
+            self.display.stop()

@@ -173,62 +173,80 @@ def run_table(result: RunResult) -> Table:
     Where the width is short, the sampled peak, the time range, the evaluations, the
     gradient error (the headline names it), the exact peak, the time and the status are
     left out, in that order, and named; mode names and numbers are never cut."""
-    s = result.summary
-    limit = result.case.memory_limit_bytes
-    records = []
-    unstable = "*" if s.time_unstable else ""
     pooled = [p for p in (result.mode(mode) for mode in Mode) if p is not None]
     pooled.sort(key=lambda p: [m.mode for m in result.modes].index(p.mode))
-    for m in pooled:
-        f = s.mode(m.mode)
-        evals = f.counters.step_calls
-        opt = s.step_evaluations_optimal
-        if m.mode is Mode.CHECKPOINTED and evals is not None and opt is not None:
-            ev = f"{evals} / {opt}"
-        else:
-            ev = "-" if evals is None else str(evals)
-        peak = fmt_bytes(f.peak_rss_bytes)
-        iv = f.overhead_interval
-        over_text = over_narrow = fmt_overhead(iv)
-        if iv is not None and not iv.below_noise:
-            over_narrow = f"{fmt_bytes(iv.value, signed=True)} ±{fmt_bytes(iv.noise, unit=False)}"
-        pr = f.peak_range
-        spread = "-" if pr is None else fmt_bytes(pr.spread, digits=2)
-        base = s.mode(Mode.BASELINE).peak_rss_bytes
-        if m.status is Status.OUT_OF_MEMORY and limit is not None:
-            peak = f"> {fmt_bytes(limit)}"
-            if base is not None and limit > base:
-                over_text = over_narrow = f"> {fmt_bytes(limit - base, signed=True)}"
-        t = f.time
-        records.append(
-            {
-                "mode": m.mode.value,
-                "status": m.status.value,
-                "peak": peak,
-                "spread": spread,
-                "sampled": fmt_bytes(m.sampled_peak_rss_bytes),
-                "overhead": "(floor)" if m.mode is Mode.BASELINE else over_text,
-                "overhead_narrow": "(floor)" if m.mode is Mode.BASELINE else over_narrow,
-                "time": (fmt_time(t.median) + unstable) if t else "-",
-                "range": fmt_time_spread(t),
-                "slowdown": fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2) + unstable
-                if m.mode is Mode.CHECKPOINTED
-                else ("1.00x" if m.mode is Mode.NORMAL and t else "-"),
-                "savings": fmt_ratio_ci(s.memory_savings.value, s.memory_savings.interval, 1)
-                if m.mode is Mode.CHECKPOINTED
-                else "-",
-                "dpeak": fmt_bytes(f.peak_device_bytes),
-                "dover": "(floor)"
-                if m.mode is Mode.BASELINE
-                else fmt_bytes(f.device_overhead_bytes, signed=True),
-                "dsavings": fmt_ratio(s.device_memory_savings, 1)
-                if m.mode is Mode.CHECKPOINTED
-                else "-",
-                "evals": ev,
-                "err": "-" if m.grad_max_rel_err is None else f"{m.grad_max_rel_err:.1e}",
-            }
-        )
-    if s.on_device:  # a GPU: device memory first, host RSS beside it
+    records = tuple(_mode_record(result, m) for m in pooled)
+    bad = {st.value: "red" for st in Status if st is not Status.OK}
+    columns = _run_columns(result.summary.on_device)
+    return Table(f"ckptbench run — {result.case.key}", columns, records, styles=bad)
+
+
+def _evaluations_text(result: RunResult, m: Any) -> str:
+    """A mode's step evaluations; the checkpointed mode's beside the optimal count."""
+    s = result.summary
+    evals = s.mode(m.mode).counters.step_calls
+    opt = s.step_evaluations_optimal
+    if m.mode is Mode.CHECKPOINTED and evals is not None and opt is not None:
+        return f"{evals} / {opt}"
+    return "-" if evals is None else str(evals)
+
+
+def _memory_texts(result: RunResult, m: Any) -> tuple[str, str, str]:
+    """(exact peak, overhead, overhead in a narrow table) of a mode; a mode stopped at the
+    memory limit shows '> limit' and its overhead '> limit - baseline'."""
+    s, limit = result.summary, result.case.memory_limit_bytes
+    f = s.mode(m.mode)
+    peak = fmt_bytes(f.peak_rss_bytes)
+    iv = f.overhead_interval
+    over_text = over_narrow = fmt_overhead(iv)
+    if iv is not None and not iv.below_noise:
+        over_narrow = f"{fmt_bytes(iv.value, signed=True)} ±{fmt_bytes(iv.noise, unit=False)}"
+    base = s.mode(Mode.BASELINE).peak_rss_bytes
+    if m.status is Status.OUT_OF_MEMORY and limit is not None:
+        peak = f"> {fmt_bytes(limit)}"
+        if base is not None and limit > base:
+            over_text = over_narrow = f"> {fmt_bytes(limit - base, signed=True)}"
+    return peak, over_text, over_narrow
+
+
+def _mode_record(result: RunResult, m: Any) -> dict[str, str]:
+    """The run table's row of mode result ``m``: every column's text."""
+    s = result.summary
+    f = s.mode(m.mode)
+    unstable = "*" if s.time_unstable else ""
+    peak, over_text, over_narrow = _memory_texts(result, m)
+    pr = f.peak_range
+    t = f.time
+    return {
+        "mode": m.mode.value,
+        "status": m.status.value,
+        "peak": peak,
+        "spread": "-" if pr is None else fmt_bytes(pr.spread, digits=2),
+        "sampled": fmt_bytes(m.sampled_peak_rss_bytes),
+        "overhead": "(floor)" if m.mode is Mode.BASELINE else over_text,
+        "overhead_narrow": "(floor)" if m.mode is Mode.BASELINE else over_narrow,
+        "time": (fmt_time(t.median) + unstable) if t else "-",
+        "range": fmt_time_spread(t),
+        "slowdown": fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2) + unstable
+        if m.mode is Mode.CHECKPOINTED
+        else ("1.00x" if m.mode is Mode.NORMAL and t else "-"),
+        "savings": fmt_ratio_ci(s.memory_savings.value, s.memory_savings.interval, 1)
+        if m.mode is Mode.CHECKPOINTED
+        else "-",
+        "dpeak": fmt_bytes(f.peak_device_bytes),
+        "dover": "(floor)"
+        if m.mode is Mode.BASELINE
+        else fmt_bytes(f.device_overhead_bytes, signed=True),
+        "dsavings": fmt_ratio(s.device_memory_savings, 1) if m.mode is Mode.CHECKPOINTED else "-",
+        "evals": _evaluations_text(result, m),
+        "err": "-" if m.grad_max_rel_err is None else f"{m.grad_max_rel_err:.1e}",
+    }
+
+
+def _run_columns(on_device: bool) -> tuple[Column, ...]:
+    """The run table's columns: device memory first on a GPU (host RSS beside it), else the
+    host's exact peak, its spread, the sampled peak and the overhead."""
+    if on_device:  # a GPU: device memory first, host RSS beside it
         memory = (
             Column("dpeak", "device peak", _text, priority=4),
             Column("dover", "device over", _text),
@@ -250,7 +268,7 @@ def run_table(result: RunResult) -> Table:
             ),
         )
         savings = Column("savings", "savings", _text)
-    columns = (  # left out first: sampled, time range, evaluations, grad err, peak, time
+    return (  # left out first: sampled, time range, evaluations, grad err, peak, time
         Column("mode", "mode", _text, "left"),
         Column("status", "status", _text, "left", priority=2),
         *memory,
@@ -261,8 +279,6 @@ def run_table(result: RunResult) -> Table:
         Column("evals", "evals (opt)", _text, priority=6),
         Column("err", "grad err", _text, priority=5),
     )
-    bad = {st.value: "red" for st in Status if st is not Status.OK}
-    return Table(f"ckptbench run — {result.case.key}", columns, tuple(records), styles=bad)
 
 
 def _phase_line(result: RunResult) -> str | None:

@@ -265,8 +265,6 @@ def compute(
     rounds = list(modes)
     pooled = pool_by_mode(rounds)
     by_mode = {m.mode: m for m in pooled}
-    peaks = {m.mode: mode_peak_bytes(m) for m in pooled}
-    base = peaks.get(Mode.BASELINE)
     # on a GPU the worker waits for the device by design: CPU time / wall time says nothing
     # about other processes there, so the busy-machine verdict is a CPU-only one
     on_cpu = case.device == "cpu"
@@ -276,40 +274,9 @@ def compute(
         if on_cpu and m.ok and any(it.wall_time_s > 0 for it in m.iterations)
     }
     estimates = round_estimates(rounds, cpu_share, other_busy_cores(rounds))
-    device = _device_peaks(pooled)
-    dbase = device.get(Mode.BASELINE)
-    cv, pspread = estimates.get("time_cv", {}), estimates.get("peak_spread_bytes", {})
-    ranges = {
-        m.mode: memnoise.peak_range([it.peak_rss_bytes for it in m.iterations])
-        for m in pooled
-        if m.ok
-    }
-    noise = {
-        k: memnoise.overhead(r, ranges.get(Mode.BASELINE))
-        for k, r in ranges.items()
-        if k is not Mode.BASELINE
-    }
-    figures = tuple(
-        ModeFigures(
-            mode=m.mode,
-            status=m.status,
-            peak_rss_bytes=peaks[m.mode],
-            overhead_bytes=_minus(peaks[m.mode], base),
-            time=_times(m) if _timed(m) else None,
-            time_measured=_times(m) if m.iterations else None,
-            cpu_share=cpu_share.get(m.mode.value),
-            phases_s=_median_phases(m) if m.ok else {},
-            peak_device_bytes=device.get(m.mode),
-            device_overhead_bytes=_minus(device.get(m.mode), dbase),
-            time_cv=cv.get(m.mode.value),
-            peak_spread_bytes=pspread.get(m.mode.value),
-            peak_range=ranges.get(m.mode),
-            overhead_interval=noise.get(m.mode),
-            counters=Counters.of(m.counters),
-            plan=PlanFigures.of(m.plan),
-        )
-        for m in pooled
-    )
+    mem = _Memory.of(pooled)
+    device, noise = mem.device, mem.noise
+    figures = tuple(_mode_figures(m, mem, cpu_share, estimates) for m in pooled)
     normal, ckpt = by_mode.get(Mode.NORMAL), by_mode.get(Mode.CHECKPOINTED)
     counts = Counters.of(ckpt.counters if ckpt is not None else {})
     opt = optimum_advances(case, ckpt)
@@ -343,6 +310,58 @@ def compute(
         if device
         else None,
         device_peak_exact=_all_exact(pooled) if device else None,
+    )
+
+
+@dataclass(frozen=True)
+class _Memory:
+    """Per mode: the exact peak (median over iterations), the device peak (GPU cells), the
+    range of its iteration peaks and, beside the baseline's, its overhead's interval."""
+
+    peaks: dict[Mode, int | None]
+    device: dict[Mode, int]
+    ranges: dict[Mode, PeakRange]
+    noise: dict[Mode, Overhead]
+
+    @classmethod
+    def of(cls, pooled: Sequence[ModeResult]) -> _Memory:
+        ranges = {
+            m.mode: memnoise.peak_range([it.peak_rss_bytes for it in m.iterations])
+            for m in pooled
+            if m.ok
+        }
+        noise = {
+            k: memnoise.overhead(r, ranges.get(Mode.BASELINE))
+            for k, r in ranges.items()
+            if k is not Mode.BASELINE
+        }
+        peaks = {m.mode: mode_peak_bytes(m) for m in pooled}
+        return cls(peaks, _device_peaks(pooled), ranges, noise)
+
+
+def _mode_figures(
+    m: ModeResult, mem: _Memory, cpu_share: dict[str, float], estimates: dict[str, Any]
+) -> ModeFigures:
+    """One mode's figures from its pooled result, the cell's memory figures, the CPU shares
+    and the round estimates (time CV and peak spread)."""
+    cv, pspread = estimates.get("time_cv", {}), estimates.get("peak_spread_bytes", {})
+    return ModeFigures(
+        mode=m.mode,
+        status=m.status,
+        peak_rss_bytes=mem.peaks[m.mode],
+        overhead_bytes=_minus(mem.peaks[m.mode], mem.peaks.get(Mode.BASELINE)),
+        time=_times(m) if _timed(m) else None,
+        time_measured=_times(m) if m.iterations else None,
+        cpu_share=cpu_share.get(m.mode.value),
+        phases_s=_median_phases(m) if m.ok else {},
+        peak_device_bytes=mem.device.get(m.mode),
+        device_overhead_bytes=_minus(mem.device.get(m.mode), mem.device.get(Mode.BASELINE)),
+        time_cv=cv.get(m.mode.value),
+        peak_spread_bytes=pspread.get(m.mode.value),
+        peak_range=mem.ranges.get(m.mode),
+        overhead_interval=mem.noise.get(m.mode),
+        counters=Counters.of(m.counters),
+        plan=PlanFigures.of(m.plan),
     )
 
 
