@@ -198,130 +198,182 @@ def _replay(
     trail: list[int] | None = None,
 ) -> tuple[ReplayStats, int, int, int, list[int]]:
     check_int("steps", steps)
-    store: dict[int, int] = {}  # slot -> step
-    holders: dict[int, int] = {}  # step -> number of slots holding it
-    kept: set[int] = set()  # steps whose tape is kept
-    live = 0
-    current: int | None = 0
-    next_reverse = steps - 1
-    advances = taped = shots = restores = count = peak = peak_tapes = 0
-    state_b = tape_b = peak_b = peak_sb = peak_tb = 0
-    bytes_on = sb is not None
-    per_step = [0] * steps
-    terminated = False
-
-    def at_peak(extra_tape: int = 0) -> None:
-        nonlocal peak_b, peak_sb, peak_tb
-        total = state_b + tape_b + extra_tape
-        if total > peak_b:
-            peak_b, peak_sb, peak_tb = total, state_b, tape_b + extra_tape
-            if budget is not None and total > budget:
-                raise ScheduleError(
-                    f"action {count} {act!r}: {total} B stored exceeds the budget of {budget} B"
-                )
-
+    store = _Store(steps, snaps, sb, tb, budget)
+    handlers = {
+        ADVANCE: store.advance,
+        TAKESHOT: store.takeshot,
+        RESTORE: store.restore,
+        TAPE: store.tape,
+        FIRSTURN: store.turn,
+        YOUTURN: store.turn,
+        REVERSE: store.reverse,
+        TERMINATE: store.terminate,
+    }
     for act in actions:
-        count += 1
-        before, extra = state_b + tape_b, 0  # the action's bytes (``trail``): see replay_bytes
-        if terminated:
-            raise ScheduleError(f"action {count} ({act!r}) after TERMINATE")
-        kind = act.kind
-        if kind is ADVANCE:
-            if current is None or act.start != current:
-                raise ScheduleError(f"action {count} {act!r}: current state is x_{current}")
-            if not (act.start < act.stop <= next_reverse):
-                raise ScheduleError(
-                    f"action {count} {act!r}: must stop in ({act.start}, {next_reverse}]"
-                )
-            advances += act.stop - act.start
-            for i in range(act.start, act.stop):
-                per_step[i] += 1
-            current = act.stop
-        elif kind is TAKESHOT:
-            if current is None or act.step != current:
-                raise ScheduleError(f"action {count} {act!r}: current state is x_{current}")
-            if snaps is not None and not (0 <= act.slot < snaps):
-                raise ScheduleError(f"action {count} {act!r}: slot outside 0..{snaps - 1}")
-            old = store.get(act.slot)
-            if old is not None and old <= next_reverse:
-                live -= 1
-                holders[old] -= 1
-                if bytes_on:
-                    state_b -= sb[old]
-            store[act.slot] = act.step
-            holders[act.step] = holders.get(act.step, 0) + 1
-            live += 1
-            shots += 1
-            peak = max(peak, live)
-            if bytes_on:
-                state_b += sb[act.step]
-                at_peak()
-        elif kind is RESTORE:
-            if store.get(act.slot) != act.step:
-                raise ScheduleError(f"action {count} {act!r}: slot holds {store.get(act.slot)}")
-            if next_reverse == steps - 1:
-                raise ScheduleError(f"action {count} {act!r}: RESTORE before FIRSTURN")
-            restores += 1
-            current = act.step
-        elif kind is TAPE:
-            i = act.step
-            if current is None or i != current or i > next_reverse:
-                raise ScheduleError(
-                    f"action {count} {act!r}: current state is x_{current}, "
-                    f"next step to reverse {next_reverse}"
-                )
-            if i == steps - 1:
-                raise ScheduleError(f"action {count} {act!r}: step {i} is taped by FIRSTURN")
-            if i in kept:
-                raise ScheduleError(f"action {count} {act!r}: step {i}'s tape is already kept")
-            kept.add(i)
-            peak_tapes = max(peak_tapes, len(kept))
-            taped += 1
-            current = i + 1
-            if bytes_on:
-                tape_b += tb[i]
-                at_peak()
-        elif kind is FIRSTURN or kind is YOUTURN or kind is REVERSE:
-            i = act.step
-            if kind is REVERSE:
-                if i != next_reverse or i not in kept:
-                    raise ScheduleError(
-                        f"action {count} {act!r}: expected reverse of step {next_reverse} "
-                        "from its kept tape"
-                    )
-                if bytes_on:
-                    tape_b -= tb[i]
-                kept.discard(i)
-            else:
-                if i != next_reverse or current != i:
-                    raise ScheduleError(
-                        f"action {count} {act!r}: expected reverse of step {next_reverse} "
-                        f"from x_{next_reverse}, current x_{current}"
-                    )
-                if (kind is FIRSTURN) != (i == steps - 1):
-                    raise ScheduleError(f"action {count} {act!r}: FIRSTURN is for step {steps - 1}")
-                if i in kept:
-                    raise ScheduleError(f"action {count} {act!r}: step {i} has a kept tape")
-                taped += 1
-                if bytes_on:
-                    extra = tb[i]
-                    at_peak(extra)
-            # x_step is never needed again: the slots holding it are free
-            held = holders.pop(i, 0)
-            live -= held
-            if bytes_on:
-                state_b -= held * sb[i]
-            next_reverse -= 1
-            current = None  # the reverse consumed the state
-        elif kind is TERMINATE:
-            if next_reverse != -1:
-                raise ScheduleError(f"TERMINATE with steps 0..{next_reverse} not reversed")
-            terminated = True
-        else:  # pragma: no cover - the enum is closed
+        store.count += 1
+        if store.terminated:
+            raise ScheduleError(f"action {store.count} ({act!r}) after TERMINATE")
+        handler = handlers.get(act.kind)
+        if handler is None:  # pragma: no cover - the enum is closed
             raise ScheduleError(f"unknown action {act!r}")
-        if trail is not None:
-            trail.append(max(before, state_b + tape_b) + extra)
-    if not terminated:
+        if trail is None:
+            handler(act)
+            continue
+        before, store.extra = store.state_b + store.tape_b, 0  # the action's bytes: see
+        handler(act)  # replay_bytes
+        trail.append(max(before, store.state_b + store.tape_b) + store.extra)
+    if not store.terminated:
         raise ScheduleError("schedule ended without TERMINATE")
-    counts = (advances, taped, shots, restores, count, peak, max(per_step), peak_tapes)
-    return ReplayStats(steps, *counts), peak_b, peak_sb, peak_tb, per_step
+    return store.stats(), store.peak_b, store.peak_sb, store.peak_tb, store.per_step
+
+
+class _Store:
+    """The simulated store :func:`_replay` runs a stream against: the slots (slot -> step)
+    and how many hold each step, the kept tapes, the current state (None: consumed by a
+    reverse), the next step to reverse, the counts, and with per-step byte sizes (``sb``,
+    ``tb``) the bytes stored and their peak. Each action's method checks it and applies it
+    (:class:`ScheduleError` on a violation). Slotted: a long stream calls it ~10^6 times."""
+
+    __slots__ = (
+        "advances", "budget", "bytes_on", "count", "current", "extra", "holders", "kept", "live",
+        "next_reverse", "peak", "peak_b", "peak_sb", "peak_tapes", "peak_tb", "per_step",
+        "restores", "sb", "shots", "snaps", "state_b", "steps", "store", "tape_b", "taped",
+        "tb", "terminated",
+    )  # fmt: skip
+
+    def __init__(self, steps, snaps, sb, tb, budget) -> None:
+        self.steps, self.snaps, self.sb, self.tb, self.budget = steps, snaps, sb, tb, budget
+        self.bytes_on = sb is not None
+        self.store: dict[int, int] = {}  # slot -> step
+        self.holders: dict[int, int] = {}  # step -> number of slots holding it
+        self.kept: set[int] = set()  # steps whose tape is kept
+        self.live = 0
+        self.current: int | None = 0
+        self.next_reverse = steps - 1
+        self.advances = self.taped = self.shots = self.restores = self.count = 0
+        self.peak = self.peak_tapes = 0
+        self.state_b = self.tape_b = self.peak_b = self.peak_sb = self.peak_tb = 0
+        self.per_step = [0] * steps
+        self.terminated = False
+        self.extra = 0  # the tape a turn keeps live beside the stored bytes (``trail``)
+
+    def fail(self, act: Action, why: str) -> ScheduleError:
+        return ScheduleError(f"action {self.count} {act!r}: {why}")
+
+    def at_peak(self, act: Action, extra_tape: int = 0) -> None:
+        total = self.state_b + self.tape_b + extra_tape
+        if total > self.peak_b:
+            self.peak_b, self.peak_sb, self.peak_tb = total, self.state_b, self.tape_b + extra_tape
+            if self.budget is not None and total > self.budget:
+                raise self.fail(act, f"{total} B stored exceeds the budget of {self.budget} B")
+
+    def advance(self, act: Action) -> None:
+        if self.current is None or act.start != self.current:
+            raise self.fail(act, f"current state is x_{self.current}")
+        if not (act.start < act.stop <= self.next_reverse):
+            raise self.fail(act, f"must stop in ({act.start}, {self.next_reverse}]")
+        self.advances += act.stop - act.start
+        per_step = self.per_step
+        for i in range(act.start, act.stop):
+            per_step[i] += 1
+        self.current = act.stop
+
+    def takeshot(self, act: Action) -> None:
+        if self.current is None or act.step != self.current:
+            raise self.fail(act, f"current state is x_{self.current}")
+        if self.snaps is not None and not (0 <= act.slot < self.snaps):
+            raise self.fail(act, f"slot outside 0..{self.snaps - 1}")
+        old = self.store.get(act.slot)
+        if old is not None and old <= self.next_reverse:
+            self.live -= 1
+            self.holders[old] -= 1
+            if self.bytes_on:
+                self.state_b -= self.sb[old]
+        self.store[act.slot] = act.step
+        self.holders[act.step] = self.holders.get(act.step, 0) + 1
+        self.live += 1
+        self.shots += 1
+        self.peak = max(self.peak, self.live)
+        if self.bytes_on:
+            self.state_b += self.sb[act.step]
+            self.at_peak(act)
+
+    def restore(self, act: Action) -> None:
+        if self.store.get(act.slot) != act.step:
+            raise self.fail(act, f"slot holds {self.store.get(act.slot)}")
+        if self.next_reverse == self.steps - 1:
+            raise self.fail(act, "RESTORE before FIRSTURN")
+        self.restores += 1
+        self.current = act.step
+
+    def tape(self, act: Action) -> None:
+        i = act.step
+        if self.current is None or i != self.current or i > self.next_reverse:
+            raise self.fail(
+                act, f"current state is x_{self.current}, next step to reverse {self.next_reverse}"
+            )
+        if i == self.steps - 1:
+            raise self.fail(act, f"step {i} is taped by FIRSTURN")
+        if i in self.kept:
+            raise self.fail(act, f"step {i}'s tape is already kept")
+        self.kept.add(i)
+        self.peak_tapes = max(self.peak_tapes, len(self.kept))
+        self.taped += 1
+        self.current = i + 1
+        if self.bytes_on:
+            self.tape_b += self.tb[i]
+            self.at_peak(act)
+
+    def turn(self, act: Action) -> None:
+        """FIRSTURN or YOUTURN: tape step ``act.step`` from its state and reverse it."""
+        i, nr = act.step, self.next_reverse
+        if i != nr or self.current != i:
+            raise self.fail(
+                act, f"expected reverse of step {nr} from x_{nr}, current x_{self.current}"
+            )
+        if (act.kind is FIRSTURN) != (i == self.steps - 1):
+            raise self.fail(act, f"FIRSTURN is for step {self.steps - 1}")
+        if i in self.kept:
+            raise self.fail(act, f"step {i} has a kept tape")
+        self.taped += 1
+        if self.bytes_on:
+            self.extra = self.tb[i]  # the turn's own tape, live during it
+            self.at_peak(act, self.extra)
+        self._reversed(i)
+
+    def reverse(self, act: Action) -> None:
+        """REVERSE: reverse step ``act.step`` from its kept tape, which is freed."""
+        i = act.step
+        if i != self.next_reverse or i not in self.kept:
+            raise self.fail(act, f"expected reverse of step {self.next_reverse} from its kept tape")
+        if self.bytes_on:
+            self.tape_b -= self.tb[i]
+        self.kept.discard(i)
+        self._reversed(i)
+
+    def _reversed(self, i: int) -> None:
+        # x_step is never needed again: the slots holding it are free
+        held = self.holders.pop(i, 0)
+        self.live -= held
+        if self.bytes_on:
+            self.state_b -= held * self.sb[i]
+        self.next_reverse -= 1
+        self.current = None  # the reverse consumed the state
+
+    def terminate(self, act: Action) -> None:
+        if self.next_reverse != -1:
+            raise ScheduleError(f"TERMINATE with steps 0..{self.next_reverse} not reversed")
+        self.terminated = True
+
+    def stats(self) -> ReplayStats:
+        return ReplayStats(
+            steps=self.steps,
+            advances=self.advances,
+            taped=self.taped,
+            takeshots=self.shots,
+            restores=self.restores,
+            actions=self.count,
+            peak_snapshots=self.peak,
+            max_step_advances=max(self.per_step),
+            peak_tapes=self.peak_tapes,
+        )

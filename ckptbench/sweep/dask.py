@@ -157,90 +157,126 @@ def run_dask(
     away, no workers left); cells in flight then were reported to ``done`` as lost and
     cells never started were not reported. A stop signal stops the cells in flight
     (module docstring) and is re-raised with ``err.dask_stop``."""
-    client = cluster.client
-    token = uuid.uuid4().hex[:12]
-    cases = dict(jobs)
-    free: deque[str] = deque(sorted(cluster.workers))
-    queue: deque[int] = deque(i for i, _ in jobs)
-    tries: dict[int, list[Attempt]] = {}
-    running: dict[Any, tuple[int, str, float]] = {}  # future -> (cell, worker, start)
-    submitted: list[Any] = []
-
-    def lose(future: Any, why: str, retry: bool) -> None:
-        index, worker, t0 = running.pop(future)
-        with contextlib.suppress(Exception):
-            future.cancel()
-        attempt = Attempt(worker, cluster.host(worker), time.monotonic() - t0, why)
-        tries.setdefault(index, []).append(attempt)
-        if retry and len(tries[index]) < ATTEMPTS:
-            queue.appendleft(index)
-            retrying(index, why)
-            return
-        done(index, None, _lost_message(tries[index]), tuple(tries[index]), False)
-
+    d = _Dispatch(cluster, run_cell, jobs, starting, done, retrying)
     try:
-        known = set(cluster.workers)
-        while queue or running:
-            while queue and free:
-                worker = free.popleft()
-                index = queue.popleft()
-                starting(index, len(tries.get(index, ())) + 1)
-                future = client.submit(
-                    _remote_cell,
-                    run_cell,
-                    cases[index].to_dict(),
-                    token,
-                    key=f"ckptbench-{cases[index].key}-{time.time_ns()}",
-                    workers=[worker],
-                    allow_other_workers=False,
-                    pure=False,
-                    retries=0,
-                )
-                submitted.append(future)
-                running[future] = (index, worker, time.monotonic())
-            if not any(f.done() for f in running):
+        while d.queue or d.running:
+            d.submit_to_free()
+            if not any(f.done() for f in d.running):
                 time.sleep(poll_s)
             try:
                 alive = cluster.alive()
             except SchedulerLost as err:
-                for future in list(running):
-                    lose(future, "the Dask scheduler went away while the cell ran", False)
+                for future in list(d.running):
+                    d.lose(future, "the Dask scheduler went away while the cell ran", False)
                 return f"the Dask scheduler {cluster.address} went away ({err})"
-            for future in [f for f in running if f.done()]:
-                index, worker, t0 = running[future]
-                if future.status == "cancelled":  # not by us: the cluster dropped it
-                    lose(future, f"Dask cancelled the cell on {worker}", retry=True)
-                    continue
-                del running[future]
-                _collect(future, index, cases[index], worker, time.monotonic() - t0,
-                         cluster, tries, done)  # fmt: skip
-                if worker in alive:
-                    free.append(worker)
-            for future, (_, worker, _) in list(running.items()):
-                if worker not in alive:  # pinned to a worker that left: it would never run
-                    lose(future, f"Dask worker {worker} left before the cell finished", True)
-            busy = {w for _, w, _ in running.values()}
-            for worker in sorted(alive - known):
-                known.add(worker)
-                if worker not in busy and cluster.admit(worker):
-                    free.append(worker)
-            free = deque(w for w in free if w in alive)
-            known &= alive  # one that comes back under its address is probed again
-            for worker in set(cluster.workers) - alive:  # left: the ETA counts who is here
-                del cluster.workers[worker]
-            if queue and not free and not running:
-                for index in [i for i in queue if tries.get(i)]:  # lost, with no one to retry
-                    done(index, None, _lost_message(tries[index]), tuple(tries[index]), False)
+            d.collect_finished(alive)
+            d.drop_departed(alive)
+            d.follow_workers(alive)
+            if d.queue and not d.free and not d.running:
+                d.report_unretried()
                 refused = f"; refused: {_refused(cluster)}" if cluster.refused else ""
                 return f"Dask scheduler {cluster.address} has no workers left{refused}"
     except BaseException as err:
         if not isinstance(err, (Interrupted, KeyboardInterrupt)):
             raise
         with _signals_held():
-            report = _stop(cluster, token, err, running, submitted, cases, tries, done)
+            report = _stop(cluster, d.token, err, d.running, d.submitted, d.cases, d.tries, done)
         err.dask_stop = report  # type: ignore[attr-defined]
         raise
     return None
+
+
+class _Dispatch:
+    """The state of :func:`run_dask`'s loop: the cells queued, the free workers, the futures
+    running (future -> (cell, worker, start)) and every one submitted, each cell's attempts,
+    and the workers known to be alive; its methods are the loop's steps."""
+
+    def __init__(
+        self, cluster: Cluster, run_cell: RunCell | None, jobs: list[tuple[int, Case]],
+        starting: Callable[[int, int], None], done: Done, retrying: Callable[[int, str], None],
+    ) -> None:  # fmt: skip
+        self.cluster, self.run_cell = cluster, run_cell
+        self.starting, self.done, self.retrying = starting, done, retrying
+        self.token = uuid.uuid4().hex[:12]
+        self.cases = dict(jobs)
+        self.free: deque[str] = deque(sorted(cluster.workers))
+        self.queue: deque[int] = deque(i for i, _ in jobs)
+        self.tries: dict[int, list[Attempt]] = {}
+        self.running: dict[Any, tuple[int, str, float]] = {}
+        self.submitted: list[Any] = []
+        self.known = set(cluster.workers)
+
+    def submit_to_free(self) -> None:
+        """Send queued cells to the free workers, one cell each, pinned to it."""
+        while self.queue and self.free:
+            worker = self.free.popleft()
+            index = self.queue.popleft()
+            self.starting(index, len(self.tries.get(index, ())) + 1)
+            case = self.cases[index]
+            future = self.cluster.client.submit(
+                _remote_cell,
+                self.run_cell,
+                case.to_dict(),
+                self.token,
+                key=f"ckptbench-{case.key}-{time.time_ns()}",
+                workers=[worker],
+                allow_other_workers=False,
+                pure=False,
+                retries=0,
+            )
+            self.submitted.append(future)
+            self.running[future] = (index, worker, time.monotonic())
+
+    def lose(self, future: Any, why: str, retry: bool) -> None:
+        """A running cell was lost: queue it again (``retry``, attempts left) or report it."""
+        index, worker, t0 = self.running.pop(future)
+        with contextlib.suppress(Exception):
+            future.cancel()
+        attempt = Attempt(worker, self.cluster.host(worker), time.monotonic() - t0, why)
+        self.tries.setdefault(index, []).append(attempt)
+        if retry and len(self.tries[index]) < ATTEMPTS:
+            self.queue.appendleft(index)
+            self.retrying(index, why)
+            return
+        self.done(index, None, _lost_message(self.tries[index]), tuple(self.tries[index]), False)
+
+    def collect_finished(self, alive: set[str]) -> None:
+        """Report the finished cells and free their workers (those still alive); a cell the
+        cluster cancelled is lost and retried."""
+        for future in [f for f in self.running if f.done()]:
+            index, worker, t0 = self.running[future]
+            if future.status == "cancelled":  # not by us: the cluster dropped it
+                self.lose(future, f"Dask cancelled the cell on {worker}", retry=True)
+                continue
+            del self.running[future]
+            _collect(future, index, self.cases[index], worker, time.monotonic() - t0,
+                     self.cluster, self.tries, self.done)  # fmt: skip
+            if worker in alive:
+                self.free.append(worker)
+
+    def drop_departed(self, alive: set[str]) -> None:
+        """A cell pinned to a worker that left would never run: lost, retried elsewhere."""
+        for future, (_, worker, _) in list(self.running.items()):
+            if worker not in alive:
+                self.lose(future, f"Dask worker {worker} left before the cell finished", True)
+
+    def follow_workers(self, alive: set[str]) -> None:
+        """Admit workers that joined (when they can run the sweep), forget those that left."""
+        busy = {w for _, w, _ in self.running.values()}
+        for worker in sorted(alive - self.known):
+            self.known.add(worker)
+            if worker not in busy and self.cluster.admit(worker):
+                self.free.append(worker)
+        self.free = deque(w for w in self.free if w in alive)
+        self.known &= alive  # one that comes back under its address is probed again
+        for worker in set(self.cluster.workers) - alive:  # left: the ETA counts who is here
+            del self.cluster.workers[worker]
+
+    def report_unretried(self) -> None:
+        """Report the queued cells that were lost and have no one left to retry them."""
+        for index in [i for i in self.queue if self.tries.get(i)]:
+            tries = tuple(self.tries[index])
+            self.done(index, None, _lost_message(self.tries[index]), tries, False)
 
 
 def _refused(cluster: Cluster) -> str:

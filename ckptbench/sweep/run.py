@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,25 +47,26 @@ from typing import Any
 
 import ckptbench
 from ckptbench.results.schema import (
-    MODES,
-    SETTINGS_FIELDS,
-    Case,
     RunResult,
     save_or_beside,
 )
 from ckptbench.results.store import (
     MANIFEST_KIND,
     MANIFEST_NAME,
-    StoreError,
     cell_path,
-    load_result,
     locked_folder,
     open_folder,
-    read_manifest,
     write_manifest,
 )
 from ckptbench.sweep.cells import Attempt, CellOutcome, CellState, SweepOutcome
 from ckptbench.sweep.config import SweepConfig
+from ckptbench.sweep.preflight import (
+    SweepError,
+    check_manifest,
+    plan_cells,
+    previous_manifest,
+    remove_stale_temp_files,
+)
 from ckptbench.sweep.progress import Progress, ProgressTracker, SweepProgress, cell_cost
 
 __all__ = [
@@ -88,112 +89,9 @@ __all__ = [
 RunCell = Callable[..., RunResult]  # run_cell(case, *, out_path=..., progress=...)
 
 
-class SweepError(ValueError):
-    """The sweep cannot start (existing results without --resume, no Dask workers, ...)."""
-
-
 def one_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
-
-
-def _settings_diff(saved: Case, wanted: Case) -> str:
-    diffs = [
-        f"{name} {getattr(saved, name)!r} vs {getattr(wanted, name)!r}"
-        for name in SETTINGS_FIELDS
-        if getattr(saved, name) != getattr(wanted, name)
-    ]
-    if saved.key != wanted.key:
-        diffs.insert(0, f"case {saved.key} vs {wanted.key}")
-    return ", ".join(diffs)
-
-
-def _complete(result: RunResult) -> bool:
-    """The runner measures every mode and saves after each: fewer modes means interrupted."""
-    return {m.mode for m in result.modes} >= set(MODES)
-
-
-# --------------------------------------------------------------------------- preflight
-
-
-def _remove_stale_temp_files(out_dir: Path, names: Iterable[str]) -> None:
-    """write_atomic's temp files (".NAME.*.tmp") left by a kill mid-write: never results."""
-    for name in names:
-        for tmp in out_dir.glob(f".{name}.*.tmp"):
-            tmp.unlink(missing_ok=True)
-
-
-def _check_manifest(out_dir: Path, name: str) -> None:
-    path = out_dir / MANIFEST_NAME
-    if not path.exists():
-        return
-    try:
-        data = read_manifest(path)
-    except StoreError:
-        raise SweepError(
-            f"{path}: unreadable sweep manifest; move it away or use another --out"
-        ) from None
-    if data is None:
-        raise SweepError(
-            f"{path}: is not a sweep manifest (a result?); move it away or use another --out"
-        )
-    config = data.get("config")
-    other = config.get("name") if isinstance(config, dict) else None
-    if other != name:
-        raise SweepError(
-            f"{out_dir} holds sweep {other!r}, not {name!r}: use another --out for this config"
-        )
-
-
-def _previous(out_dir: Path) -> dict[str, Any]:
-    """The manifest a resumed sweep finds in ``out_dir`` ({} when none)."""
-    try:
-        return read_manifest(out_dir / MANIFEST_NAME) or {}
-    except StoreError:
-        return {}
-
-
-def _plan(
-    config: SweepConfig, out_dir: Path, resume: bool, retry_failed: bool
-) -> tuple[list[CellOutcome], list[int]]:
-    """Initial outcome of every cell and the indexes of the cells to measure."""
-    before = {c.get("key"): c for c in _previous(out_dir).get("cells") or () if isinstance(c, dict)}
-    cells: list[CellOutcome] = []
-    to_run: list[int] = []
-    existing: list[Path] = []
-    for index, case in enumerate(config.cases):
-        path = cell_path(out_dir, case)
-        pending = CellOutcome(case, path, CellState.PENDING)
-        if not path.exists():
-            cells.append(pending)
-            to_run.append(index)
-            continue
-        if not resume:
-            existing.append(path)
-            cells.append(pending)
-            continue
-        try:
-            saved = load_result(path)
-        except ValueError as err:
-            cells.append(CellOutcome(case, path, CellState.CONFLICT, error=str(err)))
-            continue
-        diff = _settings_diff(saved.case, case)
-        if diff:
-            msg = f"{path}: measured with other settings ({diff}); delete it to re-measure"
-            cells.append(CellOutcome(case, path, CellState.CONFLICT, error=msg))
-        elif not _complete(saved) or (retry_failed and not saved.ok):
-            cells.append(pending)
-            to_run.append(index)
-        else:
-            kept = CellOutcome(case, path, CellState.KEPT, ok=saved.ok, host=saved.host)
-            cells.append(kept.with_record(before.get(case.key)))
-    if existing:
-        raise SweepError(
-            f"{out_dir} already holds {len(existing)} result(s) of this sweep (e.g. "
-            f"{existing[0].name}): pass --resume to keep them and measure the rest, "
-            "or use another --out"
-        )
-    return cells, to_run
 
 
 def _write_manifest(
@@ -266,89 +164,121 @@ def run_sweep(
 
 def _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed):
     """:func:`run_sweep` once the folder's lock is held (and the cluster, if any, checked)."""
-    _check_manifest(out, config.name)
-    _remove_stale_temp_files(out, [MANIFEST_NAME, *(f"{c.key}.json" for c in config.cases)])
-    previous = _previous(out) if resume else {}
-    cells, to_run = _plan(config, out, resume, retry_failed)
+    check_manifest(out, config.name)
+    remove_stale_temp_files(out, [MANIFEST_NAME, *(f"{c.key}.json" for c in config.cases)])
+    previous = previous_manifest(out) if resume else {}
+    cells, to_run = plan_cells(config, out, resume, retry_failed)
     remeasure = {i for i in to_run if cells[i].path.exists()}  # files this sweep replaces
-    notes: list[str] = []
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    first = previous.get("started")
-    started: list[str] = [now]
-    if isinstance(first, str):  # a resumed sweep keeps when it first started
-        started = [first, *(r for r in previous.get("resumed") or () if isinstance(r, str)), now]
-    manifest = _write_manifest(config, out, cells, started)
-    clock0 = time.monotonic()
-    workers = len(cluster.workers) if cluster is not None else 1
-    state = ProgressTracker(progress, [cells[i].case for i in to_run], clock0, workers)
-
-    def finished(index: int, outcome: CellOutcome) -> None:
-        cells[index] = outcome
-        _write_manifest(config, out, cells, started)
-        state.cell_done(outcome)
-
-    def starting(index: int, attempt: int = 1) -> None:
-        cells[index] = replace(cells[index], state=CellState.RUNNING)
-        _write_manifest(config, out, cells, started)
-        if cluster is not None:  # workers join and leave: progress and ETA follow them
-            state.workers = max(1, len(cluster.workers))
-        state.cell_start(cells[index].case, attempt)
-
+    book = _SweepBook(config, out, cells, _start_times(previous), progress, to_run, cluster)
     ended_early = None
     if cluster is None:
-        runner = run_cell or default_run_cell()
-        for index in to_run:
-            starting(index)
-            try:
-                outcome = _run_local(runner, cells[index], state, index in remeasure, notes)
-            except BaseException as err:  # a stop signal: record the saved part, then stop
-                partial = getattr(err, "result", None)
-                if partial is not None and partial.modes and cells[index].path.exists():
-                    cells[index] = saved_outcome(cells[index], partial, 0.0)
-                else:  # stopped before a mode was measured: nothing saved, not running
-                    why = f"stopped by {_stop_name(err)} before its first mode"
-                    cells[index] = replace(cells[index], state=CellState.PENDING, error=why)
-                _write_manifest(config, out, cells, started)
-                raise
-            finished(index, outcome)
+        _run_here(book, run_cell or default_run_cell(), to_run, remeasure)
     else:
         from ckptbench.sweep.dask import run_dask
 
-        def done(index: int, result: RunResult | None, error: str | None,
-                 attempts: tuple[Attempt, ...], interrupted: bool) -> None:  # fmt: skip
-            last = attempts[-1] if attempts else Attempt("")
-            if result is not None:
-                _set_aside(cells[index], notes)  # a partial file (or one that appeared)
-                outcome = saved_outcome(cells[index], result, last.duration_s or 0.0,
-                                        last.worker, attempts)  # fmt: skip
-            else:
-                outcome = replace(
-                    cells[index],
-                    state=CellState.PENDING if interrupted else CellState.ERROR,
-                    error=error,
-                    host=last.host,
-                    worker=last.worker,
-                    duration_s=last.duration_s,
-                    attempts=attempts,
-                )
-            finished(index, outcome)
-
-        def retrying(index: int, why: str) -> None:  # back in the queue: not running
-            cells[index] = replace(cells[index], state=CellState.PENDING, error=why)
-            _write_manifest(config, out, cells, started)
-            state.cell_retry(cells[index].case, why)
-
         jobs = [(i, cells[i].case) for i in to_run]
-        ended_early = run_dask(cluster, run_cell, jobs, starting, done, retrying)
+        ended_early = run_dask(cluster, run_cell, jobs, book.starting, book.done, book.retrying)
     return SweepOutcome(
         name=config.name,
         out_dir=out,
-        manifest_path=manifest,
-        cells=tuple(cells),
-        elapsed_s=time.monotonic() - clock0,
-        notes=tuple(notes),
+        manifest_path=book.manifest,
+        cells=tuple(book.cells),
+        elapsed_s=time.monotonic() - book.clock0,
+        notes=tuple(book.notes),
         ended_early=ended_early,
     )
+
+
+def _start_times(previous: dict[str, Any]) -> list[str]:
+    """When this sweep started; a resumed one keeps when it first started and when each
+    earlier ``--resume`` did."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    first = previous.get("started")
+    if not isinstance(first, str):
+        return [now]
+    return [first, *(r for r in previous.get("resumed") or () if isinstance(r, str)), now]
+
+
+class _SweepBook:
+    """A running sweep's cells and its manifest, kept in step: every change of a cell's
+    state is written to the manifest at once and reported to the progress tracker; the
+    notes for the sweep's summary (results moved aside) are collected here."""
+
+    def __init__(self, config, out, cells, started, progress, to_run, cluster) -> None:
+        self.config, self.out, self.cells, self.started = config, out, cells, started
+        self.cluster = cluster
+        self.notes: list[str] = []
+        self.manifest = self.write()
+        self.clock0 = time.monotonic()
+        workers = len(cluster.workers) if cluster is not None else 1
+        self.state = ProgressTracker(
+            progress, [cells[i].case for i in to_run], self.clock0, workers
+        )
+
+    def write(self) -> Path:
+        return _write_manifest(self.config, self.out, self.cells, self.started)
+
+    def finished(self, index: int, outcome: CellOutcome) -> None:
+        self.cells[index] = outcome
+        self.write()
+        self.state.cell_done(outcome)
+
+    def starting(self, index: int, attempt: int = 1) -> None:
+        self.cells[index] = replace(self.cells[index], state=CellState.RUNNING)
+        self.write()
+        if self.cluster is not None:  # workers join and leave: progress and ETA follow them
+            self.state.workers = max(1, len(self.cluster.workers))
+        self.state.cell_start(self.cells[index].case, attempt)
+
+    def stopped(self, index: int, err: BaseException) -> None:
+        """A stop signal during a local cell: record the part it saved (or that it is
+        pending again, when no mode was measured)."""
+        partial = getattr(err, "result", None)
+        if partial is not None and partial.modes and self.cells[index].path.exists():
+            self.cells[index] = saved_outcome(self.cells[index], partial, 0.0)
+        else:  # stopped before a mode was measured: nothing saved, not running
+            why = f"stopped by {_stop_name(err)} before its first mode"
+            self.cells[index] = replace(self.cells[index], state=CellState.PENDING, error=why)
+        self.write()
+
+    def done(self, index: int, result: RunResult | None, error: str | None,
+             attempts: tuple[Attempt, ...], interrupted: bool) -> None:  # fmt: skip
+        """A Dask cell ended: saved (its partial or earlier file set aside), or not."""
+        last = attempts[-1] if attempts else Attempt("")
+        if result is not None:
+            _set_aside(self.cells[index], self.notes)  # a partial file (or one that appeared)
+            outcome = saved_outcome(self.cells[index], result, last.duration_s or 0.0,
+                                    last.worker, attempts)  # fmt: skip
+        else:
+            outcome = replace(
+                self.cells[index],
+                state=CellState.PENDING if interrupted else CellState.ERROR,
+                error=error,
+                host=last.host,
+                worker=last.worker,
+                duration_s=last.duration_s,
+                attempts=attempts,
+            )
+        self.finished(index, outcome)
+
+    def retrying(self, index: int, why: str) -> None:  # back in the queue: not running
+        self.cells[index] = replace(self.cells[index], state=CellState.PENDING, error=why)
+        self.write()
+        self.state.cell_retry(self.cells[index].case, why)
+
+
+def _run_here(book: _SweepBook, runner: RunCell, to_run: list[int], remeasure: set[int]) -> None:
+    """Measure the cells ``to_run`` one after another in this process's workers."""
+    for index in to_run:
+        book.starting(index)
+        try:
+            outcome = _run_local(
+                runner, book.cells[index], book.state, index in remeasure, book.notes
+            )
+        except BaseException as err:  # a stop signal: record the saved part, then stop
+            book.stopped(index, err)
+            raise
+        book.finished(index, outcome)
 
 
 def _stop_name(err: BaseException) -> str:

@@ -1,0 +1,127 @@
+"""What a sweep finds in its output folder before it measures anything: the manifest of
+another sweep (refused), temp files a kill left behind, the manifest a resumed sweep
+continues, and which cells are kept, measured or in conflict (see
+:mod:`ckptbench.sweep.run`'s module docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ckptbench.results.schema import MODES, SETTINGS_FIELDS, Case, RunResult
+from ckptbench.results.store import MANIFEST_NAME, StoreError, cell_path, load_result, read_manifest
+from ckptbench.sweep.cells import CellOutcome, CellState
+from ckptbench.sweep.config import SweepConfig
+
+__all__ = [
+    "SweepError",
+    "check_manifest",
+    "plan_cells",
+    "previous_manifest",
+    "remove_stale_temp_files",
+]
+
+
+class SweepError(ValueError):
+    """The sweep cannot start (existing results without --resume, no Dask workers, ...)."""
+
+
+def _settings_diff(saved: Case, wanted: Case) -> str:
+    diffs = [
+        f"{name} {getattr(saved, name)!r} vs {getattr(wanted, name)!r}"
+        for name in SETTINGS_FIELDS
+        if getattr(saved, name) != getattr(wanted, name)
+    ]
+    if saved.key != wanted.key:
+        diffs.insert(0, f"case {saved.key} vs {wanted.key}")
+    return ", ".join(diffs)
+
+
+def _complete(result: RunResult) -> bool:
+    """The runner measures every mode and saves after each: fewer modes means interrupted."""
+    return {m.mode for m in result.modes} >= set(MODES)
+
+
+def remove_stale_temp_files(out_dir: Path, names: Iterable[str]) -> None:
+    """write_atomic's temp files (".NAME.*.tmp") left by a kill mid-write: never results."""
+    for name in names:
+        for tmp in out_dir.glob(f".{name}.*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+
+def check_manifest(out_dir: Path, name: str) -> None:
+    path = out_dir / MANIFEST_NAME
+    if not path.exists():
+        return
+    try:
+        data = read_manifest(path)
+    except StoreError:
+        raise SweepError(
+            f"{path}: unreadable sweep manifest; move it away or use another --out"
+        ) from None
+    if data is None:
+        raise SweepError(
+            f"{path}: is not a sweep manifest (a result?); move it away or use another --out"
+        )
+    config = data.get("config")
+    other = config.get("name") if isinstance(config, dict) else None
+    if other != name:
+        raise SweepError(
+            f"{out_dir} holds sweep {other!r}, not {name!r}: use another --out for this config"
+        )
+
+
+def previous_manifest(out_dir: Path) -> dict[str, Any]:
+    """The manifest a resumed sweep finds in ``out_dir`` ({} when none)."""
+    try:
+        return read_manifest(out_dir / MANIFEST_NAME) or {}
+    except StoreError:
+        return {}
+
+
+def plan_cells(
+    config: SweepConfig, out_dir: Path, resume: bool, retry_failed: bool
+) -> tuple[list[CellOutcome], list[int]]:
+    """Initial outcome of every cell and the indexes of the cells to measure."""
+    before = {
+        c.get("key"): c
+        for c in previous_manifest(out_dir).get("cells") or ()
+        if isinstance(c, dict)
+    }
+    cells: list[CellOutcome] = []
+    to_run: list[int] = []
+    existing: list[Path] = []
+    for index, case in enumerate(config.cases):
+        path = cell_path(out_dir, case)
+        pending = CellOutcome(case, path, CellState.PENDING)
+        if not path.exists():
+            cells.append(pending)
+            to_run.append(index)
+            continue
+        if not resume:
+            existing.append(path)
+            cells.append(pending)
+            continue
+        try:
+            saved = load_result(path)
+        except ValueError as err:
+            cells.append(CellOutcome(case, path, CellState.CONFLICT, error=str(err)))
+            continue
+        diff = _settings_diff(saved.case, case)
+        if diff:
+            msg = f"{path}: measured with other settings ({diff}); delete it to re-measure"
+            cells.append(CellOutcome(case, path, CellState.CONFLICT, error=msg))
+        elif not _complete(saved) or (retry_failed and not saved.ok):
+            cells.append(pending)
+            to_run.append(index)
+        else:
+            kept = CellOutcome(case, path, CellState.KEPT, ok=saved.ok, host=saved.host)
+            cells.append(kept.with_record(before.get(case.key)))
+    if existing:
+        raise SweepError(
+            f"{out_dir} already holds {len(existing)} result(s) of this sweep (e.g. "
+            f"{existing[0].name}): pass --resume to keep them and measure the rest, "
+            "or use another --out"
+        )
+    return cells, to_run
