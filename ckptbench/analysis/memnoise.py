@@ -14,9 +14,11 @@ Definitions (bytes; every measured iteration of every round of a mode counts):
   (s_mode**2 / n_mode + s_base**2 / n_base))`` (``s``: the standard deviation of a mode's
   iteration peaks, ``n`` their count, pi/2 the variance of a median over a mean's, df by
   Welch-Satterthwaite). Every iteration counts as one sample, whichever worker ran it, as
-  pyperf counts the values of all its processes: on torch the checkpointed peaks move by
-  as much inside one worker as between workers (docs/results/torch-memory.md), so a cell
-  measured in two workers cannot bracket the next invocation with its spread alone;
+  pyperf counts the values of all its processes: on torch Revolve's checkpointed peaks
+  move by as much inside one worker as between workers (docs/results/torch-memory.md), so
+  a cell measured in two workers cannot bracket the next invocation with its spread alone.
+  Where workers differ (torch's 64 MiB plan: a worker can stay on one level) this
+  understates the noise; more rounds help there;
 * its noise is half the interval's width (``±X``); an overhead is *below noise* when its
   interval reaches zero, or when the overhead is no larger than its noise: it is then
   printed as ``< noise (±X MiB)``, never as a number, and no savings ratio is computed
