@@ -301,3 +301,16 @@ def test_the_cuda_trace_window_reads_the_peak_since_the_last_read(monkeypatch):
     assert window.read() == 300
     assert window.read() == 50  # the next action allocated nothing: what is held
     assert DevicePeakMeter("cpu").trace_window() is None
+
+
+def test_a_layer_chain_is_traced_with_its_layer_names():
+    from ckptbench.backends import registry
+    from ckptbench.measure.trace import traced_iteration
+    from ckptbench.results.schema import Case, Mode
+
+    case = Case(model="mlp-stack", steps=4, snaps=2, hidden=8, batch=2, input=3, trace=True)
+    built = registry.build(case, Mode.CHECKPOINTED, None)
+    rows = traced_iteration(built)["rows"]
+    assert len(rows) == replay_bytes(make_schedule("revolve", 4, 2), 4, 1, 0).stats.actions
+    layers = {r["layer"] for r in rows if r["kind"] == "YOUTURN"}
+    assert layers and not any(name.startswith("step ") for name in layers), layers

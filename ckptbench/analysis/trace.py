@@ -5,9 +5,10 @@ A plan counts what a schedule stores: snapshots, kept tapes, the tape of a turn.
 measured memory of an action (bytes above the trace's start, the heap trimmed before it)
 also holds what no schedule stores and every gradient has. With G the gradient's bytes
 (every parameter's cotangent, accumulated through the reverse sweep; the worker counts its
-elements) and T one step's tape (the plan's declared tape, or, where the strategy declares
-none as Revolve, equal segments and store-all do, normal mode's overhead over the baseline
-divided by the steps), an action may exceed its planned bytes by
+elements) and T one step's tape (the plan's declared tape of that step, and the largest
+one in A; where the strategy declares none, as Revolve, equal segments and store-all do,
+normal mode's overhead over the baseline divided by the steps: an average, which a chain
+of uneven layers exceeds at its large ones), an action may exceed its planned bytes by
 
 * G, the accumulated gradient, everywhere;
 * at a reverse (FIRSTURN, YOUTURN, REVERSE) also G + T: the step's own parameter
@@ -53,12 +54,13 @@ class TraceSlack:
     """What the measured memory of an action may exceed its planned bytes by."""
 
     gradient_bytes: int  # G
-    tape_bytes: int | None  # T (None: unknown, nothing judged)
+    tape_bytes: int | None  # T (None: unknown, nothing judged); the largest where per step
     tape_declared: bool  # the plan declares its tapes (its turns count them already)
+    step_tapes: tuple[int, ...] = ()  # a plan's tape of each step (layers differ), if any
 
     @property
     def allocator_bytes(self) -> int:
-        """A, the allocator's slack per step (None-safe: T unknown counts 0)."""
+        """A, the allocator's slack per step (T unknown counts 0)."""
         tape = self.tape_bytes or 0
         return int(ALLOCATOR_G * self.gradient_bytes + ALLOCATOR_T * tape) + ALLOCATOR_FLOOR_BYTES
 
@@ -67,6 +69,9 @@ class TraceSlack:
         if self.tape_bytes is None:
             return None
         g, t, kind = self.gradient_bytes, self.tape_bytes, row.get("kind")
+        step = row.get("step")
+        if self.step_tapes and isinstance(step, int) and 0 <= step < len(self.step_tapes):
+            t = self.step_tapes[step]
         extra = 0
         if kind in _REVERSES:
             extra = g + t  # the step's own parameter cotangent, its tape's cotangents
@@ -110,12 +115,14 @@ def trace_slack(result: Any) -> TraceSlack | None:
     mode, trace = found
     case = result.case
     grad = int(trace.get("gradient_elements") or 0) * _ITEMSIZE.get(case.dtype, 8)
-    declared = int((mode.counters or {}).get("tape_bytes") or 0)
+    planned = ((mode.plan or {}).get("costs") or {}).get("tape_bytes")
+    per_step = tuple(int(b) for b in planned) if isinstance(planned, list) else ()
+    declared = max(per_step, default=0) or int((mode.counters or {}).get("tape_bytes") or 0)
     tape = declared or None
     if not declared:
         normal = _normal_overhead(result)
         tape = None if normal is None else max(0, normal) // max(1, case.steps)
-    return TraceSlack(grad, tape, bool(declared))
+    return TraceSlack(grad, tape, bool(declared), per_step)
 
 
 def _normal_overhead(result: Any) -> int | None:

@@ -26,7 +26,7 @@ from ckptbench.backends.contract import (
     unrolled_outputs,
 )
 from ckptbench.schedules import get_strategy
-from ckptbench.workloads.chain import is_chain
+from ckptbench.workloads.chain import is_chain, layer_names
 
 __all__ = ["MODES", "Framework", "FrameworkBackend", "mode_name"]
 
@@ -149,7 +149,8 @@ class FrameworkBackend:
             params, gradient, calls, loop = chain_modes(
                 fw, case, name, wl, params, state0, ctx, costs
             )
-            return self._built(params, gradient, calls, loop, ctx)
+            names = layer_names(wl, case.steps)  # a trace's step labels
+            return self._built(params, gradient, calls, loop, ctx, names.__getitem__)
         post, steps = wl.post, case.steps
         counted, calls = counting(wl.step)
 
@@ -174,7 +175,9 @@ class FrameworkBackend:
             gradient = fw.value_and_grad(lambda p: wl.loss(loop(p, state0, inputs)), ctx)
         return self._built(params, gradient, calls, loop, ctx)
 
-    def _built(self, params: Any, gradient: Any, calls: list, loop: Any, ctx: Any) -> Built:
+    def _built(
+        self, params: Any, gradient: Any, calls: list, loop: Any, ctx: Any, label: Any = None
+    ) -> Built:
         fw = self.framework
         return Built(
             params=params,
@@ -187,6 +190,7 @@ class FrameworkBackend:
             plan=lambda: _loop_plan(loop),
             device_meter=fw.device_meter(ctx),
             trace=lambda recorder: attach_recorder(loop, recorder),
+            step_label=label,
         )
 
     def checkpointed_loop(
