@@ -85,14 +85,14 @@ def trace_notes(result: RunResult) -> list[str]:
     return lines
 
 
-def trace_sections(result: RunResult) -> list[Section]:
-    """The trace's table under its heading (nothing without a trace; a note where the
-    mode could not be traced)."""
+def trace_sections(result: RunResult, heading: str = "Trace") -> list[Section]:
+    """The trace's table under ``heading`` (nothing without a trace; a note where the mode
+    could not be traced)."""
     table = trace_table(result)
     if table is not None:
-        return [TableSection(table, "Trace")]
+        return [TableSection(table, heading)]
     notes = trace_notes(result)
-    return [Prose(tuple(notes), "Trace", "note")] if notes else []
+    return [Prose(tuple(notes), heading, "note")] if notes else []
 
 
 def trace_page(results: list[RunResult]) -> list[Section]:
@@ -102,7 +102,7 @@ def trace_page(results: list[RunResult]) -> list[Section]:
         if trace_of(r) is None:
             continue
         sections.append(Figure(f"Trace {r.case.key}", ((partial(plot_trace, r), "trace"),)))
-        sections += trace_sections(r)
+        sections += trace_sections(r, heading="")  # under the plot's heading
     return sections
 
 
