@@ -19,10 +19,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _cli import run_cli
 from _synthetic import make_result
 from click.testing import CliRunner
 
-from ckptbench.cli import cli, main
+from ckptbench.cli import cli
 from ckptbench.measure.launch import Interrupted, run_mode
 from ckptbench.measure.runner import run_case
 from ckptbench.results.schema import Case, Mode, Status, save_result
@@ -60,14 +61,6 @@ def invoke(args):
 
 def _lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
-
-
-def run_cli(capsys, argv: list[str]) -> tuple[int, str, str]:
-    """``ckptbench ARGV`` as the console script runs it: (exit status, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def _env() -> dict[str, str]:

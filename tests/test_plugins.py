@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _cli import run_cli
 from click.testing import CliRunner
 
-from ckptbench.cli import cli, main
+from ckptbench.cli import cli
 from ckptbench.results.schema import Case
 from ckptbench.workloads import plugin_provenance
 
@@ -96,13 +97,6 @@ def fake(monkeypatch):
     for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_PLUGIN_BAD", "FAKE_CUDA"):
         monkeypatch.delenv(var, raising=False)
     return monkeypatch
-
-
-def run_cli(capsys, argv: list[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def _lines(text: str) -> list[str]:

@@ -44,6 +44,7 @@ from ckptbench.cli.run_steps import (
 )
 from ckptbench.results.schema import Case
 from ckptbench.schedules import strategy_names
+from ckptbench.workloads.registry import model_help
 
 
 def _default_out(model: str) -> Path:
@@ -126,8 +127,7 @@ def _sections():
     "--model",
     default="lstm",
     show_default=True,
-    help="rnn, lstm, or your own: a plug-in 'path/to/file.py:NAME' or 'package.module:NAME' "
-    "(docs/plugins.md).",
+    help=model_help(),
 )
 @click.option("--steps", type=POS, default=1000, show_default=True, help="Sequence length l.")
 @click.option(

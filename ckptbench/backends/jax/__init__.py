@@ -14,11 +14,14 @@ imported, when a case asks for one thread. :func:`require_jax` also enables floa
 Submodules:
 
 * ``table`` — action streams as int32 rows of one template (pure, no JAX);
-* ``executor`` — ``compiled_checkpoint``: the table run by ``lax.fori_loop`` under
+* ``binding`` — ``compiled_checkpoint``: the table run by ``lax.fori_loop`` under
   ``jax.custom_vjp`` (Griewank & Walther, Algorithm 799: Revolve, 2000);
 * ``peers`` — ``jax.checkpoint`` over equal scan segments and equinox's checkpointed loop;
 * ``workloads`` — ``JaxRNN``, ``JaxLSTM`` and plug-ins with ``jax.numpy``;
 * ``modes`` — ``build_gradient(case, mode, costs)``, the JAX twin of the worker's;
+* ``dispatch`` — ``engine_checkpoint``: the engine drives the stream, each step's pieces
+  compiled once (``--executor engine``; any state shapes);
+* ``costs`` — the step costs the planner plans with, measured with JAX;
 * ``device`` — device-memory peaks for ``--device gpu``.
 """
 

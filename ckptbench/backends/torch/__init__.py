@@ -10,14 +10,16 @@ Submodules:
 
 * ``workloads`` — ``TorchRNN`` and ``TorchLSTM`` (the math of ``ckptbench.workloads``, the
   initial values of the same numpy draws) and plug-ins with torch tensors;
-* ``executor`` — ``revolve_checkpoint``: any :mod:`ckptbench.schedules` action stream as one
+* ``binding`` — ``revolve_checkpoint``: any :mod:`ckptbench.schedules` action stream as one
   ``torch.autograd.Function``, torch's binding of :mod:`ckptbench.engine.interpreter` (Griewank &
   Walther, Algorithm 799: Revolve, 2000; budget plans with kept tapes);
-* ``peer`` — ``torch.utils.checkpoint`` over equal segments, measured beside it;
+* ``peers`` — torch's own checkpointing, measured beside ours;
+* ``chain`` and ``layers`` — layer chains (docs/layers.md): the engine's chain binding and
+  ``nn.Module`` stacks as chains;
 * ``framework`` — torch's operations for the modes written once in
   ``ckptbench.backends.modes``, and ``BACKEND``;
 * ``tapes`` — the bytes one kept tape holds, counted from autograd's saved tensors;
-* ``cuda`` — device-memory peaks and synchronisation, guarded for machines without CUDA.
+* ``device`` — device-memory peaks and synchronisation, guarded for machines without CUDA.
 """
 
 from __future__ import annotations
