@@ -64,7 +64,9 @@ def _state_bytes(name: str, layers: int) -> list[int]:
     return [8 * math.prod(spec.in_shape) for spec in wl.specs(layers)]
 
 
-def _counted(layer):
+def _counted(layer, harness=None):
+    if hasattr(harness, "counted"):
+        return harness.counted(layer)
     calls = [0]
 
     def counted(i, p, x):
@@ -127,10 +129,56 @@ class TorchChains:
         return float(value.detach()), _flat(list(grads[:-1])), _flat(grads[-1])
 
 
+class JaxChains:
+    """The engine-driven JAX chain; layer evaluations are counted where they run, inside the
+    compiled pieces (``jax.debug.callback``): a Python counter would count traces."""
+
+    def __init__(self) -> None:
+        from ckptbench.backends.jax import require_jax
+
+        self.jax = require_jax()
+        from ckptbench.backends.jax.chain import chain_checkpoint
+        from ckptbench.workloads.registry import factory
+
+        self.checkpoint, self.factory = chain_checkpoint, factory
+
+    def problem(self, name: str, layers: int, seed: int):
+        wl = self.factory(name, "jax")(**TINY)
+        return (wl, *wl.init(layers, np.random.default_rng(seed)))
+
+    def counted(self, layer):
+        calls = [0]
+
+        def bump():
+            calls[0] += 1
+
+        def counted(i, p, x):
+            self.jax.debug.callback(bump)
+            return layer(i, p, x)
+
+        return counted, calls
+
+    def gradients(self, wl, layer, loop, params, x0):
+        jax = self.jax
+        if loop is not None:
+            value, (gp, gx) = loop.value_and_grad(wl.loss, params, x0)
+            jax.effects_barrier()
+            return float(value), _flat(list(gp)), _flat(gx)
+
+        def loss(p, x):
+            for i in range(len(p)):
+                x = layer(i, p[i], x)
+            return wl.loss(x)
+
+        value, (gp, gx) = jax.value_and_grad(loss, (0, 1))(params, x0)
+        return float(value), _flat(list(gp)), _flat(gx)
+
+
 #: Backends whose chain binds the engine: one line each.
 BINDINGS = [
     pytest.param(AutogradChains, id="autograd"),
     pytest.param(TorchChains, id="torch", marks=[pytest.mark.torch, _installed("torch")]),
+    pytest.param(JaxChains, id="jax-engine", marks=[pytest.mark.jax, _installed("jax")]),
 ]
 
 
@@ -145,7 +193,7 @@ def test_chains_keep_the_contract(harness, name, layers, snaps, strategy):
     if layers < 2 and name == "transformer-stack":
         pytest.skip("an embedding and a head at least")
     wl, params, x0 = harness.problem(name, layers, seed=layers + snaps)
-    layer, calls = _counted(wl.layer)
+    layer, calls = _counted(wl.layer, harness)
     loop = harness.checkpoint(layer, layers, snaps, strategy)
     value, gp, gx = harness.gradients(wl, layer, loop, params, x0)
     want_value, want_p, want_x = harness.gradients(wl, wl.layer, None, params, x0)
@@ -189,7 +237,7 @@ def test_optimal_plans_from_per_layer_costs_run_with_their_predicted_bytes(
     )
     budget = [sb[0] + max(tb) + max(sb), 3 * max(sb) + 2 * max(tb), sum(sb) + sum(tb)]
     plan = plan_optimal(costs, layers, budget[budget_index])
-    layer, calls = _counted(wl.layer)
+    layer, calls = _counted(wl.layer, harness)
     loop = harness.checkpoint(layer, layers, plan=plan)
     _, gp, gx = harness.gradients(wl, layer, loop, params, x0)
     _, want_p, want_x = harness.gradients(wl, wl.layer, None, params, x0)
@@ -234,12 +282,16 @@ def test_autograd_chain_gradient_matches_finite_differences():
 REGISTERED = [
     pytest.param("autograd", id="autograd"),
     pytest.param("torch", id="torch", marks=[pytest.mark.torch, _installed("torch")]),
+    pytest.param("jax-engine", id="jax-engine", marks=[pytest.mark.jax, _installed("jax")]),
 ]
 
 
 def _case(backend: str, name: str, strategy: str = "revolve", steps: int = 7, snaps: int = 3):
+    executor = None
+    if backend == "jax-engine":  # JAX's engine-driven executor (--executor engine)
+        backend, executor = "jax", "engine"
     return Case(model=name, steps=steps, snaps=snaps, strategy=strategy, backend=backend,
-                seed=5, **TINY)  # fmt: skip
+                executor=executor, seed=5, **TINY)  # fmt: skip
 
 
 @pytest.mark.parametrize("name", STACKS)
@@ -249,9 +301,9 @@ def test_every_backend_gives_one_loss_and_one_gradient(name):
     results = {}
     for param in REGISTERED:
         backend = param.values[0]
-        if registry.spec(backend).available() is not None:
-            continue
         case = _case(backend, name)
+        if registry.spec(case.backend).available() is not None:
+            continue
         modes = {m: registry.build(case, m) for m in Mode}
         got = {m: (b.gradient(b.params), b) for m, b in modes.items()}
         (loss, grad), normal = got[Mode.NORMAL]
@@ -272,7 +324,8 @@ def test_every_backend_gives_one_loss_and_one_gradient(name):
 
 @pytest.mark.parametrize("backend", REGISTERED[1:])  # the backends with peers
 def test_a_peer_strategy_on_a_chain_is_one_line(backend):
-    peer = next(n for n in registry.strategies(backend) if not get_strategy(n).runs_chains)
+    case = _case(backend, "mlp-stack")
+    peer = next(n for n in registry.strategies(case.backend) if not get_strategy(n).runs_chains)
     with pytest.raises(ValueError, match="checkpoints recurrences only") as info:
         registry.build(_case(backend, "mlp-stack", strategy=peer), Mode.CHECKPOINTED)
     assert "\n" not in str(info.value)
@@ -309,3 +362,26 @@ def test_an_nn_sequential_plug_in_is_a_chain(tmp_path):
     assert ckpt.counters()["steps_taped"] == 3
     with pytest.raises(WorkloadError, match="run it with --steps 3"):
         registry.build(dataclasses.replace(case, steps=4), Mode.NORMAL)
+
+
+@pytest.mark.jax
+@_installed("jax")
+def test_the_compiled_jax_executor_asks_for_the_engine_in_one_line():
+    case = dataclasses.replace(_case("jax-engine", "cnn-stack"), executor="compiled")
+    with pytest.raises(ValueError, match="run it with --executor engine") as info:
+        registry.build(case, Mode.CHECKPOINTED)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.jax
+@_installed("jax")
+def test_jax_chain_peers_run_through_the_registry():
+    peers = [n for n in registry.strategies("jax")
+             if get_strategy(n).runs_chains and not get_strategy(n).ours]  # fmt: skip
+    assert peers
+    normal = registry.build(_case("jax-engine", "cnn-stack"), Mode.NORMAL)
+    want = normal.flatten(normal.gradient(normal.params)[1])
+    for peer in peers:
+        ckpt = registry.build(_case("jax", "cnn-stack", strategy=peer), Mode.CHECKPOINTED)
+        _close(ckpt.flatten(ckpt.gradient(ckpt.params)[1]), want, peer)
+        assert ckpt.calls[0] is None  # recomputations inside JAX's transpose: unseen

@@ -120,6 +120,7 @@ _DECLARED = (
             {
                 "autograd": f"ckptbench.workloads.stacks:{cls}",
                 "torch": f"ckptbench.backends.torch.layers:Torch{cls}",
+                "jax": f"ckptbench.backends.jax.layers:Jax{cls}",
             },
         )
         for name, summary, cls in (

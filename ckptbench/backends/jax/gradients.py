@@ -42,12 +42,14 @@ from jax import lax
 from ckptbench.backends import Built, registry
 from ckptbench.backends.jax import SPEC
 from ckptbench.backends.jax.binding import COUNTERS, compiled_checkpoint, tape_layout
+from ckptbench.backends.jax.chain import chain_built
 from ckptbench.backends.jax.device import DevicePeakMeter, resolve_device
 from ckptbench.backends.jax.table import encode
 from ckptbench.backends.jax.workloads import load_jax_workload
 from ckptbench.measure.peaks import read_rss_bytes, trim_heap
 from ckptbench.schedules import get_strategy, replay_bytes
 from ckptbench.workloads import Sizes
+from ckptbench.workloads.chain import check_chain_init, is_chain
 
 __all__ = ["flatten_gradient", "make_built", "plain_scan", "schedules", "strategies"]
 
@@ -132,6 +134,8 @@ def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Bui
     spec = _checked_strategy(case, name)
     device = resolve_device(case.device)
     wl, params, state0, inputs = _problem(case, device)
+    if is_chain(wl):
+        return _chain(case, name, spec, wl, (params, state0), device, costs)
     info: dict[str, Any] = {}
     plan = None
     if name != "checkpointed":
@@ -186,13 +190,27 @@ def _checked_strategy(case: Any, mode_name: str) -> Any:
 
 
 def _problem(case: Any, device: Any) -> tuple[Any, Any, Any, Any]:
-    """The case's workload and its ``(params, state0, inputs)`` on ``device``."""
+    """The case's workload and its ``(params, state0, inputs)`` on ``device`` (a layer
+    chain's: ``(params per layer, x0, None)``)."""
     sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
     wl = load_jax_workload(case.model, sizes, getattr(case, "dtype", "float64") or "float64")
-    params, state0, inputs = jax.device_put(
-        wl.init(case.steps, np.random.default_rng(case.seed)), device
-    )
+    rng = np.random.default_rng(case.seed)
+    if is_chain(wl):
+        params, x0 = check_chain_init(wl.init(case.steps, rng), case.steps, wl.init)
+        return (wl, *jax.device_put((params, x0), device), None)
+    params, state0, inputs = jax.device_put(wl.init(case.steps, rng), device)
     return wl, params, state0, inputs
+
+
+def _chain(case: Any, mode: str, spec: Any, wl: Any, drawn: tuple, device: Any, costs: Any):
+    """A layer chain (:mod:`ckptbench.backends.jax.chain`): ours run by the engine-driven
+    executor, whose per-layer pieces hold states of any shape."""
+    if spec.ours and _executor(case) != "engine":
+        raise ValueError(
+            f"--model {case.model}: a layer chain's states change shape, which the compiled "
+            "executor's one snapshot buffer cannot hold; run it with --executor engine"
+        )
+    return chain_built(case, mode, wl, *drawn, device, costs)
 
 
 def _plain_fn(wl: Any, differentiate: bool) -> Any:

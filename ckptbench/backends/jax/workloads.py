@@ -31,9 +31,10 @@ import numpy as np
 from ckptbench.backends.jax import SPEC
 from ckptbench.workloads import Sizes, WorkloadError, load_workload, registry
 from ckptbench.workloads.base import check_init_result
+from ckptbench.workloads.chain import check_chain_init, is_chain, layer_names
 from ckptbench.workloads.mirror import MirrorLSTM, MirrorRNN
 
-__all__ = ["JaxLSTM", "JaxPlugin", "JaxRNN", "load_jax_workload", "to_jax"]
+__all__ = ["JaxChainPlugin", "JaxLSTM", "JaxPlugin", "JaxRNN", "load_jax_workload", "to_jax"]
 
 
 def to_jax(tree: Any, dtype: str | None = None) -> Any:
@@ -150,6 +151,28 @@ class JaxPlugin:
         return self.workload.loss(outputs)
 
 
+@dataclass(frozen=True)
+class JaxChainPlugin:
+    """A user's layer chain (:mod:`ckptbench.workloads.chain`) run with JAX arrays."""
+
+    workload: Any
+    dtype: str = "float64"
+
+    def layer_names(self, layers: int) -> tuple[str, ...]:
+        return layer_names(self.workload, layers)
+
+    def init(self, layers: int, rng: Any) -> tuple[list[Any], Any]:
+        params, x0 = check_chain_init(self.workload.init(layers, rng), layers, self.workload.init)
+        params, x0 = to_jax((params, x0), self.dtype)
+        return list(params), x0
+
+    def layer(self, i: int, params: Any, x: Any) -> Any:
+        return self.workload.layer(i, params, x)
+
+    def loss(self, x: Any) -> Any:
+        return self.workload.loss(x)
+
+
 def load_jax_workload(spec: str, sizes: Sizes, dtype: str = "float64") -> Any:
     """The JAX workload named by ``spec`` (a built-in of :mod:`ckptbench.workloads.registry`
     or a plug-in), its floating-point arrays in ``dtype``.
@@ -161,4 +184,7 @@ def load_jax_workload(spec: str, sizes: Sizes, dtype: str = "float64") -> Any:
     name = spec.strip() if isinstance(spec, str) else spec
     if registry.is_builtin(name):
         return registry.factory(name, SPEC.name)(**sizes.as_kwargs(), dtype=dtype)
-    return JaxPlugin(spec=name, workload=load_workload(name, sizes), dtype=dtype)
+    workload = load_workload(name, sizes)
+    if is_chain(workload):
+        return JaxChainPlugin(workload, dtype)
+    return JaxPlugin(spec=name, workload=workload, dtype=dtype)
