@@ -240,3 +240,23 @@ def test_dots_saveable_recomputes_no_matrix_product():
         products("jax-every-layer"),
     )
     assert plain > 0 and dots == plain < nothing
+
+
+@pytest.mark.jax
+@_installed("jax")
+@pytest.mark.parametrize("name", STACKS)
+@pytest.mark.parametrize("strategy", ["jax-every-layer", "jax-dots-saveable"])
+def test_jax_stack_peers_give_the_plain_gradient_as_the_worker_builds_them(name, strategy):
+    (loss, want), (c_loss, got), ckpt = _gradients(_case(name, strategy, executor="engine"))
+    assert c_loss == pytest.approx(loss, rel=1e-13)
+    _close(got, want)  # every layer's parameters and x0
+    assert ckpt.calls[0] is None  # recomputed inside JAX's transpose: not counted
+
+
+@pytest.mark.jax
+@_installed("jax")
+def test_jax_recurrence_peers_on_a_chain_name_the_chain_peers():
+    case = _case("mlp-stack", "jax-checkpoint", executor="engine")
+    with pytest.raises(ValueError, match="checkpoints recurrences only") as info:
+        registry.build(case, Mode.CHECKPOINTED)
+    assert "jax-every-layer" in str(info.value) and "\n" not in str(info.value)
