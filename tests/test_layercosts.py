@@ -146,7 +146,7 @@ def test_plan_on_a_chain_prints_each_layer_in_every_format(tmp_path):
     redo = json.loads(again.stdout)
     assert redo["rows"] == doc["rows"] and redo["plan"] == doc["plan"]
     assert redo["layers"] == doc["layers"]  # names included (the built-in's own)
-    for fmt, words in (("text", "taped + reverse ms"), ("markdown", "| conv0 |"),
+    for fmt, words in (("text", "taped + reverse ms"), ("markdown", "## optimal plan per layer"),
                        ("csv", "layer,forward_time_s,taped_time_s")):  # fmt: skip
         res = _plan([*base, "--costs", str(saved), "--format", fmt])
         assert res.exit_code == 0 and words in res.output, (fmt, res.output)

@@ -55,7 +55,8 @@ def plan_report(
     sections = [TableSection(plan_table(rows, costs, steps, budget))]
     data = {"costs": doc, "budget_bytes": budget, "rows": rows}
     if plan is not None:
-        sections.append(TableSection(layer_table(plan, layers)))
+        per_layer = layer_table(plan, layers)  # markdown/HTML: its title as the heading
+        sections.append(TableSection(per_layer, heading=per_layer.title))
         data["plan"] = {k: v for k, v in plan.summary().items() if k != "costs"}
         data["layers"] = layer_records(plan, layers)
     return Report("ckptbench plan", (*sections, Data(data)))
