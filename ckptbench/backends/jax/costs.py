@@ -39,6 +39,7 @@ from ckptbench.backends.jax.workloads import load_jax_workload
 from ckptbench.schedules import store_all_schedule
 from ckptbench.schedules.optimal import Costs
 from ckptbench.workloads import Sizes
+from ckptbench.workloads.chain import is_chain
 
 __all__ = ["measure_jax_costs"]
 
@@ -80,6 +81,11 @@ def measure_jax_costs(case: Any, samples: int = 3) -> dict[str, Any]:
     """The step costs of ``case``'s workload on JAX: ``{"costs": Costs document, ...}``."""
     sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
     wl = load_jax_workload(case.model, sizes, getattr(case, "dtype", "float64") or "float64")
+    if is_chain(wl):  # per-layer costs (ckptbench.measure.layercosts) run on autograd, torch
+        raise ValueError(
+            f"per-layer costs of {case.model} are measured on autograd and torch, not yet on "
+            "jax: plan with --costs FILE (e.g. from plan --backend torch --save-costs FILE)"
+        )
     steps = case.steps
     # on the case's device: JAX's default device is a GPU wherever one is visible, so
     # uncommitted arrays would measure a --device cpu plan on the GPU
