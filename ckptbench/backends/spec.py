@@ -60,6 +60,8 @@ class BackendSpec:
     executors: tuple[str, ...] = ("engine",)
     #: a device's own default executor, e.g. (("cpu", "compiled"),)
     device_executors: tuple[tuple[str, str], ...] = ()
+    #: the executors that hold a layer chain's changing state shapes (empty: every one)
+    chain_executors: tuple[str, ...] = ()
 
     def default_executor(self, device: str) -> str:
         """The executor a case on ``device`` runs without ``--executor``."""

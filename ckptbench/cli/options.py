@@ -131,6 +131,18 @@ class GroupedCommand(click.Command):
                 formatter.write_dl(rest)
 
 
+class ModelOption(click.Option):
+    """``--model``, whose help lists the built-ins of the workload registry, read when the
+    help is shown: the workloads package (it imports autograd) is not loaded at the command
+    line's start."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        from ckptbench.workloads.registry import model_help
+
+        self.help = model_help()
+        return super().get_help_record(ctx)
+
+
 def quiet_option(func):
     """-q/--quiet: only results, warnings and failures."""
     return click.option("-q", "--quiet", is_flag=True, help="Only results, warnings and failures.")(

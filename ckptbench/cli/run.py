@@ -18,6 +18,7 @@ from ckptbench.cli.options import (
     SNAPS_HELP,
     GroupedCommand,
     InputError,
+    ModelOption,
     backend_option,
     device_option,
     mprof_option,
@@ -44,7 +45,6 @@ from ckptbench.cli.run_steps import (
 )
 from ckptbench.results.schema import Case
 from ckptbench.schedules import strategy_names
-from ckptbench.workloads.registry import model_help
 
 
 def _default_out(model: str) -> Path:
@@ -125,9 +125,10 @@ def _sections():
 )
 @click.option(
     "--model",
+    cls=ModelOption,
     default="lstm",
     show_default=True,
-    help=model_help(),
+    help="A built-in workload or your own plug-in (docs/plugins.md).",
 )
 @click.option("--steps", type=POS, default=1000, show_default=True, help="Sequence length l.")
 @click.option(

@@ -22,6 +22,7 @@ from ckptbench.cli.options import (
     stdout_console,
 )
 from ckptbench.cli.precision import precision_target
+from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, RunResult
 from ckptbench.schedules import get_strategy
 
@@ -41,7 +42,7 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
     used by the strategy) and the precision target. InputError with one line otherwise."""
     strategy, device = fields["strategy"], fields["device"]
     try:
-        case, notes = Case(**fields).effective()
+        case, notes = chain_executor(Case(**fields)).effective()
         case.check_fits_memory()
         check_backend(case)
         costs = read_costs(costs_file, case.steps) if costs_file else None

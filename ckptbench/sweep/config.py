@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
+from ckptbench.results.chains import chain_executor
 from ckptbench.results.files import read_text_limited
 from ckptbench.results.schema import Case, CaseError
 from ckptbench.schedules import OPTIMAL, STRATEGIES, Setting, get_strategy
@@ -377,7 +378,7 @@ def _expand(
         for combo in itertools.product(*(sub[n] for n in names)):
             values = {**base, **dict(zip(names, combo, strict=True))}
             try:
-                case = Case(**values)
+                case = chain_executor(Case(**values))
             except CaseError as err:
                 cell = ", ".join(f"{n}={v!r}" for n, v in zip(names, combo, strict=True))
                 raise r.error(f"cell ({cell}): {err}", "grid", None, index) from None

@@ -71,6 +71,7 @@ class BuiltinWorkload:
     name: str
     summary: str
     implementations: Mapping[str, str] = field(default_factory=dict)
+    chain: bool = False  # a layer chain (workloads.chain), not a recurrence
 
     def __post_init__(self) -> None:
         for backend, target in self.implementations.items():
@@ -122,6 +123,7 @@ _DECLARED = (
                 "torch": f"ckptbench.backends.torch.layers:Torch{cls}",
                 "jax": f"ckptbench.backends.jax.layers:Jax{cls}",
             },
+            chain=True,
         )
         for name, summary, cls in (
             ("mlp-stack", "a stack of dense layers of varying widths", "MLPStack"),

@@ -49,6 +49,7 @@ SPEC = BackendSpec(
     dtypes=("float64", "float32", "bfloat16"),
     executors=("engine", "compiled"),
     device_executors=(("cpu", "compiled"),),
+    chain_executors=("engine",),
     install_hint=INSTALL_HINT,
 )
 

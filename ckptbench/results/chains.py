@@ -1,0 +1,41 @@
+"""The executor a built-in layer chain runs on (docs/layers.md).
+
+A chain's state changes shape from layer to layer; a backend whose spec lists
+``chain_executors`` runs our schedules on a chain only with those (JAX: the engine-driven
+executor; its compiled executor keeps every snapshot in one buffer of one shape). A case
+of a built-in chain without ``--executor`` gets the first of them, recorded in the case,
+so its result says what ran; one with an executor that cannot hold a chain is a
+:class:`CaseError` (one line, exit 2 on the command line). A plug-in's chain is only known
+once it is loaded, in a worker: the backend refuses it there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ckptbench.backends.registry import spec as backend_spec
+from ckptbench.results.schema import Case, CaseError
+from ckptbench.schedules import get_strategy
+
+__all__ = ["chain_executor"]
+
+
+def chain_executor(case: Case) -> Case:
+    """``case`` with the executor a built-in layer chain needs on its backend (unchanged for
+    a recurrence, a plug-in, a peer, or a backend whose every executor holds chains)."""
+    # the workloads package imports autograd: loaded only when a case is checked, never by
+    # the worker or at the command line's start
+    from ckptbench.workloads.registry import builtin
+
+    entry = builtin(case.model)
+    holds = backend_spec(case.backend).chain_executors
+    if entry is None or not entry.chain or not holds or not get_strategy(case.strategy).ours:
+        return case
+    if case.executor is None:
+        return case if case.executor_used in holds else replace(case, executor=holds[0])
+    if case.executor not in holds:
+        raise CaseError(
+            f"--model {case.model} is a layer chain, whose states change shape: on "
+            f"{case.backend} it runs with --executor {' or '.join(holds)}, not {case.executor}"
+        )
+    return case
