@@ -3,6 +3,7 @@ engine), chosen or refused before anything is measured."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -66,3 +67,46 @@ def test_the_command_line_does_not_load_the_workloads_package_to_start():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+PLUGIN_CHAIN = """
+import jax.numpy as jnp
+
+
+class Chain:
+    def init(self, layers, rng):
+        widths = [4 + i for i in range(layers + 1)]
+        params = [rng.standard_normal((widths[i], widths[i + 1])) / 3 for i in range(layers)]
+        return params, rng.standard_normal((2, widths[0]))
+
+    def layer(self, i, params, x):
+        return jnp.tanh(x @ params)
+
+    def loss(self, x):
+        return jnp.mean(x**2)
+
+
+def make(**sizes):
+    return Chain()
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+def test_a_plugin_chain_found_by_the_plugin_check_follows_the_same_rule(
+    capsys, tmp_path, monkeypatch
+):
+    from ckptbench.measure.tasks import check_plugin
+
+    (tmp_path / "net.py").write_text(PLUGIN_CHAIN)
+    monkeypatch.chdir(tmp_path)
+    case = Case(model="net.py:make", backend="jax", steps=4, snaps=2)
+    checked, _ = check_plugin(case)  # in a disposable worker: it is a chain
+    assert checked.executor == "engine"
+    err = one_line_error(
+        capsys,
+        ["run", "--model", "net.py:make", "--backend", "jax", "--executor", "compiled",
+         "--steps", "4", "--out", str(tmp_path / "r")],
+    )  # fmt: skip
+    assert "is a layer chain" in err and "--executor engine" in err
+    assert not (tmp_path / "r").exists()

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ckptbench.measure.launch import raise_deferred, start_worker, stop_worker
+from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, Mode
 from ckptbench.workloads import BUILTIN_WORKLOADS
 
@@ -146,6 +147,11 @@ def check_plugin(
                                                 if k in case.sizes()})  # fmt: skip
         except (TypeError, ValueError) as err:
             raise PluginError(f"--model {case.model}: {err}") from None
+    if report.get("chain") is True:  # a chain of layers: an executor that holds its shapes
+        try:
+            case = chain_executor(case, chain=True)
+        except ValueError as err:
+            raise PluginError(str(err)) from None
     notes = tuple(str(n) for n in report.get("notes") or ())
     return case, notes
 

@@ -6,7 +6,8 @@ executor; its compiled executor keeps every snapshot in one buffer of one shape)
 of a built-in chain without ``--executor`` gets the first of them, recorded in the case,
 so its result says what ran; one with an executor that cannot hold a chain is a
 :class:`CaseError` (one line, exit 2 on the command line). A plug-in's chain is only known
-once it is loaded, in a worker: the backend refuses it there.
+once it is loaded: ``run``'s plug-in check (in a disposable worker) says so and the same
+rule applies; elsewhere (a sweep's cells) the backend refuses it in its worker.
 """
 
 from __future__ import annotations
@@ -20,16 +21,19 @@ from ckptbench.schedules import get_strategy
 __all__ = ["chain_executor"]
 
 
-def chain_executor(case: Case) -> Case:
-    """``case`` with the executor a built-in layer chain needs on its backend (unchanged for
-    a recurrence, a plug-in, a peer, or a backend whose every executor holds chains)."""
-    # the workloads package imports autograd: loaded only when a case is checked, never by
-    # the worker or at the command line's start
-    from ckptbench.workloads.registry import builtin
+def chain_executor(case: Case, chain: bool | None = None) -> Case:
+    """``case`` with the executor a layer chain needs on its backend (unchanged for a
+    recurrence, a peer, or a backend whose every executor holds chains). ``chain``: whether
+    the model is a chain; None: a built-in the registry marks as one (a plug-in: no)."""
+    if chain is None:
+        # the workloads package imports autograd: loaded only when a case is checked, never
+        # by the worker or at the command line's start
+        from ckptbench.workloads.registry import builtin
 
-    entry = builtin(case.model)
+        entry = builtin(case.model)
+        chain = entry is not None and entry.chain
     holds = backend_spec(case.backend).chain_executors
-    if entry is None or not entry.chain or not holds or not get_strategy(case.strategy).ours:
+    if not chain or not holds or not get_strategy(case.strategy).ours:
         return case
     if case.executor is None:
         return case if case.executor_used in holds else replace(case, executor=holds[0])

@@ -55,8 +55,9 @@ def check_workload(case: Any, given_sizes: Iterable[str] | None = None) -> dict[
     """Run ``case``'s plug-in once on its backend (module doc).
 
     ``given_sizes``: the size options the user set (None: all of them); the others take the
-    factory's own defaults. Returns ``{"sizes": {...}, "notes": [...], "problem": str|None}``;
-    ``problem`` is one line when the plug-in cannot be measured.
+    factory's own defaults. Returns ``{"sizes": {...}, "notes": [...], "problem": str|None,
+    "chain": bool}``; ``problem`` is one line when the plug-in cannot be measured, ``chain``
+    whether it is a layer chain.
     """
     sizes = case.sizes()
     notes: list[str] = []
@@ -70,14 +71,15 @@ def check_workload(case: Any, given_sizes: Iterable[str] | None = None) -> dict[
         given = set(sizes) if given_sizes is None else set(given_sizes)
         sizes.update({k: v for k, v in defaults.items() if k not in given})
         case = dataclasses.replace(case, **sizes)
+        ops = _OPS[case.backend]()
         try:
             Sizes(**sizes)
-            _OPS[case.backend]().run(case, notes)
+            ops.run(case, notes)
         except PluginProblem as err:
             return {"sizes": sizes, "notes": notes, "problem": str(err)}
         except WorkloadError as err:
             return {"sizes": sizes, "notes": notes, "problem": str(err)}
-    return {"sizes": sizes, "notes": notes, "problem": None}
+    return {"sizes": sizes, "notes": notes, "problem": None, "chain": ops.chain}
 
 
 # --------------------------------------------------------------------------- where and what
@@ -201,6 +203,8 @@ class _Ops:
 
     # ------------------------------------------------------------------ the run
 
+    chain = False  # whether the plug-in is a layer chain (known once it is loaded)
+
     def run(self, case: Any, notes: list[str]) -> None:
         self.case = case
         self.user: Any = None
@@ -214,6 +218,7 @@ class _Ops:
             raise self._failed("init", err, getattr(self.user, "init", None)) from None
         notes.extend(getattr(wl, "notes", ()) or ())
         if is_chain(wl):
+            self.chain = True
             return self._run_chain(case, wl, params, state0)
         if not self.param_leaves(params):
             raise PluginProblem(
