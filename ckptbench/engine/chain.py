@@ -13,17 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ckptbench.backends.contract import CheckpointStats
-from ckptbench.engine.interpreter import EngineRun, loop_schedule
+from ckptbench.engine.interpreter import ScheduledLoop
 
 __all__ = ["ChainLoop"]
 
 
-class ChainLoop:
-    """``layer``, the validated schedule (``steps`` = layers, ``snaps``, ``strategy``,
-    ``plan``) and ``stats``, the counters of the most recent call. The arguments are those
-    of :func:`ckptbench.engine.interpreter.loop_schedule` (a plan is made before the loop is
-    built). The bindings subclass it and add ``__call__(params, x0) -> x_L``."""
+class ChainLoop(ScheduledLoop):
+    """A layer chain's checkpointed loop: ``layer`` and what every
+    :class:`~ckptbench.engine.interpreter.ScheduledLoop` holds (``steps`` = layers). The
+    bindings subclass it and add ``__call__(params, x0) -> x_L``."""
 
     def __init__(
         self, layer: Any, layers: int, snaps: int | None = None, strategy: Any = None,
@@ -32,17 +30,7 @@ class ChainLoop:
         if not callable(layer):
             raise ValueError("layer must be a callable layer(i, params_i, x)")
         self.layer = layer
-        self.schedule = loop_schedule(layers, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
-        self.steps = self.schedule.steps
-        self.snaps = self.schedule.snaps
-        self.strategy = self.schedule.strategy
-        self.plan = self.schedule.plan
-        self.stats: CheckpointStats | None = None
-        self.recorder: Any = None  # ``run --trace``: handed every action of the next calls
-
-    def new_run(self) -> EngineRun:
-        """The state of one call of this loop (with the recorder, when one is set)."""
-        return EngineRun(self.schedule, self.recorder)
+        super().__init__(layers, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
 
     def check_params(self, params: Any) -> Any:
         """``params`` if it holds one entry per layer (a list, or a framework's box of

@@ -55,6 +55,7 @@ __all__ = [
     "EngineLoop",
     "EngineRun",
     "LoopSchedule",
+    "ScheduledLoop",
     "StepOps",
     "UnknownActionError",
     "UnrolledOps",
@@ -188,10 +189,33 @@ def _planned_schedule(steps: int, strat: StrategySpec, plan: Any, tape_bytes: in
     return LoopSchedule(steps, max(1, plan.slots), strat, plan, per_step, states)
 
 
-class EngineLoop:
-    """What every backend's checkpointed loop holds: ``step``, ``post``, the validated
-    :class:`LoopSchedule` (``steps``, ``snaps``, ``strategy``, ``plan``) and ``stats``, the
-    counters of the most recent call. The bindings subclass it and add ``__call__``."""
+class ScheduledLoop:
+    """What every checkpointed loop holds, a recurrence's or a layer chain's: the validated
+    :class:`LoopSchedule` (``steps``, ``snaps``, ``strategy``, ``plan``; the arguments of
+    :func:`loop_schedule`, a plan made before the loop by the binding with
+    ``ckptbench.schedules.plan_from``), ``stats`` (the counters of the most recent call)
+    and ``recorder`` (``run --trace``: handed every action of the next calls)."""
+
+    def __init__(
+        self, steps: int, snaps: int | None = None, strategy: Any = None,
+        *, plan: Any = None, tape_bytes: int = 0,
+    ) -> None:  # fmt: skip
+        self.schedule = loop_schedule(steps, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
+        self.steps = self.schedule.steps
+        self.snaps = self.schedule.snaps
+        self.strategy = self.schedule.strategy
+        self.plan = self.schedule.plan
+        self.stats: CheckpointStats | None = None
+        self.recorder: Any = None
+
+    def new_run(self) -> EngineRun:
+        """The state of one call of this loop (with the recorder, when one is set)."""
+        return EngineRun(self.schedule, self.recorder)
+
+
+class EngineLoop(ScheduledLoop):
+    """A recurrence's checkpointed loop: ``step``, ``post`` and what every
+    :class:`ScheduledLoop` holds. The bindings subclass it and add ``__call__``."""
 
     def __init__(
         self, step: Any, post: Any, steps: int, snaps: int | None = None, strategy: Any = None,
@@ -201,18 +225,7 @@ class EngineLoop:
             raise ValueError("step and post must be callables")
         self.step = step
         self.post = post
-        # a plan is made before the loop (the binding: ckptbench.schedules.plan_from)
-        self.schedule = loop_schedule(steps, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
-        self.steps = self.schedule.steps
-        self.snaps = self.schedule.snaps
-        self.strategy = self.schedule.strategy
-        self.plan = self.schedule.plan
-        self.stats: CheckpointStats | None = None
-        self.recorder: Any = None  # ``run --trace``: handed every action of the next calls
-
-    def new_run(self) -> EngineRun:
-        """The state of one call of this loop (with the recorder, when one is set)."""
-        return EngineRun(self.schedule, self.recorder)
+        super().__init__(steps, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
 
     def __repr__(self) -> str:
         return (

@@ -21,6 +21,8 @@ tensors and the layer's input x_i, less the parameters and the output x_{i+1}.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -35,10 +37,11 @@ def _storage(t: torch.Tensor) -> tuple[int, int]:
     return s.data_ptr(), s.nbytes()
 
 
-def tape_nbytes(step, post, params: Any, state: Any, x: torch.Tensor) -> int:
-    """Bytes one kept tape of ``step`` (with ``post``) holds at ``state`` and input ``x``."""
+@contextlib.contextmanager
+def _recording(params: Any) -> Iterator[tuple[Any, list, list[torch.Tensor]]]:
+    """Graph recording with every tensor autograd saves appended to a list: yields detached
+    parameter leaves (their ``requires_grad`` kept) as a tree, the leaves, and the list."""
     pleaves, prebuild = flatten_tree(params, "params")
-    sleaves, srebuild = flatten_tree(state, "state")
     tape_params = prebuild([p.detach().requires_grad_(p.requires_grad) for p in pleaves])
     saved: list[torch.Tensor] = []
 
@@ -47,6 +50,13 @@ def tape_nbytes(step, post, params: Any, state: Any, x: torch.Tensor) -> int:
         return t
 
     with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        yield tape_params, pleaves, saved
+
+
+def tape_nbytes(step, post, params: Any, state: Any, x: torch.Tensor) -> int:
+    """Bytes one kept tape of ``step`` (with ``post``) holds at ``state`` and input ``x``."""
+    sleaves, srebuild = flatten_tree(state, "state")
+    with _recording(params) as (tape_params, pleaves, saved):
         leaves = [t.detach().requires_grad_() for t in sleaves]
         new = step(tape_params, srebuild(leaves), x.detach())
         y = post(tape_params, new)
@@ -59,15 +69,7 @@ def tape_nbytes(step, post, params: Any, state: Any, x: torch.Tensor) -> int:
 def layer_tape_nbytes(layer, i: int, params: Any, x: torch.Tensor) -> int:
     """Bytes one kept tape of layer ``i`` of a chain holds at input ``x`` (its ``params``
     the layer's own tree)."""
-    pleaves, prebuild = flatten_tree(params, "params")
-    tape_params = prebuild([p.detach().requires_grad_(p.requires_grad) for p in pleaves])
-    saved: list[torch.Tensor] = []
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        saved.append(t)
-        return t
-
-    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with _recording(params) as (tape_params, pleaves, saved):
         leaf = x.detach().requires_grad_()
         new = layer(i, tape_params, leaf)
     alive = {_storage(t)[0] for t in (*pleaves, new)}
