@@ -46,6 +46,7 @@ __all__ = [
     "AutogradStepOps",
     "CheckpointStats",  # re-exported: ckptbench.backends
     "CheckpointedLoop",
+    "backprop_to_roots",
     "binomial_checkpoint",
     "tape_step",
 ]
@@ -192,21 +193,32 @@ def tape_step(f, post, params: Any, state: Any, x: Any, sig: tuple) -> tuple[Cal
     index = {node: k for k, node in enumerate(roots)}
 
     def turn(state_bar_leaves: list, g_i: Any) -> list:
-        grads: list = [None] * len(values)
-        if end_node is None:
-            return grads
-        outgrads = {end_node: ((*state_bar_leaves, g_i), False)}
-        for node in toposort(end_node):
-            og = outgrads.pop(node)
-            k = index.get(node)
-            if k is not None:
-                grads[k] = og[0]
-                continue
-            for parent, ingrad in zip(node.parents, node.vjp(og[0]), strict=False):
-                outgrads[parent] = add_outgrads(outgrads.get(parent), ingrad)
-        return grads
+        return backprop_to_roots(end_node, (*state_bar_leaves, g_i), index)
 
     return turn, (new_state, end_value[-1])
+
+
+def backprop_to_roots(end: Any, seed: Any, index: dict) -> list:
+    """The reverse of one taped graph: the cotangents of its roots, from ``seed``, the
+    cotangent of its end node ``end``.
+
+    ``index`` numbers the root nodes (``{node: position}``, positions 0..len(index)-1); the
+    list has a root's cotangent at its position, ``None`` where a root does not influence
+    ``end`` (every root, where ``end`` is ``None``: nothing was taped).
+    """
+    grads: list = [None] * len(index)
+    if end is None:
+        return grads
+    outgrads = {end: (seed, False)}
+    for node in toposort(end):
+        og = outgrads.pop(node)
+        k = index.get(node)
+        if k is not None:
+            grads[k] = og[0]
+            continue
+        for parent, ingrad in zip(node.parents, node.vjp(og[0]), strict=False):
+            outgrads[parent] = add_outgrads(outgrads.get(parent), ingrad)
+    return grads
 
 
 def binomial_checkpoint(

@@ -20,10 +20,11 @@ import numpy as np
 from autograd.builtins import dict as ag_dict
 from autograd.builtins import list as ag_list
 from autograd.builtins import tuple as ag_tuple
-from autograd.core import VJPNode, add_outgrads
+from autograd.core import VJPNode
 from autograd.extend import defvjp_argnums, primitive
-from autograd.tracer import isbox, new_box, toposort, trace_stack
+from autograd.tracer import isbox, new_box, trace_stack
 
+from ckptbench.backends.autograd.binding import backprop_to_roots
 from ckptbench.engine.chain import ChainLoop
 from ckptbench.engine.interpreter import EngineRun, first_sweep, reverse_sweep
 from ckptbench.engine.steps import ChainSteps
@@ -122,19 +123,7 @@ def tape_layer(layer: Callable, i: int, params: Any, x: Any) -> tuple[Callable, 
     index = {node: k for k, node in enumerate(roots)}
 
     def turn(x_bar: Any) -> list:
-        grads: list = [None] * len(values)
-        if end is None:
-            return grads
-        outgrads = {end: (x_bar, False)}
-        for node in toposort(end):
-            og = outgrads.pop(node)
-            k = index.get(node)
-            if k is not None:
-                grads[k] = og[0]
-                continue
-            for parent, ingrad in zip(node.parents, node.vjp(og[0]), strict=False):
-                outgrads[parent] = add_outgrads(outgrads.get(parent), ingrad)
-        return grads
+        return backprop_to_roots(end, x_bar, index)
 
     turn.in_shape = np.shape(x)
     return turn, value
