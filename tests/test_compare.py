@@ -321,3 +321,23 @@ def test_compare_pools_several_invocations_of_one_cell(tmp_path):
     html = render(compare(results), "html")
     assert "<h2>Invocations of one cell</h2>" in html
     assert invocations_frame(results[2:]).empty  # no cell twice: no section
+
+
+@pytest.mark.parametrize(
+    ("change", "shown"),
+    [
+        ({"executor": "engine"}, ("executor=compiled", "executor=engine")),  # JAX CPU: compiled
+        ({"dtype": "float32"}, ("dtype=float64", "dtype=float32")),
+    ],
+)
+def test_cells_differing_only_in_executor_or_dtype_have_their_own_labels(change, shown) -> None:
+    from ckptbench.render.format import cell_labels
+
+    jax = CI_CASE.with_(backend="jax")
+    for cases in ([jax, jax.with_(**change)], [jax.with_(**change), jax]):  # either first
+        results = [make_result(c, seed=i) for i, c in enumerate(cases)]
+        labels = cell_labels([r.case for r in results])
+        assert len(set(labels)) == 2, labels
+        assert {label.split()[-1] for label in labels} == set(shown)
+        cells = render(compare(results), "table").split("\n\n")[0]  # the Cells table
+        assert all(s in cells for s in shown), cells

@@ -160,3 +160,10 @@ def test_common_fields_name_the_framework_and_device_only_off_the_defaults():
     assert "backend" not in common_fields([CI_CASE, CI_CASE.with_(snaps=4)])
     mixed = common_fields([CI_CASE, CI_CASE.with_(backend="torch")])  # differs: in the labels
     assert "backend" not in mixed
+    # a dtype or an executor every cell shares is named only off the defaults
+    engine = [
+        CI_CASE.with_(backend="jax", executor="engine", dtype="float32", snaps=s) for s in (4, 8)
+    ]
+    assert common_fields(engine).endswith("backend=jax dtype=float32 executor=engine")
+    compiled = [CI_CASE.with_(backend="jax", executor="compiled", snaps=s) for s in (4, 8)]
+    assert "executor" not in common_fields(compiled) and "dtype" not in common_fields(compiled)

@@ -40,6 +40,7 @@ __all__ = [
     "compare",
     "compare_cells",
     "differing_fields",
+    "field_value",
     "pair",
     "pool_results",
     "settings_notes",
@@ -57,13 +58,27 @@ def case_identity(case: Case) -> tuple[tuple[str, Any], ...]:
     return tuple(case.identity().items())
 
 
+def field_value(case: Case, name: str) -> Any:
+    """A case field's value as measured: for ``executor`` the executor the case runs (its
+    backend's default on its device where none was asked for), else the field."""
+    return case.executor_used if name == "executor" else getattr(case, name)
+
+
 def differing_fields(cases: Iterable[Case]) -> list[str]:
-    """Names of the identity fields whose values differ between ``cases`` (field order)."""
+    """Names of the identity fields whose values differ between ``cases`` (field order).
+
+    A field at its default (dtype float64, the default executor) is not in a case's
+    identity; it counts wherever another case has it, by :func:`field_value` (so a case on
+    the default executor differs from one asking for another, in either order)."""
     cases = list(cases)
     if len(cases) < 2:
         return []
-    values = [dict(case_identity(c)) for c in cases]
-    return [name for name in values[0] if len({repr(v[name]) for v in values}) > 1]
+    present = set().union(*(c.identity() for c in cases))
+    return [
+        name
+        for name in cases[0].to_dict()
+        if name in present and len({repr(field_value(c, name)) for c in cases}) > 1
+    ]
 
 
 @dataclass(frozen=True)
@@ -161,7 +176,8 @@ def _mismatch(current: dict[CellId, PooledCell], reference: dict[CellId, PooledC
         for ref in reference.values():
             diff = differing_fields([ref.case, cur.case])
             text = ", ".join(
-                f"{n} {getattr(ref.case, n)!r} vs {getattr(cur.case, n)!r}" for n in diff[:3]
+                f"{n} {field_value(ref.case, n)!r} vs {field_value(cur.case, n)!r}"
+                for n in diff[:3]
             )
             if cur.host != ref.host:
                 text = ", ".join(filter(None, [text, f"host {ref.host!r} vs {cur.host!r}"]))

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ckptbench.analysis import Spread, differing_fields
+from ckptbench.analysis import Spread, differing_fields, field_value
 from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.results.schema import Case
 
@@ -134,7 +134,7 @@ def fmt_time_spread(t: Spread | None) -> str:
 
 
 def _field_text(case: Case, name: str) -> str:
-    value = getattr(case, name)
+    value = field_value(case, name)  # the executor a case runs, where it asked for none
     if value is None:  # not set for this case (a budget of a strategy set by snaps)
         return ""
     if name == "model":
@@ -188,5 +188,7 @@ def common_fields(cases: Sequence[Case]) -> str:
     # device: the figures of a GPU report are device memory
     shown += tuple(n for n, default in (("backend", DEFAULT_BACKEND), ("device", "cpu"))
                    if getattr(cases[0], n, default) != default)  # fmt: skip
+    # and a dtype or an executor off the defaults (float64; the backend's own on the device)
+    shown += tuple(n for n in ("dtype", "executor") if n in cases[0].identity())
     names = [n for n in shown if n not in differ and hasattr(cases[0], n)]
     return _label(cases[0], names)

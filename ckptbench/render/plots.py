@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ckptbench.analysis import differing_fields
+from ckptbench.analysis import differing_fields, field_value
 from ckptbench.render.format import MIB, cell_labels, fmt_bytes
 from ckptbench.results.schema import Case, Mode, RunResult
 from ckptbench.schedules import (
@@ -144,7 +144,8 @@ def family_titles(cases: Sequence[Case]) -> list[str]:
     skip = ("model", "steps", "snaps", "strategy")
     extra = [f for f in differing_fields(cases) if f not in skip]
     return [
-        " ".join([c.model, f"l={c.steps}", *(f"{f}={getattr(c, f)}" for f in extra)]) for c in cases
+        " ".join([c.model, f"l={c.steps}", *(f"{f}={field_value(c, f)}" for f in extra)])
+        for c in cases
     ]
 
 
