@@ -4,6 +4,9 @@
 # On the device machine (its python3 holds torch and a CUDA jax; autograd and
 # memory_profiler travel as wheels in .whl, see docs/gpu.md), from the repository root:
 #   bash scripts/gpu-check.sh            # results under $OUT (or results/gpu-run)
+# Settings (environment): ROWS, the rows of scripts/gpu_executors.py to run, in order, each
+# ROW or ROW:SPAN (default: all); TESTS_K, a pytest -k expression for the GPU tests;
+# SWEEP=0 skips the sweep; T_TESTS, T_EXEC, T_SWEEP: each part's time limit in seconds.
 set -u -o pipefail
 OUT=${OUT:-results/gpu-run}
 mkdir -p "$OUT"
@@ -18,13 +21,16 @@ print("jax", jax.__version__, jax.devices(), "torch", torch.__version__, torch.c
 PY
 # 1. what CI cannot check: no synchronisation in torch's executor, phase times left out,
 #    no host read in the JAX engine (about 1 minute)
-timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_paths.py \
-  tests/test_jax_dispatch.py 2>&1 | tee "$OUT/tests.txt"
+timeout "${T_TESTS:-90}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_paths.py \
+  tests/test_jax_dispatch.py ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee "$OUT/tests.txt"
 # 2. the done-when figures in one process (about 2-3 minutes): JSON lines
-timeout 240 python3 scripts/gpu_executors.py --device cuda 2>&1 | tee "$OUT/executors.txt"
+timeout "${T_EXEC:-230}" python3 scripts/gpu_executors.py --device "${DEVICE:-cuda}" ${ROWS:+--only "$ROWS"} \
+  2>&1 | tee "$OUT/executors.txt"
 # 3. the done-when cells through the CLI (fresh workers, device memory): what time is left
-timeout 200 python3 -m ckptbench sweep configs/gpu-check.toml --out "$OUT/gpu-check" -q \
-  2>&1 | tail -20 | tee "$OUT/sweep.txt"
-python3 -m ckptbench compare "$OUT/gpu-check" > "$OUT/compare.txt" 2>&1
-tar czf "$OUT/gpu-check.tgz" -C "$OUT" gpu-check 2>/dev/null && rm -rf "$OUT/gpu-check"
+if [ "${SWEEP:-1}" != 0 ]; then
+  timeout "${T_SWEEP:-190}" python3 -m ckptbench sweep configs/gpu-check.toml --yes \
+    --out "$OUT/gpu-check" -q 2>&1 | tail -20 | tee "$OUT/sweep.txt"
+  python3 -m ckptbench compare "$OUT/gpu-check" > "$OUT/compare.txt" 2>&1
+  tar czf "$OUT/gpu-check.tgz" -C "$OUT" gpu-check 2>/dev/null && rm -rf "$OUT/gpu-check"
+fi
 exit 0

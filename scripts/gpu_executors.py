@@ -36,10 +36,16 @@ def _time(built, repeats: int) -> float:
     built.gradient(built.params)  # warm-up
     times = []
     for _ in range(repeats):
+        built.calls[0] = 0  # one gradient's step evaluations, as the worker counts them
         t0 = time.perf_counter()
         built.gradient(built.params)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def _row_span(item: str, default_span: int) -> tuple[int, int]:
+    row, _, span = item.partition(":")
+    return int(row), int(span) if span else default_span
 
 
 def main() -> None:
@@ -47,13 +53,22 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--only", default="", help="comma-separated row numbers")
+    ap.add_argument(
+        "--only", default="",
+        help="comma-separated rows in the order to run, each ROW or ROW:SPAN (the JAX engine "
+        "executor's fused-window span, 0: unfused; default: the executor's)",
+    )  # fmt: skip
     args = ap.parse_args()
-    only = {int(i) for i in args.only.split(",") if i}
+    import ckptbench.backends.jax.dispatch as jax_dispatch
+
+    default_span = jax_dispatch.DEFAULT_SPAN
+    todo = [_row_span(i, default_span) for i in args.only.split(",") if i]
+    todo = todo or [(k, default_span) for k in range(len(ROWS))]
     plain: dict[tuple, tuple[float, float]] = {}
-    for k, (backend, dtype, h, b, strategy, snaps, executor, budget) in enumerate(ROWS):
-        if only and k not in only:
-            continue
+    t_begin = time.perf_counter()
+    for k, span in todo:
+        backend, dtype, h, b, strategy, snaps, executor, budget = ROWS[k]
+        jax_dispatch.JaxEngineLoop.span_on = lambda _self, _platform, span=span: span
         case = Case(
             backend=backend, device=args.device, dtype=dtype, hidden=h, batch=b,
             steps=args.steps, snaps=min(snaps, args.steps), strategy=strategy,
@@ -69,7 +84,14 @@ def main() -> None:
         base, normal = plain[size]
         costs = registry.measure_costs(case)["costs"] if strategy == "optimal" else None
         built = registry.build(case, Mode.CHECKPOINTED, costs)
+        if backend == "torch" and args.device == "cuda":
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
         t = _time(built, args.repeats)
+        peak = None
+        if backend == "torch" and args.device == "cuda":
+            peak = torch.cuda.max_memory_allocated()
         evals = built.calls[0]
         floor = None if evals is None else normal + (evals - args.steps) * base / args.steps
         predicted = built.plan().get("predicted_time_s") if strategy == "optimal" else None
@@ -78,8 +100,11 @@ def main() -> None:
             "executor": case.executor_used if strategy in ("revolve", "optimal") else None,
             "time_s": t, "vs_plain": t / normal, "evaluations": evals, "floor_s": floor,
             "vs_floor": None if floor is None else t / floor, "predicted_s": predicted,
-            "dispatches": built.counters().get("dispatches"),
-            "wall_s": time.perf_counter() - t_start,
+            "dispatches": built.counters().get("dispatches"), "torch_peak_bytes": peak,
+            "span": span if executor == "engine" else None,
+            **{c: built.counters().get(c) for c in ("fused_programs", "fused_temp_bytes")},
+            "compile_s": (built.counters().get("compile_time_ns") or 0) / 1e9,
+            "wall_s": time.perf_counter() - t_start, "since_start_s": time.perf_counter() - t_begin,
         }), flush=True)  # fmt: skip
 
 

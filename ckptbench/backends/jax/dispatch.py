@@ -41,12 +41,18 @@ from jax import lax
 
 from ckptbench.backends.contract import CheckpointStats
 from ckptbench.backends.jax.binding import TapeLayout, tape_layout
+from ckptbench.backends.jax.fusion import DEFAULT_SPAN, Window, fusion_windows
+from ckptbench.backends.jax.step_ops import JaxStepOps, value_of, windowed
 from ckptbench.engine.interpreter import EngineLoop, first_sweep, reverse_sweep
-from ckptbench.schedules import plan_from
+from ckptbench.schedules import ActionKind, plan_from
 
 __all__ = ["JaxEngineLoop", "JaxStepOps", "engine_checkpoint"]
 
 _STORED, _INPUT = 0, 1
+
+#: The most step operations of a first sweep run as one fused call (a longer one, such as
+#: store-all's, would be a large program compiled for one use per gradient).
+FUSED_FIRST_SWEEP_MAX = 256
 
 
 class _Aot:
@@ -64,11 +70,6 @@ class _Aot:
         if fn is None:
             fn = self.compiled[key] = self.jitted.lower(*args).compile()
         return fn(*args)
-
-
-def _pieces(n: int) -> list[int]:
-    """``n`` as powers of two, largest first (one dispatch each)."""
-    return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
 
 
 class _Executables:
@@ -132,18 +133,46 @@ class _Executables:
         self.tape_out_inv = _Aot(functools.partial(tape_out, inv=True), donate=(3,))
         self.reverse = _Aot(reverse, donate=(7, 8))
         self.turn = _Aot(turn, donate=(6, 7))
+        self.fused: dict[tuple, Any] = {}  # a fused window's executable, by its program key
 
-    def advance(self, n: int, outputs: bool) -> Any:
-        """The executable running ``n`` untaped steps from index ``i`` (with readouts)."""
-        key = (n, outputs)
-        fn = self._advance.get(key)
-        if fn is not None:
-            return fn
+        #: what a fused window runs for each recorded operation (:mod:`.fusion`)
+        self.impls = self._fused_impls(tape, tape_out, reverse, turn)
+
+    def _fused_impls(self, tape, tape_out, reverse, turn) -> dict[str, Callable]:
+        """The traceable function of each operation a fused window records."""
+
+        def fused_advance(static, i, p, s, xs, ys=None):
+            n, outputs = static
+            if outputs:
+                return self.advance_fn(n, True)(p, s, xs, ys, i)
+            return (self.advance_fn(n, False)(p, s, xs, i),)
+
+        def fused_tape(static, i, p, s, xs, ys=None):
+            outputs, inv = static
+            if outputs:
+                saved, s1, ys, invariant = tape_out(p, s, xs, ys, i, inv)
+                return (saved, s1, ys, invariant) if inv else (saved, s1, ys)
+            saved, s1, invariant = tape(p, s, xs, i, inv)
+            return (saved, s1, invariant) if inv else (saved, s1)
+
+        return {
+            "advance": fused_advance,
+            "tape": fused_tape,
+            "reverse": lambda _, i, p, saved, inv, xs, g, sbar, pbar, xsbar: reverse(
+                p, saved, inv, xs, g, i, sbar, pbar, xsbar
+            ),
+            "turn": lambda _, i, p, s, xs, g, sbar, pbar, xsbar: turn(
+                p, s, xs, g, i, sbar, pbar, xsbar
+            ),
+        }
+
+    def advance_fn(self, n: int, outputs: bool) -> Callable:
+        """The traceable function of ``n`` untaped steps from index ``i`` (with readouts:
+        ``(p, s, xs, ys, i) -> (s, ys)``, else ``(p, s, xs, i) -> s``)."""
         step, post = self.step, self.post
-
         if outputs:
 
-            def run(p, s, xs, ys, i):
+            def run_out(p, s, xs, ys, i):
                 def body(s, x):
                     s = step(p, s, x)
                     return s, post(p, s)
@@ -151,81 +180,22 @@ class _Executables:
                 s, y = lax.scan(body, s, lax.dynamic_slice_in_dim(xs, i, n))
                 return s, lax.dynamic_update_slice_in_dim(ys, y, i, 0)
 
-            fn = _Aot(run, donate=(3,))
-        else:
+            return run_out
 
-            def run(p, s, xs, i):
-                xs_n = lax.dynamic_slice_in_dim(xs, i, n)
-                return lax.scan(lambda s, x: (step(p, s, x), None), s, xs_n)[0]
+        def run(p, s, xs, i):
+            xs_n = lax.dynamic_slice_in_dim(xs, i, n)
+            return lax.scan(lambda s, x: (step(p, s, x), None), s, xs_n)[0]
 
-            fn = _Aot(run)
-        self._advance[key] = fn
+        return run
+
+    def advance(self, n: int, outputs: bool) -> Any:
+        """The executable running ``n`` untaped steps from index ``i`` (with readouts)."""
+        key = (n, outputs)
+        fn = self._advance.get(key)
+        if fn is None:
+            donate = (3,) if outputs else ()
+            fn = self._advance[key] = _Aot(self.advance_fn(n, outputs), donate=donate)
         return fn
-
-
-class JaxStepOps:
-    """The engine's step operations on JAX (see :class:`ckptbench.engine.StepOps`): every
-    call dispatches one or a few compiled executables and returns device arrays."""
-
-    def __init__(self, ex: _Executables, params: Any, inputs: Any, idx: list, want_x: bool):
-        self.ex, self.p, self.xs, self.idx = ex, params, inputs, idx
-        self.dispatches = 0
-        self.state0: Any = None
-        self.zero_s: Any = None
-        self.ys: Any = None
-        self.g: Any = None
-        self.inv: Any = None
-        self.pbar: Any = None
-        self.xsbar: Any = None
-        self.want_x = want_x
-
-    def advance(self, state: Any, start: int, stop: int, outputs: bool) -> Any:
-        i = start
-        for n in _pieces(stop - start):
-            fn = self.ex.advance(n, outputs)
-            if outputs:
-                state, self.ys = fn(self.p, state, self.xs, self.ys, self.idx[i])
-            else:
-                state = fn(self.p, state, self.xs, self.idx[i])
-            self.dispatches += 1
-            i += n
-        return state
-
-    def tape(self, state: Any, i: int, outputs: bool) -> tuple[Any, Any]:
-        self.dispatches += 1
-        ex, first = self.ex, self.inv is None
-        if outputs:
-            fn = ex.tape_out_inv if first else ex.tape_out
-            saved, s1, self.ys, inv = fn(self.p, state, self.xs, self.ys, self.idx[i])
-        else:
-            fn = ex.tape_inv if first else ex.tape
-            saved, s1, inv = fn(self.p, state, self.xs, self.idx[i])
-        if first:
-            self.inv = inv
-        return saved, s1
-
-    def _sbar(self, state_bar: Any) -> Any:
-        return self.zero_s if state_bar is None else state_bar
-
-    def reverse(self, tape: Any, state_bar: Any, i: int) -> Any:
-        self.dispatches += 1
-        gs, self.pbar, self.xsbar = self.ex.reverse(
-            self.p, tape, self.inv, self.xs, self.g, self.idx[i],
-            self._sbar(state_bar), self.pbar, self.xsbar,
-        )  # fmt: skip
-        return gs
-
-    def turn(self, state: Any, state_bar: Any, i: int) -> Any:
-        """Tape step ``i`` from ``state`` and reverse it at once (one fused call)."""
-        self.dispatches += 1
-        gs, self.pbar, self.xsbar = self.ex.turn(
-            self.p, state, self.xs, self.g, self.idx[i], self._sbar(state_bar),
-            self.pbar, self.xsbar,
-        )  # fmt: skip
-        return gs
-
-    def state_nbytes(self, state: Any) -> int:
-        return sum(int(a.size) * a.dtype.itemsize for a in jax.tree_util.tree_leaves(state))
 
 
 class JaxEngineLoop(EngineLoop):
@@ -235,16 +205,49 @@ class JaxEngineLoop(EngineLoop):
     ``strategy``; ``plan=``; ``tape_bytes`` declaring
     one tape's bytes, default: the layout's exact bytes). Not a traced function: call
     :meth:`value_and_grad` with concrete arrays; ``stats`` and ``dispatches`` describe the
-    last call.
+    last call. ``fuse_span`` runs the first sweep and every stretch reversing at most that
+    many steps as one call each (:mod:`.fusion`; 0: off); by default
+    :data:`~.fusion.DEFAULT_SPAN` on an accelerator, off on the CPU (there a call costs
+    little and XLA's CPU code for a long window ran slower: docs/gpu.md). A first sweep of
+    more than :data:`FUSED_FIRST_SWEEP_MAX` operations dispatches its operations one by
+    one. A recorder (``run --trace``) turns fusion off.
     """
 
     def __init__(self, step: Callable, post: Callable, steps: int, *args: Any, **kw: Any):
         self._layout_kw = kw.pop("layout", None)
+        span = kw.pop("fuse_span", None)
+        self.fuse_span: int | None = None if span is None else int(span)
         super().__init__(step, post, steps, *args, **kw)
         self._ex: _Executables | None = None
         self._idx: tuple[Any, list] | None = None
         self._loss: dict[Any, Any] = {}
+        self._windows: tuple[int, tuple[int, bool, dict[int, int]]] | None = None
         self.dispatches = 0
+
+    def span_on(self, platform: str) -> int:
+        """The fused-window span used on a device of ``platform`` (see the class)."""
+        if self.fuse_span is not None:
+            return self.fuse_span
+        return 0 if platform == "cpu" else DEFAULT_SPAN
+
+    def fusion(self, span: int) -> tuple[int, bool, dict[int, int]]:
+        """``(position of FIRSTURN, whether the first sweep is fused, reverse windows)``,
+        read once from the (data-independent) action stream."""
+        if self._windows is None or self._windows[0] != span:
+            actions = list(self.schedule.actions())
+            first, windows = fusion_windows(actions, self.steps, span)
+            ops = sum(a.kind is not ActionKind.TAKESHOT for a in actions[: first + 1])
+            fuse_first = span > 0 and ops <= FUSED_FIRST_SWEEP_MAX
+            self._windows = (span, (first, fuse_first, windows))
+        return self._windows[1]
+
+    def fused_counters(self) -> dict[str, int]:
+        """``fused_programs``: the fused windows' distinct executables compiled so far;
+        ``fused_temp_bytes``: the most temporary device bytes one of them needs (XLA's
+        memory analysis: what a window holds beyond its inputs and outputs)."""
+        fused = self._ex.fused if self._ex is not None else {}
+        temps = [getattr(fn.memory_analysis(), "temp_size_in_bytes", 0) for fn in fused.values()]
+        return {"fused_programs": len(fused), "fused_temp_bytes": max(temps, default=0)}
 
     def executables(self, params: Any, state0: Any, inputs: Any) -> _Executables:
         if self._ex is None:
@@ -298,18 +301,28 @@ class JaxEngineLoop(EngineLoop):
         ex = self.executables(params, state0, inputs)
         ops = JaxStepOps(ex, params, inputs, self._indices(inputs), inputs_grad)
         ops.state0 = state0
+        ops.state_bytes = ops.state_nbytes(state0)
         # one call makes every buffer: outputs, zero cotangents, accumulators
         ops.ys, ops.zero_s, ops.pbar, ops.xsbar = self._setup(params, state0, inputs, inputs_grad)
         ops.dispatches = 1
         run = self.new_run()
+        span = self.span_on(next(iter(inputs.devices())).platform)
+        first, fuse_first, windows = (0, False, {})
+        if self.recorder is None and span > 0:
+            first, fuse_first, windows = self.fusion(span)
+        if fuse_first:
+            ops.window = Window()
         first_sweep(run, ops, state0)
-        value, ops.g = self._loss_grad(loss)(ops.ys)
+        ops.flush()
+        value, ops.g = self._loss_grad(loss)(value_of(ops.ys))
         ops.ys = None
         ops.dispatches += 1
-        sbar = reverse_sweep(run, ops)
+        if windows:
+            run.actions = windowed(run.actions, ops, first + 1, windows)
+        sbar = value_of(reverse_sweep(run, ops))
         self.stats: CheckpointStats = run.stats()
         self.dispatches = ops.dispatches
-        return value, (ops.pbar, sbar, ops.xsbar)
+        return value, (value_of(ops.pbar), sbar, value_of(ops.xsbar))
 
 
 def engine_checkpoint(

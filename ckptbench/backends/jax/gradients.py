@@ -383,6 +383,7 @@ def _engine_built(
             "peak_snapshot_bytes": st.peak_snapshot_bytes,
             "tapes_kept_peak": st.tapes_kept_peak,
             "compile_time_ns": compile_ns,
+            **loop.fused_counters(),
             "program_rss_bytes": program_rss,
         }
 

@@ -1,0 +1,260 @@
+"""Fused windows of the engine-driven JAX executor: a stretch of the action stream as one
+compiled call.
+
+On a GPU every executable call costs host time (JAX's dispatch, the launch of each of its
+kernels): the engine executor with one call per advance piece and per turn spends about
+60 µs a call on an H200, where an LSTM step of hidden 256 computes in 14 µs, so Revolve's
+2 101 calls for 1 000 steps cost more than its recomputation (docs/gpu.md). Griewank &
+Walther's Revolve ("Algorithm 799", ACM TOMS 26(1), 2000) reverses a segment ``[a, b)`` with
+``s`` free slots the same way wherever the segment lies: the actions that reverse it, read
+relative to ``a``, repeat all over the stream. So the executor runs such stretches as one
+call each:
+
+* :func:`fusion_windows` reads the (pure, data-independent) action stream once per loop and
+  marks the *windows*: first every whole segment ``[a, b)`` of at most ``span`` steps that
+  the reverse sweep reverses from a state in hand without reading a snapshot below ``a``
+  (Revolve's repeating sub-schedules), then the rest of the reverse sweep cut after every
+  ``span``-th reversal (a plan that keeps tapes reverses long runs of them). The first
+  sweep (up to FIRSTURN) is one window too.
+* Inside a window the step operations do not dispatch: :class:`Window` records each one
+  (kind, static sizes, step index, which earlier value or outside array it reads) and hands
+  back :class:`Lazy` values. The engine's bookkeeping (slots, kept tapes, counters, declared
+  bytes) runs exactly as it does eagerly: it never looks at data.
+* At the window's end :meth:`Window.program_key` normalises the record (step indices
+  relative to the lowest; outside arrays numbered by first use; the values still referenced
+  by the engine are the outputs, found by weak references) and the call is one executable,
+  compiled ahead of time on the first occurrence of that key and reused for every
+  repetition. Revolve 1 000 steps, 31 slots, ``span`` 32: 58 calls a gradient (2 101
+  unfused), 34 distinct programs.
+
+Nothing is read back to the host: a window's step indices enter as one device scalar (the
+lowest index) plus static offsets.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jax import lax
+
+from ckptbench.schedules import ActionKind
+
+__all__ = ["DEFAULT_SPAN", "Lazy", "Window", "fusion_windows"]
+
+#: The longest segment (in steps) one fused window reverses; 0 turns fusion off.
+DEFAULT_SPAN = 32
+
+_K = ActionKind
+
+
+_UNSET = object()
+
+
+class Lazy:
+    """A value a recorded step operation will produce: ``value`` once its window ran (it
+    may be ``None``: an input cotangent that is not asked for)."""
+
+    __slots__ = ("__weakref__", "ref", "value")
+
+    def __init__(self, ref: tuple) -> None:
+        self.ref = ref
+        self.value: Any = _UNSET
+
+    @property
+    def ready(self) -> bool:
+        return self.value is not _UNSET
+
+
+_REVERSALS = (_K.YOUTURN, _K.REVERSE)
+_NO_CALL = (_K.RESTORE, _K.TAKESHOT)  # actions that dispatch nothing
+
+
+def _segment_end(actions: Sequence[Any], k: int, lo: int) -> int | None:
+    """The position of the reverse of step ``lo`` if actions ``k..`` reverse the steps
+    down to ``lo`` without reading a snapshot of a state below ``lo``."""
+    for e in range(k, len(actions)):
+        act = actions[e]
+        kind = act.kind
+        if kind is _K.RESTORE:
+            if act.step < lo:
+                return None
+        elif kind in _REVERSALS:
+            if act.step == lo:
+                return e
+        elif kind is not _K.ADVANCE and kind is not _K.TAKESHOT and kind is not _K.TAPE:
+            return None
+    return None
+
+
+def _segments(actions: Sequence[Any], first: int, steps: int, span: int) -> dict[int, int]:
+    """Every whole segment of at most ``span`` steps the reverse sweep reverses from a
+    state in hand (Revolve's repeating sub-schedules), chosen greedily from the start."""
+    windows: dict[int, int] = {}
+    last_reversed, here = steps - 1, None  # b, and the step of the state in hand
+    k = first + 1
+    while k < len(actions):
+        act = actions[k]
+        if here is not None and 0 < last_reversed - here <= span:
+            end = _segment_end(actions, k, here)
+            if end is not None:
+                windows[k] = end
+                last_reversed, here, k = here, None, end + 1
+                continue
+        kind = act.kind
+        if kind is _K.RESTORE:
+            here = act.step
+        elif kind is _K.ADVANCE:
+            here = act.stop
+        elif kind is _K.TAPE:
+            here = act.step + 1
+        elif kind in _REVERSALS:
+            last_reversed, here = act.step, None
+        k += 1
+    return windows
+
+
+def _chunks(actions: Sequence[Any], first: int, covered: dict[int, int], span: int):
+    """The stretches of the reverse sweep outside ``covered``, cut after every ``span``-th
+    reversal (a plan keeping tapes reverses long runs of them); stretches that dispatch
+    nothing are left out."""
+    inside = {k for start, end in covered.items() for k in range(start, end + 1)}
+    chunks: dict[int, int] = {}
+
+    def close(start: int, end: int) -> None:
+        if any(actions[j].kind not in _NO_CALL for j in range(start, end + 1)):
+            chunks[start] = end
+
+    start, count = None, 0
+    for k in range(first + 1, len(actions)):
+        if k in inside or actions[k].kind is _K.TERMINATE:
+            if start is not None:
+                close(start, k - 1)
+            start, count = None, 0
+            continue
+        start = k if start is None else start
+        if actions[k].kind in _REVERSALS:
+            count += 1
+            if count == span:
+                close(start, k)
+                start, count = None, 0
+    if start is not None:
+        close(start, len(actions) - 1)
+    return chunks
+
+
+def fusion_windows(actions: Sequence[Any], steps: int, span: int) -> tuple[int, dict[int, int]]:
+    """``(position of FIRSTURN, {first position: last position})`` of every reverse-sweep
+    window (see the module docstring); no windows when ``span`` is 0. The whole segments
+    first (they repeat: one executable serves them all), then the rest cut every ``span``
+    reversals. Neighbouring windows are not joined: on an H200, Revolve 1 000 / 31 with
+    its segments joined up to 32 reversals a call (44 calls) took 0.112 s, against
+    0.091 s for the segments alone (121 calls; docs/gpu.md)."""
+    first = next(k for k, act in enumerate(actions) if act.kind is _K.FIRSTURN)
+    if span <= 0:
+        return first, {}
+    segments = _segments(actions, first, steps, span)
+    return first, {**segments, **_chunks(actions, first, segments, span)}
+
+
+class Window:
+    """The step operations recorded since a window opened (see the module docstring).
+
+    ``add`` records one operation: its kind (a key of the implementations handed to
+    :meth:`program`), static arguments, step index and inputs (arrays, :class:`Lazy`
+    values or ``None``); it returns ``n_out`` :class:`Lazy` values. Arrays from outside
+    are numbered by first use; ``donate`` marks those the window may overwrite (the
+    executor's accumulators).
+    """
+
+    def __init__(self) -> None:
+        self.nodes: list[tuple] = []
+        self.indices: list[int] = []
+        self.outside: list[Any] = []
+        self._outside_ids: dict[int, int] = {}
+        self.donated: set[int] = set()
+        self._made: list[tuple[weakref.ref, tuple]] = []
+
+    def _ref(self, value: Any, donate: bool) -> tuple:
+        if isinstance(value, Lazy):
+            if not value.ready:
+                return value.ref
+            value = value.value
+        if value is None:
+            return ("none",)
+        j = self._outside_ids.get(id(value))
+        if j is None:
+            j = self._outside_ids[id(value)] = len(self.outside)
+            self.outside.append(value)
+        if donate:
+            self.donated.add(j)
+        return ("in", j)
+
+    def add(
+        self, kind: str, static: tuple, index: int, inputs: Sequence[Any], n_out: int,
+        donate: Sequence[int] = (),
+    ) -> list[Lazy]:  # fmt: skip
+        node = len(self.nodes)
+        refs = tuple(self._ref(v, q in donate) for q, v in enumerate(inputs))
+        self.nodes.append((kind, static, refs))
+        self.indices.append(index)
+        made = [Lazy(("node", node, k)) for k in range(n_out)]
+        self._made.extend((weakref.ref(v), v.ref) for v in made)
+        return made
+
+    def live(self) -> list[Lazy]:
+        """The values made here that something still references: the window's outputs."""
+        alive = [r() for r, _ in self._made]
+        return [v for v in alive if v is not None]
+
+    def program_key(self, outputs: Sequence[Lazy]) -> tuple:
+        """What identifies this window's executable: the record with step indices relative
+        to the lowest, the outputs, the outside arrays' count and the donated ones."""
+        base = min(self.indices)
+        nodes = tuple(
+            (kind, static, refs, i - base)
+            for (kind, static, refs), i in zip(self.nodes, self.indices, strict=True)
+        )
+        return (
+            nodes,
+            tuple(v.ref for v in outputs),
+            len(self.outside),
+            tuple(sorted(self.donated)),
+        )
+
+    def program(self, outputs: Sequence[Lazy], impls: dict[str, Callable]) -> Callable:
+        """``fn(base_index, *outside) -> [output values]``, the record as one traceable
+        function; ``impls[kind](static, index, *inputs)`` returns a node's outputs."""
+        base = min(self.indices)
+        nodes = [
+            (kind, static, refs, i - base)
+            for (kind, static, refs), i in zip(self.nodes, self.indices, strict=True)
+        ]
+        wanted = [v.ref for v in outputs]
+
+        def run(base_index: Any, *outside: Any) -> list[Any]:
+            made: dict[tuple, Any] = {}
+
+            def get(ref: tuple) -> Any:
+                if ref[0] == "in":
+                    return outside[ref[1]]
+                if ref[0] == "none":
+                    return None
+                return made[ref]
+
+            done: Any = ()
+            for node, (kind, static, refs, offset) in enumerate(nodes):
+                # in the schedule's order: an operation's inputs pass a barrier with the
+                # previous operation's results, so XLA does not hoist it or merge it with
+                # an identical one (Revolve re-advances from one snapshot several times in
+                # a window). XLA may still join the parameter cotangents' additions into
+                # one fusion (seen on the CPU: 8 turns held 8 cotangents; docs/gpu.md).
+                args, _ = lax.optimization_barrier(([get(r) for r in refs], done))
+                outs = impls[kind](static, base_index + offset, *args)
+                for k, value in enumerate(outs):
+                    made["node", node, k] = value
+                done = outs
+            return [made[r] for r in wanted]
+
+        return run
