@@ -2,7 +2,8 @@
 
 ADVANCE, TAKESHOT and TAPE run in the first sweep and in the reverse sweep alike: one handler
 each, ``handler(run, ops, act, state, outputs, t0) -> (state, now)``, adding the action's
-time since ``t0`` to its phase. :func:`youturn` is a YOUTURN (tape one step and reverse it
+time since ``t0`` to its phase (with a timing recorder, ``run --trace``, an ADVANCE runs
+and times its steps one by one). :func:`youturn` is a YOUTURN (tape one step and reverse it
 at once). ``run`` is an ``EngineRun``, ``ops`` a backend's ``StepOps``.
 """
 
@@ -18,7 +19,15 @@ __all__ = ["BOTH_SWEEPS", "advance", "takeshot", "tape", "youturn"]
 
 def advance(run: Any, ops: Any, act: Any, state: Any, outputs: bool, t0: float):
     n = act.stop - act.start
-    state = ops.advance(state, act.start, act.stop, outputs)
+    timer = getattr(run.recorder, "step_timer", None)
+    if timer is None:
+        state = ops.advance(state, act.start, act.stop, outputs)
+    else:  # run --trace: each step alone, timed (the per-layer times)
+        clock = time.perf_counter
+        for i in range(act.start, act.stop):
+            t = clock()
+            state = ops.advance(state, i, i + 1, outputs)
+            timer(i, clock() - t)
     run.advanced += n
     if outputs and run.readouts:
         run.post_calls += n

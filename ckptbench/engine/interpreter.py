@@ -323,19 +323,24 @@ class EngineRun(ExecutorCounters):
 def _recorded(run: EngineRun, actions: Iterator[Action]) -> Iterator[Action]:
     """``actions``, each handed to ``run.recorder`` once the sweep asks for the next one
     (``run --trace``; only when a recorder is set). The planned bytes of an action are the
-    most it holds: live bytes before or after it, plus a turn's live tape. FIRSTURN is
-    recorded once the reverse sweep has reversed it; TERMINATE before it ends the sweep."""
-    record = run.recorder.record
+    most it holds: live bytes before or after it, plus a turn's live tape. Its time is the
+    host clock from handing it out to the sweep asking for the next one (the recorder's own
+    work outside). FIRSTURN is recorded once the reverse sweep has reversed it (its time
+    holds the loss and the gradient down to the loop's outputs); TERMINATE, before it ends
+    the sweep, takes no time."""
+    record, clock = run.recorder.record, time.perf_counter
     for index, act in enumerate(actions):
         before = run.live_bytes()
         if act.kind is _TERMINATE:
-            record(run, index, act, before)
+            record(run, index, act, before, 0.0)
             yield act
             return
+        t0 = clock()
         yield act
+        seconds = clock() - t0
         turn = act.kind is _FIRSTURN or act.kind is _YOUTURN
         live = run.schedule.tape_bytes_of(act.step) if turn else 0
-        record(run, index, act, max(before, run.live_bytes()) + live)
+        record(run, index, act, max(before, run.live_bytes()) + live, seconds)
 
 
 def first_sweep(run: EngineRun, ops: StepOps, state0: Any, outputs: bool = True) -> None:

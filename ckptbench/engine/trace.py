@@ -22,6 +22,7 @@ from array import array
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from ckptbench.engine.trace_time import layer_times, predicted_seconds
 from ckptbench.schedules import ActionKind
 
 __all__ = ["TraceMeter", "TraceRecorder", "describe", "step_label"]
@@ -50,16 +51,28 @@ class TraceRecorder:
     """The actions of one call (the last one it was set on), as :attr:`rows`."""
 
     def __init__(
-        self, meter: TraceMeter | None = None, label: Callable[[int], str] = step_label
+        self,
+        meter: TraceMeter | None = None,
+        label: Callable[[int], str] = step_label,
+        *,
+        timed: bool = True,
     ) -> None:
         self.meter = meter
         self.label = label
         self.schedule: Any = None
         self.count = 0
         self.planned = self.host = self.device = array("q")
+        #: Whether actions are timed (host clock; False: their ``measured_s`` is None).
+        self.timed = timed
+        self.seconds = self.advance_seconds = array("d")
+        #: The interpreter times each step of an ADVANCE alone when this is set.
+        self.step_timer = self.advance_step if timed else None
 
-    def record(self, run: Any, index: int, act: Any, planned_bytes: int) -> None:
-        """Called by the interpreter after action ``index`` (``act``) of ``run``."""
+    def record(
+        self, run: Any, index: int, act: Any, planned_bytes: int, seconds: float = 0.0
+    ) -> None:
+        """Called by the interpreter after action ``index`` (``act``) of ``run``, which
+        took ``seconds`` (host clock, the recorder's own work excluded)."""
         host, device = self.meter.read() if self.meter is not None else (None, None)
         if index == 0 or self.schedule is None:
             self._allocate(run.schedule)
@@ -67,15 +80,27 @@ class TraceRecorder:
             self.planned[index] = planned_bytes
             self.host[index] = _NONE if host is None else host
             self.device[index] = _NONE if device is None else device
+            self.seconds[index] = seconds
             self.count = index + 1
         if self.meter is not None:
             self.meter.restart()
+
+    def advance_step(self, step: int, seconds: float) -> None:
+        """Step ``step`` of an ADVANCE took ``seconds`` (the interpreter's handler)."""
+        if step < len(self.advance_seconds):
+            self.advance_seconds[step] += seconds
 
     def _allocate(self, schedule: Any) -> None:
         self.schedule = schedule
         n = sum(1 for _ in schedule.actions())
         self.planned, self.host, self.device = (array("q", bytes(8 * n)) for _ in range(3))
+        self.seconds = array("d", bytes(8 * n))
+        self.advance_seconds = array("d", bytes(8 * schedule.steps))
         self.count = 0
+
+    def _costs(self) -> Any:
+        """The costs the schedule's plan was made from (None: no plan, no prediction)."""
+        return getattr(getattr(self.schedule, "plan", None), "costs", None)
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -84,12 +109,33 @@ class TraceRecorder:
             return []
         acts = list(self.schedule.actions())[: self.count]
         rows = describe(acts, self.label)
+        costs = self._costs()
+        predicted = predicted_seconds(acts, costs, self.schedule.steps) if costs else None
         for i, row in enumerate(rows):
             row["planned_bytes"] = int(self.planned[i])
             row["measured_bytes"] = None if self.host[i] == _NONE else int(self.host[i])
             if self.device[i] != _NONE:
                 row["device_bytes"] = int(self.device[i])
+            row["measured_s"] = float(self.seconds[i]) if self.timed else None
+            if predicted is not None:
+                row["predicted_s"] = predicted[i]
         return rows
+
+    @property
+    def layers(self) -> list[dict[str, Any]]:
+        """Per step (layer): predicted and measured seconds (``engine.trace_time``)."""
+        if self.schedule is None or self.count == 0:
+            return []
+        acts = list(self.schedule.actions())[: self.count]
+        timed = self.timed
+        return layer_times(
+            acts,
+            self.seconds if timed else None,
+            self.advance_seconds if timed else None,
+            self._costs(),
+            self.schedule.steps,
+            self.label,
+        )
 
 
 def describe(actions: Iterable[Any], label: Callable[[int], str] = step_label) -> list[dict]:

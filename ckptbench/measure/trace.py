@@ -17,6 +17,12 @@ figures never include the recorder's cost. Every action is a window of its own:
   allocator keeps one peak per process (see ``backends/jax/device.py``); a ``trace_window``
   there would read ``bytes_in_use`` after each action. Without one the column is absent.
 
+Time: each action is timed with the host clock (``time.perf_counter``) by the interpreter,
+the meter's reading and trimming outside it, and each step of an ADVANCE alone, so every
+step (layer) has a measured time beside the time its plan's costs predict
+(``engine/trace_time.py``). On an accelerator the times are left out (the host clock would
+time asynchronous launches).
+
 Imports only the standard library, psutil (through ``peaks``) and the engine's recorder.
 """
 
@@ -29,12 +35,18 @@ from typing import Any
 from ckptbench.engine.trace import TraceRecorder, step_label
 from ckptbench.measure import peaks
 
-__all__ = ["TRACE_NOTE", "HostTraceMeter", "traced_iteration"]
+__all__ = ["TRACE_NOTE", "UNTIMED_NOTE", "HostTraceMeter", "traced_iteration"]
 
 #: Said with every trace: the trace is never part of the measured figures.
 TRACE_NOTE = (
     "one extra traced iteration after the measured ones (each action trimmed and read "
     "alone); the measured figures do not include it"
+)
+
+#: Why a trace on an accelerator has no times.
+UNTIMED_NOTE = (
+    "times left out: on an accelerator the host clock times the launches, not the work, "
+    "and the traced iteration is not synchronised per action"
 )
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -84,13 +96,17 @@ class HostTraceMeter:
         return max(0, now - self.start_rss_bytes), device
 
 
-def traced_iteration(built: Any) -> dict[str, Any]:
+def traced_iteration(built: Any, timed: bool = True) -> dict[str, Any]:
     """One more gradient of ``built`` with a recorder set on its engine loop: the trace
-    section of the worker's result (``rows``, how memory was read, the start figures), or
-    ``{"unavailable": why}`` where the mode runs no engine loop."""
+    section of the worker's result (``rows``, ``layers``: predicted vs measured seconds per
+    step, how memory was read, the start figures), or ``{"unavailable": why}`` where the
+    mode runs no engine loop. ``timed``: time each action with the host clock (False on an
+    accelerator, where the host clock would time launches: ``time_note`` says so)."""
     window = getattr(built.device_meter, "trace_window", None)
     meter = HostTraceMeter(window() if window is not None else None)
-    recorder = TraceRecorder(meter, getattr(built, "step_label", None) or step_label)
+    timed = timed and meter.device is None
+    label = getattr(built, "step_label", None) or step_label
+    recorder = TraceRecorder(meter, label, timed=timed)
     if not built.trace(recorder):
         return {
             "unavailable": "this executor does not run the schedule action by action in "
@@ -105,6 +121,9 @@ def traced_iteration(built: Any) -> dict[str, Any]:
         built.trace(None)
     return {
         "rows": recorder.rows,
+        "layers": recorder.layers,
+        "time_method": "perf-counter-per-action" if timed else None,
+        **({} if timed else {"time_note": UNTIMED_NOTE}),
         "method": meter.method,
         "device_method": getattr(meter.device, "method", None),
         "start_rss_bytes": meter.start_rss_bytes,

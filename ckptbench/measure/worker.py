@@ -146,7 +146,7 @@ def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict
     counters = {"step_calls": built.calls[0], **built.counters()}
     size = int(built.flatten(grad).size) if job.get("trace") else 0
     value = grad = None
-    trace = _trace(built, size) if job.get("trace") else None
+    trace = _trace(built, size, case.device == "cpu") if job.get("trace") else None
     return {
         **({"trace": trace} if trace is not None else {}),
         "ok": True,
@@ -161,11 +161,12 @@ def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict
     }
 
 
-def _trace(built: Built, gradient_elements: int) -> dict[str, Any]:
-    """``run --trace``: one more iteration, recorded action by action (measure/trace.py)."""
+def _trace(built: Built, gradient_elements: int, host: bool) -> dict[str, Any]:
+    """``run --trace``: one more iteration, recorded action by action (measure/trace.py);
+    ``host``: the case runs on the CPU (its actions are timed)."""
     from ckptbench.measure.trace import traced_iteration
 
-    return {**traced_iteration(built), "gradient_elements": gradient_elements}
+    return {**traced_iteration(built, timed=host), "gradient_elements": gradient_elements}
 
 
 def _measure_costs(case: Case, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
