@@ -127,3 +127,89 @@ def test_an_untimed_trace_leaves_the_times_out():
     assert trace["time_method"] is None and trace["time_note"] == UNTIMED_NOTE
     assert all(r["measured_s"] is None and "predicted_s" not in r for r in trace["rows"])
     assert all("measured_s" not in x for x in trace["layers"])
+
+
+# ---------------------------------------------------------------------- shown
+
+
+def _result(layers, rows=40):
+    from ckptbench.results.schema import Case, Mode, ModeResult, RunResult, Status
+
+    trace = {
+        "rows": [{"index": i, "kind": "ADVANCE", "layer": f"L{i}", "planned_bytes": 0,
+                  "measured_bytes": 0} for i in range(rows)],
+        "layers": layers, "method": "vmhwm-per-action", "note": "n", "wall_time_s": 1.0,
+    }  # fmt: skip
+    mode = ModeResult(Mode.CHECKPOINTED, Status.OK, counters={"tape_bytes": 1}, trace=trace)
+    return RunResult(Case(steps=3, snaps=2, hidden=4, batch=2), (mode,), {}, "now")
+
+
+def _layer(step, predicted, measured):
+    return {"step": step, "layer": f"L{step}", "predicted_s": predicted,
+            "measured_s": measured, "ratio": measured / predicted}  # fmt: skip
+
+
+def test_the_time_table_puts_the_layers_furthest_over_their_prediction_first():
+    from ckptbench.render.trace_time import SHOWN_LAYERS, layer_time_table
+
+    few = layer_time_table(_result([_layer(0, 1.0, 1.5), _layer(1, 1.0, 3.0), _layer(2, 2, 1)]))
+    assert [r["layer"] for r in few.records] == ["L1", "L0", "L2"]
+    assert "every layer" in few.title
+    many = [_layer(s, 1.0, 1.0 + s / 100) for s in range(40)]
+    table = layer_time_table(_result(many))
+    assert len(table.records) == SHOWN_LAYERS and table.records[0]["layer"] == "L39"
+    assert any("28 more layers in the result file" in n for n in table.notes)
+    assert layer_time_table(_result([])) is None  # an older trace: no times, no table
+
+
+def test_plain_text_shows_the_first_and_last_actions_every_other_format_all():
+    from ckptbench.render.formats import get_format
+    from ckptbench.render.reports import run_report
+    from ckptbench.render.trace import TEXT_ROWS
+
+    report = run_report(_result([_layer(0, 1.0, 2.0)], rows=100))
+    text = get_format("text").render(report, 200)
+    assert "Trace time per layer" in text and "2.00x" in text
+    assert f"{100 - TEXT_ROWS} of 100 rows left out here" in text
+    assert "L99" in text and "L50" not in text
+    markdown = get_format("markdown").render(report, 200)
+    assert "L50" in markdown and "left out here" not in markdown
+    assert "L50" in get_format("csv").render(report, 200)
+
+
+def test_old_result_files_with_a_trace_load_and_show_no_time_table():
+    from ckptbench.render.formats import get_format
+    from ckptbench.render.reports import run_report
+    from ckptbench.results.schema import result_from_dict, result_to_dict
+
+    doc = result_to_dict(_result([_layer(0, 1.0, 2.0)]))
+    assert result_from_dict(doc).modes[0].trace["layers"][0]["ratio"] == 2.0
+    del doc["modes"][0]["trace"]["layers"], doc["modes"][0]["trace"]["wall_time_s"]
+    text = get_format("text").render(run_report(result_from_dict(doc)), 200)
+    assert "Trace: the checkpointed schedule" in text and "Trace time per layer" not in text
+
+
+def test_run_trace_on_a_planned_stack_shows_the_time_per_layer(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(cli, [
+        "run", "--model", "mlp-stack", "--backend", "autograd", "--steps", "6",
+        "--hidden", "8", "--batch", "2", "--input", "3", "--strategy", "optimal",
+        "--budget", "8KiB", "--rounds", "1", "--warmup", "0", "--repeats", "1",
+        "--precision", "off", "--trace", "--out", str(out),
+    ], env={"COLUMNS": "200"})  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "Trace time per layer (every layer, furthest over its prediction first)" in res.output
+    assert "measured/predicted" in res.output and "all layers: predicted" in res.output
+    doc = json.loads(out.read_text())
+    trace = next(m["trace"] for m in doc["modes"] if m.get("trace"))
+    assert [x["step"] for x in trace["layers"]] == list(range(6))
+    assert all(x["measured_s"] >= 0 and x["predicted_s"] > 0 for x in trace["layers"])
+    costs = next(m["plan"]["costs"] for m in doc["modes"] if m.get("trace"))
+    assert [x["taped_predicted_s"] for x in trace["layers"]] == costs["taped_time_s"]
+    assert all(r["measured_s"] >= 0 for r in trace["rows"])

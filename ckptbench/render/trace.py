@@ -3,7 +3,9 @@ vs measured memory over the schedule (see docs/trace.md).
 
 The rows come from the checkpointed mode's ``trace`` section (``measure/trace.py``); the
 slack and the actions above it from :mod:`ckptbench.analysis.trace`. ``run`` shows the table
-and its notes in every format (text, markdown, CSV, JSON records through the table model);
+and its notes in every format (text, markdown, CSV, JSON records through the table model;
+plain text only the first and last actions), after the time per layer
+(:mod:`ckptbench.render.trace_time`) where the trace has times;
 ``compare``'s HTML report adds the plot and the table when a result has a trace.
 """
 
@@ -16,9 +18,13 @@ from ckptbench.analysis.trace import over_slack, trace_of, trace_slack
 from ckptbench.render.format import MIB, fmt_bytes
 from ckptbench.render.formats.model import Figure, Prose, Section, TableSection
 from ckptbench.render.table import Column, Table
+from ckptbench.render.trace_time import layer_time_table
 from ckptbench.results.schema import RunResult
 
-__all__ = ["plot_trace", "trace_notes", "trace_page", "trace_sections", "trace_table"]
+__all__ = ["TEXT_ROWS", "plot_trace", "trace_notes", "trace_page", "trace_sections", "trace_table"]
+
+#: The action rows plain text shows (the first and last ones; every other format all).
+TEXT_ROWS = 16
 
 
 def _kib(value: Any, _record: dict[str, Any]) -> str:
@@ -90,7 +96,9 @@ def trace_sections(result: RunResult, heading: str = "Trace") -> list[Section]:
     could not be traced)."""
     table = trace_table(result)
     if table is not None:
-        return [TableSection(table, heading)]
+        times = layer_time_table(result)
+        timed = [TableSection(times, times.title if heading else "")] if times else []
+        return [*timed, TableSection(table, heading, text_rows=TEXT_ROWS)]
     notes = trace_notes(result)
     return [Prose(tuple(notes), heading, "note")] if notes else []
 

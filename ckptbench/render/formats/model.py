@@ -33,6 +33,9 @@ class TableSection:
     intro: str = ""  # a sentence before the table
     row_classes: tuple[str, ...] = ()  # HTML: one CSS class per record ("" for none)
     notes: bool = True  # the table's notes below it (plain text always shows them)
+    #: plain text: only the first and last rows, this many in all, and how many were left
+    #: out (0: every row; the other formats always show every row)
+    text_rows: int = 0
 
 
 @dataclass(frozen=True)

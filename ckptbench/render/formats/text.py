@@ -3,11 +3,12 @@ value cut), prose wrapped at it, the gate's verdicts one line each."""
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 
 from ckptbench.render.formats import Format
 from ckptbench.render.formats.model import Prose, Report, TableSection, Verdicts
-from ckptbench.render.table import to_text
+from ckptbench.render.table import Table, to_text
 
 
 def _prose(p: Prose, width: int | None) -> str:
@@ -22,6 +23,20 @@ def _prose(p: Prose, width: int | None) -> str:
     return "\n".join(lines + body)
 
 
+def _rows(s: TableSection) -> Table:
+    """The section's table, cut to its first and last rows where it asks (``text_rows``)."""
+    table, n = s.table, s.text_rows
+    if not n or len(table.records) <= n:
+        return table
+    head, tail = table.records[: n - n // 4], table.records[len(table.records) - n // 4 :]
+    left = len(table.records) - len(head) - len(tail)
+    note = (
+        f"{left} of {len(table.records)} rows left out here, after the first {len(head)}; "
+        "every row: --format markdown, csv or json, and the result file"
+    )
+    return dataclasses.replace(table, records=(*head, *tail), notes=(*table.notes, note))
+
+
 def render_text(report: Report, width: int | None = None) -> str:
     """Each section as text, a blank line between them."""
     from ckptbench.render.verdicts import check_text
@@ -29,7 +44,7 @@ def render_text(report: Report, width: int | None = None) -> str:
     parts = []
     for s in report.of(FORMAT.sections):
         if isinstance(s, TableSection):
-            parts.append(to_text(s.table, width))
+            parts.append(to_text(_rows(s), width))
         elif isinstance(s, Prose):
             parts.append(_prose(s, width))
         elif isinstance(s, Verdicts):
@@ -43,7 +58,7 @@ def show_text(report: Report, console) -> None:
 
     for s in report.of(FORMAT.sections):
         if isinstance(s, TableSection):
-            console.print(s.table)
+            console.print(_rows(s))
         elif isinstance(s, Prose):
             for line in s.lines:
                 console.print(line, highlight=False)
