@@ -174,7 +174,7 @@ class Window:
         self.outside: list[Any] = []
         self._outside_ids: dict[int, int] = {}
         self.donated: set[int] = set()
-        self._made: list[tuple[weakref.ref, tuple]] = []
+        self._made: list[weakref.ref] = []
 
     def _ref(self, value: Any, donate: bool) -> tuple:
         if isinstance(value, Lazy):
@@ -200,24 +200,28 @@ class Window:
         self.nodes.append((kind, static, refs))
         self.indices.append(index)
         made = [Lazy(("node", node, k)) for k in range(n_out)]
-        self._made.extend((weakref.ref(v), v.ref) for v in made)
+        self._made.extend(weakref.ref(v) for v in made)
         return made
 
     def live(self) -> list[Lazy]:
         """The values made here that something still references: the window's outputs."""
-        alive = [r() for r, _ in self._made]
+        alive = [r() for r in self._made]
         return [v for v in alive if v is not None]
 
-    def program_key(self, outputs: Sequence[Lazy]) -> tuple:
-        """What identifies this window's executable: the record with step indices relative
-        to the lowest, the outputs, the outside arrays' count and the donated ones."""
+    def _relative(self) -> tuple:
+        """The record, each operation's step index made relative to the lowest."""
         base = min(self.indices)
-        nodes = tuple(
+        return tuple(
             (kind, static, refs, i - base)
             for (kind, static, refs), i in zip(self.nodes, self.indices, strict=True)
         )
+
+    def program_key(self, outputs: Sequence[Lazy]) -> tuple:
+        """What identifies this window's executable within one loop (whose arrays keep
+        their shapes): the record with step indices relative to the lowest, the outputs,
+        the outside arrays' count and the donated ones."""
         return (
-            nodes,
+            self._relative(),
             tuple(v.ref for v in outputs),
             len(self.outside),
             tuple(sorted(self.donated)),
@@ -226,11 +230,7 @@ class Window:
     def program(self, outputs: Sequence[Lazy], impls: dict[str, Callable]) -> Callable:
         """``fn(base_index, *outside) -> [output values]``, the record as one traceable
         function; ``impls[kind](static, index, *inputs)`` returns a node's outputs."""
-        base = min(self.indices)
-        nodes = [
-            (kind, static, refs, i - base)
-            for (kind, static, refs), i in zip(self.nodes, self.indices, strict=True)
-        ]
+        nodes = self._relative()
         wanted = [v.ref for v in outputs]
 
         def run(base_index: Any, *outside: Any) -> list[Any]:
