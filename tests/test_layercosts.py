@@ -238,12 +238,3 @@ def test_save_costs_keeps_the_measured_costs_when_no_plan_fits(tmp_path):
     assert res.exit_code == 2 and "smallest budget" in res.output
     costs = Costs.from_dict(json.loads(saved.read_text()))
     assert list(costs.state_bytes) == _shapes_bytes("mlp-stack", 4)
-
-
-@pytest.mark.jax
-@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="no jax")
-def test_plan_on_a_chain_on_jax_is_one_line_naming_the_way_around():
-    res = _plan(["--model", "cnn-stack", "--backend", "jax", "--steps", "4", *SIZE_ARGS,
-                 "--budget", "1MiB", "-q"])  # fmt: skip
-    assert res.exit_code != 0 and "--save-costs" in res.output
-    assert len(res.output.strip().splitlines()) == 1

@@ -22,6 +22,7 @@ Submodules:
 * ``dispatch`` — ``engine_checkpoint``: the engine drives the stream, each step's pieces
   compiled once (``--executor engine``; any state shapes);
 * ``costs`` — the step costs the planner plans with, measured with JAX;
+* ``layercosts`` — a layer chain's per-layer costs, on the chain executor's pieces;
 * ``device`` — device-memory peaks for ``--device gpu``.
 """
 

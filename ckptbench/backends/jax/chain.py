@@ -36,7 +36,14 @@ from ckptbench.engine.steps import ChainSteps
 from ckptbench.measure.peaks import read_rss_bytes, trim_heap
 from ckptbench.schedules import get_strategy, plan_from, strategy_names
 
-__all__ = ["JaxChainLoop", "JaxChainOps", "chain_built", "chain_checkpoint"]
+__all__ = [
+    "JaxChainLoop",
+    "JaxChainOps",
+    "chain_built",
+    "chain_checkpoint",
+    "chain_ops",
+    "tape_nbytes",
+]
 
 
 class _Compiled:
@@ -166,6 +173,37 @@ def chain_checkpoint(
     :func:`ckptbench.backends.autograd.chain.chain_checkpoint`'s."""
     plan = plan_from(strategy, layers, plan=plan, costs=costs, budget_bytes=budget_bytes)
     return JaxChainLoop(layer, layers, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
+
+
+def chain_ops(layer: Callable, layers: int, params: list) -> JaxChainOps:
+    """The executor's own step operations over ``params`` (one array tree per layer), each
+    layer's pieces compiled on first use: ``tape(x_i, i, False)`` -> ``((x_i, residuals),
+    x_{i+1})`` and ``reverse(tape, x_bar, i)``, which adds the layer's parameter cotangent
+    into ``pbar[i]`` as a reverse sweep does (what :mod:`ckptbench.backends.jax.layercosts`
+    times)."""
+    return JaxChainOps([_Layer(layer, i) for i in range(layers)], list(params), layers)
+
+
+def _buffer(a: Any) -> Any:
+    """One device buffer's identity (the array's own where it spans several devices)."""
+    try:
+        return a.unsafe_buffer_pointer()
+    except Exception:  # sharded or deleted arrays have no single pointer
+        return id(a)
+
+
+def tape_nbytes(tape: Any, out: Any) -> int:
+    """The bytes a kept tape of :meth:`JaxChainOps.tape` holds: its distinct device buffers
+    (the input x_i and the residuals of the layer's ``jax.vjp`` that are not its inputs),
+    less any buffer of the output ``out`` (the next state pays for that), exact."""
+    seen = {_buffer(a) for a in jax.tree_util.tree_leaves(out)}
+    total = 0
+    for a in jax.tree_util.tree_leaves(tape):
+        key = _buffer(a)
+        if key not in seen:
+            seen.add(key)
+            total += int(a.size) * a.dtype.itemsize
+    return total
 
 
 # ---------------------------------------------------------------------- the modes

@@ -19,6 +19,8 @@ will run the plan, each time the minimum over ``samples`` runs after a compiling
 * state bytes: the state's leaves; tape bytes: the bytes a kept tape stores, from the
   shapes of the step's ``jax.vjp`` residuals that depend on the state or input (exact,
   :class:`ckptbench.backends.jax.binding.TapeLayout`).
+
+A layer chain's costs are per layer (:mod:`ckptbench.backends.jax.layercosts`).
 """
 
 from __future__ import annotations
@@ -81,11 +83,10 @@ def measure_jax_costs(case: Any, samples: int = 3) -> dict[str, Any]:
     """The step costs of ``case``'s workload on JAX: ``{"costs": Costs document, ...}``."""
     sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
     wl = load_jax_workload(case.model, sizes, getattr(case, "dtype", "float64") or "float64")
-    if is_chain(wl):  # per-layer costs (ckptbench.measure.layercosts) run on autograd, torch
-        raise ValueError(
-            f"per-layer costs of {case.model} are measured on autograd and torch, not yet on "
-            "jax: plan with --costs FILE (e.g. from plan --backend torch --save-costs FILE)"
-        )
+    if is_chain(wl):  # one value per layer of each cost, on the chain executor's pieces
+        from ckptbench.backends.jax.layercosts import measure_jax_layer_costs
+
+        return measure_jax_layer_costs(case, wl)
     steps = case.steps
     # on the case's device: JAX's default device is a GPU wherever one is visible, so
     # uncommitted arrays would measure a --device cpu plan on the GPU
