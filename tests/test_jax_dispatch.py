@@ -247,3 +247,32 @@ def test_fusion_windows_cover_the_reverse_sweep_in_few_calls_that_repeat(
     assert sorted(reversed_steps) == list(range(steps - 1))
     assert len(windows) <= 2 * steps // span  # few calls
     assert len(signatures) < len(windows)  # that repeat
+
+
+def test_the_worker_path_with_fused_windows_gives_the_plain_gradient_and_counts_them(
+    monkeypatch,
+):
+    from ckptbench.backends import registry
+    from ckptbench.backends.jax.dispatch import JaxEngineLoop
+
+    # fusion is on by default on an accelerator only; force it here as a GPU would
+    monkeypatch.setattr(JaxEngineLoop, "span_on", lambda self, platform: 8)
+    case = Case(backend="jax", executor="engine", steps=40, snaps=5, seed=4, **SMALL)
+    ckpt = registry.build(case, Mode.CHECKPOINTED)
+    normal = registry.build(case, Mode.NORMAL)
+    want = normal.flatten(normal.gradient(normal.params)[1])
+    got = ckpt.flatten(ckpt.gradient(ckpt.params)[1])
+    assert np.max(np.abs(got - want)) <= 1e-12 * np.max(np.abs(want))
+    counters = ckpt.counters()
+    assert counters["fused_programs"] > 0 and counters["fused_temp_bytes"] > 0
+    assert counters["steps_advanced"] + counters["steps_taped"] == ckpt.calls[0]
+
+
+def test_fusion_is_on_by_default_on_an_accelerator_only():
+    from ckptbench.backends.jax.dispatch import JaxEngineLoop
+    from ckptbench.backends.jax.fusion import DEFAULT_SPAN
+
+    loop = JaxEngineLoop(lambda p, s, x: s, lambda p, s: s, 40, 5, "revolve")
+    assert loop.span_on("cpu") == 0 and loop.span_on("gpu") == DEFAULT_SPAN > 0
+    forced = JaxEngineLoop(lambda p, s, x: s, lambda p, s: s, 40, 5, "revolve", fuse_span=4)
+    assert forced.span_on("cpu") == 4 and forced.span_on("gpu") == 4
