@@ -17,8 +17,9 @@ figures never include the recorder's cost. Every action is a window of its own:
   allocator keeps one peak per process (see ``backends/jax/device.py``); a ``trace_window``
   there would read ``bytes_in_use`` after each action. Without one the column is absent.
 
-Time: each action is timed with the host clock (``time.perf_counter``) by the interpreter,
-the meter's reading and trimming outside it, and each step of an ADVANCE alone, so every
+Time: a second traced iteration, without the memory windows (whose heap trims make every
+action fault its pages in again), times each action with the host clock
+(``time.perf_counter``) in the interpreter, and each step of an ADVANCE alone, so every
 step (layer) has a measured time beside the time its plan's costs predict
 (``engine/trace_time.py``). On an accelerator the times are left out (the host clock would
 time asynchronous launches).
@@ -40,7 +41,8 @@ __all__ = ["TRACE_NOTE", "UNTIMED_NOTE", "HostTraceMeter", "traced_iteration"]
 #: Said with every trace: the trace is never part of the measured figures.
 TRACE_NOTE = (
     "one extra traced iteration after the measured ones (each action trimmed and read "
-    "alone); the measured figures do not include it"
+    "alone), then one timing each action; the measured figures do not include it or the "
+    "timed one"
 )
 
 #: Why a trace on an accelerator has no times.
@@ -97,33 +99,42 @@ class HostTraceMeter:
 
 
 def traced_iteration(built: Any, timed: bool = True) -> dict[str, Any]:
-    """One more gradient of ``built`` with a recorder set on its engine loop: the trace
-    section of the worker's result (``rows``, ``layers``: predicted vs measured seconds per
-    step, how memory was read, the start figures), or ``{"unavailable": why}`` where the
-    mode runs no engine loop. ``timed``: time each action with the host clock (False on an
-    accelerator, where the host clock would time launches: ``time_note`` says so)."""
+    """Two more gradients of ``built`` with a recorder set on its engine loop: the first
+    reads memory action by action, the second (``timed``) times them, without the memory
+    windows (their heap trims make every action fault its pages in again: 2-4x slower).
+    The trace section of the worker's result (``rows``, ``layers``: predicted vs measured
+    seconds per step, how memory was read, the start figures), or ``{"unavailable": why}``
+    where the mode runs no engine loop. ``timed`` False (an accelerator, where the host
+    clock would time launches): no timed pass, and ``time_note`` says so."""
     window = getattr(built.device_meter, "trace_window", None)
     meter = HostTraceMeter(window() if window is not None else None)
     timed = timed and meter.device is None
     label = getattr(built, "step_label", None) or step_label
-    recorder = TraceRecorder(meter, label, timed=timed)
+    recorder = TraceRecorder(meter, label, timed=False)
     if not built.trace(recorder):
         return {
             "unavailable": "this executor does not run the schedule action by action in "
             "Python (a compiled or framework-owned loop): nothing to trace"
         }
+    timer = TraceRecorder(None, label) if timed else recorder
     try:
         meter.start()
-        t0 = time.perf_counter()
-        built.gradient(built.params)
-        wall = time.perf_counter() - t0
+        wall = _gradient_time(built)
+        timed_wall = None
+        if timed:
+            built.trace(timer)
+            timed_wall = _gradient_time(built)
     finally:
         built.trace(None)
+    rows = recorder.rows
+    if timed:
+        for row, times in zip(rows, timer.rows, strict=True):
+            row["measured_s"] = times["measured_s"]
     return {
-        "rows": recorder.rows,
-        "layers": recorder.layers,
+        "rows": rows,
+        "layers": timer.layers,
         "time_method": "perf-counter-per-action" if timed else None,
-        **({} if timed else {"time_note": UNTIMED_NOTE}),
+        **({"timed_wall_time_s": timed_wall} if timed else {"time_note": UNTIMED_NOTE}),
         "method": meter.method,
         "device_method": getattr(meter.device, "method", None),
         "start_rss_bytes": meter.start_rss_bytes,
@@ -131,3 +142,9 @@ def traced_iteration(built: Any, timed: bool = True) -> dict[str, Any]:
         "wall_time_s": wall,
         "note": TRACE_NOTE,
     }
+
+
+def _gradient_time(built: Any) -> float:
+    t0 = time.perf_counter()
+    built.gradient(built.params)
+    return time.perf_counter() - t0

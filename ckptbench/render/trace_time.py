@@ -95,13 +95,14 @@ def time_notes(result: RunResult, left_out: int = 0) -> list[str]:
         else ""
     )
     lines = [
-        "measured: host clock around each action of the traced iteration, each step of an "
-        f"ADVANCE alone{how}; FIRSTURN's time also holds the loss"
+        "measured: host clock around each action of a second traced iteration (no memory "
+        f"windows), each step of an ADVANCE alone{how}; FIRSTURN's time also holds the loss"
     ]
     if pred:
         lines.append(
             f"all layers: predicted {_in_ms(pred)}, measured {_in_ms(meas)} "
-            f"({fmt_ratio(meas / pred)}); the traced iteration {_in_ms(trace.get('wall_time_s'))}"
+            f"({fmt_ratio(meas / pred)}); the timed iteration "
+            f"{_in_ms(trace.get('timed_wall_time_s'))}"
         )
     if left_out:
         lines.append(
