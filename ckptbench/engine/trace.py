@@ -9,10 +9,14 @@ declared live bytes, exactly as :func:`ckptbench.schedules.replay_bytes` counts 
 action. Its own bookkeeping happens after the meter has read an action and before the
 next action's window opens, and keeps no Python object per action, so the trace does not
 measure itself (a dict per action did: about 0.5 KiB each, 2 MiB over a 1000-step Revolve).
+A ``timed`` recorder also keeps each action's seconds (the interpreter's host clock) and
+each step's seconds inside ADVANCEs, which it asks the interpreter to run step by step.
 
 :attr:`TraceRecorder.rows` then describes every action from the same action stream: its
 index, kind, step and the step's label (``step i`` unless a workload names its layers), what
-was stored, freed, taped or recomputed. Pure: the meter (``ckptbench.measure.trace``) is
+was stored, freed, taped or recomputed, its seconds and, where the loop runs a plan, the
+seconds its costs predict; :attr:`TraceRecorder.layers` sums them per step
+(:mod:`ckptbench.engine.trace_time`). Pure: the meter (``ckptbench.measure.trace``) is
 the only thing that reads memory.
 """
 
