@@ -148,12 +148,8 @@ class _Executables:
             return (self.advance_fn(n, False)(p, s, xs, i),)
 
         def fused_tape(static, i, p, s, xs, ys=None):
-            outputs, inv = static
-            if outputs:
-                saved, s1, ys, invariant = tape_out(p, s, xs, ys, i, inv)
-                return (saved, s1, ys, invariant) if inv else (saved, s1, ys)
-            saved, s1, invariant = tape(p, s, xs, i, inv)
-            return (saved, s1, invariant) if inv else (saved, s1)
+            outputs, inv = static  # the invariant leaves come last (None unless inv)
+            return tape_out(p, s, xs, ys, i, inv) if outputs else tape(p, s, xs, i, inv)
 
         return {
             "advance": fused_advance,

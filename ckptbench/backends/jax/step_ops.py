@@ -95,13 +95,13 @@ class JaxStepOps:
     def tape(self, state: Any, i: int, outputs: bool) -> tuple[Any, Any]:
         ex, first, w = self.ex, self.inv is None, self.window
         if w is not None:
+            # (saved, x_{i+1}[, readouts], invariant leaves: None unless first)
             if outputs:
-                args, n_out = (self.p, state, self.xs, self.ys), 4 if first else 3
-                made = w.add("tape", (True, first), i, args, n_out, donate=(3,))
+                args = (self.p, state, self.xs, self.ys)
+                made = w.add("tape", (True, first), i, args, 4, donate=(3,))
                 self.ys = made[2]
             else:
-                args, n_out = (self.p, state, self.xs), 3 if first else 2
-                made = w.add("tape", (False, first), i, args, n_out)
+                made = w.add("tape", (False, first), i, (self.p, state, self.xs), 3)
             if first:
                 self.inv = made[-1]
             return made[0], made[1]
