@@ -6,41 +6,23 @@ seed, one loss on every backend). Run by the engine-driven executor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
-import jax.numpy as jnp
-
-from ckptbench.backends.jax.workloads import to_jax
+from ckptbench.backends.jax.workloads import OnJax
 from ckptbench.workloads.stacks import CNNStack, MLPStack, TransformerStack
 
 __all__ = ["JaxCNNStack", "JaxMLPStack", "JaxTransformerStack"]
 
 
 @dataclass(frozen=True)
-class JaxMLPStack(MLPStack):
+class JaxMLPStack(OnJax, MLPStack):
     """``mlp-stack`` on JAX arrays."""
 
-    xp: ClassVar[Any] = jnp
-
-    def convert(self, tree: Any) -> Any:
-        return to_jax(tree, self.dtype)
-
 
 @dataclass(frozen=True)
-class JaxCNNStack(CNNStack):
+class JaxCNNStack(OnJax, CNNStack):
     """``cnn-stack`` on JAX arrays."""
 
-    xp: ClassVar[Any] = jnp
-
-    def convert(self, tree: Any) -> Any:
-        return to_jax(tree, self.dtype)
-
 
 @dataclass(frozen=True)
-class JaxTransformerStack(TransformerStack):
+class JaxTransformerStack(OnJax, TransformerStack):
     """``transformer-stack`` on JAX arrays."""
-
-    xp: ClassVar[Any] = jnp
-
-    def convert(self, tree: Any) -> Any:
-        return to_jax(tree, self.dtype)

@@ -34,7 +34,15 @@ from ckptbench.workloads.base import check_init_result
 from ckptbench.workloads.chain import check_chain_init, is_chain, layer_names
 from ckptbench.workloads.mirror import MirrorLSTM, MirrorRNN
 
-__all__ = ["JaxChainPlugin", "JaxLSTM", "JaxPlugin", "JaxRNN", "load_jax_workload", "to_jax"]
+__all__ = [
+    "JaxChainPlugin",
+    "JaxLSTM",
+    "JaxPlugin",
+    "JaxRNN",
+    "OnJax",
+    "load_jax_workload",
+    "to_jax",
+]
 
 
 def to_jax(tree: Any, dtype: str | None = None) -> Any:
@@ -92,24 +100,24 @@ def _combine(arrays: Any, static: tuple[Any, tuple, tuple]) -> Any:
     )
 
 
+class OnJax:
+    """What makes a workload written over an array namespace (``xp``) run on JAX: the
+    namespace, and the numpy initial values converted (``to_jax``, in the case's dtype)."""
+
+    xp: ClassVar[Any] = jnp
+
+    def convert(self, tree: Any) -> Any:
+        return to_jax(tree, self.dtype)
+
+
 @dataclass(frozen=True)
-class JaxRNN(MirrorRNN):
+class JaxRNN(OnJax, MirrorRNN):
     """The RNN of :mod:`ckptbench.workloads.mirror` on JAX arrays."""
 
-    xp: ClassVar[Any] = jnp
-
-    def convert(self, tree: Any) -> Any:
-        return to_jax(tree, self.dtype)
-
 
 @dataclass(frozen=True)
-class JaxLSTM(MirrorLSTM):
+class JaxLSTM(OnJax, MirrorLSTM):
     """The LSTM of :mod:`ckptbench.workloads.mirror` on JAX arrays."""
-
-    xp: ClassVar[Any] = jnp
-
-    def convert(self, tree: Any) -> Any:
-        return to_jax(tree, self.dtype)
 
 
 @dataclass(frozen=True)
