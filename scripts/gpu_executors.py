@@ -43,9 +43,12 @@ def _time(built, repeats: int) -> float:
     return statistics.median(times)
 
 
-def _row_span(item: str, default_span: int) -> tuple[int, int]:
-    row, _, span = item.partition(":")
-    return int(row), int(span) if span else default_span
+def _row_span(item: str, default_span: int) -> tuple[int, int, bool | None, bool]:
+    row, span, fold, rest, *_ = (*item.split(":"), "", "", "")
+    return (
+        int(row), int(span) if span else default_span,
+        None if fold == "" else fold != "0", rest != "0",
+    )  # fmt: skip
 
 
 def main() -> None:
@@ -55,20 +58,24 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument(
         "--only", default="",
-        help="comma-separated rows in the order to run, each ROW or ROW:SPAN (the JAX engine "
-        "executor's fused-window span, 0: unfused; default: the executor's)",
+        help="comma-separated rows in the order to run, each ROW[:SPAN[:FOLD[:REST]]]: the "
+        "JAX engine executor's fused-window span (0: unfused; default: the executor's), "
+        "whether runs of kept tapes are folded (1/0, default: the executor's) and whether "
+        "the reverse sweep outside Revolve's segments is fused (1/0, default 1)",
     )  # fmt: skip
     args = ap.parse_args()
     import ckptbench.backends.jax.dispatch as jax_dispatch
 
     default_span = jax_dispatch.DEFAULT_SPAN
     todo = [_row_span(i, default_span) for i in args.only.split(",") if i]
-    todo = todo or [(k, default_span) for k in range(len(ROWS))]
+    todo = todo or [(k, default_span, None, True) for k in range(len(ROWS))]
     plain: dict[tuple, tuple[float, float]] = {}
     t_begin = time.perf_counter()
-    for k, span in todo:
+    for k, span, fold, rest in todo:
         backend, dtype, h, b, strategy, snaps, executor, budget = ROWS[k]
         jax_dispatch.JaxEngineLoop.span_on = lambda _self, _platform, span=span: span
+        jax_dispatch.JaxEngineLoop.fold_runs = fold
+        jax_dispatch.JaxEngineLoop.fuse_rest = rest
         case = Case(
             backend=backend, device=args.device, dtype=dtype, hidden=h, batch=b,
             steps=args.steps, snaps=min(snaps, args.steps), strategy=strategy,
@@ -82,7 +89,8 @@ def main() -> None:
             plain[size] = (base, normal)
             print(json.dumps({"row": "plain", "size": size, "baseline_s": base, "plain_s": normal}))
         base, normal = plain[size]
-        costs = registry.measure_costs(case)["costs"] if strategy == "optimal" else None
+        measured = registry.measure_costs(case) if strategy == "optimal" else {}
+        costs = measured.get("costs")
         built = registry.build(case, Mode.CHECKPOINTED, costs)
         if backend == "torch" and args.device == "cuda":
             import torch
@@ -101,7 +109,8 @@ def main() -> None:
             "time_s": t, "vs_plain": t / normal, "evaluations": evals, "floor_s": floor,
             "vs_floor": None if floor is None else t / floor, "predicted_s": predicted,
             "dispatches": built.counters().get("dispatches"), "torch_peak_bytes": peak,
-            "span": span if executor == "engine" else None,
+            "span": span if executor == "engine" else None, "fold": fold, "rest": rest,
+            "taped_method": measured.get("taped_method"), "costs": costs,
             **{c: built.counters().get(c) for c in ("fused_programs", "fused_temp_bytes")},
             "compile_s": (built.counters().get("compile_time_ns") or 0) / 1e9,
             "wall_s": time.perf_counter() - t_start, "since_start_s": time.perf_counter() - t_begin,

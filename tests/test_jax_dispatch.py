@@ -222,13 +222,17 @@ def test_fusion_windows_cover_the_reverse_sweep_in_few_calls_that_repeat(
                 (a.kind, None if a.step is None else a.step - low) for a in actions[start : end + 1]
             )
         )
-    # every action that would dispatch is inside a window; every step is reversed once
+    # every action that tapes or reverses is inside a window (a stretch of advances alone
+    # runs unfused); every step is reversed once
     outside = [a for k, a in enumerate(actions) if k > first and k not in set(covered)]
     assert {a.kind for a in outside} <= {
         ActionKind.RESTORE,
         ActionKind.TAKESHOT,
+        ActionKind.ADVANCE,
         ActionKind.TERMINATE,
     }
+    for start, end in windows.items():
+        assert any(a.kind in (*reversing, ActionKind.TAPE) for a in actions[start : end + 1])
     reversed_steps = [a.step for k in covered for a in [actions[k]] if a.kind in reversing]
     assert sorted(reversed_steps) == list(range(steps - 1))
     assert len(windows) <= 2 * steps // span  # few calls
@@ -263,3 +267,104 @@ def test_fusion_is_on_by_default_on_an_accelerator_only():
     assert loop.span_on("cpu") == 0 and loop.span_on("gpu") == DEFAULT_SPAN > 0
     forced = JaxEngineLoop(lambda p, s, x: s, lambda p, s: s, 40, 5, "revolve", fuse_span=4)
     assert forced.span_on("cpu") == 4 and forced.span_on("gpu") == 4
+
+
+def _record(nodes: list[tuple]) -> list[tuple]:
+    return [(kind, static, tuple(refs), offset) for kind, static, refs, offset in nodes]
+
+
+def _tape_run_record(m: int) -> list[tuple]:
+    """A window's record: an advance, ``m`` kept tapes from its state, the next step's
+    turn, the tapes reversed last first (what a plan keeping tapes records)."""
+    p, xs, g, inv, sbar, pbar, xsbar = (("in", k) for k in range(7))
+    nodes = [("advance", (3, False), (p, ("in", 7), xs), 0)]
+    for k in range(m):
+        state = ("node", k, 0) if k == 0 else ("node", k, 1)
+        nodes.append(("tape", (False, False), (p, state, xs), 3 + k))
+    nodes.append(("turn", (), (p, ("node", m, 1), xs, g, sbar, pbar, xsbar), 3 + m))
+    for k in range(m - 1, -1, -1):
+        last = len(nodes) - 1
+        cot = tuple(("node", last, q) for q in range(3))
+        nodes.append(("reverse", (), (p, ("node", 1 + k, 0), inv, xs, g, *cot), 3 + k))
+    return _record(nodes)
+
+
+def test_a_window_folds_each_run_of_kept_tapes_it_reverses_into_one_segment():
+    from ckptbench.backends.jax.fusion import tape_runs
+
+    nodes = _tape_run_record(4)
+    last = len(nodes) - 1
+    wanted = [("node", last, q) for q in range(3)]
+    grouped = tape_runs(nodes, wanted)
+    assert [g[0] for g in grouped] == ["advance", "segment"]
+    static, refs, offset, named = grouped[1][1:]
+    # five steps from the advance's state, named after the last reverse's outputs
+    assert static == (5,) and offset == 3 and named == last
+    assert refs == (
+        ("in", 0),
+        ("node", 0, 0),
+        ("in", 1),
+        ("in", 2),
+        ("in", 4),
+        ("in", 5),
+        ("in", 6),
+    )
+    # a tape the window must hand out (still held by the engine) is not folded: the run
+    # after it is (steps 5-7: two tapes and the turn), the rest stays operation by operation
+    kept = tape_runs(nodes, [*wanted, ("node", 2, 0)])
+    assert [g[0] for g in kept] == ["advance", "tape", "tape", "segment", "reverse", "reverse"]
+    assert kept[3][1] == (3,) and kept[3][3] == 5 and kept[3][2][1] == ("node", 2, 1)
+    # a tape reversed outside the window stays a tape; the run after it is folded
+    cut = tape_runs(nodes[:-1], [("node", 1, 0), *(("node", last - 1, q) for q in range(3))])
+    assert [g[0] for g in cut] == ["advance", "tape", "segment"] and cut[2][1] == (4,)
+
+
+@pytest.mark.parametrize("inputs_grad", [True, False])
+def test_folded_runs_give_the_unfolded_gradient(monkeypatch, inputs_grad):
+    from ckptbench.backends.jax import fusion
+    from ckptbench.backends.jax.dispatch import engine_checkpoint
+    from ckptbench.schedules.optimal.planner import Costs, plan_optimal
+
+    jax, wl, params, state0, inputs = _problem(90)
+    sb = sum(a.nbytes for a in state0)
+    plan = plan_optimal(Costs(1.0, 3.0, sb, 4 * sb), 90, 6 * sb + 8 * sb)
+    folded = []
+    real = fusion.tape_runs
+
+    def counting(nodes, wanted):
+        grouped = real(nodes, wanted)
+        folded.extend(g for g in grouped if g[0] == "segment")
+        return grouped
+
+    monkeypatch.setattr(fusion, "tape_runs", counting)
+    results = {}
+    for fold in (True, False):
+        folded.clear()
+        loop = engine_checkpoint(wl.step, wl.post, 90, plan=plan, fuse_span=16)
+        loop.fold_runs = fold
+        results[fold] = loop.value_and_grad(
+            wl.loss, params, state0, inputs, inputs_grad=inputs_grad
+        )
+        assert bool(folded) == fold
+    pairs = zip(*(jax.tree_util.tree_leaves(results[f]) for f in (True, False)), strict=True)
+    for a, b in pairs:
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.max(np.abs(a - b)) <= 1e-12 * max(1.0, float(np.max(np.abs(b))))
+    assert (results[True][1][2] is None) == (not inputs_grad)
+
+
+@pytest.mark.parametrize(("executor", "span", "method"), [
+    ("engine", 4, "plain-gradient"), ("engine", 0, "store-all"), ("compiled", 0, "store-all"),
+])  # fmt: skip
+def test_fused_engine_costs_come_from_the_plain_gradient(monkeypatch, executor, span, method):
+    from ckptbench.backends.jax.costs import measure_jax_costs
+    from ckptbench.backends.jax.dispatch import JaxEngineLoop
+    from ckptbench.schedules.optimal import Costs
+
+    monkeypatch.setattr(JaxEngineLoop, "span_on", lambda self, platform: span)
+    case = Case(model="lstm", steps=12, snaps=3, backend="jax", executor=executor, **SMALL)
+    doc = measure_jax_costs(case, samples=1)
+    assert doc["taped_method"] == method and doc["executor"] == executor
+    costs = Costs.from_dict(doc["costs"])
+    # a taped step + reverse is never charged less than an untaped step
+    assert costs.taped_time_s >= costs.forward_time_s > 0

@@ -134,12 +134,21 @@ class _Executables:
         self.reverse = _Aot(reverse, donate=(7, 8))
         self.turn = _Aot(turn, donate=(6, 7))
         self.fused: dict[tuple, Any] = {}  # a fused window's executable, by its program key
+        self.fold_runs = True  # a window's runs of kept tapes as one scan's vjp (.fusion)
 
         #: what a fused window runs for each recorded operation (:mod:`.fusion`)
         self.impls = self._fused_impls(tape, tape_out, reverse, turn)
 
     def _fused_impls(self, tape, tape_out, reverse, turn) -> dict[str, Callable]:
         """The traceable function of each operation a fused window records."""
+        step, post = self.step, self.post
+
+        def sp(p, s, x):
+            s1 = step(p, s, x)
+            return s1, post(p, s1)
+
+        def add(acc, gp):
+            return jax.tree_util.tree_map(jnp.add, acc, gp)
 
         def fused_advance(static, i, p, s, xs, ys=None):
             n, outputs = static
@@ -151,8 +160,26 @@ class _Executables:
             outputs, inv = static  # the invariant leaves come last (None unless inv)
             return tape_out(p, s, xs, ys, i, inv) if outputs else tape(p, s, xs, i, inv)
 
+        def segment(static, i, p, s, xs, g, sbar, pbar, xsbar):
+            """A run of kept tapes and its turn (:func:`~.fusion.tape_runs`): the vjp of
+            a scan over its steps, the way the plain gradient reverses them."""
+            (n,) = static
+
+            def run(p, s, xs_n):
+                return lax.scan(lambda s, x: sp(p, s, x), s, xs_n)
+
+            xs_n = lax.dynamic_slice_in_dim(xs, i, n)
+            if xsbar is None:  # no input cotangent wanted: none computed
+                _, vjp = jax.vjp(lambda p, s: run(p, s, xs_n), p, s)
+                gp, gs = vjp((sbar, lax.dynamic_slice_in_dim(g, i, n)))
+                return gs, add(pbar, gp), None
+            _, vjp = jax.vjp(run, p, s, xs_n)
+            gp, gs, gx = vjp((sbar, lax.dynamic_slice_in_dim(g, i, n)))
+            return gs, add(pbar, gp), lax.dynamic_update_slice_in_dim(xsbar, gx, i, 0)
+
         return {
             "advance": fused_advance,
+            "segment": segment,
             "tape": fused_tape,
             "reverse": lambda _, i, p, saved, inv, xs, g, sbar, pbar, xsbar: reverse(
                 p, saved, inv, xs, g, i, sbar, pbar, xsbar
@@ -206,8 +233,15 @@ class JaxEngineLoop(EngineLoop):
     :data:`~.fusion.DEFAULT_SPAN` on an accelerator, off on the CPU (there a call costs
     little and XLA's CPU code for a long window ran slower: docs/gpu.md). A first sweep of
     more than :data:`FUSED_FIRST_SWEEP_MAX` operations dispatches its operations one by
-    one. A recorder (``run --trace``) turns fusion off.
+    one. A recorder (``run --trace``) turns fusion off. ``fold_runs`` (default true) runs
+    each run of kept tapes inside a window as the vjp of one scan
+    (:func:`~.fusion.tape_runs`). ``fuse_rest`` (default true) also fuses the stretches of
+    the reverse sweep outside Revolve's repeating segments that tape or reverse a step
+    (:func:`~.fusion.fusion_windows`). Both are class attributes a measurement may set.
     """
+
+    fold_runs = True
+    fuse_rest = True
 
     def __init__(self, step: Callable, post: Callable, steps: int, *args: Any, **kw: Any):
         self._layout_kw = kw.pop("layout", None)
@@ -217,7 +251,7 @@ class JaxEngineLoop(EngineLoop):
         self._ex: _Executables | None = None
         self._idx: tuple[Any, list] | None = None
         self._loss: dict[Any, Any] = {}
-        self._windows: tuple[int, tuple[int, bool, dict[int, int]]] | None = None
+        self._windows: tuple[tuple, tuple[int, bool, dict[int, int]]] | None = None
         self.dispatches = 0
 
     def span_on(self, platform: str) -> int:
@@ -229,12 +263,12 @@ class JaxEngineLoop(EngineLoop):
     def fusion(self, span: int) -> tuple[int, bool, dict[int, int]]:
         """``(position of FIRSTURN, whether the first sweep is fused, reverse windows)``,
         read once from the (data-independent) action stream."""
-        if self._windows is None or self._windows[0] != span:
+        if self._windows is None or self._windows[0] != (span, self.fuse_rest):
             actions = list(self.schedule.actions())
-            first, windows = fusion_windows(actions, self.steps, span)
+            first, windows = fusion_windows(actions, self.steps, span, self.fuse_rest)
             ops = sum(a.kind is not ActionKind.TAKESHOT for a in actions[: first + 1])
             fuse_first = span > 0 and ops <= FUSED_FIRST_SWEEP_MAX
-            self._windows = (span, (first, fuse_first, windows))
+            self._windows = ((span, self.fuse_rest), (first, fuse_first, windows))
         return self._windows[1]
 
     def fused_counters(self) -> dict[str, int]:
@@ -252,6 +286,7 @@ class JaxEngineLoop(EngineLoop):
                 x_spec = jax.ShapeDtypeStruct(inputs.shape[1:], inputs.dtype)
                 layout = tape_layout(self.step, self.post, params, state0, x_spec)
             self._ex = _Executables(self.step, self.post, layout)
+        self._ex.fold_runs = self.fold_runs
         return self._ex
 
     def _indices(self, inputs: Any) -> list:

@@ -41,7 +41,7 @@ from jax import lax
 
 from ckptbench.schedules import ActionKind
 
-__all__ = ["DEFAULT_SPAN", "Lazy", "Window", "fusion_windows"]
+__all__ = ["DEFAULT_SPAN", "Lazy", "Window", "fusion_windows", "tape_runs"]
 
 #: The longest segment (in steps) one fused window reverses; 0 turns fusion off.
 DEFAULT_SPAN = 32
@@ -68,7 +68,7 @@ class Lazy:
 
 
 _REVERSALS = (_K.YOUTURN, _K.REVERSE)
-_NO_CALL = (_K.RESTORE, _K.TAKESHOT)  # actions that dispatch nothing
+_TAPED = (_K.YOUTURN, _K.REVERSE, _K.TAPE)  # actions that tape or reverse a step
 
 
 def _segment_end(actions: Sequence[Any], k: int, lo: int) -> int | None:
@@ -117,13 +117,15 @@ def _segments(actions: Sequence[Any], first: int, steps: int, span: int) -> dict
 
 def _chunks(actions: Sequence[Any], first: int, covered: dict[int, int], span: int):
     """The stretches of the reverse sweep outside ``covered``, cut after every ``span``-th
-    reversal (a plan keeping tapes reverses long runs of them); stretches that dispatch
-    nothing are left out."""
+    reversal (a plan keeping tapes reverses long runs of them); stretches that tape nothing
+    are left out: their advances run as they do unfused, a few long calls each (on an
+    H200 the one such stretch of Revolve 1000/31, 22 advances, cost 0.025 s a gradient
+    fused; docs/gpu.md)."""
     inside = {k for start, end in covered.items() for k in range(start, end + 1)}
     chunks: dict[int, int] = {}
 
     def close(start: int, end: int) -> None:
-        if any(actions[j].kind not in _NO_CALL for j in range(start, end + 1)):
+        if any(actions[j].kind in _TAPED for j in range(start, end + 1)):
             chunks[start] = end
 
     start, count = None, 0
@@ -144,7 +146,9 @@ def _chunks(actions: Sequence[Any], first: int, covered: dict[int, int], span: i
     return chunks
 
 
-def fusion_windows(actions: Sequence[Any], steps: int, span: int) -> tuple[int, dict[int, int]]:
+def fusion_windows(
+    actions: Sequence[Any], steps: int, span: int, rest: bool = True
+) -> tuple[int, dict[int, int]]:
     """``(position of FIRSTURN, {first position: last position})`` of every reverse-sweep
     window (see the module docstring); no windows when ``span`` is 0. The whole segments
     first (they repeat: one executable serves them all), then the rest cut every ``span``
@@ -155,6 +159,8 @@ def fusion_windows(actions: Sequence[Any], steps: int, span: int) -> tuple[int, 
     if span <= 0:
         return first, {}
     segments = _segments(actions, first, steps, span)
+    if not rest:  # the segments alone (the rest dispatched operation by operation)
+        return first, segments
     return first, {**segments, **_chunks(actions, first, segments, span)}
 
 
@@ -216,6 +222,10 @@ class Window:
             for (kind, static, refs), i in zip(self.nodes, self.indices, strict=True)
         )
 
+    def _grouped(self) -> list[tuple]:
+        """The record as :func:`tape_runs` returns it, nothing folded."""
+        return [(*node, k) for k, node in enumerate(self._relative())]
+
     def program_key(self, outputs: Sequence[Lazy]) -> tuple:
         """What identifies this window's executable within one loop (whose arrays keep
         their shapes): the record with step indices relative to the lowest, the outputs,
@@ -227,11 +237,15 @@ class Window:
             tuple(sorted(self.donated)),
         )
 
-    def program(self, outputs: Sequence[Lazy], impls: dict[str, Callable]) -> Callable:
+    def program(
+        self, outputs: Sequence[Lazy], impls: dict[str, Callable], runs: bool = True
+    ) -> Callable:
         """``fn(base_index, *outside) -> [output values]``, the record as one traceable
-        function; ``impls[kind](static, index, *inputs)`` returns a node's outputs."""
-        nodes = self._relative()
+        function; ``impls[kind](static, index, *inputs)`` returns a node's outputs. With
+        ``runs``, every run of kept tapes reversed inside the window is one ``"segment"``
+        operation (:func:`tape_runs`)."""
         wanted = [v.ref for v in outputs]
+        nodes = tape_runs(self._relative(), wanted) if runs else self._grouped()
 
         def run(base_index: Any, *outside: Any) -> list[Any]:
             made: dict[tuple, Any] = {}
@@ -244,7 +258,7 @@ class Window:
                 return made[ref]
 
             done: Any = ()
-            for node, (kind, static, refs, offset) in enumerate(nodes):
+            for kind, static, refs, offset, node in nodes:
                 # in the schedule's order: an operation's inputs pass a barrier with the
                 # previous operation's results, so XLA does not hoist it or merge it with
                 # an identical one (Revolve re-advances from one snapshot several times in
@@ -258,3 +272,74 @@ class Window:
             return [made[r] for r in wanted]
 
         return run
+
+
+_UNTAPED_INPUT_TAPE = (False, False)  # a kept tape without readouts, not the loop's first
+
+
+def _run_length(nodes: Sequence[tuple], j: int) -> int:
+    """``m`` if nodes ``j..j+2m`` are ``tape`` x m over consecutive steps (each from the
+    last one's next state), the ``turn`` of the step after them, then the ``reverse`` of
+    each of those tapes, last first, each taking the cotangents of the operation before
+    it; else 0."""
+    kind, static, refs, base = nodes[j]
+    if kind != "tape" or static != _UNTAPED_INPUT_TAPE:
+        return 0
+    p, _, xs = refs
+    m = 1
+    while j + m < len(nodes) and nodes[j + m] == (
+        "tape", _UNTAPED_INPUT_TAPE, (p, ("node", j + m - 1, 1), xs), base + m
+    ):  # fmt: skip
+        m += 1
+    u = j + m
+    if u + m >= len(nodes):
+        return 0
+    kind, _, refs, offset = nodes[u]
+    if kind != "turn" or offset != base + m or refs[:3] != (p, ("node", u - 1, 1), xs):
+        return 0
+    g, inv = refs[3], nodes[u + 1][2][2]
+    for k in range(m - 1, -1, -1):
+        r = u + m - k
+        cotangents = tuple(("node", r - 1, q) for q in range(3))
+        if nodes[r] != ("reverse", (), (p, ("node", j + k, 0), inv, xs, g, *cotangents), base + k):
+            return 0
+    return m
+
+
+def tape_runs(nodes: Sequence[tuple], wanted: Sequence[tuple]) -> list[tuple]:
+    """The window's record with every run of kept tapes folded into one operation.
+
+    A plan that keeps tapes (Beaumont et al., 2019) reverses a stretch ``[a, b)`` by taping
+    steps ``a..b-2`` (kept), turning step ``b-1`` and reversing the kept tapes: with every
+    operation a separate piece of straight-line code, each tape is written out and read
+    back across an optimisation barrier (on an H200 such a plan ran at 1.6x the time of
+    ``jax.checkpoint`` at the same memory; docs/gpu.md). Folded, the stretch is the
+    ``jax.vjp`` of a ``lax.scan`` over its steps: the same steps taped once, the same
+    tapes held at once (XLA stacks the scan's residuals), the way ``jax.checkpoint``
+    reverses a segment. Only runs whose tapes, states and inner cotangents nothing else
+    uses (the window's outputs included) are folded. Returns ``(kind, static, refs,
+    offset, node)``: ``node`` names the outputs (a fold's are its last reverse's);
+    a fold is ``("segment", (steps,), (p, state, xs, g, state_bar, pbar, xsbar), a)``.
+    """
+    users: dict[int, set[int]] = {}
+    for k, (_, _, refs, _) in enumerate(nodes):
+        for ref in refs:
+            if ref[0] == "node":
+                users.setdefault(ref[1], set()).add(k)
+    out_nodes = {ref[1] for ref in wanted if ref[0] == "node"}
+    grouped: list[tuple] = []
+    j = 0
+    while j < len(nodes):
+        m = _run_length(nodes, j)
+        run = set(range(j, j + 2 * m + 1))
+        last = j + 2 * m
+        if m and all(x == last or (x not in out_nodes and users.get(x, set()) <= run) for x in run):
+            p, s, xs = nodes[j][2]
+            g, sbar, pbar, xsbar = nodes[j + m][2][3:]
+            refs = (p, s, xs, g, sbar, pbar, xsbar)
+            grouped.append(("segment", (m + 1,), refs, nodes[j][3], last))
+            j = last + 1
+        else:
+            grouped.append((*nodes[j], j))
+            j += 1
+    return grouped

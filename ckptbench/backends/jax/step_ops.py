@@ -63,7 +63,7 @@ class JaxStepOps:
         base = self.idx[min(w.indices)]
         fn = self.ex.fused.get(key)
         if fn is None:
-            program = w.program(outputs, self.ex.impls)
+            program = w.program(outputs, self.ex.impls, self.ex.fold_runs)
             donate = tuple(1 + j for j in sorted(w.donated))
             jitted = jax.jit(program, donate_argnums=donate)
             fn = self.ex.fused[key] = jitted.lower(base, *w.outside).compile()
