@@ -13,9 +13,10 @@ call each:
 * :func:`fusion_windows` reads the (pure, data-independent) action stream once per loop and
   marks the *windows*: first every whole segment ``[a, b)`` of at most ``span`` steps that
   the reverse sweep reverses from a state in hand without reading a snapshot below ``a``
-  (Revolve's repeating sub-schedules), then the rest of the reverse sweep cut after every
-  ``span``-th reversal (a plan that keeps tapes reverses long runs of them). The first
-  sweep (up to FIRSTURN) is one window too.
+  (Revolve's repeating sub-schedules), then the stretches of the rest of the reverse
+  sweep that tape or reverse a step, cut after every ``span``-th reversal (a plan that
+  keeps tapes reverses long runs of them). The first sweep (up to FIRSTURN) is one window
+  too.
 * Inside a window the step operations do not dispatch: :class:`Window` records each one
   (kind, static sizes, step index, which earlier value or outside array it reads) and hands
   back :class:`Lazy` values. The engine's bookkeeping (slots, kept tapes, counters, declared
@@ -24,8 +25,11 @@ call each:
   relative to the lowest; outside arrays numbered by first use; the values still referenced
   by the engine are the outputs, found by weak references) and the call is one executable,
   compiled ahead of time on the first occurrence of that key and reused for every
-  repetition. Revolve 1 000 steps, 31 slots, ``span`` 32: 58 calls a gradient (2 101
-  unfused), 34 distinct programs.
+  repetition. Revolve 1 000 steps, 31 slots, ``span`` 32: 121 calls a gradient (2 101
+  unfused), 33 distinct programs.
+* Inside a window each run of kept tapes that the window also reverses (tape steps
+  ``a..b-2``, turn ``b-1``, reverse the tapes) is one operation, the vjp of a scan
+  (:func:`tape_runs`).
 
 Nothing is read back to the host: a window's step indices enter as one device scalar (the
 lowest index) plus static offsets.
@@ -151,10 +155,11 @@ def fusion_windows(
 ) -> tuple[int, dict[int, int]]:
     """``(position of FIRSTURN, {first position: last position})`` of every reverse-sweep
     window (see the module docstring); no windows when ``span`` is 0. The whole segments
-    first (they repeat: one executable serves them all), then the rest cut every ``span``
-    reversals. Neighbouring windows are not joined: on an H200, Revolve 1 000 / 31 with
-    its segments joined up to 32 reversals a call (44 calls) took 0.112 s, against
-    0.091 s for the segments alone (121 calls; docs/gpu.md)."""
+    first (they repeat: one executable serves them all), then, with ``rest``, the
+    stretches between them that tape or reverse, cut every ``span`` reversals.
+    Neighbouring windows are not joined: on an H200, Revolve 1 000 / 31 with its segments
+    joined up to 32 reversals a call (44 calls) took 0.112 s, against 0.091 s for the
+    segments alone (121 calls; docs/gpu.md)."""
     first = next(k for k, act in enumerate(actions) if act.kind is _K.FIRSTURN)
     if span <= 0:
         return first, {}
