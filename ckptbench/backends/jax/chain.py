@@ -102,9 +102,9 @@ class _Layer:
 class JaxChainOps(ChainSteps):
     """The engine's step operations for a chain on JAX: one compiled call per layer."""
 
-    def __init__(self, pieces: list[_Layer], params: list, steps: int) -> None:
+    def __init__(self, pieces: list[_Layer], params: list, steps: int, pbar: Any) -> None:
         self.pieces, self.params, self.steps = pieces, params, steps
-        self.pbar = jax.tree_util.tree_map(jnp.zeros_like, params)
+        self.pbar = pbar  # the parameters' cotangent accumulators, zeros
         self.out: Any = None
         self.g: Any = None
         self.dispatches = 0
@@ -146,12 +146,15 @@ class JaxChainLoop(ChainLoop):
         super().__init__(*args, **kwargs)
         self.pieces = [_Layer(self.layer, i) for i in range(self.steps)]
         self._loss: dict[Any, _Compiled] = {}
+        # compiled ahead of time like the pieces: an eager zeros_like per parameter shape
+        # would be compiled again in the first gradient after jax.clear_caches()
+        self._zeros = _Compiled(lambda p: jax.tree_util.tree_map(jnp.zeros_like, p))
         self.dispatches = 0
 
     def value_and_grad(self, loss: Callable, params: Any, x0: Any) -> tuple[Any, tuple]:
         """``(loss(x_L), (d/dparams, d/dx0))`` as device arrays."""
         params = list(self.check_params(params))
-        ops = JaxChainOps(self.pieces, params, self.steps)
+        ops = JaxChainOps(self.pieces, params, self.steps, list(self._zeros(params)))
         run = self.new_run()
         first_sweep(run, ops, x0)
         grad = self._loss.get(loss)
@@ -161,7 +164,7 @@ class JaxChainLoop(ChainLoop):
         ops.out = None
         x_bar = reverse_sweep(run, ops, x0)
         self.stats = run.stats()
-        self.dispatches = ops.dispatches + 1
+        self.dispatches = ops.dispatches + 2  # + the zeros and the loss
         return value, (ops.pbar, x_bar)
 
 
@@ -181,7 +184,9 @@ def chain_ops(layer: Callable, layers: int, params: list) -> JaxChainOps:
     x_{i+1})`` and ``reverse(tape, x_bar, i)``, which adds the layer's parameter cotangent
     into ``pbar[i]`` as a reverse sweep does (what :mod:`ckptbench.backends.jax.layercosts`
     times)."""
-    return JaxChainOps([_Layer(layer, i) for i in range(layers)], list(params), layers)
+    pieces = [_Layer(layer, i) for i in range(layers)]
+    pbar = jax.tree_util.tree_map(jnp.zeros_like, list(params))
+    return JaxChainOps(pieces, list(params), layers, pbar)
 
 
 def _buffer(a: Any) -> Any:
