@@ -288,6 +288,21 @@ def test_plots_are_available_as_png_for_the_readme() -> None:
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 
 
+def test_a_trade_off_family_is_named_by_its_sizes_never_by_one_cells_budget() -> None:
+    from ckptbench.render import family_titles
+
+    # the first cell of each family is an optimal plan with its own budget: the budget
+    # once named the whole family ("... budget_bytes=27262976 ...") and its file
+    first = [
+        CI_CASE.with_(strategy="optimal", budget_bytes=b, hidden=h)
+        for b, h in ((2**20, 8), (2**21, 16))
+    ]
+    titles = family_titles(first)
+    assert all("budget" not in t for t in titles)
+    assert len(set(titles)) == 2 and all("hidden=" in t for t in titles)
+    assert family_titles(first[:1]) == [f"{CI_CASE.model} l={CI_CASE.steps}"]
+
+
 def test_compare_pools_several_invocations_of_one_cell(tmp_path):
     # three invocations of one cell whose checkpointed times drifted by -10%/0/+10% (what
     # the main job did on the AMD EPYC VM): each run's interval misses the others'

@@ -14,6 +14,7 @@ import io
 import math
 import re
 import statistics
+import textwrap
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -133,16 +134,20 @@ def plot_timeline(result: RunResult, label: str | None = None) -> Any:
     return fig
 
 
+#: The fields that make a trade-off family beside the model and the steps.
+_FAMILY_FIELDS = ("hidden", "batch", "input", "output", "threads", "seed")
+
+
 def cell_family(c: Case) -> tuple[Any, ...]:
     """Cells that share a model and sizes: the points of one trade-off plot."""
-    return (c.model, c.steps, c.hidden, c.batch, c.input, c.output, c.threads, c.seed)
+    return (c.model, c.steps, *(getattr(c, f) for f in _FAMILY_FIELDS))
 
 
 def family_titles(cases: Sequence[Case]) -> list[str]:
-    """A title per trade-off family: model and steps, plus the fields that differ between
-    the families (so two families never share a title, or a file name)."""
-    skip = ("model", "steps", "snaps", "strategy")
-    extra = [f for f in differing_fields(cases) if f not in skip]
+    """A title per trade-off family (``cases``: one per family): model and steps, plus the
+    family fields that differ between the families (so two families never share a title,
+    or a file name). A field of single cells (a budget, an executor) never names a family."""
+    extra = [f for f in differing_fields(cases) if f in _FAMILY_FIELDS]
     return [
         " ".join([c.model, f"l={c.steps}", *(f"{f}={field_value(c, f)}" for f in extra)])
         for c in cases
@@ -290,7 +295,8 @@ def plot_tradeoff(
         ax1.set_xlabel("checkpointed overhead over baseline [MiB RSS]")
         ax1.set_ylabel("slowdown vs normal [x]")
         _legend(ax1)
-    ax1.set_title(f"{title or results[0].case.model + f' l={steps}'}: trade-off", fontsize=9)
+    head = title or results[0].case.model + f" l={steps}"
+    ax1.set_title(textwrap.fill(f"{head}: trade-off", 64), fontsize=9)
     smax = max([r.case.snaps for r in results] + [4])
     grid = sorted(
         {max(1, min(steps, round(2 ** (k / 4)))) for k in range(4, 4 * int(math.log2(smax) + 2))}
