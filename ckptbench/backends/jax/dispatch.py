@@ -134,21 +134,13 @@ class _Executables:
         self.reverse = _Aot(reverse, donate=(7, 8))
         self.turn = _Aot(turn, donate=(6, 7))
         self.fused: dict[tuple, Any] = {}  # a fused window's executable, by its program key
-        self.fold_runs = True  # a window's runs of kept tapes as one scan's vjp (.fusion)
 
         #: what a fused window runs for each recorded operation (:mod:`.fusion`)
-        self.impls = self._fused_impls(tape, tape_out, reverse, turn)
+        self.impls = self._fused_impls(tape, tape_out, reverse, turn, sp, add)
 
-    def _fused_impls(self, tape, tape_out, reverse, turn) -> dict[str, Callable]:
-        """The traceable function of each operation a fused window records."""
-        step, post = self.step, self.post
-
-        def sp(p, s, x):
-            s1 = step(p, s, x)
-            return s1, post(p, s1)
-
-        def add(acc, gp):
-            return jax.tree_util.tree_map(jnp.add, acc, gp)
+    def _fused_impls(self, tape, tape_out, reverse, turn, sp, add) -> dict[str, Callable]:
+        """The traceable function of each operation a fused window records (``sp``: the
+        step with its readout; ``add``: the parameter cotangent's accumulation)."""
 
         def fused_advance(static, i, p, s, xs, ys=None):
             n, outputs = static
@@ -286,7 +278,6 @@ class JaxEngineLoop(EngineLoop):
                 x_spec = jax.ShapeDtypeStruct(inputs.shape[1:], inputs.dtype)
                 layout = tape_layout(self.step, self.post, params, state0, x_spec)
             self._ex = _Executables(self.step, self.post, layout)
-        self._ex.fold_runs = self.fold_runs
         return self._ex
 
     def _indices(self, inputs: Any) -> list:
@@ -331,6 +322,7 @@ class JaxEngineLoop(EngineLoop):
             )
         ex = self.executables(params, state0, inputs)
         ops = JaxStepOps(ex, params, inputs, self._indices(inputs), inputs_grad)
+        ops.fold_runs = self.fold_runs
         ops.state0 = state0
         ops.state_bytes = ops.state_nbytes(state0)
         # one call makes every buffer: outputs, zero cotangents, accumulators

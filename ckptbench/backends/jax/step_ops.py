@@ -51,6 +51,7 @@ class JaxStepOps:
         self.xsbar: Any = None
         self.want_x = want_x
         self.window: Window | None = None
+        self.fold_runs = True  # a window's runs of kept tapes as one scan's vjp (.fusion)
 
     def flush(self) -> None:
         """Run the recorded window as one compiled call (compiled on the first occurrence
@@ -59,11 +60,11 @@ class JaxStepOps:
         if w is None or not w.nodes:
             return
         outputs = w.live()
-        key = w.program_key(outputs)
+        key = (w.program_key(outputs), self.fold_runs)  # folded or not: two programs
         base = self.idx[min(w.indices)]
         fn = self.ex.fused.get(key)
         if fn is None:
-            program = w.program(outputs, self.ex.impls, self.ex.fold_runs)
+            program = w.program(outputs, self.ex.impls, self.fold_runs)
             donate = tuple(1 + j for j in sorted(w.donated))
             jitted = jax.jit(program, donate_argnums=donate)
             fn = self.ex.fused[key] = jitted.lower(base, *w.outside).compile()
