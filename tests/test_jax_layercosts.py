@@ -11,30 +11,21 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import math
 
 import numpy as np
 import pytest
+from _layer_chains import SIZE_ARGS, TINY, check_optimal_run, shapes_bytes
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
 from ckptbench.results.schema import Case, Mode
 from ckptbench.schedules.optimal import Costs, min_budget_bytes, plan_optimal
-from ckptbench.workloads import Sizes, load_workload
+from ckptbench.workloads import Sizes
 
 pytestmark = [
     pytest.mark.jax,
     pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="no jax"),
 ]
-
-TINY = {"hidden": 64, "batch": 2, "input": 8, "output": 3}
-SIZE_ARGS = ["--hidden", "64", "--batch", "2", "--input", "8", "--output", "3"]
-
-
-def _shapes_bytes(name: str, layers: int) -> list[int]:
-    """The bytes of x_0 .. x_{L-1} (float64), from the stack's declared shapes."""
-    wl = load_workload(name, Sizes(**TINY))
-    return [8 * math.prod(spec.in_shape) for spec in wl.specs(layers)]
 
 
 def _case(name: str, layers: int, budget: int = 1) -> Case:
@@ -52,7 +43,7 @@ def test_plan_on_jax_measures_and_prints_every_layer():
     doc = json.loads(res.stdout)
     rows = doc["layers"]
     assert [r["layer"] for r in rows] == ["dense0", "dense1", "dense2", "dense3", "out"]
-    assert [r["state_bytes"] for r in rows] == _shapes_bytes("mlp-stack", 5)
+    assert [r["state_bytes"] for r in rows] == shapes_bytes("mlp-stack", 5)
     assert all(r["forward_time_s"] > 0 and r["taped_time_s"] > 0 for r in rows)
     assert all(r["tape_bytes"] >= r["state_bytes"] for r in rows)  # a tape keeps its x_i
     assert doc["plan"]["peak_bytes"] <= 16 * 1024
@@ -79,7 +70,7 @@ def test_jax_layer_bytes_equal_what_the_chain_executor_holds(monkeypatch):
     assert report["backend"] == "jax" and report["tape_method"] == "jax-vjp-residuals"
     assert report["timing"] == "device-synchronized" and report["device"] == "cpu"
     fwd, taped, state, tape = costs.per_step(layers)
-    assert state == _shapes_bytes("mlp-stack", layers)  # exact, from the shapes
+    assert state == shapes_bytes("mlp-stack", layers)  # exact, from the shapes
     assert all(t > 0 for t in fwd) and all(t > 0 for t in taped)
 
     # the executor's own tapes in a real gradient, as it holds them
@@ -114,7 +105,7 @@ def test_a_plan_from_jax_layer_costs_predicts_the_executors_stored_bytes():
     case = _case("cnn-stack", layers)
     doc = registry.measure_costs(case)["costs"]
     costs = Costs.from_dict(doc)
-    assert list(costs.state_bytes) == _shapes_bytes("cnn-stack", layers)
+    assert list(costs.state_bytes) == shapes_bytes("cnn-stack", layers)
     least = min_budget_bytes(costs, layers)
     budget = (least + sum(costs.state_bytes) + sum(costs.tape_bytes)) // 3
     plan = plan_optimal(costs, layers, budget)
@@ -132,16 +123,5 @@ def test_a_plan_from_jax_layer_costs_predicts_the_executors_stored_bytes():
 
 @pytest.mark.slow
 def test_run_optimal_on_jax_plans_a_stack_from_measured_per_layer_costs(tmp_path):
-    from ckptbench.results.store import load_result
-
-    out = tmp_path / "r.json"
-    res = CliRunner().invoke(cli, ["run", "--model", "mlp-stack", "--backend", "jax", "--steps",
-                                   "6", *SIZE_ARGS, "--strategy", "optimal", "--budget", "8KiB",
-                                   "--rounds", "1", "--out", str(out)],
-                             catch_exceptions=False)  # fmt: skip
-    assert res.exit_code == 0, res.output
-    ckpt = load_result(out).mode(Mode.CHECKPOINTED)
-    assert ckpt.grad_max_rel_err <= 1e-12
-    costs = Costs.from_dict(ckpt.plan["costs"])
-    assert list(costs.state_bytes) == _shapes_bytes("mlp-stack", 6)  # measured per layer
-    assert ckpt.counters["peak_stored_bytes"] == ckpt.plan["peak_bytes"] <= 8 * 1024
+    check_optimal_run(tmp_path / "r.json", "mlp-stack", 6, 8 * 1024,
+                      ["--backend", "jax", "--rounds", "1"])  # fmt: skip

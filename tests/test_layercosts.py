@@ -16,12 +16,12 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import math
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from _layer_chains import SIZE_ARGS, TINY, check_optimal_run, shapes_bytes
 from click.testing import CliRunner
 
 from ckptbench.backends import registry
@@ -32,9 +32,6 @@ from ckptbench.results.schema import Case, Mode
 from ckptbench.schedules.fates import step_fates
 from ckptbench.schedules.optimal import Costs, min_budget_bytes, plan_optimal
 from ckptbench.workloads import Sizes, load_workload
-
-TINY = {"hidden": 64, "batch": 2, "input": 8, "output": 3}
-SIZE_ARGS = ["--hidden", "64", "--batch", "2", "--input", "8", "--output", "3"]
 
 BACKENDS = [
     pytest.param("autograd", id="autograd"),
@@ -49,12 +46,6 @@ BACKENDS = [
 ]
 
 
-def _shapes_bytes(name: str, layers: int) -> list[int]:
-    """The bytes of x_0 .. x_{L-1} (float64), from the stack's declared shapes."""
-    wl = load_workload(name, Sizes(**TINY))
-    return [8 * math.prod(spec.in_shape) for spec in wl.specs(layers)]
-
-
 def _case(backend: str, name: str, layers: int, budget: int = 1) -> Case:
     return Case(model=name, steps=layers, strategy="optimal", budget_bytes=budget,
                 backend=backend, seed=1, **TINY)  # fmt: skip
@@ -67,7 +58,7 @@ def test_per_layer_costs_of_a_chain_whose_state_changes_shape_at_every_layer(bac
     costs = Costs.from_dict(report["costs"])
     assert costs.steps == layers
     fwd, taped, state, tape = costs.per_step(layers)
-    assert state == _shapes_bytes("mlp-stack", layers)  # exact, from the shapes
+    assert state == shapes_bytes("mlp-stack", layers)  # exact, from the shapes
     assert len(set(state)) > 2
     assert all(t > 0 for t in fwd) and all(t > 0 for t in taped)
     assert all(b > 0 for b in tape)
@@ -82,7 +73,7 @@ def test_cnn_stack_24_plan_predicts_the_executors_stored_bytes(backend):
     case = _case(backend, "cnn-stack", layers)
     doc = registry.measure_costs(case)["costs"]
     costs = Costs.from_dict(doc)
-    sb = _shapes_bytes("cnn-stack", layers)
+    sb = shapes_bytes("cnn-stack", layers)
     assert list(costs.state_bytes) == sb
     least = min_budget_bytes(costs, layers)
     everything = sum(sb) + sum(costs.tape_bytes)
@@ -136,7 +127,7 @@ def test_plan_on_a_chain_prints_each_layer_in_every_format(tmp_path):
     doc = json.loads(res.stdout)
     names = [r["layer"] for r in doc["layers"]]
     assert names == ["conv0", "conv1", "conv2", "conv3", "conv4", "head"]
-    assert doc["layers"][0]["state_bytes"] == _shapes_bytes("cnn-stack", 6)[0]
+    assert doc["layers"][0]["state_bytes"] == shapes_bytes("cnn-stack", 6)[0]
     assert doc["plan"]["peak_bytes"] <= 192 * 1024
     assert {"plan", "advances", "snapshot", "kept_tape"} <= set(doc["layers"][0])
     assert json.loads(saved.read_text()) == doc["costs"]
@@ -198,19 +189,8 @@ def test_autograd_tape_slopes_of_vmhwm_and_tracemalloc_agree_on_a_large_layer():
 
 @pytest.mark.slow
 def test_run_optimal_on_a_chain_plans_from_measured_per_layer_costs(tmp_path):
-    from ckptbench.results.store import load_result
-
-    out = tmp_path / "r.json"
-    res = CliRunner().invoke(cli, ["run", "--model", "cnn-stack", "--steps", "8", *SIZE_ARGS,
-                                   "--strategy", "optimal", "--budget", "128KiB", "--repeats",
-                                   "1", "--max-rounds", "2", "--out", str(out)],
-                             catch_exceptions=False)  # fmt: skip
-    assert res.exit_code == 0, res.output
-    ckpt = load_result(out).mode(Mode.CHECKPOINTED)
-    assert ckpt.grad_max_rel_err <= 1e-12
-    costs = Costs.from_dict(ckpt.plan["costs"])
-    assert list(costs.state_bytes) == _shapes_bytes("cnn-stack", 8)  # measured per layer
-    assert ckpt.counters["peak_stored_bytes"] == ckpt.plan["peak_bytes"] <= 128 * 1024
+    check_optimal_run(tmp_path / "r.json", "cnn-stack", 8, 128 * 1024,
+                      ["--repeats", "1", "--max-rounds", "2"])  # fmt: skip
 
 
 @pytest.mark.torch
@@ -237,4 +217,4 @@ def test_save_costs_keeps_the_measured_costs_when_no_plan_fits(tmp_path):
                  "--save-costs", str(saved)])  # fmt: skip
     assert res.exit_code == 2 and "smallest budget" in res.output
     costs = Costs.from_dict(json.loads(saved.read_text()))
-    assert list(costs.state_bytes) == _shapes_bytes("mlp-stack", 4)
+    assert list(costs.state_bytes) == shapes_bytes("mlp-stack", 4)
