@@ -210,11 +210,25 @@ def test_fusion_windows_cover_the_reverse_sweep_in_few_calls_that_repeat(
     reversing = (ActionKind.YOUTURN, ActionKind.REVERSE)
     covered: list[int] = []
     signatures = set()
+    window_of = {k: start for start, end in windows.items() for k in range(start, end + 1)}
+    longest = 0
+    for k, act in enumerate(actions):  # every run of kept tapes (tape a..b-2, turn b-1,
+        m = 0  # reverse b-2..a, one after the other) lies in one window: it can be folded
+        while k > first and actions[k + m].kind is ActionKind.TAPE:
+            m += 1
+        run = actions[k : k + 2 * m + 1]
+        if m and [(a.kind, a.step) for a in run] == [
+            *((ActionKind.TAPE, act.step + q) for q in range(m)),
+            (ActionKind.YOUTURN, act.step + m),
+            *((ActionKind.REVERSE, act.step + m - 1 - q) for q in range(m)),
+        ]:
+            assert window_of.get(k) == window_of.get(k + 2 * m) is not None
+            longest = max(longest, m + 1)
     for start, end in sorted(windows.items()):
         assert covered == [] or start > covered[-1]  # disjoint, in stream order
         covered += range(start, end + 1)
         turns = [a.step for a in actions[start : end + 1] if a.kind in reversing]
-        assert len(turns) <= span
+        assert len(turns) <= span + longest  # a cut waits for the end of a run
         assert turns == list(range(turns[0], turns[-1] - 1, -1)) if turns else True
         low = min(a.step for a in actions[start : end + 1] if a.step is not None)
         signatures.add(

@@ -14,9 +14,10 @@ call each:
   marks the *windows*: first every whole segment ``[a, b)`` of at most ``span`` steps that
   the reverse sweep reverses from a state in hand without reading a snapshot below ``a``
   (Revolve's repeating sub-schedules), then the stretches of the rest of the reverse
-  sweep that tape or reverse a step, cut after every ``span``-th reversal (a plan that
-  keeps tapes reverses long runs of them). The first sweep (up to FIRSTURN) is one window
-  too.
+  sweep that tape or reverse a step, cut after ``span`` reversals (a plan that keeps
+  tapes reverses long runs of them). No window starts or is cut inside a run of kept
+  tapes (tape ``a..b-2``, turn ``b-1``, reverse the tapes), so each lies in one window
+  and is folded there (below). The first sweep (up to FIRSTURN) is one window too.
 * Inside a window the step operations do not dispatch: :class:`Window` records each one
   (kind, static sizes, step index, which earlier value or outside array it reads) and hands
   back :class:`Lazy` values. The engine's bookkeeping (slots, kept tapes, counters, declared
@@ -92,15 +93,50 @@ def _segment_end(actions: Sequence[Any], k: int, lo: int) -> int | None:
     return None
 
 
-def _segments(actions: Sequence[Any], first: int, steps: int, span: int) -> dict[int, int]:
+def _quiet(actions: Sequence[Any]) -> list[bool]:
+    """``quiet[k]``: action ``k`` does not end inside a run of kept tapes (TAPE ``a..b-2``,
+    YOUTURN ``b-1``, REVERSE ``b-2..a``, one after the other: what :func:`tape_runs` folds).
+    A window starts or is cut only there, so each such run lies in one window."""
+    quiet = [True] * len(actions)
+    k = 0
+    while k < len(actions):
+        act = actions[k]
+        m = 0
+        while k + m < len(actions) and actions[k + m].kind is _K.TAPE:
+            if actions[k + m].step != act.step + m:
+                break
+            m += 1
+        turn = k + m
+        if (
+            m
+            and turn + m < len(actions)
+            and actions[turn].kind is _K.YOUTURN
+            and actions[turn].step == act.step + m
+            and all(
+                actions[turn + 1 + q].kind is _K.REVERSE
+                and actions[turn + 1 + q].step == act.step + m - 1 - q
+                for q in range(m)
+            )
+        ):
+            quiet[k : turn + m] = [False] * (turn + m - k)
+            k = turn + m + 1
+        else:
+            k += 1
+    return quiet
+
+
+def _segments(
+    actions: Sequence[Any], first: int, steps: int, span: int, quiet: Sequence[bool]
+) -> dict[int, int]:
     """Every whole segment of at most ``span`` steps the reverse sweep reverses from a
-    state in hand (Revolve's repeating sub-schedules), chosen greedily from the start."""
+    state in hand (Revolve's repeating sub-schedules), chosen greedily from the start,
+    none starting inside a run of kept tapes (:func:`_quiet`)."""
     windows: dict[int, int] = {}
     last_reversed, here = steps - 1, None  # b, and the step of the state in hand
     k = first + 1
     while k < len(actions):
         act = actions[k]
-        if here is not None and 0 < last_reversed - here <= span:
+        if here is not None and 0 < last_reversed - here <= span and quiet[k - 1]:
             end = _segment_end(actions, k, here)
             if end is not None:
                 windows[k] = end
@@ -119,9 +155,12 @@ def _segments(actions: Sequence[Any], first: int, steps: int, span: int) -> dict
     return windows
 
 
-def _chunks(actions: Sequence[Any], first: int, covered: dict[int, int], span: int):
-    """The stretches of the reverse sweep outside ``covered``, cut after every ``span``-th
-    reversal (a plan keeping tapes reverses long runs of them); stretches that tape nothing
+def _chunks(
+    actions: Sequence[Any], first: int, covered: dict[int, int], span: int, quiet: Sequence[bool]
+):  # fmt: skip
+    """The stretches of the reverse sweep outside ``covered``, cut at the first point
+    outside a run of kept tapes once ``span`` reversals are in (a plan keeping tapes
+    reverses long runs of them; a run cut in two would not be folded); stretches that tape nothing
     are left out: their advances run as they do unfused, a few long calls each (on an
     H200 the one such stretch of Revolve 1000/31, 22 advances, cost 0.025 s a gradient
     fused; docs/gpu.md)."""
@@ -142,9 +181,9 @@ def _chunks(actions: Sequence[Any], first: int, covered: dict[int, int], span: i
         start = k if start is None else start
         if actions[k].kind in _REVERSALS:
             count += 1
-            if count == span:
-                close(start, k)
-                start, count = None, 0
+        if count >= span and quiet[k]:
+            close(start, k)
+            start, count = None, 0
     if start is not None:
         close(start, len(actions) - 1)
     return chunks
@@ -156,17 +195,19 @@ def fusion_windows(
     """``(position of FIRSTURN, {first position: last position})`` of every reverse-sweep
     window (see the module docstring); no windows when ``span`` is 0. The whole segments
     first (they repeat: one executable serves them all), then, with ``rest``, the
-    stretches between them that tape or reverse, cut every ``span`` reversals.
+    stretches between them that tape or reverse, cut after ``span`` reversals outside a
+    run of kept tapes.
     Neighbouring windows are not joined: on an H200, Revolve 1 000 / 31 with its segments
     joined up to 32 reversals a call (44 calls) took 0.112 s, against 0.091 s for the
     segments alone (121 calls; docs/gpu.md)."""
     first = next(k for k, act in enumerate(actions) if act.kind is _K.FIRSTURN)
     if span <= 0:
         return first, {}
-    segments = _segments(actions, first, steps, span)
+    quiet = _quiet(actions)
+    segments = _segments(actions, first, steps, span, quiet)
     if not rest:  # the segments alone (the rest dispatched operation by operation)
         return first, segments
-    return first, {**segments, **_chunks(actions, first, segments, span)}
+    return first, {**segments, **_chunks(actions, first, segments, span, quiet)}
 
 
 class Window:
