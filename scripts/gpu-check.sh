@@ -5,8 +5,10 @@
 # memory_profiler travel as wheels in .whl, see docs/gpu.md), from the repository root:
 #   bash scripts/gpu-check.sh            # results under $OUT (or results/gpu-run)
 # Settings (environment): ROWS, the rows of scripts/gpu_executors.py to run, in order, each
-# ROW or ROW:SPAN (default: all); TESTS_K, a pytest -k expression for the GPU tests;
-# SWEEP=0 skips the sweep; T_TESTS, T_EXEC, T_SWEEP: each part's time limit in seconds.
+# ROW[:SPAN[:FOLD[:REST]]] (default: all); TESTS_K, a pytest -k expression for the GPU
+# tests; PROFILE=1 adds each JAX engine row's gradient call by call; COSTS, a costs file
+# every optimal row plans from; SWEEP=0 skips the sweep; T_TESTS, T_EXEC, T_SWEEP: each
+# part's time limit in seconds.
 set -u -o pipefail
 OUT=${OUT:-results/gpu-run}
 mkdir -p "$OUT"
@@ -29,7 +31,7 @@ timeout "${T_TESTS:-90}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu
   tests/test_jax_dispatch.py ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee "$OUT/tests.txt"
 # 2. the done-when figures in one process (about 2-3 minutes): JSON lines
 timeout "${T_EXEC:-230}" python3 scripts/gpu_executors.py --device "${DEVICE:-cuda}" ${ROWS:+--only "$ROWS"} \
-  2>&1 | tee "$OUT/executors.txt"
+  ${PROFILE:+--profile} ${COSTS:+--costs "$COSTS"} 2>&1 | tee "$OUT/executors.txt"
 # 3. the done-when cells through the CLI (fresh workers, device memory): what time is left
 if [ "${SWEEP:-1}" != 0 ]; then
   timeout "${T_SWEEP:-190}" python3 -m ckptbench sweep configs/gpu-check.toml --yes \

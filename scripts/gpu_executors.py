@@ -6,17 +6,28 @@ Every gradient is built (and compiled) as the worker builds it, run once as a wa
 timed ``--repeats`` times to the end of its result (block_until_ready / cuda.synchronize,
 inside ``gradient``); the median is printed with the floor: plain + (evaluations - steps)
 x the baseline's time per step. Also works on the CPU (``--device cpu``), for comparison.
+
+Optimal rows of one size plan from one set of step costs (measured by the first such row,
+or read from ``--costs FILE``), so rows that differ only in the executor's settings run the
+same plan (each row prints its plan's fingerprint). ``--profile`` adds, for each JAX engine
+row, one gradient run call by call, each call waited for: its device time beside what the
+step costs predict for the operations it ran (where the time a plan takes beyond its
+prediction goes, window by window).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import json
 import statistics
 import time
+from pathlib import Path
 
 from ckptbench.backends import registry
 from ckptbench.results.schema import Case, Mode
+from ckptbench.schedules.optimal import costs_from_json
 
 ROWS = [
     # backend, dtype, hidden, batch, strategy, snaps, executor, budget
@@ -43,6 +54,110 @@ def _time(built, repeats: int) -> float:
     return statistics.median(times)
 
 
+def _predicted_s(nodes: list, costs: dict, steps: int) -> float:
+    """What the step costs charge for a window's recorded operations: an untaped step
+    (with its readout in the first sweep), a kept tape's forward, a turn's taped step and
+    reverse, a reverse's share of that."""
+    fwd, taped = costs["forward_time_s"], costs["taped_time_s"]
+    post = costs.get("fixed_time_s", 0.0) / steps
+    total = 0.0
+    for kind, static, _ in nodes:
+        if kind == "advance":
+            total += static[0] * (fwd + (post if static[1] else 0.0))
+        elif kind == "tape":
+            total += fwd + (post if static[0] else 0.0)
+        elif kind == "turn":
+            total += taped
+        elif kind == "reverse":
+            total += taped - fwd
+    return total
+
+
+@contextlib.contextmanager
+def _call_by_call(costs: dict, steps: int):
+    """The JAX engine's step operations, each call waited for and timed: yields the list
+    the records go to (``[what, operations, reversals, measured s, predicted s, key]``; a
+    window's key names its program, so repetitions can be grouped). The loop's set-up and
+    loss calls are not hooked: their time falls to the next call."""
+    import jax
+
+    from ckptbench.backends.jax.step_ops import JaxStepOps
+
+    records: list[list] = []
+    real = {n: getattr(JaxStepOps, n) for n in ("flush", "advance", "tape", "_reverse")}
+
+    def timed(what: str, nodes: list, key: str, call) -> object:
+        t0 = time.perf_counter()
+        out = call()
+        jax.block_until_ready(out)
+        turns = sum(kind in ("turn", "reverse") for kind, _, _ in nodes)
+        records.append([
+            what, len(nodes), turns, time.perf_counter() - t0,
+            _predicted_s(nodes, costs, steps), key,
+        ])  # fmt: skip
+        return out
+
+    def flush(self) -> None:
+        w = self.window
+        if w is None or not w.nodes:
+            return real["flush"](self)
+        outputs, nodes = w.live(), list(w.nodes)
+        key = hashlib.sha1(repr(w.program_key(outputs)).encode()).hexdigest()[:8]
+
+        def call() -> list:
+            real["flush"](self)
+            return [o.value for o in outputs]
+
+        timed("window", nodes, key, call)
+        return None
+
+    def eager(name: str, kind: str, static):  # one unfused operation, timed alone
+        def op(self, *args):
+            if self.window is not None:
+                return real[name](self, *args)
+            return timed(kind, [(kind, static(args), ())], kind, lambda: real[name](self, *args))
+
+        return op
+
+    JaxStepOps.flush = flush
+    JaxStepOps.advance = eager("advance", "advance", lambda a: (a[2] - a[1], a[3]))
+    JaxStepOps.tape = eager("tape", "tape", lambda a: (a[2], False))
+    JaxStepOps._reverse = eager("_reverse", "reverse", lambda a: ())
+    try:
+        yield records
+    finally:
+        for name, fn in real.items():
+            setattr(JaxStepOps, name, fn)
+
+
+def _profile(built, costs: dict, steps: int, gradient_s: float) -> dict:
+    """One gradient call by call (see :func:`_call_by_call`), summed and grouped."""
+    built.gradient(built.params)  # nothing left in flight
+    t0 = time.perf_counter()
+    with _call_by_call(costs, steps) as records:
+        built.gradient(built.params)
+    serial = time.perf_counter() - t0
+    by_key: dict[str, list] = {}
+    for what, ops, turns, took, pred, key in records:
+        group = by_key.setdefault(key, [what, ops, turns, 0, 0.0, 0.0])
+        group[3] += 1
+        group[4] += took
+        group[5] += pred
+    return {
+        "gradient_s": gradient_s, "serial_s": serial, "calls_timed": len(records),
+        "measured_sum_s": sum(r[3] for r in records),
+        "predicted_sum_s": sum(r[4] for r in records),
+        "by_program": sorted(
+            ([k, *g] for k, g in by_key.items()), key=lambda g: g[5] - g[6], reverse=True
+        ),  # [key, what, operations, reversals, calls, measured s, predicted s]
+        "calls": [[*r[:3], round(r[3], 7), round(r[4], 7), r[5]] for r in records],
+    }  # fmt: skip
+
+
+def _fingerprint(actions) -> str:
+    return hashlib.sha1(repr([tuple(a) for a in actions]).encode()).hexdigest()[:12]
+
+
 def _row_span(item: str, default_span: int) -> tuple[int, int, bool | None, bool]:
     row, span, fold, rest, *_ = (*item.split(":"), "", "", "")
     return (
@@ -51,7 +166,7 @@ def _row_span(item: str, default_span: int) -> tuple[int, int, bool | None, bool
     )  # fmt: skip
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--steps", type=int, default=1000)
@@ -63,13 +178,35 @@ def main() -> None:
         "whether runs of kept tapes are folded (1/0, default: the executor's) and whether "
         "the reverse sweep outside Revolve's segments is fused (1/0, default 1)",
     )  # fmt: skip
+    ap.add_argument(
+        "--costs", type=Path, default=None,
+        help="a costs file (docs/planner.md) every optimal row plans from, instead of the "
+        "costs the first optimal row of each size measures",
+    )  # fmt: skip
+    ap.add_argument(
+        "--profile", action="store_true",
+        help="for each JAX engine row, one more gradient call by call (each call waited for)",
+    )  # fmt: skip
     args = ap.parse_args()
+    args.costs_doc = None
+    if args.costs is not None:
+        try:  # one line and exit status 2, as the CLI's --costs
+            args.costs_doc = costs_from_json(args.costs.read_text()).as_dict()
+        except (OSError, ValueError) as err:
+            ap.error(f"--costs {args.costs}: {err}")
+    return args
+
+
+def main() -> None:
+    args = _args()
     import ckptbench.backends.jax.dispatch as jax_dispatch
 
     default_span = jax_dispatch.DEFAULT_SPAN
     todo = [_row_span(i, default_span) for i in args.only.split(",") if i]
     todo = todo or [(k, default_span, None, True) for k in range(len(ROWS))]
+    given = args.costs_doc
     plain: dict[tuple, tuple[float, float]] = {}
+    measured: dict[tuple, dict] = {}  # the step costs of each size, measured once
     t_begin = time.perf_counter()
     for k, span, fold, rest in todo:
         backend, dtype, h, b, strategy, snaps, executor, budget = ROWS[k]
@@ -89,9 +226,20 @@ def main() -> None:
             plain[size] = (base, normal)
             print(json.dumps({"row": "plain", "size": size, "baseline_s": base, "plain_s": normal}))
         base, normal = plain[size]
-        measured = registry.measure_costs(case) if strategy == "optimal" else {}
-        costs = measured.get("costs")
+        engine = backend == "jax" and case.executor_used == "engine"
+        wants_costs = strategy == "optimal" or (args.profile and engine)
+        if wants_costs and given is None and size not in measured:
+            measured[size] = registry.measure_costs(case)
+        doc = {"costs": given, "taped_method": "--costs"} if given else measured.get(size, {})
+        costs = doc.get("costs") if strategy == "optimal" else None
         built = registry.build(case, Mode.CHECKPOINTED, costs)
+        fingerprint = None
+        if strategy == "optimal":
+            from ckptbench.schedules import plan_from
+
+            fingerprint = _fingerprint(
+                plan_from(strategy, args.steps, costs=costs, budget_bytes=budget).actions()
+            )
         if backend == "torch" and args.device == "cuda":
             import torch
 
@@ -103,18 +251,23 @@ def main() -> None:
         evals = built.calls[0]
         floor = None if evals is None else normal + (evals - args.steps) * base / args.steps
         predicted = built.plan().get("predicted_time_s") if strategy == "optimal" else None
+        counters = built.counters()
         print(json.dumps({
             "row": k, "size": size, "strategy": strategy, "snaps": snaps, "budget": budget,
             "executor": case.executor_used if strategy in ("revolve", "optimal") else None,
             "time_s": t, "vs_plain": t / normal, "evaluations": evals, "floor_s": floor,
             "vs_floor": None if floor is None else t / floor, "predicted_s": predicted,
-            "dispatches": built.counters().get("dispatches"), "torch_peak_bytes": peak,
+            "plan": fingerprint, "dispatches": counters.get("dispatches"),
+            "torch_peak_bytes": peak,
             "span": span if executor == "engine" else None, "fold": fold, "rest": rest,
-            "taped_method": measured.get("taped_method"), "costs": costs,
-            **{c: built.counters().get(c) for c in ("fused_programs", "fused_temp_bytes")},
-            "compile_s": (built.counters().get("compile_time_ns") or 0) / 1e9,
+            "taped_method": doc.get("taped_method") if costs else None, "costs": costs,
+            **{c: counters.get(c) for c in ("fused_programs", "fused_temp_bytes")},
+            "compile_s": (counters.get("compile_time_ns") or 0) / 1e9,
             "wall_s": time.perf_counter() - t_start, "since_start_s": time.perf_counter() - t_begin,
         }), flush=True)  # fmt: skip
+        if args.profile and engine and strategy in ("revolve", "optimal"):
+            profile = _profile(built, doc["costs"], args.steps, t)
+            print(json.dumps({"row": k, "profile": profile}), flush=True)
 
 
 if __name__ == "__main__":
