@@ -218,6 +218,24 @@ def test_timeline_legend_names_every_line_and_draws_the_limit() -> None:
     assert "memory limit 200.0 MiB" in labels
 
 
+def test_timeline_of_many_rounds_has_one_legend_entry_per_mode_and_lays_out() -> None:
+    import dataclasses
+    import warnings
+
+    one = make_result(CI_CASE)
+    result = dataclasses.replace(one, modes=tuple(one.modes) * 6)  # six rounds, six workers
+    fig = plot_timeline(result)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert sorted(labels) == sorted(
+        f"{mode}: {what}" for mode in ("baseline", "normal", "checkpointed")
+        for what in ("sampled RSS (6 workers)", "exact peak")
+    )  # fmt: skip
+    assert len(fig.axes[0].get_lines()) == 3 * 6 + 3  # every worker's line, one peak each
+    with warnings.catch_warnings():  # 36 legend entries collapsed the axes (a warning)
+        warnings.simplefilter("error")
+        assert figure_png(fig)[:4] == b"\x89PNG"
+
+
 def test_empty_plots_say_no_data() -> None:
     failed = make_result(
         CI_CASE, status={m: Status.CRASHED for m in ("baseline", "normal", "checkpointed")},

@@ -99,21 +99,29 @@ def _legend(ax: Any) -> None:
 
 
 def plot_timeline(result: RunResult, label: str | None = None) -> Any:
-    """RSS over time of each mode's worker (the parent's sampler, like top), with the exact
-    per-iteration peak (median) as a dashed line and the memory limit when one was set."""
+    """RSS over time of each mode's workers (the parent's sampler, like top; one line per
+    worker, one colour and legend entry per mode), with the exact per-iteration peak
+    (median over the mode's iterations) as a dashed line and the memory limit when one was
+    set."""
     fig, ax = _figure(3.4)
     c = result.case
     drawn = False
+    by_mode: dict[str, list[Any]] = {}  # a mode measured in several rounds: one worker each
     for m in result.modes:
-        color = _MODE_COLORS.get(m.mode.value)
-        if m.timeline:
-            t = [p[0] for p in m.timeline]
-            rss = [p[1] / MIB for p in m.timeline]
-            ax.plot(t, rss, label=f"{m.mode.value}: sampled RSS", color=color, lw=1)
+        by_mode.setdefault(m.mode.value, []).append(m)
+    for mode, workers in by_mode.items():
+        color = _MODE_COLORS.get(mode)
+        timelines = [m.timeline for m in workers if m.timeline]
+        for k, timeline in enumerate(timelines):  # one legend entry per mode
+            many = f" ({len(timelines)} workers)" if len(timelines) > 1 else ""
+            label = f"{mode}: sampled RSS{many}" if k == 0 else None
+            ax.plot([p[0] for p in timeline], [p[1] / MIB for p in timeline],
+                    label=label, color=color, lw=1)  # fmt: skip
             drawn = True
-        if m.iterations:
-            exact = statistics.median(it.peak_rss_bytes for it in m.iterations) / MIB
-            ax.axhline(exact, color=color, ls="--", lw=0.8, label=f"{m.mode.value}: exact peak")
+        peaks = [it.peak_rss_bytes for m in workers for it in m.iterations]
+        if peaks:
+            exact = statistics.median(peaks) / MIB
+            ax.axhline(exact, color=color, ls="--", lw=0.8, label=f"{mode}: exact peak")
             drawn = True
     title = label or cell_labels([c])[0]
     ax.set_title(f"{title}: RSS per mode", fontsize=9)
