@@ -181,6 +181,48 @@ def test_fused_windows_give_the_unfused_gradient_counters_and_bytes_in_fewer_cal
     assert make_schedule  # the stream the windows were read from is the strategy's own
 
 
+def _compiled_programs(loop) -> list:
+    """Every executable the engine loop compiled: the fused windows and the step pieces."""
+    from ckptbench.backends.jax import dispatch
+
+    found = list(loop._ex.fused.values())
+    for value in vars(loop._ex).values():
+        pieces = value.values() if isinstance(value, dict) else [value]
+        for piece in pieces:
+            if isinstance(piece, dispatch._Aot):
+                found += piece.compiled.values()
+    return found
+
+
+@pytest.mark.parametrize("span", [0, 16])
+def test_every_loop_the_engine_compiles_has_a_known_trip_count_and_nothing_branches(span):
+    """What a GPU would pay for: XLA copies the predicate of a while loop whose trip count
+    it cannot prove back to the host at every iteration, and a conditional's too. Every
+    program the engine runs (the step pieces, every fused window) is read in its optimised
+    HLO: each while loop carries XLA's known trip count, and there is no conditional."""
+    import re
+
+    from ckptbench.backends.jax.dispatch import engine_checkpoint
+    from ckptbench.schedules.optimal.planner import Costs, plan_optimal
+
+    jax, wl, params, state0, inputs = _problem(90)
+    sb = sum(a.nbytes for a in state0)
+    plan = plan_optimal(Costs(1.0, 3.0, sb, 4 * sb), 90, 6 * sb + 8 * sb)
+    whiles = 0
+    for kwargs in ({"snaps": 6, "strategy": "revolve"}, {"plan": plan}):
+        loop = engine_checkpoint(wl.step, wl.post, 90, fuse_span=span, **kwargs)
+        jax.block_until_ready(loop.value_and_grad(wl.loss, params, state0, inputs))
+        programs = _compiled_programs(loop)
+        assert len(programs) > 5 and (span == 0) == (not loop._ex.fused)
+        for program in programs:
+            text = program.as_text()
+            loops = re.findall(r"= .*\bwhile\(.*", text)
+            assert all("known_trip_count" in line for line in loops), loops
+            assert not re.search(r"= .*\bconditional\(", text)
+            whiles += len(loops)
+    assert whiles > 0  # the scans are loops the check saw
+
+
 def _optimal_stream(steps: int):
     from ckptbench.schedules.optimal.planner import Costs, plan_optimal
 
