@@ -7,8 +7,9 @@
 # Settings (environment): ROWS, the rows of scripts/gpu_executors.py to run, in order, each
 # ROW[:SPAN[:FOLD[:REST]]] (default: all); TESTS_K, a pytest -k expression for the GPU
 # tests; PROFILE=1 adds each JAX engine row's gradient call by call; COSTS, a costs file
-# every optimal row plans from; SWEEP=0 skips the sweep; T_TESTS, T_EXEC, T_SWEEP: each
-# part's time limit in seconds.
+# every optimal row plans from; TESTS=0, EXEC=0, SWEEP=0 skip a part; RESUME, the
+# gpu-check.tgz an earlier run returned (in the working tree): the sweep measures only
+# the cells it lacks or failed; CONFIG, another sweep config; T_TESTS, T_EXEC, T_SWEEP: each part's time limit in seconds.
 set -u -o pipefail
 OUT=${OUT:-results/gpu-run}
 mkdir -p "$OUT"
@@ -27,15 +28,19 @@ print("jax", jax.__version__, jax.devices(), "torch", torch.__version__, torch.c
 PY
 # 1. what CI cannot check: no synchronisation in torch's executor, phase times left out,
 #    no host read in the JAX engine (about 1 minute)
-timeout "${T_TESTS:-90}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_paths.py \
+[ "${TESTS:-1}" != 0 ] && timeout "${T_TESTS:-90}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_paths.py \
   tests/test_jax_dispatch.py ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee "$OUT/tests.txt"
 # 2. the done-when figures in one process (about 2-3 minutes): JSON lines
-timeout "${T_EXEC:-230}" python3 scripts/gpu_executors.py --device "${DEVICE:-cuda}" ${ROWS:+--only "$ROWS"} \
+[ "${EXEC:-1}" != 0 ] && timeout "${T_EXEC:-230}" python3 scripts/gpu_executors.py --device "${DEVICE:-cuda}" ${ROWS:+--only "$ROWS"} \
   ${PROFILE:+--profile} ${COSTS:+--costs "$COSTS"} 2>&1 | tee "$OUT/executors.txt"
 # 3. the done-when cells through the CLI (fresh workers, device memory): what time is left
 if [ "${SWEEP:-1}" != 0 ]; then
-  timeout "${T_SWEEP:-190}" python3 -m ckptbench sweep configs/gpu-check.toml --yes \
-    --out "$OUT/gpu-check" -q 2>&1 | tail -20 | tee "$OUT/sweep.txt"
+  again=()
+  if [ -n "${RESUME:-}" ]; then  # an earlier run's cells: keep them, measure the rest
+    tar xzf "$RESUME" -C "$OUT" && again=(--resume --retry-failed) || exit 1
+  fi
+  timeout "${T_SWEEP:-190}" python3 -m ckptbench sweep "${CONFIG:-configs/gpu-check.toml}" \
+    --yes --out "$OUT/gpu-check" ${again[@]+"${again[@]}"} -q 2>&1 | tail -20 | tee "$OUT/sweep.txt"
   python3 -m ckptbench compare "$OUT/gpu-check" > "$OUT/compare.txt" 2>&1
   tar czf "$OUT/gpu-check.tgz" -C "$OUT" gpu-check 2>/dev/null && rm -rf "$OUT/gpu-check"
 fi
