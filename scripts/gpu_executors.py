@@ -111,18 +111,20 @@ def _call_by_call(costs: dict, steps: int):
         timed("window", nodes, key, call)
         return None
 
-    def eager(name: str, kind: str, static):  # one unfused operation, timed alone
+    def eager(name: str, kind, static):  # one unfused operation, timed alone
         def op(self, *args):
             if self.window is not None:
                 return real[name](self, *args)
-            return timed(kind, [(kind, static(args), ())], kind, lambda: real[name](self, *args))
+            what = kind(args)
+            return timed(what, [(what, static(args), ())], what, lambda: real[name](self, *args))
 
         return op
 
     JaxStepOps.flush = flush
-    JaxStepOps.advance = eager("advance", "advance", lambda a: (a[2] - a[1], a[3]))
-    JaxStepOps.tape = eager("tape", "tape", lambda a: (a[2], False))
-    JaxStepOps._reverse = eager("_reverse", "reverse", lambda a: ())
+    JaxStepOps.advance = eager("advance", lambda a: "advance", lambda a: (a[2] - a[1], a[3]))
+    JaxStepOps.tape = eager("tape", lambda a: "tape", lambda a: (a[2], False))
+    # _reverse(kind, fn, args, i) runs a reverse or a turn
+    JaxStepOps._reverse = eager("_reverse", lambda a: a[0], lambda a: ())
     try:
         yield records
     finally:
