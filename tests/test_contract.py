@@ -17,10 +17,10 @@ the engine, and one line in :data:`REGISTERED` for the worker's view.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 
 import numpy as np
 import pytest
+from _frameworks import needs
 
 from ckptbench.backends import registry
 from ckptbench.results.schema import Case, Mode
@@ -30,12 +30,6 @@ from ckptbench.workloads import Sizes, load_workload
 
 SMALL = {"hidden": 5, "batch": 2, "input": 3, "output": 2}
 TAPE_BYTES = 700  # declared bytes of one tape (any value: the engine counts what is declared
-
-
-def _installed(package: str):
-    return pytest.mark.skipif(
-        importlib.util.find_spec(package) is None, reason=f"{package} is not installed"
-    )
 
 
 class AutogradHarness:
@@ -188,16 +182,16 @@ class JaxHarness:
 #: Backends whose checkpointed loop binds ckptbench.engine.interpreter: one line each.
 BINDINGS = [
     pytest.param(AutogradHarness, id="autograd"),
-    pytest.param(TorchHarness, id="torch", marks=_installed("torch")),
-    pytest.param(JaxHarness, id="jax-engine", marks=_installed("jax")),
+    pytest.param(TorchHarness, id="torch", marks=needs("torch")),
+    pytest.param(JaxHarness, id="jax-engine", marks=needs("jax")),
 ]
 
 #: Registered backends, measured as the worker sees them: one line each.
 REGISTERED = [
     pytest.param("autograd", id="autograd"),
-    pytest.param("torch", id="torch", marks=_installed("torch")),
-    pytest.param("jax", id="jax", marks=_installed("jax")),
-    pytest.param("jax-engine", id="jax-engine", marks=_installed("jax")),
+    pytest.param("torch", id="torch", marks=needs("torch")),
+    pytest.param("jax", id="jax", marks=needs("jax")),
+    pytest.param("jax-engine", id="jax-engine", marks=needs("jax")),
 ]
 
 #: (steps, snaps) for the snapshot strategies: 1 step, snaps >= steps, few and many slots.

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _frameworks import needing, needs
 
 from ckptbench.measure.runner import EPSILON, _grad_error, _verify, grad_tolerance
 from ckptbench.results.schema import Case, CaseError, Mode, ModeResult, Status, result_from_dict
@@ -18,12 +19,6 @@ from ckptbench.sweep.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = {"hidden": 5, "batch": 2, "input": 3, "output": 2}
-
-
-def _installed(package: str):
-    return pytest.mark.skipif(
-        importlib.util.find_spec(package) is None, reason=f"{package} is not installed"
-    )
 
 
 def _cuda() -> bool:
@@ -100,9 +95,9 @@ def test_non_finite_losses_and_gradients_are_reported_as_such(tmp_path):
 @pytest.mark.parametrize(
     "backend",
     [
-        pytest.param("torch", marks=_installed("torch")),
-        pytest.param("jax", marks=_installed("jax")),
-        pytest.param("jax-engine", marks=_installed("jax")),
+        pytest.param("torch", marks=needs("torch")),
+        pytest.param("jax", marks=needs("jax")),
+        pytest.param("jax-engine", marks=needs("jax")),
     ],
 )
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -127,7 +122,7 @@ def test_workloads_compute_in_the_dtype_and_gradients_agree_within_its_tolerance
 # ---------------------------------------------------------------------- step costs
 
 
-@_installed("torch")
+@needing("torch")
 def test_torch_step_costs_on_an_asynchronous_device_end_every_timing_with_the_device():
     """What ``--device cuda`` does (torch.cuda.synchronize), run on the CPU with a counting
     stand-in: every timed region ends with the device, and the taped step comes from whole
@@ -179,6 +174,7 @@ def test_the_gpu_configs_parse_and_name_what_they_promise():
 # ---------------------------------------------------------------------- CUDA only
 
 
+@pytest.mark.torch
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
 @pytest.mark.parametrize("strategy", ["revolve", "optimal"])
 def test_torch_executor_never_synchronises_on_cuda(strategy):
@@ -210,6 +206,7 @@ def test_torch_executor_never_synchronises_on_cuda(strategy):
     assert all(torch.isfinite(g).all().item() for g in grads)
 
 
+@pytest.mark.torch
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
 def test_torch_phase_times_are_left_out_on_cuda():
     from ckptbench.backends import registry

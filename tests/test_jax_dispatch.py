@@ -10,15 +10,15 @@ the executor is chosen per case and recorded.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from _frameworks import needs
 
 from ckptbench.results.schema import Case, CaseError, Mode, default_executor
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax")
+pytestmark = needs("jax")
 
 SMALL = {"hidden": 5, "batch": 2, "input": 3, "output": 2}
 

@@ -5,9 +5,8 @@ name imported across modules; the numbers-only modules load no heavy library."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
+from _frameworks import needs
 from _imports import import_edges, loaded_after_import, package_modules
 
 HEAVY = ("rich", "pandas", "matplotlib")
@@ -37,9 +36,7 @@ MEASURING_SIDE = (
     "ckptbench.backends.autograd.binding",
     pytest.param(
         "ckptbench.backends.torch.binding",
-        marks=pytest.mark.skipif(
-            importlib.util.find_spec("torch") is None, reason="needs torch (.[torch])"
-        ),
+        marks=needs("torch"),
     ),
     "ckptbench",
 )

@@ -3,10 +3,9 @@ traced iteration, the CLI and one real run (see docs/trace.md)."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
+from _frameworks import needing, needs
 
 from ckptbench.engine.trace import TraceRecorder
 from ckptbench.schedules import make_schedule, replay_bytes
@@ -62,7 +61,7 @@ BINDINGS = [
     pytest.param(
         _torch,
         id="torch",
-        marks=pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="no torch"),
+        marks=needs("torch"),
     ),
 ]
 
@@ -280,7 +279,7 @@ def test_a_real_traced_run_end_to_end(tmp_path):
     assert doc["case"]["trace"] is True
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="no torch")
+@needing("torch")
 def test_the_cuda_trace_window_reads_the_peak_since_the_last_read(monkeypatch):
     """torch's per-action device window, against a model of the caching allocator's
     counters (no GPU here: the calls it makes are the ones a GPU would answer)."""

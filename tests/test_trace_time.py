@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from _frameworks import needs
 
 from ckptbench.engine.trace_time import layer_times, predicted_seconds
 from ckptbench.schedules import ActionKind
@@ -71,9 +72,8 @@ def test_the_layer_summary_adds_each_layers_predicted_and_measured_time():
     assert "measured_s" not in untimed[0] and "predicted_s" in untimed[0]
 
 
-@pytest.mark.parametrize("backend", ["autograd", "torch"])
+@pytest.mark.parametrize("backend", ["autograd", pytest.param("torch", marks=needs("torch"))])
 def test_the_traced_iteration_times_every_action_of_a_planned_chain(backend):
-    pytest.importorskip(backend)
     from ckptbench.backends import registry
     from ckptbench.measure.trace import traced_iteration
     from ckptbench.results.schema import Case, Mode
