@@ -10,5 +10,31 @@ setting where it needs the default).
 from __future__ import annotations
 
 import os
+import re
+
+import pytest
 
 os.environ["CKPTBENCH_PRECISION"] = "off"
+
+#: A skip reason that names an optional framework: the test needs it.
+_FRAMEWORK = re.compile(r"\b(torch|jax|equinox)\b")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Refuse a test that is skipped for want of torch or JAX but carries neither marker:
+    CI runs the README's command without them and then only ``-m torch`` and ``-m jax``, so
+    it would never run (tests/_frameworks.py gives both marks at once)."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if not (item.get_closest_marker("torch") or item.get_closest_marker("jax"))
+        and any(
+            _FRAMEWORK.search(str(mark.kwargs.get("reason", "")))
+            for mark in item.iter_markers("skipif")
+        )
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            f"{len(unmarked)} tests skip without a framework but carry no torch/jax marker "
+            f"(CI would never run them; use tests/_frameworks.py): {unmarked[:5]}"
+        )
