@@ -21,13 +21,16 @@ import argparse
 import contextlib
 import hashlib
 import json
+import math
 import statistics
 import time
 from pathlib import Path
 
 from ckptbench.backends import registry
+from ckptbench.engine.trace_time import predicted_seconds
 from ckptbench.results.schema import Case, Mode
-from ckptbench.schedules.optimal import costs_from_json
+from ckptbench.schedules import Action, ActionKind
+from ckptbench.schedules.optimal import Costs, costs_from_json
 
 ROWS = [
     # backend, dtype, hidden, batch, strategy, snaps, executor, budget
@@ -54,77 +57,81 @@ def _time(built, repeats: int) -> float:
     return statistics.median(times)
 
 
-def _predicted_s(nodes: list, costs: dict, steps: int) -> float:
-    """What the step costs charge for a window's recorded operations: an untaped step
-    (with its readout in the first sweep), a kept tape's forward, a turn's taped step and
-    reverse, a reverse's share of that."""
-    fwd, taped = costs["forward_time_s"], costs["taped_time_s"]
-    post = costs.get("fixed_time_s", 0.0) / steps
-    total = 0.0
-    for kind, static, _ in nodes:
+#: A recorded operation's action (an advance's is ADVANCE, with its steps).
+_TAPED_KIND = {"tape": ActionKind.TAPE, "turn": ActionKind.YOUTURN, "reverse": ActionKind.REVERSE}
+
+
+def _window_actions(nodes: list, indices: list) -> list[Action]:
+    """A fused window's recorded operations as the schedule actions they ran."""
+    out = []
+    for (kind, static, _), i in zip(nodes, indices, strict=True):
         if kind == "advance":
-            total += static[0] * (fwd + (post if static[1] else 0.0))
-        elif kind == "tape":
-            total += fwd + (post if static[0] else 0.0)
-        elif kind == "turn":
-            total += taped
-        elif kind == "reverse":
-            total += taped - fwd
-    return total
+            out.append(Action(ActionKind.ADVANCE, start=i, stop=i + static[0]))
+        else:
+            out.append(Action(_TAPED_KIND[kind], step=i))
+    return out
 
 
 @contextlib.contextmanager
 def _call_by_call(costs: dict, steps: int):
     """The JAX engine's step operations, each call waited for and timed: yields the list
     the records go to (``[what, operations, reversals, measured s, predicted s, key]``; a
-    window's key names its program, so repetitions can be grouped). The loop's set-up and
-    loss calls are not hooked: their time falls to the next call."""
+    window's key names its program, so repetitions can be grouped). A call's prediction is
+    what the cost model charges its actions, as ``run --trace`` does
+    (:func:`ckptbench.engine.trace_time.predicted_seconds`: an untaped step its forward
+    cost, a tape or turn its taped cost, a reverse nothing; the readouts and the loss are
+    the plan's fixed time, charged to no call). The loop's set-up and loss calls are not
+    hooked: their time falls to the next call."""
     import jax
 
     from ckptbench.backends.jax.step_ops import JaxStepOps
 
+    priced = Costs.from_dict(costs)
     records: list[list] = []
     real = {n: getattr(JaxStepOps, n) for n in ("flush", "advance", "tape", "_reverse")}
 
-    def timed(what: str, nodes: list, key: str, call) -> object:
+    def timed(what: str, actions: list[Action], key: str, call) -> object:
         t0 = time.perf_counter()
         out = call()
         jax.block_until_ready(out)
-        turns = sum(kind in ("turn", "reverse") for kind, _, _ in nodes)
-        records.append([
-            what, len(nodes), turns, time.perf_counter() - t0,
-            _predicted_s(nodes, costs, steps), key,
-        ])  # fmt: skip
+        took = time.perf_counter() - t0
+        turns = sum(a.kind in (ActionKind.YOUTURN, ActionKind.REVERSE) for a in actions)
+        predicted = math.fsum(predicted_seconds(actions, priced, steps))
+        records.append([what, len(actions), turns, took, predicted, key])
         return out
 
     def flush(self) -> None:
         w = self.window
         if w is None or not w.nodes:
             return real["flush"](self)
-        outputs, nodes = w.live(), list(w.nodes)
+        outputs, actions = w.live(), _window_actions(w.nodes, w.indices)
         key = hashlib.sha1(repr(w.program_key(outputs)).encode()).hexdigest()[:8]
 
         def call() -> list:
             real["flush"](self)
             return [o.value for o in outputs]
 
-        timed("window", nodes, key, call)
+        timed("window", actions, key, call)
         return None
 
-    def eager(name: str, kind, static):  # one unfused operation, timed alone
+    def eager(name: str, action):  # one unfused operation, timed alone
         def op(self, *args):
             if self.window is not None:
                 return real[name](self, *args)
-            what = kind(args)
-            return timed(what, [(what, static(args), ())], what, lambda: real[name](self, *args))
+            act = action(args)
+            what = act.kind.value
+            return timed(what, [act], what, lambda: real[name](self, *args))
 
         return op
 
     JaxStepOps.flush = flush
-    JaxStepOps.advance = eager("advance", lambda a: "advance", lambda a: (a[2] - a[1], a[3]))
-    JaxStepOps.tape = eager("tape", lambda a: "tape", lambda a: (a[2], False))
-    # _reverse(kind, fn, args, i) runs a reverse or a turn
-    JaxStepOps._reverse = eager("_reverse", lambda a: a[0], lambda a: ())
+    # advance(state, start, stop, outputs); tape(state, i, outputs); _reverse(kind, fn,
+    # args, i) runs a reverse or a turn
+    JaxStepOps.advance = eager(
+        "advance", lambda a: Action(ActionKind.ADVANCE, start=a[1], stop=a[2])
+    )
+    JaxStepOps.tape = eager("tape", lambda a: Action(ActionKind.TAPE, step=a[1]))
+    JaxStepOps._reverse = eager("_reverse", lambda a: Action(_TAPED_KIND[a[0]], step=a[3]))
     try:
         yield records
     finally:
