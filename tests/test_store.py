@@ -73,6 +73,20 @@ def test_malformed_results_are_one_line_exit_2_naming_file_and_field(
         assert str(path) in err and words in err
 
 
+def test_a_signed_difference_reads_where_a_negative_peak_does_not(tmp_path: Path) -> None:
+    # an H200 sweep wrote program_rss_bytes = -10915840 (the compile's heap trim returned
+    # more than the program holds) and compare refused the whole folder
+    doc = _doc()
+    doc["modes"][2]["counters"]["program_rss_bytes"] = -10915840
+    path = tmp_path / "signed.json"
+    path.write_text(json.dumps(doc))
+    assert load_result(path).modes[2].counters["program_rss_bytes"] == -10915840
+    doc["modes"][2]["counters"]["peak_stored_bytes"] = -1
+    path.write_text(json.dumps(doc))
+    with pytest.raises(StoreError, match="peak_stored_bytes must be a finite number >= 0"):
+        load_result(path)
+
+
 def test_binary_content_names_the_file(tmp_path: Path, capsys) -> None:
     path = tmp_path / "core.json"
     path.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\xff\xfe")

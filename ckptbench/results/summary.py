@@ -69,7 +69,8 @@ class Counters:
     steps_advanced: int | None = None
     steps_taped: int | None = None
     peak_stored_bytes: int | None = None  # the bytes our schedule stored at most
-    program_rss_bytes: int | None = None  # JAX: resident memory of the compiled program
+    # JAX: RSS after the compile minus before (a difference: may be negative)
+    program_rss_bytes: int | None = None
     compile_time_ns: int | None = None  # JAX
 
     @classmethod
