@@ -74,6 +74,8 @@ def _cell(s: CellSummary, interruption: str | None) -> dict[str, Any]:
         "forward_steps_optimal": s.forward_steps_optimal,
         "grad_max_rel_err": s.grad_max_rel_err,
         "device_memory_savings": s.device_memory_savings,
+        "floor_time_s": s.floor_time_s,
+        "vs_floor": s.vs_floor,
     }
 
 
@@ -214,6 +216,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
             "slowdown": first["slowdown"],
             "slowdown_low": first["slowdown_low"],
             "slowdown_high": first["slowdown_high"],
+            "floor_time_s": first["floor_time_s"],
+            "vs_floor": first["vs_floor"],
             "memory_savings": first["memory_savings"],
             "memory_savings_low": first["memory_savings_low"],
             "memory_savings_high": first["memory_savings_high"],

@@ -5,6 +5,7 @@ the same object, and never read back; every reader takes it."""
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from ckptbench.analysis.gate import check
 from ckptbench.frame import read_results
 from ckptbench.render import headline, render, run_table, to_text
 from ckptbench.render.html import render_html
+from ckptbench.render.run import explain_lines
 from ckptbench.results import summary as summary_module
 from ckptbench.results.schema import Mode, result_to_dict, save_result
 from ckptbench.results.store import load_result, load_results
@@ -101,3 +103,32 @@ def test_the_summary_is_typed_cached_and_takes_busy_cores_from_the_modes() -> No
     kinds = {(v.kind.value, v.mode) for v in busy.summary.noise}
     assert ("other-processes", "normal") in kinds  # the same figures stored or recomputed
     assert ("other-processes", "normal") not in {(v.kind.value, v.mode) for v in s.noise}
+
+
+def test_the_recomputation_floor_prices_extra_evaluations_at_the_forward_only_step(
+    tmp_path: Path,
+) -> None:
+    result = make_result(CI_CASE, seed=3)
+    s = result.summary
+    times = {m.mode: statistics.median(it.wall_time_s for it in m.iterations) for m in result.modes}
+    ckpt = result.mode(Mode.CHECKPOINTED)
+    evaluations = ckpt.counters["steps_advanced"] + ckpt.counters["steps_taped"]
+    assert evaluations > CI_CASE.steps  # Revolve recomputes
+    per_step = times[Mode.BASELINE] / CI_CASE.steps
+    floor = times[Mode.NORMAL] + (evaluations - CI_CASE.steps) * per_step
+    assert abs(s.floor_time_s - floor) < 1e-12
+    assert abs(s.vs_floor - times[Mode.CHECKPOINTED] / floor) < 1e-12
+    assert s.as_dict()["vs_floor"] == s.vs_floor
+    save_result(result, tmp_path / "r.json")
+    table = render(compare(load_results([tmp_path])), "csv")
+    header, row = table.splitlines()[:2]
+    got = dict(zip(header.split(","), row.split(","), strict=True))
+    assert abs(float(got["vs_floor"]) - s.vs_floor) < 1e-9
+    (line,) = [x for x in explain_lines(result) if x.startswith("recomputation floor")]
+    assert f"{evaluations - CI_CASE.steps} extra evaluations" in line
+    assert f"{s.vs_floor:.2f}x the floor" in line
+    # a framework's own checkpointing has no counted evaluations: no floor, never a guess
+    peer = tuple(
+        replace(m, counters={}) if m.mode is Mode.CHECKPOINTED else m for m in result.modes
+    )
+    assert summary_module.compute(result.case, peer).floor_time_s is None

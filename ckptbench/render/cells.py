@@ -37,6 +37,11 @@ def _ratio1(v: Any, _r: dict[str, Any]) -> str:
     return fmt_ratio(v, 1)
 
 
+def _ratio2(v: Any, r: dict[str, Any]) -> str:
+    """A time ratio ('1.18x'), marked where the cell's times are unstable."""
+    return fmt_ratio(v, 2) + ("" if missing(v) else _star(r))
+
+
 def _mib(v: Any, _r: dict[str, Any]) -> str:
     return fmt_bytes(v, digits=2, unit=False)
 
@@ -134,6 +139,9 @@ def cells_table(results: Sequence[RunResult]) -> Table:
         Column("normal_time_s", "normal s", _s, priority=4),
         Column("checkpointed_time_s", "ckpt s", _s, priority=3),
         Column("slowdown", "slowdown [95%]", _ci("slowdown", 2, star=True)),
+        # the recomputation floor: plain + extra evaluations at the forward-only step time
+        Column("floor_time_s", priority=0),
+        Column("vs_floor", "vs floor", _ratio2, priority=3),
         Column("memory_savings", "savings [95%]", _ci("memory_savings", 1)),
         # GPU cells: the device's memory, beside host RSS (absent when no cell ran on one)
         Column("checkpointed_device_overhead_bytes", "ckpt dev +MiB", _mib, priority=on_gpu),

@@ -365,6 +365,22 @@ def _plan_line(result: RunResult) -> str | None:
     )
 
 
+def _floor_line(result: RunResult) -> str | None:
+    """The recomputation floor beside the measurement (``results.summary``'s definition)."""
+    s, steps = result.summary, result.case.steps
+    floor, ev = s.floor_time_s, s.step_evaluations
+    base = s.mode(Mode.BASELINE).time
+    plain = s.mode(Mode.NORMAL).time
+    if floor is None or s.vs_floor is None or ev is None or base is None or plain is None:
+        return None
+    return (
+        f"recomputation floor: {fmt_time(floor)} (plain {fmt_time(plain.median)} + "
+        f"{max(ev - steps, 0)} extra evaluations x {base.median / steps * 1e6:.1f} µs, the "
+        f"forward-only step); checkpointed {fmt_time(s.mode(Mode.CHECKPOINTED).time.median)}, "
+        f"{s.vs_floor:.2f}x the floor"
+    )
+
+
 def explain_lines(result: RunResult) -> list[str]:
     """Where the time goes (the executor's own phase timers), how a --precision run ended,
     how the rounds differ and, for a planned schedule, the prediction beside the
@@ -374,6 +390,7 @@ def explain_lines(result: RunResult) -> list[str]:
         _precision_line(result),
         _rounds_line(result),
         _plan_line(result),
+        _floor_line(result),
     )
     return [line for line in lines if line is not None]
 

@@ -17,6 +17,11 @@ Definitions (the numbers ckptbench prints):
   several rounds the geometric mean of the rounds' own Hodges-Lehmann ratios, outlier
   rounds set aside; with one round its Hodges-Lehmann ratio), with a 95% interval;
 * memory savings = overhead of normal / overhead of checkpointed, with a 95% interval;
+* recomputation floor = the normal mode's median iteration time plus each evaluation beyond
+  the plain gradient's at the forward-only time per step (baseline median / steps): the
+  time a schedule's recomputations cost with no executor overhead at all; ``vs_floor`` =
+  checkpointed median / floor. Only where the executor counts its evaluations (ours; a
+  framework's own checkpointing runs inside the framework, uncounted);
 * every overhead carries an interval holding both modes' iteration peaks and where another
   invocation's overhead lands (95%); one within that noise gives no savings figure
   (:mod:`ckptbench.analysis.memnoise`).
@@ -57,6 +62,7 @@ __all__ = [
     "Ratio",
     "compute",
     "other_busy_cores",
+    "recompute_floor_s",
     "summary_document",
 ]
 
@@ -173,6 +179,8 @@ class CellSummary:
     #: where checkpointed's overhead is within its noise (no savings figure then): the
     #: lower bound normal's and checkpointed's intervals allow, for gates
     memory_savings_bound: float | None = None
+    floor_time_s: float | None = None  # the recomputation floor (module doc)
+    vs_floor: float | None = None  # checkpointed median time / floor_time_s
 
     def mode(self, mode: Mode) -> ModeFigures:
         """``mode``'s figures; empty ones (status None) when it was not measured."""
@@ -284,6 +292,8 @@ def compute(
     evaluated = (counts.steps_advanced, counts.steps_taped)
     cut = [r.round for r in rounds if r.status is Status.INTERRUPTED]
     over = {f.mode: f.overhead_bytes for f in figures}
+    evaluations = None if None in evaluated else sum(evaluated)
+    floor = recompute_floor_s(figures, evaluations, case.steps)
     dover = {f.mode: f.device_overhead_bytes for f in figures}
     return CellSummary(
         modes=figures,
@@ -304,14 +314,33 @@ def compute(
         time_unstable=estimates["time_unstable"],
         forward_steps=counts.steps_advanced,
         forward_steps_optimal=opt,
-        step_evaluations=None if None in evaluated else sum(evaluated),
+        step_evaluations=evaluations,
         step_evaluations_optimal=None if opt is None else opt + case.steps,
         grad_max_rel_err=ckpt.grad_max_rel_err if ckpt is not None else None,
         device_memory_savings=ratio(dover.get(Mode.NORMAL), dover.get(Mode.CHECKPOINTED))
         if device
         else None,
         device_peak_exact=_all_exact(pooled) if device else None,
+        floor_time_s=floor,
+        vs_floor=ratio(_median(figures, Mode.CHECKPOINTED), floor),
     )
+
+
+def recompute_floor_s(
+    figures: Sequence[ModeFigures], evaluations: int | None, steps: int
+) -> float | None:
+    """The recomputation floor (module doc): plain gradient + (evaluations - steps) x the
+    forward-only time per step; None unless all three modes have times and the evaluations
+    were counted."""
+    base, plain = _median(figures, Mode.BASELINE), _median(figures, Mode.NORMAL)
+    if base is None or plain is None or evaluations is None or steps <= 0:
+        return None
+    return plain + max(evaluations - steps, 0) * base / steps
+
+
+def _median(figures: Sequence[ModeFigures], mode: Mode) -> float | None:
+    f = next((f for f in figures if f.mode is mode), None)
+    return f.time.median if f is not None and f.ok and f.time is not None else None
 
 
 @dataclass(frozen=True)
@@ -433,6 +462,8 @@ def summary_document(s: CellSummary) -> dict[str, Any]:
         },
         "peak_range_bytes": {m.mode.value: m.peak_range.as_dict() for m in modes if m.peak_range},
         "memory_savings_bound": s.memory_savings_bound,
+        "floor_time_s": s.floor_time_s,
+        "vs_floor": s.vs_floor,
     }
     if s.on_device:
         device = [m for m in modes if m.peak_device_bytes is not None]
