@@ -35,6 +35,7 @@ __all__ = [
     "optimum_advances",
     "pool_by_mode",
     "ratio",
+    "recompute_floor_s",
     "round_estimates",
     "spread",
 ]
@@ -99,6 +100,18 @@ def ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den <= 0:
         return None
     return num / den
+
+
+def recompute_floor_s(
+    baseline_s: float | None, plain_s: float | None, evaluations: int | None, steps: int
+) -> float | None:
+    """The recomputation floor: the plain gradient's time plus each evaluation beyond the
+    ``steps`` it makes at the forward-only time per step (``baseline_s / steps``); None
+    unless all three are known. An estimate of what a schedule's recomputations cost with
+    no executor overhead, not a bound (a recomputed step may run faster than a forward one)."""
+    if baseline_s is None or plain_s is None or evaluations is None or steps <= 0:
+        return None
+    return plain_s + max(evaluations - steps, 0) * baseline_s / steps
 
 
 def pool_by_mode(results: Sequence[ModeResult]) -> list[ModeResult]:

@@ -46,9 +46,11 @@ from ckptbench.analysis.summary import (
     optimum_advances,
     pool_by_mode,
     ratio,
+    recompute_floor_s,
     round_estimates,
     spread,
 )
+from ckptbench.results.document import summary_document
 from ckptbench.results.modes import Mode, Status
 
 if TYPE_CHECKING:
@@ -293,7 +295,9 @@ def compute(
     cut = [r.round for r in rounds if r.status is Status.INTERRUPTED]
     over = {f.mode: f.overhead_bytes for f in figures}
     evaluations = None if None in evaluated else sum(evaluated)
-    floor = recompute_floor_s(figures, evaluations, case.steps)
+    floor = recompute_floor_s(
+        _median(figures, Mode.BASELINE), _median(figures, Mode.NORMAL), evaluations, case.steps
+    )
     dover = {f.mode: f.device_overhead_bytes for f in figures}
     return CellSummary(
         modes=figures,
@@ -324,18 +328,6 @@ def compute(
         floor_time_s=floor,
         vs_floor=ratio(_median(figures, Mode.CHECKPOINTED), floor),
     )
-
-
-def recompute_floor_s(
-    figures: Sequence[ModeFigures], evaluations: int | None, steps: int
-) -> float | None:
-    """The recomputation floor (module doc): plain gradient + (evaluations - steps) x the
-    forward-only time per step; None unless all three modes have times and the evaluations
-    were counted."""
-    base, plain = _median(figures, Mode.BASELINE), _median(figures, Mode.NORMAL)
-    if base is None or plain is None or evaluations is None or steps <= 0:
-        return None
-    return plain + max(evaluations - steps, 0) * base / steps
 
 
 def _median(figures: Sequence[ModeFigures], mode: Mode) -> float | None:
@@ -436,52 +428,4 @@ def _median_phases(result: ModeResult) -> dict[str, float]:
     return {
         k: statistics.median(it.phases[k] for it in result.iterations if k in it.phases)
         for k in names
-    }
-
-
-def summary_document(s: CellSummary) -> dict[str, Any]:
-    """The ``summary`` of a result file, in its documented layout (``CellSummary.as_dict``)."""
-    modes = s.modes
-    noise = [m for m in modes if m.time_cv is not None]
-    doc: dict[str, Any] = {
-        "slowdown": s.slowdown.value,
-        "slowdown_ci": list(s.slowdown.interval) if s.slowdown.interval else None,
-        "slowdown_per_round": None if s.slowdown.per_round is None else list(s.slowdown.per_round),
-        "slowdown_set_aside": list(s.slowdown.set_aside),
-        "memory_savings": s.memory_savings.value,
-        "memory_savings_ci": list(s.memory_savings.interval) if s.memory_savings.interval else None,
-        "rounds": s.rounds,
-        "noise": [v.as_dict() for v in s.noise],
-        "time_cv": {m.mode.value: m.time_cv for m in noise},
-        "peak_spread_bytes": {m.mode.value: m.peak_spread_bytes for m in noise},
-        "time_unstable": s.time_unstable,
-        "phases_s": {m.mode.value: dict(m.phases_s) for m in modes if m.phases_s},
-        "overhead_bytes": {m.mode.value: m.overhead_bytes for m in modes},
-        "overhead_interval_bytes": {
-            m.mode.value: m.overhead_interval.as_dict() for m in modes if m.overhead_interval
-        },
-        "peak_range_bytes": {m.mode.value: m.peak_range.as_dict() for m in modes if m.peak_range},
-        "memory_savings_bound": s.memory_savings_bound,
-        "floor_time_s": s.floor_time_s,
-        "vs_floor": s.vs_floor,
-    }
-    if s.on_device:
-        device = [m for m in modes if m.peak_device_bytes is not None]
-        doc["peak_device_bytes"] = {m.mode.value: m.peak_device_bytes for m in device}
-        doc["device_overhead_bytes"] = {m.mode.value: m.device_overhead_bytes for m in device}
-        doc["device_memory_savings"] = s.device_memory_savings
-        doc["device_peak_exact"] = s.device_peak_exact
-    return doc | {
-        "peak_rss_bytes": {m.mode.value: m.peak_rss_bytes for m in modes},
-        "time_s": {m.mode.value: m.time.as_dict() for m in modes if m.time is not None},
-        "forward_steps": s.forward_steps,
-        "forward_steps_optimal": s.forward_steps_optimal,
-        "step_evaluations": s.step_evaluations,
-        "step_evaluations_optimal": s.step_evaluations_optimal,
-        "grad_max_rel_err": s.grad_max_rel_err,
-        "cpu_share": {m.mode.value: m.cpu_share for m in modes if m.cpu_share is not None},
-        "status": {m.mode.value: m.status.value for m in modes if m.status is not None},
-        "rounds_complete": s.rounds_complete,
-        "interrupted_round": s.interrupted_round,
-        "ok": s.ok,
     }
