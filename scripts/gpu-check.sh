@@ -28,7 +28,7 @@ print("jax", jax.__version__, jax.devices(), "torch", torch.__version__, torch.c
 PY
 # 1. what CI cannot check: no synchronisation in torch's executor, phase times left out,
 #    no host read in the JAX engine (about 1 minute)
-[ "${TESTS:-1}" != 0 ] && timeout "${T_TESTS:-90}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_paths.py \
+[ "${TESTS:-1}" != 0 ] && timeout "${T_TESTS:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_paths.py \
   tests/test_jax_dispatch.py ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee "$OUT/tests.txt"
 # 2. the done-when figures in one process (about 2-3 minutes): JSON lines
 [ "${EXEC:-1}" != 0 ] && timeout "${T_EXEC:-230}" python3 scripts/gpu_executors.py --device "${DEVICE:-cuda}" ${ROWS:+--only "$ROWS"} \
