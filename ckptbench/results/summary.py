@@ -64,7 +64,6 @@ __all__ = [
     "Ratio",
     "compute",
     "other_busy_cores",
-    "recompute_floor_s",
     "summary_document",
 ]
 
