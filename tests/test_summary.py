@@ -127,6 +127,10 @@ def test_the_recomputation_floor_prices_extra_evaluations_at_the_forward_only_st
     (line,) = [x for x in explain_lines(result) if x.startswith("recomputation floor")]
     assert f"{evaluations - CI_CASE.steps} extra evaluations" in line
     assert f"{s.vs_floor:.2f}x the floor" in line
+    assert "below it" in line and s.vs_floor < 1
+    slow = make_result(CI_CASE, seed=3, times={"checkpointed": 3.0})
+    (line,) = [x for x in explain_lines(slow) if x.startswith("recomputation floor")]
+    assert slow.summary.vs_floor > 1 and "below it" not in line
     # a framework's own checkpointing has no counted evaluations: no floor, never a guess
     peer = tuple(
         replace(m, counters={}) if m.mode is Mode.CHECKPOINTED else m for m in result.modes

@@ -378,6 +378,12 @@ def _floor_line(result: RunResult) -> str | None:
         f"{max(ev - steps, 0)} extra evaluations x {base.median / steps * 1e6:.1f} µs, the "
         f"forward-only step); checkpointed {fmt_time(s.mode(Mode.CHECKPOINTED).time.median)}, "
         f"{s.vs_floor:.2f}x the floor"
+        + (
+            " (below it: its taped steps cost less than the plain gradient, or a recomputed "
+            "step less than a forward-only one; the floor is an estimate)"
+            if s.vs_floor < 1
+            else ""
+        )
     )
 
 
