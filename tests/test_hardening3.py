@@ -545,3 +545,12 @@ def test_check_against_notes_pooled_runs_of_different_versions(tmp_path: Path, c
     save_result(make_result(CI_CASE, seed=3), ref)
     _, out, err = run_cli(capsys, ["check", str(a), str(b), "--against", str(ref)])
     assert "pooled runs of different ckptbench versions (0.1.0, 9.9.9)" in out + err
+
+
+def test_a_ratio_too_small_for_its_decimals_keeps_two_significant_digits():
+    # a GPU cell's host "savings" was 6.31 / 198.78 MiB and printed "0.0x [0.0, 0.0]"
+    from ckptbench.render.format import fmt_ratio, fmt_ratio_ci
+
+    assert fmt_ratio(6.31 / 198.78, 1) == "0.032x" and fmt_ratio(0.0, 1) == "0.0x"
+    assert fmt_ratio_ci(0.0317, (0.0311, 0.0323), 1) == "0.032x [0.031, 0.032]"
+    assert fmt_ratio_ci(1.17, (1.1, 1.25)) == "1.17x [1.10, 1.25]"

@@ -106,9 +106,17 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{h} h" + (f" {rest // 60} min" if rest // 60 else "")
 
 
+def _ratio_number(v: float, digits: int) -> str:
+    """``v`` with ``digits`` decimals; one too small for them in two significant digits
+    ('0.032', never '0.0': a host-memory 'savings' of 0.03x is a 30-fold cost)."""
+    if v and round(v, digits) == 0:
+        return f"{v:.2g}"
+    return f"{v:.{digits}f}"
+
+
 def fmt_ratio(v: float | None, digits: int = 2) -> str:
     """A ratio with its unit: '1.05x'."""
-    return "-" if missing(v) else f"{v:.{digits}f}x"
+    return "-" if missing(v) else f"{_ratio_number(v, digits)}x"
 
 
 def fmt_ratio_ci(v: float | None, ci: Sequence[float] | None, digits: int = 2) -> str:
@@ -116,7 +124,7 @@ def fmt_ratio_ci(v: float | None, ci: Sequence[float] | None, digits: int = 2) -
     text = fmt_ratio(v, digits)
     if missing(v) or not ci:
         return text
-    return f"{text} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+    return f"{text} [{_ratio_number(ci[0], digits)}, {_ratio_number(ci[1], digits)}]"
 
 
 def fmt_time(seconds: float | None, digits: int = 3, unit: bool = True) -> str:
