@@ -356,3 +356,20 @@ def test_cells_differing_only_in_executor_or_dtype_have_their_own_labels(change,
         assert {label.split()[-1] for label in labels} == set(shown)
         cells = render(compare(results), "table").split("\n\n")[0]  # the Cells table
         assert all(s in cells for s in shown), cells
+
+
+def test_a_peer_label_names_no_executor_unless_two_cells_would_read_the_same() -> None:
+    # run 6's GPU table read "jax-checkpoint ... executor=engine": jax.checkpoint runs
+    # inside JAX, not on our executor
+    from ckptbench.render.format import cell_labels, short_labels
+
+    jax = CI_CASE.with_(backend="jax")
+    peer = jax.with_(strategy="jax-checkpoint")
+    cases = [jax, jax.with_(executor="engine"), peer]
+    for labels in (cell_labels(cases), short_labels(cases)):
+        assert "executor=compiled" in labels[0] and "executor=engine" in labels[1]
+        assert "executor" not in labels[2] and len(set(labels)) == 3
+    # two peer cells apart only by the executor asked for keep it, so they stay apart
+    twins = [peer, peer.with_(executor="engine")]
+    labels = cell_labels(twins)
+    assert len(set(labels)) == 2 and all("executor=" in label for label in labels)
