@@ -51,12 +51,18 @@ def missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+def _decimals(v: float, digits: int) -> str:
+    """``v`` with ``digits`` decimals; one too small for them in two significant digits
+    ('0.032' or '1e-07', never '0.0': a host-memory 'savings' of 0.03x is a 30-fold cost)."""
+    if v and round(v, digits) == 0:
+        return f"{v:.2g}"
+    return f"{v:.{digits}f}"
+
+
 def fmt_percent(fraction: float, digits: int = 1) -> str:
     """A fraction as a percentage: '5.0%'; one too small for ``digits`` decimals in two
     significant digits ('1e-07%', never '0.0%')."""
-    if fraction and round(100 * fraction, digits) == 0:
-        return f"{100 * fraction:.2g}%"
-    return f"{fraction:.{digits}%}"
+    return f"{_decimals(100 * fraction, digits)}%"
 
 
 def fmt_bytes(n: float | None, *, signed: bool = False, digits: int = 1, unit: bool = True) -> str:
@@ -107,17 +113,9 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{h} h" + (f" {rest // 60} min" if rest // 60 else "")
 
 
-def _ratio_number(v: float, digits: int) -> str:
-    """``v`` with ``digits`` decimals; one too small for them in two significant digits
-    ('0.032', never '0.0': a host-memory 'savings' of 0.03x is a 30-fold cost)."""
-    if v and round(v, digits) == 0:
-        return f"{v:.2g}"
-    return f"{v:.{digits}f}"
-
-
 def fmt_ratio(v: float | None, digits: int = 2) -> str:
     """A ratio with its unit: '1.05x'."""
-    return "-" if missing(v) else f"{_ratio_number(v, digits)}x"
+    return "-" if missing(v) else f"{_decimals(v, digits)}x"
 
 
 def fmt_ratio_ci(v: float | None, ci: Sequence[float] | None, digits: int = 2) -> str:
@@ -125,7 +123,7 @@ def fmt_ratio_ci(v: float | None, ci: Sequence[float] | None, digits: int = 2) -
     text = fmt_ratio(v, digits)
     if missing(v) or not ci:
         return text
-    return f"{text} [{_ratio_number(ci[0], digits)}, {_ratio_number(ci[1], digits)}]"
+    return f"{text} [{_decimals(ci[0], digits)}, {_decimals(ci[1], digits)}]"
 
 
 def fmt_time(seconds: float | None, digits: int = 3, unit: bool = True) -> str:
