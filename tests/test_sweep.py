@@ -341,6 +341,30 @@ def test_eta_weights_cells_by_their_planned_work(tmp_path: Path) -> None:
     assert first.eta_s == pytest.approx(first.elapsed_s * dear / cheap)
 
 
+def test_a_gpu_cell_is_estimated_from_its_steps_not_its_flops() -> None:
+    """On an H200 one round of torch Revolve-31 at hidden 1024 x batch 64 took 35 s; scaled
+    by FLOPs from the CPU's reference step the estimate was 37 minutes (run 7). A GPU step
+    at this size is launch-bound: the estimate follows the step count, and a bigger hidden
+    size costs the same there while it costs more on the CPU."""
+    from ckptbench.sweep.progress import estimated_seconds
+
+    gpu = Case(
+        backend="torch",
+        device="cuda",
+        dtype="float32",
+        hidden=1024,
+        batch=64,
+        warmup=1,
+        repeats=3,
+        rounds=1,
+    )
+    assert 10 < estimated_seconds(gpu) < 120
+    assert estimated_seconds(replace(gpu, hidden=256)) == estimated_seconds(gpu)
+    cpu = replace(gpu, device="cpu")
+    assert estimated_seconds(cpu) > 10 * estimated_seconds(gpu)
+    assert estimated_seconds(replace(cpu, hidden=256)) < estimated_seconds(cpu)
+
+
 def test_dask_worker_processes_run_the_real_runner(tmp_path: Path, monkeypatch) -> None:
     """Two cells on a two-process LocalCluster through ckptbench.measure.runner (fake worker)."""
     distributed = pytest.importorskip("distributed")

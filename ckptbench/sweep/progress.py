@@ -117,14 +117,28 @@ def _planned_advances_of(strategy: str, steps: int, snaps: int) -> int:
 #: 32), calibrated on the main job here: ~45 s for 4 iterations of 3 modes, ~38 000 units.
 SECONDS_PER_UNIT = 0.001
 _REFERENCE_FLOPS = 2 * 16 * (32 + 256) * 4 * 256
+#: On an accelerator a step of these sizes costs its kernel launches, not its matmul work,
+#: so the units are not scaled by FLOPs. Measured on one H200 (docs/results/gpu.md): a
+#: forward-only step 16 µs (JAX, hidden 256) to 160 µs (torch, hidden 1024), ~230 µs a unit
+#: in a taped step with its reverse; a worker's start-up (framework import, device context)
+#: ~10 s. One round of torch Revolve-31 at hidden 1024 x batch 64 took 35 s (run 7).
+ACCELERATOR_SECONDS_PER_UNIT = 0.0002
+_ACCELERATOR_START_S = 10.0
+_CPU_START_S = 3.0
 
 
 def estimated_seconds(case: Case) -> float:
-    """A rough wall time for measuring a cell, scaled from the reference LSTM step by the
-    step's matmul work (for the confirmation of large sweeps; not a prediction)."""
-    flops = 2 * case.batch * (case.input + case.hidden) * 4 * case.hidden
-    per_unit = SECONDS_PER_UNIT * max(flops / _REFERENCE_FLOPS, 0.05)
-    return cell_cost(case) * per_unit + 3.0 * case.rounds * 3  # + worker start-ups
+    """A rough wall time for measuring a cell (for the confirmation of large sweeps and
+    ``run``'s plan line; not a prediction): on the CPU scaled from the reference LSTM step by
+    the step's matmul work, on an accelerator by step count alone, plus every worker's
+    start-up."""
+    if case.device == "cpu":
+        flops = 2 * case.batch * (case.input + case.hidden) * 4 * case.hidden
+        per_unit = SECONDS_PER_UNIT * max(flops / _REFERENCE_FLOPS, 0.05)
+        start_s = _CPU_START_S
+    else:
+        per_unit, start_s = ACCELERATOR_SECONDS_PER_UNIT, _ACCELERATOR_START_S
+    return cell_cost(case) * per_unit + start_s * case.rounds * 3
 
 
 def _planned_advances(case: Case) -> int:
