@@ -9,7 +9,9 @@
 # tests; PROFILE=1 adds each JAX engine row's gradient call by call; COSTS, a costs file
 # every optimal row plans from; TESTS=0, EXEC=0, SWEEP=0 skip a part; RESUME, the
 # gpu-check.tgz an earlier run returned (in the working tree): the sweep measures only
-# the cells it lacks or failed; CONFIG, another sweep config; T_TESTS, T_EXEC, T_SWEEP: each part's time limit in seconds.
+# the cells it lacks or failed; CONFIG, another sweep config; PROBE=1 adds
+# scripts/torch_backward_calls.py (what a reverse call costs torch on the device);
+# T_TESTS, T_EXEC, T_SWEEP: each part's time limit in seconds.
 set -u -o pipefail
 OUT=${OUT:-results/gpu-run}
 mkdir -p "$OUT"
@@ -30,6 +32,9 @@ PY
 #    no host read in the JAX engine (run 6 ran 20 of them in 90 s on an H200: 150 s now)
 [ "${TESTS:-1}" != 0 ] && timeout "${T_TESTS:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_paths.py \
   tests/test_jax_dispatch.py ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee "$OUT/tests.txt"
+# 1b. what one backward call costs torch beyond its kernels (about 30 s on an H200)
+[ -n "${PROBE:-}" ] && timeout 120 python3 scripts/torch_backward_calls.py --device "${DEVICE:-cuda}" \
+  2>&1 | tee "$OUT/probe.txt"
 # 2. the done-when figures in one process (about 2-3 minutes): JSON lines
 [ "${EXEC:-1}" != 0 ] && timeout "${T_EXEC:-230}" python3 scripts/gpu_executors.py --device "${DEVICE:-cuda}" ${ROWS:+--only "$ROWS"} \
   ${PROFILE:+--profile} ${COSTS:+--costs "$COSTS"} 2>&1 | tee "$OUT/executors.txt"

@@ -1,0 +1,97 @@
+"""What one reverse call costs torch beyond its kernels: the LSTM step of ckptbench's
+workload taped 1000 times and reversed by one ``torch.autograd.backward`` call (the plain
+gradient's shape) against the same 1000 steps each taped from detached leaves and reversed
+by a call of its own (the shape of Revolve's reverse sweep, without its recomputation).
+
+Issue 22 on one H200: torch Revolve-31 (hidden 1024 x batch 64, float32) ran at 1.22x its
+floor through the CLI, 5 rounds, while every iteration was host-bound (CPU time = wall
+time); on the CPU it runs at 0.91-0.99x. On CUDA each backward call hands the graph to the
+device's autograd thread and waits for it; this measures whether those 1000 hand-offs are
+the difference (docs/gpu.md, "The next GPU run"). Prints one JSON line; ``--device cpu``
+runs it here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    dev, h, b, n = args.device, args.hidden, args.batch, args.steps
+    gen = torch.Generator().manual_seed(0)
+    w = (torch.randn(4 * h, 32 + h, generator=gen) * 0.05).to(dev).requires_grad_()
+    xs = torch.randn(n, b, 32, generator=gen).to(dev)
+
+    def step(hc, x):
+        hh, c = hc
+        i, f, g, o = (torch.cat([x, hh], 1) @ w.T).chunk(4, 1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+    zero = (torch.zeros(b, h, device=dev), torch.zeros(b, h, device=dev))
+
+    def forward_only():
+        with torch.no_grad():
+            hc = zero
+            for k in range(n):
+                hc = step(hc, xs[k])
+
+    def one_call():
+        hc = zero
+        for k in range(n):
+            hc = step(hc, xs[k])
+        torch.autograd.backward(hc[0].sum())
+
+    def call_per_step():
+        with torch.no_grad():  # the states each taped step starts from (not timed apart)
+            states = [zero]
+            for k in range(n - 1):
+                states.append(step(states[-1], xs[k]))
+        bar = (torch.ones(b, h, device=dev), torch.zeros(b, h, device=dev))
+        for k in reversed(range(n)):
+            leaves = [t.detach().requires_grad_() for t in states[k]]
+            new = step(leaves, xs[k])
+            torch.autograd.backward(list(new), list(bar))
+            bar = (leaves[0].grad, leaves[1].grad)
+
+    out = {"device": dev, "hidden": h, "batch": b, "steps": n}
+    for name, fn in (
+        ("forward_only_s", forward_only),
+        ("one_call_s", one_call),
+        ("call_per_step_s", call_per_step),
+    ):
+        fn()
+        _sync(dev)
+        times = []
+        for _ in range(args.repeats):
+            w.grad = None
+            t0 = time.perf_counter()
+            fn()
+            _sync(dev)
+            times.append(time.perf_counter() - t0)
+        out[name] = statistics.median(times)
+    # per_step beyond one_call: the forward-only sweep it adds, then what is left per call
+    extra = out["call_per_step_s"] - out["one_call_s"] - out["forward_only_s"]
+    out["per_call_overhead_us"] = extra / n * 1e6
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
