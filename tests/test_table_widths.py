@@ -58,7 +58,8 @@ def _rounds_to(shown: str, candidates: list[float]) -> bool:
 def _check(table: Table, candidates_of) -> None:
     for width in WIDTHS:
         text = to_text(table, width)
-        shown, dropped = _fit(table, width)
+        shown, dropped, numbered = _fit(table, width)
+        by_number = {n.column.key for n in numbered}
         lines = text.splitlines()
         start = len(_wrapped(table.title, width)) if table.title else 0
         grid = lines[start : start + len(table.records) + 2 * table.show_header]
@@ -72,7 +73,7 @@ def _check(table: Table, candidates_of) -> None:
         if table.show_header:
             for col in shown:
                 assert col.header in grid[0], (width, col.header)
-        for record in table.records:
+        for row, record in enumerate(table.records, 1):
             cands = candidates_of(record)
             for col in shown:
                 cell = col.text(record)
@@ -80,6 +81,11 @@ def _check(table: Table, candidates_of) -> None:
                 whole = {full.text(record)}
                 if full.narrow is not None:
                     whole.add(full.narrow(record.get(col.key), record))
+                if col.key in by_number:  # its row's number, and the whole text in the legend
+                    assert cell == f"#{row}", (width, col.key, cell)
+                    legend = [x for x in lines if x.startswith(f"{full.header} #{row}: ")]
+                    assert len(legend) == 1 and legend[0].split(": ", 1)[1] in whole, legend
+                    continue
                 assert cell in whole, (width, col.key, cell)  # whole, never cut
                 assert any(cell in line for line in grid[2 * table.show_header :]), cell
                 if col.key in ("label", "short", "mode", "status", "verdict", "note", "host"):
@@ -176,7 +182,7 @@ def test_a_value_is_never_cut_even_when_nothing_else_can_go():
     table = run_table(RESULT)
     for width in (20, 30, 40):
         grid, notes = _grid(table, width)
-        shown, dropped = _fit(table, width)
+        shown, dropped, _ = _fit(table, width)
         assert dropped and any(n.startswith("not shown at this width:") for n in notes)
         assert [c.key for c in shown] == ["mode"] or all(len(x) <= width for x in grid)
 
@@ -197,3 +203,28 @@ def test_columns_is_honoured_when_piped(tmp_path, monkeypatch):
         assert res.exit_code == 0, res.output
         grid = [x for x in res.output.splitlines() if "  " in x and not x.startswith("warning")]
         assert grid and max(len(x) for x in grid) <= width, res.output
+
+
+def test_long_labels_give_way_to_row_numbers_before_the_slowdown_goes():
+    """A GPU sweep's cells differ in strategy, backend, budget, sizes, dtype and executor:
+    their labels ran to 87 characters, and at 120 columns compare showed the two overhead
+    columns and no slowdown. Row numbers with a legend keep the figures."""
+    cases = [
+        replace(CI_CASE, strategy="revolve", snaps=31, hidden=256, batch=16, input=8,
+                backend="torch", dtype="float32", seed=3),
+        replace(CI_CASE, strategy="revolve", snaps=31, hidden=1024, batch=64, input=32),
+        replace(CI_CASE, strategy="uniform", snaps=12, hidden=1024, batch=64, input=16,
+                backend="torch", seed=5),
+    ]  # fmt: skip
+    table = cells_table([make_result(c, seed=k) for k, c in enumerate(cases)])
+    lines = to_text(table, 120).splitlines()
+    top = lines.index(next(x for x in lines if x.startswith("cell ")))
+    assert "slowdown [95%]" in lines[top] and "savings [95%]" in lines[top], lines
+    rows = lines[top + 2 : top + 5]
+    assert [r.split()[0] for r in rows] == ["#1", "#2", "#3"], lines
+    legend = [x for x in lines if x.startswith("cell #")]
+    assert len(legend) == 3 and "h=256" in legend[0] and "h=1024" in legend[1], lines
+    assert max(len(x) for x in lines[top : top + 5]) <= 120
+    wide = to_text(table, 400).splitlines()  # where the labels fit, they are the first column
+    assert not any(x.startswith("cell #") for x in wide)
+    assert wide[top + 2].startswith("lstm l=256 s=31 revolve"), wide

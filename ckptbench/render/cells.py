@@ -116,7 +116,7 @@ def cells_table(results: Sequence[RunResult]) -> Table:
         for k in ("key", "model", "steps", "snaps", "strategy", "hidden", "batch")
     ]
     columns = (
-        Column("label", "cell", align="left", narrow=_short, narrow_priority=2),
+        Column("label", "cell", align="left", narrow=_short, narrow_priority=2, number_priority=2),
         # a column that reads the same in every row goes first (the note below names it)
         Column("host", "host", lambda v, _r: v or "-", "left", priority=9 if len(hosts) < 2 else 1),
         *raw,
@@ -292,7 +292,7 @@ def delta_table(comparison: Comparison) -> Table:
 
     hosts = {cell.host for cell in comparison.cells}
     columns = (
-        Column("label", "cell", align="left", narrow=_short, narrow_priority=2),
+        Column("label", "cell", align="left", narrow=_short, narrow_priority=2, number_priority=2),
         Column("key", priority=0),
         Column("host", "host", lambda v, _r: v or "-", "left", priority=2 if len(hosts) < 2 else 1),
         Column("mode", "mode", align="left"),

@@ -4,7 +4,8 @@ A :class:`Table` holds raw records (numbers in bytes and seconds, None when miss
 the columns that show them. Exporters:
 
 * :func:`to_text` — aligned plain text that fits a width: columns of lower priority are
-  left out (and named in a note) until the table fits; a cell is never cut or wrapped;
+  left out (and named in a note) until the table fits, and a long label column may give
+  way to row numbers with a legend below; a cell is never cut or wrapped;
 * :func:`to_markdown` — a GitHub table of the displayed columns;
 * :func:`to_csv` — every column, raw values, machine-readable;
 * :func:`to_html` — an HTML table of the displayed columns;
@@ -47,6 +48,10 @@ class Column:
     priority: int = 1
     narrow: Formatter | None = None  # a shorter text for when the width is short
     narrow_priority: int = 3  # when to use it: before the columns of this priority go
+    #: a label column that, after its narrow text, may show row numbers ('#3') with each
+    #: row's text in a legend under the table, before the columns of this priority go
+    #: (0: never)
+    number_priority: int = 0
 
     def text(self, record: dict[str, Any]) -> str:
         value = record.get(self.key)
@@ -87,15 +92,33 @@ class Table:
             yield Text(note)
 
 
-def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column]]:
-    """The columns that fit ``width`` and those left out. Steps, cheapest first: use a
-    column's narrow text, or leave out the column with the highest priority number; when
-    only priority-1 columns are left, the rightmost (never the first). A value is never cut:
-    its column is whole or left out and named."""
+@dataclass(frozen=True)
+class _Numbered:
+    """A label column shown as row numbers: ``texts`` are its rows' texts, for the legend."""
+
+    column: Column
+    texts: tuple[str, ...]
+
+
+def _numbered(col: Column, records: Sequence[dict[str, Any]]) -> tuple[Column, _Numbered]:
+    """``col`` showing '#1', '#2', ... (by row), and its rows' texts for the legend."""
+    number = {id(r): i + 1 for i, r in enumerate(records)}
+    shown = replace(col, fmt=lambda _v, r: f"#{number[id(r)]}", narrow=None, number_priority=0)
+    return shown, _Numbered(col, tuple(col.text(r) for r in records))
+
+
+def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column], list[_Numbered]]:
+    """The columns that fit ``width``, those left out, and a label column shown as row
+    numbers (its legend). Steps, cheapest first: use a column's narrow text, then a label
+    column's row numbers, or leave out the column with the highest priority number; when
+    only priority-1 columns are left, the rightmost (never the first). Then a column left
+    out comes back where a later step made room for it. A value is never cut: its column
+    is whole, numbered with a legend, or left out and named."""
     cols = list(table.shown)
     dropped: list[Column] = []
+    numbered: list[_Numbered] = []
     if width is None:
-        return cols, dropped
+        return cols, dropped, numbered
 
     def total(cs: list[Column]) -> int:
         widths = [
@@ -111,23 +134,39 @@ def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column]]:
 
     while total(cols) > width:
         steps = [(c.priority, 0, c) for c in cols if c.priority > 1]
-        steps += [(c.narrow_priority, 1, c) for c in cols if c.narrow is not None]
+        steps += [(c.narrow_priority, 2, c) for c in cols if c.narrow is not None]
+        steps += [
+            (c.number_priority, 1, c)
+            for c in cols
+            if c.number_priority and c.narrow is None and len(table.records) > 1
+        ]
         if not steps and len(cols) > 1:  # still too wide: the rightmost goes, named, never cut
             steps = [(1, 0, cols[-1])]
         if not steps:
             break
-        _, narrowing, col = max(steps, key=lambda s: (s[0], s[1], cols.index(s[2])))
+        _, how, col = max(steps, key=lambda s: (s[0], s[1], cols.index(s[2])))
         i = cols.index(col)
-        if narrowing:
+        if how == 2:
             cols[i] = replace(col, fmt=col.narrow, narrow=None)
+        elif how == 1:
+            cols[i], legend = _numbered(col, table.records)
+            numbered.append(legend)
         else:
             dropped.append(cols.pop(i))
-    return cols, dropped
+    # a later step (a narrow text, row numbers) may have made room for a column left out
+    # before it: the most important come back first, in their places
+    order = {c.key: k for k, c in enumerate(table.shown)}
+    for col in reversed(list(dropped)):
+        trial = sorted([*cols, col], key=lambda c: order[c.key])
+        if total(trial) <= width:
+            cols = trial
+            dropped.remove(col)
+    return cols, dropped, numbered
 
 
 def _grid(table: Table, width: int | None) -> tuple[list[str], list[str]]:
     """The aligned lines of the table (header, rule, rows) and its notes."""
-    cols, dropped = _fit(table, width)
+    cols, dropped, numbered = _fit(table, width)
     rows = [[c.text(r) for c in cols] for r in table.records]
     heads = [c.header for c in cols]
     widths = [
@@ -145,7 +184,12 @@ def _grid(table: Table, width: int | None) -> tuple[list[str], list[str]]:
     if table.show_header:
         out += [line(heads), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in rows]
-    notes = list(table.notes)
+    notes = [
+        f"{n.column.header or n.column.key} #{i}: {text}"
+        for n in numbered
+        for i, text in enumerate(n.texts, 1)
+    ]
+    notes += table.notes
     if dropped:
         notes.append("not shown at this width: " + ", ".join(c.header for c in dropped))
     return out, notes
