@@ -1,14 +1,18 @@
 """What one reverse call costs torch beyond its kernels: the LSTM step of ckptbench's
 workload taped 1000 times and reversed by one ``torch.autograd.backward`` call (the plain
 gradient's shape) against the same 1000 steps each taped from detached leaves and reversed
-by a call of its own (the shape of Revolve's reverse sweep, without its recomputation).
+by a call of its own (the shape of Revolve's reverse sweep, without its recomputation),
+once from the calling thread and once re-entrant, from inside an autograd Function's
+backward, which is where ckptbench's torch executor makes them
+(``ckptbench/backends/torch/binding.py``).
 
 Issue 22 on one H200: torch Revolve-31 (hidden 1024 x batch 64, float32) ran at 1.22x its
 floor through the CLI, 5 rounds, while every iteration was host-bound (CPU time = wall
-time); on the CPU it runs at 0.91-0.99x. On CUDA each backward call hands the graph to the
-device's autograd thread and waits for it; this measures whether those 1000 hand-offs are
-the difference (docs/gpu.md, "The next GPU run"). Prints one JSON line; ``--device cpu``
-runs it here.
+time); on the CPU it runs at 0.91-0.99x. On CUDA a backward call from the calling thread
+hands the graph to the device's autograd thread and waits; a re-entrant one runs where it
+is called but sets up a graph task of its own. This measures whether those 1000 calls are
+the difference (docs/gpu.md, "The next GPU run"). Prints one JSON line; ``--device cpu
+--hidden 256 --batch 16`` runs it here in seconds.
 """
 
 from __future__ import annotations
@@ -71,11 +75,47 @@ def main() -> None:
             torch.autograd.backward(list(new), list(bar))
             bar = (leaves[0].grad, leaves[1].grad)
 
+    def step_with(wl, hc, x):
+        hh, c = hc
+        i, f, g, o = (torch.cat([x, hh], 1) @ wl.T).chunk(4, 1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+    def reverse_steps(wl):
+        """The per-step reverse sweep against the weight leaf ``wl``; its gradient."""
+        with torch.no_grad():
+            states = [zero]
+            for k in range(n - 1):
+                states.append(step_with(wl, states[-1], xs[k]))
+        bar = (torch.ones(b, h, device=dev), torch.zeros(b, h, device=dev))
+        for k in reversed(range(n)):
+            leaves = [t.detach().requires_grad_() for t in states[k]]
+            with torch.enable_grad():
+                new = step_with(wl, leaves, xs[k])
+                torch.autograd.backward(list(new), list(bar))
+            bar = (leaves[0].grad, leaves[1].grad)
+        return wl.grad
+
+    class Reentrant(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, weight):
+            ctx.save_for_backward(weight)
+            return weight.sum() * 0
+
+        @staticmethod
+        def backward(ctx, _g):
+            (weight,) = ctx.saved_tensors
+            return reverse_steps(weight.detach().requires_grad_())
+
+    def call_per_step_reentrant():
+        torch.autograd.grad(Reentrant.apply(w), [w])
+
     out = {"device": dev, "hidden": h, "batch": b, "steps": n}
     for name, fn in (
         ("forward_only_s", forward_only),
         ("one_call_s", one_call),
         ("call_per_step_s", call_per_step),
+        ("call_per_step_reentrant_s", call_per_step_reentrant),
     ):
         fn()
         _sync(dev)
@@ -88,8 +128,19 @@ def main() -> None:
             times.append(time.perf_counter() - t0)
         out[name] = statistics.median(times)
     # per_step beyond one_call: the forward-only sweep it adds, then what is left per call
-    extra = out["call_per_step_s"] - out["one_call_s"] - out["forward_only_s"]
-    out["per_call_overhead_us"] = extra / n * 1e6
+    # the three reverse sweeps give one gradient (else the times compare different work)
+    grads = []
+    for fn in (one_call, call_per_step):
+        w.grad = None
+        fn()
+        grads.append(w.grad.clone())
+    grads.append(torch.autograd.grad(Reentrant.apply(w), [w])[0])
+    scale = grads[0].abs().max().item() or 1.0
+    out["grad_max_abs"] = scale
+    out["max_rel_diff"] = max((g - grads[0]).abs().max().item() for g in grads) / scale
+    for how in ("", "_reentrant"):
+        extra = out[f"call_per_step{how}_s"] - out["one_call_s"] - out["forward_only_s"]
+        out[f"per_call{how}_overhead_us"] = extra / n * 1e6
     print(json.dumps(out))
 
 
