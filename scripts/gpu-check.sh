@@ -6,7 +6,8 @@
 #   bash scripts/gpu-check.sh            # results under $OUT (or results/gpu-run)
 # Settings (environment): ROWS, the rows of scripts/gpu_executors.py to run, in order, each
 # ROW[:SPAN[:FOLD[:REST]]] (default: all); TESTS_K, a pytest -k expression for the GPU
-# tests; PROFILE=1 adds each JAX engine row's gradient call by call; COSTS, a costs file
+# tests; PROFILE=1 adds each JAX engine row's gradient call by call and a torch.profiler
+# table of each torch row; COSTS, a costs file
 # every optimal row plans from; TESTS=0, EXEC=0, SWEEP=0 skip a part; RESUME, the
 # gpu-check.tgz an earlier run returned (in the working tree): the sweep measures only
 # the cells it lacks or failed; CONFIG, another sweep config; PROBE=1 adds

@@ -12,7 +12,9 @@ or read from ``--costs FILE``), so rows that differ only in the executor's setti
 same plan (each row prints its plan's fingerprint). ``--profile`` adds, for each JAX engine
 row, one gradient run call by call, each call waited for: its device time beside what the
 step costs predict for the operations it ran (where the time a plan takes beyond its
-prediction goes, window by window).
+prediction goes, window by window); for each torch row, one checkpointed and one plain
+gradient under ``torch.profiler``: the operations and runtime calls that take the most
+host time, with their counts.
 """
 
 from __future__ import annotations
@@ -163,6 +165,28 @@ def _profile(built, costs: dict, steps: int, gradient_s: float) -> dict:
     }  # fmt: skip
 
 
+def _torch_profile(built, top: int = 30) -> list:
+    """One torch gradient under ``torch.profiler`` (host and, on CUDA, device activity): the
+    ``top`` operations and runtime calls by self host time, each [name, calls, self host
+    µs, self device µs]. Where a torch gradient's host time goes (it is host-bound on an
+    H200 at hidden 1024: CPU time equals wall time)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    built.gradient(built.params)
+    acts = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        acts.append(ProfilerActivity.CUDA)
+    with profile(activities=acts) as prof:
+        built.gradient(built.params)
+    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    return [
+        [e.key, e.count, round(e.self_cpu_time_total, 1),
+         round(getattr(e, "self_device_time_total", 0.0) or 0.0, 1)]
+        for e in rows[:top]
+    ]  # fmt: skip
+
+
 def _fingerprint(actions) -> str:
     return hashlib.sha1(repr([tuple(a) for a in actions]).encode()).hexdigest()[:12]
 
@@ -194,7 +218,9 @@ def _args() -> argparse.Namespace:
     )  # fmt: skip
     ap.add_argument(
         "--profile", action="store_true",
-        help="for each JAX engine row, one more gradient call by call (each call waited for)",
+        help="for each JAX engine row, one more gradient call by call (each call waited "
+        "for); for each torch row, one checkpointed and one plain gradient under "
+        "torch.profiler (the operations that take the most host time)",
     )  # fmt: skip
     args = ap.parse_args()
     args.costs_doc = None
@@ -277,6 +303,11 @@ def main() -> None:
         if args.profile and engine and strategy in ("revolve", "optimal"):
             profile = _profile(built, doc["costs"], args.steps, t)
             print(json.dumps({"row": k, "profile": profile}), flush=True)
+        if args.profile and backend == "torch":
+            plain_built = registry.build(case, Mode.NORMAL)
+            print(json.dumps({"row": k, "torch_profile": {
+                "checkpointed": _torch_profile(built), "plain": _torch_profile(plain_built),
+            }}), flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
