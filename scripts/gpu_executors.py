@@ -168,8 +168,8 @@ def _profile(built, costs: dict, steps: int, gradient_s: float) -> dict:
 def _torch_profile(built, top: int = 30) -> list:
     """One torch gradient under ``torch.profiler`` (host and, on CUDA, device activity): the
     ``top`` operations and runtime calls by self host time, each [name, calls, self host
-    µs, self device µs]. Where a torch gradient's host time goes (it is host-bound on an
-    H200 at hidden 1024: CPU time equals wall time)."""
+    µs, self device µs]: where a torch gradient's host time goes, and how much of the
+    device's time its kernels take."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 

@@ -7,12 +7,11 @@ backward, which is where ckptbench's torch executor makes them
 (``ckptbench/backends/torch/binding.py``).
 
 Issue 22 on one H200: torch Revolve-31 (hidden 1024 x batch 64, float32) ran at 1.22x its
-floor through the CLI, 5 rounds, while every iteration was host-bound (CPU time = wall
-time); on the CPU it runs at 0.91-0.99x. On CUDA a backward call from the calling thread
-hands the graph to the device's autograd thread and waits; a re-entrant one runs where it
-is called but sets up a graph task of its own. This measures whether those 1000 calls are
-the difference (docs/gpu.md, "The next GPU run"). Prints one JSON line; ``--device cpu
---hidden 256 --batch 16`` runs it here in seconds.
+floor through the CLI, 5 rounds; on the CPU it runs at 0.91-0.99x. On CUDA a backward call
+from the calling thread hands the graph to the device's autograd thread and waits; a
+re-entrant one runs where it is called but sets up a graph task of its own. This measures
+whether those 1000 calls are the difference (docs/gpu.md, "The next GPU run"). Prints one
+JSON line; ``--device cpu --hidden 256 --batch 16`` runs it here in seconds.
 """
 
 from __future__ import annotations
