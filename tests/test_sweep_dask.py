@@ -294,6 +294,10 @@ def test_a_cell_whose_worker_dies_is_measured_again_on_another(tmp_path: Path, c
 def test_sigint_stops_the_cells_on_the_workers_and_saves_them_as_interrupted(
     tmp_path: Path, cells: Path
 ) -> None:
+    # cells of ~7 s, not ~3 s: on a loaded CI machine (one core kept busy) the signal once
+    # reached a sweep whose two 3 s cells then finished as measured (rc 0); the signal must
+    # land while the cells still have seconds to run
+    cells.write_text(CELLS.replace("repeats = 30", "repeats = 400"))
     out = tmp_path / "out"
     with cluster() as c:
         sweep = _sweep(cells, out, c.address)
