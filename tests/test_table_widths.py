@@ -228,3 +228,30 @@ def test_long_labels_give_way_to_row_numbers_before_the_slowdown_goes():
     wide = to_text(table, 400).splitlines()  # where the labels fit, they are the first column
     assert not any(x.startswith("cell #") for x in wide)
     assert wide[top + 2].startswith("lstm l=256 s=31 revolve"), wide
+
+
+def _on_gpu(result, device_bytes: dict[str, int]):
+    """``result`` as if measured on a GPU: every iteration with a device peak."""
+    modes = tuple(
+        replace(m, iterations=tuple(
+            replace(it, peak_device_bytes=device_bytes[m.mode.value]) for it in m.iterations
+        ))
+        for m in result.modes
+    )  # fmt: skip
+    return replace(result, modes=modes)
+
+
+def test_on_a_gpu_the_host_savings_go_before_the_time_columns():
+    """On a GPU report the device's savings are the figure: where the width is short, the
+    host RSS savings are left out before the checkpointed time and the floor."""
+    peaks = {"baseline": 10 * MIB, "normal": 400 * MIB, "checkpointed": 30 * MIB}
+    cases = [replace(CI_CASE, snaps=s) for s in (3, 4, 5)]
+    gpu = cells_table([_on_gpu(make_result(c, seed=k), peaks) for k, c in enumerate(cases)])
+    cpu = cells_table([make_result(c, seed=k) for k, c in enumerate(cases)])
+    for width in (100, 120):
+        shown = {c.key for c in _fit(gpu, width)[0]}
+        assert "checkpointed_device_overhead_bytes" in shown
+        if "memory_savings" in shown:  # only where every time column fits too
+            assert {"checkpointed_time_s", "vs_floor"} <= shown, (width, shown)
+        assert "memory_savings" in {c.key for c in _fit(cpu, width)[0]}
+    assert "memory_savings" not in {c.key for c in _fit(gpu, 100)[0]}
