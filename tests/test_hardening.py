@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -265,6 +266,39 @@ def test_sigterm_stops_workers_and_saves(tmp_path, sig):
     assert not alive
     result = load_result(out)
     assert result.modes[-1].status is Status.INTERRUPTED
+
+
+WAITING_PLUGIN = SLOW_PLUGIN.replace(
+    "            time.sleep(120)",
+    "            for _ in range(1200):  # until the test says go\n"
+    "                if os.path.exists('go'):\n"
+    "                    break\n"
+    "                time.sleep(0.05)",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nohup") is None, reason="needs nohup")
+def test_a_run_under_nohup_survives_a_hangup(tmp_path):
+    """``nohup ckptbench run ... &`` starts ckptbench with SIGHUP ignored; the terminal's
+    hangup must not stop it (it did: ckptbench installed its own SIGHUP handler anyway)."""
+    (tmp_path / "wait.py").write_text(WAITING_PLUGIN)
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        ["nohup", sys.executable, "-m", "ckptbench", "run", "--model", "wait.py:make",
+         "--steps", "10", "--snaps", "3", "--out", str(out)],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    while not (tmp_path / "in-init").exists():  # in a measured mode
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(1.0)
+    assert proc.poll() is None  # still measuring
+    (tmp_path / "go").touch()
+    stdout, stderr = proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == 0, stdout + stderr
+    assert load_result(out).ok
 
 
 @pytest.mark.slow

@@ -123,7 +123,10 @@ def request_stop(thread_id: int, signum: int | None) -> None:
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread."""
+    """Within the block, SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread,
+    except one this process was started with ignored: ``nohup ckptbench sweep ... &`` asks
+    that a closed terminal's SIGHUP not stop it (Python likewise leaves an ignored SIGINT
+    ignored)."""
 
     def handler(signum: int, frame: Any) -> None:
         if _DEFERRED["on"]:  # starting a worker: raise once its process is ours to stop
@@ -135,7 +138,7 @@ def stop_on_signals() -> Iterator[None]:
     previous = {}
     for name in names:
         sig = getattr(signal, name, None)
-        if sig is not None:
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
             previous[sig] = signal.signal(sig, handler)
     try:
         yield
