@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _cli import MAIN_AS_IN_A_TERMINAL
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
@@ -250,9 +251,9 @@ def _worker_children(pid: int) -> list[psutil.Process]:
 def test_sigterm_stops_workers_and_saves(tmp_path, sig):
     (tmp_path / "slow.py").write_text(SLOW_PLUGIN)
     out = tmp_path / "r.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ckptbench", "run", "--model", "slow.py:make", "--steps", "10",
-         "--snaps", "3", "--out", str(out)],
+    proc = subprocess.Popen(  # the signals as in a terminal, whatever this run inherited
+        [sys.executable, "-c", MAIN_AS_IN_A_TERMINAL, "run", "--model", "slow.py:make",
+         "--steps", "10", "--snaps", "3", "--out", str(out)],
         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     while not (tmp_path / "in-init").exists():  # past the plug-in check, in a measured mode

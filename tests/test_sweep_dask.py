@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _cli import MAIN_AS_IN_A_TERMINAL
 from test_sweep import FakeCells
 
 from ckptbench.measure.launch import default_worker_command
@@ -237,20 +238,12 @@ def cluster(n: int = 2) -> Iterator[Cluster]:
         c.close()
 
 
-#: ``python -m ckptbench`` with SIGINT raising KeyboardInterrupt, as in a terminal. A process
-#: started with SIGINT ignored (a background job of a shell without job control: CI run as
-#: ``(bash .ci/run &)``) passes that on, and Python then leaves SIGINT ignored: the test's
-#: Ctrl-C reached nothing, and the sweep finished its cells (rc 0).
-_CTRL_C_MAIN = (
-    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-    "runpy.run_module('ckptbench', run_name='__main__', alter_sys=True)"
-)
-
-
 def _sweep(
     config: Path, out: Path, address: str, *extra: str, ctrl_c: bool = False
 ) -> subprocess.Popen:
-    main = ["-c", _CTRL_C_MAIN] if ctrl_c else ["-m", "ckptbench"]
+    # ctrl_c: the signals as in a terminal (a CI run as a background job of a shell without
+    # job control starts everything with SIGINT ignored, and the test's Ctrl-C reached nothing)
+    main = ["-c", MAIN_AS_IN_A_TERMINAL] if ctrl_c else ["-m", "ckptbench"]
     return subprocess.Popen(
         [sys.executable, *main, "sweep", str(config), "--out", str(out),
          "--dask", address, *extra],
