@@ -42,9 +42,10 @@ def main() -> None:
     w = (torch.randn(4 * h, 32 + h, generator=gen) * 0.05).to(dev).requires_grad_()
     xs = torch.randn(n, b, 32, generator=gen).to(dev)
 
-    def step(hc, x):
+    def step(wl, hc, x):
+        """The LSTM step with weight ``wl``: state (h, c), input x."""
         hh, c = hc
-        i, f, g, o = (torch.cat([x, hh], 1) @ w.T).chunk(4, 1)
+        i, f, g, o = (torch.cat([x, hh], 1) @ wl.T).chunk(4, 1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         return torch.sigmoid(o) * torch.tanh(c), c
 
@@ -54,46 +55,33 @@ def main() -> None:
         with torch.no_grad():
             hc = zero
             for k in range(n):
-                hc = step(hc, xs[k])
+                hc = step(w, hc, xs[k])
 
     def one_call():
         hc = zero
         for k in range(n):
-            hc = step(hc, xs[k])
+            hc = step(w, hc, xs[k])
         torch.autograd.backward(hc[0].sum())
 
-    def call_per_step():
-        with torch.no_grad():  # the states each taped step starts from (not timed apart)
-            states = [zero]
-            for k in range(n - 1):
-                states.append(step(states[-1], xs[k]))
-        bar = (torch.ones(b, h, device=dev), torch.zeros(b, h, device=dev))
-        for k in reversed(range(n)):
-            leaves = [t.detach().requires_grad_() for t in states[k]]
-            new = step(leaves, xs[k])
-            torch.autograd.backward(list(new), list(bar))
-            bar = (leaves[0].grad, leaves[1].grad)
-
-    def step_with(wl, hc, x):
-        hh, c = hc
-        i, f, g, o = (torch.cat([x, hh], 1) @ wl.T).chunk(4, 1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        return torch.sigmoid(o) * torch.tanh(c), c
-
     def reverse_steps(wl):
-        """The per-step reverse sweep against the weight leaf ``wl``; its gradient."""
+        """Each step taped from detached leaves and reversed by a call of its own, against
+        the weight leaf ``wl``; its gradient. The states each taped step starts from come
+        from one untaped sweep first (not timed apart)."""
         with torch.no_grad():
             states = [zero]
             for k in range(n - 1):
-                states.append(step_with(wl, states[-1], xs[k]))
+                states.append(step(wl, states[-1], xs[k]))
         bar = (torch.ones(b, h, device=dev), torch.zeros(b, h, device=dev))
         for k in reversed(range(n)):
             leaves = [t.detach().requires_grad_() for t in states[k]]
             with torch.enable_grad():
-                new = step_with(wl, leaves, xs[k])
+                new = step(wl, leaves, xs[k])
                 torch.autograd.backward(list(new), list(bar))
             bar = (leaves[0].grad, leaves[1].grad)
         return wl.grad
+
+    def call_per_step():
+        reverse_steps(w)
 
     class Reentrant(torch.autograd.Function):
         @staticmethod
