@@ -294,8 +294,12 @@ def compute(
     cut = [r.round for r in rounds if r.status is Status.INTERRUPTED]
     over = {f.mode: f.overhead_bytes for f in figures}
     evaluations = None if None in evaluated else sum(evaluated)
+    base = by_mode.get(Mode.BASELINE)
     floor = recompute_floor_s(
-        _median(figures, Mode.BASELINE), _median(figures, Mode.NORMAL), evaluations, case.steps
+        mode_time_s(base) if base else None,
+        mode_time_s(normal) if normal else None,
+        evaluations,
+        case.steps,
     )
     dover = {f.mode: f.device_overhead_bytes for f in figures}
     return CellSummary(
@@ -325,13 +329,8 @@ def compute(
         else None,
         device_peak_exact=_all_exact(pooled) if device else None,
         floor_time_s=floor,
-        vs_floor=ratio(_median(figures, Mode.CHECKPOINTED), floor),
+        vs_floor=ratio(mode_time_s(ckpt) if ckpt else None, floor),
     )
-
-
-def _median(figures: Sequence[ModeFigures], mode: Mode) -> float | None:
-    f = next((f for f in figures if f.mode is mode), None)
-    return f.time.median if f is not None and f.ok and f.time is not None else None
 
 
 @dataclass(frozen=True)
