@@ -266,6 +266,8 @@ def test_environment_is_json_and_complete(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert env["python_version"] == ".".join(map(str, sys.version_info[:3]))
     assert env["thread_env"]["OPENBLAS_NUM_THREADS"] == "1"
     assert env["cpu_count_logical"] >= 1
+    if hasattr(os, "sched_getaffinity"):
+        assert env["cpu_affinity"] == measure.cpu_list(sorted(os.sched_getaffinity(0)))
     assert env["memory_total_bytes"] > 0
     assert env["peak_method"] in ("vmhwm", "ru_maxrss")
     commit = env["git_commit"]
@@ -285,6 +287,28 @@ def test_environment_is_json_and_complete(monkeypatch: pytest.MonkeyPatch, tmp_p
     env_there = measure.environment()
     assert env_there["git_commit"] == commit and env_there["git_commit"] != theirs
     assert env_there["ckptbench_version"]
+
+
+def test_cpu_list_is_the_kernels_notation() -> None:
+    assert measure.cpu_list([0, 1, 2, 3, 6]) == "0-3,6"
+    assert measure.cpu_list([7, 5, 6, 6]) == "5-7"
+    assert measure.cpu_list([4]) == "4"
+    assert measure.cpu_list([0, 2, 4]) == "0,2,4"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
+def test_a_run_records_the_cpus_it_was_pinned_to() -> None:
+    """Started as ``taskset -c CPU`` would start it, ckptbench records that one CPU."""
+    cpu = max(os.sched_getaffinity(0))
+    code = "from ckptbench.measure import peaks; print(peaks.environment()['cpu_affinity'])"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
+    )
+    assert out.stdout.strip() == str(cpu)
 
 
 def test_allocator_settings_are_recorded_and_reach_the_worker(

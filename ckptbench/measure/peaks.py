@@ -44,6 +44,8 @@ __all__ = [
     "PeakReading",
     "PeakWindow",
     "RssSampler",
+    "cpu_affinity",
+    "cpu_list",
     "environment",
     "malloc_env",
     "numpy_environment",
@@ -485,6 +487,7 @@ def environment() -> dict[str, object]:
         "cpu_model": _cpu_model(),
         "cpu_count_logical": psutil.cpu_count(logical=True),
         "cpu_count_physical": psutil.cpu_count(logical=False),
+        "cpu_affinity": cpu_affinity(),
         "memory_total_bytes": int(psutil.virtual_memory().total),
         "thread_env": {name: os.environ.get(name) for name in _RECORDED_ENV_VARS},
         "hostname": socket.gethostname(),
@@ -493,6 +496,30 @@ def environment() -> dict[str, object]:
         "git_commit": _git_commit(),  # ckptbench's own checkout; None when installed
         "malloc_env": malloc_env(),
     }
+
+
+def cpu_list(cpus: Sequence[int]) -> str:
+    """CPU numbers in the kernel's cpulist notation (``taskset -c``, ``local_cpulist``):
+    ``[0, 1, 2, 3, 6]`` -> ``"0-3,6"``."""
+    runs: list[list[int]] = []
+    for cpu in sorted(set(cpus)):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def cpu_affinity() -> str | None:
+    """The CPUs this process may run on (its workers inherit them), as a cpulist; None
+    where the platform does not say (no ``sched_getaffinity``).
+
+    A run started under ``taskset -c 2-3`` or a container's cpuset records ``"2-3"``: where a
+    process runs moves its times (on a GPU host, by how far its cores are from the GPU), so a
+    result says where it ran."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    return cpu_list(sorted(os.sched_getaffinity(0)))
 
 
 def malloc_env(environ: dict[str, str] | None = None) -> dict[str, str]:

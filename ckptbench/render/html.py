@@ -98,6 +98,7 @@ def _provenance(results: Sequence[RunResult]) -> Prose:
         ("measured", _span(sorted(r.created for r in results if r.created))),
         ("hosts", values(lambda r: r.host)),
         ("CPU", values(lambda r: env(r, "cpu_model"))),
+        ("CPUs allowed", values(lambda r: env(r, "cpu_affinity"))),
         ("Python", values(lambda r: env(r, "python_version"))),
         ("numpy", values(lambda r: env(r, "numpy", "numpy_version"))),
         ("BLAS", values(lambda r: _blas(r.environment))),
