@@ -12,7 +12,10 @@
 # gpu-check.tgz an earlier run returned (in the working tree): the sweep measures only
 # the cells it lacks or failed; CONFIG, another sweep config; PROBE=1 adds
 # scripts/torch_backward_calls.py (what a reverse call costs torch on the device);
-# T_TESTS, T_EXEC, T_SWEEP: each part's time limit in seconds.
+# RUN, the options of one `ckptbench run` (part 4, e.g. a pooled torch cell), run once
+# for each entry of PINS: 0 as started, 1 pinned to the CPUs next to the GPU (taskset -c
+# with the GPU's local_cpulist, or GPU_CPUS where given; env.txt says which); PIN=1 pins parts 1-3 the same way;
+# T_TESTS, T_EXEC, T_SWEEP, T_RUN: each part's time limit in seconds.
 set -u -o pipefail
 OUT=${OUT:-results/gpu-run}
 mkdir -p "$OUT"
@@ -29,15 +32,26 @@ python3 - <<'PY' 2>&1 | tee "$OUT/env.txt"
 import jax, torch
 print("jax", jax.__version__, jax.devices(), "torch", torch.__version__, torch.cuda.is_available())
 PY
+# where the host's cores are: the GPU's NUMA-local CPUs (sysfs wants the bus id's last 12
+# characters, lower case), the CPUs this script may use, the load
+bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0 2>/dev/null | head -1)
+bus=$(printf '%s' "${bus: -12}" | tr 'A-F' 'a-f')
+LOCAL=${GPU_CPUS:-$(cat "/sys/bus/pci/devices/$bus/local_cpulist" 2>/dev/null)}
+{ echo "gpu_pci=${bus:-unknown} gpu_local_cpus=${LOCAL:-unknown} allowed_cpus=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //') nproc=$(nproc)"
+  uptime; } | tee -a "$OUT/env.txt"
+pin() {  # pin 1 CMD...: run CMD on the GPU's local CPUs (as started where they are unknown)
+  local on=$1; shift
+  if [ "$on" = 1 ] && [ -n "$LOCAL" ]; then taskset -c "$LOCAL" "$@"; else "$@"; fi
+}
 # 1. what CI cannot check: no synchronisation in torch's executor, phase times left out,
 #    no host read in the JAX engine (run 6 ran 20 of them in 90 s on an H200: 150 s now)
-[ "${TESTS:-1}" != 0 ] && timeout "${T_TESTS:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_paths.py \
+[ "${TESTS:-1}" != 0 ] && pin "${PIN:-0}" timeout "${T_TESTS:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_paths.py \
   tests/test_jax_dispatch.py ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee "$OUT/tests.txt"
 # 1b. what one backward call costs torch beyond its kernels (about 30 s on an H200)
-[ -n "${PROBE:-}" ] && timeout 120 python3 scripts/torch_backward_calls.py --device "${DEVICE:-cuda}" \
+[ -n "${PROBE:-}" ] && pin "${PIN:-0}" timeout 120 python3 scripts/torch_backward_calls.py --device "${DEVICE:-cuda}" \
   2>&1 | tee "$OUT/probe.txt"
 # 2. the done-when figures in one process (about 2-3 minutes): JSON lines
-[ "${EXEC:-1}" != 0 ] && timeout "${T_EXEC:-230}" python3 scripts/gpu_executors.py --device "${DEVICE:-cuda}" ${ROWS:+--only "$ROWS"} \
+[ "${EXEC:-1}" != 0 ] && pin "${PIN:-0}" timeout "${T_EXEC:-230}" python3 scripts/gpu_executors.py --device "${DEVICE:-cuda}" ${ROWS:+--only "$ROWS"} \
   ${PROFILE:+--profile} ${COSTS:+--costs "$COSTS"} 2>&1 | tee "$OUT/executors.txt"
 # 3. the done-when cells through the CLI (fresh workers, device memory): what time is left
 if [ "${SWEEP:-1}" != 0 ]; then
@@ -45,9 +59,17 @@ if [ "${SWEEP:-1}" != 0 ]; then
   if [ -n "${RESUME:-}" ]; then  # an earlier run's cells: keep them, measure the rest
     tar xzf "$RESUME" -C "$OUT" && again=(--resume --retry-failed) || exit 1
   fi
-  timeout "${T_SWEEP:-190}" python3 -m ckptbench sweep "${CONFIG:-configs/gpu-check.toml}" \
+  pin "${PIN:-0}" timeout "${T_SWEEP:-190}" python3 -m ckptbench sweep "${CONFIG:-configs/gpu-check.toml}" \
     --yes --out "$OUT/gpu-check" ${again[@]+"${again[@]}"} -q 2>&1 | tail -20 | tee "$OUT/sweep.txt"
   python3 -m ckptbench compare "$OUT/gpu-check" > "$OUT/compare.txt" 2>&1
   tar czf "$OUT/gpu-check.tgz" -C "$OUT" gpu-check 2>/dev/null && rm -rf "$OUT/gpu-check"
+fi
+# 4. one cell through the CLI (fresh workers), as started and/or pinned: RUN's options
+if [ -n "${RUN:-}" ]; then
+  for p in ${PINS:-0}; do
+    # shellcheck disable=SC2086  # RUN is a list of options
+    pin "$p" timeout "${T_RUN:-190}" python3 -m ckptbench run $RUN --out "$OUT/run-pin$p.json" \
+      2>&1 | tail -25 | tee "$OUT/run-pin$p.txt"
+  done
 fi
 exit 0

@@ -10,8 +10,12 @@ Issue 22 on one H200: torch Revolve-31 (hidden 1024 x batch 64, float32) ran at 
 floor through the CLI, 5 rounds; on the CPU it runs at 0.91-0.99x. On CUDA a backward call
 from the calling thread hands the graph to the device's autograd thread and waits; a
 re-entrant one runs where it is called but sets up a graph task of its own. This measures
-whether those 1000 calls are the difference (docs/gpu.md, "The next GPU run"). Prints one
-JSON line; ``--device cpu --hidden 256 --batch 16`` runs it here in seconds.
+whether those 1000 calls are the difference (docs/gpu.md, "The next GPU run"), and what
+the other shape would cost: one backward call in which saved-tensor hooks re-run each step
+as the reverse sweep reaches it (``one_call_recomputing``, the shape of torch's
+non-reentrant ``torch.utils.checkpoint``). Prints one JSON line (``max_rel_diff`` checks
+that every sweep computes one gradient); ``--device cpu --hidden 256 --batch 16`` runs it
+here in seconds.
 """
 
 from __future__ import annotations
@@ -83,6 +87,56 @@ def main() -> None:
     def call_per_step():
         reverse_steps(w)
 
+    def taped_forward():
+        with torch.enable_grad():
+            hc = zero
+            for k in range(n):
+                hc = step(w, hc, xs[k])
+        return hc
+
+    def one_call_recomputing():
+        """The other shape a Revolve executor can take (torch.utils.checkpoint's
+        non-reentrant one): every step taped once with its saved tensors dropped (the pack
+        hook keeps a token), then ONE backward call in which the first unpack of a step's
+        tensor re-runs that step from its input state under a pack hook that keeps what it
+        saves, detached (kept attached to the recomputation's graph, the backward took
+        0.23 s more at hidden 256 on the CPU). States are all kept here (Revolve would
+        restore and advance instead), so what is left over ``one_call`` and one taped
+        forward is the hooks' own cost."""
+        states: list[tuple[torch.Tensor, ...]] = []
+        grads_in: list[tuple[bool, ...]] = []
+        live: dict[int, list[torch.Tensor]] = {}
+
+        def unpack(token):
+            k, j = token
+            if k not in live:
+                live.clear()  # the later step's tensors are no longer needed
+                kept: list[torch.Tensor] = []
+                leaves = [
+                    t.requires_grad_(g)
+                    for t, g in zip([t.detach() for t in states[k]], grads_in[k], strict=True)
+                ]
+                with (
+                    torch.enable_grad(),
+                    torch.autograd.graph.saved_tensors_hooks(
+                        lambda t: kept.append(t.detach()) or len(kept) - 1, lambda i: kept[i]
+                    ),
+                ):
+                    step(w, leaves, xs[k])
+                live[k] = kept
+            return live[k][j]
+
+        hc = zero
+        for k in range(n):
+            states.append(tuple(t.detach() for t in hc))
+            grads_in.append(tuple(t.requires_grad for t in hc))
+            tokens = iter(range(1 << 30))
+            with torch.autograd.graph.saved_tensors_hooks(
+                lambda _t, k=k, tokens=tokens: (k, next(tokens)), unpack
+            ):
+                hc = step(w, hc, xs[k])
+        torch.autograd.backward(hc[0].sum())
+
     class Reentrant(torch.autograd.Function):
         @staticmethod
         def forward(ctx, weight):
@@ -103,6 +157,8 @@ def main() -> None:
         ("one_call_s", one_call),
         ("call_per_step_s", call_per_step),
         ("call_per_step_reentrant_s", call_per_step_reentrant),
+        ("taped_forward_s", taped_forward),
+        ("one_call_recomputing_s", one_call_recomputing),
     ):
         fn()
         _sync(dev)
@@ -115,9 +171,9 @@ def main() -> None:
             times.append(time.perf_counter() - t0)
         out[name] = statistics.median(times)
     # per_step beyond one_call: the forward-only sweep it adds, then what is left per call
-    # the three reverse sweeps give one gradient (else the times compare different work)
+    # the four reverse sweeps give one gradient (else the times compare different work)
     grads = []
-    for fn in (one_call, call_per_step):
+    for fn in (one_call, call_per_step, one_call_recomputing):
         w.grad = None
         fn()
         grads.append(w.grad.clone())
@@ -128,6 +184,8 @@ def main() -> None:
     for how in ("", "_reentrant"):
         extra = out[f"call_per_step{how}_s"] - out["one_call_s"] - out["forward_only_s"]
         out[f"per_call{how}_overhead_us"] = extra / n * 1e6
+    extra = out["one_call_recomputing_s"] - out["one_call_s"] - out["taped_forward_s"]
+    out["per_step_recomputing_overhead_us"] = extra / n * 1e6
     print(json.dumps(out))
 
 
