@@ -3,8 +3,9 @@
 ADVANCE, TAKESHOT and TAPE run in the first sweep and in the reverse sweep alike: one handler
 each, ``handler(run, ops, act, state, outputs, t0) -> (state, now)``, adding the action's
 time since ``t0`` to its phase (with a timing recorder, ``run --trace``, an ADVANCE runs
-and times its steps one by one). :func:`youturn` is a YOUTURN (tape one step and reverse it
-at once). ``run`` is an ``EngineRun``, ``ops`` a backend's ``StepOps``.
+and times its steps one by one). A YOUTURN (tape one step and reverse it at once) is the
+reverse sweep's own (``interpreter.reverse_turns``). ``run`` is an ``EngineRun``, ``ops`` a
+backend's ``StepOps``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from ckptbench.schedules import ActionKind
 
-__all__ = ["BOTH_SWEEPS", "advance", "takeshot", "tape", "youturn"]
+__all__ = ["BOTH_SWEEPS", "advance", "takeshot", "tape"]
 
 
 def advance(run: Any, ops: Any, act: Any, state: Any, outputs: bool, t0: float):
@@ -54,18 +55,3 @@ def tape(run: Any, ops: Any, act: Any, state: Any, outputs: bool, t0: float):
 
 #: The handler of every action kind both sweeps run.
 BOTH_SWEEPS = {ActionKind.ADVANCE: advance, ActionKind.TAKESHOT: takeshot, ActionKind.TAPE: tape}
-
-
-def youturn(run: Any, ops: Any, state: Any, state_bar: Any, i: int) -> Any:
-    """Tape step ``i`` from ``state`` and reverse it at once; the cotangent of x_i."""
-    run.at_peak(run.schedule.tape_bytes_of(i))
-    turn = getattr(ops, "turn", None)
-    if turn is not None:  # one fused operation (a dispatching backend)
-        state_bar = turn(state, state_bar, i)
-    else:
-        taped, _ = ops.tape(state, i, False)
-        state_bar = ops.reverse(taped, state_bar, i)
-        del taped
-    run.taped += 1
-    run.free(i)
-    return state_bar

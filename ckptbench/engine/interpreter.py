@@ -33,12 +33,12 @@ checked against the slot's step; an action kind the engine does not know is one
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ckptbench.backends.contract import CheckpointStats, ExecutorCounters
-from ckptbench.engine.handlers import BOTH_SWEEPS, youturn
+from ckptbench.engine.handlers import BOTH_SWEEPS
 from ckptbench.engine.steps import UnrolledOps
 from ckptbench.schedules import (
     OPTIMAL,
@@ -62,6 +62,7 @@ __all__ = [
     "first_sweep",
     "loop_schedule",
     "reverse_sweep",
+    "reverse_turns",
 ]
 
 _RESTORE, _REVERSE = ActionKind.RESTORE, ActionKind.REVERSE
@@ -383,7 +384,35 @@ def reverse_sweep(run: EngineRun, ops: StepOps, replay_state0: Any = None) -> An
     """Resume the stream after FIRSTURN; return the cotangent of x_0 (``ops.reverse``'s).
 
     When the first sweep's tapes were already consumed (a second reverse of one call), the
-    first sweep is re-run from ``replay_state0`` without outputs.
+    first sweep is re-run from ``replay_state0`` without outputs. This drives
+    :func:`reverse_turns`, reversing each tape it hands out with ``ops.reverse``.
+    """
+    turns = reverse_turns(run, ops, replay_state0)
+    try:
+        tape, step, state_bar = next(turns)
+        while True:
+            state_bar = ops.reverse(tape, state_bar, step)
+            tape = None  # the tape is freed before the sweep goes on
+            tape, step, state_bar = turns.send(state_bar)
+    except StopIteration as done:
+        return done.value
+
+
+def reverse_turns(
+    run: EngineRun, ops: StepOps, replay_state0: Any = None
+) -> Generator[tuple[Any, int, Any], Any, Any]:
+    """The reverse sweep, handing each tape out to be reversed: yields ``(tape, step,
+    state_bar)`` (``state_bar``: the cotangent of x_{step+1}, ``None`` for x_l's) at
+    FIRSTURN's tape, every YOUTURN and every REVERSE, in the stream's order (steps l-1 down
+    to 0), and is sent back the cotangent of x_step (``None`` when the caller reverses
+    without handing cotangents over, as autograd's own engine does for the one-call
+    executor of :mod:`ckptbench.backends.torch.onecall`). Returns the cotangent of x_0.
+
+    Everything between two hand-outs (restores, recomputing advances, snapshots, the tapes
+    of the next turn) runs when the caller asks for the next tape; a backend's fused
+    ``turn`` (the JAX dispatcher) runs in place and hands nothing out. The time the caller
+    takes to reverse a tape counts to the taped phase, as :func:`reverse_sweep`'s own
+    reverses do.
     """
     clock = time.perf_counter
     if run.last_turn is None:
@@ -391,12 +420,13 @@ def reverse_sweep(run: EngineRun, ops: StepOps, replay_state0: Any = None) -> An
     t0 = clock()
     last = run.schedule.steps - 1
     turn, run.last_turn = run.last_turn, None
-    state_bar = ops.reverse(turn, None, last)
+    state_bar = yield turn, last, None
     del turn
     run.free(last)
     state = None
     t_prev = clock()
     run.taped_s += t_prev - t0
+    fused = getattr(ops, "turn", None)
     for act in run.actions:
         t0 = clock()
         run.book_s += t0 - t_prev
@@ -404,8 +434,17 @@ def reverse_sweep(run: EngineRun, ops: StepOps, replay_state0: Any = None) -> An
         handler = BOTH_SWEEPS.get(kind)
         if handler is not None:
             state, t_prev = handler(run, ops, act, state, False, t0)
-        elif kind is _YOUTURN:
-            state_bar, state = youturn(run, ops, state, state_bar, act.step), None
+        elif kind is _YOUTURN:  # tape one step and reverse it at once
+            run.at_peak(run.schedule.tape_bytes_of(act.step))
+            if fused is not None:  # one operation (a dispatching backend)
+                state_bar = fused(state, state_bar, act.step)
+            else:
+                taped, _ = ops.tape(state, act.step, False)
+                state_bar = yield taped, act.step, state_bar
+                del taped
+            run.taped += 1
+            run.free(act.step)
+            state = None
             t_prev = clock()
             run.taped_s += t_prev - t0
         elif kind is _RESTORE:
@@ -413,7 +452,7 @@ def reverse_sweep(run: EngineRun, ops: StepOps, replay_state0: Any = None) -> An
             t_prev = clock()
             run.book_s += t_prev - t0
         elif kind is _REVERSE:
-            state_bar = ops.reverse(run.take_tape(act.step), state_bar, act.step)
+            state_bar = yield run.take_tape(act.step), act.step, state_bar
             run.free(act.step)
             state = None
             t_prev = clock()

@@ -122,7 +122,7 @@ def _display_path(filename: str) -> str:
 def _functions(wl: Any) -> list[Any]:
     found = [getattr(wl, name, None) for name in ("step", "post", "loss")]
     found += [FrameworkBackend.build_gradient, unrolled_outputs, counting]
-    found += [engine.first_sweep, engine.reverse_sweep, checkpoint.tape_step]
+    found += [engine.first_sweep, engine.reverse_sweep, engine.reverse_turns, checkpoint.tape_step]
     found += [
         fn
         for cls in (checkpoint.CheckpointedLoop, checkpoint.AutogradStepOps)
