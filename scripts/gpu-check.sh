@@ -13,9 +13,10 @@
 # the cells it lacks or failed; CONFIG, another sweep config; PROBE=1 adds
 # scripts/torch_backward_calls.py (what a reverse call costs torch on the device);
 # RUN, the options of one `ckptbench run` (part 4, e.g. a pooled torch cell), run once
-# for each entry of PINS: 0 as started, 1 pinned to the CPUs next to the GPU (taskset -c
+# for each --executor in EXECUTORS (e.g. "engine one-call") and each entry of PINS: 0 as
+# started, 1 pinned to the CPUs next to the GPU (taskset -c
 # with the GPU's local_cpulist, or GPU_CPUS where given; env.txt says which); PIN=1 pins parts 1-3 the same way;
-# T_TESTS, T_EXEC, T_SWEEP, T_RUN: each part's time limit in seconds.
+# T_TESTS, T_EXEC, T_SWEEP, T_RUN: each part's limit in seconds (T_RUN: each run's).
 set -u -o pipefail
 OUT=${OUT:-results/gpu-run}
 mkdir -p "$OUT"
@@ -64,12 +65,17 @@ if [ "${SWEEP:-1}" != 0 ]; then
   python3 -m ckptbench compare "$OUT/gpu-check" > "$OUT/compare.txt" 2>&1
   tar czf "$OUT/gpu-check.tgz" -C "$OUT" gpu-check 2>/dev/null && rm -rf "$OUT/gpu-check"
 fi
-# 4. one cell through the CLI (fresh workers), as started and/or pinned: RUN's options
+# 4. one cell through the CLI (fresh workers): RUN's options once for each executor of
+#    EXECUTORS (default: the case's own) and each entry of PINS
 if [ -n "${RUN:-}" ]; then
-  for p in ${PINS:-0}; do
-    # shellcheck disable=SC2086  # RUN is a list of options
-    pin "$p" timeout "${T_RUN:-190}" python3 -m ckptbench run $RUN --out "$OUT/run-pin$p.json" \
-      2>&1 | tail -25 | tee "$OUT/run-pin$p.txt"
+  for e in ${EXECUTORS:-default}; do
+    ex=()
+    [ "$e" != default ] && ex=(--executor "$e")
+    for p in ${PINS:-0}; do
+      # shellcheck disable=SC2086  # RUN is a list of options
+      pin "$p" timeout "${T_RUN:-190}" python3 -m ckptbench run $RUN ${ex[@]+"${ex[@]}"} \
+        --out "$OUT/run-$e-pin$p.json" 2>&1 | tail -25 | tee "$OUT/run-$e-pin$p.txt"
+    done
   done
 fi
 exit 0

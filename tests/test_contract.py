@@ -116,6 +116,17 @@ class TorchHarness:
         return loop
 
 
+class TorchOneCallHarness(TorchHarness):
+    """torch's one-call executor (``--executor one-call``): the same loop reversed inside
+    one backward pass of autograd, the interpreter resumed from saved-tensor hooks."""
+
+    def __init__(self) -> None:
+        import functools
+
+        super().__init__()
+        self.checkpoint = functools.partial(self.checkpoint, executor="one-call")
+
+
 class JaxHarness:
     """The engine-driven JAX executor (``--executor engine``): the engine dispatching compiled
     step pieces. Step evaluations are counted where they run, inside the compiled pieces
@@ -183,6 +194,7 @@ class JaxHarness:
 BINDINGS = [
     pytest.param(AutogradHarness, id="autograd"),
     pytest.param(TorchHarness, id="torch", marks=needs("torch")),
+    pytest.param(TorchOneCallHarness, id="torch-one-call", marks=needs("torch")),
     pytest.param(JaxHarness, id="jax-engine", marks=needs("jax")),
 ]
 
@@ -190,6 +202,7 @@ BINDINGS = [
 REGISTERED = [
     pytest.param("autograd", id="autograd"),
     pytest.param("torch", id="torch", marks=needs("torch")),
+    pytest.param("torch-one-call", id="torch-one-call", marks=needs("torch")),
     pytest.param("jax", id="jax", marks=needs("jax")),
     pytest.param("jax-engine", id="jax-engine", marks=needs("jax")),
 ]
@@ -342,6 +355,8 @@ def _case(backend: str, strategy: str, steps: int, snaps: int, budget: int | Non
     executor = None
     if backend == "jax-engine":  # JAX's engine-driven executor (--executor engine)
         backend, executor = "jax", "engine"
+    elif backend == "torch-one-call":  # torch's one-backward executor (--executor one-call)
+        backend, executor = "torch", "one-call"
     return Case(
         executor=executor,
         model="lstm",

@@ -96,6 +96,7 @@ def test_non_finite_losses_and_gradients_are_reported_as_such(tmp_path):
     "backend",
     [
         pytest.param("torch", marks=needs("torch")),
+        pytest.param("torch-one-call", marks=needs("torch")),
         pytest.param("jax", marks=needs("jax")),
         pytest.param("jax-engine", marks=needs("jax")),
     ],
@@ -107,6 +108,8 @@ def test_workloads_compute_in_the_dtype_and_gradients_agree_within_its_tolerance
     executor = None
     if backend == "jax-engine":
         backend, executor = "jax", "engine"
+    elif backend == "torch-one-call":
+        backend, executor = "torch", "one-call"
     case = Case(backend=backend, executor=executor, dtype=dtype, steps=30, snaps=4, **SMALL)
     normal = registry.build(case, Mode.NORMAL)
     ckpt = registry.build(case, Mode.CHECKPOINTED)
@@ -182,8 +185,9 @@ def test_the_gpu_configs_parse_and_name_what_they_promise():
 
 @pytest.mark.torch
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
+@pytest.mark.parametrize("executor", ["engine", "one-call"])
 @pytest.mark.parametrize("strategy", ["revolve", "optimal"])
-def test_torch_executor_never_synchronises_on_cuda(strategy):
+def test_torch_executor_never_synchronises_on_cuda(strategy, executor):
     """``torch.cuda.set_sync_debug_mode("error")`` raises at any synchronising call (an
     ``.item()``, a host copy, a data-dependent branch) inside the gradient."""
     import torch
@@ -198,9 +202,11 @@ def test_torch_executor_never_synchronises_on_cuda(strategy):
     if strategy == "optimal":
         sb = sum(t.numel() * t.element_size() for t in state0)
         costs = Costs(forward_time_s=1.0, taped_time_s=3.0, state_bytes=sb, tape_bytes=4 * sb)
-        loop = revolve_checkpoint(wl.step, wl.post, 50, costs=costs, budget_bytes=20 * sb)
+        loop = revolve_checkpoint(
+            wl.step, wl.post, 50, costs=costs, budget_bytes=20 * sb, executor=executor
+        )
     else:
-        loop = revolve_checkpoint(wl.step, wl.post, 50, 6, "revolve")
+        loop = revolve_checkpoint(wl.step, wl.post, 50, 6, "revolve", executor=executor)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:

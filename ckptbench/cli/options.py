@@ -307,17 +307,19 @@ def given_sizes(ctx: click.Context) -> set[str]:
 
 
 def numerics_options(func):
-    """--dtype and --executor: what the gradient computes in, and how JAX runs our schedules."""
+    """--dtype and --executor: what the gradient computes in, and how our schedules run."""
     from ckptbench.results.schema import DTYPES, EXECUTORS
 
     func = click.option(
         "--executor",
         type=click.Choice(EXECUTORS),
         default=None,
-        help="How --backend jax runs our schedules: compiled (one XLA program running the "
+        help="How our schedules run. --backend jax: compiled (one XLA program running the "
         "action table; the default on the CPU) or engine (the shared interpreter dispatching "
         "compiled step pieces, no host round trip inside a gradient; the default on a GPU). "
-        "Recorded in the result.",
+        "--backend torch: engine (the default: a backward call per taped step) or one-call "
+        "(the whole gradient one backward pass of autograd, steps re-run from saved-tensor "
+        "hooks). Recorded in the result.",
     )(func)
     return click.option(
         "--dtype",

@@ -2,7 +2,8 @@
 
 A chain's state changes shape from layer to layer; a backend whose spec lists
 ``chain_executors`` runs our schedules on a chain only with those (JAX: the engine-driven
-executor; its compiled executor keeps every snapshot in one buffer of one shape). A case
+executor; its compiled executor keeps every snapshot in one buffer of one shape. torch: the
+engine binding; its one-call executor runs recurrences only). A case
 of a built-in chain without ``--executor`` gets the first of them, recorded in the case,
 so its result says what ran; one with an executor that cannot hold a chain is a
 :class:`CaseError` (one line, exit 2 on the command line). A plug-in's chain is only known
@@ -39,7 +40,7 @@ def chain_executor(case: Case, chain: bool | None = None) -> Case:
         return case if case.executor_used in holds else replace(case, executor=holds[0])
     if case.executor not in holds:
         raise CaseError(
-            f"--model {case.model} is a layer chain, whose states change shape: on "
-            f"{case.backend} it runs with --executor {' or '.join(holds)}, not {case.executor}"
+            f"--model {case.model} is a layer chain: on {case.backend} our schedules run "
+            f"a chain with --executor {' or '.join(holds)}, not {case.executor}"
         )
     return case

@@ -67,9 +67,11 @@ MAX_INT = 2**63 - 1  #: the largest integer a case field holds
 #: ``--dtype``: the floating-point type the workload computes in (float64: the default,
 #: and what a result without the field was measured in).
 DTYPES: tuple[str, ...] = ("float64", "float32", "bfloat16")
-#: ``--executor``: how our schedules run on JAX (compiled: one XLA program running the
-#: action table; engine: the shared interpreter dispatching compiled step pieces).
-EXECUTORS: tuple[str, ...] = ("compiled", "engine")
+#: ``--executor``: how our schedules run (JAX's compiled: one XLA program running the action
+#: table; engine: the shared interpreter, on JAX dispatching compiled step pieces, on torch
+#: a backward call per taped step; torch's one-call: the interpreter inside one backward
+#: pass of autograd, resumed from saved-tensor hooks).
+EXECUTORS: tuple[str, ...] = ("compiled", "engine", "one-call")
 
 
 def default_executor(backend: str, device: str) -> str:

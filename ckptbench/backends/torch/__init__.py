@@ -13,6 +13,8 @@ Submodules:
 * ``binding`` — ``revolve_checkpoint``: any :mod:`ckptbench.schedules` action stream as one
   ``torch.autograd.Function``, torch's binding of :mod:`ckptbench.engine.interpreter` (Griewank &
   Walther, Algorithm 799: Revolve, 2000; budget plans with kept tapes);
+* ``onecall`` — ``--executor one-call``: the same streams inside one backward pass of
+  autograd, the interpreter resumed from saved-tensor hooks;
 * ``peers`` — torch's own checkpointing, measured beside ours;
 * ``chain`` and ``layers`` — layer chains (docs/layers.md): the engine's chain binding and
   ``nn.Module`` stacks as chains;
@@ -42,6 +44,8 @@ SPEC = BackendSpec(
     devices=("cpu", "cuda"),
     device_aliases=(("gpu", "cuda"),),
     dtypes=("float64", "float32", "bfloat16"),
+    executors=("engine", "one-call"),
+    chain_executors=("engine",),
     install_hint=INSTALL_HINT,
 )
 

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from ckptbench.backends import CheckpointStats
+from ckptbench.backends.torch.onecall import OneCallLoop
 from ckptbench.backends.torch.trees import check_state, flatten_tree, state_signature
 from ckptbench.engine.interpreter import (
     EngineLoop,
@@ -197,14 +198,17 @@ class RevolveLoop(EngineLoop):
 def revolve_checkpoint(
     step: Callable, post: Callable, steps: int, snaps: int | None = None, strategy: Any = None,
     *, plan: Any = None, costs: Any = None, budget_bytes: int | None = None, tape_bytes: int = 0,
-) -> RevolveLoop:  # fmt: skip
+    executor: str = "engine",
+) -> RevolveLoop | OneCallLoop:  # fmt: skip
     """Checkpointed ``loop(params, state0, inputs)`` for ``state = step(params, state, x)``.
 
     The arguments are :func:`ckptbench.backends.autograd.binding.binomial_checkpoint`'s (``steps``,
     ``snaps``, ``strategy``; ``plan=`` or ``costs=`` with ``budget_bytes=`` for strategy
     optimal, which keeps tapes; ``tape_bytes`` declaring one tape's bytes for
-    ``stats.peak_stored_bytes``). ``loop`` returns ``post(params, x_i)`` for i = 1..steps
-    stacked on a new leading axis; a torch backward through it yields the gradients of
+    ``stats.peak_stored_bytes``; ``executor``: ``"engine"``, a backward call per taped
+    step, or ``"one-call"``, the whole gradient one backward pass of autograd, see
+    :mod:`ckptbench.backends.torch.onecall`). ``loop`` returns ``post(params, x_i)`` for
+    i = 1..steps stacked on a new leading axis; a torch backward through it yields the gradients of
     ``params``, ``state0`` and ``inputs`` (whichever require grad) from one reverse sweep.
     With ``strategy="revolve"`` one gradient evaluates ``step`` exactly
     ``optimal_forward_steps(steps, snaps) + steps`` times.
@@ -215,8 +219,11 @@ def revolve_checkpoint(
         loss = lstm.loss(loop(params, (h0, c0), xs))
         grads = torch.autograd.grad(loss, list(params.values()))   # 2439 + 1000 steps
     """
+    if executor not in ("engine", "one-call"):
+        raise ValueError(f"unknown executor {executor!r} (torch runs engine or one-call)")
     plan = plan_from(strategy, steps, plan=plan, costs=costs, budget_bytes=budget_bytes)
-    return RevolveLoop(step, post, steps, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
+    kind = OneCallLoop if executor == "one-call" else RevolveLoop
+    return kind(step, post, steps, snaps, strategy, plan=plan, tape_bytes=tape_bytes)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -1,0 +1,152 @@
+"""torch's one-call executor (``--executor one-call``): the schedule inside one backward pass.
+
+Its gradients, counters and stored bytes are the contract's (tests/test_contract.py runs it
+as ``torch-one-call``); here: what makes it one call (no backward call of its own, one
+re-run tape alive at a time, the order autograd asks for steps in), what it refuses, and
+the case and the command line that choose it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _cli import one_line_error
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+from ckptbench.backends.torch import onecall  # noqa: E402
+from ckptbench.backends.torch.binding import revolve_checkpoint  # noqa: E402
+from ckptbench.backends.torch.workloads import TorchLSTM  # noqa: E402
+from ckptbench.results.schema import Case, CaseError  # noqa: E402
+from ckptbench.schedules import make_schedule, replay  # noqa: E402
+from ckptbench.schedules.optimal import Costs, plan_optimal  # noqa: E402
+
+SMALL = {"hidden": 5, "batch": 2, "input": 3, "output": 2}
+
+
+def _problem(steps: int):
+    wl = TorchLSTM(**SMALL)
+    params, state0, inputs = wl.init(steps, np.random.default_rng(steps))
+    leaves = [params[k].requires_grad_() for k in sorted(params)]
+    return wl, params, state0, inputs, leaves
+
+
+def _backward_calls(monkeypatch) -> list[int]:
+    calls = [0]
+    real = torch.autograd.backward
+
+    def counted(*args, **kw):
+        calls[0] += 1
+        return real(*args, **kw)
+
+    monkeypatch.setattr(torch.autograd, "backward", counted)
+    return calls
+
+
+@pytest.mark.parametrize(("executor", "calls_per_step"), [("engine", 1), ("one-call", 0)])
+def test_the_engine_reverses_each_step_with_a_call_and_one_call_with_none(
+    monkeypatch, executor, calls_per_step
+):
+    wl, params, state0, inputs, leaves = _problem(30)
+    loop = revolve_checkpoint(wl.step, wl.post, 30, 4, executor=executor)
+    calls = _backward_calls(monkeypatch)
+    torch.autograd.grad(wl.loss(loop(params, state0, inputs)), leaves)
+    assert calls[0] == 30 * calls_per_step
+    want = replay(make_schedule("revolve", 30, 4), 30)
+    assert loop.stats.step_evaluations == want.evaluations  # final once the backward ended
+
+
+@pytest.mark.parametrize("plan_tapes", [False, True])
+def test_one_re_run_tape_is_alive_at_a_time_and_steps_come_in_reverse_order(
+    monkeypatch, plan_tapes
+):
+    """What the engine binding frees before its next reverse, one-call frees before its next
+    re-run: at most one re-run tape beyond the plan's kept ones, steps asked for l-1..0."""
+    steps = 25
+    wl, params, state0, inputs, leaves = _problem(steps)
+    if plan_tapes:
+        sb = sum(t.numel() * t.element_size() for t in state0)
+        costs = Costs(forward_time_s=1.0, taped_time_s=3.0, state_bytes=sb, tape_bytes=2 * sb)
+        plan = plan_optimal(costs, steps, 4 * sb + 3 * 2 * sb)
+        loop = revolve_checkpoint(wl.step, wl.post, steps, plan=plan, executor="one-call")
+        kept = plan.prediction.peak_tapes
+    else:
+        loop = revolve_checkpoint(wl.step, wl.post, steps, 3, executor="one-call")
+        kept = 0
+    live_peak, asked = [0], []
+    real_tape, real_need = onecall.OneCallOps.tape, onecall._Sweep.need
+
+    def tape(self, state, i, outputs):
+        made = real_tape(self, state, i, outputs)
+        live_peak[0] = max(live_peak[0], len(self.live))
+        return made
+
+    def need(self, step):
+        asked.append(step)
+        return real_need(self, step)
+
+    monkeypatch.setattr(onecall.OneCallOps, "tape", tape)
+    monkeypatch.setattr(onecall._Sweep, "need", need)
+    torch.autograd.grad(wl.loss(loop(params, state0, inputs)), leaves)
+    assert 1 <= live_peak[0] <= kept + 1
+    assert asked == sorted(asked, reverse=True) and len(set(asked)) == len(asked)
+    assert asked[-1] == 0
+
+
+def test_a_second_backward_through_one_call_is_refused_in_one_line():
+    wl, params, state0, inputs, leaves = _problem(12)
+    loop = revolve_checkpoint(wl.step, wl.post, 12, 3, executor="one-call")
+    loss = wl.loss(loop(params, state0, inputs))
+    first = torch.autograd.grad(loss, leaves, retain_graph=True)
+    assert all(torch.isfinite(g).all() for g in first)
+    with pytest.raises(RuntimeError, match="reverses a call once") as info:
+        torch.autograd.grad(loss, leaves)
+    assert "\n" not in str(info.value).strip()
+
+
+def test_without_grad_the_loop_is_a_plain_forward():
+    wl, params, state0, inputs, _ = _problem(10)
+    loop = revolve_checkpoint(wl.step, wl.post, 10, 3, executor="one-call")
+    with torch.no_grad():
+        out = loop(params, state0, inputs)
+    engine = revolve_checkpoint(wl.step, wl.post, 10, 3)(params, state0, inputs)
+    assert out.grad_fn is None
+    torch.testing.assert_close(out, engine.detach(), rtol=0, atol=0)
+
+
+def test_the_case_and_the_command_line_choose_it(capsys, tmp_path):
+    case = Case(backend="torch", executor="one-call")
+    assert case.executor_used == "one-call" and "-one-call-" in case.key
+    assert Case.from_dict(case.to_dict()) == case
+    with pytest.raises(CaseError, match="--executor one-call needs --backend torch"):
+        Case(backend="jax", executor="one-call")
+    err = one_line_error(
+        capsys,
+        ["run", "--backend", "torch", "--model", "mlp-stack", "--executor", "one-call",
+         "--steps", "4", "--out", str(tmp_path / "r")],
+    )  # fmt: skip
+    assert "layer chain" in err and "--executor engine, not one-call" in err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_run_measures_it_end_to_end(tmp_path):
+    out = tmp_path / "one.json"
+    cmd = [sys.executable, "-m", "ckptbench", "run", "--backend", "torch", "--executor",
+           "one-call", "--steps", "40", "--snaps", "5", "--hidden", "4", "--batch", "2",
+           "--rounds", "1", "--repeats", "2", "-q", "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["case"]["executor"] == "one-call"
+    assert doc["environment"]["executor"] == "one-call"
+    ckpt = next(m for m in doc["modes"] if m["mode"] == "checkpointed")
+    assert ckpt["status"] == "ok" and ckpt["grad_max_rel_err"] <= 1e-12
+    want = replay(make_schedule("revolve", 40, 5), 40).evaluations
+    counters = ckpt["counters"]
+    assert counters["step_calls"] == counters["steps_advanced"] + counters["steps_taped"] == want
