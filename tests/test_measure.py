@@ -298,16 +298,13 @@ def test_cpu_list_is_the_kernels_notation() -> None:
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
 def test_a_run_records_the_cpus_it_was_pinned_to() -> None:
-    """Started as ``taskset -c CPU`` would start it, ckptbench records that one CPU."""
+    """A process pinned to one CPU (as ``taskset -c CPU`` starts it) records that CPU."""
     cpu = max(os.sched_getaffinity(0))
-    code = "from ckptbench.measure import peaks; print(peaks.environment()['cpu_affinity'])"
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
+    code = (
+        f"import os; os.sched_setaffinity(0, {{{cpu}}}); from ckptbench.measure import peaks; "
+        "print(peaks.environment()['cpu_affinity'])"
     )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(cpu)
 
 

@@ -381,12 +381,8 @@ def first_sweep(run: EngineRun, ops: StepOps, state0: Any, outputs: bool = True)
 
 
 def reverse_sweep(run: EngineRun, ops: StepOps, replay_state0: Any = None) -> Any:
-    """Resume the stream after FIRSTURN; return the cotangent of x_0 (``ops.reverse``'s).
-
-    When the first sweep's tapes were already consumed (a second reverse of one call), the
-    first sweep is re-run from ``replay_state0`` without outputs. This drives
-    :func:`reverse_turns`, reversing each tape it hands out with ``ops.reverse``.
-    """
+    """Resume the stream after FIRSTURN; return the cotangent of x_0: :func:`reverse_turns`
+    with every tape it hands out reversed by ``ops.reverse``."""
     turns = reverse_turns(run, ops, replay_state0)
     try:
         tape, step, state_bar = next(turns)
@@ -401,18 +397,14 @@ def reverse_sweep(run: EngineRun, ops: StepOps, replay_state0: Any = None) -> An
 def reverse_turns(
     run: EngineRun, ops: StepOps, replay_state0: Any = None
 ) -> Generator[tuple[Any, int, Any], Any, Any]:
-    """The reverse sweep, handing each tape out to be reversed: yields ``(tape, step,
-    state_bar)`` (``state_bar``: the cotangent of x_{step+1}, ``None`` for x_l's) at
-    FIRSTURN's tape, every YOUTURN and every REVERSE, in the stream's order (steps l-1 down
-    to 0), and is sent back the cotangent of x_step (``None`` when the caller reverses
-    without handing cotangents over, as autograd's own engine does for the one-call
-    executor of :mod:`ckptbench.backends.torch.onecall`). Returns the cotangent of x_0.
-
-    Everything between two hand-outs (restores, recomputing advances, snapshots, the tapes
-    of the next turn) runs when the caller asks for the next tape; a backend's fused
-    ``turn`` (the JAX dispatcher) runs in place and hands nothing out. The time the caller
-    takes to reverse a tape counts to the taped phase, as :func:`reverse_sweep`'s own
-    reverses do.
+    """The stream after FIRSTURN, handing each tape out to be reversed: yields ``(tape, step,
+    state_bar)`` (the cotangent of x_{step+1}; ``None`` for x_l's) at FIRSTURN's tape, every
+    YOUTURN and every REVERSE (steps l-1 down to 0) and is sent the cotangent of x_step back
+    (``None`` where autograd's own pass reverses: :mod:`ckptbench.backends.torch.onecall`);
+    returns x_0's. What lies between two hand-outs runs when the next is asked for; a
+    backend's fused ``turn`` (JAX) runs in place. The caller's reverse counts as taped time.
+    When the first sweep's tapes were already consumed (a second reverse of one call), the
+    first sweep is re-run from ``replay_state0`` without outputs first.
     """
     clock = time.perf_counter
     if run.last_turn is None:
