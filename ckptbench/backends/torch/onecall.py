@@ -41,7 +41,12 @@ from typing import Any
 
 import torch
 
-from ckptbench.backends.torch.trees import check_state, flatten_tree, state_signature
+from ckptbench.backends.torch.trees import (
+    check_state,
+    flatten_tree,
+    loop_arguments,
+    state_signature,
+)
 from ckptbench.engine.interpreter import (
     EngineLoop,
     EngineRun,
@@ -236,14 +241,7 @@ class OneCallLoop(EngineLoop):
 
     def __call__(self, params: Any, state0: Any, inputs: torch.Tensor) -> torch.Tensor:
         t_enter = time.perf_counter()
-        pleaves, prebuild = flatten_tree(params, "params")
-        sleaves, srebuild = flatten_tree(state0, "state0")
-        if not isinstance(inputs, torch.Tensor) or inputs.dim() == 0:
-            raise ValueError("inputs must be a tensor whose leading axis is the step axis")
-        if inputs.shape[0] != self.steps:
-            raise ValueError(
-                f"inputs has leading axis {inputs.shape[0]}, expected steps={self.steps}"
-            )
+        pleaves, prebuild, sleaves, srebuild = loop_arguments(params, state0, inputs, self.steps)
         args = [*pleaves, *sleaves, inputs]
         run = self.new_run()
         sweep = _Sweep(self, run)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["check_state", "flatten_tree", "state_signature"]
+__all__ = ["check_state", "flatten_tree", "loop_arguments", "state_signature"]
 
 
 def flatten_tree(tree: Any, what: str) -> tuple[list[torch.Tensor], Callable[[list], Any]]:
@@ -53,6 +53,18 @@ def _fill(spec: Any, it: Iterator) -> Any:
     if kind == "dict":
         return {k: _fill(s, it) for k, s in zip(meta, subs, strict=True)}
     return meta(_fill(s, it) for s in subs)
+
+
+def loop_arguments(params: Any, state0: Any, inputs: Any, steps: int) -> tuple:
+    """A checkpointed loop's ``(params, state0, inputs)`` checked and split: ``(param
+    leaves, rebuild params, state leaves, rebuild a state)``; one-line ``ValueError``s."""
+    pleaves, prebuild = flatten_tree(params, "params")
+    sleaves, srebuild = flatten_tree(state0, "state0")
+    if not isinstance(inputs, torch.Tensor) or inputs.dim() == 0:
+        raise ValueError("inputs must be a tensor whose leading axis is the step axis")
+    if inputs.shape[0] != steps:
+        raise ValueError(f"inputs has leading axis {inputs.shape[0]}, expected steps={steps}")
+    return pleaves, prebuild, sleaves, srebuild
 
 
 def state_signature(leaves: list[torch.Tensor]) -> tuple:
