@@ -1,6 +1,7 @@
 """Issue 22's GPU figures in one process, about two minutes: JAX's executors against plain
 ``jax.grad``, the forward-only floor and ``jax.checkpoint``; torch's executor against its
-floor and ``torch.utils.checkpoint``. Run by scripts/gpu-check.sh (docs/gpu.md).
+floor and ``torch.utils.checkpoint`` (row 9: its one-call executor). Run by scripts/gpu-check.sh
+(docs/gpu.md).
 
 Every gradient is built (and compiled) as the worker builds it, run once as a warm-up, then
 timed ``--repeats`` times to the end of its result (block_until_ready / cuda.synchronize,
@@ -45,6 +46,7 @@ ROWS = [
     ("torch", "float32", 1024, 64, "revolve", 31, None, None),
     ("torch", "float32", 1024, 64, "optimal", 1000, None, 109060096),
     ("torch", "float32", 1024, 64, "torch-checkpoint", 31, None, None),
+    ("torch", "float32", 1024, 64, "revolve", 31, "one-call", None),
 ]
 
 
@@ -251,7 +253,7 @@ def main() -> None:
         case = Case(
             backend=backend, device=args.device, dtype=dtype, hidden=h, batch=b,
             steps=args.steps, snaps=min(snaps, args.steps), strategy=strategy,
-            executor=executor if backend == "jax" else None, budget_bytes=budget,
+            executor=executor, budget_bytes=budget,
         )  # fmt: skip
         size = (backend, dtype, h, b)
         t_start = time.perf_counter()
