@@ -26,8 +26,9 @@ The sweep's end (TERMINATE, the final counters) runs in the backward of :class:`
 identity made before the first step on the loop's differentiable inputs, which autograd
 runs after every step.
 
-What it holds that the engine binding does not: the first sweep's graph nodes (host memory,
-a few hundred bytes a node, no tensor data) and the readouts' graph. Counters, stored bytes
+What it holds that the engine binding does not: the first sweep's graph (host memory, no
+tensor data: about 35 KiB a step of the built-in LSTM; on the CPU glibc's heap makes that
+far more, docs/gpu.md, "Two torch executors"). Counters, stored bytes
 and gradients are the engine binding's (the contract test checks both). One call is
 reversed once: a second backward through it (``retain_graph=True``) is refused with one
 line (the engine binding replays the first sweep instead).
