@@ -150,3 +150,38 @@ def test_run_measures_it_end_to_end(tmp_path):
     want = replay(make_schedule("revolve", 40, 5), 40).evaluations
     counters = ckpt["counters"]
     assert counters["step_calls"] == counters["steps_advanced"] + counters["steps_taped"] == want
+
+
+PLUGIN_CHAIN = """
+import torch
+
+
+class Chain:
+    def init(self, layers, rng):
+        params = [torch.tensor(rng.standard_normal((4, 4)) / 3) for _ in range(layers)]
+        return params, torch.tensor(rng.standard_normal((2, 4)))
+
+    def layer(self, i, params, x):
+        return torch.tanh(x @ params)
+
+    def loss(self, x):
+        return (x**2).mean()
+
+
+def make(**sizes):
+    return Chain()
+"""
+
+
+def test_a_plugin_chain_is_refused_in_the_worker_too(tmp_path, monkeypatch):
+    """A plug-in is only known to be a chain once loaded: the backend refuses it there."""
+    from ckptbench.backends import registry
+    from ckptbench.results.schema import Mode
+
+    (tmp_path / "net.py").write_text(PLUGIN_CHAIN)
+    monkeypatch.chdir(tmp_path)
+    case = Case(model="net.py:make", backend="torch", executor="one-call", steps=4, snaps=2)
+    with pytest.raises(ValueError, match=r"is a layer chain: on torch .* not one-call"):
+        registry.build(case, Mode.CHECKPOINTED)
+    normal = registry.build(case, Mode.NORMAL)  # the other modes run no executor of ours
+    assert np.isfinite(normal.gradient(normal.params)[0])

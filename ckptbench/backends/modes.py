@@ -146,12 +146,11 @@ class FrameworkBackend:
         ctx = fw.setup(case)
         wl, params, state0, inputs = fw.workload(case, ctx)
         if is_chain(wl):
-            executor = getattr(case, "executor", None)
-            if name == "checkpointed" and executor not in (None, "engine"):
+            if name == "checkpointed" and _executor_kw(case):
                 # a plug-in's chain, known only now (built-ins are refused with the case)
                 raise ValueError(
                     f"--model {case.model} is a layer chain: on {self.name} our schedules "
-                    f"run a chain with --executor engine, not {executor}"
+                    f"run a chain with --executor engine, not {case.executor}"
                 )
             params, gradient, calls, loop = chain_modes(
                 fw, case, name, wl, params, state0, ctx, costs
@@ -210,15 +209,20 @@ class FrameworkBackend:
         if not spec.ours:
             return spec.load_factory()(step, post, case.steps, case.snaps)
         plan = spec.plan_for(case, costs)
-        # a backend with executors beside the engine is told which (torch: one-call)
-        executor = getattr(case, "executor", None)
-        kw = {} if executor in (None, "engine") else {"executor": executor}
+        kw = _executor_kw(case)
         if plan is not None:
             return self.framework.checkpoint(step, post, case.steps, strategy=spec, plan=plan, **kw)
         return self.framework.checkpoint(step, post, case.steps, case.snaps, spec, **kw)
 
     def measure_costs(self, case: Any) -> dict[str, Any]:
         return self.framework.measure_costs(case)
+
+
+def _executor_kw(case: Any) -> dict[str, str]:
+    """``executor=`` for the framework's binding where the case asks for an executor beside
+    the engine binding every framework has (torch: one-call); empty otherwise."""
+    executor = getattr(case, "executor", None)
+    return {} if executor in (None, "engine") else {"executor": executor}
 
 
 def _host_clocked(fw: Any, ctx: Any) -> bool:

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -498,7 +498,7 @@ def environment() -> dict[str, object]:
     }
 
 
-def cpu_list(cpus: Sequence[int]) -> str:
+def cpu_list(cpus: Iterable[int]) -> str:
     """CPU numbers in the kernel's cpulist notation (``taskset -c``, ``local_cpulist``):
     ``[0, 1, 2, 3, 6]`` -> ``"0-3,6"``."""
     runs: list[list[int]] = []
@@ -519,7 +519,7 @@ def cpu_affinity() -> str | None:
     result says where it ran."""
     if not hasattr(os, "sched_getaffinity"):
         return None
-    return cpu_list(sorted(os.sched_getaffinity(0)))
+    return cpu_list(os.sched_getaffinity(0))
 
 
 def malloc_env(environ: dict[str, str] | None = None) -> dict[str, str]:

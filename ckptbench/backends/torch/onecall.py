@@ -155,7 +155,6 @@ class OneCallOps(UnrolledOps):
         # one UnbindBackward for every step's input, not one SelectBackward each (whose
         # cotangents would each be the whole input's size)
         self.xs = inputs.unbind(0) if inputs.requires_grad else inputs
-        self.x_grad = inputs.requires_grad
         self.recording = True
         self.state_grads: list[tuple[bool, ...] | None] = [None] * loop.steps
         self.ys: list[torch.Tensor | None] = [None] * loop.steps
@@ -208,7 +207,7 @@ class OneCallOps(UnrolledOps):
             t.detach().requires_grad_(g)
             for t, g in zip(flatten_tree(state, "state")[0], self.state_grads[i], strict=True)
         ]
-        x = self.inputs[i].detach().requires_grad_(self.x_grad)
+        x = self.inputs[i].detach().requires_grad_(self.inputs.requires_grad)
         kept: list[torch.Tensor] = []
         with (
             torch.enable_grad(),
@@ -223,9 +222,8 @@ class OneCallOps(UnrolledOps):
 
     def _unpack(self, token: tuple[int, int]) -> torch.Tensor:
         step, j = token
-        sweep = self.sweep
-        if sweep.at != step or step not in self.live:
-            sweep.need(step)
+        if self.sweep.at != step:
+            self.sweep.need(step)
         return self.live[step][j]
 
     def reverse(self, tape: Any, state_bar: Any, i: int) -> Any:  # pragma: no cover
