@@ -293,11 +293,16 @@ def _phase_line(result: RunResult) -> str | None:
     adv = phases.get("advance_time_s", 0.0)
     taped = phases.get("taped_time_s", 0.0)
     book = phases.get("bookkeeping_time_s", 0.0)
-    per = f" ({advanced} untaped steps x {adv / advanced * 1e3:.2f} ms)" if advanced else ""
+    # one-call records its first sweep's advances on autograd's graph: not untaped runs
+    recorded = result.case.executor_used == "one-call"
+    what = "advances" if recorded else "recomputation"
+    kind = "steps" if recorded else "untaped steps"
+    also = ", the first sweep's recorded on autograd's graph" if recorded else ""
+    per = f" ({advanced} {kind} x {adv / advanced * 1e3:.2f} ms{also})" if advanced else ""
     vs = f" vs plain gradient's {normal.time.median:.2f} s" if normal.time else ""
     share = (adv + taped + book) / wall if wall > 0 else 0.0
     return (
-        f"where the time goes (median iteration {wall:.2f} s): recomputation {adv:.2f} s"
+        f"where the time goes (median iteration {wall:.2f} s): {what} {adv:.2f} s"
         f"{per}, taped steps + reverse {taped:.2f} s{vs}, bookkeeping {book:.3f} s; "
         f"phases add up to {share:.1%} of the iteration"
     )
