@@ -248,3 +248,35 @@ def test_run_prints_the_plans_prediction_beside_the_measurement(backend, device)
     result = with_case(replace(result, modes=modes), strategy="optimal", budget_bytes=2**21)
     (line,) = [x for x in explain_lines(result) if x.startswith("plan: predicted 0.5 s")]
     assert "measured 0.8" in line
+
+
+@pytest.mark.parametrize(
+    ("executor", "words"),
+    [
+        ("engine", "recomputation 0.30 s (60 untaped steps x 5.00 ms)"),
+        ("one-call", "advances 0.30 s (60 steps x 5.00 ms, the first sweep's recorded on"),
+    ],
+)
+def test_where_the_time_goes_names_what_the_executor_advanced(executor, words):
+    """one-call records its first sweep's advances on autograd's graph: not untaped runs."""
+    from dataclasses import replace
+
+    from _synthetic import make_result
+
+    from ckptbench.render.run import explain_lines
+
+    case = Case(backend="torch", steps=40, snaps=4, executor=executor)
+    result = make_result(case, times={"checkpointed": 0.8}, time_cv=0.0)
+    phases = {"advance_time_s": 0.3, "taped_time_s": 0.45, "bookkeeping_time_s": 0.01}
+    modes = tuple(
+        replace(
+            m,
+            iterations=tuple(replace(it, phases=phases) for it in m.iterations),
+            counters={**m.counters, "steps_advanced": 60},
+        )
+        if m.mode is Mode.CHECKPOINTED
+        else m
+        for m in result.modes
+    )
+    (line,) = [x for x in explain_lines(replace(result, modes=modes)) if "time goes" in x]
+    assert words in line and "taped steps + reverse 0.45 s" in line
