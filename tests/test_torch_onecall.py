@@ -185,3 +185,50 @@ def test_a_plugin_chain_is_refused_in_the_worker_too(tmp_path, monkeypatch):
         registry.build(case, Mode.CHECKPOINTED)
     normal = registry.build(case, Mode.NORMAL)  # the other modes run no executor of ours
     assert np.isfinite(normal.gradient(normal.params)[0])
+
+
+def _loop_calls(monkeypatch) -> list[int]:
+    calls = [0]
+    real = onecall.OneCallLoop.__call__
+
+    def counted(self, *args):
+        calls[0] += 1
+        return real(self, *args)
+
+    monkeypatch.setattr(onecall.OneCallLoop, "__call__", counted)
+    return calls
+
+
+def test_a_plan_for_one_call_is_priced_through_one_call(monkeypatch):
+    """The planner's taped step is timed through the executor that will run the plan: for
+    one-call, whole store-all gradients through it (its recorded first sweep included)."""
+    from ckptbench.backends import registry
+
+    fw = registry.get_backend("torch").framework
+    calls = _loop_calls(monkeypatch)
+    engine = fw.measure_costs(Case(backend="torch", steps=30, snaps=4, **SMALL))
+    assert (engine["executor"], engine["taped_method"], calls[0]) == ("engine", "phase-timer", 0)
+    one = fw.measure_costs(Case(backend="torch", steps=30, snaps=4, executor="one-call", **SMALL))
+    assert (one["executor"], one["taped_method"]) == ("one-call", "whole-gradient")
+    assert calls[0] >= 2  # per sample: one untimed call, then the timed one
+    costs = Costs.from_dict(one["costs"])
+    assert costs.taped_time_s >= costs.forward_time_s > 0
+
+
+def test_a_device_whose_default_is_one_call_runs_and_prices_one_call(monkeypatch):
+    """Without --executor, the backend's default on the case's device decides (as JAX's
+    compiled executor on the CPU): the binding is told, and so is the cost measurement."""
+    from ckptbench.backends import registry
+    from ckptbench.results import schema
+
+    real = schema.default_executor
+    monkeypatch.setattr(
+        schema, "default_executor", lambda b, d: "one-call" if b == "torch" else real(b, d)
+    )
+    case = Case(backend="torch", steps=20, snaps=3, **SMALL)
+    assert case.executor is None and case.executor_used == "one-call"
+    calls = _loop_calls(monkeypatch)
+    built = registry.build(case, schema.Mode.CHECKPOINTED)
+    built.gradient(built.params)
+    assert calls[0] == 1
+    assert registry.get_backend("torch").framework.measure_costs(case)["executor"] == "one-call"

@@ -220,8 +220,9 @@ class FrameworkBackend:
 
 def _executor_kw(case: Any) -> dict[str, str]:
     """``executor=`` for the framework's binding where the case asks for an executor beside
-    the engine binding every framework has (torch: one-call); empty otherwise."""
-    executor = getattr(case, "executor", None)
+    the engine binding every framework has (torch: one-call), by choice or as the device's
+    default; empty otherwise."""
+    executor = getattr(case, "executor_used", None) or getattr(case, "executor", None)
     return {} if executor in (None, "engine") else {"executor": executor}
 
 

@@ -11,7 +11,11 @@ through a framework object of :mod:`ckptbench.backends.modes`), never estimated:
   (every step a YOUTURN from its stored state) divided by the steps; on a device that runs
   asynchronously (torch on CUDA) the whole store-all gradient, timed between device
   synchronisations, less its untaped steps and readouts, divided by the steps (the engine's
-  host clocks would time launches);
+  host clocks would time launches); the same whole gradient, on any device, for an
+  executor beside the engine binding (torch's ``one-call`` records its first sweep on
+  autograd's graph, a cost per step its advance timer cannot tell from recomputation: on
+  the CPU a plan's prediction ran 17% under its one-call measurement when priced from the
+  engine binding, docs/planner.md);
 * readout: a loop of ``post`` calls; ``fixed_time_s`` = steps x that (the first sweep's
   readouts, which the schedule cost model does not count);
 * each time is the minimum over ``samples`` (other processes only ever add time: on a
@@ -61,6 +65,8 @@ class StepCostReport:
     post_samples_s: tuple[float, ...]
     tape_samples_bytes: tuple[int, ...]
     timing: str = "host"  # "device-synchronized": every timed region ends with the device
+    executor: str = "engine"  # the executor the taped step was timed through
+    taped_method: str = "phase-timer"  # or "whole-gradient" (less its untaped steps)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able; ``costs`` is :meth:`Costs.as_dict` (``Costs.from_dict`` reads it)."""
@@ -74,6 +80,8 @@ class StepCostReport:
             "post_samples_s": list(self.post_samples_s),
             "tape_samples_bytes": list(self.tape_samples_bytes),
             "timing": self.timing,
+            "executor": self.executor,
+            "taped_method": self.taped_method,
         }
 
 
@@ -97,6 +105,7 @@ def measure_step_costs(
     tape_method: str | None = None,
     framework: Any = None,
     device_sync: Any = None,
+    executor: str | None = None,
 ) -> StepCostReport:
     """Measure the step costs of ``workload`` on these arguments (see the module docstring).
 
@@ -108,7 +117,9 @@ def measure_step_costs(
     (torch on CUDA: ``torch.cuda.synchronize``) makes every time the device's: each timed region
     starts and ends with it, and the taped step comes from the whole store-all gradient so
     timed (less its first sweep's untaped steps and readouts), never from the engine's host
-    clocks around asynchronous launches.
+    clocks around asynchronous launches. ``executor`` (None: the framework's engine binding)
+    names the binding's executor that runs the plan (torch: ``"one-call"``); its taped step
+    comes from whole store-all gradients through it, as on a device.
     """
     fw = (
         registry.get_backend(registry.DEFAULT_BACKEND).framework if framework is None else framework
@@ -127,7 +138,11 @@ def measure_step_costs(
     if k2 <= k1:
         raise ValueError(f"tape_steps must satisfy k1 < k2 <= steps, got ({k1}, {k2})")
     k_time = min(max(steps, 2), 200)
-    times = _time_samples(fw, workload, params, state0, inputs[:k_time], samples, device_sync)
+    kw = {} if executor in (None, "engine") else {"executor": executor}
+    whole = device_sync is not None or bool(kw)
+    times = _time_samples(
+        fw, workload, params, state0, inputs[:k_time], samples, device_sync, whole, kw
+    )
     tapes = []
     for _ in range(max(1, min(samples, 3))):
         if own is not None:
@@ -153,6 +168,8 @@ def measure_step_costs(
         post_samples_s=times.post,
         tape_samples_bytes=tuple(tapes),
         timing="host" if device_sync is None else "device-synchronized",
+        executor=kw.get("executor", "engine"),
+        taped_method="whole-gradient" if whole else "phase-timer",
     )
 
 
@@ -180,11 +197,14 @@ class _Timings:
     post: tuple[float, ...]
 
 
-def _time_samples(fw, workload, params, state0, inputs, samples: int, device_sync) -> _Timings:
+def _time_samples(
+    fw, workload, params, state0, inputs, samples: int, device_sync, whole: bool, kw: dict
+) -> _Timings:
     """Time ``samples`` times, over the steps of ``inputs``: an untaped loop of steps, a
     loop of readouts, and the taped steps with their reverses (the executor's own timer;
-    with ``device_sync``, the whole synchronised store-all gradient less its untaped steps
-    and readouts, never below the untaped steps' time)."""
+    ``whole``: the whole store-all gradient through the executor ``kw`` names, synchronised
+    with ``device_sync`` where given, less its untaped steps and readouts, never below the
+    untaped steps' time)."""
     f, post = workload.step, workload.post
     k_time = int(np.shape(inputs)[0])
     sync = device_sync if device_sync is not None else _no_sync
@@ -203,11 +223,11 @@ def _time_samples(fw, workload, params, state0, inputs, samples: int, device_syn
                 post(params, state)
             sync()
             pst.append((time.perf_counter() - t0) / k_time)
-        if device_sync is None:
+        if not whole:
             taped = _store_all_taped_time(fw, workload, params, state0, inputs)
         else:
             untaped = (k_time - 1) * (fwd[-1] + pst[-1])
-            total = _store_all_synced_time(fw, workload, params, state0, inputs, sync)
+            total = _store_all_synced_time(fw, workload, params, state0, inputs, sync, kw)
             taped = max(total - untaped, k_time * fwd[-1])  # noise floor: never below a step
         tap.append(taped / k_time)
     return _Timings(tuple(fwd), tuple(tap), tuple(pst))
@@ -217,11 +237,12 @@ def _no_sync() -> None:
     return None
 
 
-def _store_all_synced_time(fw, workload, params, state0, inputs, sync) -> float:
-    """One whole store-all gradient, timed from a synchronised device to a synchronised
-    device (its first call, which may allocate, is not timed)."""
+def _store_all_synced_time(fw, workload, params, state0, inputs, sync, kw: dict) -> float:
+    """One whole store-all gradient through the executor ``kw`` names, timed from a
+    synchronised device to a synchronised device (its first call, which may allocate, is
+    not timed)."""
     k = int(np.shape(inputs)[0])
-    loop = fw.checkpoint(workload.step, workload.post, k, k, "store-all")
+    loop = fw.checkpoint(workload.step, workload.post, k, k, STORE_ALL, **kw)
     grad = fw.value_and_grad(lambda p: workload.loss(loop(p, state0, inputs)), None)
     grad(params)
     sync()

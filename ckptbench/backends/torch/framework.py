@@ -232,7 +232,10 @@ class TorchFramework:
             ).as_dict()  # fmt: skip
         from ckptbench.measure.stepcosts import measure_step_costs
 
-        report = measure_step_costs(wl, params, state0, inputs, framework=self, device_sync=sync)
+        report = measure_step_costs(  # timed through the executor that will run the plan
+            wl, params, state0, inputs, framework=self, device_sync=sync,
+            executor=getattr(case, "executor_used", None),
+        )  # fmt: skip
         return report.as_dict()
 
 
