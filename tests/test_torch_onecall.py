@@ -119,6 +119,15 @@ def test_without_grad_the_loop_is_a_plain_forward():
     torch.testing.assert_close(out, engine.detach(), rtol=0, atol=0)
 
 
+def test_run_tells_a_user_of_one_call_on_the_cpu_what_it_costs_there():
+    from ckptbench.backends import registry
+
+    spec = registry.spec("torch")
+    assert "glibc's heap" in spec.executor_note("one-call", "cpu")
+    assert spec.executor_note("one-call", "cuda") is None
+    assert spec.executor_note("engine", "cpu") is None
+
+
 def test_the_case_and_the_command_line_choose_it(capsys, tmp_path):
     case = Case(backend="torch", executor="one-call")
     assert case.executor_used == "one-call" and "-one-call-" in case.key
@@ -139,9 +148,10 @@ def test_run_measures_it_end_to_end(tmp_path):
     out = tmp_path / "one.json"
     cmd = [sys.executable, "-m", "ckptbench", "run", "--backend", "torch", "--executor",
            "one-call", "--steps", "40", "--snaps", "5", "--hidden", "4", "--batch", "2",
-           "--rounds", "1", "--repeats", "2", "-q", "--out", str(out)]  # fmt: skip
+           "--rounds", "1", "--repeats", "2", "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
+    assert "note --executor one-call on the CPU: the first sweep's recorded graph" in proc.stderr
     doc = json.loads(out.read_text())
     assert doc["case"]["executor"] == "one-call"
     assert doc["environment"]["executor"] == "one-call"

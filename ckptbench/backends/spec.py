@@ -62,10 +62,16 @@ class BackendSpec:
     device_executors: tuple[tuple[str, str], ...] = ()
     #: the executors that hold a layer chain's changing state shapes (empty: every one)
     chain_executors: tuple[str, ...] = ()
+    #: (executor, device, note): what ``run`` tells a user who runs that executor there
+    executor_notes: tuple[tuple[str, str, str], ...] = ()
 
     def default_executor(self, device: str) -> str:
         """The executor a case on ``device`` runs without ``--executor``."""
         return dict(self.device_executors).get(device, self.executors[0])
+
+    def executor_note(self, executor: str, device: str) -> str | None:
+        """What to tell a user who runs ``executor`` on ``device`` (None: nothing)."""
+        return next((n for e, d, n in self.executor_notes if (e, d) == (executor, device)), None)
 
     def available(self) -> str | None:
         """``None`` when this backend can run here, else the reason (one line)."""

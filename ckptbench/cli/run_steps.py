@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from ckptbench.backends import registry
 from ckptbench.cli.options import (
     EXIT_FAILED,
     EXIT_OK,
@@ -45,6 +46,8 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
         case, notes = chain_executor(Case(**fields)).effective()
         case.check_fits_memory()
         check_backend(case)
+        said = registry.spec(case.backend).executor_note(case.executor_used, case.device)
+        notes += (said,) if said else ()
         costs = read_costs(costs_file, case.steps) if costs_file else None
         if costs is not None and not get_strategy(strategy).planned:
             notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)

@@ -46,6 +46,16 @@ SPEC = BackendSpec(
     dtypes=("float64", "float32", "bfloat16"),
     executors=("engine", "one-call"),
     chain_executors=("engine",),
+    executor_notes=(
+        (
+            "one-call",
+            "cpu",
+            "--executor one-call on the CPU: the first sweep's recorded graph fragments "
+            "glibc's heap, about +400 MiB of host memory at 1 000 steps of hidden 256 "
+            "against the engine's +15 MiB (docs/gpu.md, 'Two torch executors'); it is "
+            "meant for CUDA",
+        ),
+    ),
     install_hint=INSTALL_HINT,
 )
 
