@@ -411,3 +411,44 @@ def test_dask_cluster_without_workers_is_a_sweep_error(tmp_path: Path) -> None:
             dask_timeout_s=0.5,  # how long to wait for a first worker
         )
     assert not (tmp_path / "out").exists()  # checked before the folder was created
+
+
+GPU_DEFAULT_TEXT = """
+name = "gpu-default"
+[case]
+backend = "torch"
+device = "cuda"
+model = "rnn"
+steps = 20
+hidden = 8
+repeats = 3
+[grid]
+strategy = ["revolve", "torch-checkpoint"]
+"""
+
+
+def test_a_result_from_before_a_default_executor_changed_is_not_read_as_the_new_ones(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A case saved without --executor ran the default of its day (its environment says
+    which). If the default changes, that result must not become the new default's cell."""
+    from ckptbench.results import schema
+
+    ours, peer = _config(GPU_DEFAULT_TEXT).cases
+    for case in (ours, peer):  # (synthetic figures: the peer's are Revolve's)
+        ran = replace(make_result(ours), case=case, environment={"executor": "engine"})
+        save_result(ran, cell_path(tmp_path, case))
+    assert load_result(cell_path(tmp_path, ours)).case == ours  # today's default: as saved
+    run_sweep(_config(GPU_DEFAULT_TEXT), tmp_path, resume=True, run_cell=FakeCells())
+
+    real = schema.default_executor
+    monkeypatch.setattr(
+        schema, "default_executor", lambda b, d: "one-call" if b == "torch" else real(b, d)
+    )
+    saved = load_result(cell_path(tmp_path, ours)).case
+    assert saved.executor_used == "engine" and "-engine-" in saved.key
+    assert load_result(cell_path(tmp_path, peer)).case == peer  # a peer runs no executor of ours
+    fake = FakeCells()
+    outcome = run_sweep(_config(GPU_DEFAULT_TEXT), tmp_path, resume=True, run_cell=fake)
+    assert [c.state for c in outcome.cells] == [CellState.CONFLICT, CellState.KEPT]
+    assert fake.calls == [] and "-engine-" in outcome.cells[0].error

@@ -480,7 +480,7 @@ def result_from_dict(data: dict[str, Any], source: str = "result") -> RunResult:
         )
     try:
         return RunResult(
-            case=Case.from_dict(data["case"]),
+            case=_executor_as_run(Case.from_dict(data["case"]), data.get("environment")),
             modes=tuple(mode_from_dict(m) for m in data["modes"]),
             environment=data.get("environment", {}),
             created=data.get("created", ""),
@@ -491,6 +491,24 @@ def result_from_dict(data: dict[str, Any], source: str = "result") -> RunResult:
     except (KeyError, TypeError, ValueError) as err:
         msg = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ValueError(f"{source}: malformed result ({type(err).__name__}: {msg})") from None
+
+
+def _executor_as_run(case: Case, environment: Any) -> Case:
+    """``case`` naming the executor its result ran on where that is no longer the default.
+
+    A case saved without ``--executor`` ran its backend's default of the day, which the
+    result's ``environment["executor"]`` records. Once a default changes (JAX's on a GPU
+    did; torch's on CUDA may), such a result would be read as the new default's: its
+    figures labelled with an executor that never ran, and a resumed sweep keeping it as the
+    new default's cell. Read back, the case names the executor that ran instead (its key
+    then names it too, so a resumed sweep finds a conflict, not a kept cell). Peers run no
+    executor of ours and are left as saved."""
+    ran = environment.get("executor") if isinstance(environment, dict) else None
+    if case.executor is not None or not isinstance(ran, str) or ran == case.executor_used:
+        return case
+    if not get_strategy(case.strategy).ours or ran not in backend_spec(case.backend).executors:
+        return case
+    return replace(case, executor=ran)
 
 
 class TargetError(OSError):
