@@ -350,3 +350,29 @@ def test_measure_module_stays_light() -> None:
         timeout=SAFETY_TIMEOUT_S,
     ).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["autograd", pytest.param("jax", marks=pytest.mark.jax)])
+def test_each_mode_records_the_cpus_its_worker_ran_on(backend: str) -> None:
+    """The run's CPUs are the parent's; a JAX worker with one thread pins itself to one of
+    them, and its mode says so (the HTML report's provenance shows both)."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+    from ckptbench.analysis import compare
+    from ckptbench.measure.runner import run_case
+    from ckptbench.render.html import render_html
+    from ckptbench.results.schema import Case, Mode
+
+    case = Case(backend=backend, steps=6, snaps=2, hidden=3, batch=2, input=2, repeats=1, rounds=1)
+    result = run_case(case, modes=(Mode.BASELINE,))
+    (mode,) = result.modes
+    allowed = result.environment["cpu_affinity"]
+    if backend == "autograd" or not hasattr(os, "sched_setaffinity"):
+        assert mode.cpu_affinity == allowed
+        assert "as allowed" in render_html(compare([result]))
+        return
+    cpus = os.sched_getaffinity(0)
+    assert mode.cpu_affinity == str(min(cpus))  # jax.pin_threads: the lowest allowed
+    if len(cpus) > 1:
+        assert mode.cpu_affinity != allowed and f">{min(cpus)}<" in render_html(compare([result]))

@@ -158,6 +158,7 @@ def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict
         "plan": built.plan(),
         "loss": float(loss),
         "numpy": measure.numpy_environment(),
+        "cpu_affinity": measure.cpu_affinity(),  # after the backend's set-up (JAX pins one)
     }
 
 

@@ -99,6 +99,7 @@ def _provenance(results: Sequence[RunResult]) -> Prose:
         ("hosts", values(lambda r: r.host)),
         ("CPU", values(lambda r: env(r, "cpu_model"))),
         ("CPUs allowed", values(lambda r: env(r, "cpu_affinity"))),
+        ("workers' CPUs", _worker_cpus(results)),
         ("Python", values(lambda r: env(r, "python_version"))),
         ("numpy", values(lambda r: env(r, "numpy", "numpy_version"))),
         ("BLAS", values(lambda r: _blas(r.environment))),
@@ -111,6 +112,20 @@ def _provenance(results: Sequence[RunResult]) -> Prose:
         ("peak method", values(lambda r: env(r, "peak_method"))),
     ]
     return Prose(heading="Provenance", style="definitions", pairs=tuple(rows))
+
+
+def _worker_cpus(results: Sequence[RunResult]) -> str:
+    """The CPUs the measured workers could run on, where that is not the run's own set
+    (a JAX worker with one thread pins itself to one CPU); "as allowed" otherwise."""
+    seen = sorted(
+        {
+            m.cpu_affinity
+            for r in results
+            for m in r.modes
+            if m.cpu_affinity and m.cpu_affinity != r.environment.get("cpu_affinity")
+        }
+    )
+    return ", ".join(seen) if seen else "as allowed"
 
 
 def _warnings(results: Sequence[RunResult]) -> list[Prose]:

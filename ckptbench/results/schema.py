@@ -337,6 +337,9 @@ class ModeResult:
     iterations_planned: int | None = None  # warm-up excluded; more than len(iterations)
     # when the mode was stopped (timeout, interrupt) after some iterations completed
     trace: dict[str, Any] | None = None  # run --trace: rows per action (measure/trace.py)
+    # the CPUs the worker could run on once its backend was set up, as a cpulist (JAX pins
+    # a one-thread worker to one CPU); None: not reported (a failed mode, an older result)
+    cpu_affinity: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -355,6 +358,7 @@ class ModeResult:
             plan=dict(report.get("plan") or {}),
             loss=report.get("loss"),
             trace=dict(trace) if isinstance(trace, dict) else None,
+            cpu_affinity=_text_or_none(report.get("cpu_affinity")),
             **common,
         )
 
@@ -450,6 +454,10 @@ def result_to_dict(result: RunResult) -> dict[str, Any]:
         if key == "environment":
             ordered["summary"] = result.summary.as_dict()
     return ordered
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def mode_from_dict(data: dict[str, Any]) -> ModeResult:
