@@ -92,3 +92,42 @@ def test_run_worker_gets_the_costs_file(tmp_path, monkeypatch):
                   "--budget", "1MiB", "--costs", str(costs), "--out", str(out)])  # fmt: skip
     assert res.exit_code == 0, res.output  # no cost-measuring worker was needed
     assert load_result(out).case.budget_bytes == 2**20
+
+
+def test_plan_measures_in_the_dtype_and_through_the_executor_asked_for(tmp_path, monkeypatch):
+    """--dtype and --executor reach the worker that measures the costs (a GPU plan in
+    float32 through torch's one-call executor is priced as it will run)."""
+    from ckptbench.measure import tasks
+
+    seen = []
+    monkeypatch.setattr(tasks, "measure_costs", lambda case: seen.append(case) or {"costs": COSTS})
+    base = ["plan", "--steps", "300", "--budget", "4MiB", "--json", "-q"]
+    res = invoke([*base, "--backend", "torch", "--dtype", "float32", "--executor", "one-call"])
+    assert res.exit_code == 0, res.output
+    assert (seen[-1].dtype, seen[-1].executor_used) == ("float32", "one-call")
+    res = invoke([*base, "--backend", "jax", "--model", "mlp-stack", "--steps", "6"])
+    assert res.exit_code == 0, res.output  # a chain on JAX: the executor that holds one
+    assert seen[-1].executor_used == "engine"
+    res = CliRunner().invoke(cli, [*base, "--backend", "autograd", "--dtype", "float32"])
+    assert res.exit_code == 2 and "--dtype float32 needs --backend" in res.output
+    assert len(seen) == 2
+
+
+def test_save_costs_never_replaces_a_file_unless_forced(tmp_path):
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps(COSTS))
+    saved = tmp_path / "saved.json"
+    saved.write_text("mine\n")
+    base = ["plan", "--steps", "300", "--budget", "4MiB", "--costs", str(costs), "-q"]
+    res = CliRunner().invoke(cli, [*base, "--save-costs", str(saved)])
+    assert res.exit_code == 2 and "--save-costs" in res.output and "--force" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and saved.read_text() == "mine\n"
+    res = CliRunner().invoke(cli, [*base, "--save-costs", str(saved), "--force"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(saved.read_text()) == {**COSTS, "fixed_time_s": 0.0}
+    link = tmp_path / "link.json"
+    link.symlink_to(costs)
+    for target in (link, costs):  # never through a link; never over the command's input
+        res = CliRunner().invoke(cli, [*base, "--save-costs", str(target), "--force"])
+        assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert json.loads(costs.read_text()) == COSTS

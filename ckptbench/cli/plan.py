@@ -18,14 +18,16 @@ from ckptbench.cli.options import (
     device_option,
     device_words,
     given_sizes,
+    numerics_options,
     quiet_option,
     read_costs,
     relative_model,
     size_options,
     stdout_console,
 )
-from ckptbench.cli.outputs import FormatChoice
-from ckptbench.results.schema import Case
+from ckptbench.cli.outputs import FormatChoice, check_side_output
+from ckptbench.results.chains import chain_executor
+from ckptbench.results.schema import Case, TargetError, write_atomic
 
 
 def _sections():
@@ -54,10 +56,13 @@ def _sections():
     "save_file",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Write the costs planned with to this file (the --costs format; per layer on a chain).",
+    help="Write the costs planned with to this file (the --costs format; per layer on a "
+    "chain; never replaces a file without --force).",
 )
+@click.option("--force", is_flag=True, help="Allow --save-costs to replace an existing file.")
 @backend_option
 @device_option
+@numerics_options
 @size_options
 @click.option(
     "--threads",
@@ -77,8 +82,8 @@ def _sections():
 )
 @quiet_option
 def plan(
-    model, steps, budget, costs_file, save_file, backend, device, hidden, batch, input_, output,
-    seed, threads, as_json, fmt, quiet,
+    model, steps, budget, costs_file, save_file, force, backend, device, executor, dtype, hidden,
+    batch, input_, output, seed, threads, as_json, fmt, quiet,
 ):  # fmt: skip
     """The minimum-time schedule for a byte budget, beside Revolve and equal segments.
 
@@ -86,18 +91,23 @@ def plan(
     fresh worker, then plans with the dynamic program over states and tapes (Beaumont et al.,
     2019) and predicts each strategy's time and peak storage at the same budget. On a layer
     chain (``--model cnn-stack``, ...) every layer's costs are measured, and a table shows
-    per layer its costs and what the optimal plan does with it.
+    per layer its costs and what the optimal plan does with it. ``--dtype`` and
+    ``--executor`` are run's: the costs are measured in that type, through the executor
+    that will run the plan.
     """
     from ckptbench.schedules.optimal import OPTIMAL, Costs, check_budget, check_plannable
 
     try:
-        case = Case(
+        case = chain_executor(Case(
             model=relative_model(model), steps=steps, strategy=OPTIMAL.name, budget_bytes=budget,
             backend=backend, device=device, hidden=hidden, batch=batch, input=input_,
-            output=output, seed=seed, threads=threads,
-        )  # fmt: skip
+            output=output, seed=seed, threads=threads, dtype=dtype, executor=executor,
+        ))  # fmt: skip
         case.check_fits_memory()
         check_backend(case)
+        if save_file is not None:  # before measuring: a refusal costs no measurement
+            inputs = [costs_file] if costs_file else []
+            check_side_output(save_file, "--save-costs", inputs, force)
         doc = read_costs(costs_file, steps) if costs_file else None
         check_plannable(steps, Costs.from_dict(doc) if doc is not None else None)
         if doc is not None:
@@ -107,7 +117,7 @@ def plan(
         raise InputError(device_words(click.get_current_context(), device, str(err))) from None
     if doc is None:
         report = _measure(case, quiet)
-    _show(report, steps, budget, save_file, "json" if as_json else fmt)
+    _show(report, steps, budget, save_file, "json" if as_json else fmt, force)
 
 
 def _builtin_layers(case: Case) -> list[str] | None:
@@ -151,7 +161,9 @@ def _measure(case: Case, quiet: bool) -> dict:
         sys.exit(128 + getattr(err, "signum", 2))
 
 
-def _show(report: dict, steps: int, budget: int, save_file: Path | None, fmt: str) -> None:
+def _show(
+    report: dict, steps: int, budget: int, save_file: Path | None, fmt: str, force: bool
+) -> None:
     """Plan with the costs of ``report`` and print the plans (and, for per-step costs, the
     optimal plan per layer) in format ``fmt``; write the costs to ``save_file`` first."""
     from ckptbench.render.formats import get_format
@@ -163,7 +175,9 @@ def _show(report: dict, steps: int, budget: int, save_file: Path | None, fmt: st
     costs = Costs.from_dict(doc)
     if save_file is not None:  # first: measured costs are kept even when no plan fits
         try:
-            save_file.write_text(json.dumps(costs.as_dict(), indent=1) + "\n")
+            write_atomic(save_file, json.dumps(costs.as_dict(), indent=1) + "\n", replace=force)
+        except TargetError as err:  # it appeared, or became a link, while measuring
+            raise InputError(f"--save-costs {err}") from None
         except OSError as err:
             raise InputError(f"--save-costs {save_file}: {err.strerror or err}") from None
     try:
