@@ -237,3 +237,23 @@ def test_no_match_says_whether_hosts_or_cases_differ(tmp_path: Path, capsys) -> 
     err = one_line_error(capsys, [*base, "--any-host", str(tmp_path / "other.json")])
     assert "cases differ" in err and "hidden 64 vs 128" in err
     assert MIB  # the synthetic results are in MiB
+
+
+def test_a_plot_that_cannot_be_written_whole_leaves_the_old_one(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """--plots files are written like every other output: whole (temp file, fsync, rename)
+    or not at all, so a failed write never leaves half a PNG where the old one was."""
+    folder = _grid(tmp_path)
+    plots = tmp_path / "plots"
+    code, _, err = run_cli(capsys, ["compare", str(folder), "--plots", str(plots), "-q"])
+    assert code == 0, err
+    before = {p.name: p.read_bytes() for p in plots.iterdir()}
+
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    err = one_line_error(capsys, ["compare", str(folder), "--plots", str(plots), "--force"])
+    assert "--plots" in err and "No space left" in err
+    assert {p.name: p.read_bytes() for p in plots.iterdir()} == before  # no temp files either

@@ -116,7 +116,7 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     for path, _ in figures:
         check_side_output(path, "--plots", inputs, force)
     for path, fig in figures:
-        write_bytes(path, fig, "--plots")
+        write_bytes(path, fig, "--plots", force)
         if not quiet:
             click.echo(f"wrote {path}", err=True)
     if mprof_dir is not None:

@@ -110,10 +110,15 @@ def check_side_output(path: Path, what: str, inputs, force: bool, append: bool =
         raise InputError(str(err)) from None
 
 
-def write_bytes(path: Path, data: bytes, option: str) -> None:
+def write_bytes(path: Path, data: bytes, option: str, force: bool) -> None:
+    """Write ``data`` atomically (checked first with :func:`check_side_output`; ``force``:
+    an existing file may be replaced); exit 2 with one line if it cannot be."""
+    from ckptbench.results.schema import TargetError, write_atomic
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        write_atomic(path, data, replace=force)
+    except TargetError as err:  # it appeared, or became a link, since the check
+        raise InputError(f"{option} {err}") from None
     except OSError as err:
         raise InputError(f"{option} {path}: cannot write ({err.strerror or err})") from None
 

@@ -541,8 +541,9 @@ def check_target(path: str | os.PathLike[str], *, replace: bool) -> None:
         raise TargetError(f"{path}: exists (ckptbench never replaces a file unless told to)")
 
 
-def write_atomic(path: str | os.PathLike[str], text: str, *, replace: bool = True) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename).
+def write_atomic(path: str | os.PathLike[str], text: str | bytes, *, replace: bool = True) -> None:
+    """Write ``text`` (UTF-8) or bytes to ``path`` atomically (temp file in the same folder,
+    fsync, rename).
 
     Never writes through a symlink or over anything but a regular file. With
     ``replace=False`` an existing ``path`` is never replaced: the temp file is hard-linked
@@ -557,7 +558,8 @@ def write_atomic(path: str | os.PathLike[str], text: str, *, replace: bool = Tru
         mask = os.umask(0)
         os.umask(mask)
         os.fchmod(fd, 0o666 & ~mask)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        binary = isinstance(text, bytes)
+        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
