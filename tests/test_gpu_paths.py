@@ -254,7 +254,7 @@ def test_run_prints_the_plans_prediction_beside_the_measurement(backend, device)
     ("executor", "words"),
     [
         ("engine", "recomputation 0.30 s (60 untaped steps x 5.00 ms)"),
-        ("one-call", "advances 0.30 s (60 steps x 5.00 ms, the first sweep's recorded on"),
+        ("one-call", "advances 0.30 s (60 steps x 5.00 ms; the first sweep's are recorded on"),
     ],
 )
 def test_where_the_time_goes_names_what_the_executor_advanced(executor, words):

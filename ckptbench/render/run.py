@@ -297,7 +297,7 @@ def _phase_line(result: RunResult) -> str | None:
     recorded = result.case.executor_used == "one-call"
     what = "advances" if recorded else "recomputation"
     kind = "steps" if recorded else "untaped steps"
-    also = ", the first sweep's recorded on autograd's graph" if recorded else ""
+    also = "; the first sweep's are recorded on autograd's graph" if recorded else ""
     per = f" ({advanced} {kind} x {adv / advanced * 1e3:.2f} ms{also})" if advanced else ""
     vs = f" vs plain gradient's {normal.time.median:.2f} s" if normal.time else ""
     share = (adv + taped + book) / wall if wall > 0 else 0.0
