@@ -116,16 +116,12 @@ def _provenance(results: Sequence[RunResult]) -> Prose:
 
 def _worker_cpus(results: Sequence[RunResult]) -> str:
     """The CPUs the measured workers could run on, where that is not the run's own set
-    (a JAX worker with one thread pins itself to one CPU); "as allowed" otherwise."""
-    seen = sorted(
-        {
-            m.cpu_affinity
-            for r in results
-            for m in r.modes
-            if m.cpu_affinity and m.cpu_affinity != r.environment.get("cpu_affinity")
-        }
-    )
-    return ", ".join(seen) if seen else "as allowed"
+    (a JAX worker with one thread pins itself to one CPU); "as allowed" where every worker
+    that said had the run's; "-" where none said (results from before they did)."""
+    said = [(m.cpu_affinity, r.environment.get("cpu_affinity")) for r in results for m in r.modes]
+    said = [(cpus, allowed) for cpus, allowed in said if cpus]
+    other = sorted({cpus for cpus, allowed in said if cpus != allowed})
+    return ", ".join(other) if other else ("as allowed" if said else "-")
 
 
 def _warnings(results: Sequence[RunResult]) -> list[Prose]:
