@@ -100,17 +100,27 @@ def test_plan_measures_in_the_dtype_and_through_the_executor_asked_for(tmp_path,
     from ckptbench.measure import tasks
 
     seen = []
-    monkeypatch.setattr(tasks, "measure_costs", lambda case: seen.append(case) or {"costs": COSTS})
+
+    def measured(case):
+        seen.append(case)
+        return {"costs": COSTS, "executor": case.executor_used, "taped_method": "whole-gradient"}
+
+    monkeypatch.setattr(tasks, "measure_costs", measured)
     base = ["plan", "--steps", "300", "--budget", "4MiB", "--json", "-q"]
-    res = invoke([*base, "--backend", "torch", "--dtype", "float32", "--executor", "one-call"])
+    torch_f32 = ["--backend", "torch", "--dtype", "float32", "--executor", "one-call"]
+    res = invoke([*base, *torch_f32])
     assert res.exit_code == 0, res.output
     assert (seen[-1].dtype, seen[-1].executor_used) == ("float32", "one-call")
+    how = json.loads(res.output)["measured"]  # the document says how the costs were measured
+    assert how == {"dtype": "float32", "executor": "one-call", "taped_method": "whole-gradient"}
+    res = invoke([a for a in base if a != "--json"] + torch_f32)
+    assert "step costs (float32, through the one-call executor): untaped" in res.output
     res = invoke([*base, "--backend", "jax", "--model", "mlp-stack", "--steps", "6"])
     assert res.exit_code == 0, res.output  # a chain on JAX: the executor that holds one
     assert seen[-1].executor_used == "engine"
     res = CliRunner().invoke(cli, [*base, "--backend", "autograd", "--dtype", "float32"])
     assert res.exit_code == 2 and "--dtype float32 needs --backend" in res.output
-    assert len(seen) == 2
+    assert len(seen) == 3
 
 
 def test_save_costs_never_replaces_a_file_unless_forced(tmp_path):

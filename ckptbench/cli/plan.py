@@ -117,6 +117,8 @@ def plan(
         raise InputError(device_words(click.get_current_context(), device, str(err))) from None
     if doc is None:
         report = _measure(case, quiet)
+        keys = ("executor", "taped_method", "timing")
+        report["measured"] = {"dtype": case.dtype, **{k: report[k] for k in keys if k in report}}
     _show(report, steps, budget, save_file, "json" if as_json else fmt, force)
 
 
@@ -187,7 +189,10 @@ def _show(
     except ValueError as err:
         raise InputError(str(err)) from None
     shown = get_format(fmt)
-    out = plan_report(rows, costs, doc, steps, budget, plan=best, layers=report.get("layers"))
+    measured = report.get("measured")
+    out = plan_report(
+        rows, costs, doc, steps, budget, plan=best, layers=report.get("layers"), measured=measured
+    )
     if shown.show is not None:  # a terminal format: the console's width
         shown.show(out, stdout_console())
     else:

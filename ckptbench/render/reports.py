@@ -46,14 +46,24 @@ def check_report(gate: Any, *, quiet: bool = False) -> Report:
 
 def plan_report(
     rows: list[dict[str, Any]], costs: Any, doc: Any, steps: int, budget: int,
-    *, plan: Any = None, layers: Any = None,
+    *, plan: Any = None, layers: Any = None, measured: dict[str, Any] | None = None,
 ) -> Report:  # fmt: skip
     """The plan table and its document (costs, budget and rows: ``plan --format json``);
     given the optimal ``plan`` (per-step costs: a layer chain), also its per-layer table
     (``layers`` names them) and, in the document, ``plan`` (its summary less the costs)
-    and ``layers`` (one record per layer)."""
-    sections = [TableSection(plan_table(rows, costs, steps, budget))]
+    and ``layers`` (one record per layer). ``measured``: how the costs were measured (the
+    worker's ``dtype``, ``executor``, ``taped_method``, ``timing``; None: read from a file),
+    said in the title and kept in the document."""
+    how = ""
+    if measured:
+        through = measured.get("executor")
+        how = ", ".join(
+            x for x in (measured.get("dtype"), through and f"through the {through} executor") if x
+        )
+    sections = [TableSection(plan_table(rows, costs, steps, budget, how))]
     data = {"costs": doc, "budget_bytes": budget, "rows": rows}
+    if measured:
+        data["measured"] = dict(measured)
     if plan is not None:
         per_layer = layer_table(plan, layers)  # markdown/HTML: its title as the heading
         sections.append(TableSection(per_layer, heading=per_layer.title))

@@ -62,14 +62,19 @@ def schedule_table(stats: ReplayStats, snaps: int, strategy: str, gen_s: float |
     return _quantities(f"{strategy} schedule: {stats.steps} steps, {snaps} snaps", rows)
 
 
-def plan_table(rows: list[dict[str, Any]], costs: Any, steps: int, budget_bytes: int) -> Table:
+def plan_table(
+    rows: list[dict[str, Any]], costs: Any, steps: int, budget_bytes: int, how: str = ""
+) -> Table:
     """The ``plan`` table: each strategy's predicted time and peak storage at one budget.
     ``costs`` is the planner's step-cost table (``costs.per_step(steps)`` gives per-step
-    (untaped s, taped + reverse s, state bytes, tape bytes) sequences)."""
+    (untaped s, taped + reverse s, state bytes, tape bytes) sequences); ``how``: how they
+    were measured, e.g. ``"float32, through one-call"`` (empty: not said)."""
     fwd, taped, state, tape = (v[0] for v in costs.per_step(steps))
     homogeneous = costs.steps is None
     title = (
-        f"plans for {steps} steps within {fmt_bytes(budget_bytes)}; step costs: untaped "
+        f"plans for {steps} steps within {fmt_bytes(budget_bytes)}; step costs"
+        + (f" ({how})" if how else "")
+        + ": untaped "
         f"{fwd * 1e3:.3f} ms, taped + reverse {taped * 1e3:.3f} ms, state "
         f"{state / 1024:.0f} KiB, tape {tape / 1024:.0f} KiB"
         + ("" if homogeneous else " (first step; costs vary per step)")
