@@ -132,8 +132,9 @@ def test_the_case_and_the_command_line_choose_it(capsys, tmp_path):
     case = Case(backend="torch", executor="one-call")
     assert case.executor_used == "one-call" and "-one-call-" in case.key
     assert Case.from_dict(case.to_dict()) == case
-    with pytest.raises(CaseError, match="--executor one-call needs --backend torch"):
+    with pytest.raises(CaseError, match="--executor one-call needs --backend torch") as info:
         Case(backend="jax", executor="one-call")
+    assert str(info.value).endswith("runs our schedules with --executor engine or compiled only)")
     err = one_line_error(
         capsys,
         ["run", "--backend", "torch", "--model", "mlp-stack", "--executor", "one-call",

@@ -198,7 +198,7 @@ class Case:
             runs = " or ".join(b.name for b in BACKENDS.values() if self.executor in b.executors)
             raise CaseError(
                 f"--executor {self.executor} needs --backend {runs} (the {self.backend} "
-                f"backend runs our schedules with the {', '.join(backend.executors)} only)"
+                f"backend runs our schedules with --executor {' or '.join(backend.executors)} only)"
             )
 
     @property
