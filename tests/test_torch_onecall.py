@@ -121,11 +121,17 @@ def test_without_grad_the_loop_is_a_plain_forward():
 
 def test_run_tells_a_user_of_one_call_on_the_cpu_what_it_costs_there():
     from ckptbench.backends import registry
+    from ckptbench.cli.run_steps import executor_notes
 
     spec = registry.spec("torch")
     assert "glibc's heap" in spec.executor_note("one-call", "cpu")
     assert spec.executor_note("one-call", "cuda") is None
     assert spec.executor_note("engine", "cpu") is None
+    (note,) = executor_notes(Case(backend="torch", executor="one-call"))
+    assert note == spec.executor_note("one-call", "cpu")
+    peer = Case(backend="torch", executor="one-call", strategy="torch-checkpoint")
+    assert executor_notes(peer) == ()  # it runs no executor of ours
+    assert executor_notes(Case(backend="torch", executor="one-call", device="cuda")) == ()
 
 
 def test_the_case_and_the_command_line_choose_it(capsys, tmp_path):

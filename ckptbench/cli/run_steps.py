@@ -31,10 +31,20 @@ __all__ = [
     "Measured",
     "checked_case",
     "checked_in_worker",
+    "executor_notes",
     "measure",
     "report_outcome",
     "show_result",
 ]
+
+
+def executor_notes(case: Case) -> tuple[str, ...]:
+    """What the backend tells a user of the case's executor on its device (one-call on the
+    CPU); nothing for a peer, which runs no executor of ours."""
+    if not get_strategy(case.strategy).ours:
+        return ()
+    said = registry.spec(case.backend).executor_note(case.executor_used, case.device)
+    return (said,) if said else ()
 
 
 def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_time, modes):
@@ -46,8 +56,7 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
         case, notes = chain_executor(Case(**fields)).effective()
         case.check_fits_memory()
         check_backend(case)
-        said = registry.spec(case.backend).executor_note(case.executor_used, case.device)
-        notes += (said,) if said else ()
+        notes += executor_notes(case)
         costs = read_costs(costs_file, case.steps) if costs_file else None
         if costs is not None and not get_strategy(strategy).planned:
             notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
