@@ -94,9 +94,8 @@ def test_run_worker_gets_the_costs_file(tmp_path, monkeypatch):
     assert load_result(out).case.budget_bytes == 2**20
 
 
-def test_plan_measures_in_the_dtype_and_through_the_executor_asked_for(tmp_path, monkeypatch):
-    """--dtype and --executor reach the worker that measures the costs (a GPU plan in
-    float32 through torch's one-call executor is priced as it will run)."""
+def _fake_measurement(monkeypatch) -> list:
+    """The cases ``plan`` would measure, answered with COSTS and how they were measured."""
     from ckptbench.measure import tasks
 
     seen = []
@@ -106,21 +105,43 @@ def test_plan_measures_in_the_dtype_and_through_the_executor_asked_for(tmp_path,
         return {"costs": COSTS, "executor": case.executor_used, "taped_method": "whole-gradient"}
 
     monkeypatch.setattr(tasks, "measure_costs", measured)
-    base = ["plan", "--steps", "300", "--budget", "4MiB", "--json", "-q"]
+    return seen
+
+
+PLAN = ["plan", "--steps", "300", "--budget", "4MiB", "--json", "-q"]
+
+
+@pytest.mark.torch
+def test_plan_measures_in_the_dtype_and_through_the_executor_asked_for(monkeypatch):
+    """--dtype and --executor reach the worker that measures the costs (a GPU plan in
+    float32 through torch's one-call executor is priced as it will run)."""
+    pytest.importorskip("torch")
+    seen = _fake_measurement(monkeypatch)
     torch_f32 = ["--backend", "torch", "--dtype", "float32", "--executor", "one-call"]
-    res = invoke([*base, *torch_f32])
+    res = invoke([*PLAN, *torch_f32])
     assert res.exit_code == 0, res.output
     assert (seen[-1].dtype, seen[-1].executor_used) == ("float32", "one-call")
     how = json.loads(res.output)["measured"]  # the document says how the costs were measured
     assert how == {"dtype": "float32", "executor": "one-call", "taped_method": "whole-gradient"}
-    res = invoke([a for a in base if a != "--json"] + torch_f32)
+    res = invoke([a for a in PLAN if a != "--json"] + torch_f32)
     assert "step costs (float32, through the one-call executor): untaped" in res.output
-    res = invoke([*base, "--backend", "jax", "--model", "mlp-stack", "--steps", "6"])
-    assert res.exit_code == 0, res.output  # a chain on JAX: the executor that holds one
-    assert seen[-1].executor_used == "engine"
-    res = CliRunner().invoke(cli, [*base, "--backend", "autograd", "--dtype", "float32"])
+    assert len(seen) == 2
+
+
+@pytest.mark.jax
+def test_plan_gives_a_chain_the_executor_that_holds_one(monkeypatch):
+    pytest.importorskip("jax")
+    seen = _fake_measurement(monkeypatch)
+    res = invoke([*PLAN, "--backend", "jax", "--model", "mlp-stack", "--steps", "6"])
+    assert res.exit_code == 0, res.output  # JAX's CPU default, compiled, holds no chain
+    assert [c.executor_used for c in seen] == ["engine"]
+
+
+def test_plan_refuses_a_dtype_its_backend_does_not_compute_in(monkeypatch):
+    seen = _fake_measurement(monkeypatch)
+    res = CliRunner().invoke(cli, [*PLAN, "--backend", "autograd", "--dtype", "float32"])
     assert res.exit_code == 2 and "--dtype float32 needs --backend" in res.output
-    assert len(seen) == 3
+    assert len(res.output.strip().splitlines()) == 1 and seen == []
 
 
 def test_save_costs_never_replaces_a_file_unless_forced(tmp_path):
