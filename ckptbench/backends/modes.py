@@ -28,7 +28,7 @@ from ckptbench.backends.contract import (
 from ckptbench.schedules import get_strategy
 from ckptbench.workloads.chain import is_chain, layer_names
 
-__all__ = ["MODES", "Framework", "FrameworkBackend", "mode_name"]
+__all__ = ["MODES", "Framework", "FrameworkBackend", "binding_executor", "mode_name"]
 
 #: The measured modes, in the worker's vocabulary.
 MODES: tuple[str, ...] = ("baseline", "normal", "checkpointed")
@@ -146,11 +146,11 @@ class FrameworkBackend:
         ctx = fw.setup(case)
         wl, params, state0, inputs = fw.workload(case, ctx)
         if is_chain(wl):
-            if name == "checkpointed" and _executor_kw(case):
+            if name == "checkpointed" and (other := binding_executor(case)):
                 # a plug-in's chain, known only now (built-ins are refused with the case)
                 raise ValueError(
                     f"--model {case.model} is a layer chain: on {self.name} our schedules "
-                    f"run a chain with --executor engine, not {case.executor}"
+                    f"run a chain with --executor engine, not {other}"
                 )
             params, gradient, calls, loop = chain_modes(
                 fw, case, name, wl, params, state0, ctx, costs
@@ -209,7 +209,8 @@ class FrameworkBackend:
         if not spec.ours:
             return spec.load_factory()(step, post, case.steps, case.snaps)
         plan = spec.plan_for(case, costs)
-        kw = _executor_kw(case)
+        executor = binding_executor(case)
+        kw = {} if executor is None else {"executor": executor}
         if plan is not None:
             return self.framework.checkpoint(step, post, case.steps, strategy=spec, plan=plan, **kw)
         return self.framework.checkpoint(step, post, case.steps, case.snaps, spec, **kw)
@@ -218,12 +219,12 @@ class FrameworkBackend:
         return self.framework.measure_costs(case)
 
 
-def _executor_kw(case: Any) -> dict[str, str]:
-    """``executor=`` for the framework's binding where the case asks for an executor beside
-    the engine binding every framework has (torch: one-call), by choice or as the device's
-    default; empty otherwise."""
+def binding_executor(case: Any) -> str | None:
+    """The executor beside the engine binding every framework has that ``case`` runs (torch:
+    one-call), by ``--executor`` or as its device's default; None for the engine binding.
+    What the framework's ``checkpoint`` is told, and what its step costs are timed through."""
     executor = getattr(case, "executor_used", None) or getattr(case, "executor", None)
-    return {} if executor in (None, "engine") else {"executor": executor}
+    return None if executor in (None, "engine") else executor
 
 
 def _host_clocked(fw: Any, ctx: Any) -> bool:

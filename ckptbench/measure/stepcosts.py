@@ -117,8 +117,9 @@ def measure_step_costs(
     (torch on CUDA: ``torch.cuda.synchronize``) makes every time the device's: each timed region
     starts and ends with it, and the taped step comes from the whole store-all gradient so
     timed (less its first sweep's untaped steps and readouts), never from the engine's host
-    clocks around asynchronous launches. ``executor`` (None: the framework's engine binding)
-    names the binding's executor that runs the plan (torch: ``"one-call"``); its taped step
+    clocks around asynchronous launches. ``executor``: an executor beside the framework's
+    engine binding that runs the plan (torch: ``"one-call"``,
+    :func:`ckptbench.backends.modes.binding_executor`; None: the binding); its taped step
     comes from whole store-all gradients through it, as on a device.
     """
     fw = (
@@ -138,7 +139,7 @@ def measure_step_costs(
     if k2 <= k1:
         raise ValueError(f"tape_steps must satisfy k1 < k2 <= steps, got ({k1}, {k2})")
     k_time = min(max(steps, 2), 200)
-    kw = {} if executor in (None, "engine") else {"executor": executor}
+    kw = {} if executor is None else {"executor": executor}
     whole = device_sync is not None or bool(kw)
     times = _time_samples(
         fw, workload, params, state0, inputs[:k_time], samples, device_sync, whole, kw

@@ -40,7 +40,7 @@ import torch.utils.checkpoint  # noqa: E402
 
 import ckptbench.backends.torch.peers  # noqa: E402, F401  (the peer's module, in every mode)
 from ckptbench.backends import Built  # noqa: E402
-from ckptbench.backends.modes import FrameworkBackend  # noqa: E402
+from ckptbench.backends.modes import FrameworkBackend, binding_executor  # noqa: E402
 from ckptbench.backends.torch.binding import revolve_checkpoint  # noqa: E402
 from ckptbench.backends.torch.chain import chain_checkpoint, chain_ops  # noqa: E402
 from ckptbench.backends.torch.device import (  # noqa: E402
@@ -234,7 +234,7 @@ class TorchFramework:
 
         report = measure_step_costs(  # timed through the executor that will run the plan
             wl, params, state0, inputs, framework=self, device_sync=sync,
-            executor=getattr(case, "executor_used", None),
+            executor=binding_executor(case),
         )  # fmt: skip
         return report.as_dict()
 
