@@ -671,3 +671,18 @@ def test_cuda_gradients_equal_cpu_and_device_peaks_grow_with_the_tape():
     assert (normal.peak_device_bytes - normal.start_device_bytes) > 5 * (
         checkpointed.peak_device_bytes - checkpointed.start_device_bytes
     )
+
+
+def test_state_leaves_are_flatten_trees_leaves_in_its_order():
+    """The executors' per-step shortcut (a tensor, a tuple of tensors) and its fallback
+    give flatten_tree's leaves, the same objects in the same order, and its one-line error."""
+    from ckptbench.backends.torch.trees import flatten_tree, state_leaves, state_nbytes
+
+    a, b, c = torch.zeros(2), torch.ones(3, dtype=torch.float32), torch.zeros(1)
+    for state in (a, (a, b), [a, b], (a, (b, c)), {"h": a, "c": b}):
+        got, want = state_leaves(state), flatten_tree(state, "state")[0]
+        assert len(got) == len(want) and all(x is y for x, y in zip(got, want, strict=True))
+    assert state_nbytes((a, b)) == 2 * 8 + 3 * 4
+    with pytest.raises(ValueError, match="state must hold torch tensors, got int") as info:
+        state_leaves((a, 1))
+    assert "\n" not in str(info.value)

@@ -34,8 +34,9 @@ from ckptbench.backends import CheckpointStats
 from ckptbench.backends.torch.onecall import OneCallLoop
 from ckptbench.backends.torch.trees import (
     check_state,
-    flatten_tree,
     loop_arguments,
+    state_leaves,
+    state_nbytes,
     state_signature,
 )
 from ckptbench.engine.interpreter import (
@@ -102,12 +103,12 @@ class TorchStepOps(UnrolledOps):
     def tape(self, state: Any, i: int, outputs: bool) -> tuple[_Turn, Any]:
         """Step i and its output with graph recording, from detached leaves."""
         with torch.enable_grad():
-            leaves = [t.detach().requires_grad_() for t in flatten_tree(state, "state")[0]]
+            leaves = [t.detach().requires_grad_() for t in state_leaves(state)]
             x = self.inputs[i].detach().requires_grad_(self.want_inputs)
             new = self.step(self.tape_params, self.srebuild(leaves), x)
             check_state(new, self.sig)
             y = self.post(self.tape_params, new)
-        new_leaves = flatten_tree(new, "state")[0]
+        new_leaves = state_leaves(new)
         if outputs:
             self.put(i, y.detach())
         return _Turn(leaves, x, new_leaves, y), self.srebuild([t.detach() for t in new_leaves])
@@ -131,7 +132,7 @@ class TorchStepOps(UnrolledOps):
         return [leaf.grad for leaf in turn.state_leaves]
 
     def state_nbytes(self, state: Any) -> int:
-        return sum(t.numel() * t.element_size() for t in flatten_tree(state, "state")[0])
+        return state_nbytes(state)
 
 
 class _Revolve(torch.autograd.Function):

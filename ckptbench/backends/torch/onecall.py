@@ -44,8 +44,9 @@ import torch
 
 from ckptbench.backends.torch.trees import (
     check_state,
-    flatten_tree,
     loop_arguments,
+    state_leaves,
+    state_nbytes,
     state_signature,
 )
 from ckptbench.engine.interpreter import (
@@ -163,7 +164,7 @@ class OneCallOps(UnrolledOps):
     # ---------------------------------------------------------------- first sweep
 
     def _note(self, state: Any, i: int) -> None:
-        self.state_grads[i] = tuple(t.requires_grad for t in flatten_tree(state, "state")[0])
+        self.state_grads[i] = tuple(t.requires_grad for t in state_leaves(state))
 
     def advance(self, state: Any, start: int, stop: int, outputs: bool) -> Any:
         if not self.recording:
@@ -205,7 +206,7 @@ class OneCallOps(UnrolledOps):
             return i, new
         leaves = [
             t.detach().requires_grad_(g)
-            for t, g in zip(flatten_tree(state, "state")[0], self.state_grads[i], strict=True)
+            for t, g in zip(state_leaves(state), self.state_grads[i], strict=True)
         ]
         x = self.inputs[i].detach().requires_grad_(self.inputs.requires_grad)
         kept: list[torch.Tensor] = []
@@ -218,7 +219,7 @@ class OneCallOps(UnrolledOps):
             new = self.step(self.tape_params, self.srebuild(leaves), x)
             self.post(self.tape_params, new)
         self.live[i] = kept
-        return i, self.srebuild([t.detach() for t in flatten_tree(new, "state")[0]])
+        return i, self.srebuild([t.detach() for t in state_leaves(new)])
 
     def _unpack(self, token: tuple[int, int]) -> torch.Tensor:
         step, j = token
@@ -230,7 +231,7 @@ class OneCallOps(UnrolledOps):
         raise RuntimeError("the one-call executor's reverses are autograd's own")
 
     def state_nbytes(self, state: Any) -> int:
-        return sum(t.numel() * t.element_size() for t in flatten_tree(state, "state")[0])
+        return state_nbytes(state)
 
 
 class OneCallLoop(EngineLoop):

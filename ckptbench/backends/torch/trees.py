@@ -13,7 +13,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["check_state", "flatten_tree", "loop_arguments", "state_signature"]
+__all__ = [
+    "check_state",
+    "flatten_tree",
+    "loop_arguments",
+    "state_leaves",
+    "state_nbytes",
+    "state_signature",
+]
 
 
 def flatten_tree(tree: Any, what: str) -> tuple[list[torch.Tensor], Callable[[list], Any]]:
@@ -27,6 +34,23 @@ def flatten_tree(tree: Any, what: str) -> tuple[list[torch.Tensor], Callable[[li
     leaves: list[torch.Tensor] = []
     spec = _spec(tree, leaves, what)
     return leaves, functools.partial(_build, spec)
+
+
+def state_leaves(state: Any) -> list[torch.Tensor]:
+    """A state's tensor leaves, in :func:`flatten_tree`'s order, without its rebuild function:
+    the executors' path, several times a step. A tensor or a tuple of tensors (every built-in
+    state) is read directly; anything else goes through :func:`flatten_tree` (its one-line
+    error included)."""
+    if isinstance(state, torch.Tensor):
+        return [state]
+    if type(state) is tuple and all(isinstance(t, torch.Tensor) for t in state):
+        return list(state)
+    return flatten_tree(state, "state")[0]
+
+
+def state_nbytes(state: Any) -> int:
+    """Bytes of a state's leaves (a snapshot's size)."""
+    return sum(t.numel() * t.element_size() for t in state_leaves(state))
 
 
 def _spec(t: Any, leaves: list, what: str) -> Any:
@@ -73,7 +97,7 @@ def state_signature(leaves: list[torch.Tensor]) -> tuple:
 
 def check_state(new: Any, expected: tuple) -> None:
     try:
-        got = state_signature(flatten_tree(new, "step's result")[0])
+        got = state_signature(state_leaves(new))
     except ValueError:
         got = None
     if got != expected:
