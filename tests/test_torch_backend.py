@@ -678,7 +678,11 @@ def test_state_leaves_are_flatten_trees_leaves_in_its_order():
     give flatten_tree's leaves, the same objects in the same order, and its one-line error."""
     from ckptbench.backends.torch.trees import flatten_tree, state_leaves, state_nbytes
 
-    a, b, c = torch.zeros(2), torch.ones(3, dtype=torch.float32), torch.zeros(1)
+    a, b, c = (
+        torch.zeros(2, dtype=torch.float64),
+        torch.ones(3, dtype=torch.float32),
+        torch.zeros(1),
+    )
     for state in (a, (a, b), [a, b], (a, (b, c)), {"h": a, "c": b}):
         got, want = state_leaves(state), flatten_tree(state, "state")[0]
         assert len(got) == len(want) and all(x is y for x, y in zip(got, want, strict=True))
