@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -184,6 +185,20 @@ def test_snaps_are_clamped_and_said(fake, tmp_path):
     assert res.exit_code == 0, res.output
     assert "clamped to 20" in res.output
     assert load_result(out).case.snaps == 20
+
+
+def test_an_executor_given_to_a_peer_is_said_unused_and_left_out_of_its_key():
+    peer = Case(backend="torch", strategy="torch-checkpoint", executor="one-call")
+    case, notes = peer.effective()
+    assert case.executor is None and case.key == replace(peer, executor=None).key
+    assert notes == (
+        "--executor one-call is not used by strategy torch-checkpoint (a framework's own "
+        "checkpointing runs no executor of ours); recorded without it",
+    )
+    ours = Case(backend="torch", strategy="revolve", executor="one-call")
+    assert ours.effective() == (ours, ())
+    both, said = replace(peer, snaps=500, steps=20).effective()
+    assert (both.snaps, both.executor, len(said)) == (20, None, 2)
 
 
 def test_duplicate_modes_are_bad_input(fake, tmp_path):

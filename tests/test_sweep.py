@@ -452,3 +452,28 @@ def test_a_result_from_before_a_default_executor_changed_is_not_read_as_the_new_
     outcome = run_sweep(_config(GPU_DEFAULT_TEXT), tmp_path, resume=True, run_cell=fake)
     assert [c.state for c in outcome.cells] == [CellState.CONFLICT, CellState.KEPT]
     assert fake.calls == [] and "-engine-" in outcome.cells[0].error
+
+
+EXECUTORS_BY_PEERS_TEXT = """
+name = "executors-by-peers"
+[case]
+model = "lstm"
+backend = "torch"
+steps = 20
+snaps = 4
+hidden = 8
+[grid]
+strategy = ["revolve", "torch-checkpoint"]
+executor = ["engine", "one-call"]
+"""
+
+
+def test_a_peer_crossed_with_executors_is_one_cell_recorded_without_one() -> None:
+    """An executor is how our schedules run; torch's own checkpointing runs none of ours, so
+    crossing it with two executors is one peer cell (not two measurements of one thing)."""
+    config = _config(EXECUTORS_BY_PEERS_TEXT)
+    cells = sorted((c.strategy, c.executor) for c in config.cases)
+    assert cells == [("revolve", "engine"), ("revolve", "one-call"), ("torch-checkpoint", None)]
+    assert any("2 grid cell(s) recorded without it" in n for n in config.notes)
+    assert any("1 duplicate grid cell(s) measured once" in n for n in config.notes)
+    assert not any("snaps clamped" in n for n in config.notes)

@@ -255,16 +255,24 @@ class Case:
             )
 
     def effective(self) -> tuple[Case, tuple[str, ...]]:
-        """The case as it will run (snaps clamped, or = steps where unused), and a note."""
+        """The case as it will run, and notes: snaps clamped, or = steps where unused; no
+        executor for a peer, which runs none of ours. One case, one key, whatever was typed."""
+        case, notes = self, []
         if snaps_ignored(self.strategy) and self.snaps != self.steps:
             note = f"--snaps {self.snaps} is not used by strategy {self.strategy}; recorded as "
-            note += f"{self.steps}, so every command gives this case one key"
+            notes.append(note + f"{self.steps}, so every command gives this case one key")
+            case = replace(case, snaps=self.steps)
         elif self.snaps > self.steps:
             clamp = get_strategy(self.strategy).setting.clamp
-            note = f"--snaps {self.snaps} clamped to {self.steps}: {clamp}"
-        else:
-            return self, ()
-        return replace(self, snaps=self.steps), (note,)
+            notes.append(f"--snaps {self.snaps} clamped to {self.steps}: {clamp}")
+            case = replace(case, snaps=self.steps)
+        if self.executor is not None and not get_strategy(self.strategy).ours:
+            notes.append(
+                f"--executor {self.executor} is not used by strategy {self.strategy} (a "
+                "framework's own checkpointing runs no executor of ours); recorded without it"
+            )
+            case = replace(case, executor=None)
+        return case, tuple(notes)
 
     def sizes(self) -> dict[str, int]:
         """Keyword sizes for the workload factory."""

@@ -251,13 +251,13 @@ _COMPANIONS: dict[tuple[str, Any], dict[str, Any]] = {
     ("budget_bytes", "*"): {"strategy": OPTIMAL.name},
     ("budget_bytes", None): {},
     ("dtype", "*"): {"backend": "torch"},  # autograd computes in float64 only
-    ("executor", "*"): {"backend": "jax"},  # JAX's choice of executor
 }
 
 
 def _companions(key: str, value: Any) -> dict[str, Any]:
     """What ``key = value`` needs beside it: a strategy's budget and backend come from the
-    strategy registry, the rest from :data:`_COMPANIONS`."""
+    strategy registry, a device's or executor's backend from the backend registry, the rest
+    from :data:`_COMPANIONS`."""
     if key == "strategy" and value in STRATEGIES:
         spec = get_strategy(value)
         extra: dict[str, Any] = {"budget_bytes": 1} if spec.setting is Setting.BUDGET else {}
@@ -267,6 +267,9 @@ def _companions(key: str, value: Any) -> dict[str, Any]:
     if key == "device" and isinstance(value, str):
         runs = [b.name for b in BACKENDS.values() if value in b.devices]
         return {"backend": runs[0]} if runs and DEFAULT_BACKEND not in runs else {}
+    if key == "executor" and isinstance(value, str):  # a backend that runs it, if one does
+        runs = [b.name for b in BACKENDS.values() if value in b.executors]
+        return {"backend": runs[0]} if runs else {}
     hashable = value if isinstance(value, (str, int, float, type(None))) else None
     return _COMPANIONS.get((key, hashable), _COMPANIONS.get((key, "*"), {}))
 
@@ -360,7 +363,8 @@ def _parse_expect(r: _Reader, table: Any) -> tuple[Expect, dict[str, Expect]]:
 
 def _canonical(case: Case) -> Case:
     """The case as ``run`` records it (``Case.effective``): store-all and optimal ignore snaps
-    and get ``snaps = steps``; more snaps than steps are clamped. One case, one key."""
+    and get ``snaps = steps``; more snaps than steps are clamped; a peer runs no executor of
+    ours and gets none. One case, one key."""
     canon, notes = case.effective()
     return canon if notes else case
 
@@ -371,7 +375,7 @@ def _expand(
     cases: list[Case] = []
     by_key: dict[str, Case] = {}
     axes: list[str] = []
-    remapped = dropped = 0
+    remapped = dropped = unexecuted = 0
     for index, sub in enumerate(subgrids):
         names = list(sub)
         axes.extend(n for n in names if n not in axes)
@@ -383,7 +387,8 @@ def _expand(
                 cell = ", ".join(f"{n}={v!r}" for n, v in zip(names, combo, strict=True))
                 raise r.error(f"cell ({cell}): {err}", "grid", None, index) from None
             canon = _canonical(case)
-            remapped += canon is not case
+            remapped += canon.snaps != case.snaps
+            unexecuted += canon.executor != case.executor
             seen = by_key.get(canon.key)
             if seen is None:
                 by_key[canon.key] = canon
@@ -410,6 +415,11 @@ def _expand(
         notes.append(
             f"snaps clamped, or not used (store-all, optimal): {remapped} grid cell(s) "
             "recorded with snaps = steps"
+        )
+    if unexecuted:
+        notes.append(
+            f"executor not used by a framework's own checkpointing: {unexecuted} grid cell(s) "
+            "recorded without it"
         )
     if dropped:
         notes.append(f"{dropped} duplicate grid cell(s) measured once")
