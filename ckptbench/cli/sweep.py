@@ -42,6 +42,7 @@ def sweep(
 ):  # fmt: skip
     """Run every cell of a TOML config, saving each result the moment it is measured."""
     from ckptbench.render.console import stderr_console
+    from ckptbench.render.format import fmt_duration
     from ckptbench.sweep.config import load_config
     from ckptbench.sweep.progress import estimated_seconds
     from ckptbench.sweep.run import run_sweep
@@ -58,16 +59,17 @@ def sweep(
             case.check_fits_memory()
     except ValueError as err:
         raise InputError(f"{config}: {err}") from None
-    hours = sum(estimated_seconds(c) for c in cfg.cases) / 3600
+    seconds = sum(estimated_seconds(c) for c in cfg.cases)
+    hours = seconds / 3600
     for note in cfg.notes if not quiet else ():
         console.print(f"[dim]{note}[/dim]", highlight=False)
     if not quiet:
         console.print(
-            f"sweep {cfg.name}: {len(cfg.cases)} cells, roughly {hours:.1f} h -> {out}",
+            f"sweep {cfg.name}: {len(cfg.cases)} cells, roughly {fmt_duration(seconds)} -> {out}",
             highlight=False,
         )
     if (len(cfg.cases) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
-        _confirm(config, len(cfg.cases), hours)
+        _confirm(config, len(cfg.cases), fmt_duration(seconds))
     show_iterations = not quiet and (verbose or progress_lines or console.is_terminal)
     progress = _progress_printer(console, quiet=quiet, show_iterations=show_iterations)
 
@@ -120,13 +122,13 @@ def _check_destination(out: Path, dask_address: str | None) -> str | None:
     return address
 
 
-def _confirm(config: Path, cells: int, hours: float) -> None:
+def _confirm(config: Path, cells: int, duration: str) -> None:
     """Ask before a large sweep starts: InputError when not on a terminal (pass --yes) or
     when the answer is no."""
-    question = f"{cells} cells, roughly {hours:.1f} h: run them?"
+    size = f"{cells} cells, roughly {duration}"
     if not sys.stdin.isatty():
-        raise InputError(f"{config}: {question[:-15]}; pass --yes to run them")
-    if not click.confirm(question, err=True):
+        raise InputError(f"{config}: {size}; pass --yes to run them")
+    if not click.confirm(f"{size}: run them?", err=True):
         raise InputError("sweep not started")
 
 
