@@ -319,7 +319,7 @@ def numerics_options(func):
         "compiled step pieces, no host round trip inside a gradient; the default on a GPU). "
         "--backend torch: engine (the default: a backward call per taped step) or one-call "
         "(the whole gradient one backward pass of autograd, steps re-run from saved-tensor "
-        "hooks). Recorded in the result.",
+        "hooks). Recorded in the result; a framework's own checkpointing runs none of ours.",
     )(func)
     return click.option(
         "--dtype",
