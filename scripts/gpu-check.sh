@@ -4,7 +4,8 @@
 # On the device machine (its python3 holds torch and a CUDA jax; autograd and
 # memory_profiler travel as wheels in .whl, see docs/gpu.md), from the repository root:
 #   bash scripts/gpu-check.sh            # results under $OUT (or results/gpu-run)
-# Settings (environment): ROWS, the rows of scripts/gpu_executors.py to run, in order, each
+# Settings (environment; TESTS, EXEC, SWEEP are on and PROBE, PROFILE, PIN off unless set,
+# 0 is off): ROWS, the rows of scripts/gpu_executors.py to run, in order, each
 # ROW[:SPAN[:FOLD[:REST]]] (default: all); TESTS_K, a pytest -k expression for the GPU
 # tests; PROFILE=1 adds each JAX engine row's gradient call by call and a torch.profiler
 # table of each torch row; COSTS, a costs file
@@ -49,11 +50,11 @@ pin() {  # pin 1 CMD...: run CMD on the GPU's local CPUs (as started where they 
 [ "${TESTS:-1}" != 0 ] && pin "${PIN:-0}" timeout "${T_TESTS:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_paths.py \
   tests/test_jax_dispatch.py ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee "$OUT/tests.txt"
 # 1b. what one backward call costs torch beyond its kernels (about 30 s on an H200)
-[ -n "${PROBE:-}" ] && pin "${PIN:-0}" timeout 120 python3 scripts/torch_backward_calls.py --device "${DEVICE:-cuda}" \
+[ "${PROBE:-0}" != 0 ] && pin "${PIN:-0}" timeout 120 python3 scripts/torch_backward_calls.py --device "${DEVICE:-cuda}" \
   2>&1 | tee "$OUT/probe.txt"
 # 2. the done-when figures in one process (about 2-3 minutes): JSON lines
 [ "${EXEC:-1}" != 0 ] && pin "${PIN:-0}" timeout "${T_EXEC:-230}" python3 scripts/gpu_executors.py --device "${DEVICE:-cuda}" ${ROWS:+--only "$ROWS"} \
-  ${PROFILE:+--profile} ${COSTS:+--costs "$COSTS"} 2>&1 | tee "$OUT/executors.txt"
+  $([ "${PROFILE:-0}" != 0 ] && echo --profile) ${COSTS:+--costs "$COSTS"} 2>&1 | tee "$OUT/executors.txt"
 # 3. the done-when cells through the CLI (fresh workers, device memory): what time is left
 if [ "${SWEEP:-1}" != 0 ]; then
   again=()
