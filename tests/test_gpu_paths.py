@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -248,6 +249,15 @@ def test_run_prints_the_plans_prediction_beside_the_measurement(backend, device)
     result = with_case(replace(result, modes=modes), strategy="optimal", budget_bytes=2**21)
     (line,) = [x for x in explain_lines(result) if x.startswith("plan: predicted 0.5 s")]
     assert "measured 0.8" in line
+    # both times at one precision: a 0.08 s gradient is not "0.08 s" beside "0.0813 s"
+    fast = make_result(case, times={"checkpointed": 0.0822})
+    fast_plan = {**plan, "predicted_time_s": 0.0813}
+    modes = tuple(
+        replace(m, plan=fast_plan) if m.mode is Mode.CHECKPOINTED else m for m in fast.modes
+    )
+    fast = with_case(replace(fast, modes=modes), strategy="optimal", budget_bytes=2**21)
+    (line,) = [x for x in explain_lines(fast) if x.startswith("plan: ")]
+    assert "predicted 0.0813 s" in line and re.search(r"measured 0\.08\d\d s \(\+\d%\)", line)
 
 
 @pytest.mark.parametrize(

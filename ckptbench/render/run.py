@@ -364,7 +364,7 @@ def _plan_line(result: RunResult) -> str | None:
     where = "device " if s.on_device else ""
     return (
         f"plan: predicted {predicted:.3g} s and {fmt_bytes(ckpt.plan.peak_bytes)} "
-        f"stored; measured {wall:.2f} s ({wall / predicted - 1:+.0%}), "
+        f"stored; measured {wall:.3g} s ({wall / predicted - 1:+.0%}), "
         f"{fmt_bytes(ckpt.counters.peak_stored_bytes)} stored by the executor, {where}overhead "
         f"{over} over baseline"
     )
