@@ -263,8 +263,8 @@ def test_run_prints_the_plans_prediction_beside_the_measurement(backend, device)
 @pytest.mark.parametrize(
     ("executor", "words"),
     [
-        ("engine", "recomputation 0.30 s (60 untaped steps x 5.00 ms)"),
-        ("one-call", "advances 0.30 s (60 steps x 5.00 ms; the first sweep's are recorded on"),
+        ("engine", "recomputation 0.300 s (60 untaped steps x 5.00 ms)"),
+        ("one-call", "advances 0.300 s (60 steps x 5.00 ms; the first sweep's are recorded on"),
     ],
 )
 def test_where_the_time_goes_names_what_the_executor_advanced(executor, words):
@@ -289,4 +289,4 @@ def test_where_the_time_goes_names_what_the_executor_advanced(executor, words):
         for m in result.modes
     )
     (line,) = [x for x in explain_lines(replace(result, modes=modes)) if "time goes" in x]
-    assert words in line and "taped steps + reverse 0.45 s" in line
+    assert words in line and "taped steps + reverse 0.450 s" in line

@@ -299,11 +299,11 @@ def _phase_line(result: RunResult) -> str | None:
     kind = "steps" if recorded else "untaped steps"
     also = "; the first sweep's are recorded on autograd's graph" if recorded else ""
     per = f" ({advanced} {kind} x {adv / advanced * 1e3:.2f} ms{also})" if advanced else ""
-    vs = f" vs plain gradient's {normal.time.median:.2f} s" if normal.time else ""
+    vs = f" vs plain gradient's {fmt_time(normal.time.median)}" if normal.time else ""
     share = (adv + taped + book) / wall if wall > 0 else 0.0
-    return (
-        f"where the time goes (median iteration {wall:.2f} s): {what} {adv:.2f} s"
-        f"{per}, taped steps + reverse {taped:.2f} s{vs}, bookkeeping {book:.3f} s; "
+    return (  # seconds as the table prints them
+        f"where the time goes (median iteration {fmt_time(wall)}): {what} {fmt_time(adv)}"
+        f"{per}, taped steps + reverse {fmt_time(taped)}{vs}, bookkeeping {fmt_time(book)}; "
         f"phases add up to {share:.1%} of the iteration"
     )
 
