@@ -41,6 +41,18 @@ def test_plan_from_a_costs_file_beats_revolve_and_segments(tmp_path):
     assert res.exit_code == 0 and "optimal" in res.output and "revolve" in res.output
 
 
+def test_plan_prints_small_sizes_at_their_precision(tmp_path):
+    """A 128-byte state is not '0 KiB', and a 300 KiB budget not '0.3 MiB' beside peaks
+    that cannot then be told from it."""
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({**COSTS, "state_bytes": 128, "tape_bytes": 2176}))
+    res = invoke(["plan", "--steps", "300", "--budget", "20KiB", "--costs", str(costs)])
+    assert res.exit_code == 0, res.output
+    assert "within 20.0 KiB" in res.output and "state 128 B, tape 2.12 KiB" in res.output
+    res = invoke(["plan", "--steps", "300", "--budget", "300KiB", "--costs", str(costs)])
+    assert "within 300 KiB" in res.output and " MiB" not in res.output
+
+
 @pytest.mark.parametrize(
     "content, words",
     [

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ckptbench.render.format import fmt_bytes, fmt_time
+from ckptbench.render.format import fmt_size, fmt_time
 from ckptbench.render.table import Column, Table
 from ckptbench.schedules import ReplayStats, get_strategy, optimal_forward_steps, repetition_number
 
@@ -72,11 +72,11 @@ def plan_table(
     fwd, taped, state, tape = (v[0] for v in costs.per_step(steps))
     homogeneous = costs.steps is None
     title = (
-        f"plans for {steps} steps within {fmt_bytes(budget_bytes)}; step costs"
+        f"plans for {steps} steps within {fmt_size(budget_bytes)}; step costs"
         + (f" ({how})" if how else "")
         + ": untaped "
         f"{fwd * 1e3:.3f} ms, taped + reverse {taped * 1e3:.3f} ms, state "
-        f"{state / 1024:.0f} KiB, tape {tape / 1024:.0f} KiB"
+        f"{fmt_size(state)}, tape {fmt_size(tape)}"
         + ("" if homogeneous else " (first step; costs vary per step)")
     )
     records = []
@@ -87,7 +87,7 @@ def plan_table(
                 **r,
                 "tapes": tapes,
                 "time": fmt_time(r["predicted_time_s"]),
-                "peak": fmt_bytes(r["peak_bytes"]),
+                "peak": fmt_size(r["peak_bytes"]),  # beside the budget, at its precision
             }
         )
     columns = (
