@@ -181,6 +181,17 @@ def test_every_help_shows_an_example():
     assert "INCLUDING" in invoke(["run", "--help"]).output
 
 
+def test_bare_ckptbench_prints_its_help_not_an_error(capsys):
+    """A newcomer's first command: the help on stdout and status 0, not 'error:' and 2."""
+    from _cli import run_cli
+
+    code, out, err = run_cli(capsys, [])
+    assert code == 0 and out.startswith("Usage: ckptbench") and "Commands:" in out
+    assert err == ""
+    code, _, err = run_cli(capsys, ["bogus"])
+    assert code == 2 and err.startswith("ckptbench: error: No such command")
+
+
 def _cli(*args, env=None, timeout=600):
     return subprocess.run(
         [sys.executable, "-m", "ckptbench", *args],

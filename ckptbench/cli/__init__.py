@@ -14,6 +14,9 @@ from ckptbench import __version__
 from ckptbench.cli import check, compare, plan, profile, run, schedule, sweep
 from ckptbench.cli.options import EXIT_OK, EXIT_USAGE
 
+#: click >= 8.2 raises this for a group called without a command (8.1 printed the help)
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
 
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -50,6 +53,9 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("ckptbench: aborted", err=True)
         sys.exit(130)
     except click.UsageError as e:
+        if isinstance(e, _NO_ARGS_IS_HELP):  # bare `ckptbench`: the help, as click 8.1 gave
+            click.echo(e.format_message())
+            sys.exit(EXIT_OK)
         click.echo(f"ckptbench: error: {e.format_message()}", err=True)
         sys.exit(EXIT_USAGE)
     except click.ClickException as e:
