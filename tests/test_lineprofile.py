@@ -52,6 +52,10 @@ def test_normal_mode_holds_the_tape_on_the_step_lines_and_checkpointing_holds_le
     assert 0 < ckpt["peak_traced_mib"] < 0.6 * normal["peak_traced_mib"]
     # the executor's loops were profiled in checkpointed mode, and not in normal mode
     assert any(r["file"].endswith("autograd/binding.py") for r in ckpt["rows"])
+    # our files one way, wherever they are: ckptbench/... (the engine's too, not absolute)
+    ours = [r["file"] for r in ckpt["rows"] if "ckptbench" in r["file"]]
+    assert ours and all(f.startswith("ckptbench/") for f in ours), ours
+    assert any(f == "ckptbench/engine/interpreter.py" for f in ours)
     assert not any(r["file"].endswith("autograd/binding.py") for r in normal["rows"])
 
 

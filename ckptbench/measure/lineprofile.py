@@ -112,11 +112,14 @@ class LineProfile:
 
 
 def _display_path(filename: str) -> str:
-    root = Path(checkpoint.__file__).resolve().parent.parent
-    try:
-        return str(Path(filename).resolve().relative_to(root))
-    except ValueError:
-        return filename
+    """``ckptbench/...`` for our own files wherever the package is installed, a plug-in's
+    relative to the working folder where it lies below it, anything else as given."""
+    package_parent = Path(engine.__file__).resolve().parents[2]  # .../ckptbench/engine/x.py
+    path = Path(filename).resolve()
+    for root in (package_parent, Path.cwd().resolve()):
+        if path.is_relative_to(root):
+            return str(path.relative_to(root))
+    return filename
 
 
 def _functions(wl: Any) -> list[Any]:
