@@ -175,6 +175,23 @@ def test_run_check_reads_expectations_from_the_sweep_manifest(tmp_path: Path) ->
         run_check([foreign])
 
 
+def test_a_gate_without_thresholds_says_where_they_would_come_from(tmp_path: Path) -> None:
+    """A sweep folder whose config has no [expect] table is not told to 'check a sweep
+    folder'; a loose result file is."""
+    bare = replace(CI_CONFIG, expect=Expect(), expect_by_strategy={})
+    runs = iter(_sweep(1))
+    run_sweep(bare, tmp_path / "new", run_cell=lambda case, **_: next(runs))
+    (note,) = [n for n in run_check([tmp_path / "new"]).notes if "[expect]" in n]
+    assert note == (
+        "no [expect] thresholds: its sweep config has none (add an [expect] table, or pass "
+        "--config)"
+    )
+    loose = tmp_path / "one.json"
+    save_result(_sweep(1)[0], loose)
+    (note,) = [n for n in run_check([loose]).notes if "[expect]" in n]
+    assert note == "no [expect] thresholds: pass --config or check a sweep folder"
+
+
 def test_markdown_summary_of_a_passing_gate() -> None:
     md = check_markdown(check(_sweep(1), _sweep(0), expect=CI_CONFIG))
     assert md.startswith("### ckptbench check: PASSED")

@@ -354,8 +354,12 @@ def run_check(
     if lost:  # a deleted cell, or a sweep stopped between cells, fails the gate
         report = replace(report, lines=(*report.lines, *lost))
     if expect is None:
-        note = "no [expect] thresholds (pass --config or check a sweep folder)"
-        report = replace(report, notes=(*report.notes, note))
+        why = (
+            "its sweep config has none (add an [expect] table, or pass --config)"
+            if _manifests(results)
+            else "pass --config or check a sweep folder"
+        )
+        report = replace(report, notes=(*report.notes, f"no [expect] thresholds: {why}"))
     return replace(report, sources=limit_sources(results, config, expect is not None, report))
 
 
