@@ -255,3 +255,12 @@ def test_on_a_gpu_the_host_savings_go_before_the_time_columns():
             assert {"checkpointed_time_s", "vs_floor"} <= shown, (width, shown)
         assert "memory_savings" in {c.key for c in _fit(cpu, width)[0]}
     assert "memory_savings" not in {c.key for c in _fit(gpu, 100)[0]}
+
+
+def test_run_and_compare_print_evaluations_one_way():
+    """The header is 'evals (opt)' in both: '3439 (3439)', not '3439 / 3439' in run."""
+    result = make_result(CI_CASE.with_(steps=1000, snaps=31))
+    (ckpt,) = [r for r in run_table(result).records if r["mode"] == "checkpointed"]
+    (cell,) = cells_table([result]).records
+    evals = next(c for c in cells_table([result]).columns if c.key == "evaluations")
+    assert ckpt["evals"] == evals.text(cell) == "3439 (3439)"

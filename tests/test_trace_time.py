@@ -162,6 +162,16 @@ def test_the_time_table_puts_the_layers_furthest_over_their_prediction_first():
     assert layer_time_table(_result([])) is None  # an older trace: no times, no table
 
 
+def test_a_recurrences_time_table_speaks_of_steps_not_layers():
+    from ckptbench.render.trace_time import layer_time_table
+
+    steps = [{**_layer(s, 1.0, 1.0 + s / 100), "layer": f"step {s}"} for s in range(40)]
+    table = layer_time_table(_result(steps))
+    assert table.title.startswith("Trace time per step (12 of 40 steps, ")
+    assert table.columns[0].header == "step"
+    assert any(n.startswith("28 more steps in the result file") for n in table.notes)
+
+
 def test_plain_text_shows_the_first_and_last_actions_every_other_format_all():
     from ckptbench.render.formats import get_format
     from ckptbench.render.reports import run_report

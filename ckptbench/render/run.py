@@ -187,7 +187,7 @@ def _evaluations_text(result: RunResult, m: Any) -> str:
     evals = s.mode(m.mode).counters.step_calls
     opt = s.step_evaluations_optimal
     if m.mode is Mode.CHECKPOINTED and evals is not None and opt is not None:
-        return f"{evals} / {opt}"
+        return f"{evals} ({opt})"  # as the header and compare say it
     return "-" if evals is None else str(evals)
 
 

@@ -36,6 +36,12 @@ def _excess(rec: dict[str, Any]) -> float:
     return rec.get("measured_s", 0.0) - rec.get("predicted_s", 0.0)
 
 
+def _noun(layers: list[dict[str, Any]]) -> str:
+    """The noun: step for a recurrence (every record labelled 'step i'), layer for a chain."""
+    steps = all(r.get("layer") == f"step {r.get('step')}" for r in layers)
+    return "step" if steps else "layer"
+
+
 def layer_time_table(result: RunResult) -> Table | None:
     """The traced layers' predicted and measured time (None without measured times)."""
     found = trace_of(result)
@@ -66,11 +72,13 @@ def layer_time_table(result: RunResult) -> Table | None:
             Column("taped_measured_s", "taped+rev. ms", _ms, priority=2),
         ]
         order = "slowest first; no plan costs, so no prediction"
-    which = "every layer" if len(shown) == len(layers) else (
-        f"the {len(shown)} of {len(layers)} layers"
+    noun = _noun(layers)
+    which = f"every {noun}" if len(shown) == len(layers) else (
+        f"{len(shown)} of {len(layers)} {noun}s"
     )  # fmt: skip
+    cols[0] = Column("layer", noun, align="left")
     return Table(
-        f"Trace time per layer ({which}, {order})",
+        f"Trace time per {noun} ({which}, {order})",
         tuple(cols),
         tuple(shown),
         notes=tuple(time_notes(result, len(layers) - len(shown))),
@@ -106,6 +114,7 @@ def time_notes(result: RunResult, left_out: int = 0) -> list[str]:
         )
     if left_out:
         lines.append(
-            f"{left_out} more layers in the result file (modes[].trace.layers; --format json)"
+            f"{left_out} more {_noun(layers)}s in the result file (modes[].trace.layers; "
+            "--format json)"
         )
     return lines
