@@ -2,7 +2,9 @@
 
 :func:`read_results` (also ``ckptbench.read_results``) loads result files or sweep folders
 into one tidy DataFrame, **one row per result file and mode**: every field of the case,
-``key``, ``host``, ``created``, ``run`` (the file's position in the input), the mode's
+``executor_used`` (the executor of ours that ran: the backend's default where the case
+named none; NA for a framework's own checkpointing), ``key``, ``host``, ``created``,
+``run`` (the file's position in the input), the mode's
 status, its exact peak (median over iterations), sampled peak and overhead over the
 baseline (bytes; NA where it is within its noise, ``overhead_below_noise``), its interval
 (both modes' iteration spreads and a rerun's 95% interval, :mod:`ckptbench.analysis.memnoise`:
@@ -38,6 +40,7 @@ from typing import Any
 from ckptbench.results.schema import MODES, Case, RunResult
 from ckptbench.results.store import load_results
 from ckptbench.results.summary import CellSummary
+from ckptbench.schedules import get_strategy
 
 __all__ = [
     "CASE_COLUMNS",
@@ -96,12 +99,23 @@ def _memory_noise(f: Any) -> dict[str, Any]:
     }
 
 
+def _executor_used(case: Case) -> str | None:
+    """The executor of ours a case ran on (its backend's default where it named none); None
+    for a framework's own checkpointing, which runs none."""
+    try:
+        ours = get_strategy(case.strategy).ours
+    except ValueError:  # a strategy this version does not know: as recorded
+        return case.executor
+    return case.executor_used if ours else None
+
+
 def tidy_records(results: Sequence[RunResult]) -> list[dict[str, Any]]:
     """The tidy rows (plain dicts, no pandas): one per result file and mode it holds."""
     rows = []
     for run, r in enumerate(results):
         s = r.summary
         case = {name: getattr(r.case, name) for name in CASE_COLUMNS}
+        case["executor_used"] = _executor_used(r.case)
         cell = _cell(s, r.interruption)
         for mode in MODES:
             m, f = r.mode(mode), s.mode(mode)
@@ -202,6 +216,9 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
             "strategy": first["strategy"],
             "hidden": first["hidden"],
             "batch": first["batch"],
+            "budget_bytes": first["budget_bytes"],
+            "dtype": first["dtype"],
+            "executor": first["executor_used"],
             "baseline_peak_bytes": col(peaks, "baseline"),
             "baseline_peak_spread_bytes": col(high, "baseline") - col(low, "baseline"),
             "normal_overhead_bytes": col(over, "normal"),

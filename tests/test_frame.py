@@ -6,13 +6,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from _imports import loaded_after_import
-from _synthetic import CI_CASE, make_result
+from _synthetic import CI_CASE, make_result, with_case
 from click.testing import CliRunner
 
 import ckptbench
 from ckptbench.cli import cli
-from ckptbench.frame import CASE_COLUMNS, cells_frame, read_results
-from ckptbench.results.schema import Status, save_result
+from ckptbench.frame import CASE_COLUMNS, cells_frame, read_results, results_frame
+from ckptbench.results.schema import Case, Status, save_result
 from ckptbench.results.store import StoreError
 
 MIB = 2**20
@@ -167,3 +167,26 @@ def test_common_fields_name_the_framework_and_device_only_off_the_defaults():
     assert common_fields(engine).endswith("backend=jax dtype=float32 executor=engine")
     compiled = [CI_CASE.with_(backend="jax", executor="compiled", snaps=s) for s in (4, 8)]
     assert "executor" not in common_fields(compiled) and "dtype" not in common_fields(compiled)
+
+
+def test_cells_say_which_executor_ran_in_which_dtype_within_which_budget():
+    """A CSV crossing executors tells its rows apart by columns, not only by key: the
+    executor that ran (the default where none was named; none for a peer), dtype, budget."""
+    from ckptbench.results.schema import default_executor
+
+    ours = make_result(Case(backend="torch", strategy="revolve", dtype="float32"))
+    named = with_case(ours, executor="one-call")
+    peer = with_case(make_result(Case(backend="torch")), strategy="torch-checkpoint")
+    plan = with_case(make_result(Case(backend="torch")), strategy="optimal", budget_bytes=2**20)
+    frame = cells_frame([ours, named, peer, plan])
+    assert list(frame["executor"].astype(object).where(frame["executor"].notna(), None)) == [
+        default_executor("torch", "cpu"),
+        "one-call",
+        None,
+        default_executor("torch", "cpu"),
+    ]
+    assert list(frame["dtype"]) == ["float32", "float32", "float64", "float64"]
+    assert frame["budget_bytes"].isna().tolist() == [True, True, True, False]
+    assert frame["budget_bytes"].iloc[3] == 2**20
+    tidy = results_frame([peer, ours])
+    assert set(tidy["executor_used"].dropna()) == {default_executor("torch", "cpu")}

@@ -111,10 +111,8 @@ def cells_table(results: Sequence[RunResult]) -> Table:
     ]
     hosts = {r.host for r in results}
     on_gpu = 1 if frame["device_memory_savings"].notna().any() else 0
-    raw = [
-        Column(k, priority=0)
-        for k in ("key", "model", "steps", "snaps", "strategy", "hidden", "batch")
-    ]
+    identity = ("key", "model", "steps", "snaps", "strategy", "hidden", "batch")
+    raw = [Column(k, priority=0) for k in (*identity, "budget_bytes", "dtype", "executor")]
     columns = (
         Column("label", "cell", align="left", narrow=_short, narrow_priority=2, number_priority=2),
         # a column that reads the same in every row goes first (the note below names it)
