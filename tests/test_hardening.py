@@ -201,6 +201,16 @@ def test_an_executor_given_to_a_peer_is_said_unused_and_left_out_of_its_key():
     assert (both.snaps, both.executor, len(said)) == (20, None, 2)
 
 
+def test_a_run_without_the_normal_mode_says_why_it_has_no_ratios():
+    from _synthetic import make_result
+
+    from ckptbench.render.run import headline
+
+    line = headline(make_result(modes=(Mode.BASELINE, Mode.CHECKPOINTED)))
+    assert "no slowdown or memory savings: both need the normal mode (--modes)" in line
+    assert "slowdown -" not in line and "memory savings -" not in line
+
+
 def test_duplicate_modes_are_bad_input(fake, tmp_path):
     res = invoke(small(tmp_path / "r.json", "--modes", "baseline,baseline"))
     assert res.exit_code == 2 and "twice" in res.output

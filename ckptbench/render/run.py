@@ -127,6 +127,8 @@ def headline(result: RunResult) -> str:
     unstable = " (time unstable)" if s.time_unstable else ""
     if limited is not None:
         parts.append(limited)
+    elif result.mode(Mode.NORMAL) is None:  # --modes left it out: nothing to divide by
+        parts.append("no slowdown or memory savings: both need the normal mode (--modes)")
     else:
         host = savings_text(s)
         slowdown = fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2)
