@@ -39,7 +39,7 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
     """Show a checkpointing schedule's cost: r, t, evaluations, peak snapshots.
 
     The figures come from the closed-form Griewank-Walther formulas for any size; the
-    schedule is enumerated (and replayed to check it) only up to 5 000 000 step evaluations,
+    schedule is enumerated (and replayed to check it) only up to 5,000,000 step evaluations,
     or for --actions/--time, which refuse larger schedules.
     """
     from ckptbench.render import closed_form_table, schedule_table
