@@ -53,6 +53,21 @@ def test_every_builtin_format_is_one_module_of_the_registry() -> None:
         get_format("pdf")
 
 
+def test_compare_offers_no_format_it_cannot_render(tmp_path, capsys) -> None:
+    """junit shows only a gate's verdicts: `compare --format junit` raised an IndexError."""
+    from _cli import one_line_error
+
+    from ckptbench.render.compare import format_names
+
+    assert "junit" not in format_names() and {"html", "csv", "json"} <= set(format_names())
+    paths = _files(tmp_path)
+    err = one_line_error(capsys, ["compare", str(paths[0]), "--format", "junit"])
+    assert "'junit' is not one of" in err
+    report = compare_report(compare([make_result(CI_CASE)]))
+    with pytest.raises(ValueError, match="use it with ckptbench check"):
+        get_format("junit").render(report, None)
+
+
 def test_a_toy_format_from_the_test_folder_renders_a_compare_report(toy, tmp_path) -> None:
     results = [make_result(CI_CASE.with_(snaps=s), seed=s) for s in (4, 8)]
     comparison = compare(results)

@@ -27,14 +27,15 @@ from ckptbench.render.formats.model import (
     Report,
     Section,
     TableSection,
-    Verdicts,
 )
 from ckptbench.render.table import Column, Table
 
 __all__ = ["SECTIONS", "compare_report", "format_names", "render"]
 
-#: The section kinds a comparison's report is made of (its formats: ``format_names``).
-SECTIONS = (TableSection, Prose, Verdicts, Figure, Data)
+#: The section kinds a comparison's report is made of (its formats: ``format_names``). The
+#: [expect] verdicts join them on the HTML page only, so a format that shows nothing but
+#: verdicts (junit) would have nothing to render and is no choice here.
+SECTIONS = (TableSection, Prose, Figure, Data)
 
 
 def format_names() -> list[str]:

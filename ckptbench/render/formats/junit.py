@@ -9,7 +9,10 @@ from ckptbench.render.formats.model import Report, Verdicts
 def render_junit(report: Report, width: int | None = None) -> str:
     from ckptbench.render.verdicts import check_junit
 
-    return check_junit(report.of((Verdicts,))[0].report)
+    verdicts = report.of((Verdicts,))
+    if not verdicts:  # one line, never an IndexError
+        raise ValueError("--format junit writes a gate's verdicts: use it with ckptbench check")
+    return check_junit(verdicts[0].report)
 
 
 FORMAT = Format(
