@@ -123,8 +123,17 @@ def test_timeout_and_memory_limit(fake, tmp_path):
     assert result.mode(Mode.NORMAL).status is Status.TIMEOUT
     oom = result.mode(Mode.CHECKPOINTED)
     assert oom.status is Status.OUT_OF_MEMORY
-    assert "150.0 MiB" in oom.error
+    assert "exceeded the memory limit of 150 MiB" in oom.error
     assert result.mode(Mode.BASELINE).ok
+
+
+def test_a_small_memory_limit_is_said_in_its_own_unit(fake, tmp_path):
+    out = tmp_path / "r.json"
+    res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--out", str(out),
+                  "--rounds", "1", "--memory-limit", "4KiB"])  # fmt: skip
+    assert res.exit_code == 1
+    errors = [m.error for m in load_result(out).modes]
+    assert errors and all("exceeded the memory limit of 4.00 KiB;" in e for e in errors), errors
 
 
 @pytest.mark.parametrize(

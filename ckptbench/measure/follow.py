@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ckptbench.analysis.stats import size_text
 from ckptbench.results.schema import Case, Iteration, Mode, ModeResult, Status
 
 __all__ = [
@@ -44,10 +45,6 @@ Progress = Callable[[RunEvent], None]
 
 def _tail(text: str, lines: int = 8) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB"
 
 
 class ModeEvents:
@@ -134,8 +131,8 @@ def mode_outcome(
         rss = max([stopped.sampled_rss or 0, *events.over])
         return failed(
             Status.OUT_OF_MEMORY,
-            f"RSS {_mib(rss)} exceeded the memory limit of "
-            f"{_mib(case.memory_limit_bytes or 0)}; the worker was stopped{kept}",
+            f"RSS {size_text(rss)} exceeded the memory limit of "  # a 1 KiB limit: not 0.0 MiB
+            f"{size_text(case.memory_limit_bytes or 0)}; the worker was stopped{kept}",
         )
     if stopped.timed_out:
         return failed(
