@@ -109,3 +109,12 @@ def test_run_and_check_reports_render_as_their_old_outputs() -> None:
     assert get_format("text").render(check_report(gate), None) == check_text(gate)
     assert get_format("markdown").render(check_report(gate), None) == check_markdown(gate)
     assert get_format("junit").render(check_report(gate), None) == check_junit(gate)
+
+
+@pytest.mark.parametrize("command", [["run", "--model", "rnn", "--steps", "10"], ["plan"]])
+def test_json_and_another_format_is_bad_input_not_a_silent_choice(command, capsys) -> None:
+    from _cli import one_line_error
+
+    argv = [*command, "--steps", "10", "--budget", "1MiB"] if command == ["plan"] else command
+    err = one_line_error(capsys, [*argv, "--json", "--format", "csv"])
+    assert "--json is --format json: give one of --json and --format csv" in err

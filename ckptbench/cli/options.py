@@ -366,6 +366,15 @@ def relative_model(model: str) -> str:
     return model
 
 
+def format_asked(as_json: bool, fmt: str) -> str:
+    """The output format of ``--json`` and ``--format`` (``--json`` is ``--format json``);
+    InputError when both are given and disagree, rather than one silently winning."""
+    given = click.get_current_context().get_parameter_source("fmt")
+    if as_json and given is not click.core.ParameterSource.DEFAULT and fmt != "json":
+        raise InputError(f"--json is --format json: give one of --json and --format {fmt}")
+    return "json" if as_json else fmt
+
+
 def parse_fraction(text: str) -> float:
     """'5%' or '0.05' -> 0.05."""
     t = str(text).strip()

@@ -17,6 +17,7 @@ from ckptbench.cli.options import (
     check_backend,
     device_option,
     device_words,
+    format_asked,
     given_sizes,
     numerics_options,
     quiet_option,
@@ -97,6 +98,8 @@ def plan(
     """
     from ckptbench.schedules.optimal import OPTIMAL, Costs, check_budget, check_plannable
 
+    fmt = format_asked(as_json, fmt)
+
     try:
         case = chain_executor(Case(
             model=relative_model(model), steps=steps, strategy=OPTIMAL.name, budget_bytes=budget,
@@ -119,7 +122,7 @@ def plan(
         report = _measure(case, quiet)
         keys = ("executor", "taped_method", "timing")
         report["measured"] = {"dtype": case.dtype, **{k: report[k] for k in keys if k in report}}
-    _show(report, steps, budget, save_file, "json" if as_json else fmt, force)
+    _show(report, steps, budget, save_file, fmt, force)
 
 
 def _builtin_layers(case: Case) -> list[str] | None:

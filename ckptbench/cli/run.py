@@ -21,6 +21,7 @@ from ckptbench.cli.options import (
     ModelOption,
     backend_option,
     device_option,
+    format_asked,
     mprof_option,
     numerics_options,
     output_options,
@@ -292,6 +293,7 @@ def run(
     from ckptbench.render.console import mode_progress, plan_line, stderr_console
     from ckptbench.results.schema import snaps_ignored
 
+    fmt = format_asked(as_json, fmt)
     mode_list = _parse_modes(modes, trace)
     model = relative_model(model)
     _check_expect_oom(expect_oom, memory_limit, mode_list)
@@ -346,7 +348,7 @@ def run(
         precision=target,
     )
     result, out = measured.result, measured.out
-    show_result(result, "json" if as_json else fmt, quiet=quiet, out=out)
+    show_result(result, fmt, quiet=quiet, out=out)
     if mprof_dir is not None:
         write_mprof([result], mprof_dir, quiet)
     code = report_outcome(result, expect_oom, err_console)
