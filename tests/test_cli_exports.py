@@ -109,3 +109,19 @@ def test_check_quiet_lists_only_failures(fake, tmp_path):
     quiet = invoke(["check", str(tmp_path / "o"), "--quiet"])
     assert loud.exit_code == quiet.exit_code == 0
     assert "ok " in loud.output and "ok " not in quiet.output
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+@pytest.mark.parametrize("louder", ["--verbose", "--progress"])
+def test_quiet_with_verbose_or_progress_is_bad_input(command, louder, capsys, tmp_path):
+    """Opposite asks are one line before anything runs, not one of them silently winning."""
+    from _cli import one_line_error
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "ci.toml"
+    argv = {
+        "run": ["run", "--model", "rnn", "--steps", "10", "--out", str(tmp_path / "r.json")],
+        "sweep": ["sweep", str(config), "--out", str(tmp_path / "o")],
+    }[command]
+    err = one_line_error(capsys, [*argv, "--quiet", louder])
+    assert not any(tmp_path.iterdir())  # nothing measured, nothing written
+    assert f"--quiet and {louder} ask for opposite things: give one" in err

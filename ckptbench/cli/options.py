@@ -3,6 +3,7 @@ workload's sizes, -q/-v/--progress, and the one-line input error (exit status 2)
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from fractions import Fraction
@@ -151,17 +152,27 @@ def quiet_option(func):
 
 
 def output_options(func):
-    """-q/--quiet, -v/--verbose and --progress: the commands that measure."""
-    func = click.option(
+    """-q/--quiet, -v/--verbose and --progress: the commands that measure. --quiet with
+    either of the others is one line and exit 2 (not one of them silently winning)."""
+
+    @functools.wraps(func)
+    def checked(*args, **kwargs):
+        louder = [o for o, k in (("--verbose", "verbose"), ("--progress", "progress_lines"))
+                  if kwargs.get(k)]  # fmt: skip
+        if kwargs.get("quiet") and louder:
+            raise InputError(f"--quiet and {louder[0]} ask for opposite things: give one")
+        return func(*args, **kwargs)
+
+    command = click.option(
         "--progress",
         "progress_lines",
         is_flag=True,
         help="Progress lines (iteration k of n, elapsed, ETA) even when stderr is not a terminal.",
-    )(func)
-    func = click.option(
+    )(checked)
+    command = click.option(
         "-v", "--verbose", is_flag=True, help="More detail: every iteration, every note."
-    )(func)
-    return quiet_option(func)
+    )(command)
+    return quiet_option(command)
 
 
 #: --mprof DIR on the commands that have RSS timelines (run, compare).
