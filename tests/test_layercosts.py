@@ -141,6 +141,9 @@ def test_plan_on_a_chain_prints_each_layer_in_every_format(tmp_path):
                        ("csv", "layer,forward_time_s,taped_time_s")):  # fmt: skip
         res = _plan([*base, "--costs", str(saved), "--format", fmt])
         assert res.exit_code == 0 and words in res.output, (fmt, res.output)
+    # the budget and what the plan stores at its precision: not "0.2 MiB" beside "0.2 MiB"
+    text = _plan([*base, "--costs", str(saved), "--format", "text"]).output
+    assert "optimal plan per layer within 192 KiB" in text and "0.2 MiB" not in text
 
 
 def test_plan_on_a_recurrence_has_no_layer_table(tmp_path):

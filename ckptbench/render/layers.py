@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ckptbench.render.format import fmt_bytes, fmt_time
+from ckptbench.render.format import fmt_size, fmt_time
 from ckptbench.render.table import Column, Table
 from ckptbench.schedules.fates import step_fates
 
@@ -50,7 +50,7 @@ def _ms(value: Any, _record: dict[str, Any]) -> str:
 
 
 def _bytes(value: Any, _record: dict[str, Any]) -> str:
-    return fmt_bytes(value)
+    return fmt_size(value)
 
 
 def layer_table(plan: Any, names: Sequence[str] | None = None) -> Table:
@@ -58,9 +58,9 @@ def layer_table(plan: Any, names: Sequence[str] | None = None) -> Table:
     time and stored bytes in the title."""
     p = plan.prediction
     title = (
-        f"optimal plan per layer within {fmt_bytes(plan.budget_bytes)}: predicted "
-        f"{fmt_time(plan.predicted_time_s)}, stored {fmt_bytes(plan.peak_bytes)} at the peak "
-        f"(states {fmt_bytes(p.peak_state_bytes)}, tapes {fmt_bytes(p.peak_tape_bytes)}); "
+        f"optimal plan per layer within {fmt_size(plan.budget_bytes)}: predicted "
+        f"{fmt_time(plan.predicted_time_s)}, stored {fmt_size(plan.peak_bytes)} at the peak "
+        f"(states {fmt_size(p.peak_state_bytes)}, tapes {fmt_size(p.peak_tape_bytes)}); "
         f"{p.advances} recomputations (untaped runs), {p.tapes_kept} tapes kept"
     )
     columns = (
@@ -76,6 +76,6 @@ def layer_table(plan: Any, names: Sequence[str] | None = None) -> Table:
         Column("recomputed", "recomputed", priority=0),
     )
     notes = () if plan.exact else (
-        f"memory planned in quanta of {fmt_bytes(plan.quantum_bytes)} (sizes rounded up)",
+        f"memory planned in quanta of {fmt_size(plan.quantum_bytes)} (sizes rounded up)",
     )  # fmt: skip
     return Table(title, columns, tuple(layer_records(plan, names)), notes=notes)
