@@ -211,6 +211,15 @@ def test_a_run_without_the_normal_mode_says_why_it_has_no_ratios():
     assert "slowdown -" not in line and "memory savings -" not in line
 
 
+def test_a_budget_in_the_headline_is_at_its_precision():
+    from _synthetic import make_result, with_case
+
+    from ckptbench.render.run import headline
+
+    planned = with_case(make_result(), strategy="optimal", budget_bytes=600 * 1024)
+    assert "optimal within 600 KiB" in headline(planned)  # not "within 0.6 MiB"
+
+
 def test_duplicate_modes_are_bad_input(fake, tmp_path):
     res = invoke(small(tmp_path / "r.json", "--modes", "baseline,baseline"))
     assert res.exit_code == 2 and "twice" in res.output

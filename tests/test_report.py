@@ -86,7 +86,7 @@ def test_normal_stopped_at_the_limit_is_a_result() -> None:
     case = CI_CASE.with_(memory_limit_bytes=100 * MIB)
     result = make_result(case, status={"normal": Status.OUT_OF_MEMORY})
     text = headline(result)
-    assert "plain autograd needed more than 100.0 MiB" in text
+    assert "plain autograd needed more than 100 MiB" in text
     assert re.search(r"checkpointed ran in \+2\.\d MiB \[\+2\.\d, \+2\.\d\] over baseline", text)
     table = "\n".join(_printed(run_table(result), 120))
     assert "> 100.0 MiB" in table and "out-of-memory" in table

@@ -14,6 +14,7 @@ from ckptbench.render.format import (
     fmt_percent,
     fmt_ratio,
     fmt_ratio_ci,
+    fmt_size,
     fmt_time,
     fmt_time_spread,
 )
@@ -52,7 +53,7 @@ def limit_outcome(result: RunResult) -> str | None:
         else "checkpointed ran within it "
         f"(peak {fmt_bytes(result.summary.mode(Mode.CHECKPOINTED).peak_rss_bytes)})"
     )
-    return f"plain autograd needed more than {fmt_bytes(limit)}; {ran}"
+    return f"plain autograd needed more than {fmt_size(limit)}; {ran}"
 
 
 def _setting(result: RunResult) -> str:
@@ -60,7 +61,7 @@ def _setting(result: RunResult) -> str:
     backend = "" if c.backend == DEFAULT_BACKEND else f" on {c.backend}/{c.device}"
     spec = get_strategy(c.strategy)
     value = spec.setting_of(c.snaps, c.budget_bytes)
-    what = spec.setting.describe(spec, fmt_bytes(value) if spec.setting.in_bytes else str(value))
+    what = spec.setting.describe(spec, fmt_size(value) if spec.setting.in_bytes else str(value))
     return f"{c.model} {c.steps} steps, {what}{backend}{rounds_text(result)}:"
 
 
