@@ -64,6 +64,9 @@ class BackendSpec:
     chain_executors: tuple[str, ...] = ()
     #: (executor, device, note): what ``run`` tells a user who runs that executor there
     executor_notes: tuple[tuple[str, str, str], ...] = ()
+    #: the executors whose first sweep records its advances on the framework's graph (torch's
+    #: one-call): ``run``'s "where the time goes" calls them advances, not recomputation
+    recording_executors: tuple[str, ...] = ()
 
     def default_executor(self, device: str) -> str:
         """The executor a case on ``device`` runs without ``--executor``."""

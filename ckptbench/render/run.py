@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ckptbench.backends.registry import DEFAULT_BACKEND
+from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.render.format import (
     fmt_bytes,
     fmt_duration,
@@ -284,6 +285,15 @@ def _run_columns(on_device: bool) -> tuple[Column, ...]:
     )
 
 
+def _records_advances(case: Any) -> bool:
+    """Whether the case's executor records its first sweep's advances (its backend says so;
+    a backend not registered here: no)."""
+    try:
+        return case.executor_used in backend_spec(case.backend).recording_executors
+    except ValueError:
+        return False
+
+
 def _phase_line(result: RunResult) -> str | None:
     """Where the time of a checkpointed iteration goes (the executor's phase timers)."""
     s = result.summary
@@ -296,8 +306,8 @@ def _phase_line(result: RunResult) -> str | None:
     adv = phases.get("advance_time_s", 0.0)
     taped = phases.get("taped_time_s", 0.0)
     book = phases.get("bookkeeping_time_s", 0.0)
-    # one-call records its first sweep's advances on autograd's graph: not untaped runs
-    recorded = result.case.executor_used == "one-call"
+    # torch's one-call records its first sweep's advances on autograd's graph: not untaped
+    recorded = _records_advances(result.case)
     what = "advances" if recorded else "recomputation"
     kind = "steps" if recorded else "untaped steps"
     also = "; the first sweep's are recorded on autograd's graph" if recorded else ""

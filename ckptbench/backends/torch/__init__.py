@@ -46,6 +46,7 @@ SPEC = BackendSpec(
     dtypes=("float64", "float32", "bfloat16"),
     executors=("engine", "one-call"),
     chain_executors=("engine",),
+    recording_executors=("one-call",),
     executor_notes=(
         (
             "one-call",
