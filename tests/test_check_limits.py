@@ -59,6 +59,18 @@ def test_check_says_where_the_limits_come_from_and_warns_of_an_edited_config(swe
     assert "limits: memory may grow by 5% of the reference or 5.00 KiB" in res.output
 
 
+@pytest.mark.parametrize(
+    "option",
+    [["--time-tolerance", "25%"], ["--memory-tolerance", "10%"], ["--memory-floor", "1MiB"]],
+)
+def test_a_reference_gate_without_a_reference_is_refused(swept, option):
+    """Ignored, --time-tolerance would leave a CI job believing its time is gated."""
+    res = CliRunner().invoke(cli, ["check", "out", *option])
+    assert res.exit_code == 2 and "ckptbench check:" not in res.output
+    assert f"{option[0]} gates changes against reference results: give --against" in res.output
+    assert invoke(["check", "out", "--against", "out", *option]).exit_code == 0
+
+
 def test_a_side_output_is_refused_before_any_verdict(swept):
     Path("junit.xml").write_text("old")
     res = CliRunner().invoke(cli, ["check", "out", "--junit", "junit.xml"])

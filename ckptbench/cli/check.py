@@ -93,6 +93,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     from ckptbench.render.formats import Report, Verdicts, render
     from ckptbench.results.store import StoreError, check_output
 
+    _needs_against(against)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     targets = [(summary, "--summary", True)] if summary is not None else []
     if step_summary and (summary is None or Path(step_summary).resolve() != summary.resolve()):
@@ -144,3 +145,21 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     if report.exit_code != EXIT_OK:
         sys.exit(report.exit_code)
     sys.exit(EXIT_USAGE if problems else EXIT_OK)
+
+
+def _needs_against(against) -> None:
+    """A gate option that compares with a reference, given without one, is one line and exit
+    2: ignored, it would leave a CI job believing time or memory growth is gated."""
+    if against:
+        return
+    ctx = click.get_current_context()
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("memory_tolerance", "memory_floor", "time_tolerance")
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    ]
+    if given:
+        raise InputError(
+            f"{given[0]} gates changes against reference results: give --against (without it, "
+            "check gates status and the [expect] table only)"
+        )
