@@ -147,19 +147,23 @@ def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
 def test_unknown_case_key_names_key_and_line(tmp_path: Path) -> None:
     msg = _error("[case]\nsteps = 10\nsnapz = 4\n[grid]\nsnaps = [2]\n", tmp_path)
     assert "bad.toml:3:" in msg and "case.snapz" in msg and "unknown" in msg
+    assert "did you mean snaps?" in msg  # the nearest name, as click's options say it
 
 
 def test_unknown_grid_key_in_second_subgrid(tmp_path: Path) -> None:
     text = "[[grid]]\nsnaps = [2]\n[[grid]]\nsnaps = [3]\nstrategyy = ['revolve']\n"
     msg = _error(text, tmp_path)
-    assert "bad.toml:5:" in msg and "grid.strategyy" in msg
+    assert "bad.toml:5:" in msg and "grid.strategyy" in msg and "did you mean strategy?" in msg
 
 
 def test_unknown_top_level_and_expect_keys(tmp_path: Path) -> None:
     msg = _error("nmae = 'x'\n[grid]\nsnaps = [2]\n", tmp_path)
-    assert "bad.toml:1:" in msg and "nmae" in msg
+    assert "bad.toml:1:" in msg and "nmae" in msg and "did you mean name?" in msg
     msg = _error("[grid]\nsnaps = [2]\n[expect]\nslowdown = 2\n", tmp_path)
     assert "bad.toml:4:" in msg and "expect.slowdown" in msg
+    assert "did you mean slowdown_max?" in msg
+    msg = _error("[grid]\nzzz = [2]\n", tmp_path)  # nothing near: no guess
+    assert "unknown case key (known: model," in msg
 
 
 def test_bad_values_are_reported_through_case_validation(tmp_path: Path) -> None:

@@ -31,11 +31,12 @@ Every problem is a :class:`ConfigError` (a ``ValueError``) with a one-line messa
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -213,7 +214,7 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
 
     unknown = [k for k in doc if k not in TOP_KEYS]
     if unknown:
-        raise r.error(f"unknown key (known: {', '.join(TOP_KEYS)})", key=unknown[0])
+        raise r.error(_unknown("key", unknown[0], TOP_KEYS), key=unknown[0])
 
     name = doc.get("name", safe_name(default_name))
     if not isinstance(name, str) or not name.strip():
@@ -254,6 +255,13 @@ _COMPANIONS: dict[tuple[str, Any], dict[str, Any]] = {
 }
 
 
+def _unknown(what: str, key: Any, known: Sequence[str]) -> str:
+    """'unknown case key; did you mean model? (known: ...)': the nearest known name, if any."""
+    near = difflib.get_close_matches(str(key), known, n=1)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    return f"unknown {what}{hint} (known: {', '.join(known)})"
+
+
 def _companions(key: str, value: Any) -> dict[str, Any]:
     """What ``key = value`` needs beside it: a strategy's budget and backend come from the
     strategy registry, a device's or executor's backend from the backend registry, the rest
@@ -276,7 +284,7 @@ def _companions(key: str, value: Any) -> dict[str, Any]:
 
 def _check_case_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) -> None:
     if key not in CASE_FIELDS:
-        raise r.error(f"unknown case key (known: {', '.join(CASE_FIELDS)})", table, key, index)
+        raise r.error(_unknown("case key", key, CASE_FIELDS), table, key, index)
     try:
         Case(**{**_companions(key, value), key: value})
     except CaseError as err:
@@ -308,9 +316,7 @@ def _parse_grid(r: _Reader, grid: Any, base: Mapping[str, Any]) -> list[dict[str
         axes: dict[str, list[Any]] = {}
         for key, values in sub.items():
             if key not in CASE_FIELDS:
-                raise r.error(
-                    f"unknown case key (known: {', '.join(CASE_FIELDS)})", "grid", key, index
-                )
+                raise r.error(_unknown("case key", key, CASE_FIELDS), "grid", key, index)
             if not isinstance(values, list):
                 raise r.error(
                     f"a grid axis must be a list (put a fixed value in [case]), got {values!r}",
@@ -331,7 +337,7 @@ def _expect_table(r: _Reader, table: str, data: Mapping[str, Any]) -> dict[str, 
     out: dict[str, Any] = {}
     for key, value in data.items():
         if key not in EXPECT_KEYS:
-            raise r.error(f"unknown expectation (known: {', '.join(EXPECT_KEYS)})", table, key)
+            raise r.error(_unknown("expectation", key, EXPECT_KEYS), table, key)
         if key == "forward_steps_exact":
             if not isinstance(value, bool):
                 raise r.error(f"must be true or false, got {value!r}", table, key)
