@@ -157,6 +157,18 @@ def test_bad_input_is_one_line_exit_2(capsys, argv):
     assert err.startswith("ckptbench: error:")
 
 
+@pytest.mark.parametrize(
+    ("argv", "guess"),
+    [
+        (["run", "--model", "lsmt"], "(did you mean lstm?)"),
+        (["run", "--modes", "basline,normal"], "('basline': did you mean baseline?)"),
+    ],
+)
+def test_a_typo_gets_the_nearest_name(capsys, argv, guess):
+    assert guess in one_line_error(capsys, argv)
+    assert "did you mean" not in one_line_error(capsys, [*argv[:2], "zzz"])
+
+
 def test_size_and_duration_parsing():
     assert parse_bytes("2GiB") == 2 * 2**30
     assert parse_bytes("500MB") == 500 * 10**6

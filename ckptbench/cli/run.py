@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 from dataclasses import replace
@@ -85,10 +86,13 @@ def _parse_modes(text: str, trace: bool = False):
     names = [m.strip() for m in text.split(",") if m.strip()]
     if not names:
         raise InputError("--modes is empty")
-    try:
-        modes = tuple(Mode(m) for m in names)
-    except ValueError:
-        raise InputError(f"--modes {text!r}: use baseline, normal, checkpointed") from None
+    known = [m.value for m in Mode]
+    for name in names:
+        if name not in known:
+            near = difflib.get_close_matches(name, known, n=1)
+            guess = f" ({name!r}: did you mean {near[0]}?)" if near else ""
+            raise InputError(f"--modes {text!r}{guess}: use baseline, normal, checkpointed")
+    modes = tuple(Mode(m) for m in names)
     if len(set(modes)) != len(modes):
         raise InputError(f"--modes {text!r} names a mode twice")
     return modes

@@ -17,6 +17,7 @@ This package only builds workloads: it never measures, prints or exits.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import importlib
 import importlib.machinery
@@ -127,9 +128,10 @@ def build_workload(spec: str, sizes: Sizes) -> Any:
     if registry.is_builtin(spec):
         factory = registry.factory(spec, registry.NUMPY)
     elif ":" not in spec:
+        near = difflib.get_close_matches(spec, registry.names(), n=1)
         raise WorkloadError(
-            f"unknown workload {spec!r}: expected one of {', '.join(registry.names())}"
-            f" or a plug-in {_PLUGIN_HINT}"
+            f"unknown workload {spec!r}{f' (did you mean {near[0]}?)' if near else ''}: "
+            f"expected one of {', '.join(registry.names())} or a plug-in {_PLUGIN_HINT}"
         )
     elif _FACTORY_CACHE is not None and spec in _FACTORY_CACHE:
         factory = _FACTORY_CACHE[spec]
