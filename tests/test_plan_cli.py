@@ -53,6 +53,18 @@ def test_plan_prints_small_sizes_at_their_precision(tmp_path):
     assert "within 300 KiB" in res.output and " MiB" not in res.output
 
 
+def test_plan_tells_small_predicted_times_apart(tmp_path):
+    """Microsecond steps: the rows' predictions are not all '0.000 s'."""
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({**COSTS, "forward_time_s": 2e-7, "taped_time_s": 1.5e-6}))
+    res = invoke(["plan", "--steps", "300", "--budget", "4MiB", "--costs", str(costs), "--json"])
+    rows = {r["strategy"]: r["predicted_time_s"] for r in json.loads(res.output)["rows"]}
+    text = invoke(["plan", "--steps", "300", "--budget", "4MiB", "--costs", str(costs)]).output
+    assert "0.000 s" not in text
+    for seconds in rows.values():
+        assert f"{seconds:.3g} s" in text
+
+
 @pytest.mark.parametrize(
     "content, words",
     [

@@ -133,6 +133,12 @@ def fmt_time(seconds: float | None, digits: int = 3, unit: bool = True) -> str:
     return f"{seconds:.{digits}f}" + (" s" if unit else "")
 
 
+def fmt_seconds(seconds: float | None) -> str:
+    """Seconds at three significant digits: '1.32 s', '0.0742 s', '0.000456 s' (a
+    prediction for a small model is not '0.000 s' beside another '0.000 s')."""
+    return "-" if missing(seconds) else f"{seconds:.3g} s"
+
+
 def fmt_time_spread(t: Spread | None) -> str:
     """'[min, max]' of a mode's iteration times (``ModeFigures.time``)."""
     if t is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ckptbench.render.format import fmt_size, fmt_time
+from ckptbench.render.format import fmt_seconds, fmt_size
 from ckptbench.render.table import Column, Table
 from ckptbench.schedules.fates import step_fates
 
@@ -59,7 +59,7 @@ def layer_table(plan: Any, names: Sequence[str] | None = None) -> Table:
     p = plan.prediction
     title = (
         f"optimal plan per layer within {fmt_size(plan.budget_bytes)}: predicted "
-        f"{fmt_time(plan.predicted_time_s)}, stored {fmt_size(plan.peak_bytes)} at the peak "
+        f"{fmt_seconds(plan.predicted_time_s)}, stored {fmt_size(plan.peak_bytes)} at the peak "
         f"(states {fmt_size(p.peak_state_bytes)}, tapes {fmt_size(p.peak_tape_bytes)}); "
         f"{p.advances} recomputations (untaped runs), {p.tapes_kept} tapes kept"
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ckptbench.render.format import fmt_size, fmt_time
+from ckptbench.render.format import fmt_seconds, fmt_size
 from ckptbench.render.table import Column, Table
 from ckptbench.schedules import ReplayStats, get_strategy, optimal_forward_steps, repetition_number
 
@@ -86,7 +86,7 @@ def plan_table(
             {
                 **r,
                 "tapes": tapes,
-                "time": fmt_time(r["predicted_time_s"]),
+                "time": fmt_seconds(r["predicted_time_s"]),
                 "peak": fmt_size(r["peak_bytes"]),  # beside the budget, at its precision
             }
         )
