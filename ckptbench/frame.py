@@ -40,7 +40,6 @@ from typing import Any
 from ckptbench.results.schema import MODES, Case, RunResult
 from ckptbench.results.store import load_results
 from ckptbench.results.summary import CellSummary
-from ckptbench.schedules import get_strategy
 
 __all__ = [
     "CASE_COLUMNS",
@@ -99,23 +98,13 @@ def _memory_noise(f: Any) -> dict[str, Any]:
     }
 
 
-def _executor_used(case: Case) -> str | None:
-    """The executor of ours a case ran on (its backend's default where it named none); None
-    for a framework's own checkpointing, which runs none."""
-    try:
-        ours = get_strategy(case.strategy).ours
-    except ValueError:  # a strategy this version does not know: as recorded
-        return case.executor
-    return case.executor_used if ours else None
-
-
 def tidy_records(results: Sequence[RunResult]) -> list[dict[str, Any]]:
     """The tidy rows (plain dicts, no pandas): one per result file and mode it holds."""
     rows = []
     for run, r in enumerate(results):
         s = r.summary
         case = {name: getattr(r.case, name) for name in CASE_COLUMNS}
-        case["executor_used"] = _executor_used(r.case)
+        case["executor_used"] = r.case.executor_ran
         cell = _cell(s, r.interruption)
         for mode in MODES:
             m, f = r.mode(mode), s.mode(mode)

@@ -41,9 +41,9 @@ __all__ = [
 def executor_notes(case: Case) -> tuple[str, ...]:
     """What the backend tells a user of the case's executor on its device (one-call on the
     CPU); nothing for a peer, which runs no executor of ours."""
-    if not get_strategy(case.strategy).ours:
+    if case.executor_ran is None:
         return ()
-    said = registry.spec(case.backend).executor_note(case.executor_used, case.device)
+    said = registry.spec(case.backend).executor_note(case.executor_ran, case.device)
     return (said,) if said else ()
 
 

@@ -10,7 +10,6 @@ from typing import Any
 from ckptbench.analysis import Spread, differing_fields, field_value
 from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.results.schema import Case
-from ckptbench.schedules import get_strategy
 
 __all__ = [
     "LABEL_FIELDS",
@@ -173,23 +172,15 @@ def _label(case: Case, names: Sequence[str]) -> str:
     return " ".join(t for t in (_field_text(case, n) for n in names) if t)
 
 
-def _runs_our_executor(case: Case) -> bool:
-    """Whether the case's strategy runs on our executor (a framework's own checkpointing,
-    ``jax-checkpoint`` or ``torch-checkpoint``, does not: an executor in its label would
-    claim what did not run). An unknown strategy counts as ours."""
-    try:
-        return get_strategy(case.strategy).ours
-    except ValueError:
-        return True
-
-
 def _labels(cases: Sequence[Case], names: Sequence[str]) -> list[str]:
     """Each case's label from ``names``, without the executor of a case that runs none,
     unless leaving it out makes two different cases read the same."""
     if "executor" not in names:
         return [_label(c, names) for c in cases]
     rest = [n for n in names if n != "executor"]
-    labels = [_label(c, names if _runs_our_executor(c) else rest) for c in cases]
+    # a framework's own checkpointing runs none: an executor in its label would claim what
+    # did not run
+    labels = [_label(c, names if c.executor_ran else rest) for c in cases]
     if len(set(labels)) < len({c.key for c in cases}):
         return [_label(c, names) for c in cases]
     return labels

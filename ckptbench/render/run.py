@@ -286,12 +286,8 @@ def _run_columns(on_device: bool) -> tuple[Column, ...]:
 
 
 def _records_advances(case: Any) -> bool:
-    """Whether the case's executor records its first sweep's advances (its backend says so;
-    a backend not registered here: no)."""
-    try:
-        return case.executor_used in backend_spec(case.backend).recording_executors
-    except ValueError:
-        return False
+    """Whether the case's executor records its first sweep's advances (its backend says so)."""
+    return case.executor_ran in backend_spec(case.backend).recording_executors
 
 
 def _phase_line(result: RunResult) -> str | None:

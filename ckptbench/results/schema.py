@@ -206,6 +206,12 @@ class Case:
         """The executor this case runs: ``executor``, or the backend's default on its device."""
         return self.executor or default_executor(self.backend, self.device)
 
+    @property
+    def executor_ran(self) -> str | None:
+        """The executor of ours that runs this case (:attr:`executor_used`); None for a
+        framework's own checkpointing, which runs none."""
+        return self.executor_used if get_strategy(self.strategy).ours else None
+
     def identity(self) -> dict[str, Any]:
         """Every field that changes what is measured (all but settings and limits).
 
