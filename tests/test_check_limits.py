@@ -91,3 +91,22 @@ def test_limits_print_at_the_precision_of_their_size():
     report = check(current, reference, memory_tolerance=0.0, memory_floor_bytes=5 * 1024)
     details = [line.detail for line in report.lines if line.check.startswith("memory:")]
     assert details and all("limit +5.00 KiB" in d for d in details)
+
+
+@pytest.mark.parametrize(
+    ("typed", "says"),
+    [
+        ("0%", "'0%' must be above 0"),
+        ("0.0", "'0.0' must be above 0"),
+        ("2000%", "'2000%' is out of range (0% to below 1000%)"),
+        ("fast", "'fast' is not a fraction like 5% or 0.05"),
+    ],
+)
+def test_a_time_tolerance_is_refused_as_typed(typed, says):
+    """The refusal quotes what was typed ('0%'), not the float it parsed to ('got 0.0'), and
+    comes from the option itself, before any result is read."""
+    res = CliRunner().invoke(cli, ["check", "nowhere", "--against", "nowhere",
+                                   "--time-tolerance", typed])  # fmt: skip
+    assert res.exit_code == 2
+    assert f"Invalid value for '--time-tolerance': {says}" in res.output
+    assert "got 0.0" not in res.output

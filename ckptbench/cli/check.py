@@ -13,6 +13,7 @@ from ckptbench.cli.options import (
     EXIT_OK,
     EXIT_USAGE,
     FRACTION,
+    POSITIVE_FRACTION,
     InputError,
     against_option,
     any_host_option,
@@ -57,7 +58,7 @@ def _sections():
 )
 @click.option(
     "--time-tolerance",
-    type=FRACTION,
+    type=POSITIVE_FRACTION,
     default=None,
     help="Also gate time: fail when the 95% interval of new/old time lies above 1 + this "
     "(the estimator run reports). Off by default: time is noisy.",

@@ -386,23 +386,32 @@ def format_asked(as_json: bool, fmt: str) -> str:
     return "json" if as_json else fmt
 
 
-def parse_fraction(text: str) -> float:
-    """'5%' or '0.05' -> 0.05."""
+def parse_fraction(text: str, *, positive: bool = False) -> float:
+    """'5%' or '0.05' -> 0.05; from 0 (above it with ``positive``) to below 1000%. The
+    errors quote what was typed, never the parsed float ('0%', not '0.0')."""
     t = str(text).strip()
     try:
         value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     except ValueError:
         raise click.BadParameter(f"{text!r} is not a fraction like 5% or 0.05") from None
+    if positive and value == 0:
+        raise click.BadParameter(f"{text!r} must be above 0 (a zero tolerance fails on noise)")
     if not 0 <= value < 10:
-        raise click.BadParameter(f"{text!r} is out of range")
+        raise click.BadParameter(f"{text!r} is out of range (0% to below 1000%)")
     return value
 
 
 class _Fraction(click.ParamType):
     name = "FRACTION"
 
+    def __init__(self, *, positive: bool = False) -> None:
+        self.positive = positive
+
     def convert(self, value, param, ctx):
-        return value if isinstance(value, float) else parse_fraction(value)
+        if isinstance(value, float):
+            return value
+        return parse_fraction(value, positive=self.positive)
 
 
 FRACTION = _Fraction()
+POSITIVE_FRACTION = _Fraction(positive=True)
