@@ -213,3 +213,28 @@ def test_grid_axes_that_need_each_other_are_checked_as_cells(tmp_path):
     bad.write_text("[case]\nstrategy = 'optimal'\n[[grid]]\nsnaps = [3]\n")
     with pytest.raises(ValueError, match="budget"):
         load_config(bad)
+
+
+def test_sizes_and_durations_read_as_on_the_command_line(tmp_path: Path) -> None:
+    """'8MiB' and '10m' in a config mean what --budget 8MiB and --timeout 10m mean (the
+    options' parsers); numbers stay numbers; a bad size is one line naming its key."""
+    from ckptbench.cli.options import parse_bytes, parse_seconds
+
+    config = parse_config(
+        "[case]\nmodel = 'rnn'\nsteps = 20\nhidden = 8\ntimeout_s = '10m'\n"
+        "sample_interval_s = '5ms'\n"
+        "[[grid]]\nstrategy = ['optimal']\nbudget_bytes = ['8KiB', 16384, '1.5MiB']\n"
+        "[[grid]]\nstrategy = ['revolve']\nsnaps = [4]\nmemory_limit_bytes = ['2GB']\n"
+    )
+    budgets = [c.budget_bytes for c in config.cases if c.strategy == "optimal"]
+    assert budgets == [parse_bytes("8KiB"), 16384, parse_bytes("1.5MiB")] == [8192, 16384, 1572864]
+    assert {c.timeout_s for c in config.cases} == {parse_seconds("10m")} == {600.0}
+    assert {c.sample_interval_s for c in config.cases} == {0.005}
+    assert [c.memory_limit_bytes for c in config.cases if c.strategy == "revolve"] == [2 * 10**9]
+    assert config.base["timeout_s"] == 600.0  # the parsed value, not the text
+    msg = _error("[grid]\nstrategy = ['optimal']\nbudget_bytes = ['8 parsecs']\n", tmp_path)
+    assert "bad.toml:3: grid.budget_bytes: '8 parsecs' is not a size like 2GiB" in msg
+    msg = _error("[case]\ntimeout_s = '0s'\n[grid]\nsnaps = [2]\n", tmp_path)
+    assert "bad.toml:2: case.timeout_s: '0s' must be positive" in msg
+    msg = _error("[grid]\nsnaps = ['4']\n", tmp_path)  # only sizes and durations are text
+    assert "bad.toml:2:" in msg

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
-from fractions import Fraction
 from pathlib import Path
 
 import click
@@ -14,30 +12,10 @@ import click
 from ckptbench.backends.registry import DEFAULT_BACKEND, backend_names, device_aliases
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.results.schema import Case
+from ckptbench.results.units import parse_duration, parse_size
 from ckptbench.schedules import get_strategy, strategy_names
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
-
-
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1024,
-    "kb": 1000,
-    "kib": 1024,
-    "m": 2**20,
-    "mb": 10**6,
-    "mib": 2**20,
-    "g": 2**30,
-    "gb": 10**9,
-    "gib": 2**30,
-    "t": 2**40,
-    "tb": 10**12,
-    "tib": 2**40,
-}
 
 
 class InputError(click.ClickException):
@@ -47,43 +25,19 @@ class InputError(click.ClickException):
 
 
 def parse_bytes(text: str) -> int:
-    """'2GiB', '500MB', '1.5g', '1048576' -> bytes (k/m/g/t alone are binary units)."""
-    m = _SIZE.match(text)
-    if not m or (m.group(2) or "").lower() not in _UNITS:
-        raise click.BadParameter(f"{text!r} is not a size like 2GiB, 500MB or 1048576")
-    digits = m.group(1)
-    if len(digits) > 40:  # no size has this many digits; never converted, never a float
-        raise click.BadParameter(f"{_clip(text)} is too large (the limit is 2**62 bytes)")
-    value = Fraction(digits) * _UNITS[(m.group(2) or "").lower()]  # exact: 2**62-1 stays
-    if not value < MAX_BYTES:
-        raise click.BadParameter(f"{_clip(text)} is too large (the limit is 2**62 bytes)")
-    n = int(value)
-    if n <= 0:
-        raise click.BadParameter(
-            f"{text!r} is less than one byte" if value > 0 else f"{text!r} must be positive"
-        )
-    return n
-
-
-#: Largest size an option takes (4 EiB: beyond it, a typo).
-MAX_BYTES = 2**62
-
-
-def _clip(text: str) -> str:
-    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text)} characters)"
+    """'2GiB', '500MB', '1.5g', '1048576' -> bytes (:func:`ckptbench.results.units.parse_size`)."""
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
 
 
 def parse_seconds(text: str) -> float:
-    """'5ms', '0.005', '2s', '10m' -> seconds."""
-    m = re.match(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$", text)
-    if not m:
-        raise click.BadParameter(f"{text!r} is not a duration like 5ms, 2s or 10m")
-    value = float(m.group(1)) * {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
-    if not value < 1e12:  # hundreds of digits read as inf
-        raise click.BadParameter(f"{_clip(text)} is too long a duration")
-    if value <= 0:
-        raise click.BadParameter(f"{text!r} must be positive")
-    return value
+    """'5ms', '0.005', '2s', '10m' -> seconds (:func:`ckptbench.results.units.parse_duration`)."""
+    try:
+        return parse_duration(text)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
 
 
 class _Bytes(click.ParamType):

@@ -19,6 +19,9 @@ enforces::
     [expect.store-all]              # per-strategy overrides of [expect]
     memory_savings_min = 1.0
 
+Sizes and durations may be written as on the command line: ``budget_bytes = ["8MiB",
+"16MiB"]``, ``timeout_s = "10m"``.
+
 ``grid`` may also be an array of sub-grids (``[[grid]]`` tables); their cells are concatenated
 in file order. Cells are canonical and unique: ``store-all`` ignores ``snaps`` (it stores every
 state), so its cells get ``snaps = steps`` and collapse into one per remaining combination; two
@@ -36,7 +39,7 @@ import itertools
 import math
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -45,6 +48,7 @@ from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.files import read_text_limited
 from ckptbench.results.schema import Case, CaseError
+from ckptbench.results.units import parse_duration, parse_size
 from ckptbench.schedules import OPTIMAL, STRATEGIES, Setting, get_strategy
 
 __all__ = [
@@ -282,6 +286,28 @@ def _companions(key: str, value: Any) -> dict[str, Any]:
     return _COMPANIONS.get((key, hashable), _COMPANIONS.get((key, "*"), {}))
 
 
+#: Case fields a config may also write as the command line does: sizes ("8MiB") and
+#: durations ("10m"), read by the same parsers as the options.
+_TYPED: dict[str, Callable[[str], Any]] = {
+    "budget_bytes": parse_size,
+    "memory_limit_bytes": parse_size,
+    "timeout_s": parse_duration,
+    "sample_interval_s": parse_duration,
+}
+
+
+def _read_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) -> Any:
+    """``value`` as the case takes it: a size or duration typed as text parsed, then checked
+    (:func:`_check_case_value`)."""
+    if isinstance(value, str) and key in _TYPED:
+        try:
+            value = _TYPED[key](value)
+        except ValueError as err:
+            raise r.error(str(err), table, key, index) from None
+    _check_case_value(r, table, key, value, index)
+    return value
+
+
 def _check_case_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) -> None:
     if key not in CASE_FIELDS:
         raise r.error(_unknown("case key", key, CASE_FIELDS), table, key, index)
@@ -296,9 +322,7 @@ def _check_case_value(r: _Reader, table: str, key: str, value: Any, index: int =
 def _parse_base(r: _Reader, table: Any) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise r.error("must be a table of Case fields", key="case")
-    for key, value in table.items():
-        _check_case_value(r, "case", key, value)
-    return dict(table)
+    return {key: _read_value(r, "case", key, value) for key, value in table.items()}
 
 
 def _parse_grid(r: _Reader, grid: Any, base: Mapping[str, Any]) -> list[dict[str, list[Any]]]:
@@ -326,9 +350,7 @@ def _parse_grid(r: _Reader, grid: Any, base: Mapping[str, Any]) -> list[dict[str
                 )
             if not values:
                 raise r.error("empty grid: the axis has no values", "grid", key, index)
-            for value in values:
-                _check_case_value(r, "grid", key, value, index)
-            axes[key] = values
+            axes[key] = [_read_value(r, "grid", key, value, index) for value in values]
         parsed.append(axes)
     return parsed
 

@@ -1,0 +1,72 @@
+"""Sizes and durations as people type them ('2GiB', '500MB', '5ms', '10m'), parsed exactly.
+
+Pure: no click, no I/O. The command line's options and a sweep config's ``*_bytes`` and
+``timeout_s`` values read through these two functions, so a size means the same in both.
+Errors are :class:`ValueError` whose message quotes what was typed."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+#: Largest size accepted (4 EiB: beyond it, a typo).
+MAX_BYTES = 2**62
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$")
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 2**20,
+    "mb": 10**6,
+    "mib": 2**20,
+    "g": 2**30,
+    "gb": 10**9,
+    "gib": 2**30,
+    "t": 2**40,
+    "tb": 10**12,
+    "tib": 2**40,
+}
+_DURATION_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def _clip(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text)} characters)"
+
+
+def parse_size(text: str) -> int:
+    """'2GiB', '500MB', '1.5g', '1048576' -> bytes (k/m/g/t alone are binary units), exact
+    up to :data:`MAX_BYTES` (the digits go through :class:`fractions.Fraction`, never a
+    float); at least one byte."""
+    m = _SIZE.match(text)
+    if not m or (m.group(2) or "").lower() not in _SIZE_UNITS:
+        raise ValueError(f"{_clip(text)} is not a size like 2GiB, 500MB or 1048576")
+    digits = m.group(1)
+    if len(digits) > 40:  # no size has this many digits; never converted, never a float
+        raise ValueError(f"{_clip(text)} is too large (the limit is 2**62 bytes)")
+    value = Fraction(digits) * _SIZE_UNITS[(m.group(2) or "").lower()]
+    if not value < MAX_BYTES:
+        raise ValueError(f"{_clip(text)} is too large (the limit is 2**62 bytes)")
+    n = int(value)
+    if n <= 0:
+        raise ValueError(
+            f"{text!r} is less than one byte" if value > 0 else f"{text!r} must be positive"
+        )
+    return n
+
+
+def parse_duration(text: str) -> float:
+    """'5ms', '0.005', '2s', '10m', '1h' -> seconds; positive and finite."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(f"{_clip(text)} is not a duration like 5ms, 2s or 10m")
+    value = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if not value < 1e12:  # hundreds of digits read as inf
+        raise ValueError(f"{_clip(text)} is too long a duration")
+    if value <= 0:
+        raise ValueError(f"{text!r} must be positive")
+    return value
