@@ -152,6 +152,20 @@ def test_cell_labels_name_budgets_exactly_and_leave_out_unset_fields():
     assert "None" not in labels[2] and "budget" not in labels[2]
 
 
+def test_a_budget_label_reads_back_as_that_budget_in_its_shortest_exact_unit():
+    """A decimal budget (configs/gpu-check.toml's 18 000 000 B) reads '18MB', not
+    '18000000B' beside '19520KiB'; each label's text parses back (as --budget) to the very
+    budget, so two budgets never share a label."""
+    from ckptbench.render.format import cell_labels
+    from ckptbench.results.units import parse_size
+
+    budgets = (18_000_000, 19_988_480, 2**30, 10**9, 1001, 2**24 + 1)
+    cases = [CI_CASE.with_(strategy="optimal", budget_bytes=b) for b in budgets]
+    texts = [label.rsplit("budget=", 1)[1] for label in cell_labels(cases)]
+    assert texts == ["18MB", "19520KiB", "1GiB", "1GB", "1001B", "16777217B"]
+    assert [parse_size(t) for t in texts] == list(budgets)
+
+
 def test_common_fields_name_the_framework_and_device_only_off_the_defaults():
     from ckptbench.render.format import common_fields
 

@@ -160,12 +160,13 @@ def _field_text(case: Case, name: str) -> str:
 
 
 def _exact_size(n: int) -> str:
-    """Bytes in the largest binary unit that divides them ('16MiB', '1536KiB', '1000B'): two
+    """Bytes written exactly in the unit that gives the shortest text, binary first ('16MiB',
+    '1536KiB', '18MB', '1001B'): each text reads back (``--budget``) as exactly ``n``, so two
     different sizes never read the same, which labels need."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n and n % size == 0:
-            return f"{n // size}{unit}"
-    return f"{n}B"
+    units = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("GB", 10**9), ("MB", 10**6),
+             ("kB", 10**3))  # fmt: skip
+    texts = [f"{n // size}{unit}" for unit, size in units if n and n % size == 0]
+    return min([*texts, f"{n}B"], key=len)
 
 
 def _label(case: Case, names: Sequence[str]) -> str:
