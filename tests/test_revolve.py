@@ -82,6 +82,23 @@ def test_repetition_number_is_minimal():
             assert r == 0 or beta(s, r - 1) < m
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=1, max_value=10**80), st.integers(min_value=1, max_value=200))
+def test_repetition_number_is_minimal_for_any_size(m, s):
+    """Past 64 repetitions r is searched, not counted: 10**60 steps with one slot
+    (r = 10**60 - 1) was 10**60 loop turns, and `schedule --steps` with 60 digits hung."""
+    r = repetition_number(m, s)
+    assert beta(s, r) >= m
+    assert r == 0 or beta(s, r - 1) < m
+
+
+def test_closed_forms_for_huge_chains_with_one_slot():
+    m = 10**60
+    assert repetition_number(m, 1) == m - 1  # beta(1, r) = r + 1
+    assert optimal_forward_steps(m, 1) == (m - 1) * m - beta(2, m - 2)
+    assert optimal_forward_steps(m, 1) == m * (m - 1) // 2  # one slot: 1 + 2 + ... + (m-1)
+
+
 def test_revolve_grid_is_valid_and_optimal():
     """Every 1 <= steps <= 300, 1 <= snaps <= 40: valid, optimal, within slot and r bounds."""
     for steps in range(1, 301):
