@@ -73,7 +73,7 @@ def _check(table: Table, candidates_of) -> None:
         if table.show_header:
             for col in shown:
                 assert col.header in grid[0], (width, col.header)
-        for row, record in enumerate(table.records, 1):
+        for record in table.records:
             cands = candidates_of(record)
             for col in shown:
                 cell = col.text(record)
@@ -81,9 +81,11 @@ def _check(table: Table, candidates_of) -> None:
                 whole = {full.text(record)}
                 if full.narrow is not None:
                     whole.add(full.narrow(record.get(col.key), record))
-                if col.key in by_number:  # its row's number, and the whole text in the legend
-                    assert cell == f"#{row}", (width, col.key, cell)
-                    legend = [x for x in lines if x.startswith(f"{full.header} #{row}: ")]
+                if col.key in by_number:  # its text's number, and the whole text in the legend
+                    texts = list(dict.fromkeys(full.text(r) for r in table.records))
+                    number = texts.index(full.text(record)) + 1  # rows of one text share it
+                    assert cell == f"#{number}", (width, col.key, cell)
+                    legend = [x for x in lines if x.startswith(f"{full.header} #{number}: ")]
                     assert len(legend) == 1 and legend[0].split(": ", 1)[1] in whole, legend
                     continue
                 assert cell in whole, (width, col.key, cell)  # whole, never cut
@@ -264,3 +266,33 @@ def test_run_and_compare_print_evaluations_one_way():
     (cell,) = cells_table([result]).records
     evals = next(c for c in cells_table([result]).columns if c.key == "evaluations")
     assert ckpt["evals"] == evals.text(cell) == "3439 (3439)"
+
+
+def test_row_numbers_name_a_cell_once_and_narrow_overheads_keep_their_sign():
+    """compare's before -> after table has a row per (cell, mode): numbered by row, one
+    cell's three modes read #1, #2, #3 with three legend lines naming the same cell. They
+    now share the cell's number, as in the cells table. And an overhead narrowed to its
+    value keeps the sign the wide table prints ('+0.49', not '0.49')."""
+    cases = [
+        replace(CI_CASE, strategy="revolve", snaps=31, hidden=256, batch=16, input=8,
+                backend="torch", dtype="float32", seed=3),
+        replace(CI_CASE, strategy="uniform", snaps=12, hidden=1024, batch=64, input=16,
+                backend="torch", seed=5),
+    ]  # fmt: skip
+    new = [make_result(c, seed=k) for k, c in enumerate(cases)]
+    old = [make_result(c, seed=10 + k, memory_scale={"normal": 1.2}) for k, c in enumerate(cases)]
+    lines = to_text(delta_table(compare(new, old)), 100).splitlines()
+    rows = [x.split()[0] for x in lines if x.startswith("#")]
+    assert rows == ["#1"] * 3 + ["#2"] * 3, lines
+    legend = [x for x in lines if x.startswith("cell #")]
+    assert [x.split(":")[0] for x in legend] == ["cell #1", "cell #2"], lines
+    assert "h=256" in legend[0] and "h=1024" in legend[1]
+
+    table = cells_table(new)
+    wide = [x for x in to_text(table, 400).splitlines() if x.startswith("lstm")]
+    narrow = to_text(table, 110).splitlines()
+    assert "normal +MiB" in narrow[1], narrow
+    col = narrow[1].index("normal +MiB")
+    shown = [x for x in narrow if x.startswith("#")]
+    assert shown and all(x[col:].split()[0].startswith("+") for x in shown), narrow
+    assert all("[+" in x for x in wide), wide  # the wide table: signed, with its interval

@@ -77,16 +77,18 @@ def _status_short(v: Any, _r: dict[str, Any]) -> str:
 
 
 def _over(mode: str, narrow: bool = False):
-    """A mode's overhead with its interval ('12.31 [12.10, 12.52]'; where
-    the width is short '12.31'), and '< noise (±X)' within its noise at every width."""
+    """A mode's overhead with its interval ('+12.31 [+12.10, +12.52]'; where the width is
+    short '+12.31', signed as in the wide table), and '< noise (±X)' within its noise at
+    every width."""
 
     def text(v: Any, r: dict[str, Any]) -> str:
         parts = {k: r.get(f"{mode}_overhead_{k}_bytes") for k in ("low", "high", "noise")}
         below = r.get(f"{mode}_overhead_below_noise")
+        signed = fmt_bytes(v, digits=2, unit=False, signed=True)
         if below is None or any(missing(x) for x in parts.values()):
-            return _mib(v, r)  # no interval (a failed mode)
+            return signed  # no interval (a failed mode)
         if narrow and not below:
-            return _mib(v, r)  # the interval is in the wide table and the CSV
+            return signed  # the interval is in the wide table and the CSV
         return fmt_overhead({"value": v, **parts, "below_noise": below}, digits=2, unit=False)
 
     return text

@@ -101,10 +101,15 @@ class _Numbered:
 
 
 def _numbered(col: Column, records: Sequence[dict[str, Any]]) -> tuple[Column, _Numbered]:
-    """``col`` showing '#1', '#2', ... (by row), and its rows' texts for the legend."""
-    number = {id(r): i + 1 for i, r in enumerate(records)}
-    shown = replace(col, fmt=lambda _v, r: f"#{number[id(r)]}", narrow=None, number_priority=0)
-    return shown, _Numbered(col, tuple(col.text(r) for r in records))
+    """``col`` showing '#1', '#2', ... by its text, numbered in order of first appearance:
+    rows with one text (a cell's three modes) share its number, and the legend names each
+    text once."""
+    texts = tuple(dict.fromkeys(col.text(r) for r in records))
+    number = {text: i for i, text in enumerate(texts, 1)}
+    shown = replace(
+        col, fmt=lambda _v, r: f"#{number[col.text(r)]}", narrow=None, number_priority=0
+    )
+    return shown, _Numbered(col, texts)
 
 
 def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column], list[_Numbered]]:
