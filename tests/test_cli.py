@@ -187,6 +187,15 @@ def test_schedule_command_prints_the_numbers():
     res = invoke(["schedule", "--steps", "100", "--snaps", "5", "--strategy", "uniform"])
     assert res.exit_code == 0 and "1030" in res.output  # vs the binomial optimum:
     assert str(optimal_forward_steps(100, 5)) in res.output
+    # uniform has no closed form: its evaluations (quadratic with few slots) are counted
+    # from the stream before it is replayed; 297 645 steps with 6 slots is about 1.2e9 of
+    # them, and ran for minutes
+    res = invoke(["schedule", "--steps", "297645", "--snaps", "6", "--strategy", "uniform"])
+    assert res.exit_code == 2 and "over the limit of 5,000,000 step evaluations" in res.output
+    res = invoke(["schedule", "--steps", "56560", "--snaps", "2", "--strategy", "uniform",
+                  "--time"])  # fmt: skip
+    assert res.exit_code == 2 and "--actions/--time enumerate" in res.output
+    assert "formulas)" not in res.output  # uniform has none to offer
     res = invoke(["schedule", "--steps", "5", "--snaps", "2", "--actions"])
     assert res.output.splitlines()[0] == "TAKESHOT(slot=0, step=0)"
     assert "FIRSTURN(4)" in res.output and "TERMINATE" in res.output

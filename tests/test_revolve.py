@@ -123,6 +123,42 @@ def test_uniform_and_store_all_grid_are_valid():
             assert un.advances >= optimal_forward_steps(steps, snaps)
 
 
+def _uniform_cost_by_segment(l, s, k):
+    """The definition, segment by segment: the cuts i*l//k, each segment's interior stored
+    where slots allow, its tail re-advanced from the last stored state at every turn."""
+    bounds = [i * l // k for i in range(k + 1)]
+    adv, held_max = bounds[k - 1], 0
+    for i in range(k):
+        seg = bounds[i + 1] - bounds[i]
+        held = min(seg - 1, s - k)
+        tail = seg - held
+        adv += held + tail * (tail - 1) // 2
+        held_max = max(held_max, held)
+    return adv, k + held_max
+
+
+def test_uniform_cost_in_constant_time_is_the_segment_by_segment_sum():
+    """Choosing k was O(min(l, s)**2): 20 000 slots took minutes before a schedule began."""
+    from ckptbench.schedules.uniform import _uniform_cost
+
+    for steps in range(1, 160):
+        for snaps in range(1, 40):
+            for k in range(1, min(steps, snaps) + 1):
+                assert _uniform_cost(steps, snaps, k) == _uniform_cost_by_segment(steps, snaps, k)
+    for steps, snaps in ((1, 1), (7, 3), (100, 5), (1000, 31), (997, 64)):
+        stats = replay(uniform_schedule(steps, snaps), steps, snaps)
+        costs = [_uniform_cost(steps, snaps, k) for k in range(1, min(steps, snaps) + 1)]
+        assert (stats.advances, stats.peak_snapshots) == min(costs)  # the k it chose
+
+
+def test_advances_within_counts_a_stream_up_to_its_limit():
+    stream = list(uniform_schedule(1000, 31))
+    total = replay(stream, 1000, 31).advances
+    assert revolve.advances_within(stream, total) == total
+    assert revolve.advances_within(stream, total - 1) is None
+    assert revolve.advances_within(iter(uniform_schedule(10**6, 2)), 10**6) is None  # early
+
+
 def test_uniform_is_sqrt_strategy_when_budget_allows():
     # 1000 steps, 64 slots: 32 segments of ~31 states -> about one extra forward sweep.
     stats = replay(uniform_schedule(1000, 64), 1000, 64)

@@ -43,26 +43,34 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
     or for --actions/--time, which refuse larger schedules.
     """
     from ckptbench.render import closed_form_table, schedule_table
-    from ckptbench.schedules import make_schedule, replay
+    from ckptbench.schedules import advances_within, make_schedule, replay
 
     spec = get_strategy(strategy)
     closed = spec.advances is not None
     if closed:
         small = spec.advances(steps, spec.effective_snaps(steps, snaps)) + steps <= ENUMERATE_LIMIT
-    else:  # no closed form: enumerate what is small enough
-        small = steps <= ENUMERATE_LIMIT // 2 and min(steps, snaps) <= 20_000
+    else:  # no closed form: count its advances from the stream, up to the limit
+        small = (
+            steps <= ENUMERATE_LIMIT // 2
+            and min(steps, snaps) <= 20_000
+            and advances_within(make_schedule(strategy, steps, snaps), ENUMERATE_LIMIT - steps)
+            is not None
+        )
+    over = (
+        f"{steps} steps with {snaps} snaps is over the limit of {ENUMERATE_LIMIT:,} step "
+        "evaluations"
+    )
     if (actions or timed) and not small:
         raise InputError(
-            f"--actions/--time enumerate the schedule; {steps} steps with {snaps} snaps is "
-            f"over the limit of {ENUMERATE_LIMIT:,} step evaluations (the figures without "
-            "these options come from the formulas)"
+            f"--actions/--time enumerate the schedule; {over}"
+            + (" (the figures without these options come from the formulas)" if closed else "")
         )
     if not small:
         if not closed:
             formulas = " or ".join(n for n in SNAPS_STREAMS if get_strategy(n).closed_form)
             raise InputError(
-                f"the {strategy} schedule has no closed form; {steps} steps is too many to "
-                f"enumerate here (use --strategy {formulas} for the formulas)"
+                f"the {strategy} schedule has no closed form and is enumerated here; {over} "
+                f"(use --strategy {formulas} for the formulas)"
             )
         stdout_console().print(closed_form_table(steps, snaps, strategy))
         return

@@ -32,6 +32,7 @@ __all__ = [
     "ByteReplay",
     "ReplayStats",
     "ScheduleError",
+    "advances_within",
     "check_int",
     "replay",
     "replay_bytes",
@@ -117,6 +118,19 @@ class ReplayStats:
     def evaluations(self) -> int:
         """Step evaluations for one gradient: advances + taped."""
         return self.advances + self.taped
+
+
+def advances_within(actions: Iterable[Action], limit: int) -> int | None:
+    """The untaped advances of ``actions`` (the sum of the ADVANCE ranges), or None as soon
+    as they pass ``limit``: what a :func:`replay`, which visits every advanced step, would
+    cost, read in time proportional to the actions up to the limit. Checks nothing."""
+    total = 0
+    for act in actions:
+        if act.kind is ADVANCE:
+            total += act.stop - act.start
+            if total > limit:
+                return None
+    return total
 
 
 def replay(actions: Iterable[Action], steps: int, snaps: int | None = None) -> ReplayStats:

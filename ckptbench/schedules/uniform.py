@@ -47,18 +47,22 @@ def uniform_schedule(steps: int, snaps: int) -> Iterator[Action]:
 
 
 def _uniform_cost(l: int, s: int, k: int) -> tuple[int, int]:
-    """(advances, peak slots) of the uniform strategy with k segments."""
-    bounds = [i * l // k for i in range(k + 1)]
+    """(advances, peak slots) of the uniform strategy with k segments, in O(1): the cuts
+    i*l//k make ``l mod k`` segments of q+1 steps and the rest of q (q = l // k), and a
+    segment's cost depends on its length alone."""
+    q, longer = divmod(l, k)
     interior = s - k
-    adv = bounds[k - 1]
-    held_max = 0
-    for i in range(k):
-        seg = bounds[i + 1] - bounds[i]
-        held = min(seg - 1, interior)
-        tail = seg - held
-        adv += held + tail * (tail - 1) // 2
-        held_max = max(held_max, held)
-    return adv, k + held_max
+
+    def held(seg: int) -> int:  # interior states of a segment that get a slot
+        return min(seg - 1, interior)
+
+    def cost(seg: int) -> int:  # its interior advanced once, its tail re-advanced per turn
+        tail = seg - held(seg)
+        return held(seg) + tail * (tail - 1) // 2
+
+    first_sweep = (k - 1) * l // k  # the advances to the last segment's start
+    adv = first_sweep + longer * cost(q + 1) + (k - longer) * cost(q)
+    return adv, k + held(q + 1 if longer else q)
 
 
 def _uniform_segments(l: int, s: int) -> int:
