@@ -110,3 +110,66 @@ def test_a_plugin_chain_found_by_the_plugin_check_follows_the_same_rule(
     )  # fmt: skip
     assert "is a layer chain" in err and "--executor engine" in err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "strategy", "backend", "says"),
+    [
+        ("mlp-stack", "torch-checkpoint", "torch", "checkpoints recurrences only"),
+        ("cnn-stack", "jax-checkpoint", "jax", "checkpoints recurrences only"),
+        ("transformer-stack", "equinox", "jax", "checkpoints recurrences only"),
+        ("rnn", "torch-every-layer", "torch", "checkpoints layer chains only"),
+        ("lstm", "checkpoint-sequential", "torch", "checkpoints layer chains only"),
+        ("lstm", "jax-dots-saveable", "jax", "checkpoints layer chains only"),
+    ],
+)
+def test_a_peer_given_the_other_kind_of_model_is_refused_before_measuring(
+    capsys, tmp_path, model, strategy, backend, says
+):
+    """It was measured: baseline and plain gradient ran, then the checkpointed mode failed
+    (exit 1) in its worker. Now one line and exit 2, naming what that model runs."""
+    case = Case(model=model, strategy=strategy, backend=backend, steps=4, snaps=2)
+    with pytest.raises(CaseError, match=says):
+        chain_executor(case)
+    err = one_line_error(
+        capsys,
+        ["run", "--model", model, "--strategy", strategy, "--backend", backend, "--steps", "4",
+         "--out", str(tmp_path / "r")],
+    )  # fmt: skip
+    assert says in err and f"on {backend} a " in err
+    assert not (tmp_path / "r").exists()
+    other = "recurrence runs" if "chains only" in says else "chain runs"
+    assert other in err and "revolve" in err
+
+
+def test_a_sweep_cell_of_a_peer_and_the_other_kind_of_model_is_a_config_error(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(
+        'name = "c"\n[case]\nbackend = "torch"\nsteps = 6\n'
+        '[[grid]]\nmodel = ["lstm", "mlp-stack"]\nstrategy = ["torch-checkpoint"]\n'
+    )
+    with pytest.raises(ValueError, match="checkpoints recurrences only, and --model mlp-stack"):
+        load_config(path)
+    path.write_text(
+        'name = "c"\n[case]\nbackend = "torch"\nsteps = 6\n'
+        '[[grid]]\nmodel = ["lstm"]\nstrategy = ["torch-checkpoint"]\n'
+        '[[grid]]\nmodel = ["mlp-stack"]\nstrategy = ["torch-every-layer"]\n'
+    )
+    assert [c.strategy for c in load_config(path).cases] == ["torch-checkpoint",
+                                                             "torch-every-layer"]  # fmt: skip
+
+
+@pytest.mark.jax
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+def test_a_plugin_chain_with_a_recurrence_peer_is_refused_by_the_plugin_check(
+    capsys, tmp_path, monkeypatch
+):
+    (tmp_path / "net.py").write_text(PLUGIN_CHAIN)
+    monkeypatch.chdir(tmp_path)
+    err = one_line_error(
+        capsys,
+        ["run", "--model", "net.py:make", "--backend", "jax", "--strategy", "jax-checkpoint",
+         "--steps", "4", "--out", str(tmp_path / "r")],
+    )  # fmt: skip
+    assert "checkpoints recurrences only, and --model net.py:make is a layer chain" in err
+    assert not (tmp_path / "r").exists()

@@ -147,11 +147,11 @@ def check_plugin(
                                                 if k in case.sizes()})  # fmt: skip
         except (TypeError, ValueError) as err:
             raise PluginError(f"--model {case.model}: {err}") from None
-    if report.get("chain") is True:  # a chain of layers: an executor that holds its shapes
-        try:
-            case = chain_executor(case, chain=True)
-        except ValueError as err:
-            raise PluginError(str(err)) from None
+    # a chain of layers: an executor that holds its shapes; either kind: a strategy for it
+    try:
+        case = chain_executor(case, chain=report.get("chain") is True)
+    except ValueError as err:
+        raise PluginError(str(err)) from None
     notes = tuple(str(n) for n in report.get("notes") or ())
     return case, notes
 

@@ -9,6 +9,12 @@ so its result says what ran; one with an executor that cannot hold a chain is a
 :class:`CaseError` (one line, exit 2 on the command line). A plug-in's chain is only known
 once it is loaded: ``run``'s plug-in check (in a disposable worker) says so and the same
 rule applies; elsewhere (a sweep's cells) the backend refuses it in its worker.
+
+A framework's own checkpointing is written for one kind of model: ``torch.utils.checkpoint``
+around a recurrence's segments, ``checkpoint_sequential`` over a chain's layers. A peer
+given a built-in (or a loaded plug-in) of the other kind is a :class:`CaseError` here too,
+before anything is measured, not a failed checkpointed mode after the baseline and the
+plain gradient have run.
 """
 
 from __future__ import annotations
@@ -17,22 +23,28 @@ from dataclasses import replace
 
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.results.schema import Case, CaseError
-from ckptbench.schedules import get_strategy
+from ckptbench.schedules import get_strategy, strategy_names
 
 __all__ = ["chain_executor"]
 
 
 def chain_executor(case: Case, chain: bool | None = None) -> Case:
     """``case`` with the executor a layer chain needs on its backend (unchanged for a
-    recurrence, a peer, or a backend whose every executor holds chains). ``chain``: whether
-    the model is a chain; None: a built-in the registry marks as one (a plug-in: no)."""
+    recurrence, a peer, or a backend whose every executor holds chains); a
+    :class:`CaseError` where the strategy cannot checkpoint that kind of model. ``chain``:
+    whether the model is a chain; None: a built-in the registry marks as one (a plug-in,
+    not yet loaded: unknown, so neither rule applies)."""
+    known = chain is not None
     if chain is None:
         # the workloads package imports autograd: loaded only when a case is checked, never
         # by the worker or at the command line's start
         from ckptbench.workloads.registry import builtin
 
         entry = builtin(case.model)
-        chain = entry is not None and entry.chain
+        known = entry is not None
+        chain = known and entry.chain
+    if known:
+        _check_model_kind(case, chain)
     holds = backend_spec(case.backend).chain_executors
     if not chain or not holds or not get_strategy(case.strategy).ours:
         return case
@@ -44,3 +56,21 @@ def chain_executor(case: Case, chain: bool | None = None) -> Case:
             f"a chain with --executor {' or '.join(holds)}, not {case.executor}"
         )
     return case
+
+
+def _check_model_kind(case: Case, chain: bool) -> None:
+    """A :class:`CaseError` where ``case.strategy`` cannot checkpoint the kind of model
+    ``case.model`` is (a chain of layers, or a recurrence)."""
+    spec = get_strategy(case.strategy)
+    if chain and not spec.runs_chains:
+        runs = [n for n in strategy_names(case.backend) if get_strategy(n).runs_chains]
+        raise CaseError(
+            f"strategy {spec.name} checkpoints recurrences only, and --model {case.model} is "
+            f"a layer chain (on {case.backend} a chain runs {', '.join(runs)})"
+        )
+    if not chain and not spec.runs_recurrences:
+        runs = [n for n in strategy_names(case.backend) if get_strategy(n).runs_recurrences]
+        raise CaseError(
+            f"strategy {spec.name} checkpoints layer chains only, and --model {case.model} is "
+            f"a recurrence (on {case.backend} a recurrence runs {', '.join(runs)})"
+        )
