@@ -173,3 +173,25 @@ def test_a_plugin_chain_with_a_recurrence_peer_is_refused_by_the_plugin_check(
     )  # fmt: skip
     assert "checkpoints recurrences only, and --model net.py:make is a layer chain" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_builtin_given_fewer_steps_than_it_is_built_with_is_refused_before_measuring(
+    capsys, tmp_path
+):
+    """transformer-stack is an embedding and a head at least: --steps 1 ran all three
+    modes, each failing in its worker (exit 1)."""
+    from ckptbench.workloads import stacks
+    from ckptbench.workloads.registry import builtin
+
+    for name, cls in stacks.STACKS.items():  # the registry says what each stack says
+        assert builtin(name).min_steps == cls.MIN_LAYERS
+    assert builtin("transformer-stack").min_steps == 2
+    with pytest.raises(CaseError, match="needs at least 2 layers"):
+        chain_executor(Case(model="transformer-stack", steps=1))
+    assert chain_executor(Case(model="transformer-stack", steps=2)).steps == 2
+    err = one_line_error(
+        capsys,
+        ["run", "--model", "transformer-stack", "--steps", "1", "--out", str(tmp_path / "r")],
+    )
+    assert "--model transformer-stack needs at least 2 layers (--steps), got 1" in err
+    assert not (tmp_path / "r").exists()

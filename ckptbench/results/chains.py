@@ -14,7 +14,8 @@ A framework's own checkpointing is written for one kind of model: ``torch.utils.
 around a recurrence's segments, ``checkpoint_sequential`` over a chain's layers. A peer
 given a built-in (or a loaded plug-in) of the other kind is a :class:`CaseError` here too,
 before anything is measured, not a failed checkpointed mode after the baseline and the
-plain gradient have run.
+plain gradient have run. So is a built-in given fewer steps than it is built with
+(``transformer-stack``: an embedding and a head, two layers at least).
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ def chain_executor(case: Case, chain: bool | None = None) -> Case:
         entry = builtin(case.model)
         known = entry is not None
         chain = known and entry.chain
+        if known and case.steps < entry.min_steps:
+            what = "layers" if chain else "steps"
+            raise CaseError(
+                f"--model {case.model} needs at least {entry.min_steps} {what} (--steps), "
+                f"got {case.steps}"
+            )
     if known:
         _check_model_kind(case, chain)
     holds = backend_spec(case.backend).chain_executors

@@ -72,6 +72,7 @@ class BuiltinWorkload:
     summary: str
     implementations: Mapping[str, str] = field(default_factory=dict)
     chain: bool = False  # a layer chain (workloads.chain), not a recurrence
+    min_steps: int = 1  # fewest steps (layers) it is built with (a stack's MIN_LAYERS)
 
     def __post_init__(self) -> None:
         for backend, target in self.implementations.items():
@@ -124,14 +125,16 @@ _DECLARED = (
                 "jax": f"ckptbench.backends.jax.layers:Jax{cls}",
             },
             chain=True,
+            min_steps=min_steps,
         )
-        for name, summary, cls in (
-            ("mlp-stack", "a stack of dense layers of varying widths", "MLPStack"),
-            ("cnn-stack", "a stack of convolutions, feature maps shrinking", "CNNStack"),
+        for name, summary, cls, min_steps in (
+            ("mlp-stack", "a stack of dense layers of varying widths", "MLPStack", 1),
+            ("cnn-stack", "a stack of convolutions, feature maps shrinking", "CNNStack", 1),
             (
                 "transformer-stack",
                 "an embedding, attention and MLP blocks, a head",
                 "TransformerStack",
+                2,  # an embedding and a head
             ),
         )
     ),
