@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ckptbench.backends.contract import counting
-from ckptbench.schedules import get_strategy, strategy_names
+from ckptbench.schedules import get_strategy, model_kind_refusal
 
 __all__ = ["chain_loop", "chain_modes"]
 
@@ -55,12 +55,9 @@ def chain_loop(fw: Any, case: Any, layer: Callable, costs: Any) -> Any:
     its chain factory, ours from the framework's ``chain_checkpoint`` (a planned strategy
     plans from ``costs`` first)."""
     spec = get_strategy(case.strategy)
-    if not spec.runs_chains:
-        runs = [n for n in strategy_names(fw.name) if get_strategy(n).runs_chains]
-        raise ValueError(
-            f"strategy {spec.name} checkpoints recurrences only; a layer chain runs "
-            f"{', '.join(runs)}"
-        )
+    refusal = model_kind_refusal(spec.name, fw.name, case.model, chain=True)
+    if refusal is not None:
+        raise ValueError(refusal)
     if not spec.ours:
         return spec.load_factory(chain=True)(layer, case.steps, case.snaps)
     plan = spec.plan_for(case, costs)

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.results.schema import Case, CaseError
-from ckptbench.schedules import get_strategy, strategy_names
+from ckptbench.schedules import get_strategy, model_kind_refusal
 
 __all__ = ["chain_executor"]
 
@@ -50,8 +50,9 @@ def chain_executor(case: Case, chain: bool | None = None) -> Case:
                 f"--model {case.model} needs at least {entry.min_steps} {what} (--steps), "
                 f"got {case.steps}"
             )
-    if known:
-        _check_model_kind(case, chain)
+    refusal = model_kind_refusal(case.strategy, case.backend, case.model, chain) if known else None
+    if refusal is not None:
+        raise CaseError(refusal)
     holds = backend_spec(case.backend).chain_executors
     if not chain or not holds or not get_strategy(case.strategy).ours:
         return case
@@ -63,21 +64,3 @@ def chain_executor(case: Case, chain: bool | None = None) -> Case:
             f"a chain with --executor {' or '.join(holds)}, not {case.executor}"
         )
     return case
-
-
-def _check_model_kind(case: Case, chain: bool) -> None:
-    """A :class:`CaseError` where ``case.strategy`` cannot checkpoint the kind of model
-    ``case.model`` is (a chain of layers, or a recurrence)."""
-    spec = get_strategy(case.strategy)
-    if chain and not spec.runs_chains:
-        runs = [n for n in strategy_names(case.backend) if get_strategy(n).runs_chains]
-        raise CaseError(
-            f"strategy {spec.name} checkpoints recurrences only, and --model {case.model} is "
-            f"a layer chain (on {case.backend} a chain runs {', '.join(runs)})"
-        )
-    if not chain and not spec.runs_recurrences:
-        runs = [n for n in strategy_names(case.backend) if get_strategy(n).runs_recurrences]
-        raise CaseError(
-            f"strategy {spec.name} checkpoints layer chains only, and --model {case.model} is "
-            f"a recurrence (on {case.backend} a recurrence runs {', '.join(runs)})"
-        )

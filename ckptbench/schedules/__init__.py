@@ -68,6 +68,7 @@ __all__ = [
     "check_int",
     "get_strategy",
     "make_schedule",
+    "model_kind_refusal",
     "optimal_forward_steps",
     "plan_from",
     "register",
@@ -123,6 +124,26 @@ def strategy_names(
         for s in STRATEGIES.values()
         if (backend is None or s.runs_on(backend)) and (ours is None or s.ours is ours)
     ]
+
+
+def model_kind_refusal(strategy: str, backend: str, model: str, chain: bool) -> str | None:
+    """Why ``strategy`` cannot checkpoint ``model`` on ``backend`` (a layer chain with
+    ``chain``, else a recurrence), naming what that kind of model runs there; None where it
+    can. The one statement of the rule, for the case check and a backend's chain loop."""
+    spec = get_strategy(strategy)
+    if chain and not spec.runs_chains:
+        runs = [n for n in strategy_names(backend) if get_strategy(n).runs_chains]
+        return (
+            f"strategy {spec.name} checkpoints recurrences only, and --model {model} is a "
+            f"layer chain (on {backend} a chain runs {', '.join(runs)})"
+        )
+    if not chain and not spec.runs_recurrences:
+        runs = [n for n in strategy_names(backend) if get_strategy(n).runs_recurrences]
+        return (
+            f"strategy {spec.name} checkpoints layer chains only, and --model {model} is a "
+            f"recurrence (on {backend} a recurrence runs {', '.join(runs)})"
+        )
+    return None
 
 
 def plan_from(
