@@ -180,6 +180,23 @@ def _value(record: dict[str, Any]) -> float:
     return float(record["value"])
 
 
+def test_a_key_value_table_stacks_its_values_rather_than_drop_them():
+    """At 60-digit step counts the closed forms are wider than 80 columns: each value goes
+    under its key, whole, and none is left out (it was 'not shown at this width: value')."""
+    table = closed_form_table(10**59 + 12345, 3, "revolve")
+    for width in WIDTHS:
+        lines = to_text(table, width).splitlines()
+        assert not any("not shown" in line for line in lines)
+        for record in table.records:
+            i = lines.index(record["quantity"])
+            assert lines[i + 1] == "  " + record["value"], (width, record)
+        assert all(len(x) <= width for x in lines if not x.strip().isdigit())
+    assert "  " + str(10**59 + 12345) in to_text(table, 80).splitlines()
+    narrow = closed_form_table(1000, 31, "revolve")  # fits: one line a quantity
+    assert any(line.startswith("total step evaluations") and "3439" in line
+               for line in to_text(narrow, 80).splitlines())  # fmt: skip
+
+
 def test_a_value_is_never_cut_even_when_nothing_else_can_go():
     table = run_table(RESULT)
     for width in (20, 30, 40):

@@ -20,7 +20,7 @@ def _text(value: Any, _record: dict[str, Any]) -> str:
 def _quantities(title: str, rows: list[tuple[str, str]]) -> Table:
     columns = (Column("quantity", "quantity", align="left"), Column("value", "value"))
     records = tuple({"quantity": k, "value": v} for k, v in rows)
-    return Table(title, columns, records, show_header=False)
+    return Table(title, columns, records, show_header=False, stack=True)
 
 
 def closed_form_table(steps: int, snaps: int, strategy: str) -> Table:

@@ -5,7 +5,8 @@ the columns that show them. Exporters:
 
 * :func:`to_text` — aligned plain text that fits a width: columns of lower priority are
   left out (and named in a note) until the table fits, and a long label column may give
-  way to row numbers with a legend below; a cell is never cut or wrapped;
+  way to row numbers with a legend below; a cell is never cut or wrapped; a key-value
+  table puts each value under its key rather than leave its values out;
 * :func:`to_markdown` — a GitHub table of the displayed columns;
 * :func:`to_csv` — every column, raw values, machine-readable;
 * :func:`to_html` — an HTML table of the displayed columns;
@@ -70,6 +71,10 @@ class Table:
     notes: tuple[str, ...] = ()
     show_header: bool = True
     styles: dict[str, str] = field(default_factory=dict)  # cell text -> rich style
+    #: a key-value table (first column the key): where its columns do not fit the width,
+    #: each row's other cells go on lines of their own under its key, indented, instead of
+    #: a column being left out: a key-value table never drops its values
+    stack: bool = False
 
     @property
     def shown(self) -> tuple[Column, ...]:
@@ -172,6 +177,12 @@ def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column], l
 def _grid(table: Table, width: int | None) -> tuple[list[str], list[str]]:
     """The aligned lines of the table (header, rule, rows) and its notes."""
     cols, dropped, numbered = _fit(table, width)
+    if table.stack and dropped:
+        key, *rest = table.shown
+        out = []
+        for r in table.records:
+            out += [key.text(r), *("  " + c.text(r) for c in rest)]
+        return out, list(table.notes)
     rows = [[c.text(r) for c in cols] for r in table.records]
     heads = [c.header for c in cols]
     widths = [
