@@ -3,7 +3,6 @@ engine), chosen or refused before anything is measured."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
@@ -91,15 +90,21 @@ def make(**sizes):
 """
 
 
+@pytest.fixture
+def plugin_chain(tmp_path, monkeypatch):
+    """``net.py:make``, a JAX layer chain, in the current folder (a temporary one)."""
+    pytest.importorskip("jax")
+    (tmp_path / "net.py").write_text(PLUGIN_CHAIN)
+    monkeypatch.chdir(tmp_path)
+    return "net.py:make"
+
+
 @pytest.mark.jax
-@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
 def test_a_plugin_chain_found_by_the_plugin_check_follows_the_same_rule(
-    capsys, tmp_path, monkeypatch
+    capsys, tmp_path, plugin_chain
 ):
     from ckptbench.measure.tasks import check_plugin
 
-    (tmp_path / "net.py").write_text(PLUGIN_CHAIN)
-    monkeypatch.chdir(tmp_path)
     case = Case(model="net.py:make", backend="jax", steps=4, snaps=2)
     checked, _ = check_plugin(case)  # in a disposable worker: it is a chain
     assert checked.executor == "engine"
@@ -160,18 +165,40 @@ def test_a_sweep_cell_of_a_peer_and_the_other_kind_of_model_is_a_config_error(tm
 
 
 @pytest.mark.jax
-@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
 def test_a_plugin_chain_with_a_recurrence_peer_is_refused_by_the_plugin_check(
-    capsys, tmp_path, monkeypatch
+    capsys, tmp_path, plugin_chain
 ):
-    (tmp_path / "net.py").write_text(PLUGIN_CHAIN)
-    monkeypatch.chdir(tmp_path)
     err = one_line_error(
         capsys,
         ["run", "--model", "net.py:make", "--backend", "jax", "--strategy", "jax-checkpoint",
          "--steps", "4", "--out", str(tmp_path / "r")],
     )  # fmt: skip
     assert "checkpoints recurrences only, and --model net.py:make is a layer chain" in err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.jax
+def test_a_sweep_of_a_plugin_chain_follows_the_rules_its_check_found(
+    capsys, tmp_path, plugin_chain
+):
+    """A sweep checked each plug-in once and dropped what the check found: a JAX chain's
+    revolve cell ran the compiled executor and failed (exit 1), and a recurrence peer's cell
+    failed in its worker. Now every cell follows the plug-in's kind, as a built-in's does."""
+    from ckptbench.measure.tasks import check_plugins
+
+    cases = [Case(model=plugin_chain, backend="jax", steps=4, snaps=2, strategy=s, hidden=h)
+             for s in ("revolve", "jax-every-layer") for h in (8, 16)]  # fmt: skip
+    checked = check_plugins([Case(model="lstm", steps=4), *cases])
+    assert checked[0] == Case(model="lstm", steps=4)  # a built-in: as it was
+    assert [c.executor for c in checked[1:]] == ["engine", "engine", None, None]
+    assert [c.hidden for c in checked[1:]] == [8, 16, 8, 16]  # each size as given
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'name = "c"\n[case]\nmodel = "{plugin_chain}"\nbackend = "jax"\nsteps = 4\n'
+        'snaps = 2\n[[grid]]\nstrategy = ["revolve", "jax-checkpoint"]\n'
+    )
+    err = one_line_error(capsys, ["sweep", str(config), "--out", str(tmp_path / "r")])
+    assert "jax-checkpoint checkpoints recurrences only, and --model net.py:make" in err
     assert not (tmp_path / "r").exists()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -51,14 +52,15 @@ def sweep(
         cfg = load_config(config)
     except ValueError as err:
         raise InputError(str(err)) from None
-    out = out or Path("results") / cfg.name
-    dask_address = _check_destination(out, dask_address)
-    console = stderr_console()
     try:
         for case in cfg.cases:
             case.check_fits_memory()
     except ValueError as err:
         raise InputError(f"{config}: {err}") from None
+    cfg = _checked_plugins(cfg)
+    out = out or Path("results") / cfg.name
+    dask_address = _check_destination(out, dask_address)
+    console = stderr_console()
     seconds = sum(estimated_seconds(c) for c in cfg.cases)
     hours = seconds / 3600
     for note in cfg.notes if not quiet else ():
@@ -77,7 +79,6 @@ def sweep(
 
     try:
         with stop_on_signals():
-            _check_plugins(cfg.cases)
             outcome = run_sweep(
                 cfg,
                 out,
@@ -147,15 +148,25 @@ def _progress_printer(console, *, quiet: bool, show_iterations: bool):
     return progress
 
 
-def _check_plugins(cases) -> None:
-    """Check each plug-in once per backend, in a disposable worker (ValueError if one fails)."""
-    from ckptbench.measure.tasks import check_plugin
+def _checked_plugins(cfg):
+    """``cfg`` with each plug-in checked in a disposable worker and every cell of it under the
+    rules of the kind of model found (:func:`ckptbench.measure.tasks.check_plugins`), before
+    anything is printed or measured: InputError with one line if one cannot be measured."""
+    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.measure.tasks import check_plugins
 
-    checked: set[tuple[str, str]] = set()
-    for case in cases:
-        if (case.model, case.backend) not in checked:
-            checked.add((case.model, case.backend))
-            check_plugin(case)
+    try:
+        with stop_on_signals():
+            return dataclasses.replace(cfg, cases=check_plugins(cfg.cases))
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    except (Interrupted, KeyboardInterrupt) as err:
+        click.echo(
+            f"ckptbench: sweep interrupted by {stop_reason(err)} while its plug-ins were "
+            "checked; nothing was measured",
+            err=True,
+        )
+        sys.exit(128 + getattr(err, "signum", 2))
 
 
 def _stopped_message(err: BaseException, out: Path, dask_address: str | None) -> str:

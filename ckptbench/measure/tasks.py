@@ -28,6 +28,7 @@ __all__ = [
     "PluginError",
     "TaskError",
     "check_plugin",
+    "check_plugins",
     "measure_costs",
     "probe_device",
     "profile_lines",
@@ -128,6 +129,43 @@ def check_plugin(
     """
     if case.model.strip() in BUILTIN_WORKLOADS:
         return case, ()
+    report = _plugin_report(case, given_sizes, worker)
+    sizes = report.get("sizes")
+    if isinstance(sizes, dict) and sizes != case.sizes():
+        try:
+            case = dataclasses.replace(case, **{k: int(v) for k, v in sizes.items()
+                                                if k in case.sizes()})  # fmt: skip
+        except (TypeError, ValueError) as err:
+            raise PluginError(f"--model {case.model}: {err}") from None
+    notes = tuple(str(n) for n in report.get("notes") or ())
+    return _for_its_kind(case, report), notes
+
+
+def check_plugins(
+    cases: Iterable[Case], *, worker: Sequence[str] | None = None
+) -> tuple[Case, ...]:
+    """A sweep's cases with each plug-in checked as :func:`check_plugin` does, once per
+    plug-in and backend, every size as given; each case of a plug-in then follows the rules
+    of the kind of model the check found (a chain's executor, a peer for that kind), as a
+    built-in's case does when its config is read. :class:`PluginError` with one line."""
+    reports: dict[tuple[str, str], dict[str, Any]] = {}
+    out = []
+    for case in cases:
+        if case.model.strip() in BUILTIN_WORKLOADS:
+            out.append(case)
+            continue
+        key = (case.model, case.backend)
+        if key not in reports:
+            reports[key] = _plugin_report(case, None, worker)
+        out.append(_for_its_kind(case, reports[key]))
+    return tuple(out)
+
+
+def _plugin_report(
+    case: Case, given_sizes: Iterable[str] | None, worker: Sequence[str] | None
+) -> dict[str, Any]:
+    """The plug-in check's report from a disposable worker; PluginError if it found a
+    problem or the worker failed."""
     fields: dict[str, Any] = {"task": "check"}
     if given_sizes is not None:
         fields["given_sizes"] = sorted(given_sizes)
@@ -140,20 +178,16 @@ def check_plugin(
     problem = report.get("problem")
     if problem:
         raise PluginError(f"--model {case.model}: {problem}")
-    sizes = report.get("sizes")
-    if isinstance(sizes, dict) and sizes != case.sizes():
-        try:
-            case = dataclasses.replace(case, **{k: int(v) for k, v in sizes.items()
-                                                if k in case.sizes()})  # fmt: skip
-        except (TypeError, ValueError) as err:
-            raise PluginError(f"--model {case.model}: {err}") from None
-    # a chain of layers: an executor that holds its shapes; either kind: a strategy for it
+    return report
+
+
+def _for_its_kind(case: Case, report: dict[str, Any]) -> Case:
+    """``case`` under the rules of the kind of model the check found: a chain of layers an
+    executor that holds its shapes; either kind a strategy for it (PluginError if not)."""
     try:
-        case = chain_executor(case, chain=report.get("chain") is True)
+        return chain_executor(case, chain=report.get("chain") is True)
     except ValueError as err:
         raise PluginError(str(err)) from None
-    notes = tuple(str(n) for n in report.get("notes") or ())
-    return case, notes
 
 
 def probe_device(case: Case, *, worker: Sequence[str] | None = None) -> str | None:
