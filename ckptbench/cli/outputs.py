@@ -145,3 +145,22 @@ class FormatChoice(click.ParamType):
         if value in self.choices():
             return value
         self.fail(f"{value!r} is not one of {', '.join(map(repr, self.choices()))}", param, ctx)
+
+
+def json_and_format_options(sections, what: str, json_help: str):
+    """``--json`` and ``--format`` (default text) for a command that prints ``what`` ("the
+    result is"); ``sections`` as :class:`FormatChoice` takes it. The command resolves the pair
+    with ``options.format_asked``."""
+
+    def decorate(command):
+        command = click.option(
+            "--format",
+            "fmt",
+            type=FormatChoice(sections),
+            default="text",
+            show_default=True,
+            help=f"How {what} printed (--json is --format json): any format of the registry.",
+        )(command)
+        return click.option("--json", "as_json", is_flag=True, help=json_help)(command)
+
+    return decorate

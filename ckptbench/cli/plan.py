@@ -26,7 +26,7 @@ from ckptbench.cli.options import (
     size_options,
     stdout_console,
 )
-from ckptbench.cli.outputs import FormatChoice, check_side_output
+from ckptbench.cli.outputs import check_side_output, json_and_format_options
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, TargetError, write_atomic
 
@@ -72,15 +72,7 @@ def _sections():
     show_default=True,
     help="BLAS/OpenMP threads of the worker that measures the step costs.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print costs and rows as JSON.")
-@click.option(
-    "--format",
-    "fmt",
-    type=FormatChoice(_sections),
-    default="text",
-    show_default=True,
-    help="How the plans are printed (--json is --format json): any format of the registry.",
-)
+@json_and_format_options(_sections, "the plans are", "Print costs and rows as JSON.")
 @quiet_option
 def plan(
     model, steps, budget, costs_file, save_file, force, backend, device, executor, dtype, hidden,

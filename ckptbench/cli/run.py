@@ -31,10 +31,10 @@ from ckptbench.cli.options import (
     strategy_help,
 )
 from ckptbench.cli.outputs import (
-    FormatChoice,
     check_mprof_dir,
     check_out,
     claim_out,
+    json_and_format_options,
     write_mprof,
 )
 from ckptbench.cli.precision import precision_option
@@ -277,15 +277,7 @@ def _sections():
     "checkpointed gradient fits): its out-of-memory is the result, exit 0; if it fits, exit 1.",
 )
 @mprof_option
-@click.option("--json", "as_json", is_flag=True, help="Print the result document on stdout.")
-@click.option(
-    "--format",
-    "fmt",
-    type=FormatChoice(_sections),
-    default="text",
-    show_default=True,
-    help="How the result is printed (--json is --format json): any format of the registry.",
-)
+@json_and_format_options(_sections, "the result is", "Print the result document on stdout.")
 @output_options
 def run(
     model, steps, snaps, strategy, backend, device, budget, costs_file, hidden, batch, input_,
