@@ -190,6 +190,50 @@ def test_autograd_tape_slopes_of_vmhwm_and_tracemalloc_agree_on_a_large_layer():
         measure_layer_costs(wl, params, x0, framework=fw, samples=1, tape_method="guess")
 
 
+def test_a_tracemalloc_slope_keeps_a_few_tapes_and_reads_what_64_read(monkeypatch):
+    """tracemalloc counts bytes, not pages: 8 kept tapes give the slope that 64 gave (it
+    took 26 s to measure a 24-layer cnn-stack at these sizes, tracing 64 tapes a slope)."""
+    import tracemalloc
+
+    from ckptbench.backends.autograd.framework import AutogradFramework
+    from ckptbench.measure import layercosts
+
+    layers = 6
+    wl = load_workload("mlp-stack", Sizes(**TINY))
+    params, x0 = wl.init(layers, np.random.default_rng(0))
+    fw = AutogradFramework()
+    traced: list[int] = []  # one entry a tape taken while tracemalloc traces (the slopes)
+    chain_ops = fw.chain_ops
+
+    def counting_ops(*args):
+        ops = chain_ops(*args)
+
+        class Counted:
+            def __getattr__(self, name):
+                return getattr(ops, name)
+
+            def tape(self, *a):
+                traced.extend([1] if tracemalloc.is_tracing() else [])
+                return ops.tape(*a)
+
+        return Counted()
+
+    monkeypatch.setattr(fw, "chain_ops", counting_ops)
+    assert layercosts.TRACEMALLOC_TAPES == 8
+    kept = {}
+    for tapes in (8, 64):
+        monkeypatch.setattr(layercosts, "TRACEMALLOC_TAPES", tapes)
+        traced.clear()
+        kept[tapes] = measure_layer_costs(
+            wl, params, x0, framework=fw, samples=3, tape_method="tracemalloc"
+        ).costs.tape_bytes
+        assert len(traced) == layers * 3 * (1 + tapes)  # three slopes of 1 and k2 tapes
+    # two measurements of 64 tapes a slope differ by up to 4% here (a layer's first slope
+    # may count some 190 B a tape more); 8 and 64 differ by no more than that
+    for few, many in zip(kept[8], kept[64], strict=True):
+        assert few == pytest.approx(many, rel=0.08)
+
+
 @pytest.mark.slow
 def test_run_optimal_on_a_chain_plans_from_measured_per_layer_costs(tmp_path):
     check_optimal_run(tmp_path / "r.json", "cnn-stack", 8, 128 * 1024,
