@@ -117,7 +117,7 @@ def test_timeout_and_memory_limit(fake, tmp_path):
     # 5 s: a loaded machine's start-up (Python, numpy, 300 MiB touched) stays well inside it,
     # so the checkpointed mode is stopped by the memory limit, not by the timeout
     res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--out", str(out),
-                  "--timeout", "5s", "--memory-limit", "150MiB"])  # fmt: skip
+                  "--timeout", "5s", "--memory-limit", "150MiB", "--rounds", "1"])  # fmt: skip
     assert res.exit_code == 1
     result = load_result(out)
     assert result.mode(Mode.NORMAL).status is Status.TIMEOUT

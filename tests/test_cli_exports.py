@@ -65,7 +65,8 @@ def test_profile_shows_the_lines_of_a_step():
 
 
 def test_progress_verbose_quiet_when_not_a_terminal(fake, tmp_path):
-    base = ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--repeats", "3"]
+    base = ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--repeats", "3",
+            "--rounds", "1"]  # fmt: skip
     res = invoke([*base, "--out", str(tmp_path / "a.json"), "--progress"])
     assert res.exit_code == 0
     assert "normal: iteration 2/4" in res.output and "ETA" in res.output
@@ -101,7 +102,7 @@ def test_big_sweeps_ask_first_and_huge_cells_are_refused(fake, tmp_path, monkeyp
 def test_check_quiet_lists_only_failures(fake, tmp_path):
     config = tmp_path / "c.toml"
     config.write_text(
-        "name = 'c'\n[case]\nmodel = 'rnn'\nsteps = 20\n[[grid]]\nsnaps = [3]\n"
+        "name = 'c'\n[case]\nmodel = 'rnn'\nsteps = 20\nrounds = 1\n[[grid]]\nsnaps = [3]\n"
         "[expect]\nmemory_savings_min = 1.0\n"
     )
     assert invoke(["sweep", str(config), "--out", str(tmp_path / "o")]).exit_code == 0

@@ -12,7 +12,9 @@ from ckptbench.results.schema import Case, Mode
 def test_twenty_percent_larger_workload_shows_as_twenty_percent_more_overhead():
     """Normal mode's tape grows linearly with steps: 180 vs 150 steps is +20% overhead,
     measured with warm-up on, in fresh processes (docs/architecture.md: trim + VmHWM reset)."""
-    base = Case(model="lstm", steps=150, snaps=5, hidden=128, batch=16, input=16, repeats=2)
+    base = Case(
+        model="lstm", steps=150, snaps=5, hidden=128, batch=16, input=16, repeats=2, rounds=2
+    )
     modes = (Mode.BASELINE, Mode.NORMAL)
     small = run_case(base, modes=modes)
     large = run_case(base.with_(steps=180), modes=modes)
