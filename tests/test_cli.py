@@ -91,7 +91,8 @@ def test_run_json_output_has_stable_keys(fake, tmp_path):
 def test_crashed_mode_is_reported_and_others_saved(fake, tmp_path):
     fake.setenv("FAKE_CRASH", "normal")
     out = tmp_path / "r.json"
-    res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--out", str(out)])
+    res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--rounds", "1",
+                  "--out", str(out)])  # fmt: skip
     assert res.exit_code == 1
     assert "simulated segfault" in res.output
     result = load_result(out)
@@ -103,7 +104,8 @@ def test_crashed_mode_is_reported_and_others_saved(fake, tmp_path):
 def test_gradient_mismatch_fails_the_run(fake, tmp_path):
     fake.setenv("FAKE_GRAD_NOISE", "1e-6")
     out = tmp_path / "r.json"
-    res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--out", str(out)])
+    res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--rounds", "1",
+                  "--out", str(out)])  # fmt: skip
     assert res.exit_code == 1
     ck = load_result(out).mode(Mode.CHECKPOINTED)
     assert ck.status is Status.FAILED and "gradient differs" in ck.error
@@ -281,7 +283,7 @@ def test_real_run_bad_plugin_is_exit_2(tmp_path):
 def test_sweep_compare_check_through_the_cli(fake, tmp_path):
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(
-        'name = "tiny"\n[case]\nmodel = "rnn"\nsteps = 40\nrepeats = 3\n'
+        'name = "tiny"\n[case]\nmodel = "rnn"\nsteps = 40\nrepeats = 3\nrounds = 2\n'
         "[[grid]]\nsnaps = [4, 8]\n[expect]\nmemory_savings_min = 2.0\n"
     )
     out = tmp_path / "sweep"
@@ -317,7 +319,8 @@ def test_sweep_compare_check_through_the_cli(fake, tmp_path):
 
 def test_busy_machine_warning(fake, tmp_path):
     out = tmp_path / "r.json"
-    args = ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--out", str(out)]
+    args = ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--rounds", "1",
+            "--out", str(out)]  # fmt: skip
     res = invoke(args)
     assert res.exit_code == 0 and "machine was busy" not in res.output
     assert load_result(out).summary.mode(Mode.NORMAL).cpu_share == pytest.approx(1.0)

@@ -103,7 +103,7 @@ def test_default_names_are_unique_and_never_replace(fake, tmp_path, monkeypatch)
     assert len(names) == 2000
     monkeypatch.chdir(tmp_path)
     for _ in range(4):
-        res = invoke(["run", "--model", "rnn", "--steps", "10", "--snaps", "3"])
+        res = invoke(["run", "--model", "rnn", "--steps", "10", "--snaps", "3", "--rounds", "1"])
         assert res.exit_code == 0, res.output
     assert len(list((tmp_path / "results").glob("run-rnn-*.json"))) == 4
 
@@ -160,7 +160,7 @@ def test_plugin_provenance_is_relative_with_content_hash(fake, tmp_path, monkeyp
     plug.parent.mkdir()
     plug.write_text(PLUGIN)
     res = invoke(["run", "--model", "models/mine.py:make", "--steps", "10", "--snaps", "3",
-                  "--out", "r.json"])  # fmt: skip
+                  "--rounds", "1", "--out", "r.json"])  # fmt: skip
     assert res.exit_code == 0, res.output
     env = load_result(tmp_path / "r.json").environment
     assert env["plugin"] == {
@@ -169,7 +169,7 @@ def test_plugin_provenance_is_relative_with_content_hash(fake, tmp_path, monkeyp
     }
     assert str(tmp_path) not in json.dumps(env["plugin"])
     res = invoke(["run", "--model", f"{plug}:make", "--steps", "10", "--snaps", "3",
-                  "--out", "abs.json"])  # fmt: skip
+                  "--rounds", "1", "--out", "abs.json"])  # fmt: skip
     assert res.exit_code == 0, res.output
     doc = (tmp_path / "abs.json").read_text()
     assert str(tmp_path) not in doc.replace(str(Path(sys.executable).parent), "")
@@ -181,7 +181,8 @@ def test_plugin_provenance_is_relative_with_content_hash(fake, tmp_path, monkeyp
 
 def test_snaps_are_clamped_and_said(fake, tmp_path):
     out = tmp_path / "r.json"
-    res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "500", "--out", str(out)])
+    res = invoke(["run", "--model", "rnn", "--steps", "20", "--snaps", "500", "--rounds", "1",
+                  "--out", str(out)])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "clamped to 20" in res.output
     assert load_result(out).case.snaps == 20
@@ -321,7 +322,7 @@ def test_a_run_under_nohup_survives_a_hangup(tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.Popen(
         ["nohup", sys.executable, "-m", "ckptbench", "run", "--model", "wait.py:make",
-         "--steps", "10", "--snaps", "3", "--out", str(out)],
+         "--steps", "10", "--snaps", "3", "--rounds", "1", "--out", str(out)],
         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     while not (tmp_path / "in-init").exists():  # in a measured mode
@@ -372,7 +373,8 @@ def test_current_folder_never_shadows_modules_and_module_plugins_are_found(tmp_p
     env["CKPTBENCH_WORKER"] = "false"  # no environment variable replaces the worker
     proc = subprocess.run(
         [sys.executable, "-P", "-m", "ckptbench", "run", "--model", "mymodels.nets:make",
-         "--steps", "10", "--snaps", "3", "--repeats", "1", "--warmup", "0", "--out", "r.json"],
+         "--steps", "10", "--snaps", "3", "--repeats", "1", "--warmup", "0", "--rounds", "1",
+         "--out", "r.json"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

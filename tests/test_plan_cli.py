@@ -93,7 +93,7 @@ def test_run_optimal_measures_costs_and_stores_the_prediction(tmp_path):
     out = tmp_path / "r.json"
     res = invoke(["run", "--model", "rnn", "--hidden", "64", "--steps", "60",
                   "--strategy", "optimal", "--budget", "96KiB", "--repeats", "1",
-                  "--out", str(out)])  # fmt: skip
+                  "--rounds", "1", "--out", str(out)])  # fmt: skip
     assert res.exit_code == 0, res.output
     result = load_result(out)
     ckpt = result.mode(Mode.CHECKPOINTED)
@@ -113,7 +113,8 @@ def test_run_worker_gets_the_costs_file(tmp_path, monkeypatch):
     costs.write_text(json.dumps(COSTS))
     out = tmp_path / "r.json"
     res = invoke(["run", "--model", "rnn", "--steps", "30", "--strategy", "optimal",
-                  "--budget", "1MiB", "--costs", str(costs), "--out", str(out)])  # fmt: skip
+                  "--budget", "1MiB", "--costs", str(costs), "--rounds", "1",
+                  "--out", str(out)])  # fmt: skip
     assert res.exit_code == 0, res.output  # no cost-measuring worker was needed
     assert load_result(out).case.budget_bytes == 2**20
 
