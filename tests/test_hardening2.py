@@ -374,7 +374,8 @@ def _costs_file(folder: Path, text: str | None = None) -> str:
 @pytest.mark.parametrize(
     ("value", "field"),
     [("Infinity", "state_bytes"), ("1e400", "state_bytes"), ("1" + "0" * 400, "state_bytes"),
-     ("NaN", "state_bytes"), ("1e400", "taped_time_s"), ("NaN", "forward_time_s")],
+     ("NaN", "state_bytes"), ("1e400", "taped_time_s"), ("NaN", "forward_time_s"),
+     ("-1", "forward_time_s"), ("-1", "tape_bytes")],
 )  # fmt: skip
 def test_non_finite_or_huge_costs_name_their_field(fake, tmp_path, capsys, value, field):
     doc = json.dumps({**COSTS, field: 1}).replace(f'"{field}": 1', f'"{field}": {value}')
@@ -382,7 +383,7 @@ def test_non_finite_or_huge_costs_name_their_field(fake, tmp_path, capsys, value
                                     "--costs", _costs_file(tmp_path, doc)])  # fmt: skip
     assert code == 2
     (line,) = _lines(err)
-    assert f"{field} must be finite" in line
+    assert f"{field} must be finite, >= 0 and <= " in line  # one rule, whatever is wrong
 
 
 def test_costs_are_read_in_a_bounded_way(fake, tmp_path):

@@ -39,9 +39,7 @@ def _scalar(name: str, value: Any, kind: type) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise PlanError(f"{name} must be a number or a list of numbers, got {_brief(value)}")
     top = MAX_COST_BYTES if kind is int else MAX_COST_TIME_S
-    if isinstance(value, float) and not math.isfinite(value):
-        raise PlanError(f"{name} must be finite and >= 0, got {value!r}")
-    if value < 0 or value > top:
+    if (isinstance(value, float) and not math.isfinite(value)) or value < 0 or value > top:
         raise PlanError(f"{name} must be finite, >= 0 and <= {top:.3g}, got {_brief(value)}")
     if kind is int:
         if value != int(value):
