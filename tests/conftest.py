@@ -5,6 +5,10 @@
 rounds instead: their timings are too noisy for any target, and the number of rounds is
 what they check. ``tests/test_rounds.py`` checks the default itself (it removes this
 setting where it needs the default).
+
+Tables are rendered at ckptbench's default width for output that is not a terminal: a
+``COLUMNS`` the shell exported (or pytest-xdist sets in its workers: 80) is removed, and a
+test of a width sets its own.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import re
 import pytest
 
 os.environ["CKPTBENCH_PRECISION"] = "off"
+os.environ.pop("COLUMNS", None)
 
 #: A skip reason that names an optional framework: the test needs it.
 _FRAMEWORK = re.compile(r"\b(torch|jax|equinox)\b")
