@@ -170,3 +170,50 @@ def test_a_signal_between_rounds_is_in_the_summary_and_the_headline(fake, tmp_pa
         "interrupted before round 3; 2 complete rounds of every mode kept (2 started, 4 planned)"
     )
     assert cells_frame([result])["status"][0] == "interrupted before round 3 (2 complete rounds)"
+
+
+def test_a_sweep_stopped_while_its_plug_ins_are_checked_says_so_and_creates_nothing(tmp_path):
+    """A sweep checks its plug-ins (in a disposable worker) before anything is printed or
+    created: Ctrl-C there says so in one line, stops the worker, and leaves no --out."""
+    import os
+    import subprocess
+    import time
+
+    from _cli import MAIN_AS_IN_A_TERMINAL
+
+    (tmp_path / "slow.py").write_text(
+        "import os, time\n"
+        "open('imported', 'w').write(str(os.getpid()))\n"
+        "while not os.path.exists('go'):\n"
+        "    time.sleep(0.05)\n"
+        "from ckptbench.workloads.rnn import rnn\n\n\n"
+        "def make(**sizes):\n    return rnn(hidden=8)\n"
+    )
+    (tmp_path / "s.toml").write_text(
+        'name = "s"\n[case]\nmodel = "slow.py:make"\nsteps = 10\nsnaps = 3\n'
+        '[grid]\nstrategy = ["revolve"]\n'
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get(
+        "PYTHONPATH"))))}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", MAIN_AS_IN_A_TERMINAL, "sweep", "s.toml", "--out", "out"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    marker = tmp_path / "imported"
+    while not marker.exists() or not marker.read_text():  # the check's worker imports it
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    worker = int(marker.read_text())
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.splitlines() == [
+        "ckptbench: sweep interrupted by SIGINT (Ctrl-C) while its plug-ins were checked; "
+        "nothing was measured"
+    ]
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ProcessLookupError):  # the worker was stopped with the sweep
+        for _ in range(100):
+            os.kill(worker, 0)
+            time.sleep(0.05)
