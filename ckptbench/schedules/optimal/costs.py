@@ -10,7 +10,6 @@ the CLI (docs/planner.md). Pure: no arrays, no I/O.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -39,7 +38,7 @@ def _scalar(name: str, value: Any, kind: type) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise PlanError(f"{name} must be a number or a list of numbers, got {_brief(value)}")
     top = MAX_COST_BYTES if kind is int else MAX_COST_TIME_S
-    if (isinstance(value, float) and not math.isfinite(value)) or value < 0 or value > top:
+    if not 0 <= value <= top:  # NaN compares false, so it is out of range too
         raise PlanError(f"{name} must be finite, >= 0 and <= {top:.3g}, got {_brief(value)}")
     if kind is int:
         if value != int(value):
