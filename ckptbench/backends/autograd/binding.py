@@ -122,7 +122,7 @@ class CheckpointedLoop(EngineLoop):
         defvjp_argnums(self._primitive, self._make_vjp)
 
     def __call__(self, params: Any, state0: Any, inputs: Any) -> Any:
-        return self._primitive(_pack(params), _pack(state0), inputs, self.new_run())
+        return self._primitive(pack_boxes(params), pack_boxes(state0), inputs, self.new_run())
 
     def _check_inputs(self, state0: Any, inputs: Any) -> tuple:
         """Validate the arguments; return the state's signature (structure, shapes, dtypes)."""
@@ -261,14 +261,15 @@ def binomial_checkpoint(
 # ---------------------------------------------------------------------- helpers
 
 
-def _pack(value: Any) -> Any:
-    """Turn nested Python containers holding autograd boxes into autograd container boxes."""
+def pack_boxes(value: Any) -> Any:
+    """Nested Python containers holding autograd boxes as autograd container boxes (what
+    a primitive of autograd can take as one argument and differentiate through)."""
     if isinstance(value, tuple):
-        return ag_tuple(tuple(_pack(v) for v in value))
+        return ag_tuple(tuple(pack_boxes(v) for v in value))
     if isinstance(value, list):
-        return ag_list([_pack(v) for v in value])
+        return ag_list([pack_boxes(v) for v in value])
     if isinstance(value, dict):
-        return ag_dict({k: _pack(v) for k, v in value.items()})
+        return ag_dict({k: pack_boxes(v) for k, v in value.items()})
     return value
 
 

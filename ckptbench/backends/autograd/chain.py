@@ -17,14 +17,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from autograd.builtins import dict as ag_dict
-from autograd.builtins import list as ag_list
-from autograd.builtins import tuple as ag_tuple
 from autograd.core import VJPNode
 from autograd.extend import defvjp_argnums, primitive
 from autograd.tracer import isbox, new_box, trace_stack
 
-from ckptbench.backends.autograd.binding import backprop_to_roots
+from ckptbench.backends.autograd.binding import backprop_to_roots, pack_boxes
 from ckptbench.engine.chain import ChainLoop
 from ckptbench.engine.interpreter import EngineRun, first_sweep, reverse_sweep
 from ckptbench.engine.steps import ChainSteps
@@ -78,7 +75,7 @@ class AutogradChainLoop(ChainLoop):
         defvjp_argnums(self._primitive, self._make_vjp)
 
     def __call__(self, params: Any, x0: Any) -> Any:
-        params = _pack(self.check_params(params))
+        params = pack_boxes(self.check_params(params))
         return self._primitive(params, x0, self.new_run())
 
     def _forward(self, params: list, x0: Any, run: EngineRun) -> Any:
@@ -177,17 +174,6 @@ def _fill(tree: Any, it: Any) -> Any:
     if isinstance(tree, tuple | list):
         return type(tree)(_fill(v, it) for v in tree)
     return next(it)
-
-
-def _pack(value: Any) -> Any:
-    """Nested Python containers holding autograd boxes as autograd container boxes."""
-    if isinstance(value, tuple):
-        return ag_tuple(tuple(_pack(v) for v in value))
-    if isinstance(value, list):
-        return ag_list([_pack(v) for v in value])
-    if isinstance(value, dict):
-        return ag_dict({k: _pack(v) for k, v in value.items()})
-    return value
 
 
 def _unbox(value: Any) -> Any:
