@@ -30,3 +30,50 @@ def test_readme_quickstart_is_two_commands():
     assert "pytest" in commands[1]
     ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
     assert commands[1] in ci
+
+
+ROOT = README.parent
+DOCS = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def _defines(module_file: Path, name: str) -> bool:
+    """Whether ``module_file`` defines or imports ``name`` at any level (read as text: a
+    backend's module may need torch or JAX to import)."""
+    text = module_file.read_text(encoding="utf-8")
+    pattern = rf"^\s*(def|class)\s+{name}\b|^\s*{name}\s*[:=]|\bimport\b.*\b{name}\b|^\s+{name},"
+    return re.search(pattern, text, flags=re.M) is not None
+
+
+def _resolves(dotted: str) -> bool:
+    """A dotted name ``ckptbench.a.b.C``: its longest prefix that is a module or package, and
+    the rest (one name, or a class and its member) defined there."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:cut])
+        module = base.with_suffix(".py")
+        if not module.is_file():
+            module = base / "__init__.py"
+        if module.is_file():
+            rest = parts[cut:]
+            return not rest or (len(rest) <= 2 and _defines(module, rest[0]))
+    return False
+
+
+def test_every_link_path_and_dotted_name_in_the_docs_exists():
+    """Relative links, repository paths (`ckptbench/...`, `scripts/...`, `configs/...`) and
+    dotted names (`ckptbench.a.b`) in the README and docs/ point at something that exists."""
+    missing = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if "://" in target or target.startswith(("#", "mailto:")):
+                continue
+            if not (doc.parent / target.split("#", 1)[0]).exists():
+                missing.append(f"{doc.name}: link {target}")
+        for path in re.findall(r"`((?:ckptbench|scripts|configs|tests|docs)/[\w./-]+)", text):
+            if not (ROOT / path.rstrip(".")).exists():
+                missing.append(f"{doc.name}: path {path}")
+        for dotted in re.findall(r"`(ckptbench(?:\.\w+)+)", text):
+            if not _resolves(dotted):
+                missing.append(f"{doc.name}: name {dotted}")
+    assert not missing, "\n".join(missing)
