@@ -77,3 +77,16 @@ def test_every_link_path_and_dotted_name_in_the_docs_exists():
             if not _resolves(dotted):
                 missing.append(f"{doc.name}: name {dotted}")
     assert not missing, "\n".join(missing)
+
+
+def test_every_cross_reference_in_the_package_docstrings_exists():
+    """``:mod:``/``:class:``/``:func:``/``:data:``/``:meth:`` references to ``ckptbench.…`` in
+    the package's own docstrings name a module, or a name defined in one."""
+    role = r":(?:mod|class|func|data|meth|attr|exc):`~?(ckptbench(?:\.\w+)+)`"
+    missing = [
+        f"{path.relative_to(ROOT)}: {dotted}"
+        for path in sorted((ROOT / "ckptbench").rglob("*.py"))
+        for dotted in re.findall(role, path.read_text(encoding="utf-8"))
+        if not _resolves(dotted)
+    ]
+    assert not missing, "\n".join(missing)

@@ -12,7 +12,7 @@ What lists or loads built-ins reads this registry: ``BUILTIN_WORKLOADS`` and
 torch and JAX loaders (their own backend's implementation); :func:`model_help` is the
 ``--model`` help text made from it.
 
-Adding a built-in (for example a stack of layers):
+Adding a built-in (for example a GRU):
 
 1. write its implementation for each backend that runs it: a factory taking the sizes as
    keywords (``hidden``, ``batch``, ``input``, ``output``; the torch one also ``device``
@@ -21,14 +21,17 @@ Adding a built-in (for example a stack of layers):
 2. add one entry to :data:`_DECLARED` below, naming those implementations by backend::
 
        BuiltinWorkload(
-           "mlp-stack",
-           "a stack of dense layers",
+           "gru",
+           "a gated recurrent unit",
            {
-               "autograd": "ckptbench.workloads.stacks:mlp_stack",
-               "torch": "ckptbench.backends.torch.stacks:TorchMLPStack",
-               "jax": "ckptbench.backends.jax.stacks:JaxMLPStack",
+               "autograd": "ckptbench.workloads.gru:gru",
+               "torch": "ckptbench.backends.torch.workloads:TorchGRU",
+               "jax": "ckptbench.backends.jax.workloads:JaxGRU",
            },
        ),
+
+   A stack of differing layers is declared the same way with ``chain=True`` and its
+   ``min_steps`` (the three stacks below).
 
 ``tests/test_workload_registry.py`` then checks that the name resolves on every backend the entry
 names, and that importing this registry imports no framework. A backend left out of the

@@ -1,7 +1,8 @@
 """The engine-driven JAX executor: :mod:`ckptbench.engine` dispatching compiled step pieces.
 
-``--executor engine``. The one interpreter every backend shares (:func:`ckptbench.engine.
-first_sweep` / :func:`~ckptbench.engine.reverse_sweep`) runs the action stream in Python;
+``--executor engine``. The one interpreter every backend shares
+(:func:`ckptbench.engine.interpreter.first_sweep` /
+:func:`~ckptbench.engine.interpreter.reverse_sweep`) runs the action stream in Python;
 every step operation it asks for is one call of a jitted executable of static shape, which
 JAX dispatches asynchronously, so the host only has to stay ahead of the device:
 
@@ -216,7 +217,7 @@ class _Executables:
 class JaxEngineLoop(EngineLoop):
     """A checkpointed loop whose gradient the engine drives with compiled JAX pieces.
 
-    The arguments are :class:`ckptbench.engine.EngineLoop`'s (``steps``, ``snaps``,
+    The arguments are :class:`ckptbench.engine.interpreter.EngineLoop`'s (``steps``, ``snaps``,
     ``strategy``; ``plan=``; ``tape_bytes`` declaring
     one tape's bytes, default: the layout's exact bytes). Not a traced function: call
     :meth:`value_and_grad` with concrete arrays; ``stats`` and ``dispatches`` describe the

@@ -1,5 +1,5 @@
 """The engine's step operations on JAX: what :mod:`ckptbench.backends.jax.dispatch`'s loop hands
-the shared interpreter (:class:`ckptbench.engine.StepOps`).
+the shared interpreter (:class:`ckptbench.engine.interpreter.StepOps`).
 
 Each operation dispatches one or a few compiled executables (a run of ``n`` untaped steps:
 one call per set bit of ``n``), or, inside a fused window (:mod:`.fusion`), is recorded
@@ -32,8 +32,9 @@ def value_of(x: Any) -> Any:
 
 
 class JaxStepOps:
-    """The engine's step operations on JAX (see :class:`ckptbench.engine.StepOps`; ``ex``: the
-    loop's compiled pieces, ``dispatch._Executables``): every
+    """The engine's step operations on JAX (see
+    :class:`ckptbench.engine.interpreter.StepOps`; ``ex``: the loop's compiled pieces,
+    ``dispatch._Executables``): every
     call dispatches one or a few compiled executables and returns device arrays; inside a
     fused window (``window`` set, :mod:`.fusion`) it records the operation instead and
     returns :class:`~.fusion.Lazy` values, and :meth:`flush` runs the window as one call."""

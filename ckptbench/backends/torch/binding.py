@@ -181,8 +181,8 @@ class RevolveLoop(EngineLoop):
 
     ``params`` is a tensor or a nested dict/tuple/list of tensors, ``state0`` a tensor or a
     tuple of tensors, ``inputs`` a tensor whose leading axis is ``steps``. The arguments and
-    attributes are those of :class:`ckptbench.engine.EngineLoop` (validated as autograd's
-    are); ``stats`` holds the counters of the most recent call (updated again after its
+    attributes are those of :class:`ckptbench.engine.interpreter.EngineLoop` (validated as
+    autograd's are); ``stats`` holds the counters of the most recent call (updated again after its
     backward).
     """
 
