@@ -41,11 +41,13 @@ def make_result(
     modes: tuple[Mode, ...] = MODES,
     grad_err: float = 1e-15,
     timeline: bool = True,
+    rounds: int = 1,
 ) -> RunResult:
     """A RunResult for ``case`` as the runner would save it, with seeded noise.
 
     ``memory_scale``/``time_scale`` multiply a mode's overhead / times (inject regressions);
-    ``status`` overrides a mode's status (failed cells).
+    ``status`` overrides a mode's status (failed cells). ``rounds``: how many rounds of
+    fresh workers (each mode once a round, its own noise).
     """
     rng = np.random.default_rng(seed)
     over = {**DEFAULT_OVERHEAD, **(overhead or {})}
@@ -54,46 +56,48 @@ def make_result(
     tscale = time_scale or {}
     stats = replay(make_schedule(case.strategy, case.steps, case.snaps), case.steps, case.snaps)
     results = []
-    for mode in modes:
-        name = mode.value
-        st = (status or {}).get(name, Status.OK)
-        peak0 = BASE_PEAK + over[name] * mscale.get(name, 1.0) + rng.normal(0, memory_sd_bytes)
-        iters = []
-        for _ in range(case.warmup + case.repeats):
-            wall = tmed[name] * tscale.get(name, 1.0) * max(0.2, 1 + rng.normal(0, time_cv))
-            peak = int(peak0 + rng.integers(0, 2) * PAGE)
-            iters.append(Iteration(wall, wall * 0.98, peak, BASE_PEAK))
-        counters = {"step_calls": case.steps}
-        if mode is Mode.CHECKPOINTED:
-            counters = {
-                "step_calls": stats.evaluations,
-                "steps_advanced": stats.advances,
-                "steps_taped": stats.taped,
-                "peak_stored_bytes": int(over[name]),
-            }
-        line = ()
-        if timeline:
-            top = iters[-1].peak_rss_bytes
-            line = tuple(
-                (0.01 * k, int(BASE_PEAK + (top - BASE_PEAK) * (k % 10) / 9)) for k in range(40)
+    for k in range(rounds):
+        for mode in modes:
+            name = mode.value
+            st = (status or {}).get(name, Status.OK)
+            peak0 = BASE_PEAK + over[name] * mscale.get(name, 1.0) + rng.normal(0, memory_sd_bytes)
+            iters = []
+            for _ in range(case.warmup + case.repeats):
+                wall = tmed[name] * tscale.get(name, 1.0) * max(0.2, 1 + rng.normal(0, time_cv))
+                peak = int(peak0 + rng.integers(0, 2) * PAGE)
+                iters.append(Iteration(wall, wall * 0.98, peak, BASE_PEAK))
+            counters = {"step_calls": case.steps}
+            if mode is Mode.CHECKPOINTED:
+                counters = {
+                    "step_calls": stats.evaluations,
+                    "steps_advanced": stats.advances,
+                    "steps_taped": stats.taped,
+                    "peak_stored_bytes": int(over[name]),
+                }
+            line = ()
+            if timeline:
+                top = iters[-1].peak_rss_bytes
+                line = tuple(
+                    (0.01 * k, int(BASE_PEAK + (top - BASE_PEAK) * (k % 10) / 9)) for k in range(40)
+                )
+            ok = st is Status.OK
+            results.append(
+                ModeResult(
+                    mode=mode,
+                    status=st,
+                    iterations=tuple(iters[case.warmup :]) if ok else (),
+                    warmup=tuple(iters[: case.warmup]) if ok else (),
+                    peak_method="vmhwm",
+                    sampled_peak_rss_bytes=max(p for _, p in line) if line else None,
+                    sample_count=len(line),
+                    timeline=line,
+                    counters=counters if ok else {},
+                    loss=0.5,
+                    grad_max_rel_err=grad_err if mode is Mode.CHECKPOINTED else None,
+                    error=None if ok else "simulated failure",
+                    round=k,
+                )
             )
-        ok = st is Status.OK
-        results.append(
-            ModeResult(
-                mode=mode,
-                status=st,
-                iterations=tuple(iters[case.warmup :]) if ok else (),
-                warmup=tuple(iters[: case.warmup]) if ok else (),
-                peak_method="vmhwm",
-                sampled_peak_rss_bytes=max(p for _, p in line) if line else None,
-                sample_count=len(line),
-                timeline=line,
-                counters=counters if ok else {},
-                loss=0.5,
-                grad_max_rel_err=grad_err if mode is Mode.CHECKPOINTED else None,
-                error=None if ok else "simulated failure",
-            )
-        )
     return RunResult(
         case=case,
         modes=tuple(results),

@@ -16,9 +16,13 @@ def _busy(result, cores: dict[str, float], cv: dict[str, float] | None = None):
     """``result`` measured beside other processes keeping ``cores`` busy per mode, with
     iteration times of CV 1% (or ``cv``'s): the raw samples the caveats come from."""
 
+    first = {}
+    for m in result.modes:  # every round of a mode around its first round's middle time
+        first.setdefault(m.mode, m.iterations[1].wall_time_s)
+
     def times(m):
         a = (cv or {}).get(m.mode.value, 0.01)  # [t(1-a), t, t(1+a)]: CV exactly a
-        t = m.iterations[1].wall_time_s
+        t = first[m.mode]
         walls = [t * (1 - a), t, t * (1 + a)]
         return tuple(
             replace(it, wall_time_s=w, cpu_time_s=0.98 * w)
@@ -33,9 +37,9 @@ def _busy(result, cores: dict[str, float], cv: dict[str, float] | None = None):
 
 
 def _cells():
-    cases = [CI_CASE.with_(snaps=s) for s in (8, 12, 16, 20)]
+    cases = [CI_CASE.with_(snaps=s, rounds=3) for s in (8, 12, 16, 20)]
     return [
-        _busy(make_result(c, seed=i), {"normal": 0.4 + 0.2 * i, "checkpointed": 1.0})
+        _busy(make_result(c, seed=i, rounds=3), {"normal": 0.4 + 0.2 * i, "checkpointed": 1.0})
         for i, c in enumerate(cases)
     ]
 
@@ -56,16 +60,20 @@ def test_one_line_per_kind_of_warning_for_many_cells():
     results[2] = _busy(results[2], {"normal": 0.5}, cv={"checkpointed": 0.17})
     lines = grouped_warning_lines(results, labels)
     cv = next(line for line in lines if line.startswith("iteration times vary"))
+    # three rounds of [t(1-a), t, t(1+a)] pooled: a CV of a * sqrt(6/8), 14.7%
     assert (
         cv
-        == f"iteration times vary by more than 10% (CV) (up to 17.0%): {labels[2]} (checkpointed)"
+        == f"iteration times vary by more than 10% (CV) (up to 14.7%): {labels[2]} (checkpointed)"
     )
     other = next(line for line in lines if line.startswith("other processes"))
     assert f"{labels[2]} (normal);" in other and f"{labels[0]} (checkpointed, normal)" in other
 
 
 def test_one_run_names_its_modes_on_one_line():
-    r = _busy(make_result(CI_CASE, seed=1), {"baseline": 0.3, "normal": 0.9, "checkpointed": 0.6})
+    r = _busy(
+        make_result(CI_CASE.with_(rounds=3), seed=1, rounds=3),
+        {"baseline": 0.3, "normal": 0.9, "checkpointed": 0.6},
+    )
     lines = warning_lines(r)
     assert lines[0] == (
         "other processes used more than 0.25 cores while it ran (up to 0.90): "
@@ -86,3 +94,20 @@ def test_terminal_markdown_and_html_show_the_same_grouped_lines():
 
     page = render_html(comparison)
     assert page.count("other processes used") == 1 and line in page
+
+
+def test_one_rounds_intervals_say_what_they_cannot_see():
+    """One round's slowdown interval is blind to the spread between fresh processes and its
+    savings interval is a worst case: a run of one round says so, one of three does not."""
+    from ckptbench.render.caveats import ONE_ROUND
+
+    one = make_result(CI_CASE.with_(rounds=1), seed=3)
+    assert one.summary.slowdown.interval is not None and one.summary.slowdown.rounds == 1
+    assert ONE_ROUND in warning_lines(one)
+    three = make_result(CI_CASE.with_(rounds=3), seed=3, rounds=3)
+    assert three.summary.slowdown.rounds == 3
+    assert ONE_ROUND not in warning_lines(three)
+    # a sweep's cells group it on one line, naming the cells of one round
+    labels = ["a", "b"]
+    lines = grouped_warning_lines([one, three], labels)
+    assert f"{ONE_ROUND}: a" in lines

@@ -20,9 +20,16 @@ from ckptbench.analysis.trace import OVER_SLACK, trace_warnings
 from ckptbench.render.format import fmt_percent
 from ckptbench.results.schema import Mode, RunResult
 
-__all__ = ["Caveat", "caveats", "grouped_warning_lines", "warning_lines"]
+__all__ = ["ONE_ROUND", "Caveat", "caveats", "grouped_warning_lines", "warning_lines"]
 
 _UNSTABLE = "* time figures marked * are unstable (see the lines above)"
+#: One round's intervals (``ckptbench.analysis.intervals``) come from its iterations alone:
+#: they cannot see how much a mode's time moves between fresh processes (several percent,
+#: the larger error), and one round's savings interval is a worst case, not a 95% interval.
+ONE_ROUND = (
+    "intervals from one round see its iterations, not the spread between fresh processes; "
+    "--rounds 3 or more gives 95% intervals"
+)
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,8 @@ def caveats(result: RunResult) -> list[Caveat]:
     """Every caveat of one result, in the order the lines are shown."""
     s, env = result.summary, result.environment
     out = _noise(result)
+    if any(r.interval is not None and r.rounds == 1 for r in (s.slowdown, s.memory_savings)):
+        out.append(Caveat(ONE_ROUND))
     per_round = s.slowdown.per_round or ()
     for k in s.slowdown.set_aside:
         ratio = f" {per_round[k - 1]:.3f}x" if k <= len(per_round) else ""
