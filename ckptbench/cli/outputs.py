@@ -12,15 +12,16 @@ import click
 from ckptbench.cli.options import InputError
 
 
-def check_out(path: Path, force: bool) -> None:
+def check_out(path: Path, force: bool, inputs=()) -> None:
     """Fail early (exit 2) when the result file could not be written, or would replace
-    something it must not (see ``results.check_target``)."""
+    something it must not: one of ``inputs`` (the plug-in's file, a costs file), or with
+    ``force`` anything but a result (see ``store.check_output``)."""
     import tempfile
 
     from ckptbench.results.store import StoreError, check_output
 
     try:
-        check_output(path, "--out", replace=force, result=True)
+        check_output(path, "--out", inputs=inputs, replace=force, result=True)
     except StoreError as err:
         raise InputError(str(err)) from None
     folder = path.parent

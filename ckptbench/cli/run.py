@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import sys
 from dataclasses import replace
@@ -308,9 +309,10 @@ def run(
         ctx, fields, costs_file, precision, max_rounds=max_rounds, max_time=max_time, modes=modes
     )
     out = out or _default_out(model)
-    check_out(out, force)
+    inputs = [p for p in (model.rpartition(":")[0], costs_file) if p and os.path.isfile(p)]
+    check_out(out, force, inputs)
     claim_out(ctx, out)  # before anything is measured; held until the command ends
-    check_out(out, force)  # again: it may have appeared before the claim
+    check_out(out, force, inputs)  # again: it may have appeared before the claim
     if mprof_dir is not None:
         check_mprof_dir(mprof_dir, case, mode_list)
     case, plugin_notes = checked_in_worker(ctx, case, device)

@@ -58,6 +58,8 @@ def sweep(
     except ValueError as err:
         raise InputError(f"{config}: {err}") from None
     cfg = _checked_plugins(cfg)
+    if dask_address is None:  # on a cluster the devices are the workers'
+        _check_devices(config, cfg.cases)
     out = out or Path("results") / cfg.name
     dask_address = _check_destination(out, dask_address)
     console = stderr_console()
@@ -146,6 +148,31 @@ def _progress_printer(console, *, quiet: bool, show_iterations: bool):
             console.print(event.line(), highlight=False)
 
     return progress
+
+
+def _check_devices(config: Path, cases) -> None:
+    """Each accelerator the cells name, asked once per backend of a disposable worker
+    (``measure.tasks.probe_device``), as ``run`` asks: InputError with one line where one
+    cannot compute here, before anything is printed or measured."""
+    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
+    from ckptbench.measure.tasks import probe_device
+
+    first = {}
+    for case in cases:
+        if case.device != "cpu":
+            first.setdefault((case.backend, case.device), case)
+    try:
+        with stop_on_signals():
+            for (backend, device), case in first.items():
+                if (why := probe_device(case)) is not None:
+                    raise InputError(f"{config}: cells on {backend}/{device}: {why}")
+    except (Interrupted, KeyboardInterrupt) as err:
+        click.echo(
+            f"ckptbench: sweep interrupted by {stop_reason(err)} while its devices were "
+            "checked; nothing was measured",
+            err=True,
+        )
+        sys.exit(128 + getattr(err, "signum", 2))
 
 
 def _checked_plugins(cfg):

@@ -168,6 +168,8 @@ class Case:
         elif self.budget_bytes is not None:
             raise CaseError("a byte budget (--budget) is only used by strategy 'optimal'")
         self._check_numerics()
+        if not isinstance(self.trace, bool):  # "no" would be truthy
+            raise CaseError(f"trace must be true or false, got {self.trace!r}")
         if self.trace and not spec.ours:
             raise CaseError(
                 f"--trace records our schedules action by action; strategy {spec.name!r} is "

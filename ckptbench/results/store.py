@@ -128,7 +128,8 @@ def check_output(
     """The rule for every file ckptbench writes (``what`` names the option): never through a
     link or over a non-regular file, never an input of the command (nor a ``*.json`` in an
     input folder), never a result or manifest unless it writes a ``result`` itself, never an
-    existing file without ``replace`` (``--force``) unless it ``append``s. One-line StoreError."""
+    existing file without ``replace`` (``--force``) unless it ``append``s, and a ``result``
+    replaces only a result. One-line StoreError."""
     p = Path(path)
     try:
         st = os.lstat(p)
@@ -159,6 +160,11 @@ def check_output(
         )
     if not replace and not append:
         raise StoreError(f"{what} {p}: exists; {hint}")
+    if result and not _is_ckptbench_document(p):
+        raise StoreError(
+            f"{what} {p}: exists and is not a ckptbench result; --force replaces only a "
+            "result: use another file name"
+        )
 
 
 @contextlib.contextmanager

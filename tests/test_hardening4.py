@@ -1,0 +1,92 @@
+"""Fourth hardening round (a session's own audit, 2026-11-28): ``--out`` never replaces an
+input or anything but a result, a config's flags are booleans, and a sweep asks each
+accelerator it names before measuring, as ``run`` does. Every problem is one line, exit 2,
+before anything is measured. The fake worker answers; nothing here is timed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from _cli import one_line_error
+from click.testing import CliRunner
+
+from ckptbench.cli import cli
+from ckptbench.sweep.config import ConfigError, parse_config
+
+FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
+EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
+TINY = ["--steps", "6", "--snaps", "3", "--hidden", "8", "--batch", "2", "--input", "4",
+        "--rounds", "1", "--warmup", "0", "--repeats", "1", "-q"]  # fmt: skip
+COSTS = {"forward_time_s": 0.001, "taped_time_s": 0.003, "state_bytes": 4096, "tape_bytes": 65536}
+CONFIG = (
+    'name = "p"\n[case]\nsteps = 6\nhidden = 8\nbatch = 2\ninput = 4\nwarmup = 0\n'
+    'repeats = 1\nrounds = 1\n{extra}\n[[grid]]\nmodel = ["rnn"]\n'
+)
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
+    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_CUDA"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return monkeypatch
+
+
+def invoke(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def test_out_never_replaces_an_input_nor_with_force_anything_but_a_result(fake, capsys):
+    shutil.copy(EXAMPLES / "autograd_rnn.py", "plug.py")
+    source = Path("plug.py").read_text()
+    for force in ([], ["--force"]):
+        err = one_line_error(capsys, ["run", "--model", "plug.py:make", *TINY,
+                                      "--out", "plug.py", *force])  # fmt: skip
+        assert "--out plug.py: " in err
+    assert Path("plug.py").read_text() == source
+    Path("costs.json").write_text(json.dumps(COSTS))
+    err = one_line_error(capsys, ["run", "--model", "rnn", *TINY, "--strategy", "optimal",
+                                  "--budget", "1MiB", "--costs", "costs.json",
+                                  "--out", "costs.json", "--force"])  # fmt: skip
+    assert "--out costs.json: is an input of this command" in err
+    assert json.loads(Path("costs.json").read_text()) == COSTS
+    Path("notes.toml").write_text("kept = true\n")
+    err = one_line_error(capsys, ["run", "--model", "rnn", *TINY, "--out", "notes.toml",
+                                  "--force"])  # fmt: skip
+    assert "exists and is not a ckptbench result; --force replaces only a result" in err
+    assert Path("notes.toml").read_text() == "kept = true\n"
+    # a result is still replaced with --force
+    assert invoke(["run", "--model", "rnn", *TINY, "--out", "r.json"]).exit_code == 0
+    res = invoke(["run", "--model", "rnn", *TINY, "--out", "r.json", "--force"])
+    assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("value", ['"yes"', '"no"', "1", "0"])
+def test_a_configs_trace_is_a_boolean(value):
+    """Any string is truthy: "no" measured a traced iteration, and compare refused the
+    result it saved."""
+    with pytest.raises(ConfigError, match="trace must be true or false"):
+        parse_config(CONFIG.format(extra=f"trace = {value}"), "c.toml")
+    assert parse_config(CONFIG.format(extra="trace = true"), "c.toml").cases[0].trace is True
+
+
+def test_a_sweep_asks_each_accelerator_before_measuring(fake, capsys):
+    # torch counts as installed (the fake worker answers the device probe)
+    fake.setattr("ckptbench.backends.registry.BackendSpec.available", lambda self: None)
+    Path("p.toml").write_text(
+        CONFIG.format(extra="") + 'device = ["cuda"]\nbackend = ["torch"]\nsnaps = [2, 3]\n'
+    )
+    err = one_line_error(capsys, ["sweep", "p.toml", "--out", "o"])
+    assert err == (
+        "ckptbench: error: p.toml: cells on torch/cuda: torch 0.fake (a CPU-only build) sees "
+        "no CUDA device here\n"
+    )
+    assert not Path("o").exists()
+    fake.setenv("FAKE_CUDA", "1")  # a device that answers: the cells are measured
+    res = invoke(["sweep", "p.toml", "--out", "o", "-q"])
+    assert "sees no CUDA device" not in res.output
