@@ -32,8 +32,9 @@ def swept(monkeypatch, tmp_path):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)
     Path("ci.toml").write_text(CONFIG)
-    res = CliRunner().invoke(cli, ["sweep", "ci.toml", "--out", "out"], catch_exceptions=False)
-    assert res.exit_code == 0, res.output
+    for out in ("out", "ref"):  # the results to check and a reference measured apart
+        res = CliRunner().invoke(cli, ["sweep", "ci.toml", "--out", out], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
     return tmp_path
 
 
@@ -55,7 +56,7 @@ def test_check_says_where_the_limits_come_from_and_warns_of_an_edited_config(swe
     )
     res = invoke(["check", "out", "--config", "ci.toml"])
     assert "limits: [expect] from --config ci.toml" in res.output and "warning" not in res.output
-    res = invoke(["check", "out", "--against", "out", "--memory-floor", "5KiB"])
+    res = invoke(["check", "out", "--against", "ref", "--memory-floor", "5KiB"])
     assert "limits: memory may grow by 5% of the reference or 5.00 KiB" in res.output
 
 
@@ -68,7 +69,7 @@ def test_a_reference_gate_without_a_reference_is_refused(swept, option):
     res = CliRunner().invoke(cli, ["check", "out", *option])
     assert res.exit_code == 2 and "ckptbench check:" not in res.output
     assert f"{option[0]} gates changes against reference results: give --against" in res.output
-    assert invoke(["check", "out", "--against", "out", *option]).exit_code == 0
+    assert invoke(["check", "out", "--against", "ref", *option]).exit_code == 0
 
 
 def test_a_side_output_is_refused_before_any_verdict(swept):
@@ -110,3 +111,29 @@ def test_a_time_tolerance_is_refused_as_typed(typed, says):
     assert res.exit_code == 2
     assert f"Invalid value for '--time-tolerance': {says}" in res.output
     assert "got 0.0" not in res.output
+
+
+def test_a_gate_against_its_own_measurements_is_refused(swept):
+    """The same folder, or a copy of it, as its own reference: every change is zero by
+    construction, so the gate could never fail."""
+    import shutil
+
+    shutil.copytree("out", "copy")
+    for reference in ("out", "copy"):
+        res = invoke(["check", "out", "--against", reference])
+        assert res.exit_code == 2, res.output
+        assert f"--against {reference}: holds the very measurements being checked" in res.output
+    assert invoke(["check", "out", "--against", "ref"]).exit_code == 0
+
+
+def test_side_outputs_never_collide_nor_touch_the_sweeps_config(swept):
+    res = invoke(["check", "out", "--junit", "x.xml", "--summary", "x.xml", "--force"])
+    assert res.exit_code == 2 and "would write the file twice" in res.output
+    assert "PASSED" not in res.output and not Path("x.xml").exists()
+    before = Path("ci.toml").read_text()
+    res = invoke(["check", "out", "--summary", "ci.toml"])
+    assert res.exit_code == 2 and "ci.toml: is an input of this command" in res.output
+    assert Path("ci.toml").read_text() == before
+    Path("ci.toml").write_text("not = [toml")  # a config that no longer loads is said
+    res = invoke(["check", "out"])
+    assert res.exit_code == 0 and "warning: ci.toml on disk no longer loads" in res.output

@@ -45,6 +45,7 @@ from ckptbench.results.store import (
     MANIFEST_NAME,
     expectations_from_manifests,
     load_results,
+    measurement_id,
     missing_cells,
     read_manifest,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "GateLine",
     "GateReport",
     "check",
+    "config_sources",
     "expectations_from_manifests",
     "run_check",
 ]
@@ -337,6 +339,12 @@ def run_check(
     manifest. Every input problem is a one-line ``ValueError``."""
     current = load_results(results)
     reference = load_results(against) if against else None
+    same = _same_measurements(current, reference or [])
+    if same and len(same) == len(current):
+        raise ValueError(
+            f"--against {', '.join(map(str, against or ()))}: holds the very measurements "
+            "being checked; a gate against itself always passes (give the reference results)"
+        )
     expect: ExpectSource = load_config(config) if config else expectations_from_manifests(results)
     report = check(
         current,
@@ -351,6 +359,15 @@ def run_check(
         GateLine(key, "", "present", False, f"listed in the sweep manifest; {what} is missing")
         for key, what in missing_cells(results)
     ]
+    if same:  # e.g. cells a --resume kept from a copy of the reference
+        report = replace(
+            report,
+            notes=(
+                *report.notes,
+                f"{len(same)} cell(s) are the very measurement of their reference, so their "
+                f"changes are zero by construction: {', '.join(same)}",
+            ),
+        )
     if lost:  # a deleted cell, or a sweep stopped between cells, fails the gate
         report = replace(report, lines=(*report.lines, *lost))
     if expect is None:
@@ -375,6 +392,19 @@ def _manifests(paths: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any]]]
         if isinstance(data.get("config"), dict):
             out.append((manifest, data["config"]))
     return out
+
+
+def _same_measurements(current: Sequence[RunResult], reference: Sequence[RunResult]) -> list[str]:
+    """The keys of the cells of ``current`` whose measurement is also in ``reference``."""
+    ids = {measurement_id(r) for r in reference}
+    return [r.case.key for r in current if measurement_id(r) in ids]
+
+
+def config_sources(paths: Sequence[str | Path]) -> tuple[Path, ...]:
+    """The config files the sweeps in ``paths`` were run from, where they still exist (the
+    gate reads them to compare with the manifests' copies: inputs of ``check``)."""
+    found = (Path(str(recorded.get("source") or "")) for _, recorded in _manifests(paths))
+    return tuple(dict.fromkeys(p for p in found if p.name and p.is_file()))
 
 
 def _expect_diff(recorded: dict[str, Any], config: SweepConfig) -> list[str]:
@@ -417,7 +447,11 @@ def limit_sources(
                 continue
             try:
                 diffs = _expect_diff(recorded, load_config(path))
-            except (OSError, ValueError):
+            except (OSError, ValueError) as err:
+                out.append(
+                    f"warning: {path} on disk no longer loads ({err}); the gate uses the "
+                    "copy made when the sweep ran"
+                )
                 continue
             if diffs:
                 out.append(

@@ -19,7 +19,7 @@ from ckptbench.cli.options import (
     any_host_option,
     quiet_option,
 )
-from ckptbench.cli.outputs import FormatChoice
+from ckptbench.cli.outputs import FormatChoice, refuse_duplicates
 
 
 def _sections():
@@ -90,7 +90,7 @@ def _sections():
 def check(results, against, config, memory_tolerance, memory_floor, time_tolerance, any_host,
           summary, fmt, junit, force, quiet):  # fmt: skip
     """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
-    from ckptbench.analysis.gate import run_check
+    from ckptbench.analysis.gate import config_sources, run_check
     from ckptbench.render.formats import Report, Verdicts, render
     from ckptbench.results.store import StoreError, check_output
 
@@ -101,7 +101,9 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         targets.append((Path(step_summary), "$GITHUB_STEP_SUMMARY", True))
     if junit is not None:
         targets.append((junit, "--junit", False))
+    refuse_duplicates([path for path, _, _ in targets])
     inputs = [*results, *against, *([config] if config is not None else [])]
+    inputs += config_sources([*results, *against])  # read to compare with their copies
     for path, what, append in targets:  # refused before any verdict is printed (exit 2)
         try:
             check_output(path, what, inputs=inputs, replace=force, append=append)
