@@ -285,11 +285,13 @@ def invocations_frame(results: Sequence[RunResult]) -> Any:
     estimates. A figure fewer than two invocations measured (a partial, failed or
     interrupted run beside another) is NA; ``partial`` counts the invocations without
     every mode measured ok, ``<figure>_runs`` those that measured the figure, and
-    ``versions`` lists the ckptbench versions when they differ. Empty when no cell was
-    measured twice."""
+    ``versions`` lists the ckptbench versions when they differ and ``plans`` counts the
+    plans a planned cell's invocations ran (``analysis.pairing.plans_differ``). Empty when
+    no cell was measured twice."""
     import pandas as pd
 
     from ckptbench.analysis.intervals import Estimate, IntervalError
+    from ckptbench.analysis.pairing import plans_differ
     from ckptbench.analysis.pooling import pooled_estimate
 
     # only the files of repeated cells are summarized again (compare's table did them all)
@@ -305,6 +307,7 @@ def invocations_frame(results: Sequence[RunResult]) -> Any:
         row: dict[str, Any] = {"key": key, "host": host, "invocations": len(runs),
                                "partial": sum(not complete(r) for r in files),
                                "versions": ", ".join(versions) if len(versions) > 1 else "",
+                               "plans": plans_differ(files),
                                "first_run": repeated[int(runs.index[0])]}  # fmt: skip
         for name in _POOLED:
             cols = runs[[name, f"{name}_low", f"{name}_high", "rounds"]].dropna()

@@ -90,3 +90,41 @@ def test_a_sweep_asks_each_accelerator_before_measuring(fake, capsys):
     fake.setenv("FAKE_CUDA", "1")  # a device that answers: the cells are measured
     res = invoke(["sweep", "p.toml", "--out", "o", "-q"])
     assert "sees no CUDA device" not in res.output
+
+
+def _with_plan(result, **plan):
+    """``result`` with its checkpointed mode having run a plan of these figures."""
+    from dataclasses import replace
+
+    from ckptbench.results.schema import Mode
+
+    modes = tuple(
+        replace(m, plan={"steps": result.case.steps, **plan}) if m.mode is Mode.CHECKPOINTED else m
+        for m in result.modes
+    )
+    return replace(result, modes=modes)
+
+
+def test_invocations_that_ran_different_plans_say_so(tmp_path, capsys):
+    """Two runs of one optimal cell with different --costs files ran different schedules
+    under one key; pooled or paired, the report says so."""
+    from _cli import run_cli
+    from _synthetic import CI_CASE, make_result, with_case
+
+    from ckptbench.results.schema import save_result
+
+    def optimal(seed, **plan):
+        result = with_case(make_result(CI_CASE, seed=seed), strategy="optimal",
+                           snaps=CI_CASE.steps, budget_bytes=2**20)  # fmt: skip
+        return _with_plan(result, **plan)
+
+    a, b, c = (tmp_path / f"{n}.json" for n in "abc")
+    save_result(optimal(1, advances=600, peak_bytes=900_000), a)
+    save_result(optimal(2, advances=400, peak_bytes=1_000_000), b)
+    save_result(optimal(3, advances=600, peak_bytes=900_000), c)
+    code, out, _ = run_cli(capsys, ["compare", str(a), str(b)])
+    assert code == 0 and "its runs ran 2 different plans" in out
+    code, out, _ = run_cli(capsys, ["compare", str(a), str(c)])
+    assert code == 0 and "different plans" not in out
+    code, out, err = run_cli(capsys, ["check", str(b), "--against", str(a)])
+    assert "its files ran 2 different plans" in out + err

@@ -39,15 +39,14 @@ from ckptbench.analysis import (
     pair,
     time_change,
 )
+from ckptbench.analysis.limits import limit_sources, sweep_configs
 from ckptbench.analysis.stats import size_text
 from ckptbench.results.schema import MODES, Case, Mode, RunResult
 from ckptbench.results.store import (
-    MANIFEST_NAME,
     expectations_from_manifests,
     load_results,
     measurement_id,
     missing_cells,
-    read_manifest,
 )
 from ckptbench.schedules import get_strategy
 from ckptbench.sweep.config import Expect, SweepConfig, load_config
@@ -58,7 +57,6 @@ __all__ = [
     "GateLine",
     "GateReport",
     "check",
-    "config_sources",
     "expectations_from_manifests",
     "run_check",
 ]
@@ -373,100 +371,16 @@ def run_check(
     if expect is None:
         why = (
             "its sweep config has none (add an [expect] table, or pass --config)"
-            if _manifests(results)
+            if sweep_configs(results)
             else "pass --config or check a sweep folder"
         )
         report = replace(report, notes=(*report.notes, f"no [expect] thresholds: {why}"))
-    return replace(report, sources=limit_sources(results, config, expect is not None, report))
-
-
-def _manifests(paths: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
-    """(manifest path, its recorded config) for the sweep folders or manifests in ``paths``."""
-    out = []
-    for raw in paths:
-        p = Path(raw)
-        manifest = p / MANIFEST_NAME if p.is_dir() else p
-        if manifest.name != MANIFEST_NAME or not manifest.is_file():
-            continue
-        data = read_manifest(manifest) or {}
-        if isinstance(data.get("config"), dict):
-            out.append((manifest, data["config"]))
-    return out
+    return replace(
+        report, sources=limit_sources(results, config, expect is not None, report.settings)
+    )
 
 
 def _same_measurements(current: Sequence[RunResult], reference: Sequence[RunResult]) -> list[str]:
     """The keys of the cells of ``current`` whose measurement is also in ``reference``."""
     ids = {measurement_id(r) for r in reference}
     return [r.case.key for r in current if measurement_id(r) in ids]
-
-
-def config_sources(paths: Sequence[str | Path]) -> tuple[Path, ...]:
-    """The config files the sweeps in ``paths`` were run from, where they still exist (the
-    gate reads them to compare with the manifests' copies: inputs of ``check``)."""
-    found = (Path(str(recorded.get("source") or "")) for _, recorded in _manifests(paths))
-    return tuple(dict.fromkeys(p for p in found if p.name and p.is_file()))
-
-
-def _expect_diff(recorded: dict[str, Any], config: SweepConfig) -> list[str]:
-    """The [expect] values in which a config file differs from a manifest's copy of it."""
-    now = {"*": config.expect.as_dict()} | {
-        k: v.as_dict() for k, v in config.expect_by_strategy.items()
-    }
-    then = {"*": recorded.get("expect") or {}} | dict(recorded.get("expect_by_strategy") or {})
-    diffs = []
-    for table in sorted(set(now) | set(then), key=lambda k: (k != "*", k)):
-        a, b = then.get(table) or {}, now.get(table) or {}
-        where = "" if table == "*" else f"[{table}] "
-        for name in sorted(set(a) | set(b)):
-            if a.get(name) != b.get(name):
-                diffs.append(
-                    f"{where}{name} {b.get(name)!r} in the file, {a.get(name)!r} in the copy"
-                )
-    return diffs
-
-
-def limit_sources(
-    results: Sequence[str | Path], config: str | Path | None, has_expect: bool, report: GateReport
-) -> tuple[str, ...]:
-    """Where the gate's limits come from, said before the verdicts: the [expect] table (a
-    --config file, or the copy of the sweep's config recorded in its manifest) and the memory
-    and time rules; a warning when the config file on disk no longer matches that copy (the
-    gate uses the copy: editing the file alone changes nothing)."""
-    out = []
-    if config is not None:
-        out.append(f"limits: [expect] from --config {config}")
-    elif has_expect:
-        for manifest, recorded in _manifests(results):
-            source = recorded.get("source") or "its config"
-            out.append(
-                f"limits: [expect] from {manifest}, the copy of {source} made when the sweep "
-                "ran (--config FILE gates on a file instead)"
-            )
-            path = Path(str(recorded.get("source") or ""))
-            if not path.is_file():
-                continue
-            try:
-                diffs = _expect_diff(recorded, load_config(path))
-            except (OSError, ValueError) as err:
-                out.append(
-                    f"warning: {path} on disk no longer loads ({err}); the gate uses the "
-                    "copy made when the sweep ran"
-                )
-                continue
-            if diffs:
-                out.append(
-                    f"warning: {path} on disk differs from that copy ({'; '.join(diffs)}); "
-                    f"the gate uses the copy: pass --config {path} to gate on the file"
-                )
-    s = report.settings
-    if s.get("reference"):
-        time_rule = (
-            f"time may not grow beyond +{s['time_tolerance']:.0%} (95% interval)"
-            if s.get("time_tolerance")
-            else "time not gated"
-        )
-        out.append(
-            f"limits: memory may grow by {s['memory_tolerance']:.0%} of the reference or "
-            f"{size_text(s['memory_floor_bytes'])}, whichever is larger; {time_rule}"
-        )
-    return tuple(out)

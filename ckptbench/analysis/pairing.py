@@ -42,6 +42,8 @@ __all__ = [
     "differing_fields",
     "field_value",
     "pair",
+    "plan_shape",
+    "plans_differ",
     "pool_results",
     "settings_notes",
 ]
@@ -208,6 +210,27 @@ def pair(
     return Pairing(cur, ref, common)
 
 
+#: The figures of a planned schedule (``Plan.summary``) that tell two schedules apart.
+_PLAN_SHAPE = ("steps", "advances", "tapes_kept", "peak_tapes", "snapshots", "peak_snapshots",
+               "slots", "peak_bytes")  # fmt: skip
+
+
+def plan_shape(result: RunResult) -> tuple[Any, ...] | None:
+    """The schedule a planned cell's checkpointed mode ran (its counts and peak), None where
+    it ran no plan. Two invocations of one ``optimal`` cell can run different plans: the step
+    costs are measured per invocation, or read from different ``--costs`` files, and neither
+    is part of the cell's key."""
+    for m in result.modes:
+        if m.mode is Mode.CHECKPOINTED and m.plan:
+            return tuple(m.plan.get(k) for k in _PLAN_SHAPE)
+    return None
+
+
+def plans_differ(results: Iterable[RunResult]) -> int:
+    """How many different plans ``results`` ran (0 or 1: nothing to say)."""
+    return len({shape for r in results if (shape := plan_shape(r)) is not None})
+
+
 def settings_notes(pairs: Iterable[tuple[PooledCell, PooledCell]]) -> list[str]:
     """Paired cells whose files disagree on settings outside the identity (e.g. repeats),
     and a side that pools runs of different ckptbench versions."""
@@ -218,6 +241,11 @@ def settings_notes(pairs: Iterable[tuple[PooledCell, PooledCell]]) -> list[str]:
         if differ:
             values = "; ".join(f"{f} {sorted({getattr(c, f) for c in cases})}" for f in differ)
             notes.append(f"{after.key}: paired files were measured with different {values}")
+        if (plans := plans_differ((*before.results, *after.results))) > 1:
+            notes.append(
+                f"{after.key}: its files ran {plans} different plans (step costs measured "
+                "per invocation or read from different --costs files)"
+            )
         for side, cell in (("before", before), ("after", after)):
             versions = sorted({r.tool_version or "unknown" for r in cell.results})
             if len(versions) > 1:  # one side pools invocations of several versions

@@ -90,7 +90,8 @@ def _sections():
 def check(results, against, config, memory_tolerance, memory_floor, time_tolerance, any_host,
           summary, fmt, junit, force, quiet):  # fmt: skip
     """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
-    from ckptbench.analysis.gate import config_sources, run_check
+    from ckptbench.analysis.gate import run_check
+    from ckptbench.analysis.limits import config_sources
     from ckptbench.render.formats import Report, Verdicts, render
     from ckptbench.results.store import StoreError, check_output
 

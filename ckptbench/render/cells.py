@@ -230,6 +230,11 @@ def invocations_table(results: Sequence[RunResult]) -> Table | None:
             )
         if r["versions"]:
             note.append(f"{r['label']}: runs of different ckptbench versions ({r['versions']})")
+        if r["plans"] > 1:
+            note.append(
+                f"{r['label']}: its runs ran {r['plans']} different plans (step costs measured "
+                "per invocation or read from different --costs files): the pool mixes schedules"
+            )
     return Table("Invocations of one cell", columns, tuple(records), notes=tuple(note))
 
 

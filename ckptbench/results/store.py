@@ -94,25 +94,17 @@ def open_folder(path: str | os.PathLike[str]) -> Path:
     return p
 
 
+#: A result or a manifest, and a manifest, by their first key
 _DOCUMENT = re.compile(rb'^\s*\{\s*"(schema_version"\s*:\s*\d|kind"\s*:\s*"ckptbench-sweep")')
+_MANIFEST = re.compile(rb'^\s*\{\s*"kind"\s*:\s*"ckptbench-sweep"')
 
 
-def _is_ckptbench_document(path: Path) -> bool:  # a result or manifest, by its first key
+def _head_matches(path: Path, pattern: re.Pattern[bytes]) -> bool:
     try:
         with open(path, "rb") as fh:
-            head = fh.read(4096)
+            return pattern.match(fh.read(4096)) is not None
     except OSError:
         return False
-    return _DOCUMENT.match(head) is not None
-
-
-def _is_manifest(path: Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return False
-    return re.match(rb'^\s*\{\s*"kind"\s*:\s*"ckptbench-sweep"', head) is not None
 
 
 def check_output(
@@ -148,19 +140,19 @@ def check_output(
             raise StoreError(f"{what} {p}: is an input of this command; nothing written")
     if st is None:
         return
-    if not result and _is_ckptbench_document(p):
+    if not result and _head_matches(p, _DOCUMENT):
         raise StoreError(
             f"{what} {p}: is a ckptbench result or sweep manifest; a side output never "
             "replaces or appends to one"
         )
-    if result and _is_manifest(p):
+    if result and _head_matches(p, _MANIFEST):
         raise StoreError(
             f"{what} {p}: is a sweep manifest; a result never replaces one (not even with "
             "--force): use another file name"
         )
     if not replace and not append:
         raise StoreError(f"{what} {p}: exists; {hint}")
-    if result and not _is_ckptbench_document(p):
+    if result and not _head_matches(p, _DOCUMENT):
         raise StoreError(
             f"{what} {p}: exists and is not a ckptbench result; --force replaces only a "
             "result: use another file name"
@@ -215,7 +207,9 @@ def write_manifest(out_dir: Path, body: dict[str, Any]) -> Path:
     """Write ``OUT/sweep.json`` atomically: ``body`` under the manifest's kind and version;
     a file there that is not a manifest is never replaced (StoreError)."""
     path = out_dir / MANIFEST_NAME
-    if path.exists() and not _is_manifest(path):  # never replace what another wrote there
+    if path.exists() and not _head_matches(
+        path, _MANIFEST
+    ):  # never replace what another wrote there
         raise StoreError(f"{path}: is no longer this sweep's manifest; nothing replaced")
     doc = {"kind": MANIFEST_KIND, "manifest_version": MANIFEST_VERSION, **body}
     write_atomic(path, json.dumps(doc, indent=1) + "\n")

@@ -1,0 +1,106 @@
+"""Where ``ckptbench check``'s limits come from, said before its verdicts: the ``[expect]``
+table (a ``--config`` file, or the copy of the sweep's config its manifest recorded), the
+memory and time rules of a reference gate, and a warning where the config file on disk no
+longer matches that copy or no longer loads (the gate uses the copy)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ckptbench.analysis.stats import size_text
+from ckptbench.results.store import MANIFEST_NAME, read_manifest
+from ckptbench.sweep.config import SweepConfig, load_config
+
+__all__ = ["config_sources", "limit_sources", "sweep_configs"]
+
+
+def sweep_configs(paths: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """(manifest path, its recorded config) for the sweep folders or manifests in ``paths``."""
+    out = []
+    for raw in paths:
+        p = Path(raw)
+        manifest = p / MANIFEST_NAME if p.is_dir() else p
+        if manifest.name != MANIFEST_NAME or not manifest.is_file():
+            continue
+        data = read_manifest(manifest) or {}
+        if isinstance(data.get("config"), dict):
+            out.append((manifest, data["config"]))
+    return out
+
+
+def config_sources(paths: Sequence[str | Path]) -> tuple[Path, ...]:
+    """The config files the sweeps in ``paths`` were run from, where they still exist (the
+    gate reads them to compare with the manifests' copies: inputs of ``check``)."""
+    found = (Path(str(recorded.get("source") or "")) for _, recorded in sweep_configs(paths))
+    return tuple(dict.fromkeys(p for p in found if p.name and p.is_file()))
+
+
+def _expect_diff(recorded: dict[str, Any], config: SweepConfig) -> list[str]:
+    """The [expect] values in which a config file differs from a manifest's copy of it."""
+    now = {"*": config.expect.as_dict()} | {
+        k: v.as_dict() for k, v in config.expect_by_strategy.items()
+    }
+    then = {"*": recorded.get("expect") or {}} | dict(recorded.get("expect_by_strategy") or {})
+    diffs = []
+    for table in sorted(set(now) | set(then), key=lambda k: (k != "*", k)):
+        a, b = then.get(table) or {}, now.get(table) or {}
+        where = "" if table == "*" else f"[{table}] "
+        for name in sorted(set(a) | set(b)):
+            if a.get(name) != b.get(name):
+                diffs.append(
+                    f"{where}{name} {b.get(name)!r} in the file, {a.get(name)!r} in the copy"
+                )
+    return diffs
+
+
+def limit_sources(
+    results: Sequence[str | Path],
+    config: str | Path | None,
+    has_expect: bool,
+    settings: Mapping[str, Any],
+) -> tuple[str, ...]:
+    """Where the gate's limits come from, said before the verdicts: the [expect] table (a
+        --config file, or the copy of the sweep's config recorded in its manifest) and the memory
+        and time rules; a warning when the config file on disk no longer matches that copy (the
+        gate uses the copy: editing the file alone changes nothing). ``settings``: the gate
+    report's."""
+    out = []
+    if config is not None:
+        out.append(f"limits: [expect] from --config {config}")
+    elif has_expect:
+        for manifest, recorded in sweep_configs(results):
+            source = recorded.get("source") or "its config"
+            out.append(
+                f"limits: [expect] from {manifest}, the copy of {source} made when the sweep "
+                "ran (--config FILE gates on a file instead)"
+            )
+            path = Path(str(recorded.get("source") or ""))
+            if not path.is_file():
+                continue
+            try:
+                diffs = _expect_diff(recorded, load_config(path))
+            except (OSError, ValueError) as err:
+                out.append(
+                    f"warning: {path} on disk no longer loads ({err}); the gate uses the "
+                    "copy made when the sweep ran"
+                )
+                continue
+            if diffs:
+                out.append(
+                    f"warning: {path} on disk differs from that copy ({'; '.join(diffs)}); "
+                    f"the gate uses the copy: pass --config {path} to gate on the file"
+                )
+    s = settings
+    if s.get("reference"):
+        time_rule = (
+            f"time may not grow beyond +{s['time_tolerance']:.0%} (95% interval)"
+            if s.get("time_tolerance")
+            else "time not gated"
+        )
+        out.append(
+            f"limits: memory may grow by {s['memory_tolerance']:.0%} of the reference or "
+            f"{size_text(s['memory_floor_bytes'])}, whichever is larger; {time_rule}"
+        )
+    return tuple(out)
