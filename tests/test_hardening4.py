@@ -128,3 +128,12 @@ def test_invocations_that_ran_different_plans_say_so(tmp_path, capsys):
     assert code == 0 and "different plans" not in out
     code, out, err = run_cli(capsys, ["check", str(b), "--against", str(a)])
     assert "its files ran 2 different plans" in out + err
+
+
+def test_profile_refuses_a_stack_too_short_as_run_does(capsys):
+    """It was exit 1, 'profiling failed', from the worker."""
+    for command in ("profile", "run"):
+        err = one_line_error(capsys, [command, "--model", "transformer-stack", "--steps", "1"])
+        assert err == (
+            "ckptbench: error: --model transformer-stack needs at least 2 layers (--steps), got 1\n"
+        )

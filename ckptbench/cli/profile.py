@@ -16,6 +16,7 @@ from ckptbench.cli.options import (
     relative_model,
     size_options,
 )
+from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case
 
 
@@ -61,7 +62,7 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
             model=relative_model(model), steps=steps, snaps=snaps, strategy=strategy,
             hidden=hidden, batch=batch, input=input_, output=output, seed=seed,
         )  # fmt: skip
-        case, _ = case.effective()
+        case, _ = chain_executor(case).effective()  # a stack's fewest layers, as run's
         case.check_fits_memory()
     except ValueError as err:
         raise InputError(str(err)) from None
