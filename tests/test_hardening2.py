@@ -431,7 +431,7 @@ def test_an_infeasible_budget_names_the_smallest_that_works(no_costs_worker, tmp
     assert code == 2
     assert _lines(err) == [
         f"ckptbench: error: no schedule of 20 steps fits in a budget of 100 B; the smallest "
-        f"budget that works is {least} B"
+        f"budget that works is {least / 1024:.3g} KiB ({least} B)"
     ]
     out = tmp_path / "r.json"
     argv = ["run", "--strategy", "optimal", "--budget", "100", *TINY, "--out", str(out)]

@@ -263,5 +263,6 @@ def test_save_costs_keeps_the_measured_costs_when_no_plan_fits(tmp_path):
     res = _plan(["--model", "mlp-stack", "--steps", "4", *SIZE_ARGS, "--budget", "1",
                  "--save-costs", str(saved)])  # fmt: skip
     assert res.exit_code == 2 and "smallest budget" in res.output
+    assert f"(the costs are saved: plan again with --costs {saved})" in res.output
     costs = Costs.from_dict(json.loads(saved.read_text()))
     assert list(costs.state_bytes) == shapes_bytes("mlp-stack", 4)

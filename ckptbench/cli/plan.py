@@ -39,7 +39,7 @@ def _sections():
 
 @click.command(
     epilog="Example:\n\n  ckptbench plan --model lstm --steps 1000 --budget 8MiB\n\n"
-    "  ckptbench plan --model cnn-stack --steps 24 --budget 2MiB --save-costs costs.json\n\n"
+    "  ckptbench plan --model cnn-stack --steps 24 --budget 32MiB --save-costs costs.json\n\n"
     "  ckptbench plan --model my.py:make --steps 200 --budget 4MiB --costs costs.json"
 )
 @click.option("--model", default="lstm", show_default=True, help="As for run.")
@@ -182,7 +182,8 @@ def _show(
         rows = compare_at_budget(costs, steps, budget)
         best = plan_optimal(costs, steps, budget) if costs.steps is not None else None
     except ValueError as err:
-        raise InputError(str(err)) from None
+        kept = f" (the costs are saved: plan again with --costs {save_file})" if save_file else ""
+        raise InputError(f"{err}{kept}") from None
     shown = get_format(fmt)
     measured = report.get("measured")
     out = plan_report(

@@ -157,9 +157,17 @@ def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
     least = min_budget_bytes(costs, steps)
     if budget_bytes < least:
         raise PlanError(
-            f"no schedule of {steps} steps fits in a budget of {budget_bytes} B; the smallest "
-            f"budget that works is {least} B"
+            f"no schedule of {steps} steps fits in a budget of {_bytes(budget_bytes)}; the "
+            f"smallest budget that works is {_bytes(least)}"
         )
+
+
+def _bytes(n: int) -> str:
+    """A budget as typed in bytes and in the unit a user would type: '2.00 MiB (2097152 B)'."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit} ({n} B)"
+    return f"{n} B"
 
 
 @lru_cache(maxsize=64)
@@ -171,8 +179,8 @@ def _plan_cached(costs: Costs, steps: int, budget: int, levels: int) -> Plan:
     if not solution.feasible:
         least = dp.min_budget_bytes(costs, steps, levels)
         raise PlanError(
-            f"no schedule of {steps} steps fits in {budget} B; the smallest budget that "
-            f"works is {least} B"
+            f"no schedule of {steps} steps fits in a budget of {_bytes(budget)}; the smallest "
+            f"budget that works is {_bytes(least)}"
         )
     acts = tuple(emit(solution))
     pred = predict(acts, steps, costs)
