@@ -137,3 +137,21 @@ def test_profile_refuses_a_stack_too_short_as_run_does(capsys):
         assert err == (
             "ckptbench: error: --model transformer-stack needs at least 2 layers (--steps), got 1\n"
         )
+
+
+def test_the_plan_line_names_the_setting_a_strategy_is_set_by():
+    """An optimal run was announced as '200 snaps (optimal)' (snaps it does not use), and one
+    round as '1 rounds'."""
+    from ckptbench.render.console import plan_line
+    from ckptbench.results.schema import Case, Mode
+
+    modes = (Mode.BASELINE, Mode.NORMAL, Mode.CHECKPOINTED)
+    optimal = Case(model="rnn", steps=200, snaps=200, strategy="optimal", budget_bytes=2**23,
+                   rounds=1)  # fmt: skip
+    line = plan_line(optimal, modes, None, 10.0)
+    assert line.startswith("measuring rnn 200 steps, optimal within 8.00 MiB: ")
+    assert "1 round of ~10 s" in line
+    revolve = Case(model="lstm", steps=1000, snaps=31, rounds=3)
+    line = plan_line(revolve, modes, None, 10.0)
+    assert line.startswith("measuring lstm 1000 steps, 31 snaps (revolve): ")
+    assert "3 rounds of ~10 s" in line

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ckptbench.render.format import fmt_duration, fmt_percent
+from ckptbench.render.format import fmt_duration, fmt_percent, setting_text
 from ckptbench.results.schema import Mode
 
 __all__ = [
@@ -193,16 +193,14 @@ def plan_line(
     names = ", ".join(m.value for m in modes)
     per = f"{case.warmup} warm-up + {case.repeats} iteration{'s' if case.repeats > 1 else ''}"
     head = (
-        f"measuring {case.model} {case.steps} steps, {case.snaps} snaps ({case.strategy}): "
+        f"measuring {case.model} {case.steps} steps, {setting_text(case)}: "
         f"{names} in a fresh process each, {per} per round; "
     )
     least = case.rounds * round_s
     busy = _busy_note(load)
+    rounds = f"{case.rounds} round{'s' if case.rounds != 1 else ''}"
     if target is None:
-        return (
-            head + f"{case.rounds} rounds of ~{fmt_duration(round_s)}: about "
-            f"{fmt_duration(least)}.{busy}"
-        )
+        return head + f"{rounds} of ~{fmt_duration(round_s)}: about {fmt_duration(least)}.{busy}"
     cap = target.max_time_s
     first = min(least, cap + round_s)
     most = min(target.max_rounds * round_s, cap + round_s)
@@ -212,7 +210,7 @@ def plan_line(
         else f"about {fmt_duration(first)} to {fmt_duration(most)}"
     )
     return head + (
-        f"{case.rounds} rounds of ~{fmt_duration(round_s)}, then more until the slowdown is "
+        f"{rounds} of ~{fmt_duration(round_s)}, then more until the slowdown is "
         f"within +/-{fmt_percent(target.target_rel, 0)} (at most {target.max_rounds} rounds; "
         "none that would "
         f"end past --max-time {fmt_duration(cap)}): {span}.{busy} Ctrl-C keeps the complete "

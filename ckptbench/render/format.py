@@ -10,6 +10,7 @@ from typing import Any
 from ckptbench.analysis import Spread, differing_fields, field_value
 from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.results.schema import Case
+from ckptbench.schedules import get_strategy
 
 __all__ = [
     "LABEL_FIELDS",
@@ -218,3 +219,11 @@ def common_fields(cases: Sequence[Case]) -> str:
     shown += tuple(n for n in ("dtype", "executor") if n in cases[0].identity())
     names = [n for n in shown if n not in differ and hasattr(cases[0], n)]
     return _label(cases[0], names)
+
+
+def setting_text(case: Case) -> str:
+    """What a case's strategy is set by, in a run's words: '31 snaps (revolve)', 'optimal
+    within 8.00 MiB', 'torch.utils.checkpoint, 31 segments'."""
+    spec = get_strategy(case.strategy)
+    value = spec.setting_of(case.snaps, case.budget_bytes)
+    return spec.setting.describe(spec, fmt_size(value) if spec.setting.in_bytes else str(value))

@@ -18,6 +18,7 @@ from ckptbench.render.format import (
     fmt_size,
     fmt_time,
     fmt_time_spread,
+    setting_text,
 )
 from ckptbench.render.table import Column, Table
 from ckptbench.results.schema import Mode, RunResult, Status
@@ -60,10 +61,7 @@ def limit_outcome(result: RunResult) -> str | None:
 def _setting(result: RunResult) -> str:
     c = result.case
     backend = "" if c.backend == DEFAULT_BACKEND else f" on {c.backend}/{c.device}"
-    spec = get_strategy(c.strategy)
-    value = spec.setting_of(c.snaps, c.budget_bytes)
-    what = spec.setting.describe(spec, fmt_size(value) if spec.setting.in_bytes else str(value))
-    return f"{c.model} {c.steps} steps, {what}{backend}{rounds_text(result)}:"
+    return f"{c.model} {c.steps} steps, {setting_text(c)}{backend}{rounds_text(result)}:"
 
 
 def rounds_text(result: RunResult) -> str:
