@@ -155,3 +155,14 @@ def test_the_plan_line_names_the_setting_a_strategy_is_set_by():
     line = plan_line(revolve, modes, None, 10.0)
     assert line.startswith("measuring lstm 1000 steps, 31 snaps (revolve): ")
     assert "3 rounds of ~10 s" in line
+
+
+def test_model_typos_name_the_fix(capsys):
+    err = one_line_error(capsys, ["run", "--model", "LSTM", "--steps", "5"])
+    assert "unknown workload 'LSTM' (did you mean lstm?)" in err
+    err = one_line_error(capsys, ["run", "--model", "net.py", "--steps", "5"])
+    assert "a plug-in file names its factory after a colon: net.py:NAME (e.g. net.py:make" in err
+    # in the worker that checks the plug-in: the factory's name, case aside
+    example = str(EXAMPLES / "autograd_rnn.py")
+    err = one_line_error(capsys, ["run", "--model", f"{example}:Make", "--steps", "5"])
+    assert "has no attribute 'Make' (did you mean make?)" in err

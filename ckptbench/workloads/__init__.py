@@ -128,7 +128,12 @@ def build_workload(spec: str, sizes: Sizes) -> Any:
     if registry.is_builtin(spec):
         factory = registry.factory(spec, registry.NUMPY)
     elif ":" not in spec:
-        near = difflib.get_close_matches(spec, registry.names(), n=1)
+        if spec.endswith(".py"):
+            raise WorkloadError(
+                "a plug-in file names its factory after a colon: "
+                f"{spec}:NAME (e.g. {spec}:make; docs/plugins.md)"
+            )
+        near = difflib.get_close_matches(spec.lower(), registry.names(), n=1)
         raise WorkloadError(
             f"unknown workload {spec!r}{f' (did you mean {near[0]}?)' if near else ''}: "
             f"expected one of {', '.join(registry.names())} or a plug-in {_PLUGIN_HINT}"
@@ -212,7 +217,15 @@ def _resolve_factory(spec: str) -> Callable[..., Any]:
             obj = getattr(obj, part)
         except AttributeError:
             owner = target if depth == 0 else ".".join(name.split(".")[:depth])
-            raise WorkloadError(f"workload plug-in {owner!r} has no attribute {part!r}") from None
+            public = [n for n in dir(obj) if not n.startswith("_") and callable(getattr(obj, n))]
+            near = (
+                difflib.get_close_matches(part, public, n=1)
+                or [n for n in public if n.lower() == part.lower()][:1]
+            )
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise WorkloadError(
+                f"workload plug-in {owner!r} has no attribute {part!r}{hint}"
+            ) from None
     if not callable(obj):
         raise WorkloadError(
             f"workload factory {name!r} in {target!r} is not callable (got {type(obj).__name__})"
