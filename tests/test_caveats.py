@@ -111,3 +111,15 @@ def test_one_rounds_intervals_say_what_they_cannot_see():
     labels = ["a", "b"]
     lines = grouped_warning_lines([one, three], labels)
     assert f"{ONE_ROUND}: a" in lines
+
+
+def test_a_run_whose_checkpointing_saved_nothing_says_so():
+    from ckptbench.render.caveats import NO_SAVINGS
+
+    worse = make_result(CI_CASE.with_(rounds=3), seed=4, rounds=3,
+                        overhead={"checkpointed": 60 * 2**20})  # fmt: skip
+    assert worse.summary.memory_savings.high < 1
+    (line,) = [line for line in warning_lines(worse) if line.startswith(NO_SAVINGS)]
+    assert line == f"{NO_SAVINGS} (down to {worse.summary.memory_savings.value:.2f})"
+    saved = make_result(CI_CASE.with_(rounds=3), seed=4, rounds=3)
+    assert not any(line.startswith(NO_SAVINGS) for line in warning_lines(saved))

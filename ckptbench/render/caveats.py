@@ -20,9 +20,16 @@ from ckptbench.analysis.trace import OVER_SLACK, trace_warnings
 from ckptbench.render.format import fmt_percent
 from ckptbench.results.schema import Mode, RunResult
 
-__all__ = ["ONE_ROUND", "Caveat", "caveats", "grouped_warning_lines", "warning_lines"]
+__all__ = ["NO_SAVINGS", "ONE_ROUND", "Caveat", "caveats", "grouped_warning_lines", "warning_lines"]
 
 _UNSTABLE = "* time figures marked * are unstable (see the lines above)"
+#: Savings whose whole interval lies below 1x: the checkpointed gradient needed more memory
+#: than the plain one (small states beside large snapshots, a framework keeping more than it
+#: frees).
+NO_SAVINGS = (
+    "checkpointing saved no memory here: the checkpointed gradient needed more over the "
+    "baseline than the plain one (savings below 1x)"
+)
 #: One round's intervals (``ckptbench.analysis.intervals``) come from its iterations alone:
 #: they cannot see how much a mode's time moves between fresh processes (several percent,
 #: the larger error), and one round's savings interval is a worst case, not a 95% interval.
@@ -85,6 +92,12 @@ def caveats(result: RunResult) -> list[Caveat]:
     out = _noise(result)
     if any(r.interval is not None and r.rounds == 1 for r in (s.slowdown, s.memory_savings)):
         out.append(Caveat(ONE_ROUND))
+    savings = s.memory_savings
+    if (
+        savings.value is not None
+        and (savings.high if savings.high is not None else savings.value) < 1
+    ):
+        out.append(Caveat(NO_SAVINGS, None, None, savings.value, ".2f", worst_is_low=True))
     per_round = s.slowdown.per_round or ()
     for k in s.slowdown.set_aside:
         ratio = f" {per_round[k - 1]:.3f}x" if k <= len(per_round) else ""
