@@ -166,3 +166,14 @@ def test_model_typos_name_the_fix(capsys):
     example = str(EXAMPLES / "autograd_rnn.py")
     err = one_line_error(capsys, ["run", "--model", f"{example}:Make", "--steps", "5"])
     assert "has no attribute 'Make' (did you mean make?)" in err
+
+
+def test_an_overhead_at_or_below_the_baseline_is_not_called_noise():
+    """-4 KiB with no spread printed '< noise (±0.00)': there was no noise to be below."""
+    from ckptbench.render.format import fmt_overhead
+
+    assert fmt_overhead({"value": -4096, "low": -4096, "high": -4096, "noise": 0,
+                         "below_noise": True}) == "≤ baseline"  # fmt: skip
+    noisy = {"value": 1000, "low": -2 * 2**20, "high": 2 * 2**20, "noise": 2 * 2**20,
+             "below_noise": True}  # fmt: skip
+    assert fmt_overhead(noisy) == "< noise (±2.0 MiB)"

@@ -81,11 +81,14 @@ def fmt_overhead(over: Any, *, digits: int = 1, unit: bool = True) -> str:
     """An overhead with its interval (both modes' iteration spreads and a rerun's; a dict of
     :class:`ckptbench.analysis.memnoise.Overhead`'s ``as_dict``, or the object):
     '+12.3 MiB [+11.9, +12.8]'; one smaller than its noise is '< noise (±3.2 MiB)', never a
-    number (a negative one least of all)."""
+    number (a negative one least of all), and one whose whole interval is at or below zero
+    is '≤ baseline' (no noise to be below: every peak at or under the baseline's)."""
     if over is None:
         return "-"
     get = over.get if isinstance(over, dict) else lambda k: getattr(over, k)
     u = " MiB" if unit else ""
+    if get("high") <= 0:
+        return "≤ baseline"
     if get("below_noise"):
         return f"< noise (±{get('noise') / MIB:,.{digits}f}{u})"
     lo, hi = (fmt_bytes(get(k), signed=True, digits=digits, unit=False) for k in ("low", "high"))
