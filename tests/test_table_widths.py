@@ -170,9 +170,9 @@ def test_compare_tables_at_every_width():
 
 def test_schedule_tables_at_every_width():
     stats = replay(schedule(1000, 31), 1000, 31)
-    _check(schedule_table(stats, 31, "revolve", 0.0123), lambda _r: _numbers(
+    _check(schedule_table(stats, 31, "revolve", [0.0123]), lambda _r: _numbers(
         [stats.advances, stats.evaluations, stats.taped, stats.peak_snapshots, stats.actions,
-         stats.max_step_advances, 3, 2439, stats.advances / 1000, 12.3]))  # fmt: skip
+         stats.max_step_advances, 3, 2439, stats.advances / 1000, 12.3, 1]))  # fmt: skip
     _check(closed_form_table(10**6, 100, "revolve"), lambda r: _numbers([_value(r)]))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections import deque
 
@@ -78,23 +77,14 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
     if actions:
         for act in make_schedule(strategy, steps, snaps):
             click.echo(repr(act))
-    gen_s = None
-    if timed:
-        runs = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            deque(make_schedule(strategy, steps, snaps), maxlen=0)
-            runs.append(time.perf_counter() - t0)
-        gen_s = min(runs)
+    runs = []
+    for _ in range(repeat if timed else 0):
+        t0 = time.perf_counter()
+        deque(make_schedule(strategy, steps, snaps), maxlen=0)
+        runs.append(time.perf_counter() - t0)
     # a strategy that does not use snaps (store-all) is not held to them
     stats = replay(make_schedule(strategy, steps, snaps), steps, snaps if spec.uses_snaps else None)
-    console.print(schedule_table(stats, snaps, strategy, gen_s))
-    if timed:
-        console.print(
-            f"generation time: min {min(runs) * 1e3:.1f} ms, median "
-            f"{statistics.median(runs) * 1e3:.1f} ms over {repeat} runs "
-            f"({stats.actions} actions)"
-        )
+    console.print(schedule_table(stats, snaps, strategy, runs))
 
 
 #: Schedules up to this many step evaluations are enumerated (about 2 s here).
