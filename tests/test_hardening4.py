@@ -177,3 +177,21 @@ def test_an_overhead_at_or_below_the_baseline_is_not_called_noise():
     noisy = {"value": 1000, "low": -2 * 2**20, "high": 2 * 2**20, "noise": 2 * 2**20,
              "below_noise": True}  # fmt: skip
     assert fmt_overhead(noisy) == "< noise (±2.0 MiB)"
+
+
+def test_a_plans_stored_bytes_print_at_the_precision_of_their_size():
+    """54 718 B within a 60 KiB budget printed as '0.1 MiB stored'."""
+    from dataclasses import replace
+
+    from _synthetic import CI_CASE, make_result, with_case
+
+    from ckptbench.render.run import explain_lines
+    from ckptbench.results.schema import Mode
+
+    result = make_result(CI_CASE)
+    plan = {"predicted_time_s": 0.5, "peak_bytes": 54_718}
+    modes = tuple(replace(m, plan=plan) if m.mode is Mode.CHECKPOINTED else m for m in result.modes)
+    result = with_case(replace(result, modes=modes), strategy="optimal", snaps=CI_CASE.steps,
+                       budget_bytes=60 * 1024)  # fmt: skip
+    (line,) = [x for x in explain_lines(result) if x.startswith("plan: predicted")]
+    assert "predicted 0.5 s and 53.4 KiB stored" in line

@@ -370,9 +370,9 @@ def _plan_line(result: RunResult) -> str | None:
         over = fmt_overhead(ckpt.overhead_interval)
     where = "device " if s.on_device else ""
     return (
-        f"plan: predicted {predicted:.3g} s and {fmt_bytes(ckpt.plan.peak_bytes)} "
+        f"plan: predicted {predicted:.3g} s and {fmt_size(ckpt.plan.peak_bytes)} "
         f"stored; measured {wall:.3g} s ({wall / predicted - 1:+.0%}), "
-        f"{fmt_bytes(ckpt.counters.peak_stored_bytes)} stored by the executor, {where}overhead "
+        f"{fmt_size(ckpt.counters.peak_stored_bytes)} stored by the executor, {where}overhead "
         f"{over} over baseline"
     )
 
