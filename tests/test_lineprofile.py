@@ -76,3 +76,16 @@ def test_bad_jobs_are_one_json_line_and_exit_1():
     assert rc == 1 and "steps must be >= 1" in doc["error"]
     with pytest.raises(ValueError, match="unknown profile job key"):
         profile_job({"model": "lstm", "colour": "red"})
+
+
+def test_a_stacks_profile_charges_its_layers_own_lines():
+    """A layer chain has no ``step``: the profile listed only the adapter's call and the
+    loss, never a convolution's or a dense layer's line."""
+    sizes = {"hidden": 8, "batch": 2, "input": 4, "output": 1}
+    prof = profile_gradient(model="cnn-stack", steps=4, snaps=2, mode="normal", **sizes)
+    conv = [r for r in prof.rows if r.function == "conv" and r.file.endswith("stacks.py")]
+    assert conv and sum(r.increment_mib for r in conv) > 0
+    assert {r.occurrences for r in conv if "xp.einsum" in r.source} == {3}  # three convs
+    prof = profile_gradient(model="mlp-stack", steps=6, snaps=2, mode="checkpointed", **sizes)
+    assert any(r.function == "dense" for r in prof.rows)
+    assert any(r.file.endswith("autograd/chain.py") for r in prof.rows)  # the chain executor

@@ -45,10 +45,12 @@ import numpy as np
 
 from ckptbench.backends import counting, registry, unrolled_outputs
 from ckptbench.backends.autograd import binding as checkpoint
+from ckptbench.backends.autograd import chain
 from ckptbench.backends.modes import FrameworkBackend
 from ckptbench.engine import interpreter as engine
 from ckptbench.results.schema import Case, Mode
 from ckptbench.workloads import Sizes, load_workload
+from ckptbench.workloads.chain import is_chain
 
 __all__ = [
     "LineProfile",
@@ -123,16 +125,32 @@ def _display_path(filename: str) -> str:
 
 
 def _functions(wl: Any) -> list[Any]:
+    """The code a gradient of ``wl`` runs: the workload's step, post and loss (a layer
+    chain's ``layer``, ``loss`` and every method its classes define, where the layers' own
+    lines are), the plain gradient, and our executor's interpreter and step operations."""
     found = [getattr(wl, name, None) for name in ("step", "post", "loss")]
+    if is_chain(wl):
+        found += [
+            fn
+            for cls in type(wl).__mro__
+            if cls is not object
+            for fn in vars(cls).values()
+            if inspect.isfunction(fn)
+        ]
     found += [FrameworkBackend.build_gradient, unrolled_outputs, counting]
     found += [engine.first_sweep, engine.reverse_sweep, engine.reverse_turns, checkpoint.tape_step]
+    found += [chain.tape_layer]
     found += [
         fn
-        for cls in (checkpoint.CheckpointedLoop, checkpoint.AutogradStepOps)
+        for module, classes in (
+            (checkpoint, (checkpoint.CheckpointedLoop, checkpoint.AutogradStepOps)),
+            (chain, (chain.AutogradChainOps, chain.AutogradChainLoop)),
+        )
+        for cls in classes
         for fn in vars(cls).values()
-        if inspect.isfunction(fn) and fn.__module__ == checkpoint.__name__
+        if inspect.isfunction(fn) and fn.__module__ == module.__name__
     ]
-    return [fn for fn in found if getattr(fn, "__code__", None) is not None]
+    return list(dict.fromkeys(fn for fn in found if getattr(fn, "__code__", None) is not None))
 
 
 def _function_names(code_map: TracedCodeMap) -> dict[tuple[str, int], str]:
