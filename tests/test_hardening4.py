@@ -195,3 +195,11 @@ def test_a_plans_stored_bytes_print_at_the_precision_of_their_size():
                        budget_bytes=60 * 1024)  # fmt: skip
     (line,) = [x for x in explain_lines(result) if x.startswith("plan: predicted")]
     assert "predicted 0.5 s and 53.4 KiB stored" in line
+
+
+def test_sizes_too_large_for_the_machine_name_every_size_that_counts(capsys):
+    """It blamed '--steps 6' for an --output of 1e13."""
+    err = one_line_error(capsys, ["run", "--model", "rnn", "--steps", "6", "--output",
+                                  "9999999999999"])  # fmt: skip
+    assert "--steps 6 x --batch 16 x (--input 32 + --output 9999999999999): the inputs" in err
+    assert "more than this machine's" in err

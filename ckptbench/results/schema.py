@@ -258,7 +258,8 @@ class Case:
             total_bytes = psutil.virtual_memory().total
         if need > total_bytes:
             raise CaseError(
-                f"--steps {self.steps}: the inputs and outputs alone need about "
+                f"--steps {self.steps} x --batch {self.batch} x (--input {self.input} + "
+                f"--output {self.output}): the inputs and outputs alone need about "
                 f"{need / 2**30:,.1f} GiB, more than this machine's {total_bytes / 2**30:.1f} GiB"
             )
 
