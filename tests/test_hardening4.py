@@ -203,3 +203,26 @@ def test_sizes_too_large_for_the_machine_name_every_size_that_counts(capsys):
                                   "9999999999999"])  # fmt: skip
     assert "--steps 6 x --batch 16 x (--input 32 + --output 9999999999999): the inputs" in err
     assert "more than this machine's" in err
+
+
+def test_a_key_named_twice_in_a_costs_file_or_a_result_is_refused(tmp_path, capsys):
+    """JSON keeps the last of two equal keys silently: a costs file saying two things, or a
+    result edited by hand, was read as whichever came last."""
+    from _synthetic import make_result
+
+    from ckptbench.results.schema import save_result
+
+    costs = tmp_path / "costs.json"
+    costs.write_text(
+        '{"forward_time_s": 0.001, "taped_time_s": 0.003, "state_bytes": 4096,'
+        ' "tape_bytes": 65536, "tape_bytes": 1}'
+    )
+    err = one_line_error(capsys, ["plan", "--steps", "20", "--budget", "1MiB",
+                                  "--costs", str(costs)])  # fmt: skip
+    assert "costs file names 'tape_bytes' twice" in err
+    result = tmp_path / "r.json"
+    save_result(make_result(), result)
+    text = result.read_text()
+    result.write_text(text.replace('"host":', '"host": "elsewhere", "host":', 1))
+    err = one_line_error(capsys, ["compare", str(result)])
+    assert "a JSON object names 'host' twice" in err

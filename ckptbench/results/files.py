@@ -184,8 +184,18 @@ def read_json_limited(path: str | os.PathLike[str], limit_bytes: int, what: str)
             return huge[-1]
         return int(s)
 
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        doc = dict(pairs)
+        if len(doc) < len(pairs):  # a repeated key: JSON would keep the last silently
+            keys = [k for k, _ in pairs]
+            twice = sorted({k for k in keys if keys.count(k) > 1})
+            raise InputFileError(f"a JSON object names {', '.join(map(repr, twice))} twice")
+        return doc
+
     try:
-        data = json.loads(text, parse_int=parse_int)
+        data = json.loads(text, parse_int=parse_int, object_pairs_hook=unique)
+    except InputFileError:
+        raise
     except json.JSONDecodeError as err:
         raise InputFileError(f"not JSON ({err.msg} at line {err.lineno})") from None
     except (RecursionError, ValueError) as err:  # the depth check makes these unreachable

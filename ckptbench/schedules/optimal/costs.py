@@ -134,8 +134,19 @@ def costs_from_json(text: str) -> Costs:
     length). Example: ``{"forward_time_s": [0.001, 0.002], "taped_time_s": 0.005,
     "state_bytes": 65536, "tape_bytes": [450000, 900000]}``.
     """
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        doc = dict(pairs)
+        if len(doc) < len(pairs):  # a repeated key: JSON would keep the last silently
+            keys = [k for k, _ in pairs]
+            twice = sorted({k for k in keys if keys.count(k) > 1})
+            raise PlanError(f"costs file names {', '.join(map(repr, twice))} twice")
+        return doc
+
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=unique)
+    except PlanError:
+        raise
     except json.JSONDecodeError as err:
         raise PlanError(f"costs file is not JSON: {err.msg} at line {err.lineno}") from None
     except ValueError as err:  # e.g. an integer with more digits than Python converts
