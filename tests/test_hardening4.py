@@ -226,3 +226,19 @@ def test_a_key_named_twice_in_a_costs_file_or_a_result_is_refused(tmp_path, caps
     result.write_text(text.replace('"host":', '"host": "elsewhere", "host":', 1))
     err = one_line_error(capsys, ["compare", str(result)])
     assert "a JSON object names 'host' twice" in err
+
+
+def test_the_rounds_line_names_its_spread_apart_from_the_tables():
+    """Two different figures were both called the peaks' spread; and a run cut to one round
+    said 'across 1 rounds'."""
+    from dataclasses import replace
+
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.render.run import explain_lines
+
+    three = make_result(CI_CASE.with_(rounds=3), rounds=3)
+    (line,) = [x for x in explain_lines(three) if x.startswith("across ")]
+    assert line.startswith("across 3 rounds: the rounds' median exact peaks differ by ")
+    cut = replace(make_result(CI_CASE), case=CI_CASE.with_(rounds=4))  # one round of four
+    assert not [x for x in explain_lines(cut) if x.startswith("across ")]

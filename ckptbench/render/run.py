@@ -341,7 +341,8 @@ def _precision_line(result: RunResult) -> str | None:
 def _rounds_line(result: RunResult) -> str | None:
     """How much the rounds differ: each mode's spread of exact peaks and CV of times."""
     noisy = [m for m in result.summary.modes if m.time_cv is not None]
-    if result.case.rounds <= 1 or not noisy:
+    rounds = len({m.round for m in result.modes})
+    if rounds <= 1 or not noisy:  # one round (or one left by an interruption): nothing between
         return None
     parts = ", ".join(
         f"{m.mode.value} {fmt_bytes(m.peak_spread_bytes, digits=2)}"
@@ -350,7 +351,8 @@ def _rounds_line(result: RunResult) -> str | None:
     )
     cvs = ", ".join(f"{m.mode.value} {m.time_cv:.1%}" for m in noisy)
     return (
-        f"across {len({m.round for m in result.modes})} rounds: exact peaks spread by {parts}; "
+        f"across {rounds} rounds: the rounds' median exact peaks differ by {parts} (the "
+        "table's peak spread: every iteration's); "
         f"iteration times vary by (CV) {cvs}"
     )
 
