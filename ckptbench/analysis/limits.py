@@ -62,10 +62,10 @@ def limit_sources(
     settings: Mapping[str, Any],
 ) -> tuple[str, ...]:
     """Where the gate's limits come from, said before the verdicts: the [expect] table (a
-        --config file, or the copy of the sweep's config recorded in its manifest) and the memory
-        and time rules; a warning when the config file on disk no longer matches that copy (the
-        gate uses the copy: editing the file alone changes nothing). ``settings``: the gate
-    report's."""
+    --config file, or the copy of the sweep's config recorded in its manifest) and the memory
+    and time rules (``settings``: the gate report's); a warning when the config file on disk
+    no longer matches that copy (the gate uses the copy: editing the file alone changes
+    nothing) or no longer loads."""
     out = []
     if config is not None:
         out.append(f"limits: [expect] from --config {config}")
