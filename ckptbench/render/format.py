@@ -87,7 +87,7 @@ def fmt_overhead(over: Any, *, digits: int = 1, unit: bool = True) -> str:
         return "-"
     get = over.get if isinstance(over, dict) else lambda k: getattr(over, k)
     u = " MiB" if unit else ""
-    if get("high") <= 0:
+    if not missing(high := get("high")) and high <= 0:
         return "≤ baseline"
     if get("below_noise"):
         return f"< noise (±{get('noise') / MIB:,.{digits}f}{u})"
