@@ -295,7 +295,8 @@ def test_a_budget_below_one_state_is_a_clear_error(harness):
     wl, _, state0, _ = harness.problem(5, seed=0)
     sb = harness.state_nbytes(state0)
     costs = Costs(forward_time_s=1.0, taped_time_s=3.0, state_bytes=sb, tape_bytes=TAPE_BYTES)
-    with pytest.raises(PlanError, match=r"no schedule of 5 steps fits in \d+ B") as info:
+    no_plan = r"no schedule of 5 steps fits in a budget of \d+ B"
+    with pytest.raises(PlanError, match=no_plan) as info:
         harness.checkpoint(wl.step, wl.post, 5, costs=costs, budget_bytes=sb - 1)
     assert "\n" not in str(info.value)
 

@@ -64,13 +64,19 @@ def _env() -> dict[str, str]:
 
 def test_existing_result_is_kept_unless_force(fake, tmp_path):
     out = tmp_path / "r.json"
-    out.write_text("precious")
+    assert invoke(small(out)).exit_code == 0
+    measured = out.read_text()
     res = invoke(small(out))
     assert res.exit_code == 2 and "--force" in res.output
-    assert out.read_text() == "precious"
+    assert out.read_text() == measured
     res = invoke(small(out, "--force"))
     assert res.exit_code == 0, res.output
-    assert load_result(out).ok
+    assert load_result(out).ok and out.read_text() != measured
+    # --force replaces a result, never anything else
+    out.write_text("precious")
+    res = invoke(small(out, "--force"))
+    assert res.exit_code == 2 and "is not a ckptbench result" in res.output
+    assert out.read_text() == "precious"
 
 
 @pytest.mark.parametrize("kind", ["fifo", "symlink", "dir", "device"])
