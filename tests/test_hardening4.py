@@ -242,3 +242,13 @@ def test_the_rounds_line_names_its_spread_apart_from_the_tables():
     assert line.startswith("across 3 rounds: the rounds' median exact peaks differ by ")
     cut = replace(make_result(CI_CASE), case=CI_CASE.with_(rounds=4))  # one round of four
     assert not [x for x in explain_lines(cut) if x.startswith("across ")]
+
+
+def test_a_config_takes_a_devices_other_name_as_device_does():
+    """`--device gpu` is JAX's word for cuda on the command line; a config refused it."""
+    config = parse_config(
+        CONFIG.format(extra="") + 'backend = ["jax"]\ndevice = ["gpu"]\n', "c.toml"
+    )
+    assert [c.device for c in config.cases] == ["cuda"]
+    with pytest.raises(ConfigError, match=r"no backend has it \(devices: cpu, cuda\)"):
+        parse_config(CONFIG.format(extra="") + 'device = ["tpu"]\n', "c.toml")

@@ -151,7 +151,12 @@ class Case:
             raise CaseError(str(err)) from None
         if self.device not in backend.devices:
             runs = ", ".join(b.name for b in BACKENDS.values() if self.device in b.devices)
-            where = f"; {self.device} needs --backend {runs}" if runs else ""
+            known = dict.fromkeys(d for b in BACKENDS.values() for d in b.devices)
+            where = (
+                f"; {self.device} needs --backend {runs}"
+                if runs
+                else f"; no backend has it (devices: {', '.join(known)})"
+            )
             raise CaseError(
                 f"unknown device {self.device!r} for --backend {self.backend} "
                 f"(choose from {', '.join(backend.devices)}){where}"

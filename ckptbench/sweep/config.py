@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
+from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND, resolve_device
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.files import read_text_limited
 from ckptbench.results.schema import Case, CaseError
@@ -297,8 +297,10 @@ _TYPED: dict[str, Callable[[str], Any]] = {
 
 
 def _read_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) -> Any:
-    """``value`` as the case takes it: a size or duration typed as text parsed, then checked
-    (:func:`_check_case_value`)."""
+    """``value`` as the case takes it: a size or duration typed as text parsed, a device's
+    other name resolved, then checked (:func:`_check_case_value`)."""
+    if key == "device" and isinstance(value, str):  # as --device takes it: gpu is cuda
+        value = resolve_device(value)
     if isinstance(value, str) and key in _TYPED:
         try:
             value = _TYPED[key](value)
