@@ -252,3 +252,47 @@ def test_a_config_takes_a_devices_other_name_as_device_does():
     assert [c.device for c in config.cases] == ["cuda"]
     with pytest.raises(ConfigError, match=r"no backend has it \(devices: cpu, cuda\)"):
         parse_config(CONFIG.format(extra="") + 'device = ["tpu"]\n', "c.toml")
+
+
+SWEEP_TEXT = (
+    'name = "tiny"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\nrepeats = 3\nrounds = 3\n'
+    "[grid]\nsnaps = [2, 3]\n"
+)
+
+
+def test_a_cell_a_stop_signal_cut_in_a_later_round_is_measured_again_on_resume(tmp_path):
+    """It holds every mode (rounds 1-2 complete, round 3 cut), so --resume kept it and
+    counted it failed on every later resume; only --retry-failed re-measured it."""
+    from dataclasses import replace
+
+    from _synthetic import make_result
+
+    from ckptbench.results.schema import Mode, Status, save_result
+    from ckptbench.results.store import load_result
+    from ckptbench.sweep.run import CellState, cell_path, run_sweep
+
+    config = parse_config(SWEEP_TEXT, source="tiny.toml")
+    first, second = config.cases
+    cut = make_result(first, seed=1, rounds=3)
+    modes = tuple(
+        replace(m, status=Status.INTERRUPTED, iterations=(), warmup=())
+        if m.round == 2 and m.mode is Mode.NORMAL
+        else m
+        for m in cut.modes
+    )
+    save_result(replace(cut, modes=modes), cell_path(tmp_path, first))
+    assert load_result(cell_path(tmp_path, first)).interruption == "interrupted in round 3"
+
+    measured = []
+
+    def run_cell(case, *, out_path=None, progress=None):
+        measured.append(case)
+        return make_result(case, seed=2, rounds=3)
+
+    outcome = run_sweep(config, tmp_path, resume=True, run_cell=run_cell)
+    assert measured == [first, second]
+    assert all(c.state is CellState.MEASURED and c.ok for c in outcome.cells)
+    (aside,) = tmp_path.glob(f"{first.key}.json.*.replaced")  # the cut rounds are kept
+    assert load_result(aside).interruption == "interrupted in round 3"
+    assert run_sweep(config, tmp_path, resume=True, run_cell=run_cell).exit_code == 0
+    assert len(measured) == 2  # nothing left to measure

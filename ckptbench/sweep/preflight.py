@@ -39,8 +39,10 @@ def _settings_diff(saved: Case, wanted: Case) -> str:
 
 
 def _complete(result: RunResult) -> bool:
-    """The runner measures every mode and saves after each: fewer modes means interrupted."""
-    return {m.mode for m in result.modes} >= set(MODES)
+    """The runner measures every mode and saves after each: fewer modes, or a mode a stop
+    signal cut (status interrupted, in any round), means the sweep was stopped in it, and
+    ``--resume`` measures it again (its file moved aside, kept)."""
+    return {m.mode for m in result.modes} >= set(MODES) and result.interruption is None
 
 
 def remove_stale_temp_files(out_dir: Path, names: Iterable[str]) -> None:
