@@ -123,3 +123,16 @@ def test_a_run_whose_checkpointing_saved_nothing_says_so():
     assert line == f"{NO_SAVINGS} (down to {worse.summary.memory_savings.value:.2f})"
     saved = make_result(CI_CASE.with_(rounds=3), seed=4, rounds=3)
     assert not any(line.startswith(NO_SAVINGS) for line in warning_lines(saved))
+
+
+def test_a_mode_that_did_not_measure_ok_is_a_warning_at_every_width():
+    """compare at 120 columns left the status column out and said nothing of a failed cell."""
+    from ckptbench.render.caveats import NOT_MEASURED
+    from ckptbench.results.schema import Status
+
+    failed = make_result(CI_CASE, seed=5, status={"normal": Status.CRASHED})
+    assert f"{NOT_MEASURED}: normal crashed" in warning_lines(failed)
+    ok = make_result(CI_CASE, seed=5)
+    assert not any(line.startswith(NOT_MEASURED) for line in warning_lines(ok))
+    lines = grouped_warning_lines([ok, failed], ["a", "b"])
+    assert f"{NOT_MEASURED}: b (normal crashed)" in lines

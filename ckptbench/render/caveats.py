@@ -18,9 +18,17 @@ from ckptbench.analysis import BUSY_CPU_SHARE
 from ckptbench.analysis.stability import VerdictKind
 from ckptbench.analysis.trace import OVER_SLACK, trace_warnings
 from ckptbench.render.format import fmt_percent
-from ckptbench.results.schema import Mode, RunResult
+from ckptbench.results.schema import Mode, RunResult, Status
 
-__all__ = ["NO_SAVINGS", "ONE_ROUND", "Caveat", "caveats", "grouped_warning_lines", "warning_lines"]
+__all__ = [
+    "NOT_MEASURED",
+    "NO_SAVINGS",
+    "ONE_ROUND",
+    "Caveat",
+    "caveats",
+    "grouped_warning_lines",
+    "warning_lines",
+]
 
 _UNSTABLE = "* time figures marked * are unstable (see the lines above)"
 #: Savings whose whole interval lies below 1x: the checkpointed gradient needed more memory
@@ -30,6 +38,10 @@ NO_SAVINGS = (
     "checkpointing saved no memory here: the checkpointed gradient needed more over the "
     "baseline than the plain one (savings below 1x)"
 )
+#: A mode that failed, crashed, timed out or ran out of memory in some round: its figures
+#: are missing or come from its other rounds (the table's status column, which a narrow
+#: terminal may leave out, says which).
+NOT_MEASURED = "modes that did not measure ok in every round (see their status)"
 #: One round's intervals (``ckptbench.analysis.intervals``) come from its iterations alone:
 #: they cannot see how much a mode's time moves between fresh processes (several percent,
 #: the larger error), and one round's savings interval is a worst case, not a 95% interval.
@@ -98,6 +110,12 @@ def caveats(result: RunResult) -> list[Caveat]:
         and (savings.high if savings.high is not None else savings.value) < 1
     ):
         out.append(Caveat(NO_SAVINGS, None, None, savings.value, ".2f", worst_is_low=True))
+    failed: dict[str, set[str]] = {}
+    for m in result.modes:  # a cut mode is said by the interruption's caveat
+        if m.status not in (Status.OK, Status.INTERRUPTED):
+            failed.setdefault(m.mode.value, set()).add(m.status.value)
+    for mode, statuses in failed.items():
+        out.append(Caveat(NOT_MEASURED, None, f"{mode} {', '.join(sorted(statuses))}"))
     per_round = s.slowdown.per_round or ()
     for k in s.slowdown.set_aside:
         ratio = f" {per_round[k - 1]:.3f}x" if k <= len(per_round) else ""
