@@ -296,3 +296,28 @@ def test_a_cell_a_stop_signal_cut_in_a_later_round_is_measured_again_on_resume(t
     assert load_result(aside).interruption == "interrupted in round 3"
     assert run_sweep(config, tmp_path, resume=True, run_cell=run_cell).exit_code == 0
     assert len(measured) == 2  # nothing left to measure
+
+
+def test_schedule_shows_a_strategys_own_figures_not_revolves():
+    """store-all at --snaps 1 said r = 99 and a binomial optimum of 4950 for its 99
+    advances; uniform said Revolve's r = 3 beside its own 15 advances of one step."""
+    from ckptbench.render.schedule import schedule_table
+    from ckptbench.schedules import make_schedule, replay
+
+    def rows(strategy, steps, snaps):
+        stats = replay(make_schedule(strategy, steps, snaps), steps, None)
+        table = schedule_table(stats, snaps, strategy, None)
+        return table.title, {r["quantity"]: r["value"] for r in table.records}
+
+    title, store = rows("store-all", 100, 1)
+    assert title == "store-all schedule: 100 steps, 100 snaps"
+    assert store["repetition number r(l, s)"] == "1"
+    assert (
+        store["binomial optimum t(l, s) (Revolve's)"]
+        == store["advances t (untaped steps, first sweep included)"]
+    )
+    _, uniform = rows("uniform", 100, 7)
+    assert "repetition number r(l, s)" not in uniform  # no closed form: its max is the replay's
+    assert uniform["max advances of one step"] == "15"
+    _, revolve = rows("revolve", 100, 7)
+    assert revolve["repetition number r(l, s)"] == revolve["max advances of one step"] == "3"

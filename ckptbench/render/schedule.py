@@ -10,7 +10,7 @@ from typing import Any
 
 from ckptbench.render.format import fmt_seconds, fmt_size
 from ckptbench.render.table import Column, Table
-from ckptbench.schedules import ReplayStats, get_strategy, optimal_forward_steps, repetition_number
+from ckptbench.schedules import ReplayStats, get_strategy, optimal_forward_steps
 
 __all__ = ["closed_form_table", "plan_table", "schedule_table"]
 
@@ -48,13 +48,18 @@ def closed_form_table(steps: int, snaps: int, strategy: str) -> Table:
 def schedule_table(
     stats: ReplayStats, snaps: int, strategy: str, gen_s: Sequence[float] | None
 ) -> Table:
-    """What a schedule costs: r, t, evaluations, recomputation factor, peak snapshots, and
-    with ``gen_s`` (the times of runs generating it) the fastest and median run."""
-    opt = optimal_forward_steps(stats.steps, min(snaps, stats.steps))
+    """What a schedule costs: r (from the strategy's closed form, where it has one), t beside
+    Revolve's binomial optimum at the same snaps, evaluations, recomputation factor, peak
+    snapshots, and with ``gen_s`` (the times of runs generating it) the fastest and median
+    run. ``snaps`` as given: a strategy that does not use them (store-all) shows its own."""
+    spec = get_strategy(strategy)
+    steps, s = stats.steps, spec.effective_snaps(stats.steps, snaps)
+    form = spec.closed_form
+    repetitions = [("repetition number r(l, s)", str(form.repetitions(steps, s)))] if form else []
     rows = [
-        ("repetition number r(l, s)", str(repetition_number(stats.steps, snaps))),
+        *repetitions,
         ("advances t (untaped steps, first sweep included)", f"{stats.advances}"),
-        ("binomial optimum t(l, s)", f"{opt}"),
+        ("binomial optimum t(l, s) (Revolve's)", f"{optimal_forward_steps(steps, s)}"),
         ("taped steps", f"{stats.taped}"),
         ("total step evaluations (t + l)", f"{stats.evaluations}"),
         ("recomputation factor t / l", f"{stats.advances / stats.steps:.3f}"),
@@ -68,7 +73,7 @@ def schedule_table(
         rows.append(
             (f"generation time, median of {runs}", f"{statistics.median(gen_s) * 1e3:.1f} ms")
         )
-    return _quantities(f"{strategy} schedule: {stats.steps} steps, {snaps} snaps", rows)
+    return _quantities(f"{strategy} schedule: {steps} steps, {s} snaps", rows)
 
 
 def plan_table(
