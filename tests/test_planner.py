@@ -250,3 +250,16 @@ def test_byte_replay_rejects_broken_tape_streams():
 
 def test_planner_is_pure():
     assert loaded_after_import("ckptbench.schedules.optimal.planner", HEAVY) == []
+
+
+def test_a_budget_that_holds_every_tape_gets_the_tape_all_plan():
+    """2 000 tapes of 4 KiB in 512 memory levels: each counted as 18 KiB, the program kept
+    about 500 of them and recomputed 1 491 steps, however large the budget."""
+    costs = Costs(forward_time_s=0.001, taped_time_s=0.003, state_bytes=1024, tape_bytes=4096)
+    for budget in (2000 * 4096, 9 * 2**20, 2**30):
+        plan = planner.plan_optimal(costs, 2000, budget)
+        assert plan.prediction.advances == 0 and plan.peak_bytes == 2000 * 4096
+        assert plan.predicted_time_s == pytest.approx(2000 * 0.003)
+        replay_bytes(plan.actions(), 2000, costs.state_bytes, costs.tape_bytes, budget)
+    below = planner.plan_optimal(costs, 2000, 2000 * 4096 - 1)  # one byte short: the program plans
+    assert below.prediction.advances > 0

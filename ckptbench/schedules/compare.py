@@ -62,6 +62,13 @@ def _planned_row(spec: StrategySpec, costs: Costs, steps: int, budget: int, leve
     except PlanError as err:
         return _row(spec.name, None, None, str(err))
     note = "" if plan.exact else f"memory quantum {plan.quantum_bytes} B"
+    _, _, sb, tb = costs.per_step(steps)
+    q, smallest = plan.quantum_bytes, min(min(sb), min(tb))
+    if not plan.exact and -(-smallest // q) * q >= 2 * smallest:  # rounding up doubles an item
+        note += (
+            f": a {smallest} B item counts as {-(-smallest // q) * q} B, so a plan keeping "
+            "more within the budget may exist"
+        )
     return _row(spec.name, plan.slots, plan.prediction, note)
 
 
