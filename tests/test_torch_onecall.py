@@ -249,3 +249,20 @@ def test_a_device_whose_default_is_one_call_runs_and_prices_one_call(monkeypatch
     built.gradient(built.params)
     assert calls[0] == 1
     assert registry.get_backend("torch").framework.measure_costs(case)["executor"] == "one-call"
+
+
+def test_a_torch_result_records_torch_and_a_peer_records_no_executor_of_ours(tmp_path):
+    """Its provenance named numpy and autograd only, and a torch.utils.checkpoint cell said
+    it ran the engine executor."""
+    from ckptbench.analysis import compare
+    from ckptbench.measure.runner import run_case
+    from ckptbench.render.html import render_html
+
+    case = Case(backend="torch", strategy="torch-checkpoint", steps=6, snaps=2, hidden=8,
+                batch=2, input=4, warmup=0, repeats=1, rounds=1)  # fmt: skip
+    result = run_case(case, out_path=tmp_path / "r.json")
+    assert result.ok
+    assert result.environment["executor"] is None
+    assert result.environment["numpy"]["torch_version"] == torch.__version__
+    page = render_html(compare([result]))
+    assert f"<dd>{torch.__version__}</dd>" in page or torch.__version__ in page

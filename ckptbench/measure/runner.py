@@ -246,7 +246,7 @@ def _environment(case: Case) -> dict[str, Any]:
     env["plugin"] = plugin_provenance(case.model)
     env["bytecode_compiled"] = compile_package()
     env["machine_state"] = noise.machine_state().as_dict()
-    env["executor"] = case.executor_used  # how our schedules ran (--executor; JAX's choice)
+    env["executor"] = case.executor_ran  # how our schedules ran; None for a framework's own
     env["grad_tolerance"] = {  # what a checkpointed gradient was checked against
         "max_rel_err": grad_tolerance(case.dtype, case.steps),
         "dtype": case.dtype,

@@ -104,6 +104,11 @@ def _provenance(results: Sequence[RunResult]) -> Prose:
         ("numpy", values(lambda r: env(r, "numpy", "numpy_version"))),
         ("BLAS", values(lambda r: _blas(r.environment))),
         ("autograd", values(lambda r: env(r, "numpy", "autograd_version"))),
+        *(
+            (name, values(lambda r, name=name: env(r, "numpy", f"{name}_version")))
+            for name in ("torch", "jax", "jaxlib", "equinox")
+            if any(env(r, "numpy", f"{name}_version") for r in results)
+        ),
         ("ckptbench", values(lambda r: r.tool_version)),
         ("commit", values(lambda r: env(r, "git_commit"))),
         ("repeats", values(lambda r: r.case.repeats)),
