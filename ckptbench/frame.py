@@ -291,7 +291,7 @@ def invocations_frame(results: Sequence[RunResult]) -> Any:
     import pandas as pd
 
     from ckptbench.analysis.intervals import Estimate, IntervalError
-    from ckptbench.analysis.pairing import plans_differ
+    from ckptbench.analysis.pairing import codes_differ, plans_differ
     from ckptbench.analysis.pooling import pooled_estimate
 
     # only the files of repeated cells are summarized again (compare's table did them all)
@@ -307,7 +307,7 @@ def invocations_frame(results: Sequence[RunResult]) -> Any:
         row: dict[str, Any] = {"key": key, "host": host, "invocations": len(runs),
                                "partial": sum(not complete(r) for r in files),
                                "versions": ", ".join(versions) if len(versions) > 1 else "",
-                               "plans": plans_differ(files),
+                               "plans": plans_differ(files), "codes": codes_differ(files),
                                "first_run": repeated[int(runs.index[0])]}  # fmt: skip
         for name in _POOLED:
             cols = runs[[name, f"{name}_low", f"{name}_high", "rounds"]].dropna()

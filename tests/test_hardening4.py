@@ -321,3 +321,41 @@ def test_schedule_shows_a_strategys_own_figures_not_revolves():
     assert uniform["max advances of one step"] == "15"
     _, revolve = rows("revolve", 100, 7)
     assert revolve["repetition number r(l, s)"] == revolve["max advances of one step"] == "3"
+
+
+def test_an_edited_plug_in_is_not_kept_nor_pooled_as_the_same_model(tmp_path, monkeypatch, capsys):
+    """Its cell's key names the plug-in, not its code: after an edit, --resume kept the old
+    results and compare/check paired them with the new ones without a word."""
+    from dataclasses import replace
+
+    from _cli import run_cli
+    from _synthetic import make_result
+
+    from ckptbench.results.schema import save_result
+    from ckptbench.sweep.run import CellState, run_sweep
+    from ckptbench.workloads import plugin_provenance
+
+    monkeypatch.chdir(tmp_path)
+    Path("plug.py").write_text((EXAMPLES / "autograd_rnn.py").read_text())
+    config = parse_config(SWEEP_TEXT.replace('"rnn"', '"plug.py:make"'), source="p.toml")
+
+    def run_cell(case, *, out_path=None, progress=None):
+        result = make_result(case, seed=len(Path("plug.py").read_text()))
+        return replace(result, environment={"plugin": plugin_provenance(case.model)})
+
+    first = run_sweep(config, tmp_path / "out", run_cell=run_cell)
+    assert first.exit_code == 0
+    kept = run_sweep(config, tmp_path / "out", resume=True, run_cell=run_cell)
+    assert all(c.state is CellState.KEPT for c in kept.cells)
+    Path("plug.py").write_text(Path("plug.py").read_text() + "\n# edited\n")
+    again = run_sweep(config, tmp_path / "out", resume=True, run_cell=run_cell)
+    assert all(c.state is CellState.CONFLICT for c in again.cells)
+    assert "plug-in source" in again.cells[0].error
+    # a result of the edited plug-in beside one of the old: said where they pool and pair
+    new = tmp_path / "new.json"
+    save_result(run_cell(config.cases[0]), new)
+    old = tmp_path / "out" / f"{config.cases[0].key}.json"
+    code, out, _ = run_cli(capsys, ["compare", str(old), str(new)])
+    assert code == 0 and "2 different versions of the plug-in's source" in out
+    code, out, err = run_cli(capsys, ["check", str(new), "--against", str(old)])
+    assert "2 different versions of the plug-in's source" in out + err

@@ -37,6 +37,7 @@ __all__ = [
     "Pairing",
     "PooledCell",
     "case_identity",
+    "codes_differ",
     "compare",
     "compare_cells",
     "differing_fields",
@@ -44,6 +45,7 @@ __all__ = [
     "pair",
     "plan_shape",
     "plans_differ",
+    "plugin_code",
     "pool_results",
     "settings_notes",
 ]
@@ -231,6 +233,19 @@ def plans_differ(results: Iterable[RunResult]) -> int:
     return len({shape for r in results if (shape := plan_shape(r)) is not None})
 
 
+def plugin_code(result: RunResult) -> str | None:
+    """The SHA-256 of the plug-in's source a result ran (``environment.plugin``), None for a
+    built-in or where it could not be read. Not part of the cell's key: editing a plug-in
+    keeps its cells' names."""
+    plugin = (result.environment or {}).get("plugin")
+    return plugin.get("sha256") if isinstance(plugin, dict) else None
+
+
+def codes_differ(results: Iterable[RunResult]) -> int:
+    """How many different plug-in sources ``results`` ran (0 or 1: nothing to say)."""
+    return len({code for r in results if (code := plugin_code(r)) is not None})
+
+
 def settings_notes(pairs: Iterable[tuple[PooledCell, PooledCell]]) -> list[str]:
     """Paired cells whose files disagree on settings outside the identity (e.g. repeats),
     and a side that pools runs of different ckptbench versions."""
@@ -241,6 +256,11 @@ def settings_notes(pairs: Iterable[tuple[PooledCell, PooledCell]]) -> list[str]:
         if differ:
             values = "; ".join(f"{f} {sorted({getattr(c, f) for c in cases})}" for f in differ)
             notes.append(f"{after.key}: paired files were measured with different {values}")
+        if (codes := codes_differ((*before.results, *after.results))) > 1:
+            notes.append(
+                f"{after.key}: its files ran {codes} different versions of the plug-in's "
+                "source (its SHA-256 differs): the model changed, not only the measurement"
+            )
         if (plans := plans_differ((*before.results, *after.results))) > 1:
             notes.append(
                 f"{after.key}: its files ran {plans} different plans (step costs measured "

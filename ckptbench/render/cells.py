@@ -230,6 +230,11 @@ def invocations_table(results: Sequence[RunResult]) -> Table | None:
             )
         if r["versions"]:
             note.append(f"{r['label']}: runs of different ckptbench versions ({r['versions']})")
+        if r["codes"] > 1:
+            note.append(
+                f"{r['label']}: its runs ran {r['codes']} different versions of the plug-in's "
+                "source: the pool mixes models"
+            )
         if r["plans"] > 1:
             note.append(
                 f"{r['label']}: its runs ran {r['plans']} different plans (step costs measured "

@@ -38,6 +38,20 @@ def _settings_diff(saved: Case, wanted: Case) -> str:
     return ", ".join(diffs)
 
 
+def _code_diff(saved: RunResult, case: Case) -> str:
+    """Where a plug-in's source changed since its cell was measured (its SHA-256; the file is
+    read, never imported here): the cell's name is the same, the model is not."""
+    then = (saved.environment or {}).get("plugin")
+    if ":" not in case.model or not isinstance(then, dict) or not then.get("sha256"):
+        return ""
+    from ckptbench.workloads import plugin_provenance  # imports autograd: plug-in cells only
+
+    now = plugin_provenance(case.model) or {}
+    if now.get("sha256") in (None, then["sha256"]):
+        return ""
+    return f"plug-in source {then['sha256'][:12]} vs {now['sha256'][:12]} now"
+
+
 def _complete(result: RunResult) -> bool:
     """The runner measures every mode and saves after each: fewer modes, or a mode a stop
     signal cut (status interrupted, in any round), means the sweep was stopped in it, and
@@ -110,7 +124,7 @@ def plan_cells(
         except ValueError as err:
             cells.append(CellOutcome(case, path, CellState.CONFLICT, error=str(err)))
             continue
-        diff = _settings_diff(saved.case, case)
+        diff = _settings_diff(saved.case, case) or _code_diff(saved, case)
         if diff:
             msg = f"{path}: measured with other settings ({diff}); delete it to re-measure"
             cells.append(CellOutcome(case, path, CellState.CONFLICT, error=msg))
