@@ -13,7 +13,8 @@ Semantics (what ``ckptbench sweep`` promises):
   measured with the same settings is *kept*; a cell with no file, or a partial file (the
   runner saves after every mode, so a kill mid-cell leaves one), is measured. A file that
   does not parse, belongs to another schema version or was measured with other settings
-  (repeats, warmup, threads, sample interval) is a *conflict*: reported, left untouched and
+  (repeats, warmup, threads, sample interval) or another version of its plug-in's source
+  (its SHA-256) is a *conflict*: reported, left untouched and
   not re-measured, because it was not written by an interrupted sweep (writes are atomic)
   and may be someone's data; delete it to measure the cell again. Saved cells whose
   measurement failed are kept unless ``retry_failed=True``.
