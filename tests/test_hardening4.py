@@ -359,3 +359,26 @@ def test_an_edited_plug_in_is_not_kept_nor_pooled_as_the_same_model(tmp_path, mo
     assert code == 0 and "2 different versions of the plug-in's source" in out
     code, out, err = run_cli(capsys, ["check", str(new), "--against", str(old)])
     assert "2 different versions of the plug-in's source" in out + err
+
+
+def test_a_result_its_folders_manifest_does_not_list_is_named_not_dropped(tmp_path, capsys):
+    """A sweep resumed with a smaller grid keeps the dropped cell's file; compare and check
+    read the folder as its manifest's cells and said nothing of it."""
+    from _cli import run_cli
+    from _synthetic import make_result
+
+    from ckptbench.sweep.run import run_sweep
+
+    def run_cell(case, *, out_path=None, progress=None):
+        return make_result(case, seed=case.snaps)
+
+    out = tmp_path / "out"
+    run_sweep(parse_config(SWEEP_TEXT.replace("[2, 3]", "[2, 3, 4]"), "t.toml"), out,
+              run_cell=run_cell)  # fmt: skip
+    smaller = parse_config(SWEEP_TEXT, "t.toml")
+    assert run_sweep(smaller, out, resume=True, run_cell=run_cell).exit_code == 0
+    (dropped,) = [p for p in out.glob("*.json") if "-s4-" in p.name]
+    code, _, err = run_cli(capsys, ["compare", str(out)])
+    assert code == 0 and f"compare: {dropped} is not a cell of its folder's sweep manifest" in err
+    code, out_text, err = run_cli(capsys, ["check", str(out)])
+    assert f"not cells of their folder's sweep manifest, so not gated: {dropped}" in out_text + err

@@ -50,6 +50,7 @@ from ckptbench.results.store import (
 )
 from ckptbench.schedules import get_strategy
 from ckptbench.sweep.config import Expect, SweepConfig, load_config
+from ckptbench.sweep.preflight import unlisted_results
 
 MIB = 2**20
 
@@ -366,6 +367,11 @@ def run_check(
                 f"changes are zero by construction: {', '.join(same)}",
             ),
         )
+    unlisted = unlisted_results([*results, *(against or ())])
+    if unlisted:  # a cell of a larger config, or a copied file: read as nothing, said
+        names = ", ".join(str(p) for p in unlisted)
+        note = f"not cells of their folder's sweep manifest, so not gated: {names}"
+        report = replace(report, notes=(*report.notes, note))
     if lost:  # a deleted cell, or a sweep stopped between cells, fails the gate
         report = replace(report, lines=(*report.lines, *lost))
     if expect is None:

@@ -95,6 +95,14 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         )
     except ValueError as err:
         raise InputError(str(err)) from None
+    from ckptbench.sweep.preflight import unlisted_results
+
+    for path in unlisted_results([*results, *(against or ())]):
+        click.echo(
+            f"compare: {path} is not a cell of its folder's sweep manifest (not in the tables; "
+            "pass the file itself to compare it)",
+            err=True,
+        )
     if missing:  # as `check` does: a cell the manifest lists but the folder lacks is named
         lines = [
             f"{len(missing)} cell(s) listed in the sweep manifest have no result file (not in "

@@ -53,7 +53,6 @@ __all__ = [
     "load_results",
     "locked_folder",
     "manifest_cells",
-    "manifest_files",
     "measurement_id",
     "missing_cells",
     "open_folder",
@@ -265,12 +264,6 @@ def manifest_cells(path: Path) -> list[tuple[Path, str]] | None:
     cells = [c for c in data.get("cells", []) if isinstance(c, dict) and c.get("file")]
     listed = [(path.parent / str(c["file"]), str(c.get("key", ""))) for c in cells]
     return [(f, key) for f, key in listed if f.exists()]
-
-
-def manifest_files(path: Path) -> list[Path] | None:
-    """The result files a manifest lists (those present), or None if ``path`` is none."""
-    cells = manifest_cells(path)
-    return None if cells is None else [f for f, _ in cells]
 
 
 # --------------------------------------------------------------------------- validation

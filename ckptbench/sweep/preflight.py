@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.results.schema import MODES, SETTINGS_FIELDS, Case, RunResult
-from ckptbench.results.store import MANIFEST_NAME, StoreError, cell_path, load_result, read_manifest
+from ckptbench.results.store import (
+    MANIFEST_NAME,
+    StoreError,
+    cell_path,
+    load_result,
+    manifest_cells,
+    read_manifest,
+)
 from ckptbench.sweep.cells import CellOutcome, CellState
 from ckptbench.sweep.config import SweepConfig
 
@@ -20,6 +27,7 @@ __all__ = [
     "plan_cells",
     "previous_manifest",
     "remove_stale_temp_files",
+    "unlisted_results",
 ]
 
 
@@ -141,3 +149,18 @@ def plan_cells(
             "or use another --out"
         )
     return cells, to_run
+
+
+def unlisted_results(paths: Iterable[str | Path]) -> list[Path]:
+    """Result files in the sweep folders among ``paths`` that their manifest does not list
+    (a cell of an earlier, larger config; a file copied in): a folder is read as its
+    manifest's cells, so these are left out of every table, and the reader says so."""
+    out: list[Path] = []
+    for raw in paths:
+        folder = Path(raw)
+        listed = manifest_cells(folder / MANIFEST_NAME) if folder.is_dir() else None
+        if listed is None:
+            continue
+        known = {f.name for f, _ in listed}
+        out += [f for f in sorted(folder.glob("*.json")) if f.name not in {*known, MANIFEST_NAME}]
+    return out
