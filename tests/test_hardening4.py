@@ -382,3 +382,12 @@ def test_a_result_its_folders_manifest_does_not_list_is_named_not_dropped(tmp_pa
     assert code == 0 and f"compare: {dropped} is not a cell of its folder's sweep manifest" in err
     code, out_text, err = run_cli(capsys, ["check", str(out)])
     assert f"not cells of their folder's sweep manifest, so not gated: {dropped}" in out_text + err
+
+
+def test_a_steps_time_keeps_three_digits_and_a_spread_its_unit():
+    """'190 untaped steps x 0.01 ms' for 3 ms of recomputation; peak spreads of one column in
+    '0.01 MiB' beside '4.00 KiB'."""
+    from ckptbench.render.format import fmt_per_step, fmt_size
+
+    assert [fmt_per_step(x) for x in (0.005, 0.00087, 1.58e-5)] == ["5.00 ms", "870 µs", "15.8 µs"]
+    assert (fmt_size(8192), fmt_size(4096)) == ("8.00 KiB", "4.00 KiB")

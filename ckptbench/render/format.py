@@ -20,6 +20,7 @@ __all__ = [
     "fmt_bytes",
     "fmt_duration",
     "fmt_overhead",
+    "fmt_per_step",
     "fmt_percent",
     "fmt_ratio",
     "fmt_ratio_ci",
@@ -140,6 +141,13 @@ def fmt_seconds(seconds: float | None) -> str:
     """Seconds at three significant digits: '1.32 s', '0.0742 s', '0.000456 s' (a
     prediction for a small model is not '0.000 s' beside another '0.000 s')."""
     return "-" if missing(seconds) else f"{seconds:.3g} s"
+
+
+def fmt_per_step(seconds: float) -> str:
+    """One step's time at three significant digits, in ms or µs: '5.00 ms', '10.2 µs' (190
+    steps x '0.01 ms' read as 1.9 ms where they took 3 ms)."""
+    value, unit = (seconds * 1e3, "ms") if seconds >= 1e-3 else (seconds * 1e6, "µs")
+    return f"{value:#.3g}".rstrip(".") + f" {unit}"
 
 
 def fmt_time_spread(t: Spread | None) -> str:

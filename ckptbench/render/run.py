@@ -12,6 +12,7 @@ from ckptbench.render.format import (
     fmt_bytes,
     fmt_duration,
     fmt_overhead,
+    fmt_per_step,
     fmt_percent,
     fmt_ratio,
     fmt_ratio_ci,
@@ -223,7 +224,7 @@ def _mode_record(result: RunResult, m: Any) -> dict[str, str]:
         "mode": m.mode.value,
         "status": m.status.value,
         "peak": peak,
-        "spread": "-" if pr is None else fmt_bytes(pr.spread, digits=2),
+        "spread": "-" if pr is None else fmt_size(pr.spread),
         "sampled": fmt_bytes(m.sampled_peak_rss_bytes),
         "overhead": "(floor)" if m.mode is Mode.BASELINE else over_text,
         "overhead_narrow": "(floor)" if m.mode is Mode.BASELINE else over_narrow,
@@ -305,7 +306,7 @@ def _phase_line(result: RunResult) -> str | None:
     what = "advances" if recorded else "recomputation"
     kind = "steps" if recorded else "untaped steps"
     also = "; the first sweep's are recorded on autograd's graph" if recorded else ""
-    per = f" ({advanced} {kind} x {adv / advanced * 1e3:.2f} ms{also})" if advanced else ""
+    per = f" ({advanced} {kind} x {fmt_per_step(adv / advanced)}{also})" if advanced else ""
     vs = f" vs plain gradient's {fmt_time(normal.time.median)}" if normal.time else ""
     share = (adv + taped + book) / wall if wall > 0 else 0.0
     return (  # seconds as the table prints them
