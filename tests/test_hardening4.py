@@ -391,3 +391,13 @@ def test_a_steps_time_keeps_three_digits_and_a_spread_its_unit():
 
     assert [fmt_per_step(x) for x in (0.005, 0.00087, 1.58e-5)] == ["5.00 ms", "870 µs", "15.8 µs"]
     assert (fmt_size(8192), fmt_size(4096)) == ("8.00 KiB", "4.00 KiB")
+
+
+def test_precision_and_retry_oom_say_their_range_and_need_in_one_line(capsys):
+    """'-5%' said '0% to below 1000%' where '200%' said 'below 100%'; --retry-oom without a
+    memory limit was accepted and did nothing, where --expect-oom was refused."""
+    for value in ("-5%", "200%", "abc"):
+        err = one_line_error(capsys, ["run", "--precision", value, "--steps", "5"])
+        assert "a fraction from 0% (off) to below 100% (e.g. 5%)" in err
+    err = one_line_error(capsys, ["run", "--retry-oom", "--steps", "5"])
+    assert err == "ckptbench: error: --retry-oom needs --memory-limit\n"

@@ -18,10 +18,14 @@ def precision_value(text: str | None) -> float | None:
     None (add no rounds)."""
     if text is None or str(text).strip().lower() in ("off", "none"):
         return None
-    value = parse_fraction(text)
-    if value >= 1:
+    try:
+        value = parse_fraction(text)
+    except click.BadParameter:
+        value = -1.0  # not a fraction in range: said in the one message below
+    if not 0 <= value < 1:
         raise click.BadParameter(
-            f"{text!r}: the slowdown interval's half-width, as a fraction below 100% (e.g. 5%)"
+            f"{text!r}: the slowdown interval's half-width, as a fraction from 0% (off) to "
+            "below 100% (e.g. 5%)"
         )
     return value or None
 

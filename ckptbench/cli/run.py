@@ -293,7 +293,7 @@ def run(
     fmt = format_asked(as_json, fmt)
     mode_list = _parse_modes(modes, trace)
     model = relative_model(model)
-    _check_expect_oom(expect_oom, memory_limit, mode_list)
+    _check_expect_oom(expect_oom, memory_limit, mode_list, retry_oom)
     ctx = click.get_current_context()
     given = ctx.get_parameter_source("snaps")
     if snaps_ignored(strategy) and given is click.core.ParameterSource.DEFAULT:
@@ -353,9 +353,11 @@ def run(
     sys.exit(code if measured.code is None else measured.code)
 
 
-def _check_expect_oom(expect_oom, memory_limit, mode_list) -> None:
-    """``--expect-oom`` needs ``--memory-limit`` and names only modes that run."""
-    if expect_oom and memory_limit is None:
-        raise InputError("--expect-oom needs --memory-limit")
+def _check_expect_oom(expect_oom, memory_limit, mode_list, retry_oom=False) -> None:
+    """``--expect-oom`` and ``--retry-oom`` need ``--memory-limit`` (no mode runs out of
+    memory without one), and ``--expect-oom`` names only modes that run."""
+    for given, option in ((expect_oom, "--expect-oom"), (retry_oom, "--retry-oom")):
+        if given and memory_limit is None:
+            raise InputError(f"{option} needs --memory-limit")
     if set(expect_oom) - {m.value for m in mode_list}:
         raise InputError("--expect-oom names a mode that --modes does not run")
