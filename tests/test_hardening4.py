@@ -401,3 +401,32 @@ def test_precision_and_retry_oom_say_their_range_and_need_in_one_line(capsys):
         assert "a fraction from 0% (off) to below 100% (e.g. 5%)" in err
     err = one_line_error(capsys, ["run", "--retry-oom", "--steps", "5"])
     assert err == "ckptbench: error: --retry-oom needs --memory-limit\n"
+
+
+def test_the_gate_names_a_failed_mode_once_with_its_rounds():
+    """'normal: failed' was repeated once a round, and a missing side read 'no result
+    overhead'."""
+    from dataclasses import replace
+
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.analysis.gate import check
+    from ckptbench.results.schema import Mode, Status
+
+    case = CI_CASE.with_(rounds=3)
+    good = make_result(case, seed=1, rounds=3)
+    modes = tuple(
+        replace(m, status=Status.FAILED, iterations=(), warmup=(), error="boom")
+        if m.mode is Mode.NORMAL and m.round in (0, 1)
+        else m
+        for m in make_result(case, seed=2, rounds=3).modes
+    )
+    bad = replace(good, modes=modes, created="2025-01-02T00:00:00+00:00")
+    report = check([bad], [good])
+    (status,) = [line for line in report.lines if line.check == "status"]
+    assert status.detail == "normal: failed (rounds 1-2) (boom)"
+    gone = replace(good, modes=tuple(m for m in good.modes if m.mode is not Mode.NORMAL),
+                   created="2025-01-03T00:00:00+00:00")  # fmt: skip
+    report = check([gone], [good])
+    (memory,) = [line for line in report.lines if line.check == "memory:normal"]
+    assert memory.detail == "this result has no normal overhead (not measured ok)"

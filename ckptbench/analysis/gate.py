@@ -191,7 +191,15 @@ def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
 
 def _status_line(result: RunResult) -> GateLine:
     missing = [m.value for m in MODES if result.mode(m) is None]
-    bad = [f"{m.mode.value}: {m.status.value}" for m in result.modes if not m.ok]
+    rounds: dict[tuple[str, str], list[int]] = {}  # (mode, status) -> its 1-based rounds
+    for m in result.modes:
+        if not m.ok:
+            rounds.setdefault((m.mode.value, m.status.value), []).append(m.round + 1)
+    several = len({m.round for m in result.modes}) > 1
+    bad = [
+        f"{mode}: {status}" + (f" (round{'s' * (len(ks) > 1)} {_spans(ks)})" if several else "")
+        for (mode, status), ks in rounds.items()
+    ]
     cut = result.interrupted_round
     if missing:
         detail, ok = f"incomplete: no {', '.join(missing)} (interrupted sweep?)", False
@@ -209,6 +217,17 @@ def _status_line(result: RunResult) -> GateLine:
     return GateLine(result.case.key, result.host, "status", ok, detail)
 
 
+def _spans(rounds: list[int]) -> str:
+    """'1-3, 5': sorted round numbers as runs."""
+    out: list[str] = []
+    for k in sorted(set(rounds)):
+        if out and out[-1].split("-")[-1] == str(k - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{k}"
+        else:
+            out.append(str(k))
+    return ", ".join(out)
+
+
 # --------------------------------------------------------------------------- reference
 
 
@@ -219,10 +238,9 @@ def _memory_lines(ref: PooledCell, cur: PooledCell, tolerance: float, floor: int
         before, after = ref.memory(mode), cur.memory(mode)
         name = f"memory:{mode.value}"
         if before is None or after is None:
-            side = "reference" if before is None else "result"
-            out.append(
-                GateLine(cur.case.key, cur.host, name, after is not None, f"no {side} {what}")
-            )
+            side = "the reference" if before is None else "this result"
+            detail = f"{side} has no {mode.value} {what} (not measured ok)"
+            out.append(GateLine(cur.case.key, cur.host, name, after is not None, detail))
             continue
         d = memory_delta(before, after, tolerance=tolerance, floor_bytes=floor)
         rel = f" ({d.delta_rel:+.1%})" if d.delta_rel is not None else ""
