@@ -35,6 +35,10 @@ def swept(monkeypatch, tmp_path):
     for out in ("out", "ref"):  # the results to check and a reference measured apart
         res = CliRunner().invoke(cli, ["sweep", "ci.toml", "--out", out], catch_exceptions=False)
         assert res.exit_code == 0, res.output
+        # the fake worker's samples repeat exactly, and one second holds both sweeps: the
+        # reference must not read as the same measurement (real samples never repeat)
+        monkeypatch.setenv("FAKE_SCALE", "1.0001")
+    monkeypatch.delenv("FAKE_SCALE")
     return tmp_path
 
 
