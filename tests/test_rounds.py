@@ -147,3 +147,23 @@ def test_workers_load_ckptbench_from_bytecode_however_it_is_installed(fake, tmp_
     out = tmp_path / "r.json"
     assert invoke([*SMALL, "--rounds", "1", "--out", str(out)]).exit_code == 0
     assert load_result(out).environment["bytecode_compiled"] is True
+
+
+def test_the_gate_reads_a_runs_expected_out_of_memory(fake, tmp_path):
+    """run --expect-oom passed (exit 0) and check failed the same file: the expectation was
+    not recorded."""
+    fake.setenv("FAKE_ALLOC", "normal:300")
+    out = tmp_path / "r.json"
+    res = invoke([*SMALL, "--rounds", "2", "--memory-limit", "150MiB", "--expect-oom",
+                  "normal", "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert load_result(out).environment["expect_oom"] == ["normal"]
+    res = invoke(["check", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "normal out of memory as expected" in res.output
+    fake.delenv("FAKE_ALLOC")  # the same expectation unmet: the gate fails it
+    unmet = tmp_path / "u.json"
+    invoke([*SMALL, "--rounds", "1", "--memory-limit", "150MiB", "--expect-oom", "normal",
+            "--out", str(unmet)])  # fmt: skip
+    res = invoke(["check", str(unmet)])
+    assert res.exit_code == 1 and "not every one ran out of memory" in res.output

@@ -41,7 +41,7 @@ from ckptbench.analysis import (
 )
 from ckptbench.analysis.limits import limit_sources, sweep_configs
 from ckptbench.analysis.stats import size_text
-from ckptbench.results.schema import MODES, Case, Mode, RunResult
+from ckptbench.results.schema import MODES, Case, Mode, RunResult, Status
 from ckptbench.results.store import (
     expectations_from_manifests,
     load_results,
@@ -192,9 +192,14 @@ def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
 def _status_line(result: RunResult) -> GateLine:
     missing = [m.value for m in MODES if result.mode(m) is None]
     rounds: dict[tuple[str, str], list[int]] = {}  # (mode, status) -> its 1-based rounds
-    for m in result.modes:
-        if not m.ok:
-            rounds.setdefault((m.mode.value, m.status.value), []).append(m.round + 1)
+    expected = set((result.environment or {}).get("expect_oom") or ())  # run --expect-oom
+    wrong = [
+        m
+        for m in result.modes
+        if not m.ok and not (m.status is Status.OUT_OF_MEMORY and m.mode.value in expected)
+    ]
+    for m in wrong:
+        rounds.setdefault((m.mode.value, m.status.value), []).append(m.round + 1)
     several = len({m.round for m in result.modes}) > 1
     bad = [
         f"{mode}: {status}" + (f" (round{'s' * (len(ks) > 1)} {_spans(ks)})" if several else "")
@@ -203,15 +208,21 @@ def _status_line(result: RunResult) -> GateLine:
     cut = result.interrupted_round
     if missing:
         detail, ok = f"incomplete: no {', '.join(missing)} (interrupted sweep?)", False
-    elif cut is not None and not [
-        m for m in result.modes if not m.ok and m.status.value != "interrupted"
-    ]:
+    elif cut is not None and not [m for m in wrong if m.status is not Status.INTERRUPTED]:
         complete = result.rounds_complete
         detail, ok = f"{result.interruption} ({complete} complete rounds kept)", False
     elif bad:
-        first = next(m for m in result.modes if not m.ok)
+        first = wrong[0]
         reason = f" ({first.error.splitlines()[0]})" if first.error else ""
         detail, ok = "; ".join(bad) + reason, False
+    elif expected:
+        detail = f"all modes measured; {', '.join(sorted(expected))} out of memory as expected"
+        ok = all(
+            any(m.mode.value == name and m.status is Status.OUT_OF_MEMORY for m in result.modes)
+            for name in expected
+        )
+        if not ok:
+            detail = f"--expect-oom {', '.join(sorted(expected))}: not every one ran out of memory"
     else:
         detail, ok = "all modes measured", True
     return GateLine(result.case.key, result.host, "status", ok, detail)
@@ -240,7 +251,14 @@ def _memory_lines(ref: PooledCell, cur: PooledCell, tolerance: float, floor: int
         if before is None or after is None:
             side = "the reference" if before is None else "this result"
             detail = f"{side} has no {mode.value} {what} (not measured ok)"
-            out.append(GateLine(cur.case.key, cur.host, name, after is not None, detail))
+            meant = after is None and all(
+                mode.value in ((r.environment or {}).get("expect_oom") or ()) for r in cur.results
+            )
+            if meant:
+                detail = (
+                    f"{mode.value} out of memory as expected (--expect-oom): nothing to compare"
+                )
+            out.append(GateLine(cur.case.key, cur.host, name, after is not None or meant, detail))
             continue
         d = memory_delta(before, after, tolerance=tolerance, floor_bytes=floor)
         rel = f" ({d.delta_rel:+.1%})" if d.delta_rel is not None else ""

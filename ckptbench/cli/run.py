@@ -344,6 +344,7 @@ def run(
         costs=costs,
         retry_oom=retry_oom,
         precision=target,
+        expect_oom=expect_oom,
     )
     result, out = measured.result, measured.out
     show_result(result, fmt, quiet=quiet, out=out)

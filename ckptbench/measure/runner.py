@@ -176,6 +176,7 @@ def run_case(
     retry_oom: bool = False,
     precision: Precision | None = None,
     saved_elsewhere: Callable[[str, str], None] | None = None,
+    expect_oom: Sequence[str] = (),
 ) -> RunResult:
     """Measure ``case`` in ``case.rounds`` rounds of each mode (a fresh process each),
     saving after every mode.
@@ -208,7 +209,10 @@ def run_case(
         raise ValueError("modes must not repeat")
     if get_strategy(case.strategy).planned and Mode.CHECKPOINTED in modes:
         costs = _checked_plan(case, costs, worker)
-    rec = _Recording(case, _environment(case), out_path, replace_out, saved_elsewhere)
+    env = _environment(case)
+    if expect_oom:  # run --expect-oom: the gate reads it (a mode meant to exceed the limit)
+        env["expect_oom"] = sorted(expect_oom)
+    rec = _Recording(case, env, out_path, replace_out, saved_elsewhere)
     how = _Measuring(modes, worker, progress, costs, retry_oom)
     with tempfile.TemporaryDirectory(prefix="ckptbench-") as tmp:
         try:
