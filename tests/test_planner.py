@@ -201,6 +201,8 @@ def test_costs_validation_and_json_round_trip():
     assert hash(c) == hash(costs_from_json(json.dumps(c.as_dict())))
     with pytest.raises(PlanError, match="differ in length"):
         Costs(forward_time_s=[0.1, 0.2], taped_time_s=[1, 2, 3], state_bytes=8, tape_bytes=8)
+    with pytest.raises(PlanError, match=r"fixed_time_s must be one number \(seconds per"):
+        Costs(forward_time_s=1, taped_time_s=1, state_bytes=8, tape_bytes=8, fixed_time_s=[1, 2])
     with pytest.raises(PlanError, match="state_bytes"):
         Costs(forward_time_s=0.1, taped_time_s=1, state_bytes=0, tape_bytes=8)
     with pytest.raises(PlanError, match="finite"):

@@ -76,6 +76,11 @@ class Costs:
             ("tape_bytes", int),
         ):
             object.__setattr__(self, name, _tuple_or_scalar(name, getattr(self, name), kind))
+        if isinstance(self.fixed_time_s, (list, tuple)):  # one time per gradient, not per step
+            raise PlanError(
+                f"fixed_time_s must be one number (seconds per gradient), got "
+                f"{_brief(self.fixed_time_s)}"
+            )
         object.__setattr__(self, "fixed_time_s", _scalar("fixed_time_s", self.fixed_time_s, float))
         lengths = {len(v) for v in self._fields() if isinstance(v, tuple)}
         if len(lengths) > 1:
