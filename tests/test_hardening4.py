@@ -430,3 +430,16 @@ def test_the_gate_names_a_failed_mode_once_with_its_rounds():
     report = check([gone], [good])
     (memory,) = [line for line in report.lines if line.check == "memory:normal"]
     assert memory.detail == "this result has no normal overhead (not measured ok)"
+
+
+def test_the_run_table_says_what_its_brackets_are():
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.render.run import run_table
+
+    table = run_table(make_result(CI_CASE.with_(rounds=3), rounds=3))
+    assert table.notes == (
+        "[low, high]: 95% intervals over 3 rounds (overhead: the iterations' peaks and a "
+        "rerun's spread); baseline is the forward pass alone",
+    )
+    assert run_table(make_result(CI_CASE)).notes == ()  # one round: its own warning says it

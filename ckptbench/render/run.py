@@ -181,7 +181,15 @@ def run_table(result: RunResult) -> Table:
     records = tuple(_mode_record(result, m) for m in pooled)
     bad = {st.value: "red" for st in Status if st is not Status.OK}
     columns = _run_columns(result.summary.on_device)
-    return Table(f"ckptbench run — {result.case.key}", columns, records, styles=bad)
+    rounds = result.summary.slowdown.rounds
+    legend = (  # what the brackets are, where the table shows any
+        f"[low, high]: 95% intervals over {rounds} rounds (overhead: the iterations' peaks "
+        "and a rerun's spread); baseline is the forward pass alone"
+        if rounds > 1
+        else ()
+    )
+    notes = (legend,) if legend else ()
+    return Table(f"ckptbench run — {result.case.key}", columns, records, styles=bad, notes=notes)
 
 
 def _evaluations_text(result: RunResult, m: Any) -> str:
