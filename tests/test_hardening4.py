@@ -443,3 +443,12 @@ def test_the_run_table_says_what_its_brackets_are():
         "rerun's spread); baseline is the forward pass alone",
     )
     assert run_table(make_result(CI_CASE)).notes == ()  # one round: its own warning says it
+
+
+def test_a_resumed_sweep_estimates_only_what_it_will_measure(fake):
+    """With every cell kept it still said the whole sweep's 'roughly 1 min 12 s'."""
+    Path("e.toml").write_text(CONFIG.format(extra="") + "snaps = [2, 3]\n")
+    assert invoke(["sweep", "e.toml", "--out", "o", "-q"]).exit_code == 0
+    res = invoke(["sweep", "e.toml", "--out", "o", "--resume"])
+    assert res.exit_code == 0, res.output
+    assert "sweep p: 2 cells (0 to measure), roughly 0 s -> o" in res.output

@@ -63,17 +63,20 @@ def sweep(
     out = out or Path("results") / cfg.name
     dask_address = _check_destination(out, dask_address)
     console = stderr_console()
-    seconds = sum(estimated_seconds(c) for c in cfg.cases)
+    todo = _cells_to_measure(cfg, out, resume, retry_failed)
+    seconds = sum(estimated_seconds(c) for c in todo)
     hours = seconds / 3600
     for note in cfg.notes if not quiet else ():
         console.print(f"[dim]{note}[/dim]", highlight=False)
     if not quiet:
+        some = f" ({len(todo)} to measure)" if len(todo) < len(cfg.cases) else ""
         console.print(
-            f"sweep {cfg.name}: {len(cfg.cases)} cells, roughly {fmt_duration(seconds)} -> {out}",
+            f"sweep {cfg.name}: {len(cfg.cases)} cells{some}, roughly {fmt_duration(seconds)} "
+            f"-> {out}",
             highlight=False,
         )
-    if (len(cfg.cases) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
-        _confirm(config, len(cfg.cases), fmt_duration(seconds))
+    if (len(todo) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
+        _confirm(config, len(todo), fmt_duration(seconds))
     show_iterations = not quiet and (verbose or progress_lines or console.is_terminal)
     progress = _progress_printer(console, quiet=quiet, show_iterations=show_iterations)
 
@@ -123,6 +126,21 @@ def _check_destination(out: Path, dask_address: str | None) -> str | None:
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a folder (results go into a folder)")
     return address
+
+
+def _cells_to_measure(cfg, out: Path, resume: bool, retry_failed: bool) -> list:
+    """The cells a resumed sweep will measure (all of a fresh one), for its estimate: the
+    same plan the sweep makes (``sweep.preflight.plan_cells``); all where it cannot be made
+    here (the sweep then says why)."""
+    from ckptbench.sweep.preflight import SweepError, plan_cells
+
+    if not resume:
+        return list(cfg.cases)
+    try:
+        _, to_run = plan_cells(cfg, out, resume, retry_failed)
+    except (SweepError, OSError):
+        return list(cfg.cases)
+    return [cfg.cases[i] for i in to_run]
 
 
 def _confirm(config: Path, cells: int, duration: str) -> None:
