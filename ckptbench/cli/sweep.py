@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 from pathlib import Path
@@ -172,42 +173,42 @@ def _check_devices(config: Path, cases) -> None:
     """Each accelerator the cells name, asked once per backend of a disposable worker
     (``measure.tasks.probe_device``), as ``run`` asks: InputError with one line where one
     cannot compute here, before anything is printed or measured."""
-    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
     from ckptbench.measure.tasks import probe_device
 
     first = {}
     for case in cases:
         if case.device != "cpu":
             first.setdefault((case.backend, case.device), case)
-    try:
-        with stop_on_signals():
-            for (backend, device), case in first.items():
-                if (why := probe_device(case)) is not None:
-                    raise InputError(f"{config}: cells on {backend}/{device}: {why}")
-    except (Interrupted, KeyboardInterrupt) as err:
-        click.echo(
-            f"ckptbench: sweep interrupted by {stop_reason(err)} while its devices were "
-            "checked; nothing was measured",
-            err=True,
-        )
-        sys.exit(128 + getattr(err, "signum", 2))
+    with _checking("devices"):
+        for (backend, device), case in first.items():
+            if (why := probe_device(case)) is not None:
+                raise InputError(f"{config}: cells on {backend}/{device}: {why}")
 
 
 def _checked_plugins(cfg):
     """``cfg`` with each plug-in checked in a disposable worker and every cell of it under the
     rules of the kind of model found (:func:`ckptbench.measure.tasks.check_plugins`), before
     anything is printed or measured: InputError with one line if one cannot be measured."""
-    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
     from ckptbench.measure.tasks import check_plugins
+
+    with _checking("plug-ins"):
+        return dataclasses.replace(cfg, cases=check_plugins(cfg.cases))
+
+
+@contextlib.contextmanager
+def _checking(what: str):
+    """A check in disposable workers before a sweep measures: its problem one line (exit 2),
+    a stop signal one true line (nothing was measured) and exit 128 + N."""
+    from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
 
     try:
         with stop_on_signals():
-            return dataclasses.replace(cfg, cases=check_plugins(cfg.cases))
+            yield
     except ValueError as err:
         raise InputError(str(err)) from None
     except (Interrupted, KeyboardInterrupt) as err:
         click.echo(
-            f"ckptbench: sweep interrupted by {stop_reason(err)} while its plug-ins were "
+            f"ckptbench: sweep interrupted by {stop_reason(err)} while its {what} were "
             "checked; nothing was measured",
             err=True,
         )

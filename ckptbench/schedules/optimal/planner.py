@@ -175,9 +175,11 @@ def _plan_cached(costs: Costs, steps: int, budget: int, levels: int) -> Plan:
     from ckptbench.schedules.optimal import dp
     from ckptbench.schedules.optimal.emit import emit
 
-    tape_all = _tape_all(costs, steps, budget)
-    if tape_all is not None:
-        return tape_all
+    _, _, _, tb = costs.per_step(steps)
+    if sum(tb) <= budget:  # every tape fits: no schedule is faster (see _tape_all)
+        tape_all = _as_plan(_tape_all(steps), costs, steps, budget, 1, True)
+        if tape_all.peak_bytes <= budget:
+            return tape_all
     solution = dp.solve(costs, steps, budget, levels)
     if not solution.feasible:
         least = dp.min_budget_bytes(costs, steps, levels)
@@ -185,10 +187,19 @@ def _plan_cached(costs: Costs, steps: int, budget: int, levels: int) -> Plan:
             f"no schedule of {steps} steps fits in a budget of {_bytes(budget)}; the smallest "
             f"budget that works is {_bytes(least)}"
         )
-    acts = tuple(emit(solution))
+    plan = _as_plan(
+        tuple(emit(solution)), costs, steps, budget, solution.quantum_bytes, solution.exact
+    )
+    if plan.peak_bytes > budget:  # pragma: no cover - rounding up makes this impossible
+        raise ScheduleError(f"plan peak {plan.peak_bytes} B exceeds budget {budget} B")
+    return plan
+
+
+def _as_plan(
+    acts: tuple[Action, ...], costs: Costs, steps: int, budget: int, quantum: int, exact: bool
+) -> Plan:
+    """``acts`` as a :class:`Plan`, scored by the cost model."""
     pred = predict(acts, steps, costs)
-    if pred.peak_bytes > budget:  # pragma: no cover - rounding up makes this impossible
-        raise ScheduleError(f"plan peak {pred.peak_bytes} B exceeds budget {budget} B")
     slots = 1 + max((a.slot for a in acts if a.kind is ActionKind.TAKESHOT), default=-1)
     return Plan(
         steps=steps,
@@ -198,39 +209,21 @@ def _plan_cached(costs: Costs, steps: int, budget: int, levels: int) -> Plan:
         predicted_time_s=pred.time_s,
         peak_bytes=pred.peak_bytes,
         prediction=pred,
-        quantum_bytes=solution.quantum_bytes,
-        exact=solution.exact,
+        quantum_bytes=quantum,
+        exact=exact,
         slots=slots,
     )
 
 
-def _tape_all(costs: Costs, steps: int, budget: int) -> Plan | None:
-    """The plan that keeps every tape, where it fits ``budget`` in exact bytes: no schedule is
-    faster (each step is taped once whatever the schedule, and this one advances none). The
-    dynamic program rounds sizes up to its memory quantum, which with many small tapes can
-    leave it far short of this plan however large the budget (2 000 tapes of 4 KiB in 512
-    levels); it is not asked. None where it does not fit."""
-    _, _, _, tb = costs.per_step(steps)
-    if sum(tb) > budget:
-        return None
-    acts = (
+def _tape_all(steps: int) -> tuple[Action, ...]:
+    """The schedule that keeps every tape: no schedule is faster (each step is taped once
+    whatever the schedule, and this one advances none). The dynamic program rounds sizes up
+    to its memory quantum, which with many small tapes can leave it far short of this plan
+    however large the budget (2 000 tapes of 4 KiB in 512 levels), so where it fits in exact
+    bytes the program is not asked."""
+    return (
         *(Action(ActionKind.TAPE, step=i) for i in range(steps - 1)),
         Action(ActionKind.FIRSTURN, step=steps - 1),
         *(Action(ActionKind.REVERSE, step=i) for i in range(steps - 2, -1, -1)),
         Action(ActionKind.TERMINATE),
-    )
-    pred = predict(acts, steps, costs)
-    if pred.peak_bytes > budget:
-        return None
-    return Plan(
-        steps=steps,
-        budget_bytes=budget,
-        costs=costs,
-        action_list=acts,
-        predicted_time_s=pred.time_s,
-        peak_bytes=pred.peak_bytes,
-        prediction=pred,
-        quantum_bytes=1,
-        exact=True,
-        slots=0,
     )
