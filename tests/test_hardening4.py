@@ -452,3 +452,12 @@ def test_a_resumed_sweep_estimates_only_what_it_will_measure(fake):
     res = invoke(["sweep", "e.toml", "--out", "o", "--resume"])
     assert res.exit_code == 0, res.output
     assert "sweep p: 2 cells (0 to measure), roughly 0 s -> o" in res.output
+
+
+def test_a_plug_ins_default_result_name_is_its_file_and_factory(fake):
+    """It was the last 30 characters of the path: 'run-ocs_examples_torch_gru_py_make-...'."""
+    shutil.copy(EXAMPLES / "autograd_rnn.py", "net.py")
+    res = invoke(["run", "--model", "net.py:make", *TINY])
+    assert res.exit_code == 0, res.output
+    (saved,) = Path("results").glob("run-*.json")
+    assert saved.name.startswith("run-net_make-")

@@ -56,7 +56,10 @@ def _default_out(model: str) -> Path:
 
     now = datetime.now()
     stamp = now.strftime("%Y%m%d-%H%M%S") + f".{now.microsecond:06d}"
-    slug = re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_")[-30:].strip("_") or "model"
+    target, _, name = model.rpartition(":")  # a plug-in: its file's or module's last part
+    if target:
+        model = f"{Path(target).stem if target.endswith('.py') else target.split('.')[-1]}_{name}"
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_")[:30].strip("_") or "model"
     return Path("results") / f"run-{slug}-{stamp}-{secrets.token_hex(3)}.json"
 
 
