@@ -60,7 +60,10 @@ def test_out_never_replaces_an_input_nor_with_force_anything_but_a_result(fake, 
                                   "--force"])  # fmt: skip
     assert "exists and is not a ckptbench result; --force replaces only a result" in err
     assert Path("notes.toml").read_text() == "kept = true\n"
-    # a result is still replaced with --force
+    # a result is still replaced with --force, and so is an empty file (mktemp's)
+    Path("empty.json").write_text("")
+    res = invoke(["run", "--model", "rnn", *TINY, "--out", "empty.json", "--force"])
+    assert res.exit_code == 0, res.output
     assert invoke(["run", "--model", "rnn", *TINY, "--out", "r.json"]).exit_code == 0
     res = invoke(["run", "--model", "rnn", *TINY, "--out", "r.json", "--force"])
     assert res.exit_code == 0, res.output

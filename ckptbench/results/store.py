@@ -151,7 +151,7 @@ def check_output(
         )
     if not replace and not append:
         raise StoreError(f"{what} {p}: exists; {hint}")
-    if result and not _head_matches(p, _DOCUMENT):
+    if result and st.st_size and not _head_matches(p, _DOCUMENT):  # empty: mktemp's, say
         raise StoreError(
             f"{what} {p}: exists and is not a ckptbench result; --force replaces only a "
             "result: use another file name"
