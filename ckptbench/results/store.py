@@ -93,7 +93,7 @@ def open_folder(path: str | os.PathLike[str]) -> Path:
     return p
 
 
-#: A result or a manifest, and a manifest, by their first key
+#: A document's first key: a result or a manifest (``_DOCUMENT``), a manifest (``_MANIFEST``)
 _DOCUMENT = re.compile(rb'^\s*\{\s*"(schema_version"\s*:\s*\d|kind"\s*:\s*"ckptbench-sweep")')
 _MANIFEST = re.compile(rb'^\s*\{\s*"kind"\s*:\s*"ckptbench-sweep"')
 
@@ -206,9 +206,8 @@ def write_manifest(out_dir: Path, body: dict[str, Any]) -> Path:
     """Write ``OUT/sweep.json`` atomically: ``body`` under the manifest's kind and version;
     a file there that is not a manifest is never replaced (StoreError)."""
     path = out_dir / MANIFEST_NAME
-    if path.exists() and not _head_matches(
-        path, _MANIFEST
-    ):  # never replace what another wrote there
+    # never replace what another wrote there
+    if path.exists() and not _head_matches(path, _MANIFEST):
         raise StoreError(f"{path}: is no longer this sweep's manifest; nothing replaced")
     doc = {"kind": MANIFEST_KIND, "manifest_version": MANIFEST_VERSION, **body}
     write_atomic(path, json.dumps(doc, indent=1) + "\n")
