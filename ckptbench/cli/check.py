@@ -17,6 +17,7 @@ from ckptbench.cli.options import (
     InputError,
     against_option,
     any_host_option,
+    path_arg,
     quiet_option,
 )
 from ckptbench.cli.outputs import FormatChoice, refuse_duplicates
@@ -32,11 +33,11 @@ def _sections():
     epilog="Example:\n\n  ckptbench sweep configs/ci.toml --out ci && ckptbench check ci\n\n"
     "  ckptbench check results/new --against results/main --time-tolerance 25%"
 )
-@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("results", nargs=-1, required=True, type=path_arg())
 @against_option("Reference results to gate against; repeatable.")
 @click.option(
     "--config",
-    type=click.Path(path_type=Path),
+    type=path_arg(),
     default=None,
     help="Take [expect] from this config (default: the sweep manifest's).",
 )
@@ -66,7 +67,7 @@ def _sections():
 @any_host_option
 @click.option(
     "--summary",
-    type=click.Path(path_type=Path),
+    type=path_arg(),
     default=None,
     help="Append the markdown summary here (done by itself when $GITHUB_STEP_SUMMARY is set).",
 )
@@ -81,7 +82,7 @@ def _sections():
 )
 @click.option(
     "--junit",
-    type=click.Path(path_type=Path),
+    type=path_arg(),
     default=None,
     help="Also write JUnit XML here (one testcase per check) for CI test reports.",
 )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from ckptbench.cli.options import (
@@ -12,6 +10,7 @@ from ckptbench.cli.options import (
     against_option,
     any_host_option,
     mprof_option,
+    path_arg,
     quiet_option,
 )
 from ckptbench.cli.outputs import (
@@ -34,7 +33,7 @@ def _sections():
     epilog="Example:\n\n  ckptbench compare results/lstm --format html -o report.html\n\n"
     "  ckptbench compare results/after --against results/before --format markdown"
 )
-@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("results", nargs=-1, required=True, type=path_arg())
 @against_option("Results measured before (files or sweep folders); repeatable.")
 @click.option(
     "--format",
@@ -50,7 +49,7 @@ def _sections():
     "-o",
     "--output",
     "output",
-    type=click.Path(path_type=Path),
+    type=path_arg(),
     default=None,
     help="Write the report to this file instead of stdout (never replaces a file without --force).",
 )
@@ -64,7 +63,7 @@ def _sections():
 @any_host_option
 @click.option(
     "--plots",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=path_arg(file_okay=False),
     default=None,
     help="Also write the plots as PNG files into this folder (e.g. for a README).",
 )

@@ -57,6 +57,21 @@ class _Seconds(click.ParamType):
 BYTES, SECONDS = _Bytes(), _Seconds()
 
 
+class _PathName(click.Path):
+    """A file or folder name; an empty one (``--out ""``, which the OS would read as the
+    current folder) is refused."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("an empty name is not a file or folder", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def path_arg(**kwargs) -> click.Path:
+    """The type of every file or folder option: a :class:`pathlib.Path`, never empty."""
+    return _PathName(path_type=Path, **kwargs)
+
+
 POS = click.IntRange(min=1)
 
 
@@ -133,7 +148,7 @@ def output_options(func):
 mprof_option = click.option(
     "--mprof",
     "mprof_dir",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=path_arg(file_okay=False),
     default=None,
     help="Also write every mode's RSS timeline in memory_profiler's mprof format into this "
     "folder (`mprof plot FILE` draws one).",
@@ -142,7 +157,7 @@ mprof_option = click.option(
 
 def against_option(help_text: str):
     """--against FILE_OR_FOLDER (repeatable): the reference of compare and check."""
-    return click.option("--against", multiple=True, type=click.Path(path_type=Path), help=help_text)
+    return click.option("--against", multiple=True, type=path_arg(), help=help_text)
 
 
 #: --any-host: pair cells measured on different hosts (compare, check).

@@ -20,6 +20,7 @@ from ckptbench.cli.options import (
     format_asked,
     given_sizes,
     numerics_options,
+    path_arg,
     quiet_option,
     read_costs,
     relative_model,
@@ -48,14 +49,14 @@ def _sections():
 @click.option(
     "--costs",
     "costs_file",
-    type=click.Path(path_type=Path),
+    type=path_arg(),
     default=None,
     help="Plan with these step costs (JSON, see docs/planner.md) instead of measuring them.",
 )
 @click.option(
     "--save-costs",
     "save_file",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=path_arg(dir_okay=False),
     default=None,
     help="Write the costs planned with to this file (the --costs format; per layer on a "
     "chain; never replaces a file without --force).",

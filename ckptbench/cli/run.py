@@ -27,6 +27,7 @@ from ckptbench.cli.options import (
     mprof_option,
     numerics_options,
     output_options,
+    path_arg,
     relative_model,
     size_options,
     strategy_help,
@@ -165,7 +166,7 @@ def _sections():
 @click.option(
     "--costs",
     "costs_file",
-    type=click.Path(path_type=Path),
+    type=path_arg(),
     default=None,
     help="Strategy optimal: plan with these step costs (a JSON costs file, see "
     "docs/planner.md) instead of measuring them in a fresh worker first.",
@@ -234,7 +235,7 @@ def _sections():
 )
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
+    type=path_arg(),
     default=None,
     help="Result JSON file (default: a new, unique name under results/). An existing file is "
     "never replaced without --force; a link, folder or device never.",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ckptbench.cli.options import InputError, output_options
+from ckptbench.cli.options import InputError, output_options, path_arg
 
 #: Sweeps over this many cells, or about this many hours, ask before they start.
 CONFIRM_CELLS, CONFIRM_HOURS = 200, 2.0
@@ -23,10 +23,8 @@ CONFIRM_CELLS, CONFIRM_HOURS = 200, 2.0
     "input (config, --out, a --dask address or cluster that cannot run the sweep, files "
     "measured with other settings); 128+N stopped by signal N. On a cluster: docs/cluster.md."
 )
-@click.argument("config", type=click.Path(path_type=Path))
-@click.option(
-    "--out", type=click.Path(path_type=Path), default=None, help="Folder (results/<name>)."
-)
+@click.argument("config", type=path_arg())
+@click.option("--out", type=path_arg(), default=None, help="Folder (results/<name>).")
 @click.option("--resume", is_flag=True, help="Measure only the cells missing from --out.")
 @click.option("--retry-failed", is_flag=True, help="With --resume, re-measure failed cells.")
 @click.option(
