@@ -6,7 +6,9 @@ into one tidy DataFrame, **one row per result file and mode**: every field of th
 named none; NA for a framework's own checkpointing), ``key``, ``host``, ``created``,
 ``run`` (the file's position in the input), the mode's
 status, its exact peak (median over iterations), sampled peak and overhead over the
-baseline (bytes; NA where it is within its noise, ``overhead_below_noise``), its interval
+baseline (bytes; NA where it is within its noise, ``overhead_below_noise``; a mode stopped
+at the memory limit has NA and the lower bounds ``peak_above_bytes`` and
+``overhead_above_bytes``: the limit, and the limit less the baseline's peak), its interval
 (both modes' iteration spreads and a rerun's 95% interval, :mod:`ckptbench.analysis.memnoise`:
 ``overhead_low_bytes``, ``overhead_high_bytes``,
 ``overhead_noise_bytes``: half its width) and the range of its iteration peaks
@@ -123,6 +125,8 @@ def tidy_records(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                     "peak_rss_bytes": f.peak_rss_bytes,
                     "sampled_peak_rss_bytes": m.sampled_peak_rss_bytes,
                     **_memory_noise(f),
+                    "peak_above_bytes": f.peak_above_bytes,
+                    "overhead_above_bytes": f.overhead_above_bytes,
                     "peak_device_bytes": f.peak_device_bytes,
                     "device_overhead_bytes": f.device_overhead_bytes,
                     "time_median_s": times.median if times else None,
@@ -168,8 +172,9 @@ def read_results(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
 def cells_frame(results: Sequence[RunResult]) -> Any:
     """One row per result file (``compare``'s table and CSV), pivoted from the tidy frame:
-    the case columns, the baseline's peak, normal and checkpointed overhead and median
-    time, and the cell's figures with their 95% intervals (``_low``/``_high``), whether its
+    the case columns, the baseline's peak, normal and checkpointed overhead (with its
+    interval, or its lower bound ``_overhead_above_bytes`` where the mode was stopped at the
+    memory limit) and median time, and the cell's figures with their 95% intervals (``_low``/``_high``), whether its
     time figures are unstable (the warnings' ``*``), its backend and device (device overhead
     and savings: GPU cells only). ``status``
     is 'ok' or the modes that were not, after 'interrupted in round N (K complete rounds)'
@@ -182,7 +187,7 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
     over = tidy.pivot(index="run", columns="mode", values="overhead_bytes")
     noise = {
         k: tidy.pivot(index="run", columns="mode", values=f"overhead_{k}")
-        for k in ("low_bytes", "high_bytes", "noise_bytes", "below_noise")
+        for k in ("low_bytes", "high_bytes", "noise_bytes", "below_noise", "above_bytes")
     }
     low = tidy.pivot(index="run", columns="mode", values="peak_low_bytes")
     high = tidy.pivot(index="run", columns="mode", values="peak_high_bytes")

@@ -94,6 +94,29 @@ def test_normal_stopped_at_the_limit_is_a_result() -> None:
     assert "FAILED" not in text
 
 
+def test_compare_shows_the_lower_bound_run_shows_for_a_mode_stopped_at_the_limit(
+    tmp_path: Path, capsys
+) -> None:
+    case = CI_CASE.with_(memory_limit_bytes=100 * MIB)
+    result = make_result(case, status={"normal": Status.OUT_OF_MEMORY})
+    save_result(result, tmp_path / "oom.json")
+    figures = result.summary.mode(Mode.NORMAL)
+    base = result.summary.mode(Mode.BASELINE).peak_rss_bytes
+    assert figures.overhead_above_bytes == 100 * MIB - base and figures.peak_above_bytes
+    shown = f"> +{(100 * MIB - base) / MIB:.2f}"
+    for fmt in ("text", "markdown"):
+        with pytest.raises(SystemExit):
+            main(["compare", str(tmp_path / "oom.json"), "--format", fmt])
+        assert shown in capsys.readouterr().out, fmt
+    with pytest.raises(SystemExit):
+        main(["compare", str(tmp_path / "oom.json"), "--format", "csv"])
+    rows = capsys.readouterr().out.splitlines()
+    row = dict(zip(rows[0].split(","), rows[1].split(","), strict=True))
+    assert int(row["normal_overhead_above_bytes"]) == 100 * MIB - base
+    assert row["normal_overhead_bytes"] == "" and row["checkpointed_overhead_above_bytes"] == ""
+    assert result.summary.as_dict()["overhead_above_bytes"] == {"normal": 100 * MIB - base}
+
+
 # --------------------------------------------------------------------------- check
 
 

@@ -79,9 +79,12 @@ def _status_short(v: Any, _r: dict[str, Any]) -> str:
 def _over(mode: str, narrow: bool = False):
     """A mode's overhead with its interval ('+12.31 [+12.10, +12.52]'; where the width is
     short '+12.31', signed as in the wide table), and '< noise (±X)' within its noise at
-    every width."""
+    every width; '> +X' for a mode stopped at the memory limit."""
 
     def text(v: Any, r: dict[str, Any]) -> str:
+        above = r.get(f"{mode}_overhead_above_bytes")
+        if missing(v) and not missing(above):  # stopped at the memory limit, as run says it
+            return f"> {fmt_bytes(above, digits=2, unit=False, signed=True)}"
         parts = {k: r.get(f"{mode}_overhead_{k}_bytes") for k in ("low", "high", "noise")}
         below = r.get(f"{mode}_overhead_below_noise")
         signed = fmt_bytes(v, digits=2, unit=False, signed=True)

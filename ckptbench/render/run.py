@@ -205,18 +205,16 @@ def _evaluations_text(result: RunResult, m: Any) -> str:
 def _memory_texts(result: RunResult, m: Any) -> tuple[str, str, str]:
     """(exact peak, overhead, overhead in a narrow table) of a mode; a mode stopped at the
     memory limit shows '> limit' and its overhead '> limit - baseline'."""
-    s, limit = result.summary, result.case.memory_limit_bytes
-    f = s.mode(m.mode)
+    f = result.summary.mode(m.mode)
     peak = fmt_bytes(f.peak_rss_bytes)
     iv = f.overhead_interval
     over_text = over_narrow = fmt_overhead(iv)
     if iv is not None and not iv.below_noise:
         over_narrow = f"{fmt_bytes(iv.value, signed=True)} ±{fmt_bytes(iv.noise, unit=False)}"
-    base = s.mode(Mode.BASELINE).peak_rss_bytes
-    if m.status is Status.OUT_OF_MEMORY and limit is not None:
-        peak = f"> {fmt_bytes(limit)}"
-        if base is not None and limit > base:
-            over_text = over_narrow = f"> {fmt_bytes(limit - base, signed=True)}"
+    if f.peak_above_bytes is not None:
+        peak = f"> {fmt_bytes(f.peak_above_bytes)}"
+    if f.overhead_above_bytes is not None:
+        over_text = over_narrow = f"> {fmt_bytes(f.overhead_above_bytes, signed=True)}"
     return peak, over_text, over_narrow
 
 

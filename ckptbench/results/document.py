@@ -35,6 +35,12 @@ def summary_document(s: CellSummary) -> dict[str, Any]:
         },
         "peak_range_bytes": {m.mode.value: m.peak_range.as_dict() for m in modes if m.peak_range},
         "memory_savings_bound": s.memory_savings_bound,
+        # modes stopped at --memory-limit: their overhead is more than this
+        "overhead_above_bytes": {
+            m.mode.value: m.overhead_above_bytes
+            for m in modes
+            if m.overhead_above_bytes is not None
+        },
         "floor_time_s": s.floor_time_s,
         "vs_floor": s.vs_floor,
     }

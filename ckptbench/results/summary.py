@@ -123,6 +123,10 @@ class ModeFigures:
     overhead_interval: Overhead | None = None
     counters: Counters = Counters()
     plan: PlanFigures = PlanFigures()
+    #: a mode stopped at --memory-limit: its peak and overhead are more than these (the
+    #: limit, and the limit less the baseline's peak); None for every other mode
+    peak_above_bytes: int | None = None
+    overhead_above_bytes: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -286,7 +290,9 @@ def compute(
     estimates = round_estimates(rounds, cpu_share, other_busy_cores(rounds))
     mem = _Memory.of(pooled)
     device, noise = mem.device, mem.noise
-    figures = tuple(_mode_figures(m, mem, cpu_share, estimates) for m in pooled)
+    figures = tuple(
+        _mode_figures(m, mem, cpu_share, estimates, case.memory_limit_bytes) for m in pooled
+    )
     normal, ckpt = by_mode.get(Mode.NORMAL), by_mode.get(Mode.CHECKPOINTED)
     counts = Counters.of(ckpt.counters if ckpt is not None else {})
     opt = optimum_advances(case, ckpt)
@@ -360,11 +366,18 @@ class _Memory:
 
 
 def _mode_figures(
-    m: ModeResult, mem: _Memory, cpu_share: dict[str, float], estimates: dict[str, Any]
+    m: ModeResult,
+    mem: _Memory,
+    cpu_share: dict[str, float],
+    estimates: dict[str, Any],
+    limit: int | None,
 ) -> ModeFigures:
-    """One mode's figures from its pooled result, the cell's memory figures, the CPU shares
-    and the round estimates (time CV and peak spread)."""
+    """One mode's figures from its pooled result, the cell's memory figures, the CPU shares,
+    the round estimates (time CV and peak spread) and the case's memory limit (the lower
+    bounds of a mode stopped there)."""
     cv, pspread = estimates.get("time_cv", {}), estimates.get("peak_spread_bytes", {})
+    stopped = limit if m.status is Status.OUT_OF_MEMORY else None
+    above = _minus(stopped, mem.peaks.get(Mode.BASELINE))
     return ModeFigures(
         mode=m.mode,
         status=m.status,
@@ -382,6 +395,8 @@ def _mode_figures(
         overhead_interval=mem.noise.get(m.mode),
         counters=Counters.of(m.counters),
         plan=PlanFigures.of(m.plan),
+        peak_above_bytes=stopped,
+        overhead_above_bytes=above if above is not None and above > 0 else None,
     )
 
 
