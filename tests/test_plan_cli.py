@@ -41,6 +41,24 @@ def test_plan_from_a_costs_file_beats_revolve_and_segments(tmp_path):
     assert res.exit_code == 0 and "optimal" in res.output and "revolve" in res.output
 
 
+def test_plan_csv_holds_the_json_rows_raw_numbers_not_display_text(tmp_path):
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps(COSTS))
+    argv = ["plan", "--steps", "300", "--budget", "4MiB", "--costs", str(costs)]
+    rows = json.loads(invoke([*argv, "--json"]).output)["rows"]
+    res = invoke([*argv, "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.strip().splitlines()
+    header = lines[0].split(",")
+    assert {"predicted_time_s", "peak_bytes", "tapes_kept", "peak_tapes"} <= set(header)
+    for line, row in zip(lines[1:], rows, strict=True):
+        got = dict(zip(header, line.split(","), strict=True))
+        assert got["strategy"] == row["strategy"]
+        assert float(got["predicted_time_s"]) == row["predicted_time_s"]
+        assert int(got["peak_bytes"]) == row["peak_bytes"]
+        assert int(got["tapes_kept"]) == row["tapes_kept"]
+
+
 def test_plan_prints_small_sizes_at_their_precision(tmp_path):
     """A 128-byte state is not '0 KiB', and a 300 KiB budget not '0.3 MiB' beside peaks
     that cannot then be told from it."""

@@ -93,24 +93,19 @@ def plan_table(
         f"{fmt_size(state)}, tape {fmt_size(tape)}"
         + ("" if homogeneous else " (first step; costs vary per step)")
     )
-    records = []
-    for r in rows:
-        tapes = "-" if r["tapes_kept"] is None else f"{r['tapes_kept']} ({r['peak_tapes']})"
-        records.append(
-            {
-                **r,
-                "tapes": tapes,
-                "time": fmt_seconds(r["predicted_time_s"]),
-                "peak": fmt_size(r["peak_bytes"]),  # beside the budget, at its precision
-            }
-        )
+    def tapes(v: Any, r: dict[str, Any]) -> str:
+        return "-" if v is None else f"{v} ({r['peak_tapes']})"
+
+    # raw values under the columns' keys (the CSV's), shown at the budget's precision
     columns = (
         Column("strategy", "strategy", _text, "left"),
         Column("snaps", "snaps", _text),
-        Column("tapes", "tapes kept (peak)", _text, priority=3),
+        Column("tapes_kept", "tapes kept (peak)", tapes, priority=3),
+        Column("peak_tapes", priority=0),
         Column("advances", "advances", _text, priority=2),
-        Column("time", "predicted time", _text),
-        Column("peak", "predicted peak", _text),
+        Column("predicted_time_s", "predicted time", lambda v, _r: fmt_seconds(v)),
+        Column("peak_bytes", "predicted peak", lambda v, _r: fmt_size(v)),
         Column("note", "note", _text, "left"),
     )
+    records = [dict(r) for r in rows]
     return Table(title, columns, tuple(records))
