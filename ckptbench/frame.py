@@ -174,10 +174,10 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
     """One row per result file (``compare``'s table and CSV), pivoted from the tidy frame:
     the case columns, the baseline's peak, normal and checkpointed overhead (with its
     interval, or its lower bound ``_overhead_above_bytes`` where the mode was stopped at the
-    memory limit) and median time, and the cell's figures with their 95% intervals (``_low``/``_high``), whether its
-    time figures are unstable (the warnings' ``*``), its backend and device (device overhead
-    and savings: GPU cells only). ``status``
-    is 'ok' or the modes that were not, after 'interrupted in round N (K complete rounds)'
+    memory limit) and median time, and the cell's figures with their 95% intervals
+    (``_low``/``_high``), whether its time figures are unstable (the warnings' ``*``), its
+    backend and device (device overhead and savings: GPU cells only). ``status`` is 'ok' or
+    the modes that were not, after 'interrupted in round N (K complete rounds)'
     where ckptbench was stopped (the figures are those of the complete rounds)."""
     import pandas as pd
 

@@ -260,7 +260,7 @@ def test_plan_on_an_nn_sequential_plug_in_measures_each_module(tmp_path):
 
 def test_save_costs_keeps_the_measured_costs_when_no_plan_fits(tmp_path):
     saved = tmp_path / "costs.json"
-    res = _plan(["--model", "mlp-stack", "--steps", "4", *SIZE_ARGS, "--budget", "1",
+    res = _plan(["--model", "mlp-stack", "--steps", "4", *SIZE_ARGS, "--budget", "1B",
                  "--save-costs", str(saved)])  # fmt: skip
     assert res.exit_code == 2 and "smallest budget" in res.output
     assert f"(the costs are saved: plan again with --costs {saved})" in res.output

@@ -40,11 +40,26 @@ def parse_seconds(text: str) -> float:
         raise click.BadParameter(str(err)) from None
 
 
+#: A size without a unit below this is refused as a likely slip ('--budget 8' for 8MiB).
+BARE_BYTES_MIN = 1024
+
+
 class _Bytes(click.ParamType):
     name = "SIZE"
 
     def convert(self, value, param, ctx):
-        return value if isinstance(value, int) else parse_bytes(str(value))
+        if isinstance(value, int):
+            return value
+        n = parse_bytes(str(value))
+        if n < BARE_BYTES_MIN and str(value).strip().replace(".", "", 1).isdigit():
+            text = str(value).strip()
+            self.fail(
+                f"{text} would be {n} bytes (a size without a unit is bytes): "
+                f"write {text}MiB, or {text}B if you mean bytes",
+                param,
+                ctx,
+            )
+        return n
 
 
 class _Seconds(click.ParamType):

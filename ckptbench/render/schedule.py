@@ -93,6 +93,7 @@ def plan_table(
         f"{fmt_size(state)}, tape {fmt_size(tape)}"
         + ("" if homogeneous else " (first step; costs vary per step)")
     )
+
     def tapes(v: Any, r: dict[str, Any]) -> str:
         return "-" if v is None else f"{v} ({r['peak_tapes']})"
 
