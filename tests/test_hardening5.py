@@ -1,11 +1,20 @@
 """Fifth hardening round (a session's own audits, 2026-11-28, second session): empty
-file names, ... Every problem is one line, exit 2, before anything is measured. Nothing
-here is timed."""
+file names and sizes without units (one line, exit 2, before anything is measured), the
+gradient checked in every round. Nothing here is timed."""
 
 from __future__ import annotations
 
+import sys
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 from _cli import one_line_error
+from click.testing import CliRunner
+
+from ckptbench.cli import cli
+from ckptbench.results.schema import Mode, Status
+from ckptbench.results.store import load_result
 
 TINY = ["--steps", "6", "--snaps", "3", "--hidden", "8", "--rounds", "1", "-q"]
 
@@ -43,3 +52,41 @@ def test_a_small_size_without_a_unit_is_refused_before_anything_is_measured(
     err = one_line_error(capsys, [*option, *flag, "8"])
     assert "8 would be 8 bytes (a size without a unit is bytes): write 8MiB, or 8B" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def _fake(monkeypatch):
+    fake = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(fake))
+    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.mark.parametrize("modes", [[], ["--modes", "normal,checkpointed"]])
+def test_every_round_checks_the_gradient_whichever_mode_ran_first(monkeypatch, tmp_path, modes):
+    """Rounds rotate the modes' order; in a round where checkpointed ran before normal its
+    gradient was never compared, yet the headline said 'gradient equal to plain'."""
+    _fake(monkeypatch)
+    out = tmp_path / "r.json"
+    args = ["run", "--model", "rnn", *TINY[:-3], "--rounds", "3", "--out", str(out), *modes]
+    assert CliRunner().invoke(cli, args, catch_exceptions=False).exit_code == 0
+    ckpt = load_result(out).mode_rounds(Mode.CHECKPOINTED)
+    assert [r.grad_max_rel_err for r in ckpt] == [0.0, 0.0, 0.0]
+    monkeypatch.setenv("FAKE_GRAD_NOISE", "1e-6")  # and a wrong one fails in every round
+    out.unlink()
+    assert CliRunner().invoke(cli, args, catch_exceptions=False).exit_code == 1
+    ckpt = load_result(out).mode_rounds(Mode.CHECKPOINTED)
+    assert [r.status for r in ckpt] == [Status.FAILED] * 3
+
+
+def test_a_gradient_checked_in_some_rounds_only_says_so():
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.render.run import gradient_text
+
+    result = make_result(CI_CASE.with_(rounds=2), rounds=2)
+    assert gradient_text(result) == "gradient within 1e-15 of plain"
+    rounds = list(result.modes)
+    first = next(i for i, m in enumerate(rounds) if m.mode is Mode.CHECKPOINTED)
+    rounds[first] = replace(rounds[first], grad_max_rel_err=None)
+    text = gradient_text(replace(result, modes=tuple(rounds)))
+    assert text.endswith("of plain (checked in 1 of 2 rounds)"), text

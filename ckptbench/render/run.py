@@ -95,14 +95,18 @@ def interruption_line(result: RunResult) -> str | None:
 
 def gradient_text(result: RunResult) -> str | None:
     """'gradient within 2.2e-16 of plain' (the max relative error of the checkpointed
-    gradient against the plain one), 'gradient equal to plain', or None when unchecked."""
+    gradient against the plain one), 'gradient equal to plain', or None when unchecked; a
+    check of only some rounds (normal failed in the others) says in how many."""
     ckpt = result.mode(Mode.CHECKPOINTED)
     err = ckpt.grad_max_rel_err if ckpt is not None else None
     if err is None:
         return None
+    ok = [m for m in result.mode_rounds(Mode.CHECKPOINTED) if m.ok]
+    checked = sum(m.grad_max_rel_err is not None for m in ok)
+    part = f" (checked in {checked} of {len(ok)} rounds)" if checked < len(ok) else ""
     if err == 0:
-        return "gradient equal to plain"
-    return f"gradient within {err:.2g} of plain"
+        return f"gradient equal to plain{part}"
+    return f"gradient within {err:.2g} of plain{part}"
 
 
 def savings_text(s: Any) -> str:
