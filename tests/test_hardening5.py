@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from _cli import one_line_error
+from _cli import one_line_error, run_cli
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
@@ -90,3 +90,21 @@ def test_a_gradient_checked_in_some_rounds_only_says_so():
     rounds[first] = replace(rounds[first], grad_max_rel_err=None)
     text = gradient_text(replace(result, modes=tuple(rounds)))
     assert text.endswith("of plain (checked in 1 of 2 rounds)"), text
+
+
+def test_a_copy_of_the_reference_among_the_results_cannot_dilute_a_regression(tmp_path, capsys):
+    """check NEW OLD --against OLD-copy pooled OLD into the current side: a +300 KiB change
+    passed at about half its size."""
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.results.schema import save_result
+
+    old = make_result(CI_CASE, seed=1)
+    new = make_result(CI_CASE, seed=2, memory_scale={"checkpointed": 1.5})
+    for name, r in (("old.json", old), ("copy.json", old), ("new.json", new)):
+        save_result(r, tmp_path / name)
+    argv = ["check", str(tmp_path / "new.json"), "--against", str(tmp_path / "copy.json")]
+    code, _, _ = run_cli(capsys, argv)
+    assert code == 1  # the regression alone fails
+    err = one_line_error(capsys, [*argv[:2], str(tmp_path / "old.json"), *argv[2:]])
+    assert f"the reference's own measurement of {CI_CASE.key} beside a new one" in err

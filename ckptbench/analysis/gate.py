@@ -380,6 +380,11 @@ def run_check(
             f"--against {', '.join(map(str, against or ()))}: holds the very measurements "
             "being checked; a gate against itself always passes (give the reference results)"
         )
+    if mixed := _diluted(current, reference or []):
+        raise ValueError(
+            f"the results hold the reference's own measurement of {mixed} beside a new one: "
+            "pooled, the copy would dilute any change (check without the reference's copy)"
+        )
     expect: ExpectSource = load_config(config) if config else expectations_from_manifests(results)
     report = check(
         current,
@@ -420,6 +425,17 @@ def run_check(
     return replace(
         report, sources=limit_sources(results, config, expect is not None, report.settings)
     )
+
+
+def _diluted(current: Sequence[RunResult], reference: Sequence[RunResult]) -> str | None:
+    """A cell (its key) that ``current`` holds both as a copy of the reference's
+    measurement and as another measurement, on one host: pooling them pulls the change
+    towards zero, so that gate could pass a regression. None when there is none."""
+    ids = {measurement_id(r) for r in reference}
+    copies = {(r.case.key, r.host) for r in current if measurement_id(r) in ids}
+    fresh = {(r.case.key, r.host) for r in current if measurement_id(r) not in ids}
+    both = sorted(copies & fresh)
+    return both[0][0] if both else None
 
 
 def _same_measurements(current: Sequence[RunResult], reference: Sequence[RunResult]) -> list[str]:
