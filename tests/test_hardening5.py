@@ -108,3 +108,18 @@ def test_a_copy_of_the_reference_among_the_results_cannot_dilute_a_regression(tm
     assert code == 1  # the regression alone fails
     err = one_line_error(capsys, [*argv[:2], str(tmp_path / "old.json"), *argv[2:]])
     assert f"the reference's own measurement of {CI_CASE.key} beside a new one" in err
+
+
+def test_the_gate_counts_a_cell_once_when_a_line_pairs_it_across_hosts():
+    """--any-host pairs cells whatever their host, so memory lines carry none; the headline
+    said '2 cells' of one."""
+    from ckptbench.analysis.gate import GateLine, GateReport
+
+    lines = (
+        GateLine("k1", "other", "status", True, ""),
+        GateLine("k1", "", "memory:normal", False, "grew"),
+        GateLine("k2", "", "present", False, "missing"),
+    )
+    report = GateReport(lines, (), {})
+    assert report.cells == (("k1", "other"), ("k2", ""))
+    assert report.headline == "ckptbench check: FAILED (2 of 3 checks, 2 of 2 cells)"

@@ -99,7 +99,15 @@ class GateReport:
 
     @property
     def cells(self) -> tuple[tuple[str, str], ...]:
-        return tuple(dict.fromkeys((line.key, line.host) for line in self.lines))
+        """The (key, host) cells the lines are about. A line without a host (cells paired
+        across hosts, a cell missing from its sweep) is about its key's cells, not another."""
+        return tuple(dict.fromkeys(c for line in self.lines for c in self._cells_of(line)))
+
+    def _cells_of(self, line: GateLine) -> tuple[tuple[str, str], ...]:
+        hosts = [h for k, h in dict.fromkeys((x.key, x.host) for x in self.lines) if k == line.key]
+        if line.host or not any(hosts):
+            return ((line.key, line.host),)
+        return tuple((line.key, h) for h in hosts if h)
 
     @property
     def headline(self) -> str:
@@ -107,7 +115,7 @@ class GateReport:
         n_cells, n_checks = len(self.cells), len(self.lines)
         if self.passed:
             return f"ckptbench check: PASSED ({n_checks} checks on {n_cells} cells)"
-        failed_cells = len({(f.key, f.host) for f in self.failures})
+        failed_cells = len({c for f in self.failures for c in self._cells_of(f)})
         return (
             f"ckptbench check: FAILED ({len(self.failures)} of {n_checks} checks, "
             f"{failed_cells} of {n_cells} cells)"

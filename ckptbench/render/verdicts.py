@@ -72,7 +72,7 @@ def check_junit(report: GateReport) -> str:
         tests=str(len(report.lines)),
         failures=str(len(report.failures)),
     )
-    for key, host in report.cells:
+    for key, host in dict.fromkeys((line.key, line.host) for line in report.lines):
         lines = [line for line in report.lines if (line.key, line.host) == (key, host)]
         name = key + (f"@{host}" if host else "")
         suite = ET.SubElement(
