@@ -123,3 +123,48 @@ def test_the_gate_counts_a_cell_once_when_a_line_pairs_it_across_hosts():
     report = GateReport(lines, (), {})
     assert report.cells == (("k1", "other"), ("k2", ""))
     assert report.headline == "ckptbench check: FAILED (2 of 3 checks, 2 of 2 cells)"
+
+
+def test_tolerances_are_printed_as_given_and_a_bare_5_is_not_500_percent(tmp_path, capsys):
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.results.schema import save_result
+
+    save_result(make_result(CI_CASE, seed=1), tmp_path / "old.json")
+    save_result(make_result(CI_CASE, seed=2), tmp_path / "new.json")
+    argv = ["check", str(tmp_path / "new.json"), "--against", str(tmp_path / "old.json")]
+    _, out, _ = run_cli(capsys, [*argv, "--time-tolerance", "2.5%",
+                                    "--memory-tolerance", "12.5%"])  # fmt: skip
+    assert "memory may grow by 12.5% of the reference" in out
+    assert "time may not grow beyond +2.5% (95% interval)" in out
+    assert "vs limit 1.025 " in out
+    for flag in ("--time-tolerance", "--memory-tolerance"):
+        err = one_line_error(capsys, [*argv, flag, "5"])
+        assert "5 would be 500%: write 5% (or 0.05), or 500% if you mean it" in err
+
+
+def test_a_memory_change_just_over_its_limit_does_not_read_equal_to_it():
+    """A delta 1 byte over a 256 KiB limit printed 'FAIL ... +256 KiB; limit +256 KiB'."""
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.analysis.gate import check
+    from ckptbench.analysis.stats import MEMORY_FLOOR_BYTES
+
+    old = make_result(CI_CASE, seed=1)
+    bump = MEMORY_FLOOR_BYTES + 1
+    modes = tuple(
+        replace(
+            m,
+            iterations=tuple(
+                replace(it, peak_rss_bytes=it.peak_rss_bytes + bump) for it in m.iterations
+            ),
+        )
+        if m.mode is Mode.CHECKPOINTED
+        else m
+        for m in old.modes
+    )
+    new = replace(old, modes=modes, created="2026-11-28T00:00:00+00:00")
+    report = check([new], [old], memory_tolerance=0.0)
+    line = next(x for x in report.lines if x.check == "memory:checkpointed")
+    assert not line.passed and f"+256 KiB ({bump:+,} B)" in line.detail, line.detail
+    assert f"limit +256 KiB ({MEMORY_FLOOR_BYTES:+,} B)" in line.detail

@@ -270,11 +270,11 @@ def _memory_lines(ref: PooledCell, cur: PooledCell, tolerance: float, floor: int
             continue
         d = memory_delta(before, after, tolerance=tolerance, floor_bytes=floor)
         rel = f" ({d.delta_rel:+.1%})" if d.delta_rel is not None else ""
-        detail = (
-            f"{what} {before / MIB:.2f} -> {after / MIB:.2f} MiB, "
-            f"{size_text(d.delta_bytes, signed=True)}{rel}; "
-            f"limit {size_text(d.limit_bytes, signed=True)}"
-        )
+        delta, limit = size_text(d.delta_bytes, signed=True), size_text(d.limit_bytes, signed=True)
+        if delta == limit and d.delta_bytes != d.limit_bytes:  # '+256 KiB; limit +256 KiB'
+            delta = f"{delta} ({d.delta_bytes:+,} B)"
+            limit = f"{limit} ({d.limit_bytes:+,.0f} B)"
+        detail = f"{what} {before / MIB:.2f} -> {after / MIB:.2f} MiB, {delta}{rel}; limit {limit}"
         if d.changed and not d.regressed:
             detail += " (improved: consider updating the reference)"
         out.append(GateLine(cur.case.key, cur.host, name, not d.regressed, detail))
@@ -294,7 +294,7 @@ def _time_lines(ref: PooledCell, cur: PooledCell, tolerance: float) -> tuple[lis
         single = single or min(tc.processes_before, tc.processes_after) < 2
         detail = (
             f"median {tc.before_median_s:.4f} -> {tc.after_median_s:.4f} s, new/old "
-            f"{tc.ratio:.3f} [{tc.low:.3f}, {tc.high:.3f}] vs limit {1 + tolerance:.2f} "
+            f"{tc.ratio:.3f} [{tc.low:.3f}, {tc.high:.3f}] vs limit {1 + tolerance:.4g} "
             f"({tc.processes_before}v{tc.processes_after} processes, "
             f"{tc.n_before}v{tc.n_after} iterations): {tc.verdict}"
         )

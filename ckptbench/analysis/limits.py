@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ckptbench.analysis.stats import size_text
+from ckptbench.analysis.stats import percent_text, size_text
 from ckptbench.results.store import MANIFEST_NAME, read_manifest
 from ckptbench.sweep.config import SweepConfig, load_config
 
@@ -95,12 +95,12 @@ def limit_sources(
     s = settings
     if s.get("reference"):
         time_rule = (
-            f"time may not grow beyond +{s['time_tolerance']:.0%} (95% interval)"
+            f"time may not grow beyond +{percent_text(s['time_tolerance'])} (95% interval)"
             if s.get("time_tolerance")
             else "time not gated"
         )
         out.append(
-            f"limits: memory may grow by {s['memory_tolerance']:.0%} of the reference or "
+            f"limits: memory may grow by {percent_text(s['memory_tolerance'])} of the reference or "
             f"{size_text(s['memory_floor_bytes'])}, whichever is larger; {time_rule}"
         )
     return tuple(out)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ckptbench.analysis.intervals import Estimate, IntervalError, Round
+from ckptbench.analysis.stats import percent_text
 
 __all__ = [
     "CPU_SHARE_MIN",
@@ -173,7 +174,7 @@ def noise_verdicts(
                     m,
                     nz.cv,
                     cv_max,
-                    f"{m}: iteration times vary by {nz.cv:.1%} (CV > {cv_max:.0%})",
+                    f"{m}: iteration times vary by {nz.cv:.1%} (CV > {percent_text(cv_max)})",
                 )
             )
         if nz.peak_spread_bytes is not None and peaks is not None:
@@ -198,7 +199,7 @@ def noise_verdicts(
                 slowdown.half_width_rel,
                 half_width_max,
                 f"slowdown interval [{slowdown.low:.2f}, {slowdown.high:.2f}] is wider than "
-                f"+/-{half_width_max:.0%} of {slowdown.value:.2f}",
+                f"+/-{percent_text(half_width_max)} of {slowdown.value:.2f}",
             )
         )
     for m, share in sorted((cpu_share or {}).items()):

@@ -44,6 +44,7 @@ __all__ = [
     "MemoryDelta",
     "TimeChange",
     "memory_delta",
+    "percent_text",
     "size_text",
     "time_change",
 ]
@@ -189,6 +190,12 @@ def size_text(n: float, *, signed: bool = False) -> str:
             digits = 2 if value < 10 else 1 if value < 100 else 0
             return f"{sign}{value:.{digits}f} {unit}"
     return f"{sign}{size:.0f} B"
+
+
+def percent_text(fraction: float) -> str:
+    """A tolerance or threshold as given: '5%', '2.5%', '12.5%' (up to four significant
+    digits; a limit of 2.5% never reads '2%')."""
+    return f"{fraction * 100:.4g}%"
 
 
 def memory_delta(

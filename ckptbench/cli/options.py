@@ -371,8 +371,9 @@ def format_asked(as_json: bool, fmt: str) -> str:
 
 
 def parse_fraction(text: str, *, positive: bool = False) -> float:
-    """'5%' or '0.05' -> 0.05; from 0 (above it with ``positive``) to below 1000%. The
-    errors quote what was typed, never the parsed float ('0%', not '0.0')."""
+    """'5%' or '0.05' -> 0.05; from 0 (above it with ``positive``) to below 1000%; 100% or
+    more only with its '%' ('5' is refused as a likely slip for 5%). The errors quote what
+    was typed, never the parsed float ('0%', not '0.0')."""
     t = str(text).strip()
     try:
         value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
@@ -382,6 +383,11 @@ def parse_fraction(text: str, *, positive: bool = False) -> float:
         raise click.BadParameter(f"{text!r} must be above 0 (a zero tolerance fails on noise)")
     if not 0 <= value < 10:
         raise click.BadParameter(f"{text!r} is out of range (0% to below 1000%)")
+    if value >= 1 and not t.endswith("%"):  # '5' typed for 5%: say it, never read 500%
+        raise click.BadParameter(
+            f"{t} would be {value * 100:.4g}%: write {t}% (or "
+            f"{value / 100:.4g}), or {value * 100:.4g}% if you mean it"
+        )
     return value
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ckptbench.analysis import BUSY_CPU_SHARE
 from ckptbench.analysis.stability import VerdictKind
+from ckptbench.analysis.stats import percent_text
 from ckptbench.analysis.trace import OVER_SLACK, trace_warnings
 from ckptbench.render.format import fmt_percent
 from ckptbench.results.schema import Mode, RunResult, Status
@@ -68,8 +69,8 @@ class Caveat:
 
 #: What each noise verdict says (the same text for every cell), and its value's format.
 _NOISE_TEXTS = {
-    VerdictKind.HIGH_CV: ("iteration times vary by more than {t:.0%} (CV)", ".1%"),
-    VerdictKind.WIDE_INTERVAL: ("slowdown interval wider than +/-{t:.0%} of the estimate", ".1%"),
+    VerdictKind.HIGH_CV: ("iteration times vary by more than {t} (CV)", ".1%"),
+    VerdictKind.WIDE_INTERVAL: ("slowdown interval wider than +/-{t} of the estimate", ".1%"),
     VerdictKind.OTHER_PROCESSES: (
         "other processes used more than {t:.2f} cores while it ran",
         ".2f",
@@ -94,7 +95,9 @@ def _noise(result: RunResult) -> list[Caveat]:
             detail = None if v.value is None else f"{v.value / 2**20:.2f} MiB"
             out.append(Caveat(text, v.mode, detail))
         else:
-            out.append(Caveat(text.format(t=v.threshold or 0), v.mode, None, v.value, fmt))
+            t = v.threshold or 0  # '{t}': a fraction, shown as the percentage it was given
+            shown = text.format(t=percent_text(t)) if "{t}" in text else text.format(t=t)
+            out.append(Caveat(shown, v.mode, None, v.value, fmt))
     return out
 
 

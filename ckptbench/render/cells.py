@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ckptbench.analysis import Comparison
+from ckptbench.analysis.stats import percent_text
 from ckptbench.frame import cells_frame, invocations_frame
 from ckptbench.render.format import (
     MIB,
@@ -349,7 +350,7 @@ def rule_text(comparison: Comparison) -> str:
     s = comparison.settings
     effect = s["min_effect"]
     return (
-        f"Memory: changed when |delta| > max({s['memory_tolerance']:.0%} of before, "
+        f"Memory: changed when |delta| > max({percent_text(s['memory_tolerance'])} of before, "
         f"{s['memory_floor_bytes'] / MIB:.2f} MiB); normal/checkpointed compare overhead over "
         f"baseline. Time: the ratio new/old of a mode's times with its 95% interval, the "
         f"estimator run reports for the slowdown (worker processes are the replicates); "

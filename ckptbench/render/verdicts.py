@@ -6,6 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from ckptbench.analysis.gate import GateLine, GateReport
+from ckptbench.analysis.stats import percent_text
 from ckptbench.render.format import fmt_size
 
 __all__ = ["check_junit", "check_markdown", "check_text"]
@@ -32,12 +33,14 @@ def _rule(report: GateReport) -> str:
     if not s:
         return ""
     time_rule = (
-        f"time gated at +{s['time_tolerance']:.0%} (rank test + effect)"
+        f"time gated at +{percent_text(s['time_tolerance'])} (rank test + effect)"
         if s.get("time_tolerance")
         else "time not gated"
     )
     floor = fmt_size(s["memory_floor_bytes"])
-    return f"Memory tolerance {s['memory_tolerance']:.0%} with a {floor} floor; {time_rule}."
+    return (
+        f"Memory tolerance {percent_text(s['memory_tolerance'])} with a {floor} floor; {time_rule}."
+    )
 
 
 def check_markdown(report: GateReport) -> str:
