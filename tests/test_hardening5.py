@@ -168,3 +168,19 @@ def test_a_memory_change_just_over_its_limit_does_not_read_equal_to_it():
     line = next(x for x in report.lines if x.check == "memory:checkpointed")
     assert not line.passed and f"+256 KiB ({bump:+,} B)" in line.detail, line.detail
     assert f"limit +256 KiB ({MEMORY_FLOOR_BYTES:+,} B)" in line.detail
+
+
+def test_an_expectation_without_a_figure_says_why_not_n_a_x():
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.analysis.gate import check
+    from ckptbench.sweep.config import Expect
+
+    result = make_result(CI_CASE, status={"normal": Status.FAILED})
+    report = check([result], expect=Expect(memory_savings_min=2.0, slowdown_max=2.0))
+    details = {x.check: x.detail for x in report.lines}
+    assert details["memory_savings_min"] == (
+        "no figure (an overhead not measured ok, or at or below the baseline), need >= 2x"
+    )
+    assert details["slowdown_max"] == "no figure (a mode's time not measured ok), need <= 2x"
+    assert "n/a" not in " ".join(details.values())
