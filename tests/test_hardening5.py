@@ -184,3 +184,28 @@ def test_an_expectation_without_a_figure_says_why_not_n_a_x():
     )
     assert details["slowdown_max"] == "no figure (a mode's time not measured ok), need <= 2x"
     assert "n/a" not in " ".join(details.values())
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda m: m["counters"].update(steps_advanced=-3), "counters.steps_advanced must be"),
+        (lambda m: m.update(round=-1), "round must be a finite number >= 0"),
+        (lambda m: m.update(grad_max_rel_err=float("nan")), "grad_max_rel_err must be"),
+        (lambda m: m["iterations"][0].update(peak_rss_bytes=0), "must be above 0"),
+    ],
+)
+def test_a_result_with_an_impossible_count_or_peak_is_refused(tmp_path, capsys, edit, words):
+    """Each of these was read as a result: a negative evaluation count printed '97 (416)'
+    with status ok, a round of -1 changed the savings."""
+    import json
+
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.results.schema import save_result
+
+    save_result(make_result(CI_CASE), tmp_path / "r.json")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    edit(next(m for m in doc["modes"] if m["mode"] == "checkpointed"))
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    assert words in one_line_error(capsys, ["compare", str(tmp_path / "bad.json")])

@@ -297,12 +297,25 @@ def _problem(value: Any, tp: Any, where: str) -> str | None:
 SIGNED_QUANTITIES = frozenset({"program_rss_bytes"})
 
 
+#: Counts and errors that are never negative, though not named in bytes or seconds.
+COUNTS = frozenset({"round", "grad_max_rel_err"})
+#: A process measured holds memory: its exact peak is never zero.
+POSITIVE_QUANTITIES = frozenset({"peak_rss_bytes"})
+
+
 def _unit_problem(value: Any, where: str) -> str | None:
-    """Quantities named in bytes or seconds are finite and, but for differences, not negative."""
+    """Quantities named in bytes or seconds are finite and, but for differences, not negative;
+    so are counters, rounds and gradient errors (an infinite error is a failed check), and a
+    measured peak is above zero."""
     name = where.rsplit(".", 1)[-1].split("[", 1)[0]
-    quantity = name.endswith("_bytes") or name.endswith("_s")
+    counted = name in COUNTS or ".counters." in where
+    quantity = name.endswith("_bytes") or name.endswith("_s") or counted
     if not quantity or not isinstance(value, (int, float)):
         return None
+    if name == "grad_max_rel_err" and value == math.inf:
+        return None
+    if name in POSITIVE_QUANTITIES and value == 0:
+        return f"{where} must be above 0 (a process holds memory), got 0"
     if name in SIGNED_QUANTITIES:
         return None if math.isfinite(value) else f"{where} must be finite, got {short_json(value)}"
     if not (math.isfinite(value) and value >= 0):
