@@ -209,3 +209,15 @@ def test_a_result_with_an_impossible_count_or_peak_is_refused(tmp_path, capsys, 
     edit(next(m for m in doc["modes"] if m["mode"] == "checkpointed"))
     (tmp_path / "bad.json").write_text(json.dumps(doc))
     assert words in one_line_error(capsys, ["compare", str(tmp_path / "bad.json")])
+
+
+def test_a_time_change_shows_the_times_its_ratio_divides():
+    """'0.0547 -> 0.0586, change +15.1%': the times were the pooled medians while the
+    ratio divided the processes' geometric mean medians."""
+    from ckptbench.analysis.stats import time_change
+
+    before = [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.4, 1.4, 1.4]]
+    after = [[1.1, 1.1, 1.1], [1.1, 1.1, 1.1], [1.2, 1.2, 1.2]]
+    tc = time_change(before, after)
+    assert tc.after_median_s / tc.before_median_s == pytest.approx(tc.ratio, rel=1e-12)
+    assert tc.before_median_s == pytest.approx(1.4 ** (1 / 3))

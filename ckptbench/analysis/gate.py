@@ -142,6 +142,12 @@ def _fmt(v: float | None, spec: str = ".3g") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
+def _typical(tc: Any) -> str:
+    """What a time line's two times are (``stats.TimeChange``)."""
+    several = min(tc.processes_before, tc.processes_after) >= 2
+    return "process medians (geometric mean)" if several else "median"
+
+
 def _need(value: str, condition: str, passed: bool) -> str:
     """Both sides of a threshold: '23.10x, need >= 25x' (failed) or '30.20x (need >= 25x)'."""
     return f"{value} (need {condition})" if passed else f"{value}, need {condition}"
@@ -296,7 +302,7 @@ def _time_lines(ref: PooledCell, cur: PooledCell, tolerance: float) -> tuple[lis
             continue
         single = single or min(tc.processes_before, tc.processes_after) < 2
         detail = (
-            f"median {tc.before_median_s:.4f} -> {tc.after_median_s:.4f} s, new/old "
+            f"{_typical(tc)} {tc.before_median_s:.4f} -> {tc.after_median_s:.4f} s, new/old "
             f"{tc.ratio:.3f} [{tc.low:.3f}, {tc.high:.3f}] vs limit {1 + tolerance:.4g} "
             f"({tc.processes_before}v{tc.processes_after} processes, "
             f"{tc.n_before}v{tc.n_after} iterations): {tc.verdict}"

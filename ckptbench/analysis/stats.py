@@ -57,7 +57,10 @@ MEMORY_FLOOR_BYTES = 256 * 1024
 @dataclass(frozen=True)
 class TimeChange:
     """One mode's time before and after: the ratio after/before with its 95% interval, and
-    the verdict at ``tolerance``."""
+    the verdict at ``tolerance``. The times are what the ratio divides: with two worker
+    processes or more a side, the geometric mean of the kept processes' median times (so
+    after / before is the ratio exactly); else the median of every iteration (the ratio is
+    then the Hodges-Lehmann estimate, which can differ from it slightly)."""
 
     before_median_s: float
     after_median_s: float
@@ -129,12 +132,14 @@ def time_change(
             lo, hi = math.exp(centre - half), math.exp(centre + half)
         lo, hi = intervals.widen(lo, hi, ratio, both, intervals.CONFIDENCE)
         method = f"Welch t over processes ({nb} vs {na} kept) on log median times"
+        typical = math.exp(mb), math.exp(ma)
     else:
         est = intervals.ratio_estimate([(flat_a, flat_b)], invocation_sd=both)
         ratio, lo, hi, method = est.value, est.low, est.high, est.method
+        typical = statistics.median(flat_b), statistics.median(flat_a)
     return TimeChange(
-        before_median_s=statistics.median(flat_b),
-        after_median_s=statistics.median(flat_a),
+        before_median_s=typical[0],
+        after_median_s=typical[1],
         ratio=ratio,
         low=lo,
         high=hi,

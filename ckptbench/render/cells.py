@@ -353,9 +353,11 @@ def rule_text(comparison: Comparison) -> str:
         f"Memory: changed when |delta| > max({percent_text(s['memory_tolerance'])} of before, "
         f"{s['memory_floor_bytes'] / MIB:.2f} MiB); normal/checkpointed compare overhead over "
         f"baseline. Time: the ratio new/old of a mode's times with its 95% interval, the "
-        f"estimator run reports for the slowdown (worker processes are the replicates); "
-        f"slower when the whole interval lies above {1 + effect:.2f}, faster when it lies "
-        f"below {1 / (1 + effect):.2f}."
+        f"estimator run reports for the slowdown (worker processes are the replicates; the "
+        f"times shown are what it divides: the geometric mean of the processes' median "
+        f"times, or with one process a side the median iteration); slower when the whole "
+        f"interval lies above {1 + effect:.4g}, faster when it lies below "
+        f"{1 / (1 + effect):.4g}."
     )
 
 
