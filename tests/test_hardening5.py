@@ -221,3 +221,18 @@ def test_a_time_change_shows_the_times_its_ratio_divides():
     tc = time_change(before, after)
     assert tc.after_median_s / tc.before_median_s == pytest.approx(tc.ratio, rel=1e-12)
     assert tc.before_median_s == pytest.approx(1.4 ** (1 / 3))
+
+
+def test_the_stored_per_round_slowdowns_are_the_ratios_the_slowdown_averages():
+    """slowdown_per_round held ratios of medians (1.052) where the slowdown averaged the
+    rounds' Hodges-Lehmann ratios (0.975): its geometric mean was not the printed figure."""
+    import math
+
+    from _synthetic import CI_CASE, make_result
+
+    result = make_result(CI_CASE.with_(rounds=4), rounds=4, seed=5)
+    s = result.summary
+    per_round = s.as_dict()["slowdown_per_round"]
+    assert len(per_round) == 4 and not s.slowdown.set_aside
+    mean = math.exp(sum(math.log(v) for v in per_round) / len(per_round))
+    assert mean == pytest.approx(s.slowdown.value, rel=1e-12)

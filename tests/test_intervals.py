@@ -20,7 +20,6 @@ from ckptbench.analysis.intervals import (
     IntervalError,
     differs,
     ratio_estimate,
-    round_ratios,
     savings_estimate,
     slowdown_estimate,
 )
@@ -186,7 +185,7 @@ def test_noiseless_ratio_is_exact():
     assert est.value == 1.3
     assert est.low == est.high == 1.3
     assert (est.n_rounds, est.n_samples) == (4, 24)
-    assert round_ratios(rounds) == [1.3] * 4
+    assert est.per_round == (1.3,) * 4
 
 
 def test_drift_shared_by_a_round_cancels():

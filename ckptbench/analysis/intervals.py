@@ -73,7 +73,6 @@ __all__ = [
     "differs",
     "outlier_rounds",
     "ratio_estimate",
-    "round_ratios",
     "savings_estimate",
     "slowdown_estimate",
     "t_interval",
@@ -118,6 +117,9 @@ class Estimate:
     n_rounds: int
     n_samples: int  # raw values used (iterations of both modes, all rounds)
     outlier_rounds: tuple[int, ...] = ()  # 1-based rounds set aside as outliers
+    #: each round's own ratio, set aside or not (time: its Hodges-Lehmann ratio, the one the
+    #: estimate averages)
+    per_round: tuple[float, ...] = ()
 
     @property
     def half_width_rel(self) -> float:
@@ -293,7 +295,7 @@ def ratio_estimate(
             how = "range of pairwise ratios (too few iterations for a rank interval)"
         lo, hi = widen(lo, hi, value, invocation_sd, confidence)
         method = f"one round: Hodges-Lehmann on log times; {how}{floor}"
-        return Estimate(value, lo, hi, method, 1, n_samples)
+        return Estimate(value, lo, hi, method, 1, n_samples, per_round=(value,))
     logs = [math.log(v) for v in per_round]
     aside = outlier_rounds(logs)
     kept = [v for i, v in enumerate(logs) if i not in aside]
@@ -321,6 +323,7 @@ def ratio_estimate(
         n_rounds=len(rounds),
         n_samples=n_samples,
         outlier_rounds=tuple(i + 1 for i in aside),
+        per_round=tuple(per_round),
     )
 
 
@@ -335,18 +338,6 @@ def slowdown_estimate(
     each round a mapping mode name -> times (see :func:`ratio_estimate`)."""
     pairs = [(_mode(rd, numerator, r), _mode(rd, denominator, r)) for r, rd in enumerate(rounds)]
     return ratio_estimate(pairs, confidence, invocation_sd)
-
-
-def round_ratios(
-    rounds: Sequence[Round], numerator: str = "checkpointed", denominator: str = "normal"
-) -> list[float]:
-    """Per-round slowdown as a ratio of that round's medians (what a table shows per round)."""
-    out = []
-    for r, rd in enumerate(rounds):
-        num = _positive(_mode(rd, numerator, r), f"round {r + 1} {numerator}")
-        den = _positive(_mode(rd, denominator, r), f"round {r + 1} {denominator}")
-        out.append(float(np.median(num) / np.median(den)))
-    return out
 
 
 def differs(estimate: Estimate, null: float = 1.0) -> bool:

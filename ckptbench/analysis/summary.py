@@ -156,7 +156,7 @@ def round_estimates(
     if timed:
         with contextlib.suppress(intervals.IntervalError):
             out["slowdown"] = intervals.slowdown_estimate(timed)
-            out["per_round"] = intervals.round_ratios(timed)
+            out["per_round"] = list(out["slowdown"].per_round)
     three = (Mode.BASELINE.value, *pair)
     peaked = [p for p in peaks if all(m in p for m in three)]
     if peaked:

@@ -16,7 +16,9 @@ Definitions (the numbers ckptbench prints):
 * slowdown = median iteration time of checkpointed / median iteration time of normal (with
   several rounds the geometric mean of the rounds' own Hodges-Lehmann ratios, outlier
   rounds set aside; with one round its Hodges-Lehmann ratio), with a 95% interval;
-* memory savings = overhead of normal / overhead of checkpointed, with a 95% interval;
+* memory savings = overhead of normal / overhead of checkpointed, each against its own
+  round's baseline, the median over rounds, with a 95% interval (the table's overheads
+  pool the rounds, so their ratio can differ slightly where overheads are small);
 * recomputation floor = the normal mode's median iteration time plus each evaluation beyond
   the plain gradient's at the forward-only time per step (baseline median / steps): the
   time a schedule's recomputations cost with no executor overhead at all; ``vs_floor`` =
