@@ -236,3 +236,15 @@ def test_the_stored_per_round_slowdowns_are_the_ratios_the_slowdown_averages():
     assert len(per_round) == 4 and not s.slowdown.set_aside
     mean = math.exp(sum(math.log(v) for v in per_round) / len(per_round))
     assert mean == pytest.approx(s.slowdown.value, rel=1e-12)
+
+
+def test_a_cell_pooled_from_two_runs_says_why_its_interval_is_wide():
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.render.cells import invocations_table
+
+    two = [make_result(CI_CASE, seed=1), make_result(CI_CASE, seed=2)]
+    notes = " ".join(invocations_table(two).notes)
+    assert "pooled from two runs" in notes and "a third run narrows it" in notes
+    three = [*two, make_result(CI_CASE, seed=3)]
+    assert "pooled from two runs" not in " ".join(invocations_table(three).notes)

@@ -13,6 +13,7 @@ from ckptbench.analysis.intervals import Estimate, IntervalError
 from ckptbench.analysis.pooling import pooled_estimate
 
 Z = 1.959963984540054
+T19 = 2.093024054408263  # Student t, 97.5%, 19 df: the interval of a run of 20 rounds
 
 
 def invocation(rng, truth: float, tau: float, se: float) -> Estimate:
@@ -20,7 +21,7 @@ def invocation(rng, truth: float, tau: float, se: float) -> Estimate:
     interval whose width is itself estimated (a t interval over ~20 rounds)."""
     y = math.log(truth) + rng.normal(0, tau) + rng.normal(0, se)
     se_seen = se * math.sqrt(rng.chisquare(19) / 19)
-    return Estimate(math.exp(y), math.exp(y - Z * se_seen), math.exp(y + Z * se_seen),
+    return Estimate(math.exp(y), math.exp(y - T19 * se_seen), math.exp(y + T19 * se_seen),
                     "simulated", 20, 40)  # fmt: skip
 
 
@@ -69,3 +70,13 @@ def test_pooling_refuses_what_it_cannot_pool():
         pooled_estimate([one])
     with pytest.raises(IntervalError, match="positive"):
         pooled_estimate([one, Estimate(1.3, 1.2, math.inf, "m", 1, 2)])
+
+
+def test_two_agreeing_three_round_runs_do_not_pool_to_an_interval_neither_allows():
+    """The audit's case: 5.1x [3.0, 9.4] and 5.7x [3.4, 9.6], each a t interval over three
+    rounds (t = 4.30), read back as if normal (z = 1.96), pooled to 5.4x [0.3, 89.7]: 'may
+    cost memory' from two runs that both exclude it."""
+    runs = [Estimate(5.1, 3.0, 9.4, "m", 3, 9), Estimate(5.7, 3.4, 9.6, "m", 3, 9)]
+    pooled = pooled_estimate(runs)
+    assert pooled.tau == 0.0
+    assert 1.0 < pooled.estimate.low < 3.0 and 9.6 < pooled.estimate.high < 30.0

@@ -45,12 +45,17 @@ class Pooled:
 
 
 def _standard_error(e: Estimate, confidence: float) -> float:
-    """A run's within-run standard error on the log scale, read back from its interval."""
-    from scipy.stats import norm
+    """A run's within-run standard error on the log scale, read back from its interval with
+    the quantile that made it: Student's t over its rounds (n - 1 degrees of freedom) for a
+    run of several rounds, the normal one for one round. Read back with the normal quantile,
+    a 3-round interval (t = 4.30) gave a standard error 2.2 times too large, and two such
+    runs pooled to 5.4x [0.3, 89.7] from 5.1x and 5.7x."""
+    from scipy.stats import norm, t
 
-    z = float(norm.ppf(0.5 + confidence / 2))
+    q = t.ppf(0.5 + confidence / 2, e.n_rounds - 1) if e.n_rounds >= 2 else None
+    q = float(q if q is not None else norm.ppf(0.5 + confidence / 2))
     half = (math.log(e.high) - math.log(e.low)) / 2
-    return max(half / z, 1e-12)
+    return max(half / q, 1e-12)
 
 
 def pooled_estimate(estimates: Sequence[Estimate], confidence: float = CONFIDENCE) -> Pooled:

@@ -222,6 +222,12 @@ def invocations_table(results: Sequence[RunResult]) -> Table | None:
         "Hartung-Knapp t interval): the interval includes the drift between invocations "
         "(tau) that no single run can see"
     ]
+    two = [r["label"] for r in records if r["slowdown_runs"] == 2 or r["memory_savings_runs"] == 2]
+    if two:
+        note.append(
+            f"pooled from two runs ({', '.join(two)}): one degree of freedom (t = 12.7), so the "
+            "interval is wide by design; a third run narrows it"
+        )
     for r in records:
         if r["partial"]:
             used = ", ".join(
