@@ -248,3 +248,24 @@ def test_a_cell_pooled_from_two_runs_says_why_its_interval_is_wide():
     assert "pooled from two runs" in notes and "a third run narrows it" in notes
     three = [*two, make_result(CI_CASE, seed=3)]
     assert "pooled from two runs" not in " ".join(invocations_table(three).notes)
+
+
+def test_run_csv_holds_raw_numbers_one_row_per_mode(monkeypatch, tmp_path):
+    """run --format csv printed the table's display text ('39.6 MiB', '+1.8 MiB [+0.4,
+    +3.3]'); it now writes read_results' tidy columns, as compare's CSV holds raw values."""
+    import csv
+    import io
+
+    _fake(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "--model", "rnn", *TINY, "--format", "csv", "--out", "r.json"]
+    res = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    result = load_result(tmp_path / "r.json")
+    assert [r["mode"] for r in rows] == ["baseline", "normal", "checkpointed"]
+    for row in rows:
+        figures = result.summary.mode(Mode(row["mode"]))
+        assert int(row["peak_rss_bytes"]) == figures.peak_rss_bytes
+        assert float(row["time_median_s"]) == figures.time_measured.median
+    assert "MiB" not in res.stdout

@@ -11,6 +11,7 @@ from ckptbench.render.formats.model import Data, Prose, Report, TableSection, Ve
 from ckptbench.render.layers import layer_records, layer_table
 from ckptbench.render.run import explain_lines, headline, run_table
 from ckptbench.render.schedule import plan_table
+from ckptbench.render.table import Column, Table
 from ckptbench.render.trace import trace_sections
 from ckptbench.results.schema import RunResult, result_to_dict
 
@@ -36,7 +37,17 @@ def run_report(result: RunResult, *, quiet: bool = False) -> Report:
     if lines:
         sections.append(Prose(lines))
     sections += trace_sections(result)
-    return Report(f"ckptbench run — {result.case.key}", (*sections, Data(result_to_dict(result))))
+    data = Data(result_to_dict(result), rows=_mode_rows(result))
+    return Report(f"ckptbench run — {result.case.key}", (*sections, data))
+
+
+def _mode_rows(result: RunResult) -> Table:
+    """One row per (round-pooled) mode, raw numbers: ``read_results``' tidy columns."""
+    from ckptbench.frame import tidy_records
+
+    records = tuple(tidy_records([result]))
+    keys = list(dict.fromkeys(k for r in records for k in r))
+    return Table("modes", tuple(Column(k) for k in keys), records)
 
 
 def check_report(gate: Any, *, quiet: bool = False) -> Report:
