@@ -269,3 +269,17 @@ def test_run_csv_holds_raw_numbers_one_row_per_mode(monkeypatch, tmp_path):
         assert int(row["peak_rss_bytes"]) == figures.peak_rss_bytes
         assert float(row["time_median_s"]) == figures.time_measured.median
     assert "MiB" not in res.stdout
+
+
+def test_the_rounds_line_gives_each_peak_spread_at_its_precision():
+    """'normal 4.00 KiB, checkpointed 0.01 MiB': a 12 KiB spread read as 0.01 MiB."""
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.analysis.stats import size_text
+    from ckptbench.render.run import explain_lines
+
+    three = make_result(CI_CASE.with_(rounds=3), rounds=3)
+    (line,) = [x for x in explain_lines(three) if x.startswith("across ")]
+    for m in three.summary.modes:
+        if m.time_cv is not None:
+            assert f"{m.mode.value} {size_text(m.peak_spread_bytes)}" in line

@@ -356,7 +356,7 @@ def _rounds_line(result: RunResult) -> str | None:
     if rounds <= 1 or not noisy:  # one round (or one left by an interruption): nothing between
         return None
     parts = ", ".join(
-        f"{m.mode.value} {fmt_bytes(m.peak_spread_bytes, digits=2)}"
+        f"{m.mode.value} {fmt_size(m.peak_spread_bytes)}"  # '12.0 KiB', never '0.01 MiB'
         for m in noisy
         if m.peak_spread_bytes is not None
     )
