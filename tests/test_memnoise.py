@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ckptbench.analysis.memnoise import (
+    DRIFT_HALFWIDTH_BYTES,
     Overhead,
     overhead,
     peak_range,
@@ -77,15 +78,18 @@ def test_rerun_halfwidth_is_a_welch_t_interval_of_two_medians():
     df = (a + b) ** 2 / (a**2 / 3 + b**2 / 3)
     want = t.ppf(0.975, df) * math.sqrt(2 * math.pi / 2 * (a + b))
     assert rerun_halfwidth(ckpt, base) == pytest.approx(want)
-    over = overhead(ckpt, base)
-    assert over.rerun == pytest.approx(want) and over.as_dict()["rerun"] == over.rerun
+    over = overhead(ckpt, base)  # and the offset between invocations, in quadrature
+    assert over.rerun == pytest.approx(math.hypot(want, DRIFT_HALFWIDTH_BYTES))
+    assert over.as_dict()["rerun"] == over.rerun
     # one peak a mode: its spread is unknown and adds nothing; none at all: spread only
     one = peak_range(_peaks(325.0))
     assert one.sd == 0 and rerun_halfwidth(one, base) == pytest.approx(
         t.ppf(0.975, 3) * math.sqrt(math.pi * b)
     )
     flat = overhead(one, peak_range(_peaks(313.0)))
-    assert flat.rerun == 0 and flat.low == flat.high == flat.value
+    assert flat.rerun == DRIFT_HALFWIDTH_BYTES
+    assert flat.high - flat.value == pytest.approx(DRIFT_HALFWIDTH_BYTES)
+    assert flat.value - flat.low == pytest.approx(DRIFT_HALFWIDTH_BYTES)
 
 
 def test_the_interval_holds_the_next_invocations_overhead():
@@ -139,7 +143,7 @@ def test_clear_overhead_prints_value_and_interval():
     ckpt = peak_range(_peaks(330.0, 330.25))
     over = overhead(ckpt, base)
     assert not over.below_noise
-    assert fmt_overhead(over) == "+16.9 MiB [+13.8, +19.9]"  # two peaks a mode: wide
+    assert fmt_overhead(over) == "+16.9 MiB [+13.8, +20.0]"  # two peaks a mode: wide
     assert fmt_overhead(None) == "-"
 
 

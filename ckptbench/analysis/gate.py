@@ -40,12 +40,12 @@ from ckptbench.analysis import (
     time_change,
 )
 from ckptbench.analysis.limits import limit_sources, sweep_configs
+from ckptbench.analysis.pairing import diluted_cell, same_measurements
 from ckptbench.analysis.stats import size_text
 from ckptbench.results.schema import MODES, Case, Mode, RunResult, Status
 from ckptbench.results.store import (
     expectations_from_manifests,
     load_results,
-    measurement_id,
     missing_cells,
 )
 from ckptbench.schedules import get_strategy
@@ -391,13 +391,13 @@ def run_check(
     manifest. Every input problem is a one-line ``ValueError``."""
     current = load_results(results)
     reference = load_results(against) if against else None
-    same = _same_measurements(current, reference or [])
+    same = same_measurements(current, reference or [])
     if same and len(same) == len(current):
         raise ValueError(
             f"--against {', '.join(map(str, against or ()))}: holds the very measurements "
             "being checked; a gate against itself always passes (give the reference results)"
         )
-    if mixed := _diluted(current, reference or []):
+    if mixed := diluted_cell(current, reference or []):
         raise ValueError(
             f"the results hold the reference's own measurement of {mixed} beside a new one: "
             "pooled, the copy would dilute any change (check without the reference's copy)"
@@ -442,20 +442,3 @@ def run_check(
     return replace(
         report, sources=limit_sources(results, config, expect is not None, report.settings)
     )
-
-
-def _diluted(current: Sequence[RunResult], reference: Sequence[RunResult]) -> str | None:
-    """A cell (its key) that ``current`` holds both as a copy of the reference's
-    measurement and as another measurement, on one host: pooling them pulls the change
-    towards zero, so that gate could pass a regression. None when there is none."""
-    ids = {measurement_id(r) for r in reference}
-    copies = {(r.case.key, r.host) for r in current if measurement_id(r) in ids}
-    fresh = {(r.case.key, r.host) for r in current if measurement_id(r) not in ids}
-    both = sorted(copies & fresh)
-    return both[0][0] if both else None
-
-
-def _same_measurements(current: Sequence[RunResult], reference: Sequence[RunResult]) -> list[str]:
-    """The keys of the cells of ``current`` whose measurement is also in ``reference``."""
-    ids = {measurement_id(r) for r in reference}
-    return [r.case.key for r in current if measurement_id(r) in ids]

@@ -13,7 +13,10 @@ Definitions (bytes; every measured iteration of every round of a mode counts):
   iterations, puts its overhead 95% of the time: ``value ± t(0.975, df) * sqrt(2 * pi/2 *
   (s_mode**2 / n_mode + s_base**2 / n_base))`` (``s``: the standard deviation of a mode's
   iteration peaks, ``n`` their count, pi/2 the variance of a median over a mean's, df by
-  Welch-Satterthwaite). Every iteration counts as one sample, whichever worker ran it, as
+  Welch-Satterthwaite), with, in quadrature, the offset between two invocations that no
+  run's iterations see (:data:`DRIFT_HALFWIDTH_BYTES`, 0.28 MiB: a single-round overhead of
+  +0.301 [0.284, 0.318] MiB had excluded the 0.324 and 0.348 MiB of the cell's two
+  previous invocations). Every iteration counts as one sample, whichever worker ran it, as
   pyperf counts the values of all its processes: on torch Revolve's checkpointed peaks
   move by as much inside one worker as between workers (docs/results/torch-memory.md), so
   a cell measured in two workers cannot bracket the next invocation with its spread alone.
@@ -38,8 +41,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median, stdev
 
+from ckptbench.analysis.intervals import INVOCATION_SD_OVERHEAD_BYTES
+
 __all__ = [
     "CONFIDENCE",
+    "DRIFT_HALFWIDTH_BYTES",
     "Overhead",
     "PeakRange",
     "overhead",
@@ -52,6 +58,10 @@ __all__ = [
 CONFIDENCE = 0.95
 #: Variance of a sample median over that of a sample mean (normal samples, large n).
 MEDIAN_VARIANCE = math.pi / 2
+#: Where another invocation's offset puts its overhead beside this one's, 95% of the time:
+#: each invocation sits INVOCATION_SD_OVERHEAD_BYTES (measured) off, which no run's own
+#: iterations see; z * sqrt(2) * sd, about 0.28 MiB.
+DRIFT_HALFWIDTH_BYTES = 1.959963984540054 * math.sqrt(2.0) * INVOCATION_SD_OVERHEAD_BYTES
 
 
 @dataclass(frozen=True)
@@ -140,7 +150,7 @@ def overhead(mode: PeakRange | None, baseline: PeakRange | None) -> Overhead | N
     if mode is None or baseline is None:
         return None
     value = mode.median - baseline.median
-    rerun = rerun_halfwidth(mode, baseline)
+    rerun = math.hypot(rerun_halfwidth(mode, baseline), DRIFT_HALFWIDTH_BYTES)
     return Overhead(
         value=value,
         low=min(mode.low - baseline.high, value - rerun),

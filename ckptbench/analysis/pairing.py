@@ -27,6 +27,7 @@ from ckptbench.analysis.stats import (
     time_change,
 )
 from ckptbench.results.schema import MODES, SETTINGS_FIELDS, Case, Iteration, Mode, RunResult
+from ckptbench.results.store import measurement_id
 
 __all__ = [
     "RUN_SETTINGS",
@@ -41,12 +42,14 @@ __all__ = [
     "compare",
     "compare_cells",
     "differing_fields",
+    "diluted_cell",
     "field_value",
     "pair",
     "plan_shape",
     "plans_differ",
     "plugin_code",
     "pool_results",
+    "same_measurements",
     "settings_notes",
 ]
 
@@ -389,3 +392,20 @@ def compare(
         settings=settings,
         notes=tuple(pairing.notes()),
     )
+
+
+def same_measurements(current: Sequence[RunResult], reference: Sequence[RunResult]) -> list[str]:
+    """The keys of the cells of ``current`` whose measurement is also in ``reference``."""
+    ids = {measurement_id(r) for r in reference}
+    return [r.case.key for r in current if measurement_id(r) in ids]
+
+
+def diluted_cell(current: Sequence[RunResult], reference: Sequence[RunResult]) -> str | None:
+    """A cell (its key) that ``current`` holds both as a copy of the reference's
+    measurement and as another measurement, on one host: pooling them pulls the change
+    towards zero, so that gate could pass a regression. None when there is none."""
+    ids = {measurement_id(r) for r in reference}
+    copies = {(r.case.key, r.host) for r in current if measurement_id(r) in ids}
+    fresh = {(r.case.key, r.host) for r in current if measurement_id(r) not in ids}
+    both = sorted(copies & fresh)
+    return both[0][0] if both else None

@@ -37,7 +37,8 @@ def run_report(result: RunResult, *, quiet: bool = False) -> Report:
     if lines:
         sections.append(Prose(lines))
     sections += trace_sections(result)
-    data = Data(result_to_dict(result), rows=_mode_rows(result))
+    traces = tuple(s.table for s in sections if isinstance(s, TableSection))[1:]
+    data = Data(result_to_dict(result), rows=(_mode_rows(result), *traces))
     return Report(f"ckptbench run — {result.case.key}", (*sections, data))
 
 

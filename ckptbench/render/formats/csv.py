@@ -10,7 +10,7 @@ from ckptbench.render.table import Table, to_csv
 def render_csv(report: Report, width: int | None = None) -> str:
     """The data tables of ``report`` as CSV; without any, its tables (a blank line between)."""
     data = report.of((Data,))
-    tables = [t for d in data for t in (d.value, d.rows) if isinstance(t, Table)]
+    tables = [t for d in data for t in (d.value, *d.rows) if isinstance(t, Table)]
     if not tables:
         tables = [s.table for s in report.of((TableSection,))]
     return "\n".join(to_csv(t) for t in tables)

@@ -77,10 +77,10 @@ class Figure:
 class Data:
     """The report's machine-readable content: a :class:`Table` (CSV rows, JSON records) or
     a JSON value (``run``'s result document, ``plan``'s costs and rows); ``rows``: the
-    table CSV writes for a JSON value (raw numbers, never display text)."""
+    tables CSV writes for a JSON value (raw numbers, never display text)."""
 
     value: Any
-    rows: Any = None  # a Table
+    rows: tuple[Any, ...] = ()  # Tables
 
 
 Section = TableSection | Prose | Verdicts | Figure | Data
