@@ -283,3 +283,27 @@ def test_the_rounds_line_gives_each_peak_spread_at_its_precision():
     for m in three.summary.modes:
         if m.time_cv is not None:
             assert f"{m.mode.value} {size_text(m.peak_spread_bytes)}" in line
+
+
+@pytest.mark.parametrize(
+    "name, text, argv",
+    [
+        ("deep.json", "[" * 100_000 + "]" * 100_000,
+         ["plan", "--steps", "6", "--budget", "1MiB", "--costs", "deep.json"]),
+        ("deep.toml", "a = " + "[" * 100_000 + "]" * 100_000, ["sweep", "deep.toml"]),
+    ],
+)  # fmt: skip
+def test_a_deeply_nested_costs_file_or_config_is_one_line_not_a_recursion_error(
+    capsys, tmp_path, monkeypatch, name, text, argv
+):
+    monkeypatch.chdir(tmp_path)
+    Path(name).write_text(text)
+    err = one_line_error(capsys, argv)
+    assert "nested too deep" in err or "nested 100000 levels deep" in err, err
+
+
+def test_the_costs_api_refuses_a_deep_document_in_one_line():
+    from ckptbench.schedules.optimal import PlanError, costs_from_json
+
+    with pytest.raises(PlanError, match="nested too deep"):
+        costs_from_json("[" * 100_000 + "]" * 100_000)

@@ -326,19 +326,25 @@ def numerics_options(func):
     )(func)
 
 
+#: The largest costs file read (a chain of a million steps is about 100 MB of JSON).
+COSTS_FILE_MAX_BYTES = 64 * 2**20
+
+
 def read_costs(path: Path, steps: int) -> dict:
-    """A costs file (docs/planner.md) as a ``planner.Costs`` document; one line if bad."""
-    from ckptbench.results.files import read_text_limited
-    from ckptbench.schedules.optimal import costs_from_json
+    """A costs file (docs/planner.md) as a ``planner.Costs`` document; one line if bad. Read
+    as result files are (``results.files.read_json_limited``: a regular file of at most
+    64 MiB, UTF-8, nested a few levels, no repeated key, no integer of thousands of digits)."""
+    from ckptbench.results.files import read_json_limited
+    from ckptbench.schedules.optimal import Costs
 
     try:
-        text = read_text_limited(path, 64 * 2**20)
+        doc = read_json_limited(path, COSTS_FILE_MAX_BYTES, "costs file")
     except OSError as err:
         raise InputError(f"--costs {path}: cannot read ({err.strerror or err})") from None
     except ValueError as err:
         raise InputError(f"--costs {path}: {err}") from None
     try:
-        costs = costs_from_json(text)
+        costs = Costs.from_dict(doc)
     except ValueError as err:
         raise InputError(f"--costs {path}: {err}") from None
     if costs.steps is not None and costs.steps != steps:

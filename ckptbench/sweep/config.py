@@ -214,6 +214,10 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
     except tomllib.TOMLDecodeError as err:
         msg = str(err).splitlines()[0] if str(err) else "invalid TOML"
         raise ConfigError(f"{source}: invalid TOML: {msg}") from None
+    except RecursionError:  # '[[[[...' thousands deep: tomllib recurses per level
+        raise ConfigError(
+            f"{source}: TOML nested too deep to read (a config nests a few levels)"
+        ) from None
     r = _Reader(source, text)
 
     unknown = [k for k in doc if k not in TOP_KEYS]

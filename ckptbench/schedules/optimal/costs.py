@@ -154,6 +154,8 @@ def costs_from_json(text: str) -> Costs:
         raise
     except json.JSONDecodeError as err:
         raise PlanError(f"costs file is not JSON: {err.msg} at line {err.lineno}") from None
+    except RecursionError:  # '[[[[...' thousands deep
+        raise PlanError("costs file is nested too deep to be a costs file") from None
     except ValueError as err:  # e.g. an integer with more digits than Python converts
         raise PlanError(f"costs file is not usable JSON: {str(err).splitlines()[0]}") from None
     return Costs.from_dict(doc)
