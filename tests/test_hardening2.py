@@ -388,6 +388,10 @@ def test_non_finite_or_huge_costs_name_their_field(fake, tmp_path, capsys, value
 
 def test_costs_are_read_in_a_bounded_way(fake, tmp_path):
     res = invoke(["plan", "--steps", "20", "--budget", "1MiB", "--costs", "/dev/zero"])
+    assert res.exit_code == 2 and "is a device, not a file" in res.output  # never read
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (64 * 2**20 + 1))
+    res = invoke(["plan", "--steps", "20", "--budget", "1MiB", "--costs", str(big)])
     assert res.exit_code == 2 and "MiB" in res.output
 
 
