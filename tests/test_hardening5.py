@@ -307,3 +307,27 @@ def test_the_costs_api_refuses_a_deep_document_in_one_line():
 
     with pytest.raises(PlanError, match="nested too deep"):
         costs_from_json("[" * 100_000 + "]" * 100_000)
+
+
+def test_a_stack_too_large_to_plan_is_refused_before_and_after_measuring(
+    capsys, tmp_path, monkeypatch
+):
+    """A stack's costs are per layer: the homogeneous estimate let 1500 layers be measured,
+    then planned for minutes towards 13 GiB of tables; costs measured per step (a plug-in
+    chain) are checked again once measured."""
+    monkeypatch.chdir(tmp_path)
+
+    def measured(case, quiet):
+        n = case.steps
+        return {"costs": {"forward_time_s": [1e-4] * n, "taped_time_s": [3e-4] * n,
+                          "state_bytes": [512] * n, "tape_bytes": [1024] * n}}  # fmt: skip
+
+    monkeypatch.setattr("ckptbench.cli.plan._measure", measured)
+    err = one_line_error(capsys, ["plan", "--model", "mlp-stack", "--steps", "3000",
+                                  "--budget", "20KiB"])  # fmt: skip
+    assert "per-step (heterogeneous) costs" in err
+    argv = ["plan", "--model", "rnn", "--steps", "800", "--budget", "20KiB",
+            "--save-costs", "c.json"]  # fmt: skip
+    err = one_line_error(capsys, argv)
+    assert "planning 800 steps with per-step (heterogeneous) costs" in err
+    assert Path("c.json").exists()  # the measured costs are kept

@@ -105,7 +105,8 @@ def plan(
             inputs = [costs_file] if costs_file else []
             check_side_output(save_file, "--save-costs", inputs, force)
         doc = read_costs(costs_file, steps) if costs_file else None
-        check_plannable(steps, Costs.from_dict(doc) if doc is not None else None)
+        stack = case.model in _builtin_chains()
+        check_plannable(steps, Costs.from_dict(doc) if doc is not None else None, per_step=stack)
         if doc is not None:
             check_budget(Costs.from_dict(doc), steps, budget)
             report = {"costs": doc, "layers": _builtin_layers(case)}
@@ -116,6 +117,12 @@ def plan(
         keys = ("executor", "taped_method", "timing")
         report["measured"] = {"dtype": case.dtype, **{k: report[k] for k in keys if k in report}}
     _show(report, steps, budget, save_file, fmt, force)
+
+
+def _builtin_chains() -> tuple[str, ...]:
+    from ckptbench.workloads import BUILTIN_CHAINS
+
+    return BUILTIN_CHAINS
 
 
 def _builtin_layers(case: Case) -> list[str] | None:
@@ -167,7 +174,7 @@ def _show(
     from ckptbench.render.formats import get_format
     from ckptbench.render.reports import plan_report
     from ckptbench.schedules.compare import compare_at_budget
-    from ckptbench.schedules.optimal import Costs, check_budget, plan_optimal
+    from ckptbench.schedules.optimal import Costs, check_budget, check_plannable, plan_optimal
 
     doc = report["costs"]
     costs = Costs.from_dict(doc)
@@ -179,6 +186,7 @@ def _show(
         except OSError as err:
             raise InputError(f"--save-costs {save_file}: {err.strerror or err}") from None
     try:
+        check_plannable(steps, costs)  # measured per layer: the per-layer estimate
         check_budget(costs, steps, budget)
         rows = compare_at_budget(costs, steps, budget)
         best = plan_optimal(costs, steps, budget) if costs.steps is not None else None

@@ -233,10 +233,14 @@ def _checked_plan(case: Case, costs: dict[str, Any] | None, worker) -> dict[str,
     """The step costs a planned strategy plans with (measured in a fresh worker where not
     given), after checking that the plan can be computed and the budget fits (PlanError)."""
     from ckptbench.schedules.optimal import Costs, check_budget, check_plannable
+    from ckptbench.workloads import BUILTIN_CHAINS
 
-    check_plannable(case.steps, Costs.from_dict(costs) if costs is not None else None)
+    stack = case.model in BUILTIN_CHAINS
+    given = Costs.from_dict(costs) if costs is not None else None
+    check_plannable(case.steps, given, per_step=stack)
     if costs is None:
         costs = measure_costs(case, worker=worker)["costs"]
+        check_plannable(case.steps, Costs.from_dict(costs))  # per layer where measured so
     check_budget(Costs.from_dict(costs), case.steps, case.budget_bytes or 0)
     return costs
 

@@ -119,13 +119,14 @@ def plan_estimate(
 
 def check_plannable(
     steps: int, costs: Costs | None = None, *, memory_bytes: int | None = None,
-    levels: int = DEFAULT_LEVELS,
+    levels: int = DEFAULT_LEVELS, per_step: bool = False,
 ) -> None:  # fmt: skip
     """:class:`PlanError` with the estimate when planning ``steps`` steps would need more than
     :data:`MAX_PLAN_UPDATES` table updates or more than half of ``memory_bytes`` (default:
-    this machine's memory). Without ``costs`` the chain is taken as homogeneous (measured
-    costs are)."""
-    homogeneous = costs is None or costs.steps is None
+    this machine's memory). Without ``costs`` the chain is taken as homogeneous (a
+    recurrence's measured costs are) unless ``per_step`` (a layer stack's are per layer);
+    call it again once costs are measured."""
+    homogeneous = costs.steps is None if costs is not None else not per_step
     updates, table_bytes = plan_estimate(steps, homogeneous, levels)
     if memory_bytes is None:
         import psutil
