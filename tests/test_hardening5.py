@@ -331,3 +331,15 @@ def test_a_stack_too_large_to_plan_is_refused_before_and_after_measuring(
     err = one_line_error(capsys, argv)
     assert "planning 800 steps with per-step (heterogeneous) costs" in err
     assert Path("c.json").exists()  # the measured costs are kept
+
+
+def test_trace_on_jax_is_refused_before_anything_is_measured():
+    """It ran every mode, then said 'no trace': JAX runs no schedule action by action on the
+    host clock (the engine-driven executor dispatches asynchronously)."""
+    from ckptbench.results.schema import Case, CaseError
+
+    for model, extra in (("rnn", {}), ("mlp-stack", {"strategy": "optimal",
+                                                     "budget_bytes": 8192})):  # fmt: skip
+        with pytest.raises(CaseError, match="--trace is not available on --backend jax"):
+            Case(model=model, steps=6, backend="jax", trace=True, **extra)
+    assert Case(model="rnn", steps=6, backend="torch", trace=True).trace

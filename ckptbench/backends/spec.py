@@ -67,6 +67,8 @@ class BackendSpec:
     #: the executors whose first sweep records its advances on the framework's graph (torch's
     #: one-call): ``run``'s "where the time goes" calls them advances, not recomputation
     recording_executors: tuple[str, ...] = ()
+    #: why ``run --trace`` cannot record it action by action (empty: it can)
+    untraced: str = ""
 
     def default_executor(self, device: str) -> str:
         """The executor a case on ``device`` runs without ``--executor``."""

@@ -180,6 +180,8 @@ class Case:
                 f"--trace records our schedules action by action; strategy {spec.name!r} is "
                 "a framework's own checkpointing (nothing to trace)"
             )
+        if self.trace and (why := backend_spec(self.backend).untraced):
+            raise CaseError(f"--trace is not available on --backend {self.backend}: {why}")
         _pos_float("timeout_s", self.timeout_s, allow_none=True)
         _pos_float("sample_interval_s", self.sample_interval_s)
         if self.memory_limit_bytes is not None:

@@ -52,6 +52,9 @@ SPEC = BackendSpec(
     device_executors=(("cpu", "compiled"),),
     chain_executors=("engine",),
     install_hint=INSTALL_HINT,
+    untraced="JAX dispatches its compiled pieces asynchronously (and the compiled executor "
+    "runs the schedule inside XLA), so a host clock and RSS read at each action would not "
+    "be that action's",
 )
 
 
