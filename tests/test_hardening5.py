@@ -343,3 +343,39 @@ def test_trace_on_jax_is_refused_before_anything_is_measured():
         with pytest.raises(CaseError, match="--trace is not available on --backend jax"):
             Case(model=model, steps=6, backend="jax", trace=True, **extra)
     assert Case(model="rnn", steps=6, backend="torch", trace=True).trace
+
+
+def test_compare_shows_a_peers_counted_step_calls_as_run_does():
+    """run showed torch checkpoint_sequential's 11 layer calls; compare showed '- (-)'."""
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.frame import cells_frame
+
+    result = make_result(CI_CASE)
+    modes = tuple(
+        replace(m, counters={"step_calls": 11}) if m.mode is Mode.CHECKPOINTED else m
+        for m in result.modes
+    )
+    peer = CI_CASE.with_(backend="torch", strategy="torch-checkpoint", snaps=4)
+    frame = cells_frame([replace(result, case=peer, modes=modes)])
+    assert int(frame["evaluations"].iloc[0]) == 11
+
+
+@pytest.mark.jax
+def test_a_jax_chain_reports_its_plain_modes_layer_calls_and_no_made_up_zero_for_a_peer():
+    pytest.importorskip("jax")
+    from ckptbench.backends.registry import build
+    from ckptbench.results.schema import Case
+
+    def calls(mode, strategy="revolve"):
+        ours = strategy == "revolve"
+        case = Case(model="mlp-stack", steps=4, hidden=8, batch=2, input=4, backend="jax",
+                    strategy=strategy, executor="engine" if ours else None)  # fmt: skip
+        built = build(case, mode)
+        built.calls[0] = 0  # as the worker does before every iteration
+        built.gradient(built.params)
+        return built.calls[0]
+
+    assert calls(Mode.BASELINE) == calls(Mode.NORMAL) == 4
+    assert calls(Mode.CHECKPOINTED, "jax-every-layer") is None
+    assert calls(Mode.CHECKPOINTED) >= 4

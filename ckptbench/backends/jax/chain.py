@@ -270,13 +270,15 @@ def chain_built(case: Any, mode: str, wl: Any, params: list, x0: Any, device: An
     jax.clear_caches()
     trim_heap()
     program_rss = read_rss_bytes() - rss0
-    calls: list[int | None] = [None if peer else case.steps]  # a peer's: inside JAX, unseen
+    # plain modes run each layer once; a peer's evaluations happen inside JAX, unseen (None)
+    plain: int | None = None if peer else case.steps
+    calls: list[int | None] = [plain]
 
     def gradient(q: Any) -> tuple[float, Any]:
         value, g = fn(q)
         jax.block_until_ready((value, g))
-        if loop is not None:
-            calls[0] = loop.stats.step_evaluations
+        # set at every call: the worker zeroes the counter before each iteration
+        calls[0] = loop.stats.step_evaluations if loop is not None else plain
         return float(value), jax.tree_util.tree_map(lambda a: np.array(a, copy=True), g)
 
     def counters() -> dict[str, int]:
