@@ -183,17 +183,15 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
 
     tidy = results_frame(results)
     first = tidy.groupby("run", sort=True).first()
-    peaks = tidy.pivot(index="run", columns="mode", values="peak_rss_bytes")
-    over = tidy.pivot(index="run", columns="mode", values="overhead_bytes")
+    peaks, over, low, high, time, device_over, calls = (
+        tidy.pivot(index="run", columns="mode", values=v)
+        for v in ("peak_rss_bytes", "overhead_bytes", "peak_low_bytes", "peak_high_bytes",
+                  "time_median_s", "device_overhead_bytes", "evaluations")
+    )  # fmt: skip
     noise = {
         k: tidy.pivot(index="run", columns="mode", values=f"overhead_{k}")
         for k in ("low_bytes", "high_bytes", "noise_bytes", "below_noise", "above_bytes")
     }
-    low = tidy.pivot(index="run", columns="mode", values="peak_low_bytes")
-    high = tidy.pivot(index="run", columns="mode", values="peak_high_bytes")
-    time = tidy.pivot(index="run", columns="mode", values="time_median_s")
-    device_over = tidy.pivot(index="run", columns="mode", values="device_overhead_bytes")
-    calls = tidy.pivot(index="run", columns="mode", values="evaluations")
     status = _cell_status(tidy, first)
 
     def col(table: Any, mode: str) -> Any:

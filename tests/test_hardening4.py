@@ -222,7 +222,7 @@ def test_a_key_named_twice_in_a_costs_file_or_a_result_is_refused(tmp_path, caps
     )
     err = one_line_error(capsys, ["plan", "--steps", "20", "--budget", "1MiB",
                                   "--costs", str(costs)])  # fmt: skip
-    assert "costs file names 'tape_bytes' twice" in err
+    assert "a JSON object names 'tape_bytes' twice" in err
     result = tmp_path / "r.json"
     save_result(make_result(), result)
     text = result.read_text()

@@ -379,3 +379,42 @@ def test_a_jax_chain_reports_its_plain_modes_layer_calls_and_no_made_up_zero_for
     assert calls(Mode.BASELINE) == calls(Mode.NORMAL) == 4
     assert calls(Mode.CHECKPOINTED, "jax-every-layer") is None
     assert calls(Mode.CHECKPOINTED) >= 4
+
+
+@pytest.mark.parametrize(
+    "model, sizes",
+    [("cnn-stack", {"input": 100_000}), ("mlp-stack", {"hidden": 10**8}),
+     ("transformer-stack", {"hidden": 100_000}), ("lstm", {"hidden": 100_000}),
+     ("rnn", {"hidden": 10**6})],
+)  # fmt: skip
+def test_a_built_in_too_large_for_memory_is_refused_before_any_worker(model, sizes):
+    """A cnn-stack of --input 100000 started three workers that each failed with a
+    MemoryError of 3.49 TiB; sizes are checked against the machine first."""
+    from ckptbench.results.schema import Case, CaseError
+    from ckptbench.workloads import Sizes, registry
+
+    case = Case(model=model, steps=4, **sizes)
+    with pytest.raises(CaseError, match="parameters, inputs and one state alone need about"):
+        case.check_fits_memory(total_bytes=64 * 2**30)
+    small = Case(model=model, steps=4)
+    small.check_fits_memory(total_bytes=64 * 2**30)
+    least = registry.builtin(model).least_elements(Sizes(**small.sizes()), 4)
+    assert 0 < least * 8 < 64 * 2**20  # the default sizes: a few MiB, counted not guessed
+
+
+def test_the_least_elements_of_a_stack_are_its_drawn_weights_and_states_at_most():
+    import math
+
+    import numpy as np
+
+    from ckptbench.workloads import Sizes, registry
+    from ckptbench.workloads.stacks import STACKS
+
+    for name, cls in STACKS.items():
+        sizes = Sizes(hidden=16, batch=2, input=8, output=4)
+        stack = cls(hidden=16, batch=2, input=8, output=4)
+        params, x0 = stack.init(4, np.random.default_rng(0))
+        drawn = sum(a.size for p in params for a in p.values()) + x0.size
+        states = sum(math.prod(s.out_shape) for s in stack.specs(4))
+        least = registry.builtin(name).least_elements(sizes, 4)
+        assert least <= drawn + states, name  # a lower bound of what a run holds

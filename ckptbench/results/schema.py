@@ -67,6 +67,8 @@ MAX_INT = 2**63 - 1  #: the largest integer a case field holds
 #: ``--dtype``: the floating-point type the workload computes in (float64: the default,
 #: and what a result without the field was measured in).
 DTYPES: tuple[str, ...] = ("float64", "float32", "bfloat16")
+#: Bytes of one element of each dtype.
+DTYPE_BYTES: dict[str, int] = {"float64": 8, "float32": 4, "bfloat16": 2}
 #: ``--executor``: how our schedules run (JAX's compiled: one XLA program running the action
 #: table; engine: the shared interpreter, on JAX dispatching compiled step pieces, on torch
 #: a backward call per taped step; torch's one-call: the interpreter inside one backward
@@ -256,8 +258,9 @@ class Case:
         )
 
     def check_fits_memory(self, total_bytes: int | None = None) -> None:
-        """Refuse (``CaseError``) a case whose inputs and outputs alone could not fit in this
-        machine's memory (``total_bytes``, default: psutil's total)."""
+        """Refuse (``CaseError``) a case whose inputs and outputs alone, or a built-in's
+        parameters, inputs and one state (``workloads.registry``: its ``least``), could not
+        fit in this machine's memory (``total_bytes``, default: psutil's total)."""
         need = 8 * self.steps * self.batch * (self.input + self.output)
         if total_bytes is None:
             import psutil
@@ -268,6 +271,18 @@ class Case:
                 f"--steps {self.steps} x --batch {self.batch} x (--input {self.input} + "
                 f"--output {self.output}): the inputs and outputs alone need about "
                 f"{need / 2**30:,.1f} GiB, more than this machine's {total_bytes / 2**30:.1f} GiB"
+            )
+        from ckptbench.workloads import Sizes, registry
+
+        entry = registry.builtin(self.model)  # a plug-in's arrays are known when it runs
+        least = entry.least_elements(Sizes(**self.sizes()), self.steps) if entry else None
+        if least is not None and least * DTYPE_BYTES[self.dtype] > total_bytes:
+            raise CaseError(
+                f"--model {self.model} at --hidden {self.hidden} --batch {self.batch} --input "
+                f"{self.input} --output {self.output}, {self.steps} steps: its parameters, "
+                f"inputs and one state alone need about "
+                f"{least * DTYPE_BYTES[self.dtype] / 2**30:,.1f} GiB in {self.dtype}, more "
+                f"than this machine's {total_bytes / 2**30:.1f} GiB"
             )
 
     def effective(self) -> tuple[Case, tuple[str, ...]]:

@@ -120,3 +120,11 @@ def lstm(hidden: int = 256, batch: int = 16, input: int = 32, output: int | None
         return LSTM(hidden=hidden, batch=batch, input=input, output=output)
     except WorkloadError as err:
         raise WorkloadError(f"lstm: {err}") from None
+
+
+def least_elements(sizes: Sizes, steps: int) -> int:
+    """Array elements of the parameters (the fused gate matrix, its bias and the readout),
+    the gates' constant vectors, the inputs and one state ``(h, c)`` at ``sizes``: the least
+    any mode holds (nothing allocated; ``Case.check_fits_memory``)."""
+    h, b, n, o = sizes.hidden, sizes.batch, sizes.input, sizes.output
+    return (n + h) * 4 * h + 4 * h + h * o + o + 8 * h + steps * b * n + 2 * b * h

@@ -76,6 +76,9 @@ class BuiltinWorkload:
     implementations: Mapping[str, str] = field(default_factory=dict)
     chain: bool = False  # a layer chain (workloads.chain), not a recurrence
     min_steps: int = 1  # fewest steps (layers) it is built with (a stack's MIN_LAYERS)
+    #: ``"module:attribute"`` of ``least(sizes, steps) -> int``: the fewest array elements
+    #: its parameters, inputs and one state hold, from the sizes alone (nothing allocated)
+    least: str = ""
 
     def __post_init__(self) -> None:
         for backend, target in self.implementations.items():
@@ -90,6 +93,16 @@ class BuiltinWorkload:
     def backends(self) -> tuple[str, ...]:
         """The backends that implement this workload."""
         return tuple(self.implementations)
+
+    def least_elements(self, sizes: Any, steps: int) -> int | None:
+        """The fewest array elements a run of it holds (``least``); None when undeclared."""
+        if not self.least:
+            return None
+        module, _, attribute = self.least.partition(":")
+        obj: Any = importlib.import_module(module)
+        for part in attribute.split("."):
+            obj = getattr(obj, part)
+        return int(obj(sizes, steps))
 
     def factory(self, backend: str) -> Callable[..., Any]:
         """The factory of ``backend``'s implementation (imports its module now); a one-line
@@ -117,6 +130,7 @@ _DECLARED = (
             "torch": "ckptbench.backends.torch.workloads:TorchLSTM",
             "jax": "ckptbench.backends.jax.workloads:JaxLSTM",
         },
+        least="ckptbench.workloads.lstm:least_elements",
     ),
     *(
         BuiltinWorkload(
@@ -129,6 +143,7 @@ _DECLARED = (
             },
             chain=True,
             min_steps=min_steps,
+            least=f"ckptbench.workloads.stacks:{cls}.least",
         )
         for name, summary, cls, min_steps in (
             ("mlp-stack", "a stack of dense layers of varying widths", "MLPStack", 1),
@@ -149,6 +164,7 @@ _DECLARED = (
             "torch": "ckptbench.backends.torch.workloads:TorchRNN",
             "jax": "ckptbench.backends.jax.workloads:JaxRNN",
         },
+        least="ckptbench.workloads.rnn:least_elements",
     ),
 )
 

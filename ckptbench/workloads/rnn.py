@@ -83,3 +83,10 @@ def rnn(hidden: int = 256, batch: int = 16, input: int = 32, output: int | None 
         return RNN(hidden=hidden, batch=batch, input=input, output=output)
     except WorkloadError as err:
         raise WorkloadError(f"rnn: {err}") from None
+
+
+def least_elements(sizes: Sizes, steps: int) -> int:
+    """Array elements of the parameters, the inputs and one state at ``sizes``: the least
+    any mode holds (nothing allocated; ``Case.check_fits_memory``)."""
+    h, b, n, o = sizes.hidden, sizes.batch, sizes.input, sizes.output
+    return n * h + h * h + h + h * o + o + steps * b * n + b * h

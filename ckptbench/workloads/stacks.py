@@ -77,6 +77,19 @@ class Stack:
     def layer_names(self, layers: int) -> tuple[str, ...]:
         return tuple(s.name for s in self.checked_specs(layers))
 
+    def weights(self, spec: LayerSpec) -> int:
+        """The elements of a layer's weight matrices (its ``draw``, biases left out)."""
+        raise NotImplementedError
+
+    @classmethod
+    def least(cls, sizes: Any, layers: int) -> int:
+        """Array elements of the weights, ``x_0`` and the largest state at ``sizes``: the
+        least any mode holds (nothing allocated; ``Case.check_fits_memory``)."""
+        stack = cls(**{k: getattr(sizes, k) for k in ("hidden", "batch", "input", "output")})
+        specs = stack.checked_specs(layers)
+        largest = max(math.prod(s.out_shape) for s in specs)
+        return sum(stack.weights(s) for s in specs) + math.prod(specs[0].in_shape) + largest
+
     def draw(self, spec: LayerSpec, rng: np.random.Generator) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
@@ -153,6 +166,9 @@ class MLPStack(Stack):
     def draw(self, spec: LayerSpec, rng: np.random.Generator) -> dict[str, np.ndarray]:
         return _dense(rng, spec.in_shape[-1], spec.out_shape[-1])
 
+    def weights(self, spec: LayerSpec) -> int:
+        return spec.in_shape[-1] * spec.out_shape[-1]
+
 
 @dataclass(frozen=True)
 class CNNStack(Stack):
@@ -185,6 +201,11 @@ class CNNStack(Stack):
             "W": rng.standard_normal((c_out, c_in, 3, 3)) / math.sqrt(9 * c_in),
             "b": 0.1 * rng.standard_normal((1, c_out, 1, 1)),
         }
+
+    def weights(self, spec: LayerSpec) -> int:
+        if spec.kind != "conv":
+            return spec.in_shape[1] * spec.out_shape[-1]
+        return spec.in_shape[1] * spec.out_shape[1] * 9
 
     def conv(self, p: Any, x: Any, spec: LayerSpec) -> Any:
         """``tanh(conv3x3(x, W, padding 1, stride s) + b)`` as im2col: nine strided slices
@@ -245,6 +266,14 @@ class TransformerStack(Stack):
             up, down = _dense(rng, d, 2 * d), _dense(rng, 2 * d, d)
             return {**norm, "W1": up["W"], "b1": up["b"], "W2": down["W"], "b2": down["b"]}
         return {**norm, **_dense(rng, d, self.output)}
+
+    def weights(self, spec: LayerSpec) -> int:
+        d = self.hidden
+        if spec.kind == "embed":
+            return self.input * d + SEQ * d
+        if spec.kind in ("attn", "mlp"):
+            return 4 * d * d  # Wq, Wk, Wv, Wo; or d -> 2d -> d
+        return d * self.output
 
     def embed(self, p: Any, x: Any, spec: LayerSpec) -> Any:
         return x @ p["W"] + p["b"] + p["pos"]
