@@ -15,10 +15,11 @@ Each class names its array namespace ``xp`` (``autograd.numpy`` here; ``torch`` 
 math is op for op the same, and the initial values are drawn once from numpy's generator
 and converted: one seed gives one loss on every backend (to 1e-12 in float64).
 
-Sizes: ``hidden`` is the width (mlp: widths cycle over 1/2, 3/4, 1, 5/4 of it; transformer:
-the model width) or, divided by 32, the first convolution's channels (cnn); ``batch`` the
-batch; ``input`` the input's features (mlp, transformer) or its image side (cnn, 3
-channels); ``output`` the last layer's width. ``layers`` (``--steps``) is the stack's depth.
+Sizes: ``hidden`` is the width (mlp: hidden widths cycle over 3/4, 1, 5/4, 1/2 of it, x_1
+first; transformer: the model width) or, divided by 32, the first convolution's channels
+(cnn); ``batch`` the batch; ``input`` the input's features (mlp, transformer) or its image
+side (cnn, 3 channels); ``output`` the last layer's width. ``layers`` (``--steps``) is the
+stack's depth.
 """
 
 from __future__ import annotations
