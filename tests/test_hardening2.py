@@ -431,7 +431,7 @@ def test_an_infeasible_budget_names_the_smallest_that_works(no_costs_worker, tmp
     from ckptbench.schedules.optimal import min_budget_bytes
 
     least = min_budget_bytes(Costs.from_dict(COSTS), 20)
-    argv = ["plan", "--steps", "20", "--budget", "100B", "--costs", _costs_file(tmp_path)]
+    argv = ["plan", "--steps", "20", "--budget", "100B", "--costs", _costs_file(tmp_path), "-q"]
     code, _, err = run_cli(capsys, argv)
     assert code == 2
     assert _lines(err) == [
@@ -439,7 +439,7 @@ def test_an_infeasible_budget_names_the_smallest_that_works(no_costs_worker, tmp
         f"budget that works is {least / 1024:.3g} KiB ({least} B)"
     ]
     out = tmp_path / "r.json"
-    argv = ["run", "--strategy", "optimal", "--budget", "100B", *TINY, "--out", str(out)]
+    argv = ["run", "--strategy", "optimal", "--budget", "100B", *TINY, "--out", str(out), "-q"]
     code, _, err = run_cli(capsys, [*argv, "--costs", _costs_file(tmp_path)])
     assert code == 2 and len(_lines(err)) == 1 and str(least) in err
     assert not out.exists()

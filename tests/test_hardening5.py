@@ -418,3 +418,29 @@ def test_the_least_elements_of_a_stack_are_its_drawn_weights_and_states_at_most(
         states = sum(math.prod(s.out_shape) for s in stack.specs(4))
         least = registry.builtin(name).least_elements(sizes, 4)
         assert least <= drawn + states, name  # a lower bound of what a run holds
+
+
+def test_a_costs_file_of_another_model_is_named_before_it_is_planned_with(
+    capsys, tmp_path, monkeypatch
+):
+    """A cnn-stack's costs on an mlp-stack were accepted without a word, and the run then
+    reported snapshot bytes the run never held."""
+    import json
+
+    from _cli import run_cli as run
+
+    from ckptbench.workloads import Sizes, registry
+
+    monkeypatch.chdir(tmp_path)
+    sizes = {"hidden": 32, "batch": 4, "input": 8, "output": 1}
+    states = registry.builtin("mlp-stack").state_elements(Sizes(**sizes), 6)
+    costs = {"forward_time_s": 1e-5, "taped_time_s": 1e-4, "tape_bytes": 4096}
+    argv = ["plan", "--model", "mlp-stack", "--steps", "6", "--budget", "64KiB",
+            *(x for k, v in sizes.items() for x in (f"--{k}", str(v)))]  # fmt: skip
+    Path("mine.json").write_text(json.dumps({**costs, "state_bytes": [8 * e for e in states]}))
+    code, _, err = run(capsys, [*argv, "--costs", "mine.json"])
+    assert code == 0 and "note" not in err
+    Path("other.json").write_text(json.dumps({**costs, "state_bytes": 3072}))
+    code, _, err = run(capsys, [*argv, "--costs", "other.json"])
+    assert code == 0
+    assert f"step 0's state is 3072 B there, but {8 * states[0]} B in --model mlp-stack" in err

@@ -352,6 +352,34 @@ def read_costs(path: Path, steps: int) -> dict:
     return costs.as_dict()
 
 
+def costs_note(path: Path, doc: dict, case: Case) -> str | None:
+    """What to say when a costs file's states are not ``case``'s (a built-in's states have
+    sizes known from its sizes and dtype): the plan then keeps states that are not there,
+    and the executor counts the file's bytes. None when they match or cannot be known (a
+    plug-in). A note, not a refusal: costs are also a what-if ('plan as if ...')."""
+    from ckptbench.results.schema import DTYPE_BYTES
+    from ckptbench.schedules.optimal import Costs
+    from ckptbench.workloads import Sizes, registry
+
+    costs = Costs.from_dict(doc)
+
+    entry = registry.builtin(case.model)
+    elements = entry.state_elements(Sizes(**case.sizes()), case.steps) if entry else None
+    if elements is None:
+        return None
+    per = elements if isinstance(elements, list) else [elements] * case.steps
+    want = [e * DTYPE_BYTES[case.dtype] for e in per]
+    got = list(costs.per_step(case.steps)[2])
+    if got == want:
+        return None
+    k = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
+    return (
+        f"--costs {path}: step {k}'s state is {got[k]} B there, but {want[k]} B in --model "
+        f"{case.model} at these sizes in {case.dtype} (costs of another model, sizes or "
+        "dtype?): the plan, its prediction and the stored bytes reported follow the file"
+    )
+
+
 def stdout_console():
     from ckptbench.render.console import stdout_console
 

@@ -15,6 +15,7 @@ from ckptbench.cli.options import (
     InputError,
     backend_option,
     check_backend,
+    costs_note,
     device_option,
     device_words,
     format_asked,
@@ -105,6 +106,8 @@ def plan(
             inputs = [costs_file] if costs_file else []
             check_side_output(save_file, "--save-costs", inputs, force)
         doc = read_costs(costs_file, steps) if costs_file else None
+        if doc is not None and not quiet and (note := costs_note(costs_file, doc, case)):
+            click.echo(f"note: {note}", err=True)
         stack = case.model in _builtin_chains()
         check_plannable(steps, Costs.from_dict(doc) if doc is not None else None, per_step=stack)
         if doc is not None:

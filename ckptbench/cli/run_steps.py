@@ -17,6 +17,7 @@ from ckptbench.cli.options import (
     EXIT_OK,
     InputError,
     check_backend,
+    costs_note,
     device_words,
     given_sizes,
     read_costs,
@@ -58,6 +59,8 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
         check_backend(case)
         notes += executor_notes(case)
         costs = read_costs(costs_file, case.steps) if costs_file else None
+        if costs is not None and (note := costs_note(costs_file, costs, case)):
+            notes += (note,)
         if costs is not None and not get_strategy(strategy).planned:
             notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
             costs = None

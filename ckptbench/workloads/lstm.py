@@ -128,3 +128,9 @@ def least_elements(sizes: Sizes, steps: int) -> int:
     any mode holds (nothing allocated; ``Case.check_fits_memory``)."""
     h, b, n, o = sizes.hidden, sizes.batch, sizes.input, sizes.output
     return (n + h) * 4 * h + 4 * h + h * o + o + 8 * h + steps * b * n + 2 * b * h
+
+
+def state_elements(sizes: Sizes, steps: int) -> int:
+    """Elements of the state ``(h, c)`` every step is handed (a costs file's ``state_bytes`` is
+    this times the dtype's size)."""
+    return 2 * sizes.batch * sizes.hidden

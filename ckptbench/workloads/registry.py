@@ -79,6 +79,9 @@ class BuiltinWorkload:
     #: ``"module:attribute"`` of ``least(sizes, steps) -> int``: the fewest array elements
     #: its parameters, inputs and one state hold, from the sizes alone (nothing allocated)
     least: str = ""
+    #: ``"module:attribute"`` of ``states(sizes, steps) -> int | list[int]``: the elements
+    #: of the state each step is handed (one number for every step, or one per layer)
+    states: str = ""
 
     def __post_init__(self) -> None:
         for backend, target in self.implementations.items():
@@ -96,13 +99,11 @@ class BuiltinWorkload:
 
     def least_elements(self, sizes: Any, steps: int) -> int | None:
         """The fewest array elements a run of it holds (``least``); None when undeclared."""
-        if not self.least:
-            return None
-        module, _, attribute = self.least.partition(":")
-        obj: Any = importlib.import_module(module)
-        for part in attribute.split("."):
-            obj = getattr(obj, part)
-        return int(obj(sizes, steps))
+        return int(_resolve(self.least)(sizes, steps)) if self.least else None
+
+    def state_elements(self, sizes: Any, steps: int) -> int | list[int] | None:
+        """The elements of each step's input state (``states``); None when undeclared."""
+        return _resolve(self.states)(sizes, steps) if self.states else None
 
     def factory(self, backend: str) -> Callable[..., Any]:
         """The factory of ``backend``'s implementation (imports its module now); a one-line
@@ -113,11 +114,16 @@ class BuiltinWorkload:
                 f"workload {self.name!r} has no {backend} implementation "
                 f"(it runs on {', '.join(self.backends())})"
             )
-        module, _, attribute = target.partition(":")
-        obj: Any = importlib.import_module(module)
-        for part in attribute.split("."):
-            obj = getattr(obj, part)
-        return obj
+        return _resolve(target)
+
+
+def _resolve(target: str) -> Any:
+    """The object at ``"module:attribute"`` (dots in the attribute allowed)."""
+    module, _, attribute = target.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in attribute.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 #: The built-ins, one entry each (see the module docstring: adding one is one entry here).
@@ -131,6 +137,7 @@ _DECLARED = (
             "jax": "ckptbench.backends.jax.workloads:JaxLSTM",
         },
         least="ckptbench.workloads.lstm:least_elements",
+        states="ckptbench.workloads.lstm:state_elements",
     ),
     *(
         BuiltinWorkload(
@@ -144,6 +151,7 @@ _DECLARED = (
             chain=True,
             min_steps=min_steps,
             least=f"ckptbench.workloads.stacks:{cls}.least",
+            states=f"ckptbench.workloads.stacks:{cls}.states",
         )
         for name, summary, cls, min_steps in (
             ("mlp-stack", "a stack of dense layers of varying widths", "MLPStack", 1),
@@ -165,6 +173,7 @@ _DECLARED = (
             "jax": "ckptbench.backends.jax.workloads:JaxRNN",
         },
         least="ckptbench.workloads.rnn:least_elements",
+        states="ckptbench.workloads.rnn:state_elements",
     ),
 )
 

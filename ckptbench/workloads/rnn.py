@@ -90,3 +90,9 @@ def least_elements(sizes: Sizes, steps: int) -> int:
     any mode holds (nothing allocated; ``Case.check_fits_memory``)."""
     h, b, n, o = sizes.hidden, sizes.batch, sizes.input, sizes.output
     return n * h + h * h + h + h * o + o + steps * b * n + b * h
+
+
+def state_elements(sizes: Sizes, steps: int) -> int:
+    """Elements of the state ``h`` every step is handed (a costs file's ``state_bytes`` is
+    this times the dtype's size)."""
+    return sizes.batch * sizes.hidden

@@ -83,6 +83,13 @@ class Stack:
         raise NotImplementedError
 
     @classmethod
+    def states(cls, sizes: Any, layers: int) -> list[int]:
+        """Elements of each layer's input state ``x_i`` (a costs file's ``state_bytes`` are
+        these times the dtype's size)."""
+        stack = cls(**{k: getattr(sizes, k) for k in ("hidden", "batch", "input", "output")})
+        return [math.prod(s.in_shape) for s in stack.checked_specs(layers)]
+
+    @classmethod
     def least(cls, sizes: Any, layers: int) -> int:
         """Array elements of the weights, ``x_0`` and the largest state at ``sizes``: the
         least any mode holds (nothing allocated; ``Case.check_fits_memory``)."""
