@@ -444,3 +444,27 @@ def test_a_costs_file_of_another_model_is_named_before_it_is_planned_with(
     code, _, err = run(capsys, [*argv, "--costs", "other.json"])
     assert code == 0
     assert f"step 0's state is 3072 B there, but {8 * states[0]} B in --model mlp-stack" in err
+
+
+def test_a_budget_lost_to_the_planners_rounding_is_not_called_one_no_schedule_fits():
+    """'no schedule fits ... smallest 7028 B' while Revolve with one slot peaked at 7011 B:
+    the planner's memory quanta had rounded the least peak over the budget."""
+    import numpy as np
+
+    from ckptbench.schedules.compare import compare_at_budget
+    from ckptbench.schedules.optimal import Costs, PlanError, check_budget, min_budget_bytes
+    from ckptbench.schedules.optimal.dp import least_storage
+
+    costs = Costs(forward_time_s=1e-5, taped_time_s=1e-4,
+                  state_bytes=[256, 768, 1024, 1280, 512, 768, 1024, 1280],
+                  tape_bytes=[5475, 6243, 6755, 6051, 5539, 6051, 6563, 4786])  # fmt: skip
+    _, _, sb, tb = costs.per_step(8)
+    exact = least_storage(np.asarray(sb), np.asarray(tb))
+    rounded = min_budget_bytes(costs, 8)
+    assert exact < rounded  # this case: the rounding costs bytes
+    with pytest.raises(PlanError, match=r"a schedule of 8 steps fits in .* the planner rounds"):
+        check_budget(costs, 8, exact)
+    revolve = next(r for r in compare_at_budget(costs, 8, exact) if r["strategy"] == "revolve")
+    assert revolve["snaps"] is not None and revolve["peak_bytes"] <= exact  # it does fit
+    with pytest.raises(PlanError, match=f"smallest budget that works is .*{exact} B"):
+        check_budget(costs, 8, exact - 1)

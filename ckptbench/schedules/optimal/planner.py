@@ -154,13 +154,29 @@ def min_budget_bytes(costs: Costs, steps: int, levels: int = DEFAULT_LEVELS) -> 
 
 
 def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
-    """:class:`PlanError` naming the smallest budget that works when none fits ``budget``."""
+    """:class:`PlanError` naming the smallest budget that works when the planner has no plan
+    within ``budget``: none fits at all (below the least storage peak any schedule has), or
+    one fits but the planner's memory quanta round it over (it then says so)."""
+    import numpy as np
+
+    from ckptbench.schedules.optimal import dp
+
     least = min_budget_bytes(costs, steps)
-    if budget_bytes < least:
+    if budget_bytes >= least:
+        return
+    _, _, sb, tb = costs.per_step(steps)
+    exact = dp.least_storage(np.asarray(sb, dtype=np.int64), np.asarray(tb, dtype=np.int64))
+    if budget_bytes < exact:
+        rounded = f" (the planner, rounding to memory quanta, from {_bytes(least)})"
         raise PlanError(
             f"no schedule of {steps} steps fits in a budget of {_bytes(budget_bytes)}; the "
-            f"smallest budget that works is {_bytes(least)}"
+            f"smallest budget that works is {_bytes(exact)}{rounded if least > exact else ''}"
         )
+    raise PlanError(
+        f"a schedule of {steps} steps fits in {_bytes(budget_bytes)} (the least storage "
+        f"peak is {_bytes(exact)}), but the planner rounds sizes to memory quanta and plans "
+        f"from {_bytes(least)}: give that budget, or run Revolve (--strategy revolve)"
+    )
 
 
 def _bytes(n: int) -> str:
