@@ -35,12 +35,14 @@ def test_predicted_seconds_are_the_cost_models_per_action_arithmetic():
     for act, sec in zip(acts, got, strict=True):
         if act.kind is ActionKind.ADVANCE:
             assert sec == math.fsum(cf[act.start : act.stop])
-        elif act.kind in (ActionKind.TAPE, ActionKind.FIRSTURN, ActionKind.YOUTURN):
+        elif act.kind is ActionKind.FIRSTURN:  # a chain's loss runs in its last turn
+            assert sec == cb[act.step] + COSTS.fixed_time_s and act.step == STEPS - 1
+        elif act.kind in (ActionKind.TAPE, ActionKind.YOUTURN):
             assert sec == cb[act.step]
         else:  # a REVERSE's time is in its TAPE's cost; bookkeeping costs nothing
             assert sec == 0.0
     assert any(a.kind is ActionKind.ADVANCE and a.stop - a.start > 1 for a in acts)
-    total = COSTS.fixed_time_s + math.fsum(got)
+    total = math.fsum(got)  # the loss included: the cost model's time, every part charged
     assert total == pytest.approx(predict(acts, STEPS, COSTS).time_s, rel=1e-12)
 
 
@@ -57,13 +59,14 @@ def test_the_layer_summary_adds_each_layers_predicted_and_measured_time():
             if a.step == s and a.kind.name in ("TAPE", "FIRSTURN", "YOUTURN", "REVERSE")
         )  # fmt: skip
         assert rec["forward_predicted_s"] == runs * COSTS.forward_time_s[s]
-        assert rec["taped_predicted_s"] == COSTS.taped_time_s[s]
+        loss = COSTS.fixed_time_s if s == STEPS - 1 else 0.0
+        assert rec["taped_predicted_s"] == COSTS.taped_time_s[s] + loss
         assert rec["forward_measured_s"] == forward[s]
         assert rec["taped_measured_s"] == 0.25 * taped
         assert rec["ratio"] == rec["measured_s"] / rec["predicted_s"]
-    # the prediction of the layers is the plan's, less the fixed time
+    # the prediction of the layers is the plan's: a chain's loss is in its last layer's
     assert math.fsum(r["predicted_s"] for r in layers) == pytest.approx(
-        predict(acts, STEPS, COSTS).time_s - COSTS.fixed_time_s, rel=1e-12
+        predict(acts, STEPS, COSTS).time_s, rel=1e-12
     )
     # no costs: measured only; untimed: predicted only
     bare = layer_times(acts, measured, forward, None, STEPS, str)
@@ -221,5 +224,7 @@ def test_run_trace_on_a_planned_stack_shows_the_time_per_layer(tmp_path):
     assert [x["step"] for x in trace["layers"]] == list(range(6))
     assert all(x["measured_s"] >= 0 and x["predicted_s"] > 0 for x in trace["layers"])
     costs = next(m["plan"]["costs"] for m in doc["modes"] if m.get("trace"))
-    assert [x["taped_predicted_s"] for x in trace["layers"]] == costs["taped_time_s"]
+    loss = [0.0] * 5 + [costs["fixed_time_s"]]  # the loss, in the last layer's turn
+    want = [t + x for t, x in zip(costs["taped_time_s"], loss, strict=True)]
+    assert [x["taped_predicted_s"] for x in trace["layers"]] == want
     assert all(r["measured_s"] >= 0 for r in trace["rows"])
