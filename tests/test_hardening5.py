@@ -468,3 +468,12 @@ def test_a_budget_lost_to_the_planners_rounding_is_not_called_one_no_schedule_fi
     assert revolve["snaps"] is not None and revolve["peak_bytes"] <= exact  # it does fit
     with pytest.raises(PlanError, match=f"smallest budget that works is .*{exact} B"):
         check_budget(costs, 8, exact - 1)
+
+
+def test_predicted_seconds_keep_three_significant_digits_in_one_notation():
+    """plan printed '1 s' and '1.3 s' beside '0.903 s'."""
+    from ckptbench.render.format import fmt_seconds
+
+    assert [fmt_seconds(x) for x in (0.903, 1.0, 1.3, 12.345, 0.0496, 0.000012)] == [
+        "0.903 s", "1.00 s", "1.30 s", "12.3 s", "0.0496 s", "0.0000120 s"
+    ]  # fmt: skip

@@ -138,9 +138,16 @@ def fmt_time(seconds: float | None, digits: int = 3, unit: bool = True) -> str:
 
 
 def fmt_seconds(seconds: float | None) -> str:
-    """Seconds at three significant digits: '1.32 s', '0.0742 s', '0.000456 s' (a
-    prediction for a small model is not '0.000 s' beside another '0.000 s')."""
-    return "-" if missing(seconds) else f"{seconds:.3g} s"
+    """Seconds at three significant digits, trailing zeros kept: '1.32 s', '1.00 s',
+    '0.0742 s', '0.000456 s' (a prediction for a small model is not '0.000 s' beside another
+    '0.000 s', and '1 s' not beside '0.903 s'); never in exponent notation."""
+    if missing(seconds):
+        return "-"
+    text = f"{seconds:#.3g}"
+    if "e" in text:  # below 1e-4 or from 1000 s: plain decimals at three significant digits
+        digits = max(0, 2 - math.floor(math.log10(abs(seconds)))) if seconds else 0
+        text = f"{seconds:.{digits}f}"
+    return text.rstrip(".") + " s"
 
 
 def fmt_per_step(seconds: float) -> str:
