@@ -104,6 +104,7 @@ def test_a_strategy_answers_for_itself():
         (spec["optimal"], 3 * 2**19),
     )]  # fmt: skip
     assert [p for p, _ in labels] == ["s=5", "4 seg", "3 ckpt", "1.5 MiB"]
+    assert spec["optimal"].setting.point_label(3072) == "3 KiB"  # not '0.00292969 MiB'
     assert labels[1][1] == "at most one segment per step"
     assert spec["equinox"].setting.describe(spec["equinox"], "4") == (
         "equinox checkpointed loop, 4 checkpoints"

@@ -51,7 +51,7 @@ class Setting(Enum):
         "checkpoints", "checkpoints", "{} ckpt", "{label}, {value} checkpoints",
         "at most one checkpoint per step",
     )  # fmt: skip  # a peer's online checkpoints (equinox; given as --snaps)
-    BUDGET = ("budget", "bytes", "{:g} MiB", "{name} within {value}", "")  # --budget
+    BUDGET = ("budget", "bytes", "{}", "{name} within {value}", "")  # --budget
 
     def __new__(cls, value: str, unit: str, point: str, phrase: str, clamp: str) -> Setting:
         member = object.__new__(cls)
@@ -65,8 +65,15 @@ class Setting(Enum):
         return self.unit == "bytes"
 
     def point_label(self, value: int) -> str:
-        """A plot point's label: ``s=5``, ``5 seg``, ``5 ckpt``, ``8 MiB``."""
-        return self.point.format(value / 2**20 if self.in_bytes else value)
+        """A plot point's label: ``s=5``, ``5 seg``, ``5 ckpt``, ``8 MiB``, ``3 KiB`` (a size
+        in the unit that keeps it readable, three significant digits)."""
+        if not self.in_bytes:
+            return self.point.format(value)
+        scale, unit = next(
+            ((s, u) for s, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")) if value >= s),
+            (1, "B"),
+        )
+        return self.point.format(f"{value / scale:.3g} {unit}")
 
     def describe(self, spec: StrategySpec, value: str) -> str:
         """The headline's words for a case set to ``value`` (already formatted)."""
