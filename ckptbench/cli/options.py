@@ -256,10 +256,18 @@ def size_options(func):
     """--hidden, --batch, --input, --output and --seed: the workload's sizes."""
     options = [
         click.option(
-            "--hidden", type=POS, default=256, show_default=True, help="Hidden state size."
+            "--hidden",
+            type=POS,
+            default=256,
+            show_default=True,
+            help="Hidden state size (a layer stack: its width; docs/layers.md).",
         ),
         click.option(
-            "--batch", type=POS, default=16, show_default=True, help="Sequences per batch."
+            "--batch",
+            type=POS,
+            default=16,
+            show_default=True,
+            help="Sequences (samples) per batch.",
         ),
         click.option(
             "--input",
@@ -267,7 +275,7 @@ def size_options(func):
             type=POS,
             default=32,
             show_default=True,
-            help="Input features per step.",
+            help="Input features per step (a stack: of x_0; cnn-stack: the image side).",
         ),
         click.option(
             "--output",
@@ -275,7 +283,7 @@ def size_options(func):
             default=1,
             show_default=True,
             help="Readout size per step. Its cotangent (steps x batch x output) is needed by "
-            "every gradient method and grows with steps.",
+            "every gradient method and grows with steps (a stack: its last layer's width).",
         ),
         click.option(
             "--seed",

@@ -45,7 +45,13 @@ def _sections():
     "  ckptbench plan --model my.py:make --steps 200 --budget 4MiB --costs costs.json"
 )
 @click.option("--model", default="lstm", show_default=True, help="As for run.")
-@click.option("--steps", type=POS, default=1000, show_default=True, help="Sequence length l.")
+@click.option(
+    "--steps",
+    type=POS,
+    default=1000,
+    show_default=True,
+    help="Sequence length l (a layer stack: its depth).",
+)
 @click.option("--budget", type=BYTES, required=True, help="Bytes for states and tapes (8MiB).")
 @click.option(
     "--costs",

@@ -24,7 +24,13 @@ from ckptbench.results.schema import Case
     epilog="Example:\n\n  ckptbench profile --model lstm --steps 50 --snaps 5 --mode normal"
 )
 @click.option("--model", default="lstm", show_default=True, help="As for run.")
-@click.option("--steps", type=POS, default=50, show_default=True, help="Sequence length l.")
+@click.option(
+    "--steps",
+    type=POS,
+    default=50,
+    show_default=True,
+    help="Sequence length l (a layer stack: its depth).",
+)
 @click.option("--snaps", type=POS, default=5, show_default=True, help=SNAPS_HELP)
 @click.option(
     "--strategy",

@@ -140,7 +140,13 @@ def _sections():
     show_default=True,
     help="A built-in workload or your own plug-in (docs/plugins.md).",
 )
-@click.option("--steps", type=POS, default=1000, show_default=True, help="Sequence length l.")
+@click.option(
+    "--steps",
+    type=POS,
+    default=1000,
+    show_default=True,
+    help="Sequence length l (a layer stack: its depth).",
+)
 @click.option(
     "--snaps",
     type=POS,
