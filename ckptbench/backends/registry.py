@@ -46,7 +46,6 @@ __all__ = [
     "resolve_device",
     "spec",
     "strategies",
-    "stream_backends",
 ]
 
 #: The backend a case runs on unless it names one.
@@ -122,11 +121,6 @@ def discover() -> tuple[BackendSpec, ...]:
         if isinstance(entry, BackendSpec):
             found.append(register(entry))
     return tuple(found)
-
-
-def stream_backends() -> tuple[str, ...]:
-    """The registered backends that run ckptbench's own action streams."""
-    return tuple(name for name, entry in BACKENDS.items() if entry.runs_streams)
 
 
 def device_aliases() -> dict[str, str]:

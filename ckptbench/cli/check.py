@@ -93,7 +93,8 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
     from ckptbench.analysis.gate import run_check
     from ckptbench.analysis.limits import config_sources
-    from ckptbench.render.formats import Report, Verdicts, render
+    from ckptbench.render.formats import render
+    from ckptbench.render.reports import check_report
     from ckptbench.results.store import StoreError, check_output
 
     _needs_against(against)
@@ -123,8 +124,8 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         )
     except ValueError as err:
         raise InputError(str(err)) from None
-    shown = Report("ckptbench check", (Verdicts(report, quiet=quiet),))
-    md = render(Report("ckptbench check", (Verdicts(report),)), "markdown")
+    shown = check_report(report, quiet=quiet)
+    md = render(check_report(report), "markdown")
     click.echo(render(shown, fmt))
     problems = []
     for path, what, _ in targets:
