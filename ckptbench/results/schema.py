@@ -64,16 +64,16 @@ SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s", "trace")
 LIMIT_FIELDS = ("timeout_s", "memory_limit_bytes")
 MAX_INT = 2**63 - 1  #: the largest integer a case field holds
 
-#: ``--dtype``: the floating-point type the workload computes in (float64: the default,
-#: and what a result without the field was measured in).
-DTYPES: tuple[str, ...] = ("float64", "float32", "bfloat16")
+#: ``--dtype``: the floating-point types some registered backend computes in (float64:
+#: the default, and what a result without the field was measured in), from the registry.
+DTYPES: tuple[str, ...] = tuple(dict.fromkeys(d for b in BACKENDS.values() for d in b.dtypes))
 #: Bytes of one element of each dtype.
 DTYPE_BYTES: dict[str, int] = {"float64": 8, "float32": 4, "bfloat16": 2}
 #: ``--executor``: how our schedules run (JAX's compiled: one XLA program running the action
 #: table; engine: the shared interpreter, on JAX dispatching compiled step pieces, on torch
 #: a backward call per taped step; torch's one-call: the interpreter inside one backward
-#: pass of autograd, resumed from saved-tensor hooks).
-EXECUTORS: tuple[str, ...] = ("compiled", "engine", "one-call")
+#: pass of autograd, resumed from saved-tensor hooks); every registered backend's, sorted.
+EXECUTORS: tuple[str, ...] = tuple(sorted({e for b in BACKENDS.values() for e in b.executors}))
 
 
 def default_executor(backend: str, device: str) -> str:
