@@ -477,3 +477,21 @@ def test_predicted_seconds_keep_three_significant_digits_in_one_notation():
     assert [fmt_seconds(x) for x in (0.903, 1.0, 1.3, 12.345, 0.0496, 0.000012)] == [
         "0.903 s", "1.00 s", "1.30 s", "12.3 s", "0.0496 s", "0.0000120 s"
     ]  # fmt: skip
+
+
+def test_the_gates_lines_for_two_files_of_one_cell_say_which_run_they_are():
+    """check a1.json a2.json --config: 'FAIL 5.06x' and 'ok 5.74x' under one key."""
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.analysis.gate import check
+    from ckptbench.sweep.config import Expect
+
+    one, two = make_result(CI_CASE, seed=1), make_result(CI_CASE, seed=2)
+    two = replace(two, created="2026-11-28T17:00:00+00:00")
+    report = check([one, two], expect=Expect(slowdown_max=10.0))
+    details = [x.detail for x in report.lines if x.check == "slowdown_max"]
+    assert len(details) == 2
+    for detail, r in zip(details, (one, two), strict=True):
+        assert detail.endswith(f"[the run of {r.created}]")
+    alone = check([one], expect=Expect(slowdown_max=10.0))
+    assert "[the run of" not in " ".join(x.detail for x in alone.lines)

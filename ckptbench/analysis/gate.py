@@ -25,6 +25,7 @@ Bad input (unreadable files, nothing to compare) raises ``ValueError`` (the CLI 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -335,11 +336,15 @@ def check(
         raise ValueError(f"time tolerance must be a fraction such as 0.25, got {time_tolerance!r}")
     lines: list[GateLine] = []
     notes: list[str] = []
+    shared = Counter((r.case.key, r.host) for r in results)
     for r in results:
-        lines.append(_status_line(r))
+        own = [_status_line(r)]
         exp = _expect_for(expect, r.case)
         if exp is not None:
-            lines.extend(_expect_lines(r, exp))
+            own.extend(_expect_lines(r, exp))
+        if shared[r.case.key, r.host] > 1:  # several files of one cell: say whose line
+            own = [replace(x, detail=f"{x.detail} [the run of {r.created}]") for x in own]
+        lines.extend(own)
     if reference:
         pairing = pair(results, reference, match_host=match_host)
         single_process = False
