@@ -120,10 +120,12 @@ def test_shipped_lstm_grid_is_the_headline_study() -> None:
 def test_shipped_layers_config_puts_every_stack_peer_beside_five_budgets() -> None:
     """configs/layers.toml: per stack, optimal at five budgets, Revolve, and every torch
     peer that checkpoints chains."""
+    from ckptbench.backends import registry
     from ckptbench.schedules import get_strategy, strategy_names
 
     config = load_config(CONFIGS / "layers.toml")
-    peers = {n for n in strategy_names("torch", ours=False) if get_strategy(n).runs_chains}
+    torch_peers = strategy_names(registry.spec("torch"), ours=False)
+    peers = {n for n in torch_peers if get_strategy(n).runs_chains}
     for model in ("mlp-stack", "cnn-stack", "transformer-stack"):
         cells = [c for c in config.cases if c.model == model]
         assert len({c.budget_bytes for c in cells if c.budget_bytes is not None}) == 5

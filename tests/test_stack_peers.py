@@ -18,7 +18,7 @@ import pytest
 
 from ckptbench.backends import registry
 from ckptbench.results.schema import Case, Mode
-from ckptbench.schedules import STRATEGIES, Setting, get_strategy, strategy_names
+from ckptbench.schedules import STRATEGIES, Setting, get_strategy
 from ckptbench.schedules.peers import STACK_PEERS
 
 TINY = {"hidden": 8, "batch": 2, "input": 8, "output": 3}
@@ -78,10 +78,10 @@ def test_per_layer_peers_record_snaps_as_the_number_of_layers():
 
 def test_the_registry_lists_the_stack_peers_on_their_backends():
     assert {"checkpoint-sequential", "torch-every-layer", "torch-selective"} <= set(
-        strategy_names("torch")
+        registry.strategies("torch")
     )
-    assert {"jax-every-layer", "jax-dots-saveable"} <= set(strategy_names("jax"))
-    assert "jax-every-layer" not in strategy_names("torch")
+    assert {"jax-every-layer", "jax-dots-saveable"} <= set(registry.strategies("jax"))
+    assert "jax-every-layer" not in registry.strategies("torch")
 
 
 # ---------------------------------------------------------------------- torch

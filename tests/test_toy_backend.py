@@ -47,7 +47,7 @@ def test_the_registry_answers_for_the_toy(toy):
         Case(backend=PEERS_ONLY.name, strategy="revolve", steps=10, snaps=3)
     with pytest.raises(CaseError, match="device"):
         Case(backend=toy, device="cuda", steps=10, snaps=3)
-    assert set(strategy_names(toy)) == set(ours)
+    assert set(strategy_names(registry.spec(toy))) == set(ours)
 
 
 def test_the_toy_is_gone_after_its_test():

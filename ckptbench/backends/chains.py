@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ckptbench.backends.contract import counting
+from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.schedules import get_strategy, model_kind_refusal
 
 __all__ = ["chain_loop", "chain_modes"]
@@ -55,7 +56,7 @@ def chain_loop(fw: Any, case: Any, layer: Callable, costs: Any) -> Any:
     its chain factory, ours from the framework's ``chain_checkpoint`` (a planned strategy
     plans from ``costs`` first)."""
     spec = get_strategy(case.strategy)
-    refusal = model_kind_refusal(spec.name, fw.name, case.model, chain=True)
+    refusal = model_kind_refusal(spec.name, backend_spec(fw.name), case.model, chain=True)
     if refusal is not None:
         raise ValueError(refusal)
     if not spec.ours:

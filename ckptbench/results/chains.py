@@ -50,7 +50,8 @@ def chain_executor(case: Case, chain: bool | None = None) -> Case:
                 f"--model {case.model} needs at least {entry.min_steps} {what} (--steps), "
                 f"got {case.steps}"
             )
-    refusal = model_kind_refusal(case.strategy, case.backend, case.model, chain) if known else None
+    runs = backend_spec(case.backend)
+    refusal = model_kind_refusal(case.strategy, runs, case.model, chain) if known else None
     if refusal is not None:
         raise CaseError(refusal)
     holds = backend_spec(case.backend).chain_executors

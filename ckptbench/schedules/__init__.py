@@ -20,7 +20,6 @@ arrays, no I/O.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -111,14 +110,9 @@ def get_strategy(name: str | StrategySpec) -> StrategySpec:
     return spec
 
 
-def strategy_names(
-    backend: str | RunsStreams | None = None, *, ours: bool | None = None
-) -> list[str]:
-    """Names of the strategies (those ``backend`` runs: a backend's spec, or its name looked
-    up in the backend registry; only ours or only peers)."""
-    if isinstance(backend, str):
-        # by name at call time only: the schedules do not depend on the backends
-        backend = importlib.import_module("ckptbench.backends.registry").spec(backend)
+def strategy_names(backend: RunsStreams | None = None, *, ours: bool | None = None) -> list[str]:
+    """Names of the strategies (those ``backend`` runs: a backend's spec, which the caller
+    looks up: the schedules never import the backends; only ours or only peers)."""
     return [
         s.name
         for s in STRATEGIES.values()
@@ -126,7 +120,7 @@ def strategy_names(
     ]
 
 
-def model_kind_refusal(strategy: str, backend: str, model: str, chain: bool) -> str | None:
+def model_kind_refusal(strategy: str, backend: RunsStreams, model: str, chain: bool) -> str | None:
     """Why ``strategy`` cannot checkpoint ``model`` on ``backend`` (a layer chain with
     ``chain``, else a recurrence), naming what that kind of model runs there; None where it
     can. The one statement of the rule, for the case check and a backend's chain loop."""
@@ -135,13 +129,13 @@ def model_kind_refusal(strategy: str, backend: str, model: str, chain: bool) -> 
         runs = [n for n in strategy_names(backend) if get_strategy(n).runs_chains]
         return (
             f"strategy {spec.name} checkpoints recurrences only, and --model {model} is a "
-            f"layer chain (on {backend} a chain runs {', '.join(runs)})"
+            f"layer chain (on {backend.name} a chain runs {', '.join(runs)})"
         )
     if not chain and not spec.runs_recurrences:
         runs = [n for n in strategy_names(backend) if get_strategy(n).runs_recurrences]
         return (
             f"strategy {spec.name} checkpoints layer chains only, and --model {model} is a "
-            f"recurrence (on {backend} a recurrence runs {', '.join(runs)})"
+            f"recurrence (on {backend.name} a recurrence runs {', '.join(runs)})"
         )
     return None
 
