@@ -495,3 +495,19 @@ def test_the_gates_lines_for_two_files_of_one_cell_say_which_run_they_are():
         assert detail.endswith(f"[the run of {r.created}]")
     alone = check([one], expect=Expect(slowdown_max=10.0))
     assert "[the run of" not in " ".join(x.detail for x in alone.lines)
+
+
+def test_the_estimate_charges_each_backends_own_worker_start():
+    """A 4.4 s run of nine autograd workers was announced as 'about 27 s' (3 s a worker)."""
+    from ckptbench.backends.registry import spec
+    from ckptbench.results.schema import Case
+    from ckptbench.sweep.progress import cell_cost, estimated_seconds
+
+    tiny = Case(model="rnn", steps=100, snaps=5, hidden=8, rounds=3)
+    starts = 3 * tiny.rounds * spec("autograd").worker_start_s
+    assert estimated_seconds(tiny) == pytest.approx(starts + cell_cost(tiny) * 0.001 * 0.05)
+    assert estimated_seconds(tiny) < 10
+    torch = replace(tiny, backend="torch")
+    assert estimated_seconds(torch) - estimated_seconds(tiny) == pytest.approx(
+        3 * tiny.rounds * (spec("torch").worker_start_s - spec("autograd").worker_start_s)
+    )

@@ -69,6 +69,9 @@ class BackendSpec:
     recording_executors: tuple[str, ...] = ()
     #: why ``run --trace`` cannot record it action by action (empty: it can)
     untraced: str = ""
+    #: about how long a worker takes to start on the CPU (interpreter, framework import), s;
+    #: for estimates only (``sweep.progress.estimated_seconds``)
+    worker_start_s: float = 3.0
 
     def default_executor(self, device: str) -> str:
         """The executor a case on ``device`` runs without ``--executor``."""

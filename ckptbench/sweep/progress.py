@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.results.schema import Case, Mode, ModeResult
 from ckptbench.schedules import get_strategy
 from ckptbench.sweep.cells import CellOutcome
@@ -124,7 +125,6 @@ _REFERENCE_FLOPS = 2 * 16 * (32 + 256) * 4 * 256
 #: ~10 s. One round of torch Revolve-31 at hidden 1024 x batch 64 took 35 s (run 7).
 ACCELERATOR_SECONDS_PER_UNIT = 0.0002
 _ACCELERATOR_START_S = 10.0
-_CPU_START_S = 3.0
 
 
 def estimated_seconds(case: Case) -> float:
@@ -135,7 +135,7 @@ def estimated_seconds(case: Case) -> float:
     if case.device == "cpu":
         flops = 2 * case.batch * (case.input + case.hidden) * 4 * case.hidden
         per_unit = SECONDS_PER_UNIT * max(flops / _REFERENCE_FLOPS, 0.05)
-        start_s = _CPU_START_S
+        start_s = backend_spec(case.backend).worker_start_s
     else:
         per_unit, start_s = ACCELERATOR_SECONDS_PER_UNIT, _ACCELERATOR_START_S
     return cell_cost(case) * per_unit + start_s * case.rounds * 3
