@@ -252,6 +252,17 @@ def strategy_help(names: list[str]) -> str:
     return "; ".join(f"{n}: {get_strategy(n).help}" for n in names) + "."
 
 
+def steps_option(default: int):
+    """--steps: the sequence length (a stack's depth), with ``default``."""
+    return click.option(
+        "--steps",
+        type=POS,
+        default=default,
+        show_default=True,
+        help="Sequence length l (a layer stack: its depth).",
+    )
+
+
 def size_options(func):
     """--hidden, --batch, --input, --output and --seed: the workload's sizes."""
     options = [

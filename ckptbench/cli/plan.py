@@ -27,6 +27,7 @@ from ckptbench.cli.options import (
     relative_model,
     size_options,
     stdout_console,
+    steps_option,
 )
 from ckptbench.cli.outputs import check_side_output, json_and_format_options
 from ckptbench.results.chains import chain_executor
@@ -45,13 +46,7 @@ def _sections():
     "  ckptbench plan --model my.py:make --steps 200 --budget 4MiB --costs costs.json"
 )
 @click.option("--model", default="lstm", show_default=True, help="As for run.")
-@click.option(
-    "--steps",
-    type=POS,
-    default=1000,
-    show_default=True,
-    help="Sequence length l (a layer stack: its depth).",
-)
+@steps_option(1000)
 @click.option("--budget", type=BYTES, required=True, help="Bytes for states and tapes (8MiB).")
 @click.option(
     "--costs",

@@ -15,6 +15,7 @@ from ckptbench.cli.options import (
     InputError,
     relative_model,
     size_options,
+    steps_option,
 )
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case
@@ -24,13 +25,7 @@ from ckptbench.results.schema import Case
     epilog="Example:\n\n  ckptbench profile --model lstm --steps 50 --snaps 5 --mode normal"
 )
 @click.option("--model", default="lstm", show_default=True, help="As for run.")
-@click.option(
-    "--steps",
-    type=POS,
-    default=50,
-    show_default=True,
-    help="Sequence length l (a layer stack: its depth).",
-)
+@steps_option(50)
 @click.option("--snaps", type=POS, default=5, show_default=True, help=SNAPS_HELP)
 @click.option(
     "--strategy",

@@ -30,6 +30,7 @@ from ckptbench.cli.options import (
     path_arg,
     relative_model,
     size_options,
+    steps_option,
     strategy_help,
 )
 from ckptbench.cli.outputs import (
@@ -140,13 +141,7 @@ def _sections():
     show_default=True,
     help="A built-in workload or your own plug-in (docs/plugins.md).",
 )
-@click.option(
-    "--steps",
-    type=POS,
-    default=1000,
-    show_default=True,
-    help="Sequence length l (a layer stack: its depth).",
-)
+@steps_option(1000)
 @click.option(
     "--snaps",
     type=POS,
