@@ -345,7 +345,7 @@ def numerics_options(func):
     )(func)
 
 
-#: The largest costs file read (a chain of a million steps is about 100 MB of JSON).
+#: The largest costs file read (per-step costs of 100 000 steps are about 10 MB of JSON).
 COSTS_FILE_MAX_BYTES = 64 * 2**20
 
 
