@@ -30,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ckptbench.results.schema import DTYPE_BYTES
+
 __all__ = [
     "ALLOCATOR_FLOOR_BYTES",
     "OVER_SLACK",
@@ -45,7 +47,6 @@ ALLOCATOR_G = 0.5
 ALLOCATOR_T = 2
 ALLOCATOR_FLOOR_BYTES = 512 << 10
 
-_ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2}
 _REVERSES = ("FIRSTURN", "YOUTURN", "REVERSE")
 
 
@@ -114,7 +115,7 @@ def trace_slack(result: Any) -> TraceSlack | None:
         return None
     mode, trace = found
     case = result.case
-    grad = int(trace.get("gradient_elements") or 0) * _ITEMSIZE.get(case.dtype, 8)
+    grad = int(trace.get("gradient_elements") or 0) * DTYPE_BYTES.get(case.dtype, 8)
     planned = ((mode.plan or {}).get("costs") or {}).get("tape_bytes")
     per_step = tuple(int(b) for b in planned) if isinstance(planned, list) else ()
     declared = max(per_step, default=0) or int((mode.counters or {}).get("tape_bytes") or 0)
