@@ -102,13 +102,15 @@ class GateReport:
     def cells(self) -> tuple[tuple[str, str], ...]:
         """The (key, host) cells the lines are about. A line without a host (cells paired
         across hosts, a cell missing from its sweep) is about its key's cells, not another."""
-        return tuple(dict.fromkeys(c for line in self.lines for c in self._cells_of(line)))
+        hosts = self._hosts()
+        return tuple(dict.fromkeys(c for x in self.lines for c in _cells_of(x, hosts)))
 
-    def _cells_of(self, line: GateLine) -> tuple[tuple[str, str], ...]:
-        hosts = [h for k, h in dict.fromkeys((x.key, x.host) for x in self.lines) if k == line.key]
-        if line.host or not any(hosts):
-            return ((line.key, line.host),)
-        return tuple((line.key, h) for h in hosts if h)
+    def _hosts(self) -> dict[str, list[str]]:
+        """Each key's hosts, in the order the lines name them (lines without one left out)."""
+        out: dict[str, list[str]] = {}
+        for key, host in dict.fromkeys((x.key, x.host) for x in self.lines if x.host):
+            out.setdefault(key, []).append(host)
+        return out
 
     @property
     def headline(self) -> str:
@@ -116,11 +118,19 @@ class GateReport:
         n_cells, n_checks = len(self.cells), len(self.lines)
         if self.passed:
             return f"ckptbench check: PASSED ({n_checks} checks on {n_cells} cells)"
-        failed_cells = len({c for f in self.failures for c in self._cells_of(f)})
+        hosts = self._hosts()
+        failed_cells = len({c for f in self.failures for c in _cells_of(f, hosts)})
         return (
             f"ckptbench check: FAILED ({len(self.failures)} of {n_checks} checks, "
             f"{failed_cells} of {n_cells} cells)"
         )
+
+
+def _cells_of(line: GateLine, hosts: Mapping[str, list[str]]) -> tuple[tuple[str, str], ...]:
+    """The cells ``line`` is about: its own, or without a host every host of its key."""
+    if line.host or not hosts.get(line.key):
+        return ((line.key, line.host),)
+    return tuple((line.key, h) for h in hosts[line.key])
 
 
 # --------------------------------------------------------------------------- expectations

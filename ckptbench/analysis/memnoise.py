@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import median, stdev
+from statistics import NormalDist, median, stdev
 
 from ckptbench.analysis.intervals import INVOCATION_SD_OVERHEAD_BYTES
 
@@ -61,7 +61,9 @@ MEDIAN_VARIANCE = math.pi / 2
 #: Where another invocation's offset puts its overhead beside this one's, 95% of the time:
 #: each invocation sits INVOCATION_SD_OVERHEAD_BYTES (measured) off, which no run's own
 #: iterations see; z * sqrt(2) * sd, about 0.28 MiB.
-DRIFT_HALFWIDTH_BYTES = 1.959963984540054 * math.sqrt(2.0) * INVOCATION_SD_OVERHEAD_BYTES
+DRIFT_HALFWIDTH_BYTES = (
+    NormalDist().inv_cdf(0.5 + CONFIDENCE / 2) * math.sqrt(2.0) * INVOCATION_SD_OVERHEAD_BYTES
+)
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,8 @@ def _standard_error(e: Estimate, confidence: float) -> float:
     runs pooled to 5.4x [0.3, 89.7] from 5.1x and 5.7x."""
     from scipy.stats import norm, t
 
-    q = t.ppf(0.5 + confidence / 2, e.n_rounds - 1) if e.n_rounds >= 2 else None
-    q = float(q if q is not None else norm.ppf(0.5 + confidence / 2))
+    tail = 0.5 + confidence / 2
+    q = float(t.ppf(tail, e.n_rounds - 1) if e.n_rounds >= 2 else norm.ppf(tail))
     half = (math.log(e.high) - math.log(e.low)) / 2
     return max(half / q, 1e-12)
 

@@ -92,6 +92,7 @@ def plan(
     that will run the plan.
     """
     from ckptbench.schedules.optimal import OPTIMAL, Costs, check_budget, check_plannable
+    from ckptbench.workloads import BUILTIN_CHAINS
 
     fmt = format_asked(as_json, fmt)
 
@@ -109,7 +110,7 @@ def plan(
         doc = read_costs(costs_file, steps) if costs_file else None
         if doc is not None and not quiet and (note := costs_note(costs_file, doc, case)):
             click.echo(f"note: {note}", err=True)
-        stack = case.model in _builtin_chains()
+        stack = case.model in BUILTIN_CHAINS
         check_plannable(steps, Costs.from_dict(doc) if doc is not None else None, per_step=stack)
         if doc is not None:
             check_budget(Costs.from_dict(doc), steps, budget)
@@ -121,12 +122,6 @@ def plan(
         keys = ("executor", "taped_method", "timing")
         report["measured"] = {"dtype": case.dtype, **{k: report[k] for k in keys if k in report}}
     _show(report, steps, budget, save_file, fmt, force)
-
-
-def _builtin_chains() -> tuple[str, ...]:
-    from ckptbench.workloads import BUILTIN_CHAINS
-
-    return BUILTIN_CHAINS
 
 
 def _builtin_layers(case: Case) -> list[str] | None:
