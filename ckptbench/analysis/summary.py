@@ -30,6 +30,7 @@ __all__ = [
     "BUSY_CPU_SHARE",
     "Spread",
     "effective_snaps",
+    "floor_estimate",
     "mode_peak_bytes",
     "mode_time_s",
     "optimum_advances",
@@ -134,6 +135,47 @@ def optimum_advances(case: Case, ckpt: ModeResult | None) -> int | None:
     return get_strategy(case.strategy).optimum_advances(case.steps, case.snaps, plan)
 
 
+def _by_round(results: Sequence[ModeResult]) -> list[dict[str, ModeResult]]:
+    """The ok results with iterations, one mapping mode name -> result per round, in order."""
+    by_round: dict[int, dict[str, ModeResult]] = {}
+    for r in results:
+        if r.ok and r.iterations:
+            by_round.setdefault(r.round, {})[r.mode.value] = r
+    return [by_round[k] for k in sorted(by_round)]
+
+
+def floor_estimate(
+    results: Sequence[ModeResult], evaluations: int | None, steps: int
+) -> intervals.Estimate | None:
+    """Checkpointed time / the recomputation floor with a 95% interval over the rounds
+    (:func:`ckptbench.analysis.intervals.ratio_estimate`): in each round that measured all
+    three modes, every plain iteration plus that round's extra evaluations at its own
+    forward-only step (the baseline's median / ``steps``) is one floor sample; None without
+    such a round or a count of evaluations. A fresh worker can run every step 1.6x slower
+    than the next one (a GPU host, 2026-11-28), so the floor is priced round by round."""
+    if evaluations is None or steps <= 0:
+        return None
+    three = (Mode.BASELINE.value, Mode.NORMAL.value, Mode.CHECKPOINTED.value)
+    pairs = []
+    for rd in _by_round(results):
+        if all(m in rd for m in three):
+            base, plain, ckpt = (rd[m].iterations for m in three)
+            extra_s = (
+                max(evaluations - steps, 0)
+                * statistics.median(it.wall_time_s for it in base)
+                / steps
+            )
+            pairs.append(
+                ([it.wall_time_s for it in ckpt], [it.wall_time_s + extra_s for it in plain])
+            )
+    if not pairs:
+        return None
+    try:
+        return intervals.ratio_estimate(pairs)
+    except intervals.IntervalError:
+        return None
+
+
 def round_estimates(
     results: Sequence[ModeResult],
     cpu_share: dict[str, float] | None = None,
@@ -141,11 +183,7 @@ def round_estimates(
 ) -> dict[str, Any]:
     """Slowdown and savings estimates with 95% intervals from every (round, mode) result,
     the per-round slowdowns and the noise verdicts (``ckptbench.analysis.intervals``)."""
-    by_round: dict[int, dict[str, ModeResult]] = {}
-    for r in results:
-        if r.ok and r.iterations:
-            by_round.setdefault(r.round, {})[r.mode.value] = r
-    ordered = [by_round[k] for k in sorted(by_round)]
+    ordered = _by_round(results)
     times = [{m: [it.wall_time_s for it in r.iterations] for m, r in rd.items()} for rd in ordered]
     peaks = [
         {m: [it.peak_rss_bytes for it in r.iterations] for m, r in rd.items()} for rd in ordered

@@ -8,6 +8,7 @@ from typing import Any
 
 from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.backends.registry import spec as backend_spec
+from ckptbench.render.expected import floor_line, plan_line
 from ckptbench.render.format import (
     fmt_bytes,
     fmt_duration,
@@ -368,50 +369,6 @@ def _rounds_line(result: RunResult) -> str | None:
     )
 
 
-def _plan_line(result: RunResult) -> str | None:
-    """A planned schedule's prediction beside the measurement."""
-    s = result.summary
-    ckpt = s.mode(Mode.CHECKPOINTED)
-    predicted = ckpt.plan.predicted_time_s
-    if not predicted or ckpt.time is None:
-        return None
-    wall = ckpt.time.median
-    # a GPU: the plan's bytes are stored there
-    if s.on_device:
-        over = fmt_bytes(ckpt.device_overhead_bytes, signed=True)
-    else:
-        over = fmt_overhead(ckpt.overhead_interval)
-    where = "device " if s.on_device else ""
-    return (
-        f"plan: predicted {predicted:.3g} s and {fmt_size(ckpt.plan.peak_bytes)} "
-        f"stored; measured {wall:.3g} s ({wall / predicted - 1:+.0%}), "
-        f"{fmt_size(ckpt.counters.peak_stored_bytes)} stored by the executor, {where}overhead "
-        f"{over} over baseline"
-    )
-
-
-def _floor_line(result: RunResult) -> str | None:
-    """The recomputation floor beside the measurement (``results.summary``'s definition)."""
-    s, steps = result.summary, result.case.steps
-    floor, ev = s.floor_time_s, s.step_evaluations
-    base = s.mode(Mode.BASELINE).time
-    plain = s.mode(Mode.NORMAL).time
-    if floor is None or s.vs_floor is None or ev is None or base is None or plain is None:
-        return None
-    return (
-        f"recomputation floor: {fmt_time(floor)} (plain {fmt_time(plain.median)} + "
-        f"{max(ev - steps, 0)} extra evaluations x {base.median / steps * 1e6:.1f} µs, the "
-        f"forward-only step); checkpointed {fmt_time(s.mode(Mode.CHECKPOINTED).time.median)}, "
-        f"{s.vs_floor:.2f}x the floor"
-        + (
-            " (below it: its taped steps cost less than the plain gradient, or a recomputed "
-            "step less than a forward-only one; the floor is an estimate)"
-            if s.vs_floor < 1
-            else ""
-        )
-    )
-
-
 def explain_lines(result: RunResult) -> list[str]:
     """Where the time goes (the executor's own phase timers), how a --precision run ended,
     how the rounds differ and, for a planned schedule, the prediction beside the
@@ -420,8 +377,8 @@ def explain_lines(result: RunResult) -> list[str]:
         _phase_line(result),
         _precision_line(result),
         _rounds_line(result),
-        _plan_line(result),
-        _floor_line(result),
+        plan_line(result),
+        floor_line(result),
     )
     return [line for line in lines if line is not None]
 

@@ -43,6 +43,7 @@ from ckptbench.analysis.stability import Verdict
 from ckptbench.analysis.summary import (
     BUSY_CPU_SHARE,
     Spread,
+    floor_estimate,
     mode_peak_bytes,
     mode_time_s,
     optimum_advances,
@@ -188,6 +189,9 @@ class CellSummary:
     memory_savings_bound: float | None = None
     floor_time_s: float | None = None  # the recomputation floor (module doc)
     vs_floor: float | None = None  # checkpointed median time / floor_time_s
+    #: the same ratio round by round (each round's floor from its own baseline and plain
+    #: iterations) with its 95% interval, which also holds ``vs_floor``
+    floor_ratio: Ratio | None = None
 
     def mode(self, mode: Mode) -> ModeFigures:
         """``mode``'s figures; empty ones (status None) when it was not measured."""
@@ -310,6 +314,7 @@ def compute(
         case.steps,
     )
     dover = {f.mode: f.device_overhead_bytes for f in figures}
+    vs_floor = ratio(mode_time_s(ckpt) if ckpt else None, floor)
     return CellSummary(
         modes=figures,
         slowdown=slowdown_figure(
@@ -337,7 +342,22 @@ def compute(
         else None,
         device_peak_exact=_all_exact(pooled) if device else None,
         floor_time_s=floor,
-        vs_floor=ratio(mode_time_s(ckpt) if ckpt else None, floor),
+        vs_floor=vs_floor,
+        floor_ratio=_floor_ratio(floor_estimate(rounds, evaluations, case.steps), vs_floor),
+    )
+
+
+def _floor_ratio(estimate: Estimate | None, vs_floor: float | None) -> Ratio | None:
+    """The rounds' floor ratios and their interval, widened to hold the pooled ``vs_floor``."""
+    if estimate is None or vs_floor is None:
+        return None
+    return Ratio(
+        vs_floor,
+        min(estimate.low, vs_floor),
+        max(estimate.high, vs_floor),
+        estimate.n_rounds,
+        tuple(estimate.outlier_rounds),
+        tuple(estimate.per_round),
     )
 
 

@@ -1,0 +1,72 @@
+"""What a checkpointed gradient should have cost, beside what it cost: a planned
+schedule's predicted time (``schedules.optimal``, after Beaumont et al. 2019) and the
+recomputation floor (``results.summary``: the plain gradient plus each extra evaluation at
+the forward-only step). Returns strings; never prints."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ckptbench.render.format import fmt_bytes, fmt_overhead, fmt_size, fmt_time
+from ckptbench.results.schema import Mode, RunResult
+
+if TYPE_CHECKING:
+    from ckptbench.results.summary import Ratio
+
+__all__ = ["floor_line", "plan_line"]
+
+
+def plan_line(result: RunResult) -> str | None:
+    """A planned schedule's prediction beside the measurement: the median iteration (the
+    table's figure) and the fastest one. The plan prices each step at the fastest of its
+    cost samples (``measure.stepcosts``), so on a noisy host the fastest iteration is the
+    like-for-like figure: GPU run 8 (docs/gpu.md) read +19% at the median, -2% fastest."""
+    s = result.summary
+    ckpt = s.mode(Mode.CHECKPOINTED)
+    predicted = ckpt.plan.predicted_time_s
+    if not predicted or ckpt.time is None:
+        return None
+    wall, best = ckpt.time.median, ckpt.time.min
+    # a GPU: the plan's bytes are stored there
+    if s.on_device:
+        over = fmt_bytes(ckpt.device_overhead_bytes, signed=True)
+    else:
+        over = fmt_overhead(ckpt.overhead_interval)
+    where = "device " if s.on_device else ""
+    return (
+        f"plan: predicted {predicted:.3g} s and {fmt_size(ckpt.plan.peak_bytes)} "
+        f"stored; measured {wall:.3g} s ({wall / predicted - 1:+.0%}; fastest iteration "
+        f"{best:.3g} s, {best / predicted - 1:+.0%}), "
+        f"{fmt_size(ckpt.counters.peak_stored_bytes)} stored by the executor, {where}overhead "
+        f"{over} over baseline"
+    )
+
+
+def floor_line(result: RunResult) -> str | None:
+    """The recomputation floor beside the measurement (``results.summary``'s definition)."""
+    s, steps = result.summary, result.case.steps
+    floor, ev = s.floor_time_s, s.step_evaluations
+    base = s.mode(Mode.BASELINE).time
+    plain = s.mode(Mode.NORMAL).time
+    if floor is None or s.vs_floor is None or ev is None or base is None or plain is None:
+        return None
+    return (
+        f"recomputation floor: {fmt_time(floor)} (plain {fmt_time(plain.median)} + "
+        f"{max(ev - steps, 0)} extra evaluations x {base.median / steps * 1e6:.1f} µs, the "
+        f"forward-only step); checkpointed {fmt_time(s.mode(Mode.CHECKPOINTED).time.median)}, "
+        f"{s.vs_floor:.2f}x the floor{_rounds(s.floor_ratio)}"
+        + (
+            " (below it: its taped steps cost less than the plain gradient, or a recomputed "
+            "step less than a forward-only one; the floor is an estimate)"
+            if s.vs_floor < 1
+            else ""
+        )
+    )
+
+
+def _rounds(r: Ratio | None) -> str:
+    """`` [low, high] (rounds 1.09x, 1.00x)``: the floor ratio's interval and each round's
+    (each round's floor from its own workers), with two rounds or more."""
+    if r is None or r.interval is None or r.rounds < 2 or not r.per_round:
+        return ""
+    return f" [{r.low:.2f}, {r.high:.2f}] (rounds {', '.join(f'{v:.2f}x' for v in r.per_round)})"
