@@ -20,10 +20,10 @@ Definitions (the numbers ckptbench prints):
   round's baseline, the median over rounds, with a 95% interval (the table's overheads
   pool the rounds, so their ratio can differ slightly where overheads are small);
 * recomputation floor = the normal mode's median iteration time plus each evaluation beyond
-  the plain gradient's at the forward-only time per step (baseline median / steps): the
-  time a schedule's recomputations cost with no executor overhead at all; ``vs_floor`` =
-  checkpointed median / floor. Only where the executor counts its evaluations (ours; a
-  framework's own checkpointing runs inside the framework, uncounted);
+  the plain gradient's at the forward-only time per step (baseline median / steps), where
+  the executor counts its evaluations (ours, not a framework's own checkpointing);
+  ``vs_floor`` = checkpointed median / floor, with a 95% interval over the rounds, each
+  round's floor from its own workers (:func:`ckptbench.analysis.summary.floor_estimate`);
 * every overhead carries an interval holding both modes' iteration peaks and where another
   invocation's overhead lands (95%); one within that noise gives no savings figure
   (:mod:`ckptbench.analysis.memnoise`).
@@ -351,14 +351,9 @@ def _floor_ratio(estimate: Estimate | None, vs_floor: float | None) -> Ratio | N
     """The rounds' floor ratios and their interval, widened to hold the pooled ``vs_floor``."""
     if estimate is None or vs_floor is None:
         return None
-    return Ratio(
-        vs_floor,
-        min(estimate.low, vs_floor),
-        max(estimate.high, vs_floor),
-        estimate.n_rounds,
-        tuple(estimate.outlier_rounds),
-        tuple(estimate.per_round),
-    )
+    r = Ratio.of(estimate, None, per_round=tuple(estimate.per_round))
+    low, high = min(estimate.low, vs_floor), max(estimate.high, vs_floor)
+    return replace(r, value=vs_floor, low=low, high=high)
 
 
 @dataclass(frozen=True)
