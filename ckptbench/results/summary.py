@@ -267,8 +267,7 @@ def slowdown_figure(
     ckpt: ModeResult | None,
     per_round: Sequence[float] | None,
 ) -> Ratio:
-    """Slowdown: the interval estimate over the rounds, else median time checkpointed /
-    median time normal."""
+    """Slowdown: the estimate over the rounds, else median checkpointed / median normal."""
     fallback = ratio(mode_time_s(ckpt) if ckpt else None, mode_time_s(normal) if normal else None)
     return Ratio.of(estimate, fallback, per_round=None if per_round is None else tuple(per_round))
 
