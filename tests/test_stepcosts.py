@@ -9,7 +9,7 @@ import pytest
 from _imports import loaded_after_import
 
 from ckptbench.measure import peaks as measure
-from ckptbench.measure.stepcosts import measure_step_costs, measure_workload_costs
+from ckptbench.measure.stepcosts import measure_step_costs
 from ckptbench.schedules.optimal import Costs, costs_from_json, plan_optimal
 from ckptbench.workloads import Sizes, load_workload
 
@@ -48,7 +48,9 @@ def test_tracemalloc_agrees_with_vmhwm_on_tape_bytes():
 
 
 def test_workload_costs_are_json_and_plan():
-    doc = measure_workload_costs("rnn", SIZES, steps=40, samples=1)
+    wl = load_workload("rnn", Sizes(**SIZES))
+    params, state0, inputs = wl.init(40, np.random.default_rng(0))
+    doc = measure_step_costs(wl, params, state0, inputs, samples=1).as_dict()
     costs = costs_from_json(json.dumps(doc["costs"]))
     assert isinstance(costs, Costs) and costs.steps is None
     plan = plan_optimal(costs, 40, costs.state_bytes * 4 + costs.tape_bytes * 3)

@@ -22,26 +22,21 @@ freed; what a caller allocates for a call's arguments lands on the callee's ``de
 what unprofiled code does after the last profiled line (autograd's reverse pass in normal
 mode) is in ``end_traced_mib`` and the peak, not in any row.
 
-This module runs in a fresh process (``python -m ckptbench.measure.lineprofile``, a JSON job on
-stdin, one JSON line on stdout, exit status 0 or 1: the protocol of ``ckptbench.measure.worker``),
-so the profiled process holds nothing but the job. It never prints anything else; the CLI
-renders the rows. See ``docs/architecture.md``.
+This module runs in a fresh worker (``ckptbench.measure.worker``'s ``profile`` task, whose
+protocol carries the job and the report), so the profiled process holds nothing but the job.
+It never prints; the CLI renders the rows. See ``docs/architecture.md``.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import linecache
-import sys
-import traceback
 import tracemalloc
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import memory_profiler
-import numpy as np
 
 from ckptbench.backends import counting, registry, unrolled_outputs
 from ckptbench.backends.autograd import binding as checkpoint
@@ -56,7 +51,6 @@ __all__ = [
     "LineProfile",
     "LineRow",
     "TracedCodeMap",
-    "main",
     "profile_gradient",
     "profile_job",
 ]
@@ -262,26 +256,3 @@ def profile_job(job: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown profile job key(s): {', '.join(unknown)}")
     return {"ok": True, **profile_gradient(**job).to_dict()}
-
-
-def main() -> int:
-    try:
-        report = profile_job(json.loads(sys.stdin.read()))
-    except Exception as err:  # one JSON line for every failure; the parent decides
-        lines = str(err).strip().splitlines()
-        msg = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
-        traceback.print_exc(file=sys.stderr)
-        print(json.dumps({"ok": False, "error": msg}), flush=True)
-        return 1
-    print(json.dumps(report, default=_json_default), flush=True)
-    return 0
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"not JSON-able: {type(value).__name__}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

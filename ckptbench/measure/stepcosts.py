@@ -49,7 +49,7 @@ from ckptbench.measure import peaks as measure
 from ckptbench.schedules import STORE_ALL
 from ckptbench.schedules.optimal import Costs, plan_optimal
 
-__all__ = ["StepCostReport", "measure_step_costs", "measure_workload_costs"]
+__all__ = ["StepCostReport", "measure_step_costs"]
 
 
 @dataclass(frozen=True)
@@ -277,18 +277,3 @@ def _tape_all_peak(fw, workload, params, state0, inputs, method: str) -> int:
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-
-
-def measure_workload_costs(
-    model: str, sizes: dict[str, int], steps: int, seed: int = 0, samples: int = 5
-) -> dict[str, Any]:
-    """Build the autograd workload as the worker does and measure its costs; a JSON-able
-    dict ``{"costs": {...}, "steps": ..., ...}`` (see :meth:`StepCostReport.as_dict`);
-    ``Costs.from_dict(result["costs"])`` plans with it. Other backends: their
-    ``measure_costs(case)`` (``ckptbench.backends.registry.measure_costs``).
-    """
-    from ckptbench.workloads import Sizes, load_workload
-
-    wl = load_workload(model, Sizes(**sizes))
-    params, state0, inputs = wl.init(steps, np.random.default_rng(seed))
-    return measure_step_costs(wl, params, state0, inputs, samples=samples).as_dict()
