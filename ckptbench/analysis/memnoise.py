@@ -29,6 +29,11 @@ Definitions (bytes; every measured iteration of every round of a mode counts):
 * memory savings interval = ``[normal low / checkpointed high, normal high / checkpointed
   low]``, only when neither overhead is below noise.
 
+The two levels (iterations inside an invocation, invocations of a cell) are Kalibera and
+Jones's ("Rigorous Benchmarking in Reasonable Time", ISMM 2013); the degrees of freedom
+are Welch's ("The generalization of 'Student's' problem when several different population
+variances are involved", Biometrika 34, 1947).
+
 Before issue 28 the torch baseline's iterations moved by 40-120 MiB (the allocator; see
 docs/results/torch-memory.md), which printed a negative overhead and a 1326x saving for a
 strategy whose overhead was smaller than that motion.

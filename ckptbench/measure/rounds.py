@@ -1,7 +1,9 @@
 """How many rounds a run measures: exactly the planned ones, or, with ``--precision``
 (:class:`Precision`), more until the slowdown's interval is narrow enough, within a
 round count and a time cap (:func:`next_round`; docs/architecture.md, "Noise and
-rounds")."""
+rounds"). A round is one invocation of every mode in fresh workers: the repetition level
+Kalibera and Jones ("Rigorous Benchmarking in Reasonable Time", ISMM 2013) show dominates
+the variance, so precision is bought with rounds, not with iterations inside one."""
 
 from __future__ import annotations
 
