@@ -58,18 +58,18 @@ class Solution:
     exact: bool  # the quantum divides every size and the budget (no rounding)
     state_units: list[int]  # state sizes in quanta
     tape_units: list[int]  # tape sizes in quanta
-    levels: int  # the top memory level, floor(budget / quantum)
+    levels: int  # the top memory level, floor(budget_bytes / quantum)
 
     @property
     def feasible(self) -> bool:
         return math.isfinite(self.tables.value(len(self.state_units), 0, self.levels))
 
 
-def solve(costs: Costs, steps: int, budget: int, levels: int) -> Solution:
-    """Solve the program for ``costs`` on ``steps`` steps within ``budget`` bytes."""
+def solve(costs: Costs, steps: int, budget_bytes: int, levels: int) -> Solution:
+    """Solve the program for ``costs`` on ``steps`` steps within ``budget_bytes``."""
     cf, cb, sb, tb = costs.per_step(steps)
-    q, exact = quantum(sb, tb, budget, levels)
-    m_top = budget // q
+    q, exact = quantum(sb, tb, budget_bytes, levels)
+    m_top = budget_bytes // q
     su = [-(-x // q) for x in sb]
     tu = [-(-x // q) for x in tb]
     if all(len(set(v)) == 1 for v in (cf, cb, su, tu)):
@@ -79,14 +79,14 @@ def solve(costs: Costs, steps: int, budget: int, levels: int) -> Solution:
     return Solution(tables, q, exact, su, tu, m_top)
 
 
-def quantum(sb: list[int], tb: list[int], budget: int, levels: int) -> tuple[int, bool]:
+def quantum(sb: list[int], tb: list[int], budget_bytes: int, levels: int) -> tuple[int, bool]:
     """(memory quantum, exact) for these sizes and budget (the module docstring)."""
     g = 0
-    for x in {*sb, *tb, budget}:
+    for x in {*sb, *tb, budget_bytes}:
         g = math.gcd(g, x)
-    if g and budget // g <= levels:
+    if g and budget_bytes // g <= levels:
         return g, True
-    q = max(1, -(-budget // levels))
+    q = max(1, -(-budget_bytes // levels))
     exact = all(x % q == 0 for x in {*sb, *tb})
     return q, exact
 
@@ -108,13 +108,13 @@ def min_budget_bytes(costs: Costs, steps: int, levels: int) -> int:
     quanta needs more, up to the next budget that holds it at that quantum."""
     _, _, sb_list, tb_list = costs.per_step(steps)
     sb, tb = np.asarray(sb_list, dtype=np.int64), np.asarray(tb_list, dtype=np.int64)
-    budget = least_storage(sb, tb)
+    budget_bytes = least_storage(sb, tb)
     while True:
-        q, _ = quantum(sb_list, tb_list, budget, levels)
+        q, _ = quantum(sb_list, tb_list, budget_bytes, levels)
         need = least_storage(-(-sb // q), -(-tb // q))
-        if need <= budget // q:
-            return budget
-        budget = max(budget + 1, need * q)
+        if need <= budget_bytes // q:
+            return budget_bytes
+        budget_bytes = max(budget_bytes + 1, need * q)
 
 
 class Tables:

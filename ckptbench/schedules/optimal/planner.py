@@ -188,39 +188,39 @@ def _bytes(n: int) -> str:
 
 
 @lru_cache(maxsize=64)
-def _plan_cached(costs: Costs, steps: int, budget: int, levels: int) -> Plan:
+def _plan_cached(costs: Costs, steps: int, budget_bytes: int, levels: int) -> Plan:
     from ckptbench.schedules.optimal import dp
     from ckptbench.schedules.optimal.emit import emit
 
     _, _, _, tb = costs.per_step(steps)
-    if sum(tb) <= budget:  # every tape fits: no schedule is faster (see _tape_all)
-        tape_all = _as_plan(_tape_all(steps), costs, steps, budget, 1, True)
-        if tape_all.peak_bytes <= budget:
+    if sum(tb) <= budget_bytes:  # every tape fits: no schedule is faster (see _tape_all)
+        tape_all = _as_plan(_tape_all(steps), costs, steps, budget_bytes, 1, True)
+        if tape_all.peak_bytes <= budget_bytes:
             return tape_all
-    solution = dp.solve(costs, steps, budget, levels)
+    solution = dp.solve(costs, steps, budget_bytes, levels)
     if not solution.feasible:
         least = dp.min_budget_bytes(costs, steps, levels)
         raise PlanError(
-            f"no schedule of {steps} steps fits in a budget of {_bytes(budget)}; the smallest "
-            f"budget that works is {_bytes(least)}"
+            f"no schedule of {steps} steps fits in a budget of {_bytes(budget_bytes)}; the "
+            f"smallest budget that works is {_bytes(least)}"
         )
     plan = _as_plan(
-        tuple(emit(solution)), costs, steps, budget, solution.quantum_bytes, solution.exact
+        tuple(emit(solution)), costs, steps, budget_bytes, solution.quantum_bytes, solution.exact
     )
-    if plan.peak_bytes > budget:  # pragma: no cover - rounding up makes this impossible
-        raise ScheduleError(f"plan peak {plan.peak_bytes} B exceeds budget {budget} B")
+    if plan.peak_bytes > budget_bytes:  # pragma: no cover - rounding up makes this impossible
+        raise ScheduleError(f"plan peak {plan.peak_bytes} B exceeds budget {budget_bytes} B")
     return plan
 
 
 def _as_plan(
-    acts: tuple[Action, ...], costs: Costs, steps: int, budget: int, quantum: int, exact: bool
+    acts: tuple[Action, ...], costs: Costs, steps: int, budget_bytes: int, quantum: int, exact: bool
 ) -> Plan:
     """``acts`` as a :class:`Plan`, scored by the cost model."""
     pred = predict(acts, steps, costs)
     slots = 1 + max((a.slot for a in acts if a.kind is ActionKind.TAKESHOT), default=-1)
     return Plan(
         steps=steps,
-        budget_bytes=budget,
+        budget_bytes=budget_bytes,
         costs=costs,
         action_list=acts,
         predicted_time_s=pred.time_s,
