@@ -48,6 +48,8 @@ class BackendSpec:
     name: str
     module: str  # imported lazily; defines BACKEND
     requires: tuple[str, ...] = ()  # top-level packages that must be importable
+    #: the distributions whose versions its results record (numpy's and autograd's always are)
+    distributions: tuple[str, ...] = ()
     devices: tuple[str, ...] = ("cpu",)
     install_hint: str = ""
     #: other names of a device, e.g. (("gpu", "cuda"),): JAX calls an NVIDIA GPU "gpu"

@@ -591,16 +591,10 @@ def numpy_environment() -> dict[str, object]:
     }
 
 
-#: The distributions whose versions a backend's result records beside numpy's.
-FRAMEWORK_DISTRIBUTIONS = {"torch": ("torch",), "jax": ("jax", "jaxlib", "equinox")}
-
-
-def framework_versions(backend: str) -> dict[str, str | None]:
-    """``{"torch_version": "2.13.0+cpu"}`` and the like: the versions of the distributions
-    a backend computes with (none for autograd, whose version is always recorded)."""
-    return {
-        f"{name}_version": _dist_version(name) for name in FRAMEWORK_DISTRIBUTIONS.get(backend, ())
-    }
+def framework_versions(distributions: Iterable[str]) -> dict[str, str | None]:
+    """``{"torch_version": "2.13.0+cpu"}`` and the like: the versions of ``distributions``
+    (a backend's ``BackendSpec.distributions``, the ones it computes with)."""
+    return {f"{name}_version": _dist_version(name) for name in distributions}
 
 
 def _dist_version(name: str) -> str | None:

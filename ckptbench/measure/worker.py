@@ -157,7 +157,10 @@ def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict
         "phases": phases,
         "plan": built.plan(),
         "loss": float(loss),
-        "numpy": {**measure.numpy_environment(), **measure.framework_versions(case.backend)},
+        "numpy": {
+            **measure.numpy_environment(),
+            **measure.framework_versions(registry.spec(case.backend).distributions),
+        },
         "cpu_affinity": measure.cpu_affinity(),  # after the backend's set-up (JAX pins one)
     }
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ckptbench
+from ckptbench.backends import registry
 from ckptbench.results.schema import Case
 
 __all__ = [
@@ -85,8 +86,13 @@ def parse_address(text: str) -> str:
 
 # --------------------------------------------------------------------------- the workers
 
-#: Packages a worker reports, by import name (a backend's ``requires`` are among them).
-PACKAGES = ("numpy", "autograd", "torch", "jax", "equinox")
+#: Packages a worker reports, by import name: numpy and every registered backend's
+#: ``requires`` and ``distributions``.
+PACKAGES = tuple(
+    dict.fromkeys(
+        ("numpy", *(p for s in registry.discover() for p in (*s.requires, *s.distributions)))
+    )
+)
 
 #: Evaluated on each worker by the builtin ``eval`` (``Client.run``), so it needs nothing
 #: but the standard library there: a worker without ckptbench answers too.
@@ -145,9 +151,7 @@ class WorkerInfo:
 
 def requirements(cases: Iterable[Case]) -> set[str]:
     """The packages the backends of ``cases`` need on a worker."""
-    from ckptbench.backends.registry import spec
-
-    return {p for case in cases for p in spec(case.backend).requires}
+    return {p for case in cases for p in registry.spec(case.backend).requires}
 
 
 @contextlib.contextmanager

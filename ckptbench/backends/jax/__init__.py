@@ -45,6 +45,7 @@ SPEC = BackendSpec(
     name="jax",
     module="ckptbench.backends.jax.modes",
     requires=("jax",),
+    distributions=("jax", "jaxlib", "equinox"),
     devices=("cpu", "cuda"),
     device_aliases=(("gpu", "cuda"),),
     dtypes=("float64", "float32", "bfloat16"),

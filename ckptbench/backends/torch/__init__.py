@@ -41,6 +41,7 @@ SPEC = BackendSpec(
     name="torch",
     module="ckptbench.backends.torch.framework",
     requires=("torch",),
+    distributions=("torch",),
     devices=("cpu", "cuda"),
     device_aliases=(("gpu", "cuda"),),
     dtypes=("float64", "float32", "bfloat16"),
