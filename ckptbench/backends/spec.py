@@ -48,6 +48,8 @@ class BackendSpec:
     name: str
     module: str  # imported lazily; defines BACKEND
     requires: tuple[str, ...] = ()  # top-level packages that must be importable
+    #: its side of the plug-in check, ``module:Class`` (a ``workloads.check.PluginCheck``)
+    plugin_check: str = ""
     #: the distributions whose versions its results record (numpy's and autograd's always are)
     distributions: tuple[str, ...] = ()
     devices: tuple[str, ...] = ("cpu",)

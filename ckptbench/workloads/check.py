@@ -17,6 +17,7 @@ plug-in.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import sys
 import sysconfig
@@ -35,10 +36,19 @@ from ckptbench.workloads import (
     factories_cached,
     factory_size_defaults,
 )
-from ckptbench.workloads.base import check_init_result, defined_at
-from ckptbench.workloads.chain import check_chain_init, is_chain
+from ckptbench.workloads.base import defined_at
+from ckptbench.workloads.chain import is_chain
 
-__all__ = ["PluginProblem", "check_workload", "framework_of", "where"]
+__all__ = [
+    "PluginCheck",
+    "PluginProblem",
+    "check_workload",
+    "framework_of",
+    "frameworks_in",
+    "leaves",
+    "where",
+    "wrong_backend",
+]
 
 #: What each backend's arrays are called in messages.
 ARRAYS = {"torch": "torch tensors", "jax": "JAX arrays", "autograd": "numpy arrays"}
@@ -71,7 +81,7 @@ def check_workload(case: Any, given_sizes: Iterable[str] | None = None) -> dict[
         given = set(sizes) if given_sizes is None else set(given_sizes)
         sizes.update({k: v for k, v in defaults.items() if k not in given})
         case = dataclasses.replace(case, **sizes)
-        ops = _OPS[case.backend]()
+        ops = _plugin_check(case.backend)
         try:
             Sizes(**sizes)
             ops.run(case, notes)
@@ -114,6 +124,14 @@ def where(err: BaseException, own_files: Iterable[str] = ()) -> str | None:
     return found
 
 
+def _plugin_check(backend: str) -> PluginCheck:
+    """The backend's :class:`PluginCheck` (its spec's ``plugin_check``: ``module:Class``)."""
+    from ckptbench.backends.registry import spec
+
+    module, _, name = spec(backend).plugin_check.partition(":")
+    return getattr(importlib.import_module(module), name)()
+
+
 def _summary(err: BaseException) -> str:
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
@@ -135,16 +153,16 @@ def framework_of(x: Any) -> str | None:
     return None
 
 
-def _leaves(tree: Any) -> list[Any]:
+def leaves(tree: Any) -> list[Any]:
     if isinstance(tree, dict):
-        return [leaf for k in tree for leaf in _leaves(tree[k])]
+        return [leaf for k in tree for leaf in leaves(tree[k])]
     if isinstance(tree, tuple | list):
-        return [leaf for v in tree for leaf in _leaves(v)]
+        return [leaf for v in tree for leaf in leaves(v)]
     return [tree]
 
 
-def _frameworks(tree: Any) -> set[str]:
-    return {f for f in map(framework_of, _leaves(tree)) if f is not None}
+def frameworks_in(tree: Any) -> set[str]:
+    return {f for f in map(framework_of, leaves(tree)) if f is not None}
 
 
 def _uses(workload: Any) -> set[str]:
@@ -168,7 +186,7 @@ def _uses(workload: Any) -> set[str]:
     return found
 
 
-def _wrong_backend(found: str, backend: str) -> str:
+def wrong_backend(found: str, backend: str) -> str:
     what = {"torch": "torch tensors", "jax": "JAX arrays", "autograd": "numpy arrays"}[found]
     return f"this plug-in returns {what}: use --backend {found}"
 
@@ -176,8 +194,9 @@ def _wrong_backend(found: str, backend: str) -> str:
 # --------------------------------------------------------------------------- the protocol
 
 
-class _Ops:
-    """One backend's side of the check (subclasses below)."""
+class PluginCheck:
+    """One backend's side of the check: each backend's folder subclasses it in its
+    ``plugincheck`` module, named by ``BackendSpec.plugin_check``."""
 
     name = "autograd"
 
@@ -192,7 +211,7 @@ class _Ops:
         raise NotImplementedError
 
     def param_leaves(self, params: Any) -> list[Any]:
-        return _leaves(params)
+        return leaves(params)
 
     def describe(self, x: Any) -> str:
         shape = getattr(x, "shape", None)
@@ -233,7 +252,7 @@ class _Ops:
             got = f"{n} entries" if n is not None else f"a {type(inputs).__name__}"
             raise PluginProblem(
                 f"init's inputs must hold one input per step on their leading axis: --steps "
-                f"{case.steps} needs {case.steps}, got {got}{self._at(self.user.init)}"
+                f"{case.steps} needs {case.steps}, got {got}{self.at(self.user.init)}"
             )
         x0 = inputs[0]
         s1 = self._call("step", wl.step, params, state0, x0)
@@ -243,14 +262,14 @@ class _Ops:
         if isinstance(y, dict | tuple | list) or framework_of(y) is None:
             raise PluginProblem(
                 f"post must return one array (the step's output; loss gets them stacked on a "
-                f"leading steps axis), got {type(y).__name__}{self._at(self.user.post)}"
+                f"leading steps axis), got {type(y).__name__}{self.at(self.user.post)}"
             )
         self._same_kind("post", y)
         loss = self._call("loss", wl.loss, self.stack([y]))
         size = int(np.prod(getattr(loss, "shape", ()) or ()))
         if size != 1 or isinstance(loss, dict | tuple | list):
             got = self.describe(loss) if hasattr(loss, "shape") else type(loss).__name__
-            raise PluginProblem(f"loss must return a scalar, got {got}{self._at(self.user.loss)}")
+            raise PluginProblem(f"loss must return a scalar, got {got}{self.at(self.user.loss)}")
 
         def one_step(p: Any) -> Any:
             return wl.loss(self.stack([wl.post(p, wl.step(p, state0, x0))]))
@@ -275,7 +294,7 @@ class _Ops:
         self._same_kind("layer", x)
         loss = self._call("loss", wl.loss, x)
         if int(np.prod(getattr(loss, "shape", ()) or ())) != 1:
-            raise PluginProblem(f"loss must return a scalar{self._at(self.user.loss)}")
+            raise PluginProblem(f"loss must return a scalar{self.at(self.user.loss)}")
         try:
             self.value_and_grad(lambda p: wl.loss(forward(p)), params)
         except PluginProblem:
@@ -294,7 +313,7 @@ class _Ops:
                 files.append(code.co_filename)
         return files
 
-    def _at(self, fn: Any) -> str:
+    def at(self, fn: Any) -> str:
         place = defined_at(fn)
         return f" ({place})" if place else ""
 
@@ -309,7 +328,7 @@ class _Ops:
         if isinstance(err, WorkloadError) and not isinstance(err, PluginProblem):
             return PluginProblem(self._with_hint(f"{what}: {err}"))
         place = where(err, self._own_files())
-        at = f" at {place}" if place else self._at(fn)
+        at = f" at {place}" if place else self.at(fn)
         return PluginProblem(self._with_hint(f"{what} raised{at}: {_summary(err)}"))
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -319,7 +338,7 @@ class _Ops:
             raise self._failed(what, err, getattr(self.user, what, None)) from None
 
     def _same_kind(self, what: str, value: Any) -> None:
-        kinds = _frameworks(value)
+        kinds = frameworks_in(value)
         if not kinds or kinds == {self.name}:
             return
         other = sorted(kinds - {self.name})[0]
@@ -328,12 +347,12 @@ class _Ops:
             raise PluginProblem(
                 f"{what} returned {ARRAYS[other]}, not {ARRAYS[self.name]}: a plug-in written "
                 f"with {written} runs with --backend {other}"
-                f"{self._at(getattr(self.user, what, None))}"
+                f"{self.at(getattr(self.user, what, None))}"
             )
-        raise PluginProblem(_wrong_backend(other, self.name))
+        raise PluginProblem(wrong_backend(other, self.name))
 
     def _same_state(self, before: Any, after: Any) -> None:
-        a, b = _leaves(before), _leaves(after)
+        a, b = leaves(before), leaves(after)
 
         def sig(leaves: list[Any]) -> list[tuple]:
             return [(tuple(getattr(x, "shape", ())), str(getattr(x, "dtype", type(x))))
@@ -344,98 +363,5 @@ class _Ops:
             got = ", ".join(self.describe(x) for x in b)
             raise PluginProblem(
                 f"step must return a state like the one it got: expected ({want}), got "
-                f"({got}){self._at(self.user.step)}"
+                f"({got}){self.at(self.user.step)}"
             )
-
-
-class _Autograd(_Ops):
-    name = "autograd"
-
-    def load(self, case: Any) -> tuple[Any, Any, Any, Any, Any]:
-        from ckptbench.workloads import load_workload
-
-        wl = load_workload(case.model, Sizes(**case.sizes()))
-        self.user = wl
-        rng = np.random.default_rng(case.seed)
-        if is_chain(wl):
-            return (wl, wl, *check_chain_init(wl.init(case.steps, rng), case.steps, wl.init), None)
-        drawn = check_init_result(wl.init(case.steps, rng), wl.init)
-        found = _frameworks(drawn) - {"autograd"}
-        if found:
-            raise PluginProblem(_wrong_backend(sorted(found)[0], "autograd"))
-        return (wl, wl, *drawn)
-
-    def stack(self, ys: list[Any]) -> Any:
-        import autograd.numpy as anp
-
-        return anp.stack(ys)
-
-    def value_and_grad(self, f: Callable[[Any], Any], params: Any) -> tuple[Any, Any]:
-        from autograd import value_and_grad
-
-        return value_and_grad(f)(params)
-
-
-class _Torch(_Ops):
-    name = "torch"
-
-    def load(self, case: Any) -> tuple[Any, Any, Any, Any, Any]:
-        from ckptbench.backends.torch.framework import TorchFramework
-
-        fw = TorchFramework()
-        self.fw = fw
-        wl, params, state0, inputs = fw.workload(case, fw.setup(case))
-        self.user = wl.workload if hasattr(wl, "workload") else wl
-        return (self.user, wl, params, state0, inputs)
-
-    def stack(self, ys: list[Any]) -> Any:
-        import torch
-
-        return torch.stack(ys)
-
-    def value_and_grad(self, f: Callable[[Any], Any], params: Any) -> tuple[Any, Any]:
-        import torch
-
-        leaves = _leaves(params)
-        with torch.enable_grad():
-            loss = f(params)
-            if not getattr(loss, "requires_grad", False):
-                raise PluginProblem(
-                    "the loss does not depend on params: step and post must compute with the "
-                    "params they are given (an nn.Module: return it, or its parameters, as "
-                    f"params){self._at(self.user.step)}"
-                )
-            grads = torch.autograd.grad(loss, leaves, allow_unused=True)
-        return loss, grads
-
-
-class _Jax(_Ops):
-    name = "jax"
-
-    def load(self, case: Any) -> tuple[Any, Any, Any, Any, Any]:
-        from ckptbench.backends.jax import pin_threads, require_jax
-
-        pin_threads(getattr(case, "threads", None))
-        require_jax()  # float64 on, as in every mode
-        from ckptbench.backends.jax.workloads import load_jax_workload
-
-        wl = load_jax_workload(case.model, Sizes(**case.sizes()))
-        self.user = getattr(wl, "workload", wl)
-        rng = np.random.default_rng(case.seed)
-        if is_chain(wl):
-            return (self.user, wl, *check_chain_init(wl.init(case.steps, rng), case.steps), None)
-        params, state0, inputs = wl.init(case.steps, rng)
-        return (self.user, wl, params, state0, inputs)
-
-    def stack(self, ys: list[Any]) -> Any:
-        import jax.numpy as jnp
-
-        return jnp.stack(ys)
-
-    def value_and_grad(self, f: Callable[[Any], Any], params: Any) -> tuple[Any, Any]:
-        import jax
-
-        return jax.jit(jax.value_and_grad(f))(params)
-
-
-_OPS: dict[str, type[_Ops]] = {"autograd": _Autograd, "torch": _Torch, "jax": _Jax}

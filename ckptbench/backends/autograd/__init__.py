@@ -18,5 +18,6 @@ SPEC = BackendSpec(
     name="autograd",
     module="ckptbench.backends.autograd.framework",
     requires=("autograd",),
+    plugin_check="ckptbench.backends.autograd.plugincheck:AutogradCheck",
     worker_start_s=0.5,  # numpy and autograd: 0.4 s measured on the 2-core VM, 2026-11-28
 )

@@ -45,6 +45,7 @@ SPEC = BackendSpec(
     name="jax",
     module="ckptbench.backends.jax.modes",
     requires=("jax",),
+    plugin_check="ckptbench.backends.jax.plugincheck:JaxCheck",
     distributions=("jax", "jaxlib", "equinox"),
     devices=("cpu", "cuda"),
     device_aliases=(("gpu", "cuda"),),

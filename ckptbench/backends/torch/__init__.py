@@ -41,6 +41,7 @@ SPEC = BackendSpec(
     name="torch",
     module="ckptbench.backends.torch.framework",
     requires=("torch",),
+    plugin_check="ckptbench.backends.torch.plugincheck:TorchCheck",
     distributions=("torch",),
     devices=("cpu", "cuda"),
     device_aliases=(("gpu", "cuda"),),
