@@ -24,3 +24,13 @@ def test_every_backends_packages_come_from_its_spec():
         "autograd_version": importlib.metadata.version("autograd"),
         "no-such-distribution-ckptbench_version": None,
     }
+
+
+def test_a_narrow_columns_is_the_narrowest_layout_not_the_widest(monkeypatch):
+    """COLUMNS=10 laid tables out 120 wide (a width under 20 was ignored)."""
+    from ckptbench.render.console import PLAIN_WIDTH, plain_width
+
+    for given, want in [("10", 20), ("20", 20), ("77", 77), ("99999", 10_000),
+                        ("0", PLAIN_WIDTH), ("wide", PLAIN_WIDTH), ("", PLAIN_WIDTH)]:  # fmt: skip
+        monkeypatch.setenv("COLUMNS", given)
+        assert plain_width() == want, given

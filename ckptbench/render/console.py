@@ -29,9 +29,10 @@ PLAIN_WIDTH = 120
 
 def plain_width() -> int:
     """The width of output that is not a terminal: ``COLUMNS`` when it holds a width (a CI
-    log or a narrow pager asks for it), else :data:`PLAIN_WIDTH`."""
+    log or a narrow pager asks for it), kept within 20 (the narrowest layout) and 10 000;
+    else :data:`PLAIN_WIDTH`."""
     text = os.environ.get("COLUMNS", "").strip()
-    return int(text) if text.isdigit() and 20 <= int(text) <= 10_000 else PLAIN_WIDTH
+    return min(max(int(text), 20), 10_000) if text.isdigit() and int(text) > 0 else PLAIN_WIDTH
 
 
 def stdout_console() -> Console:
