@@ -34,3 +34,51 @@ def test_a_narrow_columns_is_the_narrowest_layout_not_the_widest(monkeypatch):
                         ("0", PLAIN_WIDTH), ("wide", PLAIN_WIDTH), ("", PLAIN_WIDTH)]:  # fmt: skip
         monkeypatch.setenv("COLUMNS", given)
         assert plain_width() == want, given
+
+
+def _oom_error(limit: int, rss: int, ready: bool) -> str:
+    from ckptbench.measure.follow import ModeEvents, Stopped, mode_outcome
+    from ckptbench.results.schema import Case, Mode
+
+    case = Case(steps=6, memory_limit_bytes=limit)
+    events = ModeEvents(case, Mode.NORMAL, 0, None, 0.0)
+    if ready:
+        events.handle({"event": "ready", "planned": 2})
+    stopped = Stopped(True, rss, False, -9, "")
+    result, _ = mode_outcome(case, events, stopped, {"mode": Mode.NORMAL, "round": 0})
+    return result.error
+
+
+def test_an_out_of_memory_says_whether_the_worker_had_started_and_tells_rss_from_limit():
+    """'RSS 10.0 MiB exceeded the memory limit of 10.0 MiB' (rounded alike), and no word
+    that the worker was killed while the interpreter and the framework were loading."""
+    mib = 2**20
+    err = _oom_error(10 * mib, 10 * mib + 4096, ready=False)
+    assert f"RSS {10 * mib + 4096:,} B exceeded the memory limit of {10 * mib:,} B" in err
+    assert "stopped while starting, before its first iteration;" in err
+    err = _oom_error(10 * mib, 12 * mib, ready=True)
+    assert "RSS 12.0 MiB exceeded the memory limit of 10.0 MiB; the worker was stopped;" in err
+
+
+def test_rounds_stop_once_every_mode_is_over_the_memory_limit(tmp_path):
+    """Every mode over --memory-limit in round 1 and skipped afterwards: the run went on
+    through all its planned rounds, measuring nothing, and said "--precision not reached
+    ... after 6 rounds, stopped by no slowdown"."""
+    import json
+
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(cli, ["run", "--steps", "6", "--hidden", "4", "--batch", "2",
+                                   "--repeats", "1", "--warmup", "0", "--rounds", "3",
+                                   "--precision", "5%", "--memory-limit", "4MiB",
+                                   "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 1, res.output
+    doc = json.loads(out.read_text())
+    assert len(doc["modes"]) == 3 and {m["round"] for m in doc["modes"]} == {0}
+    assert all(m["status"] == "out-of-memory" for m in doc["modes"])
+    prec = doc["environment"]["precision"]
+    assert prec["stopped"] == "out-of-memory" and prec["rounds"] == 1
+    assert "after 1 round, stopped by every mode exceeding --memory-limit" in res.output

@@ -63,6 +63,7 @@ class ModeEvents:
         self.report: dict[str, Any] | None = None
         self.reported_at = 0.0
         self.over: list[int] = []  # an exact peak over the memory limit, whatever was sampled
+        self.ready = False  # the worker has built its gradient and said so
         self.deadline = None if case.timeout_s is None else started + case.timeout_s
 
     def kept(self) -> str:
@@ -78,6 +79,7 @@ class ModeEvents:
         """Take one event of the worker's channel (unknown or malformed ones are ignored)."""
         kind = event.get("event")
         if kind == "ready":
+            self.ready = True
             if self.case.timeout_s is not None:
                 self.deadline = time.perf_counter() + self.case.timeout_s
             self.note_peak(event.get("startup_peak_rss_bytes"))
@@ -129,11 +131,15 @@ def mode_outcome(
     kept = events.kept()
     if stopped.sampled_over_limit or events.over:
         rss = max([stopped.sampled_rss or 0, *events.over])
+        # before "ready": the interpreter, the framework or the workload's arrays alone
+        when = "" if events.ready else " while starting, before its first iteration"
+        got, limit = size_text(rss), size_text(case.memory_limit_bytes or 0)
+        if got == limit:  # 10.0 MiB over a limit of 10.0 MiB: the bytes tell them apart
+            got, limit = f"{rss:,} B", f"{case.memory_limit_bytes or 0:,} B"
         return failed(
             Status.OUT_OF_MEMORY,
-            f"RSS {size_text(rss)} exceeded the memory limit of "  # a 1 KiB limit: not 0.0 MiB
-            f"{size_text(case.memory_limit_bytes or 0)}; the worker was stopped{kept}",
-        )
+            f"RSS {got} exceeded the memory limit of {limit}; the worker was stopped{when}{kept}",
+        )  # size_text: a 1 KiB limit is not "0.0 MiB"
     if stopped.timed_out:
         return failed(
             Status.TIMEOUT,

@@ -217,9 +217,14 @@ def run_case(
     with tempfile.TemporaryDirectory(prefix="ckptbench-") as tmp:
         try:
             k = 0
-            while next_round(precision, rec.results, k, case.rounds, rec.round_starts, rec.env):
+            # every mode over the limit and skipped from now on: another round measures nothing
+            while len(rec.out_of_memory) < len(modes) and next_round(
+                precision, rec.results, k, case.rounds, rec.round_starts, rec.env
+            ):
                 _run_round(rec, how, k, tmp)
                 k += 1
+            if precision is not None and len(rec.out_of_memory) == len(modes):
+                rec.env["precision"].update(rounds=k, stopped="out-of-memory")
             if precision is not None and rec.results:
                 rec.save()  # with how --precision stopped
         except (Interrupted, KeyboardInterrupt) as err:

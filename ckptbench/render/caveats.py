@@ -135,7 +135,8 @@ def caveats(result: RunResult) -> list[Caveat]:
             )
         )
     prec = env.get("precision") or {}
-    why = {"max-rounds": "--max-rounds", "max-time": "--max-time", "no-slowdown": "no slowdown"}
+    why = {"max-rounds": "--max-rounds", "max-time": "--max-time", "no-slowdown": "no slowdown",
+           "out-of-memory": "every mode exceeding --memory-limit"}  # fmt: skip
     if prec.get("stopped") in why:
         half = prec.get("half_width_rel")
         got = "no interval" if half is None else f"+/-{half:.1%}"
@@ -143,7 +144,8 @@ def caveats(result: RunResult) -> list[Caveat]:
             Caveat(
                 f"--precision {fmt_percent(prec['target_rel'])} not reached",
                 None,
-                f"{got} after {prec['rounds']} rounds, stopped by {why[prec['stopped']]}",
+                f"{got} after {prec['rounds']} round{'s' if prec['rounds'] != 1 else ''}, "
+                f"stopped by {why[prec['stopped']]}",
             )
         )
     for mode, first in (env.get("skipped_after_oom") or {}).items():
