@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.metadata
 
+import pytest
+
 from ckptbench.backends import registry
 from ckptbench.measure.peaks import framework_versions
 from ckptbench.sweep import cluster
@@ -82,3 +84,21 @@ def test_rounds_stop_once_every_mode_is_over_the_memory_limit(tmp_path):
     prec = doc["environment"]["precision"]
     assert prec["stopped"] == "out-of-memory" and prec["rounds"] == 1
     assert "after 1 round, stopped by every mode exceeding --memory-limit" in res.output
+
+
+def test_the_one_welch_interval_agrees_with_scipys_welch_test():
+    """The Welch-Satterthwaite interval was written twice (memory noise, compare's time
+    lines); the one left must agree with scipy's own Welch t test."""
+    import statistics
+
+    import numpy as np
+    from scipy import stats
+
+    from ckptbench.analysis.intervals import welch_half_width
+
+    rng = np.random.default_rng(7)
+    a, b = rng.normal(1.0, 0.3, 5), rng.normal(1.4, 0.05, 9)
+    ci = stats.ttest_ind(b, a, equal_var=False).confidence_interval(0.95)
+    parts = [(statistics.variance(x) / len(x), len(x) - 1) for x in (a, b)]
+    assert welch_half_width(parts, 0.95) == pytest.approx((ci.high - ci.low) / 2, rel=1e-9)
+    assert welch_half_width([(0.0, 3), (0.0, 4)], 0.95) == 0.0

@@ -76,6 +76,7 @@ __all__ = [
     "savings_estimate",
     "slowdown_estimate",
     "t_interval",
+    "welch_half_width",
     "widen",
 ]
 
@@ -205,6 +206,20 @@ def t_interval(values: Sequence[float], confidence: float) -> tuple[float, float
     mean = statistics.fmean(values)
     half = t.ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
     return mean - half, mean + half
+
+
+def welch_half_width(parts: Sequence[tuple[float, float]], confidence: float) -> float:
+    """Half-width of a ``confidence`` t interval for a sum or difference of means: each part
+    ``(variance of its mean, degrees of freedom)``, Welch-Satterthwaite degrees of freedom
+    (Welch, "The generalization of 'Student's' problem ...", Biometrika 34, 1947); 0 when
+    the variances sum to 0."""
+    var = sum(v for v, _ in parts)
+    if var <= 0:
+        return 0.0
+    from scipy.stats import t
+
+    df = var**2 / sum(v**2 / d for v, d in parts)
+    return float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(var)
 
 
 def outlier_rounds(logs: Sequence[float]) -> tuple[int, ...]:

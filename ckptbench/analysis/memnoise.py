@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist, median, stdev
 
-from ckptbench.analysis.intervals import INVOCATION_SD_OVERHEAD_BYTES
+from ckptbench.analysis.intervals import INVOCATION_SD_OVERHEAD_BYTES, welch_half_width
 
 __all__ = [
     "CONFIDENCE",
@@ -143,13 +143,7 @@ def rerun_halfwidth(mode: PeakRange, baseline: PeakRange, confidence: float = CO
     pi/2 * (s_m**2 / n_m + s_b**2 / n_b))``, Welch-Satterthwaite degrees of freedom. A mode
     with fewer than two peaks adds nothing (its spread is unknown); 0 when neither has two."""
     parts = [(r.sd**2 / r.n, r.n - 1) for r in (mode, baseline) if r.n > 1 and r.sd > 0]
-    var = sum(v for v, _ in parts)
-    if var <= 0:
-        return 0.0
-    from scipy.stats import t
-
-    df = var**2 / sum(v**2 / d for v, d in parts)
-    return float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(2 * MEDIAN_VARIANCE * var)
+    return welch_half_width(parts, confidence) * math.sqrt(2 * MEDIAN_VARIANCE)
 
 
 def overhead(mode: PeakRange | None, baseline: PeakRange | None) -> Overhead | None:

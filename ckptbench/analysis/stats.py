@@ -122,14 +122,11 @@ def time_change(
         (mb, vb, nb), (ma, va, na) = ((statistics.fmean(v), statistics.variance(v), len(v))
                                       for v in logs)  # fmt: skip
         centre = ma - mb
-        se2 = vb / nb + va / na
-        lo = hi = ratio = math.exp(centre)
-        if se2 > 0:
-            from scipy.stats import t
-
-            df = se2**2 / ((vb / nb) ** 2 / (nb - 1) + (va / na) ** 2 / (na - 1))
-            half = t.ppf(0.5 + intervals.CONFIDENCE / 2, df) * math.sqrt(se2)
-            lo, hi = math.exp(centre - half), math.exp(centre + half)
+        ratio = math.exp(centre)
+        half = intervals.welch_half_width(
+            [(vb / nb, nb - 1), (va / na, na - 1)], intervals.CONFIDENCE
+        )
+        lo, hi = (math.exp(centre - half), math.exp(centre + half)) if half else (ratio, ratio)
         lo, hi = intervals.widen(lo, hi, ratio, both, intervals.CONFIDENCE)
         method = f"Welch t over processes ({nb} vs {na} kept) on log median times"
         typical = math.exp(mb), math.exp(ma)
