@@ -47,6 +47,7 @@ __all__ = [
     "result_to_dict",
     "save_or_beside",
     "save_result",
+    "version_problem",
     "write_atomic",
     "writer_lock",
 ]
@@ -514,17 +515,24 @@ def mode_from_dict(data: dict[str, Any]) -> ModeResult:
     return ModeResult(**d)
 
 
+def version_problem(data: dict[str, Any], source: str) -> str | None:
+    """Why ``data`` is not of the schema version this ckptbench reads (None: it is)."""
+    version = data.get("schema_version")
+    if version == SCHEMA_VERSION:
+        return None
+    return (
+        f"{source}: schema_version {version!r} is not supported (this ckptbench reads "
+        f"{SCHEMA_VERSION})"
+    )
+
+
 def result_from_dict(data: dict[str, Any], source: str = "result") -> RunResult:
     """Parse a result document; one-line ``ValueError`` on another schema or a bad shape.
     The stored ``summary`` is not read: the figures are computed from the raw samples."""
     if not isinstance(data, dict):
         raise ValueError(f"{source}: not a ckptbench result (expected a JSON object)")
-    version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise ValueError(
-            f"{source}: schema_version {version!r} is not supported (this ckptbench reads "
-            f"{SCHEMA_VERSION})"
-        )
+    if (problem := version_problem(data, source)) is not None:
+        raise ValueError(problem)
     try:
         return RunResult(
             case=_executor_as_run(Case.from_dict(data["case"]), data.get("environment")),
@@ -532,7 +540,7 @@ def result_from_dict(data: dict[str, Any], source: str = "result") -> RunResult:
             environment=data.get("environment", {}),
             created=data.get("created", ""),
             host=data.get("host", ""),
-            schema_version=version,
+            schema_version=SCHEMA_VERSION,
             tool_version=data.get("tool_version", ""),
         )
     except (KeyError, TypeError, ValueError) as err:

@@ -30,12 +30,12 @@ from typing import Any
 
 from ckptbench.results.files import InputFileError, fields_problem, read_json_limited, short_json
 from ckptbench.results.schema import (
-    SCHEMA_VERSION,
     Case,
     CaseError,
     RunResult,
     Status,
     result_from_dict,
+    version_problem,
     write_atomic,
 )
 from ckptbench.sweep.config import Expect
@@ -288,12 +288,8 @@ def validate_result_document(data: Any, source: str) -> None:
             f"{source}: not a ckptbench result (no schema_version, case or modes; its fields: "
             f"{short_json(fields)})"
         )
-    version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise StoreError(
-            f"{source}: schema_version {version!r} is not supported (this ckptbench reads "
-            f"{SCHEMA_VERSION})"
-        )
+    if (wrong := version_problem(data, source)) is not None:
+        raise StoreError(wrong)
     # the stored summary is written for CI scripts and never read back (results.summary)
     problem = fields_problem({k: v for k, v in data.items() if k != "summary"}, RunResult, "")
     if problem is None:
