@@ -416,7 +416,7 @@ def test_every_jax_mode_gives_the_autograd_workers_gradient(model):
 
 
 def test_modes_reject_unknown_strategy_mode_and_device():
-    with pytest.raises(ValueError, match="not available on the JAX backend"):
+    with pytest.raises(ValueError, match="not available on the jax backend"):
         build_gradient(small_case(strategy="torch-checkpoint"), Mode.CHECKPOINTED)
     with pytest.raises(ValueError, match="unknown mode"):
         build_gradient(small_case(), "sideways")

@@ -138,11 +138,8 @@ class FrameworkBackend:
         fw = self.framework
         name = mode_name(mode)
         strategy = getattr(case, "strategy", "revolve")
-        if name == "checkpointed" and strategy not in self.strategies():
-            raise ValueError(
-                f"strategy {strategy!r} is not available on the {self.name} backend "
-                f"(choose from {', '.join(self.strategies())})"
-            )
+        if name == "checkpointed":
+            registry.check_strategy(self.name, strategy)
         ctx = fw.setup(case)
         wl, params, state0, inputs = fw.workload(case, ctx)
         if is_chain(wl):

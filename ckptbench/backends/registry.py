@@ -37,6 +37,7 @@ __all__ = [
     "BackendUnavailableError",
     "backend_names",
     "build",
+    "check_strategy",
     "device_aliases",
     "device_problem",
     "discover",
@@ -81,6 +82,17 @@ def strategies(name: str) -> tuple[str, ...]:
     """The strategies backend ``name`` runs: ours where it runs action streams, and the
     peers declared for it (``StrategySpec.runs_on``)."""
     return tuple(strategy_names(spec(name)))
+
+
+def check_strategy(name: str, strategy: str) -> None:
+    """One-line ``ValueError`` where backend ``name`` cannot run ``strategy`` (the worker's
+    last word; the CLI refuses the case before that)."""
+    available = strategies(name)
+    if strategy not in available:
+        raise ValueError(
+            f"strategy {strategy!r} is not available on the {name} backend "
+            f"(choose from {', '.join(available)})"
+        )
 
 
 def get_backend(name: str) -> Backend:

@@ -175,12 +175,8 @@ def _checked_strategy(case: Any, mode_name: str) -> Any:
     """The case's strategy spec, refused in one line where a checkpointed mode cannot run it
     here; the packages it needs imported (in every mode of a cell)."""
     strategy = getattr(case, "strategy", "revolve")
-    available = strategies()
-    if mode_name == "checkpointed" and strategy not in available:
-        raise ValueError(
-            f"strategy {strategy!r} is not available on the JAX backend "
-            f"(choose from {', '.join(available)})"
-        )
+    if mode_name == "checkpointed":
+        registry.check_strategy(SPEC.name, strategy)
     spec = get_strategy(strategy)
     for package in spec.requires:
         # every mode of a cell imports what its checkpointed mode needs (equinox: about
