@@ -102,3 +102,33 @@ def test_the_one_welch_interval_agrees_with_scipys_welch_test():
     parts = [(statistics.variance(x) / len(x), len(x) - 1) for x in (a, b)]
     assert welch_half_width(parts, 0.95) == pytest.approx((ci.high - ci.low) / 2, rel=1e-9)
     assert welch_half_width([(0.0, 3), (0.0, 4)], 0.95) == 0.0
+
+
+def test_plan_lists_the_optimal_plans_actions_with_what_each_keeps_stored(tmp_path):
+    """`schedule --actions` listed Revolve's actions; the optimal plan's could not be seen
+    without running it under --trace."""
+    import json
+
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.schedules import replay_bytes
+    from ckptbench.schedules.optimal import Costs, plan_optimal
+
+    doc = {"forward_time_s": 0.0004, "taped_time_s": 0.0026, "state_bytes": 65536,
+           "tape_bytes": 450000}  # fmt: skip
+    costs_file = tmp_path / "costs.json"
+    costs_file.write_text(json.dumps(doc))
+    argv = ["plan", "--steps", "40", "--budget", "2MiB", "--costs", str(costs_file)]
+    res = CliRunner().invoke(cli, [*argv, "--actions", "--json"])
+    assert res.exit_code == 0, res.output
+    listed = json.loads(res.output)["actions"]
+    plan = plan_optimal(Costs.from_dict(doc), 40, 2 * 2**20)
+    assert [a["action"] for a in listed] == [repr(a) for a in plan.action_list]
+    assert [a["index"] for a in listed] == list(range(len(plan.action_list)))
+    stored = replay_bytes(plan.action_list, 40, 65536, 450000, per_action=True).action_bytes
+    assert [a["stored_bytes"] for a in listed] == list(stored)
+    assert max(stored) == plan.peak_bytes <= 2 * 2**20
+    text = CliRunner().invoke(cli, [*argv, "--actions"]).output
+    assert f"the optimal plan's {len(listed)} actions within 2.00 MiB" in text
+    assert "TERMINATE" in text and "actions" not in CliRunner().invoke(cli, argv).output

@@ -64,6 +64,11 @@ def _sections():
     "chain; never replaces a file without --force).",
 )
 @click.option("--force", is_flag=True, help="Allow --save-costs to replace an existing file.")
+@click.option(
+    "--actions",
+    is_flag=True,
+    help="Also list every action of the optimal plan, with the bytes each keeps stored.",
+)
 @backend_option
 @device_option
 @numerics_options
@@ -78,8 +83,8 @@ def _sections():
 @json_and_format_options(_sections, "the plans are", "Print costs and rows as JSON.")
 @quiet_option
 def plan(
-    model, steps, budget, costs_file, save_file, force, backend, device, executor, dtype, hidden,
-    batch, input_, output, seed, threads, as_json, fmt, quiet,
+    model, steps, budget, costs_file, save_file, force, actions, backend, device, executor,
+    dtype, hidden, batch, input_, output, seed, threads, as_json, fmt, quiet,
 ):  # fmt: skip
     """The minimum-time schedule for a byte budget, beside Revolve and equal segments.
 
@@ -121,7 +126,7 @@ def plan(
         report = _measure(case, quiet)
         keys = ("executor", "taped_method", "timing")
         report["measured"] = {"dtype": case.dtype, **{k: report[k] for k in keys if k in report}}
-    _show(report, steps, budget, save_file, fmt, force)
+    _show(report, steps, budget, save_file, fmt, force, actions)
 
 
 def _builtin_layers(case: Case) -> list[str] | None:
@@ -166,8 +171,9 @@ def _measure(case: Case, quiet: bool) -> dict:
 
 
 def _show(
-    report: dict, steps: int, budget: int, save_file: Path | None, fmt: str, force: bool
-) -> None:
+    report: dict, steps: int, budget: int, save_file: Path | None, fmt: str, force: bool,
+    actions: bool,
+) -> None:  # fmt: skip
     """Plan with the costs of ``report`` and print the plans (and, for per-step costs, the
     optimal plan per layer) in format ``fmt``; write the costs to ``save_file`` first."""
     from ckptbench.render.formats import get_format
@@ -188,15 +194,16 @@ def _show(
         check_plannable(steps, costs)  # measured per layer: the per-layer estimate
         check_budget(costs, steps, budget)
         rows = compare_at_budget(costs, steps, budget)
-        best = plan_optimal(costs, steps, budget) if costs.steps is not None else None
+        best = plan_optimal(costs, steps, budget) if costs.steps is not None or actions else None
     except ValueError as err:
         kept = f" (the costs are saved: plan again with --costs {save_file})" if save_file else ""
         raise InputError(f"{err}{kept}") from None
     shown = get_format(fmt)
     measured = report.get("measured")
     out = plan_report(
-        rows, costs, doc, steps, budget, plan=best, layers=report.get("layers"), measured=measured
-    )
+        rows, costs, doc, steps, budget, plan=best if costs.steps is not None else None,
+        layers=report.get("layers"), measured=measured, actions=best if actions else None,
+    )  # fmt: skip
     if shown.show is not None:  # a terminal format: the console's width
         shown.show(out, stdout_console())
     else:

@@ -10,9 +10,10 @@ from typing import Any
 
 from ckptbench.render.format import fmt_seconds, fmt_size
 from ckptbench.render.table import Column, Table
+from ckptbench.schedules import replay_bytes
 from ckptbench.schedules.fates import step_fates
 
-__all__ = ["layer_records", "layer_table"]
+__all__ = ["action_records", "action_table", "layer_records", "layer_table"]
 
 
 def layer_records(plan: Any, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -79,3 +80,29 @@ def layer_table(plan: Any, names: Sequence[str] | None = None) -> Table:
         f"memory planned in quanta of {fmt_size(plan.quantum_bytes)} (sizes rounded up)",
     )  # fmt: skip
     return Table(title, columns, tuple(layer_records(plan, names)), notes=notes)
+
+
+def action_records(plan: Any) -> list[dict[str, Any]]:
+    """One record per action of ``plan`` (``plan --actions``): its index, the action as
+    ``schedule --actions`` prints it and the bytes it keeps stored (live states and kept
+    tapes, a turn's own tape included: what ``run --trace`` plans)."""
+    _, _, state, tape = plan.costs.per_step(plan.steps)
+    stored = replay_bytes(plan.action_list, plan.steps, state, tape, per_action=True)
+    return [
+        {"index": i, "action": repr(act), "stored_bytes": b}
+        for i, (act, b) in enumerate(zip(plan.action_list, stored.action_bytes, strict=True))
+    ]
+
+
+def action_table(plan: Any) -> Table:
+    """Every action of ``plan`` with the bytes it keeps stored (:func:`action_records`)."""
+    title = (
+        f"the optimal plan's {len(plan.action_list)} actions within "
+        f"{fmt_size(plan.budget_bytes)} (stored: at most {fmt_size(plan.peak_bytes)})"
+    )
+    columns = (
+        Column("index", "#"),
+        Column("action", "action", align="left"),
+        Column("stored_bytes", "stored", _bytes),
+    )
+    return Table(title, columns, tuple(action_records(plan)))

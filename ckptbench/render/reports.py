@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ckptbench.render.formats.model import Data, Prose, Report, TableSection, Verdicts
-from ckptbench.render.layers import layer_records, layer_table
+from ckptbench.render.layers import action_records, action_table, layer_records, layer_table
 from ckptbench.render.run import explain_lines, headline, run_table
 from ckptbench.render.schedule import plan_table
 from ckptbench.render.table import Column, Table
@@ -59,13 +59,15 @@ def check_report(gate: Any, *, quiet: bool = False) -> Report:
 def plan_report(
     rows: list[dict[str, Any]], costs: Any, doc: Any, steps: int, budget: int,
     *, plan: Any = None, layers: Any = None, measured: dict[str, Any] | None = None,
+    actions: Any = None,
 ) -> Report:  # fmt: skip
     """The plan table and its document (costs, budget and rows: ``plan --format json``);
     given the optimal ``plan`` (per-step costs: a layer chain), also its per-layer table
     (``layers`` names them) and, in the document, ``plan`` (its summary less the costs)
     and ``layers`` (one record per layer). ``measured``: how the costs were measured (the
     worker's ``dtype``, ``executor``, ``taped_method``, ``timing``; None: read from a file),
-    said in the title and kept in the document."""
+    said in the title and kept in the document. ``actions``: the optimal plan whose every
+    action ``plan --actions`` lists (the document's ``actions``)."""
     how = ""
     if measured:
         through = measured.get("executor")
@@ -81,4 +83,8 @@ def plan_report(
         sections.append(TableSection(per_layer, heading=per_layer.title))
         data["plan"] = {k: v for k, v in plan.summary().items() if k != "costs"}
         data["layers"] = layer_records(plan, layers)
+    if actions is not None:
+        listed = action_table(actions)
+        sections.append(TableSection(listed, heading=listed.title))
+        data["actions"] = action_records(actions)
     return Report("ckptbench plan", (*sections, Data(data)))
