@@ -80,6 +80,8 @@ def _cell(s: CellSummary, interruption: str | None) -> dict[str, Any]:
         "device_memory_savings": s.device_memory_savings,
         "floor_time_s": s.floor_time_s,
         "vs_floor": s.vs_floor,
+        "vs_floor_low": s.floor_ratio.low if s.floor_ratio else None,
+        "vs_floor_high": s.floor_ratio.high if s.floor_ratio else None,
     }
 
 
@@ -228,6 +230,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
             "slowdown_high": first["slowdown_high"],
             "floor_time_s": first["floor_time_s"],
             "vs_floor": first["vs_floor"],
+            "vs_floor_low": first["vs_floor_low"],
+            "vs_floor_high": first["vs_floor_high"],
             "memory_savings": first["memory_savings"],
             "memory_savings_low": first["memory_savings_low"],
             "memory_savings_high": first["memory_savings_high"],

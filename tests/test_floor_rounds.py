@@ -89,3 +89,14 @@ def test_the_plan_line_sets_the_fastest_iteration_beside_the_median():
     assert f"measured {median:.3g} s ({median - 1:+.0%}; fastest iteration {best:.3g} s, " in line
     assert f"{best - 1:+.0%})" in line
     assert isinstance(ckpt.iterations[0], Iteration)
+
+
+def test_compare_shows_the_floors_interval(tmp_path):
+    from ckptbench.frame import read_results
+    from ckptbench.results.schema import save_result
+
+    result = _scaled(make_result(CI_CASE, rounds=3, time_cv=0.0), {(1, Mode.BASELINE): 1.6})
+    save_result(result, tmp_path / "r.json")
+    row = read_results([tmp_path]).iloc[0]
+    low, high = result.summary.floor_ratio.interval
+    assert (row["vs_floor_low"], row["vs_floor_high"]) == pytest.approx((low, high))

@@ -145,7 +145,7 @@ def cells_table(results: Sequence[RunResult]) -> Table:
         Column("slowdown", "slowdown [95%]", _ci("slowdown", 2, star=True)),
         # the recomputation floor: plain + extra evaluations at the forward-only step time
         Column("floor_time_s", priority=0),
-        Column("vs_floor", "vs floor", _ratio2, priority=3),
+        Column("vs_floor", "vs floor [95%]", _ci("vs_floor", 2), priority=3),
         # host RSS savings: on a GPU report the device's savings are the figure, the host's
         # go before the time columns when the width is short
         Column(
