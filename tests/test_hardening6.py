@@ -132,3 +132,36 @@ def test_plan_lists_the_optimal_plans_actions_with_what_each_keeps_stored(tmp_pa
     text = CliRunner().invoke(cli, [*argv, "--actions"]).output
     assert f"the optimal plan's {len(listed)} actions within 2.00 MiB" in text
     assert "TERMINATE" in text and "actions" not in CliRunner().invoke(cli, argv).output
+
+
+def test_a_dask_result_that_does_not_read_back_is_kept_not_dropped(tmp_path):
+    """A worker's finished cell whose document failed to parse was reported as an error
+    and its measurement dropped."""
+    import json
+
+    from ckptbench.results.schema import Case
+    from ckptbench.sweep.cells import CellOutcome, CellState
+    from ckptbench.sweep.dask import _collect
+    from ckptbench.sweep.run import _keep_unreadable
+
+    class Future:
+        def result(self):
+            return {"result": {"schema_version": 999, "modes": ["measured"]}, "worker": "w"}
+
+    class Cluster:
+        def host(self, worker):
+            return "h"
+
+    calls = []
+    case = Case(steps=4)
+    _collect(Future(), 0, case, "w", 1.0, Cluster(), {}, lambda *a, **k: calls.append((a, k)))
+    ((args, kwargs),) = calls
+    assert args[1] is None and "schema_version 999" in args[2]
+    assert kwargs["raw"] == {"schema_version": 999, "modes": ["measured"]}
+    pending = CellOutcome(case, tmp_path / "cell.json", CellState.RUNNING)
+    first = _keep_unreadable(pending, kwargs["raw"])
+    second = _keep_unreadable(pending, kwargs["raw"])
+    kept = sorted(tmp_path.glob("cell.json.*.unreadable"))
+    assert len(kept) == 2 and first != second  # a second never replaces the first
+    assert all(json.loads(p.read_text()) == kwargs["raw"] for p in kept)
+    assert first == f"what it returned is kept in {kept[0].name}"

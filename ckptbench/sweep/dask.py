@@ -64,8 +64,9 @@ class StopReport:
     unconfirmed: tuple[tuple[str, str], ...] = ()  # (key, worker) that did not confirm
 
 
-#: done(index, result or None, error or None, attempts (the last is this one), interrupted)
-Done = Callable[[int, RunResult | None, str | None, tuple[Attempt, ...], bool], None]
+#: done(index, result or None, error or None, attempts (the last is this one), interrupted,
+#: raw): ``raw``, a document a worker returned that does not read as a result, to keep
+Done = Callable[..., None]
 
 
 # --------------------------------------------------------------------------- on a worker
@@ -296,6 +297,7 @@ def _collect(
     tries: dict[int, list[Attempt]], done: Done,
 ) -> RunResult | None:  # fmt: skip
     """Report a finished future to ``done``; the result it brought, if any."""
+    doc = None
     try:
         payload = future.result()
         doc = payload["result"]
@@ -303,7 +305,9 @@ def _collect(
     except Exception as err:  # the remote cell raised, or returned something foreign
         attempt = Attempt(worker, cluster.host(worker), duration, one_line(err))
         tries.setdefault(index, []).append(attempt)
-        done(index, None, attempt.error, tuple(tries[index]), False)
+        # a measurement that does not read back is kept as it came, never dropped
+        raw = doc if isinstance(doc, dict) else None
+        done(index, None, attempt.error, tuple(tries[index]), False, raw=raw)
         return None
     worker = payload.get("worker") or worker
     interrupted = payload.get("interrupted")

@@ -37,6 +37,7 @@ This module never prints: progress goes to a callback; the outcome is returned.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -50,6 +51,7 @@ import ckptbench
 from ckptbench.results.schema import (
     RunResult,
     save_or_beside,
+    write_atomic,
 )
 from ckptbench.results.store import (
     MANIFEST_KIND,
@@ -243,9 +245,13 @@ class _SweepBook:
         self.write()
 
     def done(self, index: int, result: RunResult | None, error: str | None,
-             attempts: tuple[Attempt, ...], interrupted: bool) -> None:  # fmt: skip
-        """A Dask cell ended: saved (its partial or earlier file set aside), or not."""
+             attempts: tuple[Attempt, ...], interrupted: bool,
+             raw: dict[str, Any] | None = None) -> None:  # fmt: skip
+        """A Dask cell ended: saved (its partial or earlier file set aside), or not; ``raw``,
+        a document its worker returned that does not read as a result, is kept beside."""
         last = attempts[-1] if attempts else Attempt("")
+        if raw is not None:
+            error = f"{error}; {_keep_unreadable(self.cells[index], raw)}"
         if result is not None:
             _set_aside(self.cells[index], self.notes)  # a partial file (or one that appeared)
             outcome = saved_outcome(self.cells[index], result, last.duration_s or 0.0,
@@ -333,6 +339,17 @@ def first_error(result: RunResult) -> str:
         if not m.ok:
             return f"{m.mode.value}: {m.status.value}" + (f" ({m.error})" if m.error else "")
     return "not ok"
+
+
+def _keep_unreadable(pending: CellOutcome, raw: dict[str, Any]) -> str:
+    """Write ``raw`` beside the cell's file (a new name, never over one); where it went."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    kept = pending.path.with_name(f"{pending.path.name}.{stamp}.unreadable")
+    try:
+        write_atomic(kept, json.dumps(raw, default=str) + "\n", replace=False)
+    except (OSError, TypeError, ValueError) as err:
+        return f"what it returned could not be kept ({one_line(err)})"
+    return f"what it returned is kept in {kept.name}"
 
 
 def _set_aside(pending: CellOutcome, notes: list[str] | None) -> None:
