@@ -33,10 +33,12 @@ def plan_line(result: RunResult) -> str | None:
     else:
         over = fmt_overhead(ckpt.overhead_interval)
     where = "device " if s.on_device else ""
+    fastest = (
+        f"; fastest iteration {best:.3g} s, {best / predicted - 1:+.0%}" if best < wall else ""
+    )
     return (
         f"plan: predicted {predicted:.3g} s and {fmt_size(ckpt.plan.peak_bytes)} "
-        f"stored; measured {wall:.3g} s ({wall / predicted - 1:+.0%}; fastest iteration "
-        f"{best:.3g} s, {best / predicted - 1:+.0%}), "
+        f"stored; measured {wall:.3g} s ({wall / predicted - 1:+.0%}{fastest}), "
         f"{fmt_size(ckpt.counters.peak_stored_bytes)} stored by the executor, {where}overhead "
         f"{over} over baseline"
     )
