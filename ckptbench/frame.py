@@ -225,16 +225,12 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
             },
             "normal_time_s": col(time, "normal"),
             "checkpointed_time_s": col(time, "checkpointed"),
-            "slowdown": first["slowdown"],
-            "slowdown_low": first["slowdown_low"],
-            "slowdown_high": first["slowdown_high"],
             "floor_time_s": first["floor_time_s"],
-            "vs_floor": first["vs_floor"],
-            "vs_floor_low": first["vs_floor_low"],
-            "vs_floor_high": first["vs_floor_high"],
-            "memory_savings": first["memory_savings"],
-            "memory_savings_low": first["memory_savings_low"],
-            "memory_savings_high": first["memory_savings_high"],
+            **{  # each ratio with its 95% interval
+                f"{name}{end}": first[f"{name}{end}"]
+                for name in ("slowdown", "vs_floor", "memory_savings")
+                for end in ("", "_low", "_high")
+            },
             "time_unstable": first["time_unstable"],
             "rounds": first["rounds"],
             "checkpointed_device_overhead_bytes": col(device_over, "checkpointed"),
