@@ -341,10 +341,14 @@ def first_error(result: RunResult) -> str:
     return "not ok"
 
 
+def _beside(path: Path, kind: str) -> Path:
+    """A new name beside ``path`` for a file kept there: ``<name>.<UTC time>.<kind>``."""
+    return path.with_name(f"{path.name}.{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}.{kind}")
+
+
 def _keep_unreadable(pending: CellOutcome, raw: dict[str, Any]) -> str:
     """Write ``raw`` beside the cell's file (a new name, never over one); where it went."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-    kept = pending.path.with_name(f"{pending.path.name}.{stamp}.unreadable")
+    kept = _beside(pending.path, "unreadable")
     try:
         write_atomic(kept, json.dumps(raw, default=str) + "\n", replace=False)
     except (OSError, TypeError, ValueError) as err:
@@ -356,8 +360,7 @@ def _set_aside(pending: CellOutcome, notes: list[str] | None) -> None:
     """Re-measuring a partial or failed cell: keep its old file beside the new one, and say
     so in ``notes``."""
     if pending.path.exists():
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-        aside = pending.path.with_name(f"{pending.path.name}.{stamp}.replaced")
+        aside = _beside(pending.path, "replaced")
         pending.path.rename(aside)
         if notes is not None:
             notes.append(f"{pending.key}: its earlier result was moved to {aside.name}")
