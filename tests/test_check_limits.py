@@ -13,8 +13,8 @@ from _synthetic import CI_CASE, make_result
 from click.testing import CliRunner
 
 from ckptbench.analysis.gate import check
-from ckptbench.analysis.stats import size_text
 from ckptbench.cli import cli
+from ckptbench.results.units import size_text
 
 FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
 CONFIG = (

@@ -275,8 +275,8 @@ def test_the_rounds_line_gives_each_peak_spread_at_its_precision():
     """'normal 4.00 KiB, checkpointed 0.01 MiB': a 12 KiB spread read as 0.01 MiB."""
     from _synthetic import CI_CASE, make_result
 
-    from ckptbench.analysis.stats import size_text
     from ckptbench.render.run import explain_lines
+    from ckptbench.results.units import size_text
 
     three = make_result(CI_CASE.with_(rounds=3), rounds=3)
     (line,) = [x for x in explain_lines(three) if x.startswith("across ")]

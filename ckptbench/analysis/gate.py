@@ -42,13 +42,13 @@ from ckptbench.analysis import (
 )
 from ckptbench.analysis.limits import limit_sources, sweep_configs
 from ckptbench.analysis.pairing import diluted_cell, same_measurements
-from ckptbench.analysis.stats import size_text
 from ckptbench.results.schema import MODES, Case, Mode, RunResult, Status
 from ckptbench.results.store import (
     expectations_from_manifests,
     load_results,
     missing_cells,
 )
+from ckptbench.results.units import size_text
 from ckptbench.schedules import get_strategy
 from ckptbench.sweep.config import Expect, SweepConfig, load_config
 from ckptbench.sweep.preflight import unlisted_results

@@ -9,8 +9,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ckptbench.analysis.stats import percent_text, size_text
+from ckptbench.analysis.stats import percent_text
 from ckptbench.results.store import MANIFEST_NAME, read_manifest
+from ckptbench.results.units import size_text
 from ckptbench.sweep.config import SweepConfig, load_config
 
 __all__ = ["config_sources", "limit_sources", "sweep_configs"]

@@ -45,7 +45,6 @@ __all__ = [
     "TimeChange",
     "memory_delta",
     "percent_text",
-    "size_text",
     "time_change",
 ]
 
@@ -178,20 +177,6 @@ class MemoryDelta:
     @property
     def regressed(self) -> bool:
         return self.delta_bytes > self.limit_bytes
-
-
-def size_text(n: float, *, signed: bool = False) -> str:
-    """Bytes at the precision of their size: '512 B', '5.00 KiB', '256 KiB', '1.25 MiB',
-    '+48.5 MiB', '2.00 GiB' (three significant digits in the unit that keeps them), so a
-    5 KiB limit never reads '+0.00 MiB'."""
-    sign = "+" if signed and n > 0 else ("-" if n < 0 else "")
-    size = abs(float(n))
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 1024)):
-        if size >= scale:
-            value = size / scale
-            digits = 2 if value < 10 else 1 if value < 100 else 0
-            return f"{sign}{value:.{digits}f} {unit}"
-    return f"{sign}{size:.0f} B"
 
 
 def percent_text(fraction: float) -> str:

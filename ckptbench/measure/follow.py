@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ckptbench.analysis.stats import size_text
 from ckptbench.results.schema import Case, Iteration, Mode, ModeResult, Status
+from ckptbench.results.units import size_text
 
 __all__ = [
     "ModeEvents",

@@ -10,6 +10,7 @@ from typing import Any
 from ckptbench.analysis import Spread, differing_fields, field_value
 from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.results.schema import Case
+from ckptbench.results.units import exact_size_text, size_text
 from ckptbench.schedules import get_strategy
 
 __all__ = [
@@ -97,9 +98,7 @@ def fmt_overhead(over: Any, *, digits: int = 1, unit: bool = True) -> str:
 
 
 def fmt_size(n: float | None, *, signed: bool = False) -> str:
-    """Bytes at the precision of their size: '5.00 KiB', '1.25 MiB' (``analysis.size_text``)."""
-    from ckptbench.analysis.stats import size_text
-
+    """Bytes at the precision of their size: '5.00 KiB', '1.25 MiB' (``results.units``)."""
     return "-" if missing(n) else size_text(n, signed=signed)
 
 
@@ -174,18 +173,8 @@ def _field_text(case: Case, name: str) -> str:
         return str(value)
     if name in ("memory_limit_bytes", "budget_bytes"):
         what = "limit" if name == "memory_limit_bytes" else "budget"
-        return f"{what}={_exact_size(int(value))}"
+        return f"{what}={exact_size_text(int(value))}"
     return f"{_SHORT.get(name, name)}={value}"
-
-
-def _exact_size(n: int) -> str:
-    """Bytes written exactly in the unit that gives the shortest text, binary first ('16MiB',
-    '1536KiB', '18MB', '1001B'): each text reads back (``--budget``) as exactly ``n``, so two
-    different sizes never read the same, which labels need."""
-    units = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("GB", 10**9), ("MB", 10**6),
-             ("kB", 10**3))  # fmt: skip
-    texts = [f"{n // size}{unit}" for unit, size in units if n and n % size == 0]
-    return min([*texts, f"{n}B"], key=len)
 
 
 def _label(case: Case, names: Sequence[str]) -> str:

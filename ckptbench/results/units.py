@@ -1,8 +1,11 @@
-"""Sizes and durations as people type them ('2GiB', '500MB', '5ms', '10m'), parsed exactly.
+"""Sizes and durations as people type them ('2GiB', '500MB', '5ms', '10m'), parsed exactly,
+and sizes written back for people (:func:`size_text`, :func:`exact_size_text`).
 
 Pure: no click, no I/O. The command line's options and a sweep config's ``*_bytes`` and
-``timeout_s`` values read through these two functions, so a size means the same in both.
-Errors are :class:`ValueError` whose message quotes what was typed."""
+``timeout_s`` values read through the two parsers, so a size means the same in both; every
+size ckptbench writes in words (the gate, the planner's errors, tables, plot labels) goes
+through the two writers, so a size reads the same everywhere. Parse errors are
+:class:`ValueError` whose message quotes what was typed."""
 
 from __future__ import annotations
 
@@ -70,3 +73,32 @@ def parse_duration(text: str) -> float:
     if value <= 0:
         raise ValueError(f"{text!r} must be positive")
     return value
+
+
+_BINARY = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def size_text(n: float, *, signed: bool = False, compact: bool = False) -> str:
+    """Bytes at the precision of their size: '512 B', '5.00 KiB', '256 KiB', '1.25 MiB',
+    '+48.5 MiB', '2.00 GiB' (three significant digits in the binary unit that keeps them),
+    so a 5 KiB limit never reads '+0.00 MiB'; ``compact`` drops trailing zeros ('3 KiB',
+    '1.5 MiB': plot labels)."""
+    sign = "+" if signed and n > 0 else ("-" if n < 0 else "")
+    size = abs(float(n))
+    for unit, scale in _BINARY:
+        if size >= scale:
+            value = size / scale
+            if compact:
+                return f"{sign}{value:.3g} {unit}"
+            digits = 2 if value < 10 else 1 if value < 100 else 0
+            return f"{sign}{value:.{digits}f} {unit}"
+    return f"{sign}{size:.0f} B"
+
+
+def exact_size_text(n: int) -> str:
+    """Bytes written exactly in the unit that gives the shortest text, binary first ('16MiB',
+    '1536KiB', '18MB', '1001B'): each reads back through :func:`parse_size` as exactly ``n``,
+    so two different sizes never read the same (labels need that)."""
+    units = (*_BINARY, ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
+    texts = [f"{n // size}{unit}" for unit, size in units if n and n % size == 0]
+    return min([*texts, f"{n}B"], key=len)

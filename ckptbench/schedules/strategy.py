@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from ckptbench.results.units import size_text
 from ckptbench.schedules.actions import Action, replay
 
 __all__ = ["ENUMERATE_STEPS", "ClosedForm", "Setting", "StrategySpec"]
@@ -69,11 +70,7 @@ class Setting(Enum):
         in the unit that keeps it readable, three significant digits)."""
         if not self.in_bytes:
             return self.point.format(value)
-        scale, unit = next(
-            ((s, u) for s, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")) if value >= s),
-            (1, "B"),
-        )
-        return self.point.format(f"{value / scale:.3g} {unit}")
+        return self.point.format(size_text(value, compact=True))
 
     def describe(self, spec: StrategySpec, value: str) -> str:
         """The headline's words for a case set to ``value`` (already formatted)."""

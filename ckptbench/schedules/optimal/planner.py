@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ckptbench.results.units import size_text
 from ckptbench.schedules.actions import Action, ActionKind, ScheduleError, check_int
 from ckptbench.schedules.cost_model import Prediction, predict
 from ckptbench.schedules.optimal.costs import Costs, PlanError, costs_from_json
@@ -181,10 +182,7 @@ def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
 
 def _bytes(n: int) -> str:
     """A budget as typed in bytes and in the unit a user would type: '2.00 MiB (2097152 B)'."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 1024)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit} ({n} B)"
-    return f"{n} B"
+    return f"{size_text(n)} ({n} B)" if n >= 1024 else f"{n} B"
 
 
 @lru_cache(maxsize=64)
