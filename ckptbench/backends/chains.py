@@ -17,17 +17,20 @@ layer's parameters and the input), and the loss is ``loss(x_L)``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptbench.backends.contract import counting
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.schedules import get_strategy, model_kind_refusal
 
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
+
 __all__ = ["chain_loop", "chain_modes"]
 
 
 def chain_modes(
-    fw: Any, case: Any, mode: str, wl: Any, params: list, x0: Any, ctx: Any, costs: Any
+    fw: Any, case: Case, mode: str, wl: Any, params: list, x0: Any, ctx: Any, costs: Any
 ) -> tuple[Any, Callable[[Any], Any], list, Any]:
     """``(params, gradient, calls, loop)`` of chain ``wl`` in ``mode`` (a mode's name) on
     framework ``fw``; ``loop`` is the checkpointed loop (None in the other modes)."""
@@ -51,7 +54,7 @@ def chain_modes(
     return {"input": x0, "layers": params}, gradient, calls, loop
 
 
-def chain_loop(fw: Any, case: Any, layer: Callable, costs: Any) -> Any:
+def chain_loop(fw: Any, case: Case, layer: Callable, costs: Any) -> Any:
     """The checkpointed loop of ``case.strategy`` over the chain's ``layer``: a peer's from
     its chain factory, ours from the framework's ``chain_checkpoint`` (a planned strategy
     plans from ``costs`` first)."""

@@ -13,7 +13,7 @@ A :class:`Framework` supplies the operations; :class:`FrameworkBackend` turns it
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ckptbench.backends import registry
 from ckptbench.backends.chains import chain_modes
@@ -27,6 +27,9 @@ from ckptbench.backends.contract import (
 )
 from ckptbench.schedules import get_strategy
 from ckptbench.workloads.chain import is_chain, layer_names
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 __all__ = ["MODES", "Framework", "FrameworkBackend", "binding_executor", "mode_name"]
 
@@ -47,10 +50,10 @@ class Framework(Protocol):
 
     name: str
 
-    def setup(self, case: Any) -> Any:
+    def setup(self, case: Case) -> Any:
         """Per-case settings (threads, device); returns a context the other calls get."""
 
-    def workload(self, case: Any, ctx: Any) -> tuple[Any, Any, Any, Any]:
+    def workload(self, case: Case, ctx: Any) -> tuple[Any, Any, Any, Any]:
         """``(workload, params, state0, inputs)`` for the case, parameters differentiable;
         for a layer chain ``(chain, params per layer, x0, None)``, x0 differentiable too."""
 
@@ -88,7 +91,7 @@ class Framework(Protocol):
     def device_problem(self, device: str) -> str | None:
         """Why the framework cannot compute on ``device`` here (None when it can)."""
 
-    def measure_costs(self, case: Any) -> dict[str, Any]:
+    def measure_costs(self, case: Case) -> dict[str, Any]:
         """The planner's step costs measured on this framework."""
 
     # the step-cost measurement (ckptbench.measure.stepcosts) calls these four:
@@ -120,7 +123,7 @@ class FrameworkBackend:
         self.framework = framework
         self.name = framework.name
 
-    def device_problem(self, case: Any) -> str | None:
+    def device_problem(self, case: Case) -> str | None:
         """Why the framework cannot compute on ``case.device`` here (None when it can)."""
         return self.framework.device_problem(case.device)
 
@@ -129,7 +132,7 @@ class FrameworkBackend:
         backend (``schedules.peers``), from the strategy registry."""
         return registry.strategies(self.name)
 
-    def build_gradient(self, case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
+    def build_gradient(self, case: Case, mode: Any, costs: dict[str, Any] | None = None) -> Built:
         """The worker's view of ``case`` in ``mode``: params, gradient and counters.
 
         Reads ``case.model, steps, snaps, strategy, budget_bytes, seed`` and the sizes;
@@ -197,7 +200,7 @@ class FrameworkBackend:
         )
 
     def checkpointed_loop(
-        self, case: Any, step: Callable, post: Callable, costs: dict[str, Any] | None
+        self, case: Case, step: Callable, post: Callable, costs: dict[str, Any] | None
     ) -> Any:
         """The checkpointed loop of ``case.strategy`` over ``step`` and ``post``: a peer's
         from its factory; ours from the binding, given the plan the strategy makes from
@@ -212,11 +215,11 @@ class FrameworkBackend:
             return self.framework.checkpoint(step, post, case.steps, strategy=spec, plan=plan, **kw)
         return self.framework.checkpoint(step, post, case.steps, case.snaps, spec, **kw)
 
-    def measure_costs(self, case: Any) -> dict[str, Any]:
+    def measure_costs(self, case: Case) -> dict[str, Any]:
         return self.framework.measure_costs(case)
 
 
-def binding_executor(case: Any) -> str | None:
+def binding_executor(case: Case) -> str | None:
     """The executor beside the engine binding every framework has that ``case`` runs (torch:
     one-call), by ``--executor`` or as its device's default; None for the engine binding.
     What the framework's ``checkpoint`` is told, and what its step costs are timed through."""

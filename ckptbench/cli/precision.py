@@ -4,11 +4,14 @@ user's own words before anything is measured."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ckptbench.cli.options import InputError, parse_fraction
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 DEFAULT = click.core.ParameterSource.DEFAULT
 
@@ -49,7 +52,7 @@ def precision_target(
     precision: float | None,
     max_rounds: int,
     max_time: float,
-    case: Any,
+    case: Case,
     modes: str,
 ) -> tuple[Any, tuple[str, ...]]:
     """The runner's ``Precision`` target (None: add no rounds) and notes to print. An

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from ckptbench.render.format import fmt_duration, fmt_percent, setting_text
-from ckptbench.results.schema import Mode
+from ckptbench.results.schema import Case, Mode
 
 __all__ = [
     "PLAIN_WIDTH",
@@ -74,7 +74,7 @@ class JobClock:
     ``precision`` (``runner.Precision`` or None) says when the runner stops adding rounds;
     ``guess_round_s`` is the duration of a round before one is measured."""
 
-    def __init__(self, case: Any, modes: Sequence[Mode], precision: Any, guess_round_s: float):
+    def __init__(self, case: Case, modes: Sequence[Mode], precision: Any, guess_round_s: float):
         import time
 
         self._time = time.monotonic
@@ -183,7 +183,7 @@ class JobClock:
 
 
 def plan_line(
-    case: Any, modes: Any, target: Any, round_s: float, load: tuple[float, int] | None = None
+    case: Case, modes: Any, target: Any, round_s: float, load: tuple[float, int] | None = None
 ) -> str:
     """What ``run`` will do and about how long, said before measuring: 'measuring lstm 1000
     steps, 31 snaps (revolve): baseline, normal, checkpointed in a fresh process each, 1
@@ -233,7 +233,7 @@ def _busy_note(load: tuple[float, int] | None) -> str:
 def mode_progress(
     console: Console,
     modes: Sequence[Mode],
-    case: Any,
+    case: Case,
     *,
     quiet: bool = False,
     verbose: bool = False,
@@ -268,7 +268,7 @@ class _ModeProgress:
     with ``clock``: what tests read)."""
 
     def __init__(
-        self, console: Console, modes: Sequence[Mode], case: Any, clock: JobClock, *,
+        self, console: Console, modes: Sequence[Mode], case: Case, clock: JobClock, *,
         quiet: bool, verbose: bool, lines: bool, announce: str | None,
     ) -> None:  # fmt: skip
         from rich.live import Live

@@ -23,7 +23,7 @@ from ckptbench.render.format import (
     setting_text,
 )
 from ckptbench.render.table import Column, Table
-from ckptbench.results.schema import Mode, RunResult, Status
+from ckptbench.results.schema import Case, Mode, RunResult, Status
 from ckptbench.schedules import (
     get_strategy,
 )
@@ -295,7 +295,7 @@ def _run_columns(on_device: bool) -> tuple[Column, ...]:
     )
 
 
-def _records_advances(case: Any) -> bool:
+def _records_advances(case: Case) -> bool:
     """Whether the case's executor records its first sweep's advances (its backend says so)."""
     return case.executor_ran in backend_spec(case.backend).recording_executors
 

@@ -25,7 +25,7 @@ import traceback
 import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from ckptbench.workloads import (
 )
 from ckptbench.workloads.base import defined_at
 from ckptbench.workloads.chain import is_chain
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 __all__ = [
     "PluginCheck",
@@ -61,7 +64,7 @@ class PluginProblem(WorkloadError):
     """The plug-in does not follow the protocol; the message is one line."""
 
 
-def check_workload(case: Any, given_sizes: Iterable[str] | None = None) -> dict[str, Any]:
+def check_workload(case: Case, given_sizes: Iterable[str] | None = None) -> dict[str, Any]:
     """Run ``case``'s plug-in once on its backend (module doc).
 
     ``given_sizes``: the size options the user set (None: all of them); the others take the
@@ -200,7 +203,7 @@ class PluginCheck:
 
     name = "autograd"
 
-    def load(self, case: Any) -> tuple[Any, Any, Any, Any, Any]:
+    def load(self, case: Case) -> tuple[Any, Any, Any, Any, Any]:
         """``(user's workload, adapter, params, state0, inputs)``."""
         raise NotImplementedError
 
@@ -224,7 +227,7 @@ class PluginCheck:
 
     chain = False  # whether the plug-in is a layer chain (known once it is loaded)
 
-    def run(self, case: Any, notes: list[str]) -> None:
+    def run(self, case: Case, notes: list[str]) -> None:
         self.case = case
         self.user: Any = None
         try:
@@ -281,7 +284,7 @@ class PluginCheck:
         except Exception as err:
             raise self._failed("the gradient of one step", err, None) from None
 
-    def _run_chain(self, case: Any, wl: Any, params: Any, x0: Any) -> None:
+    def _run_chain(self, case: Case, wl: Any, params: Any, x0: Any) -> None:
         """A layer chain: every layer once, the loss a scalar, their gradient."""
 
         def forward(p: Any) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import autograd
 import autograd.numpy as anp
@@ -21,6 +21,9 @@ from ckptbench.backends.autograd.chain import chain_checkpoint, chain_ops
 from ckptbench.backends.modes import FrameworkBackend
 from ckptbench.workloads import Sizes, load_workload, state_nbytes
 from ckptbench.workloads.chain import check_chain_init, is_chain, layer_names
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 __all__ = ["BACKEND", "AutogradFramework", "build_gradient", "flatten", "zeros_like"]
 
@@ -54,10 +57,10 @@ class AutogradFramework:
     untaped_outputs = None  # the baseline stacks its outputs like normal mode
     tape_method = None  # tape_nbytes counts nothing: stepcosts measures a peak slope
 
-    def setup(self, case: Any) -> None:
+    def setup(self, case: Case) -> None:
         return None
 
-    def workload(self, case: Any, ctx: Any) -> tuple[Any, Any, Any, Any]:
+    def workload(self, case: Case, ctx: Any) -> tuple[Any, Any, Any, Any]:
         wl = load_workload(case.model, Sizes(**case.sizes()))
         rng = np.random.default_rng(case.seed)
         if is_chain(wl):
@@ -103,7 +106,7 @@ class AutogradFramework:
         """None: a layer's tape is measured as a peak-memory slope (layercosts)."""
         return None
 
-    def measure_costs(self, case: Any) -> dict[str, Any]:
+    def measure_costs(self, case: Case) -> dict[str, Any]:
         wl, params, state0, inputs = self.workload(case, None)
         if is_chain(wl):  # one value per layer of each cost
             from ckptbench.measure.layercosts import measure_layer_costs
@@ -119,6 +122,6 @@ class AutogradFramework:
 BACKEND = FrameworkBackend(AutogradFramework())
 
 
-def build_gradient(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Any:
+def build_gradient(case: Case, mode: Any, costs: dict[str, Any] | None = None) -> Any:
     """``BACKEND.build_gradient``: the worker's view of ``case`` in ``mode`` on autograd."""
     return BACKEND.build_gradient(case, mode, costs)

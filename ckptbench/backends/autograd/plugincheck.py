@@ -4,7 +4,7 @@ a disposable worker: it executes the plug-in)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -12,6 +12,9 @@ from ckptbench.workloads import Sizes
 from ckptbench.workloads.base import check_init_result
 from ckptbench.workloads.chain import check_chain_init, is_chain
 from ckptbench.workloads.check import PluginCheck, PluginProblem, frameworks_in, wrong_backend
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 __all__ = ["AutogradCheck"]
 
@@ -21,7 +24,7 @@ class AutogradCheck(PluginCheck):
 
     name = "autograd"
 
-    def load(self, case: Any) -> tuple[Any, Any, Any, Any, Any]:
+    def load(self, case: Case) -> tuple[Any, Any, Any, Any, Any]:
         from ckptbench.workloads import load_workload
 
         wl = load_workload(case.model, Sizes(**case.sizes()))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +35,9 @@ from ckptbench.engine.interpreter import first_sweep, reverse_sweep
 from ckptbench.engine.steps import ChainSteps
 from ckptbench.measure.peaks import read_rss_bytes, trim_heap
 from ckptbench.schedules import get_strategy, plan_from, strategy_names
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 __all__ = [
     "JaxChainLoop",
@@ -220,7 +223,7 @@ def _flatten(grad: Any) -> np.ndarray:
     return np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in leaves])
 
 
-def _gradient_fn(case: Any, mode: str, wl: Any, costs: Any) -> tuple[Callable, Any]:
+def _gradient_fn(case: Case, mode: str, wl: Any, costs: Any) -> tuple[Callable, Any]:
     """``(gradient(p) -> (loss, grads) on device, loop or None)`` for ``mode``."""
     layers = case.steps
 
@@ -257,7 +260,7 @@ def _gradient_fn(case: Any, mode: str, wl: Any, costs: Any) -> tuple[Callable, A
     return gradient, loop
 
 
-def chain_built(case: Any, mode: str, wl: Any, params: list, x0: Any, device: Any, costs: Any):
+def chain_built(case: Case, mode: str, wl: Any, params: list, x0: Any, device: Any, costs: Any):
     """The worker's view of a chain on JAX in ``mode`` (one gradient is run before this
     returns, so every piece is compiled outside the measured iterations)."""
     fn, loop = _gradient_fn(case, mode, wl, costs)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +49,9 @@ from ckptbench.schedules import store_all_schedule
 from ckptbench.schedules.optimal import Costs
 from ckptbench.workloads import Sizes
 from ckptbench.workloads.chain import is_chain
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 __all__ = ["measure_jax_costs"]
 
@@ -89,7 +92,7 @@ def _best_engine(wl: Any, layout: Any, args: tuple, samples: int) -> float | Non
     return min(times)
 
 
-def measure_jax_costs(case: Any, samples: int = 3) -> dict[str, Any]:
+def measure_jax_costs(case: Case, samples: int = 3) -> dict[str, Any]:
     """The step costs of ``case``'s workload on JAX: ``{"costs": Costs document, ...}``."""
     sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
     wl = load_jax_workload(case.model, sizes, getattr(case, "dtype", "float64") or "float64")

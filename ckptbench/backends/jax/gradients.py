@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +50,9 @@ from ckptbench.measure.peaks import read_rss_bytes, trim_heap
 from ckptbench.schedules import get_strategy, replay_bytes
 from ckptbench.workloads import Sizes
 from ckptbench.workloads.chain import check_chain_init, is_chain
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 __all__ = ["flatten_gradient", "make_built", "plain_scan", "schedules", "strategies"]
 
@@ -114,7 +117,7 @@ def _tree_nbytes(tree: Any) -> int:
     return sum(int(leaf.size) * leaf.dtype.itemsize for leaf in jax.tree_util.tree_leaves(tree))
 
 
-def _schedule(case: Any, steps: int, costs: dict[str, Any] | None):
+def _schedule(case: Case, steps: int, costs: dict[str, Any] | None):
     """The action list of a schedule strategy, and the plan it made (a planned one only)."""
     spec = get_strategy(case.strategy)
     plan = spec.plan_for(case, costs)
@@ -128,7 +131,7 @@ class _Clamped(NamedTuple):
     snaps: int
 
 
-def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
+def make_built(case: Case, mode: Any, costs: dict[str, Any] | None = None) -> Built:
     """Build and compile the gradient of ``case`` in ``mode`` (see the module docstring)."""
     name = _mode_name(mode)
     spec = _checked_strategy(case, name)
@@ -171,7 +174,7 @@ def make_built(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Bui
     return _built(params, gradient, calls, counters_now, plan, device)
 
 
-def _checked_strategy(case: Any, mode_name: str) -> Any:
+def _checked_strategy(case: Case, mode_name: str) -> Any:
     """The case's strategy spec, refused in one line where a checkpointed mode cannot run it
     here; the packages it needs imported (in every mode of a cell)."""
     strategy = getattr(case, "strategy", "revolve")
@@ -185,7 +188,7 @@ def _checked_strategy(case: Any, mode_name: str) -> Any:
     return spec
 
 
-def _problem(case: Any, device: Any) -> tuple[Any, Any, Any, Any]:
+def _problem(case: Case, device: Any) -> tuple[Any, Any, Any, Any]:
     """The case's workload and its ``(params, state0, inputs)`` on ``device`` (a layer
     chain's: ``(params per layer, x0, None)``)."""
     sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
@@ -198,7 +201,7 @@ def _problem(case: Any, device: Any) -> tuple[Any, Any, Any, Any]:
     return wl, params, state0, inputs
 
 
-def _chain(case: Any, mode: str, spec: Any, wl: Any, drawn: tuple, device: Any, costs: Any):
+def _chain(case: Case, mode: str, spec: Any, wl: Any, drawn: tuple, device: Any, costs: Any):
     """A layer chain (:mod:`ckptbench.backends.jax.chain`): ours run by the engine-driven
     executor, whose per-layer pieces hold states of any shape."""
     if spec.ours and _executor(case) != "engine":
@@ -319,13 +322,13 @@ def _built(params: Any, gradient: Any, calls: list, counters: Any, plan: Any, de
     )
 
 
-def _executor(case: Any) -> str:
+def _executor(case: Case) -> str:
     used = getattr(case, "executor_used", None)
     return used if isinstance(used, str) else "compiled"
 
 
 def _engine_built(
-    case: Any, wl: Any, params: Any, state0: Any, inputs: Any, layout: Any, plan: Any, device: Any
+    case: Case, wl: Any, params: Any, state0: Any, inputs: Any, layout: Any, plan: Any, device: Any
 ) -> Built:
     """``--executor engine``: the shared interpreter dispatching compiled step pieces
     (:mod:`ckptbench.backends.jax.dispatch`). One gradient is run here, before ``ready``, so

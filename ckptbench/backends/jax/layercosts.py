@@ -22,7 +22,7 @@ is visible), so every piece compiles and runs there.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -31,6 +31,9 @@ from ckptbench.backends.jax.chain import JaxChainOps, chain_ops, tape_nbytes
 from ckptbench.backends.jax.device import resolve_device
 from ckptbench.measure.layercosts import measure_layer_costs
 from ckptbench.workloads.chain import check_chain_init, layer_names
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 __all__ = ["JaxLayerFramework", "measure_jax_layer_costs"]
 
@@ -94,7 +97,7 @@ def _blocked() -> None:
     """Every timed call blocks on its own results (nothing else to wait for)."""
 
 
-def measure_jax_layer_costs(case: Any, wl: Any, samples: int = 5) -> dict[str, Any]:
+def measure_jax_layer_costs(case: Case, wl: Any, samples: int = 5) -> dict[str, Any]:
     """The per-layer costs of ``case``'s chain ``wl`` on JAX (a ``costs_report`` document:
     :meth:`ckptbench.measure.layercosts.LayerCostReport.as_dict` and the device)."""
     device = resolve_device(case.device)

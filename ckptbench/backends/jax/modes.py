@@ -9,15 +9,18 @@ thread pool when JAX is imported, so this must come first), then imports JAX
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptbench.backends import Built
 from ckptbench.backends.jax import pin_threads, require_jax
 
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
+
 __all__ = ["BACKEND", "build_gradient", "measure_costs"]
 
 
-def build_gradient(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
+def build_gradient(case: Case, mode: Any, costs: dict[str, Any] | None = None) -> Built:
     """The worker's view of ``case`` in ``mode`` on the JAX backend, compiled before return."""
     pin_threads(getattr(case, "threads", None))
     require_jax()
@@ -26,7 +29,7 @@ def build_gradient(case: Any, mode: Any, costs: dict[str, Any] | None = None) ->
     return make_built(case, mode, costs)
 
 
-def measure_costs(case: Any) -> dict[str, Any]:
+def measure_costs(case: Case) -> dict[str, Any]:
     """The planner's step costs of ``case`` measured on JAX (a ``costs_report`` document)."""
     pin_threads(getattr(case, "threads", None))
     require_jax()
@@ -41,13 +44,13 @@ class _JaxBackend:
 
     name = "jax"
 
-    def build_gradient(self, case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
+    def build_gradient(self, case: Case, mode: Any, costs: dict[str, Any] | None = None) -> Built:
         return build_gradient(case, mode, costs)
 
-    def measure_costs(self, case: Any) -> dict[str, Any]:
+    def measure_costs(self, case: Case) -> dict[str, Any]:
         return measure_costs(case)
 
-    def device_problem(self, case: Any) -> str | None:
+    def device_problem(self, case: Case) -> str | None:
         device = case.device
         if device == "cpu":
             return None

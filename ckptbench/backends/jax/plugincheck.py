@@ -4,13 +4,16 @@ disposable worker: it executes the plug-in)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ckptbench.workloads import Sizes
 from ckptbench.workloads.chain import check_chain_init, is_chain
 from ckptbench.workloads.check import PluginCheck
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 __all__ = ["JaxCheck"]
 
@@ -20,7 +23,7 @@ class JaxCheck(PluginCheck):
 
     name = "jax"
 
-    def load(self, case: Any) -> tuple[Any, Any, Any, Any, Any]:
+    def load(self, case: Case) -> tuple[Any, Any, Any, Any, Any]:
         from ckptbench.backends.jax import pin_threads, require_jax
 
         pin_threads(getattr(case, "threads", None))

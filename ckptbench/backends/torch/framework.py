@@ -27,7 +27,7 @@ torch's intra-op pool the way the runner pins BLAS threads.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptbench.backends.torch import require_torch
 
@@ -53,6 +53,9 @@ from ckptbench.backends.torch.tapes import layer_tape_nbytes, tape_nbytes  # noq
 from ckptbench.backends.torch.workloads import load_torch_workload  # noqa: E402
 from ckptbench.workloads import Sizes, WorkloadError  # noqa: E402
 from ckptbench.workloads.chain import check_chain_init, is_chain, layer_names  # noqa: E402
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 __all__ = [
     "BACKEND",
@@ -120,7 +123,7 @@ class TorchFramework:
     flatten = staticmethod(flatten_gradient)
     tape_method = "saved-tensors"
 
-    def setup(self, case: Any) -> torch.device:
+    def setup(self, case: Case) -> torch.device:
         """Pin torch's threads to ``case.threads`` and seed torch's global generator with
         ``case.seed`` (a plug-in's modules, built with torch's default initialisation, get
         the same parameters in every worker); the case's device (default cpu)."""
@@ -130,7 +133,7 @@ class TorchFramework:
         torch.manual_seed(int(getattr(case, "seed", 0) or 0))
         return resolve_device(case.device)
 
-    def workload(self, case: Any, device: torch.device) -> tuple[Any, Any, Any, Any]:
+    def workload(self, case: Case, device: torch.device) -> tuple[Any, Any, Any, Any]:
         sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
         dtype = getattr(case, "dtype", "float64") or "float64"
         wl = load_torch_workload(case.model, sizes, str(device), dtype)
@@ -218,7 +221,7 @@ class TorchFramework:
         :func:`ckptbench.backends.torch.tapes.layer_tape_nbytes`."""
         return layer_tape_nbytes(layer, i, params, x)
 
-    def measure_costs(self, case: Any) -> dict[str, Any]:
+    def measure_costs(self, case: Case) -> dict[str, Any]:
         device = self.setup(case)
         wl, params, state0, inputs = self.workload(case, device)
         # on CUDA every timed region ends with the device (synchronize), never at a launch
@@ -243,7 +246,7 @@ class TorchFramework:
 BACKEND = FrameworkBackend(TorchFramework())
 
 
-def build_gradient(case: Any, mode: Any, costs: dict[str, Any] | None = None) -> Built:
+def build_gradient(case: Case, mode: Any, costs: dict[str, Any] | None = None) -> Built:
     """``BACKEND.build_gradient``: the worker's view of ``case`` in ``mode`` on torch.
 
     Reads ``case.model, steps, snaps, strategy, hidden, batch, input, output, seed`` and, when

@@ -4,9 +4,12 @@ disposable worker: it executes the plug-in)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptbench.workloads.check import PluginCheck, PluginProblem, leaves
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 __all__ = ["TorchCheck"]
 
@@ -16,7 +19,7 @@ class TorchCheck(PluginCheck):
 
     name = "torch"
 
-    def load(self, case: Any) -> tuple[Any, Any, Any, Any, Any]:
+    def load(self, case: Case) -> tuple[Any, Any, Any, Any, Any]:
         from ckptbench.backends.torch.framework import TorchFramework
 
         fw = TorchFramework()
