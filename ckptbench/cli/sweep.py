@@ -35,10 +35,16 @@ CONFIRM_CELLS, CONFIRM_HOURS = 200, 2.0
     is_flag=True,
     help=f"Run a sweep over {CONFIRM_CELLS} cells or about {CONFIRM_HOURS} h without asking.",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="List every cell, its rough time and what the sweep would do with it (measure, "
+    "keep, conflict) in --out; measure nothing, create nothing.",
+)
 @output_options
 def sweep(
     config: Path, out: Path | None, resume: bool, retry_failed: bool, dask_address, yes: bool,
-    quiet: bool, verbose: bool, progress_lines: bool,
+    dry_run: bool, quiet: bool, verbose: bool, progress_lines: bool,
 ):  # fmt: skip
     """Run every cell of a TOML config, saving each result the moment it is measured."""
     from ckptbench.render.console import stderr_console
@@ -57,6 +63,9 @@ def sweep(
     except ValueError as err:
         raise InputError(f"{config}: {err}") from None
     cfg = _checked_plugins(cfg)
+    if dry_run:
+        _dry_run(cfg, out or Path("results") / cfg.name, resume, retry_failed)
+        return
     if dask_address is None:  # on a cluster the devices are the workers'
         _check_devices(config, cfg.cases)
     out = out or Path("results") / cfg.name
@@ -140,6 +149,34 @@ def _cells_to_measure(cfg, out: Path, resume: bool, retry_failed: bool) -> list:
     except (SweepError, OSError):
         return list(cfg.cases)
     return [cfg.cases[i] for i in to_run]
+
+
+def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool) -> None:
+    """``--dry-run``: the plan a sweep into ``out`` would make (``sweep.preflight.plan_cells``:
+    refused where the sweep would be), printed as a table; the folder is read, never created."""
+    from ckptbench.render.console import stdout_console
+    from ckptbench.render.format import fmt_duration
+    from ckptbench.render.sweepplan import conflict_lines, dry_run_table
+    from ckptbench.sweep.preflight import SweepError, check_manifest, plan_cells
+    from ckptbench.sweep.progress import estimated_seconds
+
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder (results go into a folder)")
+    try:
+        check_manifest(out, cfg.name)
+        cells, to_run = plan_cells(cfg, out, resume, retry_failed)
+    except (SweepError, OSError) as err:
+        raise InputError(str(err)) from None
+    estimates = [estimated_seconds(c) for c in cfg.cases]
+    console = stdout_console()
+    console.print(dry_run_table(cells, to_run, estimates))
+    for line in conflict_lines(cells):
+        click.echo(line)
+    total = fmt_duration(sum(estimates[i] for i in to_run))
+    click.echo(
+        f"sweep {cfg.name}: {len(cfg.cases)} cells, {len(to_run)} to measure, roughly {total} "
+        f"-> {out}; dry run: nothing measured, nothing written"
+    )
 
 
 def _confirm(config: Path, cells: int, duration: str) -> None:

@@ -1,0 +1,59 @@
+"""What ``ckptbench sweep --dry-run`` shows: every cell of a config, its rough time and what
+a sweep into ``--out`` would do with it (measure it, keep a complete result, or leave a
+conflicting file alone), from the same plan the sweep makes (``sweep.preflight.plan_cells``).
+Returns a table (:mod:`ckptbench.render.table`); never prints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ckptbench.render.format import cell_labels, fmt_duration
+from ckptbench.render.table import Column, Table
+from ckptbench.sweep.cells import CellOutcome, CellState
+
+__all__ = ["cell_action", "conflict_lines", "dry_run_table"]
+
+
+def cell_action(cell: CellOutcome, measured: bool) -> str:
+    """What the sweep does with one cell: 'measure', 'measure again (...)', 'keep (...)' or
+    'conflict: ...' (the reason: :func:`conflict_lines`)."""
+    if cell.state is CellState.CONFLICT:
+        return "conflict: left alone (why: below)"
+    if cell.state is CellState.KEPT:
+        return (
+            "keep (measured OK)"
+            if cell.ok
+            else ("keep (a failed measurement; --retry-failed measures it again)")
+        )
+    if measured and cell.path.exists():
+        return "measure again (incomplete or failed; the old file kept aside)"
+    return "measure"
+
+
+def dry_run_table(
+    cells: Sequence[CellOutcome], to_run: Sequence[int], estimates_s: Sequence[float]
+) -> Table:
+    """One row per cell, in the config's order; a cell's estimate only where it is measured."""
+    labels = cell_labels([c.case for c in cells])
+    run = set(to_run)
+    records = tuple(
+        {
+            "cell": label,
+            "file": cell.path.name,
+            "estimate_s": estimates_s[i] if i in run else None,
+            "action": cell_action(cell, i in run),
+        }
+        for i, (cell, label) in enumerate(zip(cells, labels, strict=True))
+    )
+    columns = (
+        Column("cell", "cell", align="left"),
+        Column("estimate_s", "roughly", lambda v, _r: "-" if v is None else fmt_duration(v)),
+        Column("action", "what a sweep does", align="left"),
+        Column("file", "file", align="left", priority=3),
+    )
+    return Table(f"{len(records)} cells, {len(run)} to measure (dry run)", columns, records)
+
+
+def conflict_lines(cells: Sequence[CellOutcome]) -> list[str]:
+    """Why each conflicting cell is left alone, one line each (the sweep's own words)."""
+    return [f"conflict: {c.error}" for c in cells if c.state is CellState.CONFLICT]

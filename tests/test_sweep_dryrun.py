@@ -1,0 +1,100 @@
+"""``ckptbench sweep --dry-run``: the plan a sweep would make, printed, with nothing
+measured and nothing created; refused where the sweep itself would refuse."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from _synthetic import make_result
+from click.testing import CliRunner
+
+from ckptbench.cli import cli
+from ckptbench.results.schema import Status, save_result
+from ckptbench.results.store import cell_path
+from ckptbench.sweep.config import load_config
+
+CONFIG = """
+name = "tiny"
+[case]
+model = "rnn"
+steps = 20
+hidden = 8
+repeats = 1
+[grid]
+snaps = [2, 3, 4, 5]
+"""
+
+
+def _setup(tmp_path: Path) -> tuple[Path, list]:
+    config = tmp_path / "tiny.toml"
+    config.write_text(CONFIG)
+    return config, load_config(config).cases
+
+
+def _dry(*args: str):
+    return CliRunner().invoke(cli, ["sweep", *args, "--dry-run"])
+
+
+def _rows(output: str) -> dict[str, str]:
+    """cell label -> the action column, read from the text table (columns: cell, roughly,
+    action, then the file where the width allows)."""
+    rows = {}
+    for line in output.splitlines():
+        if line.startswith("rnn l=20"):
+            cell, _roughly, action, *_ = re.split(r"\s{2,}", line.strip())
+            rows[cell] = action
+    return rows
+
+
+def test_a_fresh_folder_lists_every_cell_to_measure_and_is_not_created(tmp_path: Path) -> None:
+    config, cases = _setup(tmp_path)
+    out = tmp_path / "nested" / "out"
+    res = _dry(str(config), "--out", str(out))
+    assert res.exit_code == 0, res.output
+    rows = _rows(res.output)
+    assert len(rows) == len(cases) == 4
+    assert all(a.endswith("measure") for a in rows.values()), rows
+    assert "4 cells, 4 to measure, roughly" in res.output and "nothing written" in res.output
+    assert not out.parent.exists()
+
+
+def test_a_resumed_folder_shows_kept_failed_conflicting_and_missing_cells(tmp_path: Path) -> None:
+    config, cases = _setup(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    save_result(make_result(cases[0]), cell_path(out, cases[0]))
+    failed = make_result(cases[1], status={"checkpointed": Status.TIMEOUT})
+    save_result(failed, cell_path(out, cases[1]))
+    cell_path(out, cases[2]).write_text("{ not json")
+    before = sorted(p.name for p in out.iterdir())
+
+    res = _dry(str(config), "--out", str(out), "--resume")
+    assert res.exit_code == 0, res.output
+    actions = list(_rows(res.output).values())
+    assert actions[0].startswith("keep (measured OK)")
+    assert actions[1].startswith("keep (a failed measurement")
+    assert actions[2].startswith("conflict:")
+    assert actions[3].endswith("measure")
+    assert "4 cells, 1 to measure" in res.output
+    assert "conflict: " in res.output and "not JSON" in res.output  # the reason, in full
+
+    retry = _dry(str(config), "--out", str(out), "--resume", "--retry-failed")
+    assert retry.exit_code == 0, retry.output
+    assert list(_rows(retry.output).values())[1].startswith("measure again")
+    assert "4 cells, 2 to measure" in retry.output
+    assert sorted(p.name for p in out.iterdir()) == before  # nothing moved, nothing written
+
+
+def test_it_refuses_what_the_sweep_would_refuse(tmp_path: Path) -> None:
+    config, cases = _setup(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    save_result(make_result(cases[0]), cell_path(out, cases[0]))
+    res = _dry(str(config), "--out", str(out))  # results there, no --resume
+    assert res.exit_code == 2 and "pass --resume" in res.output
+    assert "Traceback" not in res.output
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    res = _dry(str(config), "--out", str(a_file))
+    assert res.exit_code == 2 and "not a folder" in res.output
