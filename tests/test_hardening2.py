@@ -428,6 +428,7 @@ def test_plans_too_large_are_refused_with_the_estimate_before_measuring(
 
 
 def test_an_infeasible_budget_names_the_smallest_that_works(no_costs_worker, tmp_path, capsys):
+    from ckptbench.results.units import size_text
     from ckptbench.schedules.optimal import min_budget_bytes
 
     least = min_budget_bytes(Costs.from_dict(COSTS), 20)
@@ -436,7 +437,7 @@ def test_an_infeasible_budget_names_the_smallest_that_works(no_costs_worker, tmp
     assert code == 2
     assert _lines(err) == [
         f"ckptbench: error: no schedule of 20 steps fits in a budget of 100 B; the smallest "
-        f"budget that works is {least / 1024:.3g} KiB ({least} B)"
+        f"budget that works is {size_text(least)} ({least} B)"
     ]
     out = tmp_path / "r.json"
     argv = ["run", "--strategy", "optimal", "--budget", "100B", *TINY, "--out", str(out), "-q"]
