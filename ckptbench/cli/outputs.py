@@ -12,6 +12,20 @@ import click
 from ckptbench.cli.options import InputError
 
 
+def input_files(model: str | None, *paths: str | os.PathLike[str] | None) -> list[str]:
+    """The files a command reads, which no output of it may replace, ``--force`` or not: the
+    plug-in's source (a file, or a package module's file, found without importing it) and
+    each of ``paths`` that is a file."""
+    files = [os.fspath(p) for p in paths if p and os.path.isfile(p)]
+    if model and ":" in model:  # a plug-in: built-in names have no colon
+        from ckptbench.workloads import plugin_source_file
+
+        source = plugin_source_file(model)
+        if source is not None and source.is_file():
+            files.append(str(source))
+    return files
+
+
 def check_out(path: Path, force: bool, inputs=()) -> None:
     """Fail early (exit 2) when the result file could not be written, or would replace
     something it must not: one of ``inputs`` (the plug-in's file, a costs file), or with

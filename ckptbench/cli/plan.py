@@ -29,7 +29,7 @@ from ckptbench.cli.options import (
     stdout_console,
     steps_option,
 )
-from ckptbench.cli.outputs import check_side_output, json_and_format_options
+from ckptbench.cli.outputs import check_side_output, input_files, json_and_format_options
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, TargetError, write_atomic
 
@@ -110,8 +110,7 @@ def plan(
         case.check_fits_memory()
         check_backend(case)
         if save_file is not None:  # before measuring: a refusal costs no measurement
-            inputs = [costs_file] if costs_file else []
-            check_side_output(save_file, "--save-costs", inputs, force)
+            check_side_output(save_file, "--save-costs", input_files(model, costs_file), force)
         doc = read_costs(costs_file, steps) if costs_file else None
         if doc is not None and not quiet and (note := costs_note(costs_file, doc, case)):
             click.echo(f"note: {note}", err=True)

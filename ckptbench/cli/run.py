@@ -37,6 +37,7 @@ from ckptbench.cli.outputs import (
     check_mprof_dir,
     check_out,
     claim_out,
+    input_files,
     json_and_format_options,
     write_mprof,
 )
@@ -75,7 +76,6 @@ def _round_seconds(case: Case, modes) -> float:
 
 def _load() -> tuple[float, int] | None:
     """(1-minute load average, cores) where the platform says."""
-    import os
 
     from ckptbench.measure.noise import load_average
 
@@ -314,7 +314,7 @@ def run(
         ctx, fields, costs_file, precision, max_rounds=max_rounds, max_time=max_time, modes=modes
     )
     out = out or _default_out(model)
-    inputs = [p for p in (model.rpartition(":")[0], costs_file) if p and os.path.isfile(p)]
+    inputs = input_files(model, costs_file)
     check_out(out, force, inputs)
     claim_out(ctx, out)  # before anything is measured; held until the command ends
     check_out(out, force, inputs)  # again: it may have appeared before the claim

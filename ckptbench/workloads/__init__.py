@@ -61,6 +61,7 @@ __all__ = [
     "load_workload",
     "plugin_paths",
     "plugin_provenance",
+    "plugin_source_file",
     "state_nbytes",
 ]
 
@@ -303,18 +304,26 @@ def plugin_provenance(spec: str) -> dict[str, str] | None:
     target, sep, _ = spec.rpartition(":")
     if not sep or registry.is_builtin(spec):
         return None
-    if _is_file_target(target):
-        path = Path(target).expanduser()
-    else:
-        found = find_module_file(target, plugin_paths(spec))
-        if found is None:
-            return {"module": target}
-        path = found
+    path = plugin_source_file(spec)
+    if path is None:
+        return {"module": target}
     try:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return {"path": target}
     return {"path": os.path.relpath(path.resolve(), Path.cwd()), "sha256": digest}
+
+
+def plugin_source_file(spec: str) -> Path | None:
+    """The source file of a plug-in ``'path/to/file.py:NAME'`` or ``'package.module:NAME'``
+    (found without importing it, :func:`find_module_file`); None for a built-in or a module
+    not found."""
+    target, sep, _ = spec.rpartition(":")
+    if not sep or not target or registry.is_builtin(spec):
+        return None
+    if _is_file_target(target):
+        return Path(target).expanduser()
+    return find_module_file(target, plugin_paths(spec))
 
 
 def find_module_file(name: str, extra_paths: tuple[str, ...] = ()) -> Path | None:
