@@ -40,3 +40,50 @@ def test_save_costs_never_replaces_the_plugins_own_source(tmp_path, monkeypatch,
     res = _invoke("run", "--model", model, *TINY, "--snaps", "3", "--out", str(source), "--force")
     assert res.exit_code == 2, res.output
     assert source.read_bytes() == before
+
+
+def _sweep_folder(tmp_path: Path) -> Path:
+    """A two-cell sweep folder with an [expect] table, measured by a fake cell runner."""
+    from _synthetic import make_result
+
+    from ckptbench.sweep.config import parse_config
+    from ckptbench.sweep.run import run_sweep
+
+    config = parse_config(
+        'name = "t"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\n[grid]\nsnaps = [2, 3]\n'
+        "[expect]\nslowdown_max = 9.0\n",
+        source="t.toml",
+    )
+    out = tmp_path / "sweep"
+    run_sweep(config, out, run_cell=lambda case, **_: make_result(case))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda m: "{bad", "not JSON"),
+        (lambda m: {**m, "cells": None}, "cells is null, not a list"),
+        (lambda m: {**m, "cells": [{**m["cells"][0], "file": 5}]}, "cells[0].file is not a file"),
+        (lambda m: {**m, "cells": [{**m["cells"][0], "file": "../x.json"}]}, "not a file name"),
+        (
+            lambda m: {**m, "config": {**m["config"], "expect": {"slowdown_max": "x"}}},
+            "config.expect.slowdown_max is 'x', not a positive number",
+        ),
+    ],
+)
+def test_a_damaged_manifest_is_one_line_for_check_and_compare(tmp_path, edit, said):
+    """`check` on a manifest that was not JSON, or whose cells, files or thresholds had the
+    wrong types, raised a traceback (exit 1); `compare` read the folder as loose files and
+    said the manifest was 'not a result; pass its folder'."""
+    import json
+
+    out = _sweep_folder(tmp_path)
+    manifest = out / "sweep.json"
+    edited = edit(json.loads(manifest.read_text()))
+    manifest.write_text(edited if isinstance(edited, str) else json.dumps(edited))
+    for command in ("check", "compare"):
+        res = _invoke(command, str(out))
+        assert res.exit_code == 2, (command, res.output)
+        assert "Traceback" not in res.output and said in res.output, (command, res.output)
+        assert len(res.output.strip().splitlines()) == 1, res.output

@@ -106,7 +106,10 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         targets.append((junit, "--junit", False))
     refuse_duplicates([path for path, _, _ in targets])
     inputs = [*results, *against, *([config] if config is not None else [])]
-    inputs += config_sources([*results, *against])  # read to compare with their copies
+    try:
+        inputs += config_sources([*results, *against])  # read to compare with their copies
+    except StoreError as err:  # a damaged manifest: one line, before any verdict
+        raise InputError(str(err)) from None
     for path, what, append in targets:  # refused before any verdict is printed (exit 2)
         try:
             check_output(path, what, inputs=inputs, replace=force, append=append)

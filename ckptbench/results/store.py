@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.results.files import InputFileError, fields_problem, read_json_limited, short_json
+from ckptbench.results.manifestcheck import manifest_problem
 from ckptbench.results.schema import (
     Case,
     CaseError,
@@ -228,6 +229,8 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         raise StoreError(f"unreadable sweep manifest: {err}") from None
     if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
         return None
+    if (problem := manifest_problem(data)) is not None:
+        raise StoreError(f"unreadable sweep manifest: {p}: {problem}")
     return data
 
 
@@ -253,11 +256,9 @@ def missing_cells(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, st
 
 def manifest_cells(path: Path) -> list[tuple[Path, str]] | None:
     """(file, key) of every cell a manifest lists whose file is present, or None if
-    ``path`` is no manifest."""
-    try:
-        data = read_manifest(path)
-    except StoreError:
-        return None
+    ``path`` is no manifest; :class:`StoreError` when it is a damaged one (its folder is
+    then never read as loose files)."""
+    data = read_manifest(path)
     if data is None:
         return None
     cells = [c for c in data.get("cells", []) if isinstance(c, dict) and c.get("file")]
