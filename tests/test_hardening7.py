@@ -87,3 +87,36 @@ def test_a_damaged_manifest_is_one_line_for_check_and_compare(tmp_path, edit, sa
         assert res.exit_code == 2, (command, res.output)
         assert "Traceback" not in res.output and said in res.output, (command, res.output)
         assert len(res.output.strip().splitlines()) == 1, res.output
+
+
+@pytest.mark.parametrize("value", [2**63, 10**19, -(2**63) - 1])
+def test_an_integer_beyond_int64_is_refused_by_every_reader(tmp_path, value):
+    """20-digit integers passed the reader: `compare` raised OverflowError (pandas' int64),
+    `check` passed the same file."""
+    import json
+
+    from _synthetic import make_result
+
+    from ckptbench.results.schema import save_result
+
+    path = tmp_path / "r.json"
+    save_result(make_result(), path)
+    doc = json.loads(path.read_text())
+    doc["modes"][0]["iterations"][0]["peak_rss_bytes"] = value
+    path.write_text(json.dumps(doc))
+    for command in ("compare", "check"):
+        res = _invoke(command, str(path))
+        assert res.exit_code == 2, (command, res.output)
+        assert "peak_rss_bytes is an integer of" in res.output and "beyond 2**63" in res.output
+        assert "Traceback" not in res.output
+
+
+def test_the_largest_int64_still_reads(tmp_path):
+    """The bound is int64's: 2**63 - 1 (a case field's largest value) reads back."""
+    import json
+
+    from ckptbench.results.files import read_json_limited
+
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps({"a": 2**63 - 1, "b": -(2**63)}))
+    assert read_json_limited(path, 10_000, "result") == {"a": 2**63 - 1, "b": -(2**63)}
