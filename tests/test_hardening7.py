@@ -120,3 +120,23 @@ def test_the_largest_int64_still_reads(tmp_path):
     path = tmp_path / "x.json"
     path.write_text(json.dumps({"a": 2**63 - 1, "b": -(2**63)}))
     assert read_json_limited(path, 10_000, "result") == {"a": 2**63 - 1, "b": -(2**63)}
+
+
+def test_check_side_outputs_are_probed_before_the_verdict(tmp_path):
+    """`check --summary nod/x.md` printed PASSED (and a JUnit file with no failure, a JSON
+    exit_code 0), then failed to write and exited 2; --junit made its missing folder."""
+    from _synthetic import make_result
+
+    from ckptbench.results.schema import save_result
+
+    result = tmp_path / "r.json"
+    save_result(make_result(), result)
+    summary = tmp_path / "missing" / "deeper" / "summary.md"
+    res = _invoke("check", str(result), "--summary", str(summary))
+    assert res.exit_code == 0, res.output
+    assert "PASSED" in summary.read_text()  # its folder made, as for --junit and -o
+    if Path("/proc/version").is_file():  # a file that opens but takes no new file beside it
+        res = _invoke("check", str(result), "--summary", "/proc/version", "--format", "json")
+        assert res.exit_code == 2, res.output
+        assert "PASSED" not in res.output and '"exit_code"' not in res.output
+        assert "--summary /proc/version: cannot write there" in res.output

@@ -20,7 +20,7 @@ from ckptbench.cli.options import (
     path_arg,
     quiet_option,
 )
-from ckptbench.cli.outputs import FormatChoice, refuse_duplicates
+from ckptbench.cli.outputs import FormatChoice, probe_writable, refuse_duplicates
 
 
 def _sections():
@@ -115,6 +115,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
             check_output(path, what, inputs=inputs, replace=force, append=append)
         except StoreError as err:
             raise InputError(str(err)) from None
+        probe_writable(path, what)
     try:
         report = run_check(
             results,

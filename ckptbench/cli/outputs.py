@@ -30,22 +30,30 @@ def check_out(path: Path, force: bool, inputs=()) -> None:
     """Fail early (exit 2) when the result file could not be written, or would replace
     something it must not: one of ``inputs`` (the plug-in's file, a costs file), or with
     ``force`` anything but a result (see ``store.check_output``)."""
-    import tempfile
-
     from ckptbench.results.store import StoreError, check_output
 
     try:
         check_output(path, "--out", inputs=inputs, replace=force, result=True)
     except StoreError as err:
         raise InputError(str(err)) from None
-    folder = path.parent
+    probe_writable(path, "--out")
+
+
+def probe_writable(path: Path, what: str) -> None:
+    """Before anything is measured or any verdict printed: ``path``'s folder exists (made,
+    parents too, as for every file ckptbench writes) and takes a new file, and an existing
+    ``path`` opens for appending (nothing written); one line and exit 2 otherwise."""
+    import tempfile
+
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".ckptbench-probe-", dir=folder)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".ckptbench-probe-", dir=path.parent)
         os.close(fd)
         os.unlink(probe)
+        if path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
     except OSError as err:
-        raise InputError(f"--out {path}: cannot write there ({err.strerror or err})") from None
+        raise InputError(f"{what} {path}: cannot write there ({err.strerror or err})") from None
 
 
 def claim_out(ctx: click.Context, path: Path) -> None:
