@@ -140,3 +140,32 @@ def test_check_side_outputs_are_probed_before_the_verdict(tmp_path):
         assert res.exit_code == 2, res.output
         assert "PASSED" not in res.output and '"exit_code"' not in res.output
         assert "--summary /proc/version: cannot write there" in res.output
+
+
+def test_an_output_that_is_also_a_timeline_or_plot_folder_is_refused_first(tmp_path):
+    """`run --mprof mp --out mp/<a timeline's name>` measured, saved the result under the
+    timeline's name and then failed (the timeline lost); `compare -o r.html --plots r.html`
+    wrote three plots into r.html/ and then failed to write -o."""
+    from _synthetic import make_result
+
+    from ckptbench.render.mprof import mprof_name
+    from ckptbench.results.schema import Case, save_result
+
+    case = Case(model="lstm", steps=20, snaps=3, hidden=8, batch=2, input=4, rounds=1)
+    mp = tmp_path / "mp"
+    out = mp / mprof_name(case.key, "checkpointed", None)
+    res = _invoke("run", *TINY, "--snaps", "3", "--rounds", "1", "--mprof", str(mp),
+                  "--out", str(out))  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert "is also one of --mprof's timeline files; nothing measured" in res.output
+    assert not out.exists()
+
+    result = tmp_path / "r.json"
+    save_result(make_result(), result)
+    for option in ("--plots", "--mprof"):
+        target = tmp_path / f"report{option}.html"
+        res = _invoke("compare", str(result), "--format", "html", "-o", str(target),
+                      option, str(target))  # fmt: skip
+        assert res.exit_code == 2, res.output
+        assert "is also a file this command writes; nothing written" in res.output
+        assert not target.exists()

@@ -17,7 +17,9 @@ from ckptbench.cli.outputs import (
     FormatChoice,
     check_side_output,
     expect_verdicts,
+    probe_writable,
     refuse_duplicates,
+    refuse_folder_clashes,
     write_bytes,
     write_mprof,
 )
@@ -120,8 +122,11 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         figures = plot_files(after, before or (), plots)
     targets = [p for p, _ in figures] + ([output] if output is not None else [])
     refuse_duplicates(targets)
+    refuse_folder_clashes({"--plots": plots, "--mprof": mprof_dir}, targets)
     for path, _ in figures:
         check_side_output(path, "--plots", inputs, force)
+    if output is not None:  # before any plot is written: a refusal leaves nothing behind
+        probe_writable(output, "-o")
     for path, fig in figures:
         write_bytes(path, fig, "--plots", force)
         if not quiet:

@@ -70,12 +70,24 @@ def claim_out(ctx: click.Context, path: Path) -> None:
         raise InputError(str(err)) from None
 
 
-def check_mprof_dir(folder: Path, case, modes) -> None:
+def check_mprof_dir(folder: Path, case, modes, out: Path | None = None) -> None:
     """--mprof, checked before anything is measured: a folder ckptbench can write, holding
-    none of the files this run will write (see ``store.check_output``)."""
+    none of the files this run will write (see ``store.check_output``), none of them the
+    result file ``out``."""
     from ckptbench.render.mprof import mprof_name
     from ckptbench.results.store import StoreError, check_output
 
+    if out is not None:
+        refuse_folder_clashes({"--mprof": folder}, [out])
+        names = {
+            mprof_name(case.key, m.value, k if case.rounds > 1 else None)
+            for k in range(case.rounds)
+            for m in modes
+        }
+        if out.resolve().parent == folder.resolve() and out.name in names:
+            raise InputError(
+                f"--out {out}: is also one of --mprof's timeline files; nothing measured"
+            )
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):
@@ -121,6 +133,22 @@ def refuse_duplicates(paths) -> None:
         if real in seen:
             raise InputError(f"{p}: this command would write the file twice; nothing written")
         seen[real] = p
+
+
+def refuse_folder_clashes(folders: dict[str, Path | None], files) -> None:
+    """A folder option (``--plots``, ``--mprof``) that names one of the command's files, or
+    an existing file, would write into what another output then cannot replace (or
+    fail half-way): bad input, exit 2, before anything is written."""
+    real = {Path(f).resolve(): f for f in files}
+    for option, folder in folders.items():
+        if folder is None:
+            continue
+        if folder.resolve() in real:
+            raise InputError(
+                f"{option} {folder}: is also a file this command writes; nothing written"
+            )
+        if folder.exists() and not folder.is_dir():
+            raise InputError(f"{option} {folder}: exists and is not a folder; nothing written")
 
 
 def check_side_output(path: Path, what: str, inputs, force: bool, append: bool = False) -> None:

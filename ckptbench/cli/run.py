@@ -319,7 +319,7 @@ def run(
     claim_out(ctx, out)  # before anything is measured; held until the command ends
     check_out(out, force, inputs)  # again: it may have appeared before the claim
     if mprof_dir is not None:
-        check_mprof_dir(mprof_dir, case, mode_list)
+        check_mprof_dir(mprof_dir, case, mode_list, out)
     case, plugin_notes = checked_in_worker(ctx, case, device)
     notes += plugin_notes
 
