@@ -169,3 +169,19 @@ def test_an_output_that_is_also_a_timeline_or_plot_folder_is_refused_first(tmp_p
         assert res.exit_code == 2, res.output
         assert "is also a file this command writes; nothing written" in res.output
         assert not target.exists()
+
+
+def test_a_mode_the_reference_lacks_is_never_ok_in_the_gate(tmp_path):
+    """A reference whose normal mode ran out of memory (or was never run) let any growth of
+    normal's memory pass: the line read 'ok ... the reference has no normal overhead'."""
+    from _synthetic import make_result
+
+    from ckptbench.results.schema import Status, save_result
+
+    ref, new = tmp_path / "ref.json", tmp_path / "new.json"
+    save_result(make_result(seed=1, status={"normal": Status.OUT_OF_MEMORY}), ref)
+    save_result(make_result(seed=2, memory_scale={"normal": 3.0}), new)
+    res = _invoke("check", str(new), "--against", str(ref))
+    assert res.exit_code == 1, res.output
+    line = next(x for x in res.output.splitlines() if "memory:normal" in x)
+    assert line.startswith("FAIL") and "not gated; measure the reference again" in line

@@ -286,7 +286,9 @@ def _memory_lines(ref: PooledCell, cur: PooledCell, tolerance: float, floor: int
                 detail = (
                     f"{mode.value} out of memory as expected (--expect-oom): nothing to compare"
                 )
-            out.append(GateLine(cur.case.key, cur.host, name, after is not None or meant, detail))
+            elif before is None and after is not None:  # never 'ok' for what was not gated
+                detail += ": this memory is not gated; measure the reference again"
+            out.append(GateLine(cur.case.key, cur.host, name, meant, detail))
             continue
         d = memory_delta(before, after, tolerance=tolerance, floor_bytes=floor)
         rel = f" ({d.delta_rel:+.1%})" if d.delta_rel is not None else ""
