@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from _synthetic import CI_CASE, make_result
 
-from ckptbench.analysis.gate import check, expectations_from_manifests, run_check
+from ckptbench.analysis.gate import check, run_check
 from ckptbench.render import check_markdown, check_text
+from ckptbench.results.manifests import expectations_from_manifests
 from ckptbench.results.schema import Mode, Status, save_result
 from ckptbench.schedules import optimal_forward_steps
 from ckptbench.sweep.config import Expect, load_config

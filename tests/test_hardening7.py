@@ -185,3 +185,20 @@ def test_a_mode_the_reference_lacks_is_never_ok_in_the_gate(tmp_path):
     assert res.exit_code == 1, res.output
     line = next(x for x in res.output.splitlines() if "memory:normal" in x)
     assert line.startswith("FAIL") and "not gated; measure the reference again" in line
+
+
+def test_a_sweeps_thresholds_hold_its_own_cells_only(tmp_path):
+    """`check loose.json sweep/` (and compare's report) held the loose file to the sweep's
+    [expect] table; `check loose.json` alone said there were no thresholds."""
+    from _synthetic import make_result
+
+    from ckptbench.results.schema import Case, save_result
+
+    out = _sweep_folder(tmp_path)
+    loose_case = Case(model="lstm", steps=30, snaps=4, hidden=8)
+    loose = tmp_path / "loose.json"
+    save_result(make_result(loose_case), loose)
+    res = _invoke("check", str(loose), str(out))
+    assert res.exit_code == 0, res.output
+    gated = [x for x in res.output.splitlines() if "slowdown_max" in x]
+    assert len(gated) == 2 and not any(loose_case.key in x for x in gated), res.output

@@ -26,7 +26,7 @@ Bad input (unreadable files, nothing to compare) raises ``ValueError`` (the CLI 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -40,17 +40,14 @@ from ckptbench.analysis import (
     pair,
     time_change,
 )
+from ckptbench.analysis.expectations import ExpectSource, expect_for, manifest_expectations
 from ckptbench.analysis.limits import limit_sources, sweep_configs
 from ckptbench.analysis.pairing import diluted_cell, same_measurements
-from ckptbench.results.schema import MODES, Case, Mode, RunResult, Status
-from ckptbench.results.store import (
-    expectations_from_manifests,
-    load_results,
-    missing_cells,
-)
+from ckptbench.results.schema import MODES, Mode, RunResult, Status
+from ckptbench.results.store import load_results, missing_cells
 from ckptbench.results.units import size_text
 from ckptbench.schedules import get_strategy
-from ckptbench.sweep.config import Expect, SweepConfig, load_config
+from ckptbench.sweep.config import Expect, load_config
 from ckptbench.sweep.preflight import unlisted_results
 
 MIB = 2**20
@@ -59,11 +56,9 @@ __all__ = [
     "GateLine",
     "GateReport",
     "check",
-    "expectations_from_manifests",
+    "manifest_expectations",
     "run_check",
 ]
-
-ExpectSource = Expect | SweepConfig | Mapping[str, Expect] | Callable[[Case], Expect] | None
 
 
 @dataclass(frozen=True)
@@ -134,18 +129,6 @@ def _cells_of(line: GateLine, hosts: Mapping[str, list[str]]) -> tuple[tuple[str
 
 
 # --------------------------------------------------------------------------- expectations
-
-
-def _expect_for(source: ExpectSource, case: Case) -> Expect | None:
-    if source is None:
-        return None
-    if isinstance(source, Expect):
-        return source
-    if isinstance(source, SweepConfig):
-        return source.expect_for(case)
-    if isinstance(source, Mapping):
-        return source.get(case.strategy, source.get("*"))
-    return source(case)
 
 
 @lru_cache(maxsize=256)
@@ -351,7 +334,7 @@ def check(
     shared = Counter((r.case.key, r.host) for r in results)
     for r in results:
         own = [_status_line(r)]
-        exp = _expect_for(expect, r.case)
+        exp = expect_for(expect, r.case)
         if exp is not None:
             own.extend(_expect_lines(r, exp))
         if shared[r.case.key, r.host] > 1:  # several files of one cell: say whose line
@@ -419,7 +402,7 @@ def run_check(
             f"the results hold the reference's own measurement of {mixed} beside a new one: "
             "pooled, the copy would dilute any change (check without the reference's copy)"
         )
-    expect: ExpectSource = load_config(config) if config else expectations_from_manifests(results)
+    expect: ExpectSource = load_config(config) if config else manifest_expectations(results)
     report = check(
         current,
         reference,

@@ -118,10 +118,10 @@ def write_mprof(results, folder: Path, quiet: bool = False) -> None:
 
 def expect_verdicts(after, paths):
     """The gate's [expect] checks of the results, for the report (None without a manifest)."""
+    from ckptbench.analysis.expectations import manifest_expectations
     from ckptbench.analysis.gate import check as gate_check
-    from ckptbench.results.store import expectations_from_manifests
 
-    expect = expectations_from_manifests(paths)
+    expect = manifest_expectations(paths)
     return gate_check(after, expect=expect) if expect is not None else None
 
 

@@ -39,7 +39,6 @@ from ckptbench.results.schema import (
     version_problem,
     write_atomic,
 )
-from ckptbench.sweep.config import Expect
 
 __all__ = [
     "MANIFEST_KIND",
@@ -48,7 +47,6 @@ __all__ = [
     "StoreError",
     "cell_path",
     "check_output",
-    "expectations_from_manifests",
     "folder_shared",
     "load_result",
     "load_results",
@@ -417,32 +415,3 @@ def load_results(paths: Iterable[str | os.PathLike[str]]) -> list[RunResult]:
     if not results:
         raise StoreError("no results to compare")
     return results
-
-
-def expectations_from_manifests(
-    paths: Iterable[str | os.PathLike[str]],
-) -> dict[str, Expect] | None:
-    """The ``[expect]`` tables recorded in the sweep manifests among ``paths`` (a folder or
-    its ``sweep.json``), as {strategy or "*": Expect}; None when there is none."""
-    found: dict[str, Expect] | None = None
-    for raw in paths:
-        p = Path(raw)
-        manifest = p / MANIFEST_NAME if p.is_dir() else p
-        if manifest.name != MANIFEST_NAME or not manifest.exists():
-            continue
-        data = read_manifest(manifest)
-        try:
-            if data is None:
-                raise KeyError("kind")
-            cfg = data["config"]
-            table = {"*": Expect(**cfg.get("expect", {}))}
-            for strategy, values in cfg.get("expect_by_strategy", {}).items():
-                table[strategy] = Expect(**values)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-            raise StoreError(f"{manifest}: unreadable sweep manifest ({err})") from None
-        if found is not None and found != table:
-            raise StoreError(f"{manifest}: expectations differ from another sweep's; pass --config")
-        found = table
-    if found is not None and all(e.empty for e in found.values()):
-        return None
-    return found
