@@ -202,3 +202,12 @@ def test_a_sweeps_thresholds_hold_its_own_cells_only(tmp_path):
     assert res.exit_code == 0, res.output
     gated = [x for x in res.output.splitlines() if "slowdown_max" in x]
     assert len(gated) == 2 and not any(loose_case.key in x for x in gated), res.output
+
+
+def test_retry_failed_without_resume_is_refused(tmp_path):
+    """`sweep --retry-failed` without `--resume` was accepted and did nothing it named."""
+    config = tmp_path / "t.toml"
+    config.write_text('name = "t"\n[case]\nmodel = "rnn"\nsteps = 20\n[grid]\nsnaps = [2]\n')
+    res = _invoke("sweep", str(config), "--out", str(tmp_path / "o"), "--retry-failed")
+    assert res.exit_code == 2 and "--resume" in res.output, res.output
+    assert not (tmp_path / "o").exists()

@@ -53,6 +53,8 @@ def sweep(
     from ckptbench.sweep.progress import estimated_seconds
     from ckptbench.sweep.run import run_sweep
 
+    if retry_failed and not resume:  # alone it would be ignored: a fresh sweep measures all
+        raise InputError("--retry-failed re-measures the failed cells of --resume: give both")
     try:
         cfg = load_config(config)
     except ValueError as err:
