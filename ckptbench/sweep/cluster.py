@@ -42,7 +42,9 @@ __all__ = [
 #: How long ckptbench waits for the scheduler to answer (and for a first worker) at start,
 #: and for a lost scheduler to come back before the sweep ends.
 CONNECT_TIMEOUT_S = 10.0
-SCHEMES = ("tcp", "tls", "ws", "wss", "inproc", "ucx")
+#: ``inproc://`` is left out: it names a scheduler inside this process, which a command
+#: line never has.
+SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
 
 
 class DaskError(ValueError):
@@ -71,8 +73,6 @@ def parse_address(text: str) -> str:
             f"--dask {text!r}: unknown scheme {scheme!r}; a scheduler address looks like "
             f"tcp://HOST:8786 (schemes: {', '.join(SCHEMES)})"
         )
-    if scheme == "inproc":
-        return f"{scheme}://{rest}"
     m = _HOST_PORT.match(rest.rstrip("/"))
     if m is None:
         raise DaskError(
@@ -245,6 +245,31 @@ class SchedulerLost(Exception):
     pass
 
 
+def _handshake(address: str, timeout_s: float) -> None:
+    """Dask's connection handshake with ``address``, bounded by ``timeout_s``, in a thread of
+    its own (its own event loop), before a ``Client`` is made: a port that accepts
+    connections but is no Dask server (an HTTP server, a silent listener) hung ``Client``
+    without a limit, and a scheme that needs settings the command line cannot give left a
+    half-made ``Client`` whose clean-up printed a traceback 20 s later. Raises what
+    connecting raised, or TimeoutError."""
+    import asyncio
+    import concurrent.futures
+
+    from distributed.comm import connect as comm_connect
+
+    async def shake() -> None:
+        comm = await asyncio.wait_for(comm_connect(address, timeout=timeout_s), timeout_s)
+        await comm.close()
+
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ckptbench-handshake")
+    try:
+        pool.submit(asyncio.run, shake()).result(timeout=timeout_s + 5)
+    except concurrent.futures.TimeoutError:
+        raise TimeoutError("no Dask handshake") from None
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def connect(address: str, cases: Iterable[Case], timeout_s: float = CONNECT_TIMEOUT_S) -> Cluster:
     """Reach the scheduler at ``address`` and check its workers for ``cases``, before
     anything is written: :class:`DaskError` (one line) for a malformed address, no
@@ -261,6 +286,7 @@ def connect(address: str, cases: Iterable[Case], timeout_s: float = CONNECT_TIME
     quiet = contextlib.ExitStack()
     quiet.enter_context(_quiet_logs())
     try:
+        _handshake(address, timeout_s)
         with warnings.catch_warnings():  # distributed's version table: the probe says it
             warnings.simplefilter("ignore")
             client = Client(address, set_as_default=False, timeout=timeout_s)
