@@ -171,9 +171,10 @@ def test_compare_names_cells_the_manifest_lists_but_the_folder_lacks(tmp_path: P
 class Cluster:
     """``_dask_cluster.py`` running: its scheduler address, its pid, the worker pids."""
 
-    def __init__(self, n: int = 2) -> None:
+    def __init__(self, n: int = 2, cwd: Path | None = None) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(TESTS / "_dask_cluster.py"), str(n)],
+            cwd=cwd,  # the workers' folder, where a relative plug-in path resolves
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -229,9 +230,9 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(n: int = 2) -> Iterator[Cluster]:
+def cluster(n: int = 2, cwd: Path | None = None) -> Iterator[Cluster]:
     pytest.importorskip("distributed")
-    c = Cluster(n)
+    c = Cluster(n, cwd)
     try:
         yield c
     finally:
@@ -367,3 +368,27 @@ def test_a_worker_that_cannot_run_the_cells_is_refused_before_the_folder_exists(
     ):  # fmt: skip
         run_sweep(parse_config(CELLS, source="dk.toml"), out, dask_address=lc.scheduler_address)
     assert not out.exists()
+
+
+def test_a_plugin_the_workers_read_differently_is_not_measured(tmp_path: Path) -> None:
+    """A relative plug-in path resolves from each worker's folder: a sweep measured the
+    workers' plug.py (another SHA-256 than the one checked and recorded here), exit 0."""
+    example = (TESTS.parent / "docs" / "examples" / "autograd_rnn.py").read_text()
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    (here / "plug.py").write_text(example)
+    (there / "plug.py").write_text(example.replace("np.tanh", "np.sin"))
+    (here / "p.toml").write_text(
+        'name = "p"\n[case]\nmodel = "plug.py:make"\nsteps = 10\nhidden = 4\nwarmup = 0\n'
+        "repeats = 1\nrounds = 1\n[grid]\nsnaps = [3]\n"
+    )
+    with cluster(1, cwd=there) as c:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ckptbench", "sweep", "p.toml", "--out", "out",
+             "--dask", c.address],
+            cwd=here, capture_output=True, text=True, timeout=SAFETY_TIMEOUT_S,
+        )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "SHA-256" in proc.stdout + proc.stderr and "not measured" in proc.stdout + proc.stderr
+    assert sorted(p.name for p in (here / "out").glob("*.json")) == [MANIFEST_NAME]

@@ -75,18 +75,25 @@ _CELLS: dict[str, set[int]] = {}  # sweep token -> threads measuring its cells h
 _STOPPED: dict[str, int] = {}  # sweep token -> the signal its submitter got
 
 
-def _remote_cell(run_cell: RunCell | None, case_data: dict[str, Any], token: str = "") -> dict:
+def _remote_cell(
+    run_cell: RunCell | None, case_data: dict[str, Any], token: str = "",
+    plugin_sha256: str | None = None,
+) -> dict:  # fmt: skip
     """Runs on a Dask worker: measure one cell, return its JSON document (same schema) and
-    the worker's address; a stop (:func:`_stop_cells`) returns the part measured so far."""
+    the worker's address; a stop (:func:`_stop_cells`) returns the part measured so far.
+    A plug-in cell first checks that the worker reads the plug-in the submitter checked
+    (``plugin_sha256``): a relative path resolves from each worker's own folder."""
     try:
         from distributed import get_worker
 
         address = get_worker().address
     except (ImportError, ValueError):  # pragma: no cover - always on a worker here
         address = ""
+    case = Case.from_dict(case_data)
+    if plugin_sha256 is not None:
+        _same_plugin(case.model, plugin_sha256, address)
     thread = threading.get_ident()
     _CELLS.setdefault(token, set()).add(thread)
-    case = Case.from_dict(case_data)
     try:
         if token in _STOPPED:
             raise Interrupted(_STOPPED[token])
@@ -103,6 +110,37 @@ def _remote_cell(run_cell: RunCell | None, case_data: dict[str, Any], token: str
         _CELLS.get(token, set()).discard(thread)
         request_stop(thread, None)
     return {"result": result_to_dict(_with_host(result)), "worker": address}
+
+
+def plugin_digest(case: Case) -> str | None:
+    """The SHA-256 of a plug-in cell's source as the submitting machine reads it (None: a
+    built-in, or a module it cannot find; the worker's own check then decides)."""
+    if ":" not in case.model:
+        return None
+    from ckptbench.workloads import plugin_provenance  # reads the file, never imports it
+
+    return (plugin_provenance(case.model) or {}).get("sha256")
+
+
+def _same_plugin(model: str, expected: str, worker: str) -> None:
+    """On the worker: RuntimeError (the cell's error, reported, nothing measured) unless its
+    plug-in source has the SHA-256 the submitter read."""
+    from ckptbench.workloads import plugin_provenance
+
+    here = plugin_provenance(model) or {}
+    got = here.get("sha256")
+    if got == expected:
+        return
+    seen = (
+        f"reads {here.get('path', model)} with SHA-256 {got[:12]}"
+        if got
+        else ("cannot find or read it")
+    )
+    raise RuntimeError(
+        f"worker {worker or '?'} {seen}, the submitting machine {expected[:12]}: not measured "
+        "(a relative plug-in path resolves from each worker's folder; start the workers "
+        "there, or give an installed module)"
+    )
 
 
 def _with_host(result: RunResult) -> RunResult:
@@ -200,6 +238,7 @@ class _Dispatch:
         self.starting, self.done, self.retrying = starting, done, retrying
         self.token = uuid.uuid4().hex[:12]
         self.cases = dict(jobs)
+        self.digests = {i: plugin_digest(c) for i, c in jobs}  # read once, here
         self.free: deque[str] = deque(sorted(cluster.workers))
         self.queue: deque[int] = deque(i for i, _ in jobs)
         self.tries: dict[int, list[Attempt]] = {}
@@ -219,6 +258,7 @@ class _Dispatch:
                 self.run_cell,
                 case.to_dict(),
                 self.token,
+                self.digests.get(index),
                 key=f"ckptbench-{case.key}-{time.time_ns()}",
                 workers=[worker],
                 allow_other_workers=False,
