@@ -257,3 +257,38 @@ def test_an_inproc_address_is_refused_as_it_is_parsed():
 
     with pytest.raises(DaskError, match="unknown scheme 'inproc'"):
         parse_address("inproc://x")
+
+
+def test_a_manifest_that_stops_being_writable_mid_sweep_loses_nothing(tmp_path, monkeypatch):
+    """The folder went read-only (or full) mid-sweep: the manifest's write raised a
+    traceback, a finished result went to the temporary folder unannounced and the cells
+    after it were never measured."""
+    import errno
+
+    from _synthetic import make_result
+
+    from ckptbench.results.store import load_result
+    from ckptbench.sweep import run as sweep_run
+    from ckptbench.sweep.config import parse_config
+
+    config = parse_config(
+        'name = "t"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\n[grid]\nsnaps = [2, 3, 4]\n',
+        source="t.toml",
+    )
+    real, calls = sweep_run.write_manifest, []
+
+    def full_after_three(out, body):
+        calls.append(1)
+        if len(calls) > 3:  # the start, cell 1 running, cell 1 done; then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(out, body)
+
+    monkeypatch.setattr(sweep_run, "write_manifest", full_after_three)
+    out = tmp_path / "out"
+    outcome = sweep_run.run_sweep(config, out, run_cell=lambda case, **_: make_result(case))
+    assert outcome.exit_code == 1
+    assert [c.state.value for c in outcome.cells] == ["measured"] * 3
+    for cell in outcome.cells:  # every measurement saved where the folder still took it
+        assert load_result(cell.path).case == cell.case
+    lines = outcome.summary_lines()
+    assert any("could not be updated (No space left on device)" in x for x in lines), lines

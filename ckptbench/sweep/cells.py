@@ -115,6 +115,7 @@ class SweepOutcome:
     elapsed_s: float
     notes: tuple[str, ...] = ()  # e.g. an earlier result moved aside to re-measure its cell
     ended_early: str | None = None  # why the sweep stopped before every cell was tried
+    manifest_error: str | None = None  # the manifest could not be updated (its last state)
 
     def _where(self, *states: CellState) -> tuple[CellOutcome, ...]:
         return tuple(c for c in self.cells if c.state in states)
@@ -156,7 +157,7 @@ class SweepOutcome:
         in the folder (an input problem; nothing was overwritten)."""
         if self.conflicts:
             return 2
-        if self.errors or self.failed or self.ended_early or self.pending:
+        if self.errors or self.failed or self.ended_early or self.pending or self.manifest_error:
             return 1
         return 0
 
@@ -185,4 +186,6 @@ class SweepOutcome:
         for c in self.cells:
             if c.ok is False or c.state in (CellState.ERROR, CellState.CONFLICT):
                 lines.append(f"{c.state.value} {c.key}: {c.error or 'not ok'}")
+        if self.manifest_error:
+            lines.append(f"error {self.manifest_error}")
         return lines + [f"note {n}" for n in self.notes]

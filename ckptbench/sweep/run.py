@@ -189,6 +189,7 @@ def _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed):
         elapsed_s=time.monotonic() - book.clock0,
         notes=tuple(book.notes),
         ended_early=ended_early,
+        manifest_error=book.manifest_error,
     )
 
 
@@ -211,15 +212,28 @@ class _SweepBook:
         self.config, self.out, self.cells, self.started = config, out, cells, started
         self.cluster = cluster
         self.notes: list[str] = []
-        self.manifest = self.write()
+        self.manifest_error: str | None = None
+        self.manifest = _write_manifest(config, out, cells, started)  # at start: it must work
         self.clock0 = time.monotonic()
         workers = len(cluster.workers) if cluster is not None else 1
         self.state = ProgressTracker(
             progress, [cells[i].case for i in to_run], self.clock0, workers
         )
 
-    def write(self) -> Path:
-        return _write_manifest(self.config, self.out, self.cells, self.started)
+    def write(self) -> None:
+        """The manifest, rewritten; where the folder stops taking it (read-only, full) the
+        sweep goes on, every result saved (beside, if need be) and said, and the summary
+        says the manifest is stale (exit 1), never a traceback that loses the cells in
+        flight."""
+        try:
+            _write_manifest(self.config, self.out, self.cells, self.started)
+        except (OSError, ValueError) as err:  # StoreError, TargetError: not ours to replace
+            if self.manifest_error is None:
+                why = getattr(err, "strerror", None) or err
+                self.manifest_error = (
+                    f"{self.manifest} could not be updated ({why}): it lists the cells as they "
+                    "were before; the lines above say where each result went"
+                )
 
     def finished(self, index: int, outcome: CellOutcome) -> None:
         self.cells[index] = outcome
@@ -253,9 +267,10 @@ class _SweepBook:
         if raw is not None:
             error = f"{error}; {_keep_unreadable(self.cells[index], raw)}"
         if result is not None:
-            _set_aside(self.cells[index], self.notes)  # a partial file (or one that appeared)
+            # a partial file (or one that appeared) aside; where it cannot be, never replaced
+            stuck = _set_aside(self.cells[index], self.notes)
             outcome = saved_outcome(self.cells[index], result, last.duration_s or 0.0,
-                                    last.worker, attempts)  # fmt: skip
+                                    last.worker, attempts, replace_file=stuck is None)  # fmt: skip
         else:
             outcome = replace(
                 self.cells[index],
@@ -300,7 +315,10 @@ def saved_outcome(
     duration: float,
     worker: str = "",
     attempts: tuple[Attempt, ...] = (),
+    replace_file: bool = True,
 ) -> CellOutcome:
+    """A measured cell's outcome, its result saved at its path (``replace_file``: over a file
+    there) or, where that fails, beside it and said."""
     if result.case.key != pending.case.key:
         return replace(
             pending,
@@ -310,7 +328,7 @@ def saved_outcome(
         )
     if not result.host:
         result = replace(result, host=socket.gethostname())
-    at, why = save_or_beside(result, pending.path, replace=True)
+    at, why = save_or_beside(result, pending.path, replace=replace_file)
     if why is not None:  # measured, but not saved where the manifest expects it: never lost
         return replace(
             pending,
@@ -356,14 +374,18 @@ def _keep_unreadable(pending: CellOutcome, raw: dict[str, Any]) -> str:
     return f"what it returned is kept in {kept.name}"
 
 
-def _set_aside(pending: CellOutcome, notes: list[str] | None) -> None:
+def _set_aside(pending: CellOutcome, notes: list[str] | None) -> str | None:
     """Re-measuring a partial or failed cell: keep its old file beside the new one, and say
-    so in ``notes``."""
+    so in ``notes``; why it could not be moved (the folder went read-only), else None."""
     if pending.path.exists():
         aside = _beside(pending.path, "replaced")
-        pending.path.rename(aside)
+        try:
+            pending.path.rename(aside)
+        except OSError as err:
+            return f"its earlier result could not be moved aside ({err.strerror or err})"
         if notes is not None:
             notes.append(f"{pending.key}: its earlier result was moved to {aside.name}")
+    return None
 
 
 def _run_local(
@@ -392,7 +414,8 @@ def _run_local(
             error=f"{pending.path.name} appeared while the sweep ran (not written by it); "
             "kept it and did not measure this cell",
         )
-    _set_aside(pending, notes)
+    if (stuck := _set_aside(pending, notes)) is not None:  # nothing measured, nothing lost
+        return replace(pending, state=CellState.ERROR, error=f"{stuck}; not measured")
     try:
         result = run_cell(case, out_path=pending.path, progress=on_mode)
     except Exception as err:  # a harness bug in one cell must not lose the sweep
