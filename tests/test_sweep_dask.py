@@ -187,6 +187,7 @@ class Cluster:
         info = json.loads(line)
         self.address: str = info["address"]
         self.worker_pids: list[int] = sorted(info["workers"].values())
+        self.worker_addresses: dict[int, str] = {pid: a for a, pid in info["workers"].items()}
         self.seen: set[int] = set(self.worker_pids)
 
     def measurements(self) -> list[psutil.Process]:
@@ -392,3 +393,20 @@ def test_a_plugin_the_workers_read_differently_is_not_measured(tmp_path: Path) -
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "SHA-256" in proc.stdout + proc.stderr and "not measured" in proc.stdout + proc.stderr
     assert sorted(p.name for p in (here / "out").glob("*.json")) == [MANIFEST_NAME]
+
+
+def test_a_frozen_worker_is_named_not_taken_for_no_workers(tmp_path: Path, cells: Path) -> None:
+    """One worker that does not answer (SIGSTOP) made the probe of all of them time out,
+    and the sweep said the scheduler 'has no workers' beside a healthy one."""
+    with cluster(2) as c:
+        frozen = c.worker_pids[0]
+        os.kill(frozen, signal.SIGSTOP)
+        try:
+            proc = _sweep(cells, tmp_path / "out", c.address)
+            stdout, stderr = proc.communicate(timeout=SAFETY_TIMEOUT_S)
+        finally:
+            os.kill(frozen, signal.SIGCONT)
+    assert proc.returncode == 2, stdout + stderr
+    assert "has no workers" not in stderr
+    assert c.worker_addresses[frozen] in stderr and "did not answer" in stderr, stderr
+    assert not (tmp_path / "out").exists()

@@ -117,12 +117,13 @@ class WorkerInfo:
     python: str
     ckptbench: str | None
     packages: dict[str, str | None] = field(default_factory=dict)
+    error: str | None = None  # the probe did not answer (a frozen worker, a lost one)
 
     @classmethod
     def from_probe(cls, address: str, data: Any) -> WorkerInfo:
         if isinstance(data, BaseException) or not isinstance(data, dict):
             why = one_line(data) if isinstance(data, BaseException) else repr(data)[:80]
-            return cls(address, "", f"? ({why})", None)
+            return cls(address, "", "?", None, error=why)
         packages = data.get("packages")
         return cls(
             address=address,
@@ -136,6 +137,8 @@ class WorkerInfo:
         """Why this worker cannot measure cells needing the packages ``requires`` (None: it
         can): ckptbench missing or another version, another Python, a backend missing."""
         here = ckptbench.__version__
+        if self.error is not None:
+            return f"it did not answer ckptbench's probe ({self.error})"
         if self.ckptbench is None:
             return f"ckptbench is not installed there (pip install ckptbench=={here})"
         if self.ckptbench != here:
@@ -210,7 +213,17 @@ class Cluster:
             raise SchedulerLost(one_line(err)) from None
 
     def probe(self, workers: list[str] | None = None) -> dict[str, WorkerInfo]:
-        """Ask ``workers`` (all when None) what they run; an unreachable one says why."""
+        """Ask ``workers`` (all the scheduler knows when None) what they run, together; where
+        that call does not return in time (one frozen worker holds it), each is asked alone,
+        so every worker is named with its own answer or why it gave none."""
+        if workers is None:
+            workers = sorted(self.client.scheduler_info().get("workers", {}))
+        answers = self._ask(workers)
+        if all(isinstance(a, BaseException) for a in answers.values()) and len(workers) > 1:
+            answers = {w: a for one in workers for w, a in self._ask([one]).items()}
+        return {w: WorkerInfo.from_probe(w, answers.get(w)) for w in sorted(answers)}
+
+    def _ask(self, workers: list[str]) -> dict[str, Any]:
         try:
             answers = self.client.sync(
                 self.client._run, eval, PROBE, {}, workers=workers, on_error="return",
@@ -219,8 +232,8 @@ class Cluster:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as err:
-            answers = {w: err for w in workers or ()}
-        return {w: WorkerInfo.from_probe(w, answers.get(w)) for w in sorted(answers)}
+            return {w: err for w in workers}
+        return {**{w: TimeoutError("no answer") for w in workers}, **answers}
 
     def admit(self, worker: str) -> bool:
         """A worker that joined mid-sweep: probe it; True when it may measure cells."""
