@@ -292,3 +292,33 @@ def test_a_manifest_that_stops_being_writable_mid_sweep_loses_nothing(tmp_path, 
         assert load_result(cell.path).case == cell.case
     lines = outcome.summary_lines()
     assert any("could not be updated (No space left on device)" in x for x in lines), lines
+
+
+def test_a_dask_result_for_another_cell_is_kept_beside_with_its_attempt(tmp_path):
+    """A worker that returned a well-formed result of another cell: the earlier partial file
+    was moved aside though nothing replaced it, the document was dropped and the manifest
+    lost the worker and its attempts."""
+    from _synthetic import make_result
+
+    from ckptbench.results.schema import Case, result_to_dict
+    from ckptbench.sweep.dask import _collect
+
+    other = make_result(Case(model="rnn", steps=20, snaps=7, hidden=8))
+
+    class Future:
+        def result(self):
+            return {"result": result_to_dict(other), "worker": "tcp://w:1"}
+
+    class Cluster:
+        def host(self, worker):
+            return "h"
+
+    calls, tries = [], {}
+    case = Case(model="rnn", steps=20, snaps=3, hidden=8)
+    got = _collect(Future(), 0, case, "tcp://w:1", 1.0, Cluster(), tries,
+                   lambda *a, **k: calls.append((a, k)))  # fmt: skip
+    assert got is None
+    ((args, kwargs),) = calls
+    assert args[1] is None and f"a result for another cell, {other.case.key}" in args[2]
+    assert kwargs["raw"] == result_to_dict(other)  # kept beside the cell, never saved as it
+    assert [a.worker for a in args[3]] == ["tcp://w:1"] and tries[0] == list(args[3])

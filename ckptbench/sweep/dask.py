@@ -342,6 +342,8 @@ def _collect(
         payload = future.result()
         doc = payload["result"]
         result = None if doc is None else result_from_dict(doc, f"Dask result of {case.key}")
+        if result is not None and result.case.key != case.key:  # kept beside, never saved
+            raise ValueError(f"its worker returned a result for another cell, {result.case.key}")
     except Exception as err:  # the remote cell raised, or returned something foreign
         attempt = Attempt(worker, cluster.host(worker), duration, one_line(err))
         tries.setdefault(index, []).append(attempt)
