@@ -322,3 +322,22 @@ def test_a_dask_result_for_another_cell_is_kept_beside_with_its_attempt(tmp_path
     assert args[1] is None and f"a result for another cell, {other.case.key}" in args[2]
     assert kwargs["raw"] == result_to_dict(other)  # kept beside the cell, never saved as it
     assert [a.worker for a in args[3]] == ["tcp://w:1"] and tries[0] == list(args[3])
+
+
+def test_a_mode_listed_many_times_is_one_short_line(tmp_path):
+    """A result listing a mode thousands of times was refused in one line of 32 KB (every
+    mode named)."""
+    import json
+
+    from _synthetic import make_result
+
+    from ckptbench.results.schema import save_result
+
+    path = tmp_path / "r.json"
+    save_result(make_result(), path)
+    doc = json.loads(path.read_text())
+    doc["modes"] = doc["modes"] * 2000
+    path.write_text(json.dumps(doc))
+    res = _invoke("compare", str(path))
+    assert res.exit_code == 2 and "lists a mode twice (baseline in round 1" in res.output
+    assert len(res.output) < 400, len(res.output)

@@ -18,6 +18,7 @@ Nothing here prints.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 import json
@@ -297,7 +298,10 @@ def validate_result_document(data: Any, source: str) -> None:
         if not modes:
             problem = "modes is empty (no mode was measured)"
         elif len(set(seen)) < len(seen):
-            problem = f"modes lists a mode twice ({', '.join(m for m, _ in seen)})"
+            twice = sorted(x for x, n in collections.Counter(seen).items() if n > 1)
+            named = ", ".join(f"{m} in round {r + 1}" for m, r in twice[:3])
+            more = f" and {len(twice) - 3} more" if len(twice) > 3 else ""
+            problem = f"modes lists a mode twice ({named}{more})"
         else:
             for i, m in enumerate(modes):
                 if m["status"] == Status.OK.value and not m.get("iterations"):
