@@ -341,3 +341,11 @@ def test_a_mode_listed_many_times_is_one_short_line(tmp_path):
     res = _invoke("compare", str(path))
     assert res.exit_code == 2 and "lists a mode twice (baseline in round 1" in res.output
     assert len(res.output) < 400, len(res.output)
+
+
+def test_schedule_says_when_it_clamps_snaps():
+    """`schedule --steps 10 --snaps 50` showed a 10-snap table without a word (`run` says)."""
+    res = CliRunner().invoke(cli, ["schedule", "--steps", "10", "--snaps", "50"])
+    assert res.exit_code == 0 and "--snaps 50 clamped to 10" in res.output
+    res = CliRunner().invoke(cli, ["schedule", "--steps", "10", "--snaps", "5"])
+    assert "clamped" not in res.output

@@ -45,6 +45,8 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
     from ckptbench.schedules import advances_within, make_schedule, replay
 
     spec = get_strategy(strategy)
+    if spec.uses_snaps and snaps > steps:  # as run says: the table shows the clamped figure
+        click.echo(f"note: --snaps {snaps} clamped to {steps}: {spec.setting.clamp}", err=True)
     closed = spec.advances is not None
     if closed:
         small = spec.advances(steps, spec.effective_snaps(steps, snaps)) + steps <= ENUMERATE_LIMIT
