@@ -77,13 +77,13 @@ def check_mprof_dir(folder: Path, case, modes, out: Path | None = None) -> None:
     from ckptbench.render.mprof import mprof_name
     from ckptbench.results.store import StoreError, check_output
 
+    names = [
+        mprof_name(case.key, m.value, k if case.rounds > 1 else None)
+        for k in range(case.rounds)
+        for m in modes
+    ]
     if out is not None:
         refuse_folder_clashes({"--mprof": folder}, [out])
-        names = {
-            mprof_name(case.key, m.value, k if case.rounds > 1 else None)
-            for k in range(case.rounds)
-            for m in modes
-        }
         if out.resolve().parent == folder.resolve() and out.name in names:
             raise InputError(
                 f"--out {out}: is also one of --mprof's timeline files; nothing measured"
@@ -92,10 +92,8 @@ def check_mprof_dir(folder: Path, case, modes, out: Path | None = None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(13, "the folder is not writable")
-        for k in range(case.rounds):
-            for m in modes:
-                name = mprof_name(case.key, m.value, k if case.rounds > 1 else None)
-                check_output(folder / name, "--mprof", hint="remove it or use another folder")
+        for name in names:
+            check_output(folder / name, "--mprof", hint="remove it or use another folder")
     except OSError as err:
         raise InputError(f"--mprof {folder}: {err.strerror or err}") from None
     except StoreError as err:
