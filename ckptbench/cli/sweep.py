@@ -133,8 +133,7 @@ def _check_destination(out: Path, dask_address: str | None) -> str | None:
         address = parse_address(dask_address)
     except ValueError as err:
         raise InputError(str(err)) from None
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: exists and is not a folder (results go into a folder)")
+    _out_is_a_folder(out)
     return address
 
 
@@ -153,6 +152,12 @@ def _cells_to_measure(cfg, out: Path, resume: bool, retry_failed: bool) -> list:
     return [cfg.cases[i] for i in to_run]
 
 
+def _out_is_a_folder(out: Path) -> None:
+    """``--out`` names a folder, or nothing yet: a file there is one line and exit 2."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder (results go into a folder)")
+
+
 def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool) -> None:
     """``--dry-run``: the plan a sweep into ``out`` would make (``sweep.preflight.plan_cells``:
     refused where the sweep would be), printed as a table; the folder is read, never created."""
@@ -162,8 +167,7 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool) -> None:
     from ckptbench.sweep.preflight import SweepError, check_manifest, plan_cells
     from ckptbench.sweep.progress import estimated_seconds
 
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: exists and is not a folder (results go into a folder)")
+    _out_is_a_folder(out)
     try:
         check_manifest(out, cfg.name)
         cells, to_run = plan_cells(cfg, out, resume, retry_failed)
