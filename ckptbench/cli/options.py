@@ -12,7 +12,7 @@ import click
 from ckptbench.backends.registry import DEFAULT_BACKEND, backend_names, device_aliases
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.results.schema import Case
-from ckptbench.results.units import parse_duration, parse_size
+from ckptbench.results.units import parse_duration, parse_fraction_text, parse_size
 from ckptbench.schedules import get_strategy, strategy_names
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -424,24 +424,11 @@ def format_asked(as_json: bool, fmt: str) -> str:
 
 
 def parse_fraction(text: str, *, positive: bool = False) -> float:
-    """'5%' or '0.05' -> 0.05; from 0 (above it with ``positive``) to below 1000%; 100% or
-    more only with its '%' ('5' is refused as a likely slip for 5%). The errors quote what
-    was typed, never the parsed float ('0%', not '0.0')."""
-    t = str(text).strip()
+    """'5%' or '0.05' -> 0.05 (:func:`ckptbench.results.units.parse_fraction_text`)."""
     try:
-        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is not a fraction like 5% or 0.05") from None
-    if positive and value == 0:
-        raise click.BadParameter(f"{text!r} must be above 0 (a zero tolerance fails on noise)")
-    if not 0 <= value < 10:
-        raise click.BadParameter(f"{text!r} is out of range (0% to below 1000%)")
-    if value >= 1 and not t.endswith("%"):  # '5' typed for 5%: say it, never read 500%
-        raise click.BadParameter(
-            f"{t} would be {value * 100:.4g}%: write {t}% (or "
-            f"{value / 100:.4g}), or {value * 100:.4g}% if you mean it"
-        )
-    return value
+        return parse_fraction_text(str(text), positive=positive)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
 
 
 class _Fraction(click.ParamType):

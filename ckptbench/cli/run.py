@@ -49,7 +49,7 @@ from ckptbench.cli.run_steps import (
     report_outcome,
     show_result,
 )
-from ckptbench.results.schema import Case
+from ckptbench.results.schema import MAX_THREADS, Case
 from ckptbench.schedules import strategy_names
 
 
@@ -197,7 +197,11 @@ def _sections():
     "the slowdown's 95% interval comes from the spread between rounds.",
 )
 @click.option(
-    "--threads", type=POS, default=1, show_default=True, help="BLAS/OpenMP threads in workers."
+    "--threads",
+    type=click.IntRange(1, MAX_THREADS),
+    default=1,
+    show_default=True,
+    help="BLAS/OpenMP threads in workers.",
 )
 @click.option(
     "--timeout",

@@ -33,7 +33,13 @@ from ckptbench.schedules import get_strategy
 )
 @click.option("--actions", is_flag=True, help="Print every action of the schedule.")
 @click.option("--time", "timed", is_flag=True, help="Time generating the full schedule.")
-@click.option("--repeat", type=POS, default=5, show_default=True, help="Timing repetitions.")
+@click.option(
+    "--repeat",
+    type=click.IntRange(1, 100),
+    default=5,
+    show_default=True,
+    help="Timing repetitions (--time).",
+)
 def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, repeat: int):
     """Show a checkpointing schedule's cost: r, t, evaluations, peak snapshots.
 

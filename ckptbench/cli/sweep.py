@@ -259,6 +259,7 @@ def _checking(what: str):
 def _stopped_message(err: BaseException, out: Path, dask_address: str | None) -> str:
     """What a stopped sweep did, truthfully: the local worker, or the cells on Dask."""
     from ckptbench.measure.launch import stop_reason
+    from ckptbench.results.store import MANIFEST_NAME
 
     head = f"ckptbench: sweep interrupted by {stop_reason(err)}"
     tail = f"`--resume` measures the rest ({out})"
@@ -266,6 +267,8 @@ def _stopped_message(err: BaseException, out: Path, dask_address: str | None) ->
         return f"{head}: workers stopped; the mode in flight is saved as interrupted; {tail}"
     report = getattr(err, "dask_stop", None)
     if report is None:
+        if not (out / MANIFEST_NAME).exists():  # the folder was never made: nothing to resume
+            return f"{head} before any cell was sent to {dask_address}; nothing was measured"
         return f"{head} before any cell was sent to {dask_address}; {tail}"
     parts = []
     if report.saved:

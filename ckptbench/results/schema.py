@@ -64,6 +64,8 @@ SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s", "trace")
 #: Case fields that only limit a measurement (not part of the key either).
 LIMIT_FIELDS = ("timeout_s", "memory_limit_bytes")
 MAX_INT = 2**63 - 1  #: the largest integer a case field holds
+#: The most BLAS/OpenMP threads a worker is given (--threads): more is a typo, not a machine.
+MAX_THREADS = 1024
 
 #: ``--dtype``: the floating-point types some registered backend computes in (float64:
 #: the default, and what a result without the field was measured in), from the registry.
@@ -141,6 +143,8 @@ class Case:
             raise CaseError(f"model must be a non-empty string, got {self.model!r}")
         for name in ("steps", "snaps", "hidden", "batch", "input", "repeats", "rounds", "threads"):
             _pos_int(name, getattr(self, name))
+        if self.threads > MAX_THREADS:  # thousands of BLAS threads: a typo, and a hang
+            raise CaseError(f"threads must be at most {MAX_THREADS}, got {str(self.threads)[:40]}")
         _pos_int("output", self.output)
         _pos_int("warmup", self.warmup, minimum=0)
         _pos_int("seed", self.seed, minimum=0)

@@ -1,5 +1,5 @@
-"""Sizes and durations as people type them ('2GiB', '500MB', '5ms', '10m'), parsed exactly,
-and sizes written back for people (:func:`size_text`, :func:`exact_size_text`).
+"""Sizes, durations and fractions as people type them ('2GiB', '500MB', '5ms', '10m', '5%'),
+parsed exactly, and sizes written back for people (:func:`size_text`, :func:`exact_size_text`).
 
 Pure: no click, no I/O. The command line's options and a sweep config's ``*_bytes`` and
 ``timeout_s`` values read through the two parsers, so a size means the same in both; every
@@ -34,6 +34,8 @@ _SIZE_UNITS = {
     "tb": 10**12,
     "tib": 2**40,
 }
+#: A fraction as typed: ASCII digits, an optional exponent, an optional '%'.
+_FRACTION = re.compile(r"^[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*%?$")
 _DURATION_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
@@ -72,6 +74,27 @@ def parse_duration(text: str) -> float:
         raise ValueError(f"{_clip(text)} is too long a duration")
     if value <= 0:
         raise ValueError(f"{text!r} must be positive")
+    return value
+
+
+def parse_fraction_text(text: str, *, positive: bool = False) -> float:
+    """'5%' or '0.05' -> 0.05; from 0 (above it with ``positive``) to below 1000%; 100% or
+    more only with its '%' ('5' is refused as a likely slip for 5%). ASCII digits only
+    (``float`` alone would read Arabic-Indic digits, '1_0', 'nan' and 'inf'). The errors
+    quote what was typed, never the parsed float ('0%', not '0.0')."""
+    t = text.strip()
+    if not _FRACTION.match(t):
+        raise ValueError(f"{_clip(text)} is not a fraction like 5% or 0.05")
+    value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    if positive and value == 0:
+        raise ValueError(f"{text!r} must be above 0 (a zero tolerance fails on noise)")
+    if not value < 10:
+        raise ValueError(f"{text!r} is out of range (0% to below 1000%)")
+    if value >= 1 and not t.endswith("%"):  # '5' typed for 5%: say it, never read 500%
+        raise ValueError(
+            f"{t} would be {value * 100:.4g}%: write {t}% (or "
+            f"{value / 100:.4g}), or {value * 100:.4g}% if you mean it"
+        )
     return value
 
 
