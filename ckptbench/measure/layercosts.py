@@ -19,13 +19,13 @@ real executor of the backend that will run the plan, never estimated:
 * state bytes ``x_i``: the bytes of the layer's input, exact from its shape and dtype;
 * tape bytes: what the framework counts itself when it can (torch: the distinct storages
   one taped layer keeps alive, ``ckptbench.backends.torch.tapes.layer_tape_nbytes``);
-  otherwise, as for a recurrence, a peak-memory slope (exact VmHWM reset per run,
-  ``ckptbench.measure.peaks``; tracemalloc where VmHWM cannot be reset or where the kept
-  tapes are too small to move it by more than a few pages): k1 = 1 and k2 tapes of layer
-  ``i`` kept at once (k2 up to 64 under VmHWM, up to 8 under tracemalloc, which counts
-  bytes; each tape from its own copy of x_i, so it counts its input as the executor's
-  does), ``(peak(k2) - peak(k1)) / (k2 - k1)`` less the bytes of the kept outputs x_{i+1}
-  (the next state pays for those), the median of up to three.
+  otherwise, as for a recurrence, a peak-memory slope (tracemalloc's, which counts bytes;
+  VmHWM's with ``tape_method="vmhwm"``, ``ckptbench.measure.peaks``, which reads too little
+  once freed pages are reused: :func:`_peak_method`): k1 = 1 and k2 tapes of layer
+  ``i`` kept at once (k2 up to 64 under VmHWM, up to 8 under tracemalloc; each tape from
+  its own copy of x_i, so it counts its input as the executor's does),
+  ``(peak(k2) - peak(k1)) / (k2 - k1)`` less the bytes of the kept outputs x_{i+1} (the
+  next state pays for those), the median of up to three.
 
 No pandas, rich or click: this runs in the worker.
 """
@@ -51,8 +51,6 @@ SAMPLE_S = 1e-3
 MAX_REPEATS = 64
 #: The tape slope keeps up to about this many bytes of tapes at once (k2 tapes).
 SLOPE_BYTES = 16 * 2**20
-#: Below this many bytes of kept tapes a slope reads tracemalloc instead of VmHWM.
-VMHWM_MIN_BYTES = 4 * 2**20
 #: At most this many tapes in a tracemalloc slope: it counts bytes, not pages, so a few
 #: tapes give the slope (on the built-in stacks 4, 8, 16 and 64 tapes agree within about
 #: 2%), and tracing every allocation of 64 tapes made a small stack's costs take 10x longer.
@@ -155,16 +153,12 @@ def _slope_tapes(guess: int) -> int:
 
 
 def _peak_method(fw, x: Any, out_bytes: int, forced: str | None) -> str:
-    """``forced``, else VmHWM where it can be reset and the slope's tapes (at least the
-    layer's input and output each) span :data:`VMHWM_MIN_BYTES`, else tracemalloc (a few
-    small tapes move VmHWM by whole pages or not at all: 9 tapes of a 2 x 64 dense layer
-    read 0 B here)."""
-    if forced is not None:
-        return forced
-    guess = fw.state_nbytes(x) + out_bytes
-    if peaks.peak_method() == "vmhwm" and guess * _slope_tapes(guess) >= VMHWM_MIN_BYTES:
-        return "vmhwm"
-    return "tracemalloc"
+    """``forced``, else tracemalloc. VmHWM's slope reads too little once the process has
+    freed memory, which the allocator reuses without a new page: 9 tapes of a 2 x 64 dense
+    layer read 0 B, and on mlp-stack (hidden 256, batch 32) and cnn-stack (hidden 16,
+    batch 4) every layer's tape read 5-37 KB under tracemalloc's (2026-11-29), the Python
+    objects and small buffers of the tape; tracemalloc was also the faster of the two."""
+    return "tracemalloc" if forced is None else forced
 
 
 def measure_layer_costs(

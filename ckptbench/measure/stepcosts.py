@@ -23,13 +23,17 @@ through a framework object of :mod:`ckptbench.backends.modes`), never estimated:
 * state bytes: the bytes of the state's leaves;
 * tape bytes: what the framework counts itself when it can (torch: the distinct storages
   one taped step keeps alive, from autograd's saved-tensor hooks,
-  ``ckptbench.backends.torch.tapes``); otherwise the slope of the exact peak RSS (VmHWM
-  reset per run, ``ckptbench.measure.peaks``) of one gradient whose schedule keeps *every* tape
-  (TAPE 0..k-2, then the reverses), between k1 and k2 steps: (peak(k2) - peak(k1)) /
-  (k2 - k1). The slope cancels every constant; it includes the few bytes per step of the
-  output and its cotangent. Where VmHWM cannot be reset (no ``/proc/self/clear_refs``)
-  tracemalloc's peak is used instead (numpy reports its buffers to tracemalloc);
-  :func:`measure_step_costs` says which.
+  ``ckptbench.backends.torch.tapes``); otherwise the slope of tracemalloc's peak (numpy
+  reports its buffers to it, Python counts its own objects) over one gradient whose
+  schedule keeps *every* tape (TAPE 0..k-2, then the reverses), between k1 and k2 steps:
+  (peak(k2) - peak(k1)) / (k2 - k1). The slope cancels every constant; it includes the few
+  bytes per step of the output and its cotangent. The slope of the exact peak RSS (VmHWM
+  reset per run, ``ckptbench.measure.peaks``; ``tape_method="vmhwm"``) reads too little
+  once a process has freed memory: the allocator reuses its freed pages without a new
+  page, so an autograd LSTM's tape at hidden 8 read 29 013 B on a first sample and 3 541
+  and 1 451 B on the next two (tracemalloc: 28 101, 26 803, 29 351 B), at hidden 64 x
+  batch 8 51 712 B against tracemalloc's 76 041 B; at hidden 256 x batch 16 the two agree
+  within 1% and take the same time (2026-11-29, 2-core VM).
 
 No pandas, rich or click: this runs in the worker.
 """
@@ -112,7 +116,7 @@ def measure_step_costs(
     ``inputs`` has one row per step of the chain the costs are for (its length sets
     ``fixed_time_s``). ``tape_steps`` = (k1, k2) defaults to (16, 112), shrunk to fit.
     ``tape_method`` forces "vmhwm" or "tracemalloc" (default: the framework's own count
-    where it has one, else vmhwm where it works). ``framework`` is the backend's framework
+    where it has one, else tracemalloc). ``framework`` is the backend's framework
     object (default: autograd's, ``ckptbench.backends.autograd.framework``). ``device_sync``
     (torch on CUDA: ``torch.cuda.synchronize``) makes every time the device's: each timed region
     starts and ends with it, and the taped step comes from the whole store-all gradient so
@@ -176,8 +180,8 @@ def measure_step_costs(
 
 def _tape_method(fw, workload, params, state0, inputs, forced: str | None):
     """(how a tape's bytes are measured, the framework's own count of them or None): the
-    ``forced`` method, else the framework's own count where it has one, else VmHWM where it
-    can be reset, else tracemalloc."""
+    ``forced`` method, else the framework's own count where it has one, else tracemalloc
+    (the module docstring says why not VmHWM)."""
     if forced is not None and forced not in ("vmhwm", "tracemalloc"):
         raise ValueError(f"tape_method must be vmhwm or tracemalloc, got {forced!r}")
     if forced is not None:
@@ -185,7 +189,7 @@ def _tape_method(fw, workload, params, state0, inputs, forced: str | None):
     own = fw.tape_nbytes(workload.step, workload.post, params, state0, inputs[0])
     if own is not None:
         return fw.tape_method, own
-    return ("vmhwm" if measure.peak_method() == "vmhwm" else "tracemalloc"), None
+    return "tracemalloc", None
 
 
 @dataclass(frozen=True)

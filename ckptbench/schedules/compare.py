@@ -8,38 +8,13 @@ the most slots whose predicted peak fits. Pure: no arrays, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
-from ckptbench.schedules import STRATEGIES, Action, StrategySpec
-from ckptbench.schedules.cost_model import Prediction, predict
+from ckptbench.schedules import STRATEGIES, StrategySpec
+from ckptbench.schedules.cost_model import Prediction, largest_fitting
 from ckptbench.schedules.optimal import DEFAULT_LEVELS, Costs, PlanError
 
 __all__ = ["compare_at_budget", "largest_fitting"]
-
-
-def largest_fitting(
-    make: Callable[[int], Iterator[Action]], steps: int, costs: Costs, budget: int
-) -> tuple[int, Prediction] | None:
-    """Most slots s (1..steps) whose schedule ``make(s)`` predicts a peak within budget."""
-    _, _, sb, tb = costs.per_step(steps)
-    s = max(1, min(steps, (budget - max(tb)) // max(sb)))
-    best = None
-    while s >= 1:  # walk down until it fits
-        p = predict(make(s), steps, costs)
-        if p.peak_bytes <= budget:
-            best = (s, p)
-            break
-        s -= 1
-    if best is None:
-        return None
-    s = best[0]
-    while s < steps:  # a cheaper-than-assumed peak may leave room for more slots
-        p = predict(make(s + 1), steps, costs)
-        if p.peak_bytes > budget:
-            break
-        s, best = s + 1, (s + 1, p)
-    return best
 
 
 def _row(strategy: str, snaps: int | None, p: Prediction | None, note: str = "") -> dict:
@@ -62,6 +37,9 @@ def _planned_row(spec: StrategySpec, costs: Costs, steps: int, budget: int, leve
     except PlanError as err:
         return _row(spec.name, None, None, str(err))
     note = "" if plan.exact else f"memory quantum {plan.quantum_bytes} B"
+    if plan.chosen != "program":  # a rival in exact bytes beat the rounded program
+        return _row(spec.name, plan.slots, plan.prediction, f"{note}: {plan.chosen}'s stream "
+                    "(in exact bytes) is faster than the rounded program's plan")  # fmt: skip
     _, _, sb, tb = costs.per_step(steps)
     q, smallest = plan.quantum_bytes, min(min(sb), min(tb))
     if not plan.exact and -(-smallest // q) * q >= 2 * smallest:  # rounding up doubles an item

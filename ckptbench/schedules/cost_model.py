@@ -18,7 +18,7 @@ Pure: no arrays, no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,7 @@ from ckptbench.schedules.actions import Action, ActionKind, replay_bytes
 if TYPE_CHECKING:
     from ckptbench.schedules.optimal.costs import Costs
 
-__all__ = ["Prediction", "predict"]
+__all__ = ["Prediction", "largest_fitting", "predict"]
 
 
 @dataclass(frozen=True)
@@ -70,3 +70,27 @@ def predict(actions: Iterable[Action], steps: int, costs: Costs) -> Prediction:
         snapshots=r.stats.takeshots,
         peak_snapshots=r.stats.peak_snapshots,
     )
+
+
+def largest_fitting(
+    make: Callable[[int], Iterator[Action]], steps: int, costs: Costs, budget: int
+) -> tuple[int, Prediction] | None:
+    """Most slots s (1..steps) whose schedule ``make(s)`` predicts a peak within budget."""
+    _, _, sb, tb = costs.per_step(steps)
+    s = max(1, min(steps, (budget - max(tb)) // max(sb)))
+    best = None
+    while s >= 1:  # walk down until it fits
+        p = predict(make(s), steps, costs)
+        if p.peak_bytes <= budget:
+            best = (s, p)
+            break
+        s -= 1
+    if best is None:
+        return None
+    s = best[0]
+    while s < steps:  # a cheaper-than-assumed peak may leave room for more slots
+        p = predict(make(s + 1), steps, costs)
+        if p.peak_bytes > budget:
+            break
+        s, best = s + 1, (s + 1, p)
+    return best

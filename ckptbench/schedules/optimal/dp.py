@@ -20,8 +20,9 @@ into actions.
 
 Memory is discretised in quanta of q bytes, M = floor(budget / q) levels: state and tape
 sizes are rounded *up* to whole quanta, so every plan fits the real budget (the reported
-peak is replayed in exact bytes). When the greatest common divisor of all sizes and the
-budget gives at most ``levels`` levels, q is that divisor and the plan is optimal exactly.
+peak is replayed in exact bytes). When the greatest common divisor of all sizes gives at
+most ``levels`` levels, q is that divisor and the plan is optimal exactly (every storage
+peak is a multiple of it, so M = floor(budget / q) loses nothing).
 Otherwise q = ceil(budget / levels) and the plan is optimal among schedules whose rounded
 sizes fit; each stored item may then be charged up to q - 1 bytes too much, so a schedule
 that fills the budget to within (items x q) bytes can be missed.
@@ -80,9 +81,13 @@ def solve(costs: Costs, steps: int, budget_bytes: int, levels: int) -> Solution:
 
 
 def quantum(sb: list[int], tb: list[int], budget_bytes: int, levels: int) -> tuple[int, bool]:
-    """(memory quantum, exact) for these sizes and budget (the module docstring)."""
+    """(memory quantum, exact) for these sizes and budget (the module docstring). The
+    divisor is the sizes' alone: every storage peak is a multiple of it, so the budget's
+    remainder holds nothing and the plan is exact at any budget (with the budget in the
+    divisor, 20 497 B of 100 B states and 1 000 B tapes rounded every item up and planned
+    slower than 20 400 B did)."""
     g = 0
-    for x in {*sb, *tb, budget_bytes}:
+    for x in {*sb, *tb}:
         g = math.gcd(g, x)
     if g and budget_bytes // g <= levels:
         return g, True

@@ -14,7 +14,7 @@ numpy is imported only when a plan is solved (``import ckptbench.schedules`` sta
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -58,8 +58,11 @@ class Plan:
     peak_bytes: int
     prediction: Prediction = field(repr=False)
     quantum_bytes: int  # memory granularity of the dynamic program
-    exact: bool  # True when the quantum divides every size and the budget (no rounding)
+    exact: bool  # True when the quantum divides every size (no rounding)
     slots: int  # snapshot slots the schedule uses (slot indices 0..slots-1)
+    #: "program" (the dynamic program's plan), or the strategy set by snaps whose stream
+    #: fitted the budget in exact bytes and ran faster than the rounded program's plan.
+    chosen: str = "program"
 
     def actions(self) -> Iterator[Action]:
         """A fresh iterator over the schedule (the executor calls this once per sweep)."""
@@ -81,6 +84,7 @@ class Plan:
             "slots": self.slots,
             "quantum_bytes": self.quantum_bytes,
             "exact": self.exact,
+            "chosen": self.chosen,
             "costs": self.costs.as_dict(),
         }
 
@@ -207,7 +211,27 @@ def _plan_cached(costs: Costs, steps: int, budget_bytes: int, levels: int) -> Pl
     )
     if plan.peak_bytes > budget_bytes:  # pragma: no cover - rounding up makes this impossible
         raise ScheduleError(f"plan peak {plan.peak_bytes} B exceeds budget {budget_bytes} B")
-    return plan
+    return plan if plan.exact else _unrounded_rivals(plan, costs, steps, budget_bytes)
+
+
+def _unrounded_rivals(plan: Plan, costs: Costs, steps: int, budget_bytes: int) -> Plan:
+    """The fastest of a rounded plan and the state-only schedules that fit the budget in
+    exact bytes: Revolve (optimal among them, Griewank & Walther 2000) and equal segments,
+    each at the most slots that fit. Rounding every size up to the quantum can leave the
+    program slower than Revolve at the same budget, and slower than at a smaller budget
+    whose sizes rounded less; with the rivals, a plan is never slower than either."""
+    from ckptbench.schedules.cost_model import largest_fitting
+    from ckptbench.schedules.revolve import schedule as revolve_schedule
+    from ckptbench.schedules.uniform import uniform_schedule
+
+    best = plan
+    for name, make in (("revolve", revolve_schedule), ("uniform", uniform_schedule)):
+        found = largest_fitting(lambda s, make=make: make(steps, s), steps, costs, budget_bytes)
+        if found is not None and found[1].time_s < best.predicted_time_s:
+            acts = tuple(make(steps, found[0]))
+            rival = _as_plan(acts, costs, steps, budget_bytes, plan.quantum_bytes, plan.exact)
+            best = replace(rival, chosen=name)
+    return best
 
 
 def _as_plan(
