@@ -108,3 +108,160 @@ def test_a_dask_sweep_stopped_before_any_cell_says_what_is_left(tmp_path, monkey
     assert "before any cell was sent" in res.output
     assert ("--resume" in res.output) is made
     assert ("nothing was measured" in res.output) is not made
+
+
+def test_schedule_says_store_all_ignores_snaps_and_heads_its_table_with_what_runs():
+    """`schedule --strategy store-all --steps 10000000 --snaps 3` headed its closed-form
+    table '3 snaps' beside 'peak snapshots 10000000', and neither form said --snaps was
+    unused."""
+    for steps in ("6", "10000000"):
+        res = _invoke("schedule", "--strategy", "store-all", "--steps", steps, "--snaps", "3")
+        assert res.exit_code == 0, res.output
+        assert "--snaps 3 is not used" in res.output
+        assert f"{steps} steps, {steps} snaps" in res.output
+
+
+def test_the_recomputation_factor_is_exact_for_any_size():
+    """1e29 steps at one slot printed 49999999999999995716575428608.000 (a float)."""
+    res = _invoke("schedule", "--steps", "1" + "0" * 29, "--snaps", "1")
+    assert res.exit_code == 0, res.output
+    assert "4" + "9" * 28 + ".500" in res.output
+    res = _invoke("schedule", "--steps", "1000", "--snaps", "31")
+    assert "2.439" in res.output
+
+
+def test_profile_says_when_it_clamps_snaps(monkeypatch):
+    """`profile --steps 3 --snaps 10` clamped silently; run and schedule say it."""
+    import ckptbench.measure.tasks as tasks
+
+    monkeypatch.setattr(tasks, "profile_lines", lambda case, job: {"lines": [], "job": job})
+    monkeypatch.setattr(tasks, "check_plugin", lambda case: None)
+    res = _invoke("profile", "--steps", "3", "--snaps", "10", "--hidden", "8")
+    assert "--snaps 10 clamped to 3" in res.output
+
+
+def test_a_cell_measured_again_keeps_the_tries_an_earlier_sweep_recorded(tmp_path, monkeypatch):
+    """`--resume` of a Dask sweep whose cell was lost on two workers: the manifest kept only
+    the new try, so who lost it (and why) was gone."""
+    import json
+
+    from _synthetic import make_result
+
+    import ckptbench.sweep.cluster as cluster_module
+    import ckptbench.sweep.dask as dask_module
+    from ckptbench.results.store import MANIFEST_NAME
+    from ckptbench.sweep.cells import Attempt
+    from ckptbench.sweep.config import parse_config
+    from ckptbench.sweep.run import run_sweep
+
+    config = parse_config(
+        'name = "dk"\n[case]\nmodel = "rnn"\nsteps = 40\nhidden = 8\n[grid]\nsnaps = [2, 4]\n',
+        source="dk.toml",
+    )
+
+    class FakeCluster:
+        def __init__(self):
+            self.workers = {"tcp://10.0.0.9:1": None}
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def fake_dask(cluster, run_cell, jobs, starting, done, retrying=None, poll_s=0.2):
+        for index, case in jobs:
+            starting(index, 1)
+            now = Attempt("tcp://10.0.0.9:1", "node9", 3.0, None)
+            done(index, make_result(case, seed=index), None, (now,), False)
+        return None
+
+    monkeypatch.setattr(cluster_module, "connect", lambda *a, **k: FakeCluster())
+    monkeypatch.setattr(dask_module, "run_dask", fake_dask)
+    run_sweep(config, tmp_path, dask_address="tcp://10.0.0.9:8786")
+    manifest = tmp_path / MANIFEST_NAME
+    doc = json.loads(manifest.read_text())
+    lost = [Attempt(f"tcp://10.0.0.{n}:1", f"node{n}", 5.0, "worker left").to_dict()
+            for n in (7, 8)]  # fmt: skip
+    doc["cells"][1].update(state="error", attempts=lost)
+    manifest.write_text(json.dumps(doc))
+    (tmp_path / f"{config.cases[1].key}.json").unlink()
+    run_sweep(config, tmp_path, resume=True, dask_address="tcp://10.0.0.9:8786")
+    kept, again = json.loads(manifest.read_text())["cells"]
+    assert again["state"] == "measured"
+    assert [a["worker"] for a in again["attempts"]] == [
+        "tcp://10.0.0.7:1", "tcp://10.0.0.8:1", "tcp://10.0.0.9:1"
+    ]  # fmt: skip
+    assert again["attempts"][-1]["error"] is None and len(kept["attempts"]) == 1
+
+
+@pytest.mark.parametrize("payload", [{"result": ["a", "list"]}, {"result": "text"}, ["no", "dict"],
+                                     {"no result": 1}])  # fmt: skip
+def test_whatever_a_dask_worker_returned_is_kept(payload):
+    """A worker that returned a list or a string (not a result document): the cell was an
+    error and what came back was dropped; only a dict was kept beside."""
+    from ckptbench.sweep.dask import _collect
+
+    class Future:
+        def result(self):
+            return payload
+
+    class Cluster:
+        def host(self, worker):
+            return "h"
+
+    calls = []
+    case = Case(model="rnn", steps=20, snaps=3, hidden=8)
+    got = _collect(Future(), 0, case, "tcp://w:1", 1.0, Cluster(), {},
+                   lambda *a, **k: calls.append((a, k)))  # fmt: skip
+    assert got is None
+    ((args, kwargs),) = calls
+    assert args[1] is None and args[2]
+    has_result = isinstance(payload, dict) and "result" in payload
+    assert kwargs["raw"] == (payload["result"] if has_result else payload)
+
+
+def test_a_port_that_answers_in_http_is_said_to_be_no_dask_scheduler():
+    """A server that sends 'HTTP/1.0 426 ...' on connect: the line read 'MemoryError: Unable
+    to allocate 3.01 EiB' (the bytes taken as a frame's length)."""
+    import socket
+    import threading
+
+    pytest.importorskip("distributed")
+    from ckptbench.sweep.cluster import DaskError, connect
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held = []
+
+    def serve():
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                held.append(conn)
+                conn.sendall(b"HTTP/1.0 426 Upgrade Required\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        with pytest.raises(DaskError, match="not in Dask's protocol") as caught:
+            connect(f"tcp://127.0.0.1:{server.getsockname()[1]}", [Case(steps=5, snaps=2)],
+                    timeout_s=5.0)  # fmt: skip
+        assert "MemoryError" not in str(caught.value) and "EiB" not in str(caught.value)
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+
+
+def test_plan_and_profile_bound_a_plugin_that_hangs(tmp_path, monkeypatch):
+    """plugins.md: the plug-in check is bounded by --timeout; plan and profile had none, so
+    a plug-in that hangs at import held them for the case's 15 minutes."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hang.py").write_text("import time\ntime.sleep(3600)\n")
+    for command in (["plan", "--budget", "1MiB"], ["profile"]):
+        res = _invoke(*command, "--model", "hang.py:make", "--steps", "10", "--timeout", "2s")
+        assert res.exit_code == 2, res.output
+        assert "did not finish within 2 s" in res.output

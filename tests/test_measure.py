@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import ckptbench
 from ckptbench.measure import peaks as measure
 
 MIB = 2**20
@@ -272,6 +273,11 @@ def test_environment_is_json_and_complete(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert env["peak_method"] in ("vmhwm", "ru_maxrss")
     commit = env["git_commit"]
     assert commit is None or len(commit) == 40
+    checkout = Path(ckptbench.__file__).resolve().parent.parent
+    if (checkout / ".git").exists():  # run from its checkout: the commit is recorded
+        git = ["git", "-C", str(checkout), "rev-parse", "HEAD"]
+        head = subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
+        assert commit == head  # it was None: the root was taken one folder too shallow
 
     # Run from inside another repository: still ckptbench's own commit (or None when
     # ckptbench is installed), never that repository's.

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from ckptbench.schedules import replay_bytes
 from ckptbench.schedules import optimal as planner
+from ckptbench.schedules import replay_bytes
 from ckptbench.schedules.compare import compare_at_budget
 from ckptbench.schedules.optimal import Costs
 

@@ -410,3 +410,26 @@ def test_a_frozen_worker_is_named_not_taken_for_no_workers(tmp_path: Path, cells
     assert "has no workers" not in stderr
     assert c.worker_addresses[frozen] in stderr and "did not answer" in stderr, stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_lone_worker_restarted_by_its_nanny_measures_the_cell_again(
+    tmp_path: Path, cells: Path
+) -> None:
+    """One worker, killed mid-cell: its nanny had it back in about a second, but the sweep
+    had already ended ("has no workers left", exit 1); docs/cluster.md says a worker
+    restarted by its nanny counts as another."""
+    out = tmp_path / "out"
+    with cluster(n=1) as c:
+        sweep = _sweep(cells, out, c.address)
+        victim = _wait_for(c.measurements, "a measurement on a Dask worker")[0]
+        worker = next(p for p in victim.parents() if p.pid in c.seen)
+        os.kill(worker.pid, signal.SIGKILL)
+        stdout, stderr = sweep.communicate(timeout=SAFETY_TIMEOUT_S)
+    assert sweep.returncode == 0, stdout + stderr
+    doc = _manifest(out)
+    assert [cell["state"] for cell in doc["cells"]] == ["measured", "measured"]
+    (again,) = [cell for cell in doc["cells"] if len(cell["attempts"]) == 2]
+    first, second = again["attempts"]
+    assert "left before the cell finished" in first["error"] and second["error"] is None
+    assert "no workers left" not in stderr

@@ -72,6 +72,12 @@ class _Seconds(click.ParamType):
 BYTES, SECONDS = _Bytes(), _Seconds()
 
 
+def timeout_option(help_text: str):
+    """``--timeout`` (default 15 minutes, the case's): how long a worker may take."""
+    return click.option("--timeout", type=SECONDS, default="15m", show_default=True,
+                        help=help_text)  # fmt: skip
+
+
 class _PathName(click.Path):
     """A file or folder name; an empty one (``--out ""``, which the OS would read as the
     current folder) is refused."""

@@ -28,6 +28,7 @@ from ckptbench.cli.options import (
     size_options,
     stdout_console,
     steps_option,
+    timeout_option,
 )
 from ckptbench.cli.outputs import check_side_output, input_files, json_and_format_options
 from ckptbench.results.chains import chain_executor
@@ -80,11 +81,14 @@ def _sections():
     show_default=True,
     help="BLAS/OpenMP threads of the worker that measures the step costs.",
 )
+@timeout_option("For the worker that checks a plug-in and the one that measures the step "
+                "costs, each counted from its ready signal (start-up has a limit of the same "
+                "length).")  # fmt: skip
 @json_and_format_options(_sections, "the plans are", "Print costs and rows as JSON.")
 @quiet_option
 def plan(
     model, steps, budget, costs_file, save_file, force, actions, backend, device, executor,
-    dtype, hidden, batch, input_, output, seed, threads, as_json, fmt, quiet,
+    dtype, hidden, batch, input_, output, seed, threads, timeout, as_json, fmt, quiet,
 ):  # fmt: skip
     """The minimum-time schedule for a byte budget, beside Revolve and equal segments.
 
@@ -106,6 +110,7 @@ def plan(
             model=relative_model(model), steps=steps, strategy=OPTIMAL.name, budget_bytes=budget,
             backend=backend, device=device, hidden=hidden, batch=batch, input=input_,
             output=output, seed=seed, threads=threads, dtype=dtype, executor=executor,
+            timeout_s=timeout,
         ))  # fmt: skip
         case.check_fits_memory()
         check_backend(case)

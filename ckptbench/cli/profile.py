@@ -16,6 +16,7 @@ from ckptbench.cli.options import (
     relative_model,
     size_options,
     steps_option,
+    timeout_option,
 )
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case
@@ -44,8 +45,12 @@ from ckptbench.results.schema import Case
 @size_options
 @click.option("--top", type=POS, default=25, show_default=True, help="Lines to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print every row as JSON.")
+@timeout_option(
+    "For the worker that checks a plug-in and the one that profiles, each "
+    "counted from its ready signal (start-up has a limit of the same length)."
+)
 def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, seed, top,
-            as_json):  # fmt: skip
+            as_json, timeout):  # fmt: skip
     """Where one gradient's memory goes, line by line (memory_profiler's line profiler).
 
     Runs one gradient in a fresh process under memory_profiler's LineProfiler over the
@@ -62,11 +67,14 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
         case = Case(
             model=relative_model(model), steps=steps, snaps=snaps, strategy=strategy,
             hidden=hidden, batch=batch, input=input_, output=output, seed=seed,
+            timeout_s=timeout,
         )  # fmt: skip
-        case, _ = chain_executor(case).effective()  # a stack's fewest layers, as run's
+        case, notes = chain_executor(case).effective()  # a stack's fewest layers, as run's
         case.check_fits_memory()
     except ValueError as err:
         raise InputError(str(err)) from None
+    for note in notes:  # as run says them: snaps clamped, or unused
+        click.echo(f"note: {note}", err=True)
     job = {
         "model": case.model, "steps": case.steps, "snaps": case.snaps, "mode": mode,
         "strategy": strategy, "hidden": hidden, "batch": batch, "input": input_,

@@ -53,6 +53,8 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
     spec = get_strategy(strategy)
     if spec.uses_snaps and snaps > steps:  # as run says: the table shows the clamped figure
         click.echo(f"note: --snaps {snaps} clamped to {steps}: {spec.setting.clamp}", err=True)
+    elif not spec.uses_snaps and snaps != steps:
+        click.echo(f"note: {spec.name} keeps every state: --snaps {snaps} is not used", err=True)
     closed = spec.advances is not None
     if closed:
         small = spec.advances(steps, spec.effective_snaps(steps, snaps)) + steps <= ENUMERATE_LIMIT

@@ -452,7 +452,7 @@ def _git_commit(cwd: str | None = None) -> str | None:
     The repository must have ckptbench's source folder at its top (a run from inside some
     other repository records nothing, not that repository's commit).
     """
-    root = Path(cwd) if cwd else Path(__file__).resolve().parent.parent
+    root = Path(cwd) if cwd else Path(__file__).resolve().parents[2]  # above ckptbench/measure
     if not (root / ".git").exists():
         return None
     try:

@@ -280,6 +280,10 @@ def _handshake(address: str, timeout_s: float) -> None:
         pool.submit(asyncio.run, shake()).result(timeout=timeout_s + 5)
     except concurrent.futures.TimeoutError:
         raise TimeoutError("no Dask handshake") from None
+    except MemoryError:  # 'HTTP/1.0 426...' read as the length of a 3 EiB frame
+        raise ConnectionError(
+            "it answers, but not in Dask's protocol (an HTTP server or another service?)"
+        ) from None
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 

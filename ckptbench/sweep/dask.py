@@ -43,10 +43,13 @@ from ckptbench.results.schema import Case, RunResult, result_from_dict, result_t
 from ckptbench.sweep.cells import Attempt
 from ckptbench.sweep.cluster import Cluster, SchedulerLost, one_line
 
-__all__ = ["ATTEMPTS", "STOP_WAIT_S", "Done", "StopReport", "run_dask"]
+__all__ = ["ATTEMPTS", "REJOIN_WAIT_S", "STOP_WAIT_S", "Done", "StopReport", "run_dask"]
 
 #: How long a stopped sweep waits for the workers to stop its cells and send what they kept.
 STOP_WAIT_S = 15.0
+#: With cells queued and no worker left, wait this long (at most the connect timeout) for
+#: one to join before the sweep ends: a nanny restarts a killed worker in about a second.
+REJOIN_WAIT_S = 10.0
 #: A cell whose worker leaves mid-cell is measured again on another worker, up to this
 #: many attempts in all.
 ATTEMPTS = 2
@@ -197,6 +200,7 @@ def run_dask(
     cells never started were not reported. A stop signal stops the cells in flight
     (module docstring) and is re-raised with ``err.dask_stop``."""
     d = _Dispatch(cluster, run_cell, jobs, starting, done, retrying)
+    idle_since = None  # when cells last waited with no worker free or running
     try:
         while d.queue or d.running:
             d.submit_to_free()
@@ -211,10 +215,15 @@ def run_dask(
             d.collect_finished(alive)
             d.drop_departed(alive)
             d.follow_workers(alive)
-            if d.queue and not d.free and not d.running:
-                d.report_unretried()
-                refused = f"; refused: {_refused(cluster)}" if cluster.refused else ""
-                return f"Dask scheduler {cluster.address} has no workers left{refused}"
+            if not (d.queue and not d.free and not d.running):
+                idle_since = None
+                continue
+            idle_since = idle_since if idle_since is not None else time.monotonic()
+            if time.monotonic() - idle_since < min(cluster.timeout_s, REJOIN_WAIT_S):
+                continue  # a nanny restarts its killed worker within a few seconds
+            d.report_unretried()
+            refused = f"; refused: {_refused(cluster)}" if cluster.refused else ""
+            return f"Dask scheduler {cluster.address} has no workers left{refused}"
     except BaseException as err:
         if not isinstance(err, (Interrupted, KeyboardInterrupt)):
             raise
@@ -337,7 +346,7 @@ def _collect(
     tries: dict[int, list[Attempt]], done: Done,
 ) -> RunResult | None:  # fmt: skip
     """Report a finished future to ``done``; the result it brought, if any."""
-    doc = None
+    payload = doc = None
     try:
         payload = future.result()
         doc = payload["result"]
@@ -348,7 +357,7 @@ def _collect(
         attempt = Attempt(worker, cluster.host(worker), duration, one_line(err))
         tries.setdefault(index, []).append(attempt)
         # a measurement that does not read back is kept as it came, never dropped
-        raw = doc if isinstance(doc, dict) else None
+        raw = doc if doc is not None else payload  # a list, a string: kept all the same
         done(index, None, attempt.error, tuple(tries[index]), False, raw=raw)
         return None
     worker = payload.get("worker") or worker
@@ -374,10 +383,10 @@ def _stop(
     """Stop this sweep's cells on every worker, save what they kept, cancel the rest."""
     signum = getattr(err, "signum", signal.SIGINT)
     client = cluster.client
-    with contextlib.suppress(Exception):
+    deadline = time.monotonic() + STOP_WAIT_S  # the whole stop, the request to workers too
+    with contextlib.suppress(Exception):  # a frozen worker holds the request to its timeout
         client.sync(client._run, _stop_cells, token, int(signum), on_error="ignore",
-                    callback_timeout=cluster.timeout_s)  # fmt: skip
-    deadline = time.monotonic() + STOP_WAIT_S
+                    callback_timeout=min(cluster.timeout_s, STOP_WAIT_S))  # fmt: skip
     while any(not f.done() for f in running) and time.monotonic() < deadline:
         time.sleep(0.05)
     saved, empty, unconfirmed = [], [], []

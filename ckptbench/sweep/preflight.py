@@ -118,7 +118,9 @@ def plan_cells(
     existing: list[Path] = []
     for index, case in enumerate(config.cases):
         path = cell_path(out_dir, case)
-        pending = CellOutcome(case, path, CellState.PENDING)
+        # a cell measured (again) keeps the tries an earlier manifest recorded for it
+        earlier = CellOutcome(case, path, CellState.PENDING).with_record(before.get(case.key))
+        pending = CellOutcome(case, path, CellState.PENDING, attempts=earlier.attempts)
         if not path.exists():
             cells.append(pending)
             to_run.append(index)

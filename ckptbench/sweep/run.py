@@ -260,10 +260,12 @@ class _SweepBook:
 
     def done(self, index: int, result: RunResult | None, error: str | None,
              attempts: tuple[Attempt, ...], interrupted: bool,
-             raw: dict[str, Any] | None = None) -> None:  # fmt: skip
+             raw: Any = None) -> None:  # fmt: skip
         """A Dask cell ended: saved (its partial or earlier file set aside), or not; ``raw``,
-        a document its worker returned that does not read as a result, is kept beside."""
+        a document its worker returned that does not read as a result, is kept beside.
+        The tries an earlier sweep of this folder recorded come first (``--resume``)."""
         last = attempts[-1] if attempts else Attempt("")
+        attempts = (*self.cells[index].attempts, *attempts)
         if raw is not None:
             error = f"{error}; {_keep_unreadable(self.cells[index], raw)}"
         if result is not None:
@@ -364,7 +366,7 @@ def _beside(path: Path, kind: str) -> Path:
     return path.with_name(f"{path.name}.{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}.{kind}")
 
 
-def _keep_unreadable(pending: CellOutcome, raw: dict[str, Any]) -> str:
+def _keep_unreadable(pending: CellOutcome, raw: Any) -> str:
     """Write ``raw`` beside the cell's file (a new name, never over one); where it went."""
     kept = _beside(pending.path, "unreadable")
     try:
