@@ -265,3 +265,62 @@ def test_plan_and_profile_bound_a_plugin_that_hangs(tmp_path, monkeypatch):
         res = _invoke(*command, "--model", "hang.py:make", "--steps", "10", "--timeout", "2s")
         assert res.exit_code == 2, res.output
         assert "did not finish within 2 s" in res.output
+
+
+def test_an_ignored_costs_file_is_not_judged(tmp_path, monkeypatch):
+    """`run --strategy revolve --costs cnn.json` (24 layers' costs, 10 steps): 'has costs
+    for 24 steps, not 10', exit 2; usage.md says an option a strategy ignores is said once."""
+    import json
+
+    from test_hardening2 import FAKE, TINY
+
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
+    costs = tmp_path / "cnn.json"
+    per_layer = {"forward_time_s": [1e-3] * 24, "taped_time_s": [3e-3] * 24,
+                 "state_bytes": [4096] * 24, "tape_bytes": [65536] * 24}  # fmt: skip
+    costs.write_text(json.dumps(per_layer))
+    res = _invoke("run", "--model", "rnn", "--strategy", "revolve", "--snaps", "4", *TINY,
+                  "--costs", str(costs), "--out", str(tmp_path / "r.json"))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert res.output.count("--costs is used only by strategy optimal") == 1
+
+
+def test_a_reader_that_leaves_early_is_141_not_a_failure():
+    """`schedule --actions | head -1` exited 1, a failed measurement's status, with nothing
+    said; a process that SIGPIPE ends reports 141 (128 + 13)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ckptbench", "schedule", "--steps", "100000", "--snaps", "50",
+         "--actions"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout.readline().startswith(b"TAKESHOT")
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 141
+    assert proc.stderr.read() == b""
+
+
+def test_compare_refuses_a_folder_against_itself_or_its_copy(tmp_path):
+    """`compare results/ci --against results/ci` printed 'no change' for every cell, exit 0;
+    `check` refuses the same inputs."""
+    import shutil
+
+    from _synthetic import make_result
+
+    from ckptbench.results.schema import save_result
+
+    folder = tmp_path / "a"
+    folder.mkdir()
+    save_result(make_result(), folder / "r.json")
+    shutil.copytree(folder, tmp_path / "copy")
+    for against in (folder, tmp_path / "copy"):
+        res = _invoke("compare", str(folder), "--against", str(against))
+        assert res.exit_code == 2, res.output
+        assert "the very measurements being compared" in res.output
+    other = tmp_path / "b"
+    other.mkdir()
+    save_result(make_result(seed=7), other / "r.json")
+    res = _invoke("compare", str(other), "--against", str(folder))
+    assert "the very measurements" not in res.output

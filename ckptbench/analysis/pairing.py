@@ -367,6 +367,11 @@ def compare(
     }
     if not before:
         return Comparison(after=tuple(after), settings=settings)
+    if len(same_measurements(after, before)) == len(after):  # a folder against its copy
+        raise ValueError(
+            "--against holds the very measurements being compared (the same folder, or a "
+            "copy): every row would read 'no change'; give results measured before"
+        )
     pairing = pair(
         after,
         before,

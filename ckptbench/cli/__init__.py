@@ -1,7 +1,8 @@
 """The command line: one module per command, shared options defined once
 (docs/architecture.md). The only package that prints or exits.
 
-Exit status: 0 ok, 1 a failed measurement or a regression, 2 bad usage or input.
+Exit status: 0 ok, 1 a failed measurement or a regression, 2 bad usage or input, 141 the
+reader of stdout went away (a pipe closed early).
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ import click
 from ckptbench import __version__
 from ckptbench.cli import check, compare, plan, profile, run, schedule, sweep
 from ckptbench.cli.options import EXIT_OK, EXIT_USAGE
+
+#: stdout's reader went away (`ckptbench schedule --actions | head -1`): 128 + SIGPIPE, as a
+#: process that SIGPIPE ends reports it; click says nothing and exited 1, a failure's status.
+EXIT_BROKEN_PIPE = 141
 
 #: click >= 8.2 raises this for a group called without a command (8.1 printed the help)
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
@@ -47,6 +52,9 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI; usage errors become one line on stderr with exit status 2."""
     try:
         rv = cli.main(args=argv, prog_name="ckptbench", standalone_mode=False)
+    except SystemExit as e:  # click's own exit 1 when stdout's reader left (`| head -1`)
+        broken = isinstance(sys.stdout, click.utils.PacifyFlushWrapper)
+        sys.exit(EXIT_BROKEN_PIPE if broken and e.code == 1 else e.code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.exceptions.Abort:

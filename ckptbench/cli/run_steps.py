@@ -58,12 +58,12 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
         case.check_fits_memory()
         check_backend(case)
         notes += executor_notes(case)
+        if costs_file and not get_strategy(strategy).planned:  # ignored: neither read nor judged
+            notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
+            costs_file = None
         costs = read_costs(costs_file, case.steps) if costs_file else None
         if costs is not None and (note := costs_note(costs_file, costs, case)):
             notes += (note,)
-        if costs is not None and not get_strategy(strategy).planned:
-            notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
-            costs = None
         target, more = precision_target(ctx, precision, max_rounds, max_time, case, modes)
         notes += more
     except ValueError as err:
