@@ -324,3 +324,30 @@ def test_compare_refuses_a_folder_against_itself_or_its_copy(tmp_path):
     save_result(make_result(seed=7), other / "r.json")
     res = _invoke("compare", str(other), "--against", str(folder))
     assert "the very measurements" not in res.output
+
+
+def test_a_mode_cut_by_a_stop_signal_is_no_failure_and_the_rounds_are_the_complete_ones():
+    """After SIGTERM in round 4 of `run`: 'failed checkpointed: interrupted ...' on stderr
+    (usage.md: the interruption is a note, never a failure) and 'across 4 rounds' beside
+    '3 complete rounds'."""
+    from dataclasses import replace
+
+    from _synthetic import make_result
+
+    from ckptbench.render import failure_lines
+    from ckptbench.render.run import explain_lines
+    from ckptbench.results.schema import Mode, Status
+
+    whole = make_result(rounds=4)
+    modes = tuple(
+        replace(m, status=Status.INTERRUPTED, iterations=(), warmup=(), counters={},
+                error="stopped by SIGTERM")
+        if m.round == 3 and m.mode is Mode.CHECKPOINTED else m
+        for m in whole.modes
+    )  # fmt: skip
+    cut = replace(whole, modes=modes)
+    assert cut.rounds_complete == 3 and cut.interruption == "interrupted in round 4"
+    assert failure_lines(cut) == []
+    lines = " ".join(explain_lines(cut))
+    assert "across 4 rounds" not in lines
+    assert "across 3 rounds" in lines

@@ -7,6 +7,8 @@ reader of stdout went away (a pipe closed early).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 
 import click
@@ -23,7 +25,21 @@ EXIT_BROKEN_PIPE = 141
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
+class _Commands(click.Group):
+    """The command group; a pipe closed early ends it with :data:`EXIT_BROKEN_PIPE` before
+    click's own handling (exit 1, a failure's status) sees it."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            with contextlib.suppress(OSError, ValueError):  # no flush error at exit either
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(EXIT_BROKEN_PIPE) from None
+
+
 @click.group(
+    cls=_Commands,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog="Example:\n\n  ckptbench run --model lstm --steps 1000 --snaps 31",
 )
@@ -52,9 +68,6 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI; usage errors become one line on stderr with exit status 2."""
     try:
         rv = cli.main(args=argv, prog_name="ckptbench", standalone_mode=False)
-    except SystemExit as e:  # click's own exit 1 when stdout's reader left (`| head -1`)
-        broken = isinstance(sys.stdout, click.utils.PacifyFlushWrapper)
-        sys.exit(EXIT_BROKEN_PIPE if broken and e.code == 1 else e.code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.exceptions.Abort:

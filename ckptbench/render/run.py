@@ -354,6 +354,8 @@ def _rounds_line(result: RunResult) -> str | None:
     """How much the rounds differ: each mode's spread of exact peaks and CV of times."""
     noisy = [m for m in result.summary.modes if m.time_cv is not None]
     rounds = len({m.round for m in result.modes})
+    if result.interruption is not None:  # the figures come from the complete rounds
+        rounds = result.rounds_complete
     if rounds <= 1 or not noisy:  # one round (or one left by an interruption): nothing between
         return None
     parts = ", ".join(
@@ -400,8 +402,8 @@ def failure_lines(result: RunResult) -> list[str]:
     """One line per distinct failure: the modes (and rounds) it hit, its error and the last
     stderr line when that adds something (a plug-in's error in every mode is one line)."""
     groups: dict[str, list[str]] = {}
-    for m in result.modes:
-        if not m.ok:
+    for m in result.modes:  # a mode a stop signal cut is said by the interruption's caveat
+        if not m.ok and m.status is not Status.INTERRUPTED:
             code = f", exit status {m.exit_code}" if m.exit_code is not None else ""
             extra = _stderr_extra(m.error or "", m.stderr_tail)
             text = f"{m.status.value}{code}: {m.error}{extra}"
