@@ -86,6 +86,27 @@ class ClosedForm:
     repetitions: Callable[[int, int], int]  # r: the most advances of one step (at most)
 
 
+class StreamCase(Protocol):
+    """What a strategy's stream reads of a case (``results.schema.Case`` has it, and so do
+    the engine's schedules; the schedules import nothing of the results)."""
+
+    @property
+    def steps(self) -> int: ...
+
+    @property
+    def snaps(self) -> int: ...
+
+
+class PlannedCase(Protocol):
+    """What a planned strategy's plan reads of a case."""
+
+    @property
+    def steps(self) -> int: ...
+
+    @property
+    def budget_bytes(self) -> int | None: ...
+
+
 class RunsStreams(Protocol):
     """What :meth:`StrategySpec.runs_on` reads of a backend's spec."""
 
@@ -182,7 +203,7 @@ class StrategySpec:
         module, _, function = ref.partition(":")
         return getattr(importlib.import_module(module), function)
 
-    def plan_for(self, case: Any, costs: Any) -> Any:
+    def plan_for(self, case: PlannedCase, costs: Any) -> Any:
         """The plan a planned strategy runs for ``case`` (its ``steps`` and
         ``budget_bytes``) with step ``costs``; None for a strategy without plans."""
         if not self.planned:
@@ -191,7 +212,7 @@ class StrategySpec:
             raise ValueError(f"strategy {self.name!r} needs measured step costs")
         return self.planner(costs, case.steps, case.budget_bytes)  # type: ignore[misc]
 
-    def actions_for(self, case: Any, plan: Any = None) -> Iterator[Action]:
+    def actions_for(self, case: StreamCase, plan: Any = None) -> Iterator[Action]:
         """The action stream this strategy runs for ``case`` (its ``steps`` and ``snaps``):
         ``plan``'s (from :meth:`plan_for`) for a planned strategy, else its stream."""
         if self.planned:
