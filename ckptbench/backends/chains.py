@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckptbench.backends.contract import counting
 from ckptbench.backends.registry import spec as backend_spec
+from ckptbench.results.modes import Mode
 from ckptbench.schedules import get_strategy, model_kind_refusal
 
 if TYPE_CHECKING:
@@ -30,9 +31,9 @@ __all__ = ["chain_loop", "chain_modes"]
 
 
 def chain_modes(
-    fw: Any, case: Case, mode: str, wl: Any, params: list, x0: Any, ctx: Any, costs: Any
+    fw: Any, case: Case, mode: Mode, wl: Any, params: list, x0: Any, ctx: Any, costs: Any
 ) -> tuple[Any, Callable[[Any], Any], list, Any]:
-    """``(params, gradient, calls, loop)`` of chain ``wl`` in ``mode`` (a mode's name) on
+    """``(params, gradient, calls, loop)`` of chain ``wl`` in ``mode`` on
     framework ``fw``; ``loop`` is the checkpointed loop (None in the other modes)."""
     layers = case.steps
     counted, calls = counting(wl.layer)
@@ -44,9 +45,9 @@ def chain_modes(
         return wl.loss(x)
 
     loop = None
-    if mode == "baseline":
+    if mode is Mode.BASELINE:
         gradient = fw.value_only(forward, ctx)
-    elif mode == "normal":
+    elif mode is Mode.NORMAL:
         gradient = fw.value_and_grad(forward, ctx)
     else:
         loop = chain_loop(fw, case, counted, costs)

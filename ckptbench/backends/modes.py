@@ -25,24 +25,26 @@ from ckptbench.backends.contract import (
     loop_phases,
     unrolled_outputs,
 )
+from ckptbench.results.modes import MODES, Mode
 from ckptbench.schedules import get_strategy
 from ckptbench.workloads.chain import is_chain, layer_names
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case
 
-__all__ = ["MODES", "Framework", "FrameworkBackend", "binding_executor", "mode_name"]
-
-#: The measured modes, in the worker's vocabulary.
-MODES: tuple[str, ...] = ("baseline", "normal", "checkpointed")
+__all__ = ["Framework", "FrameworkBackend", "as_mode", "binding_executor"]
 
 
-def mode_name(mode: Any) -> str:
-    """``mode`` (a ``results.Mode`` or its value) as a string; one line when unknown."""
-    name = getattr(mode, "value", mode)
-    if name not in MODES:
-        raise ValueError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
-    return name
+def as_mode(mode: Mode | str) -> Mode:
+    """``mode`` (a :class:`ckptbench.results.modes.Mode` or its value, as the worker's job
+    names it) as the enum every backend compares; one line when unknown."""
+    if isinstance(mode, Mode):
+        return mode
+    try:
+        return Mode(mode)
+    except ValueError:
+        names = ", ".join(m.value for m in MODES)
+        raise ValueError(f"unknown mode {mode!r} (choose from {names})") from None
 
 
 class Framework(Protocol):
@@ -139,14 +141,14 @@ class FrameworkBackend:
         strategy ``optimal`` plans with ``costs`` and the case's byte budget.
         """
         fw = self.framework
-        name = mode_name(mode)
+        name = as_mode(mode)
         strategy = getattr(case, "strategy", "revolve")
-        if name == "checkpointed":
+        if name is Mode.CHECKPOINTED:
             registry.check_strategy(self.name, strategy)
         ctx = fw.setup(case)
         wl, params, state0, inputs = fw.workload(case, ctx)
         if is_chain(wl):
-            if name == "checkpointed" and (other := binding_executor(case)):
+            if name is Mode.CHECKPOINTED and (other := binding_executor(case)):
                 # a plug-in's chain, known only now (built-ins are refused with the case)
                 raise ValueError(
                     f"--model {case.model} is a layer chain: on {self.name} our schedules "
@@ -172,9 +174,9 @@ class FrameworkBackend:
             return wl.loss(untaped(counted, post, p, state0, inputs, steps))
 
         loop = None
-        if name == "baseline":
+        if name is Mode.BASELINE:
             gradient = fw.value_only(unrolled if untaped is None else forward_only, ctx)
-        elif name == "normal":
+        elif name is Mode.NORMAL:
             gradient = fw.value_and_grad(unrolled, ctx)
         else:
             loop = self.checkpointed_loop(case, counted, post, costs)

@@ -34,6 +34,7 @@ from ckptbench.engine.chain import ChainLoop
 from ckptbench.engine.interpreter import first_sweep, reverse_sweep
 from ckptbench.engine.steps import ChainSteps
 from ckptbench.measure.peaks import read_rss_bytes, trim_heap
+from ckptbench.results.modes import Mode
 from ckptbench.schedules import get_strategy, plan_from, strategy_names
 
 if TYPE_CHECKING:
@@ -223,7 +224,7 @@ def _flatten(grad: Any) -> np.ndarray:
     return np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in leaves])
 
 
-def _gradient_fn(case: Case, mode: str, wl: Any, costs: Any) -> tuple[Callable, Any]:
+def _gradient_fn(case: Case, mode: Mode, wl: Any, costs: Any) -> tuple[Callable, Any]:
     """``(gradient(p) -> (loss, grads) on device, loop or None)`` for ``mode``."""
     layers = case.steps
 
@@ -233,9 +234,9 @@ def _gradient_fn(case: Case, mode: str, wl: Any, costs: Any) -> tuple[Callable, 
             x = wl.layer(i, p["layers"][i], x)
         return wl.loss(x)
 
-    if mode == "baseline":
+    if mode is Mode.BASELINE:
         return _Compiled(lambda p: (value(p), jax.tree_util.tree_map(jnp.zeros_like, p))), None
-    if mode == "normal":
+    if mode is Mode.NORMAL:
         return _Compiled(jax.value_and_grad(value)), None
     spec = get_strategy(case.strategy)
     if not spec.runs_chains:
@@ -260,11 +261,11 @@ def _gradient_fn(case: Case, mode: str, wl: Any, costs: Any) -> tuple[Callable, 
     return gradient, loop
 
 
-def chain_built(case: Case, mode: str, wl: Any, params: list, x0: Any, device: Any, costs: Any):
+def chain_built(case: Case, mode: Mode, wl: Any, params: list, x0: Any, device: Any, costs: Any):
     """The worker's view of a chain on JAX in ``mode`` (one gradient is run before this
     returns, so every piece is compiled outside the measured iterations)."""
     fn, loop = _gradient_fn(case, mode, wl, costs)
-    peer = mode == "checkpointed" and loop is None
+    peer = mode is Mode.CHECKPOINTED and loop is None
     p = {"input": x0, "layers": params}
     trim_heap()
     rss0, t0 = read_rss_bytes(), time.perf_counter()

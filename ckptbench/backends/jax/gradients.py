@@ -46,7 +46,9 @@ from ckptbench.backends.jax.chain import chain_built
 from ckptbench.backends.jax.device import DevicePeakMeter, resolve_device
 from ckptbench.backends.jax.table import encode
 from ckptbench.backends.jax.workloads import load_jax_workload
+from ckptbench.backends.modes import as_mode
 from ckptbench.measure.peaks import read_rss_bytes, trim_heap
+from ckptbench.results.modes import Mode
 from ckptbench.schedules import get_strategy, replay_bytes
 from ckptbench.workloads import Sizes
 from ckptbench.workloads.chain import check_chain_init, is_chain
@@ -55,8 +57,6 @@ if TYPE_CHECKING:
     from ckptbench.results.schema import Case
 
 __all__ = ["flatten_gradient", "make_built", "plain_scan", "schedules", "strategies"]
-
-_MODES = ("baseline", "normal", "checkpointed")
 
 
 def strategies() -> tuple[str, ...]:
@@ -94,13 +94,6 @@ def plain_scan(step: Any, post: Any) -> Any:
     return loop
 
 
-def _mode_name(mode: Any) -> str:
-    name = getattr(mode, "value", mode)
-    if name not in _MODES:
-        raise ValueError(f"unknown mode {mode!r} (choose from {', '.join(_MODES)})")
-    return name
-
-
 def _to_numpy(tree: Any) -> Any:
     """Host copies of a tree's JAX arrays; the device buffers are deleted at once."""
 
@@ -133,7 +126,7 @@ class _Clamped(NamedTuple):
 
 def make_built(case: Case, mode: Any, costs: dict[str, Any] | None = None) -> Built:
     """Build and compile the gradient of ``case`` in ``mode`` (see the module docstring)."""
-    name = _mode_name(mode)
+    name = as_mode(mode)
     spec = _checked_strategy(case, name)
     device = resolve_device(case.device)
     wl, params, state0, inputs = _problem(case, device)
@@ -141,8 +134,8 @@ def make_built(case: Case, mode: Any, costs: dict[str, Any] | None = None) -> Bu
         return _chain(case, name, spec, wl, (params, state0), device, costs)
     info: dict[str, Any] = {}
     plan = None
-    if name != "checkpointed":
-        fn = _plain_fn(wl, differentiate=name == "normal")
+    if name is not Mode.CHECKPOINTED:
+        fn = _plain_fn(wl, differentiate=name is Mode.NORMAL)
     elif not spec.ours:
         loop = spec.load_factory()(wl.step, wl.post, case.steps, case.snaps)
 
@@ -174,11 +167,11 @@ def make_built(case: Case, mode: Any, costs: dict[str, Any] | None = None) -> Bu
     return _built(params, gradient, calls, counters_now, plan, device)
 
 
-def _checked_strategy(case: Case, mode_name: str) -> Any:
+def _checked_strategy(case: Case, mode: Mode) -> Any:
     """The case's strategy spec, refused in one line where a checkpointed mode cannot run it
     here; the packages it needs imported (in every mode of a cell)."""
     strategy = getattr(case, "strategy", "revolve")
-    if mode_name == "checkpointed":
+    if mode is Mode.CHECKPOINTED:
         registry.check_strategy(SPEC.name, strategy)
     spec = get_strategy(strategy)
     for package in spec.requires:
@@ -201,7 +194,7 @@ def _problem(case: Case, device: Any) -> tuple[Any, Any, Any, Any]:
     return wl, params, state0, inputs
 
 
-def _chain(case: Case, mode: str, spec: Any, wl: Any, drawn: tuple, device: Any, costs: Any):
+def _chain(case: Case, mode: Mode, spec: Any, wl: Any, drawn: tuple, device: Any, costs: Any):
     """A layer chain (:mod:`ckptbench.backends.jax.chain`): ours run by the engine-driven
     executor, whose per-layer pieces hold states of any shape."""
     if spec.ours and _executor(case) != "engine":
