@@ -5,6 +5,7 @@ longer matches that copy or no longer loads (the gate uses the copy)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,30 @@ def sweep_configs(paths: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any
     return out
 
 
+def recorded_config(manifest: Path, recorded: dict[str, Any]) -> Path | None:
+    """The config file a sweep ran from, where it still exists: found from the manifest's
+    folder (``path_from_folder``), or for a manifest written before that, as its path was
+    typed. A file of that path whose sweep has another name is not it (a ``small.toml``
+    where `check` runs is no sweep's config but its own)."""
+    relative = recorded.get("path_from_folder")
+    if isinstance(relative, str) and relative:
+        path = Path(os.path.normpath(manifest.parent / relative))  # 'ci.toml', not 'out/../'
+    else:
+        path = Path(str(recorded.get("source") or ""))
+    if not path.name or not path.is_file():
+        return None
+    try:
+        named = load_config(path).name
+    except (OSError, ValueError):
+        return path  # it no longer loads: said by limit_sources
+    return path if named == recorded.get("name") else None
+
+
 def config_sources(paths: Sequence[str | Path]) -> tuple[Path, ...]:
     """The config files the sweeps in ``paths`` were run from, where they still exist (the
     gate reads them to compare with the manifests' copies: inputs of ``check``)."""
-    found = (Path(str(recorded.get("source") or "")) for _, recorded in sweep_configs(paths))
-    return tuple(dict.fromkeys(p for p in found if p.name and p.is_file()))
+    found = (recorded_config(m, recorded) for m, recorded in sweep_configs(paths))
+    return tuple(dict.fromkeys(p for p in found if p is not None))
 
 
 def _expect_diff(recorded: dict[str, Any], config: SweepConfig) -> list[str]:
@@ -77,8 +97,8 @@ def limit_sources(
                 f"limits: [expect] from {manifest}, the copy of {source} made when the sweep "
                 "ran (--config FILE gates on a file instead)"
             )
-            path = Path(str(recorded.get("source") or ""))
-            if not path.is_file():
+            path = recorded_config(manifest, recorded)
+            if path is None:
                 continue
             try:
                 diffs = _expect_diff(recorded, load_config(path))

@@ -3,6 +3,7 @@ terminal, markdown for a CI job summary, and JUnit XML for CI test reports."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from ckptbench.analysis.gate import GateLine, GateReport
@@ -10,6 +11,21 @@ from ckptbench.analysis.stats import percent_text
 from ckptbench.render.format import fmt_size
 
 __all__ = ["check_junit", "check_markdown", "check_text"]
+
+
+#: Characters XML 1.0 cannot hold (C0 controls but tab, newline and return; lone
+#: surrogates; U+FFFE/U+FFFF): a worker's stderr tail in a failure's numbers could carry one.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    """``text`` as XML can hold it: each character it cannot, written as ``\\xNN``."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _md(text: str) -> str:
+    """``text`` as one markdown table cell: its pipes escaped, its lines joined."""
+    return " ".join(text.replace("|", "\\|").splitlines())
 
 
 def _cell(line: GateLine) -> str:
@@ -48,8 +64,8 @@ def check_markdown(report: GateReport) -> str:
 
     def row(line: GateLine) -> str:
         mark = "pass" if line.passed else "**FAIL**"
-        cell = f"`{line.key}`" + (f" ({line.host})" if line.host else "")
-        return f"| {mark} | {cell} | {line.check} | {line.detail.replace('|', '/')} |"
+        cell = f"`{line.key}`" + (f" ({_md(line.host)})" if line.host else "")
+        return f"| {mark} | {cell} | {line.check} | {_md(line.detail)} |"
 
     head = "| result | cell | check | numbers |\n|---|---|---|---|"
     out = [f"### {report.headline}", ""]
@@ -77,7 +93,7 @@ def check_junit(report: GateReport) -> str:
     )
     for key, host in dict.fromkeys((line.key, line.host) for line in report.lines):
         lines = [line for line in report.lines if (line.key, line.host) == (key, host)]
-        name = key + (f"@{host}" if host else "")
+        name = _xml(key + (f"@{host}" if host else ""))
         suite = ET.SubElement(
             root,
             "testsuite",
@@ -88,13 +104,14 @@ def check_junit(report: GateReport) -> str:
         )
         for line in lines:
             case = ET.SubElement(suite, "testcase", classname=name, name=line.check)
+            detail = _xml(line.detail)
             if line.passed:
-                ET.SubElement(case, "system-out").text = line.detail
+                ET.SubElement(case, "system-out").text = detail
             else:
-                fail = ET.SubElement(case, "failure", message=line.detail, type=line.check)
-                fail.text = f"{name} {line.check}: {line.detail}"
+                fail = ET.SubElement(case, "failure", message=detail, type=line.check)
+                fail.text = f"{name} {line.check}: {detail}"
     if report.notes or _rule(report) or report.sources:
         out = ET.SubElement(root, "system-out")
-        out.text = "\n".join([*report.sources, _rule(report), *report.notes]).strip()
+        out.text = _xml("\n".join([*report.sources, _rule(report), *report.notes]).strip())
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"

@@ -156,6 +156,26 @@ def _find_huge(value: Any, where: str) -> tuple[str, _HugeInt] | None:
     return None
 
 
+def _find_surrogate(value: Any, where: str) -> str | None:
+    """The field of the first string (or key) holding a lone surrogate, else None: JSON's
+    ``\\ud800`` parses, and the string then fails wherever it is written or printed."""
+    if isinstance(value, str):
+        return where if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            path = f"{where}.{k}" if where else str(k)
+            if _SURROGATE.search(k) or (found := _find_surrogate(v, path)) is not None:
+                return path if _SURROGATE.search(k) else found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if (found := _find_surrogate(v, f"{where}[{i}]")) is not None:
+                return found
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def read_json_limited(path: str | os.PathLike[str], limit_bytes: int, what: str) -> Any:
     """The JSON document of the regular file ``path`` (:func:`read_regular_file`): UTF-8
     without NUL bytes, nested at most :data:`MAX_JSON_DEPTH` deep (checked before parsing),
@@ -203,6 +223,12 @@ def read_json_limited(path: str | os.PathLike[str], limit_bytes: int, what: str)
         raise InputFileError(f"not JSON ({err.msg} at line {err.lineno})") from None
     except (RecursionError, ValueError) as err:  # the depth check makes these unreachable
         raise InputFileError(f"not JSON ckptbench can read ({type(err).__name__})") from None
+    escaped = re.search(rb"\\u[dD][89a-fA-F]", raw)  # a surrogate only comes escaped
+    if escaped and (where := _find_surrogate(data, "")) is not None:
+        raise InputFileError(
+            f"{where or 'the document'} holds a lone UTF-16 surrogate (a \\ud800-\\udfff "
+            "escape without its pair), which is no text"
+        )
     if huge:
         where, big = _find_huge(data, "") or ("the document", huge[0])
         raise InputFileError(
@@ -300,6 +326,11 @@ def _problem(value: Any, tp: Any, where: str) -> str | None:
 SIGNED_QUANTITIES = frozenset({"program_rss_bytes"})
 
 
+#: No measured time reaches this (about 31 700 years): an iteration of 1e308 s raised an
+#: OverflowError in the statistics, 1e300 printed hundreds of digits. The case's limits
+#: (``timeout_s``) are the case's to check.
+MAX_SECONDS = 1e12
+
 #: Counts and errors that are never negative, though not named in bytes or seconds.
 COUNTS = frozenset({"round", "grad_max_rel_err"})
 #: A process measured holds memory: its exact peak is never zero.
@@ -323,6 +354,8 @@ def _unit_problem(value: Any, where: str) -> str | None:
         return None if math.isfinite(value) else f"{where} must be finite, got {short_json(value)}"
     if not (math.isfinite(value) and value >= 0):
         return f"{where} must be a finite number >= 0, got {short_json(value)}"
+    if name.endswith("_s") and value >= MAX_SECONDS and where.startswith("modes"):
+        return f"{where} must be below {MAX_SECONDS:.0e} s, got {short_json(value)}"
     return None
 
 

@@ -34,6 +34,7 @@ from ckptbench.results.manifestcheck import manifest_problem
 from ckptbench.results.schema import (
     Case,
     CaseError,
+    Mode,
     RunResult,
     Status,
     result_from_dict,
@@ -292,6 +293,7 @@ def validate_result_document(data: Any, source: str) -> None:
         raise StoreError(wrong)
     # the stored summary is written for CI scripts and never read back (results.summary)
     problem = fields_problem({k: v for k, v in data.items() if k != "summary"}, RunResult, "")
+    problem = problem or _read_fields_problem(data)
     if problem is None:
         modes = data["modes"]
         seen = [(m["mode"], m.get("round", 0)) for m in modes]  # rounds may repeat a mode
@@ -316,6 +318,33 @@ def validate_result_document(data: Any, source: str) -> None:
                     break
     if problem is not None:
         raise StoreError(f"{source}: malformed result: {problem}")
+
+
+def _read_fields_problem(data: dict[str, Any]) -> str | None:
+    """What ckptbench reads beyond the typed fields: the host (printed in tables, JUnit and
+    markdown: one line of printable text) and the two environment entries the gate and the
+    report act on (``run --expect-oom``'s modes, the round a stop signal cut)."""
+    host = data.get("host", "")
+    if not host.isprintable():
+        return f"host must be printable text on one line, got {short_json(host)}"
+    env = data.get("environment") or {}
+    oom = env.get("expect_oom")
+    names = {m.value for m in Mode}
+    if oom is not None and not (isinstance(oom, list) and all(m in names for m in oom)):
+        return f"environment.expect_oom must be a list of mode names, got {short_json(oom)}"
+    stop = env.get("interrupted")
+    if stop is not None:
+        cut = stop.get("round") if isinstance(stop, dict) else None
+        if not isinstance(stop, dict) or not (cut is None or _is_round(cut)):
+            return (
+                "environment.interrupted must be an object whose round is a whole number "
+                f">= 1, got {short_json(stop)}"
+            )
+    return None
+
+
+def _is_round(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value < 2**31
 
 
 #: The largest result file or manifest ckptbench reads (a long run's timelines are a few

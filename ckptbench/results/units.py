@@ -15,7 +15,7 @@ from fractions import Fraction
 #: Largest size accepted (4 EiB: beyond it, a typo).
 MAX_BYTES = 2**62
 
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtpe]?i?b?)?\s*$", re.IGNORECASE)
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$")
 
 _SIZE_UNITS = {
@@ -33,6 +33,12 @@ _SIZE_UNITS = {
     "t": 2**40,
     "tb": 10**12,
     "tib": 2**40,
+    "p": 2**50,  # up to the limit, so '4EiB' is said to be too large, not 'not a size'
+    "pb": 10**15,
+    "pib": 2**50,
+    "e": 2**60,
+    "eb": 10**18,
+    "eib": 2**60,
 }
 #: A fraction as typed: ASCII digits, an optional exponent, an optional '%'.
 _FRACTION = re.compile(r"^[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*%?$")

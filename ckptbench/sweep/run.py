@@ -108,6 +108,8 @@ def _write_manifest(
         "config": {
             "name": config.name,
             "source": config.source,
+            # where the config is from the folder, so `check` finds it from any directory
+            "path_from_folder": _path_from(out_dir, config.source),
             "description": config.description,
             "expect": config.expect.as_dict(),
             "expect_by_strategy": {k: v.as_dict() for k, v in config.expect_by_strategy.items()},
@@ -118,6 +120,18 @@ def _write_manifest(
         "cells": [c.to_dict() for c in cells],
     }
     return write_manifest(out_dir, doc)
+
+
+def _path_from(folder: Path, source: str) -> str | None:
+    """``source`` (a config file as typed) relative to ``folder``; None for a config that
+    is no file (a string parsed in a test) or on another drive."""
+    path = Path(source)
+    if not path.is_file():
+        return None
+    try:
+        return os.path.relpath(path.resolve(), folder.resolve())
+    except ValueError:
+        return None
 
 
 # --------------------------------------------------------------------------- the sweep

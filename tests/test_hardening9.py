@@ -1,0 +1,154 @@
+"""Session of 2026-11-29 (no GPU): a sixth audit's findings (the CI gate and its inputs),
+each with a test that fails on the code before it."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from _synthetic import make_result
+from click.testing import CliRunner
+
+from ckptbench.cli import cli
+from ckptbench.results.schema import save_result
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def _edited(tmp_path: Path, name: str, edit) -> Path:
+    """A result file whose document ``edit`` changed in place."""
+    path = tmp_path / f"{name}.json"
+    save_result(make_result(seed=3), path)
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _every_wall_time(value):
+    def edit(doc):
+        for m in doc["modes"]:
+            for it in m["iterations"]:
+                it["wall_time_s"] = value
+
+    return edit
+
+
+def _env(key, value):
+    def edit(doc):
+        doc["environment"][key] = value
+
+    return edit
+
+
+def _host(value):
+    def edit(doc):
+        doc["host"] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (_every_wall_time(1e308), "wall_time_s must be below 1e+12 s"),
+        (_every_wall_time(1e300), "wall_time_s must be below 1e+12 s"),
+        (_env("expect_oom", 5), "environment.expect_oom must be a list of mode names"),
+        (_env("expect_oom", [1]), "environment.expect_oom must be a list of mode names"),
+        (_env("expect_oom", "normal"), "environment.expect_oom must be a list of mode names"),
+        (_env("interrupted", 5), "environment.interrupted must be an object"),
+        (_env("interrupted", {"round": 1.5}), "environment.interrupted must be an object"),
+        (_env("interrupted", {"round": -3}), "environment.interrupted must be an object"),
+        (_host("x\ud800y"), "lone UTF-16 surrogate"),
+        (_host("a\u0001b"), "host must be printable text on one line"),
+        (_host("p|q\n### injected"), "host must be printable text on one line"),
+    ],
+)  # fmt: skip
+def test_hostile_result_fields_are_one_line_and_exit_2(tmp_path, edit, words):
+    """Each crashed `check` or `compare` with a traceback (exit 1, read as a regression by
+    CI), or was read letter by letter, or broke the JUnit XML and the markdown table."""
+    bad = _edited(tmp_path, "bad", edit)
+    for command in (["check", str(bad)], ["compare", str(bad)]):
+        res = _invoke(*command)
+        assert res.exit_code == 2, (command, res.output, res.exception)
+        assert words in res.output
+        assert "Traceback" not in res.output
+
+
+def test_junit_and_markdown_hold_whatever_a_check_line_says(tmp_path):
+    """A failure's numbers can carry a worker's stderr (control characters, pipes, lines):
+    the JUnit file must stay XML and the markdown row one row."""
+    from ckptbench.analysis.gate import GateLine, GateReport
+    from ckptbench.render import check_markdown
+    from ckptbench.render.verdicts import check_junit
+
+    line = GateLine("cell", "host", "status", False, "crashed: \x1b[31mboom\x01 | a\nb")
+    report = GateReport(lines=(line,), notes=("note \x02",))
+    root = ET.fromstring(check_junit(report))
+    assert root.find(".//failure").get("message") == "crashed: \\x1b[31mboom\\x01 | a\nb"
+    rows = [r for r in check_markdown(report).splitlines() if r.startswith("| **FAIL**")]
+    assert len(rows) == 2 and all(r.count(" | ") == 3 for r in rows)  # failures + all checks
+    assert "boom\x01 \\| a b" in rows[0]
+
+
+def test_an_expectation_that_fails_never_reads_as_met(tmp_path):
+    """slowdown 1.4646 against slowdown_max 1.46 read 'FAIL ... 1.46x, need <= 1.46x'."""
+    from ckptbench.analysis.gate import check
+    from ckptbench.sweep.config import Expect
+
+    for scale in (1.0 + k / 997 for k in range(50)):  # a slowdown that rounds down
+        result = make_result(seed=3, time_scale={"checkpointed": scale})
+        slowdown = result.summary.slowdown.value
+        limit = float(f"{slowdown:.2f}")
+        if limit < slowdown:
+            break
+    report = check([result], expect=Expect(slowdown_max=limit))
+    (line,) = [x for x in report.lines if x.check == "slowdown_max"]
+    assert not line.passed
+    shown, need = line.detail.split(", need <= ")
+    assert float(shown.rstrip("x")) > float(need.rstrip("x")), line.detail
+
+
+def test_the_config_on_disk_is_the_sweeps_own_not_a_namesake_where_check_runs(
+    tmp_path, monkeypatch
+):
+    """`cd other && ckptbench check ../cur`, with an unrelated other/small.toml: 'warning:
+    small.toml on disk differs from that copy' (the manifest's relative path, read from
+    the wrong folder)."""
+    from ckptbench.analysis.limits import limit_sources
+    from ckptbench.sweep.config import load_config
+    from ckptbench.sweep.run import run_sweep
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "small.toml").write_text(
+        'name = "small"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\n[grid]\nsnaps = [2]\n'
+        "[expect]\nmemory_savings_min = 1.5\n"
+    )
+    monkeypatch.chdir(home)
+    run_sweep(load_config("small.toml"), "out", run_cell=lambda case, **_: make_result(case))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "small.toml").write_text((home / "small.toml").read_text().replace("1.5", "50"))
+    monkeypatch.chdir(other)
+    lines = limit_sources([home / "out"], None, True, {})
+    assert not any("differs" in x for x in lines), lines
+    (home / "small.toml").write_text((home / "small.toml").read_text().replace("1.5", "3"))
+    lines = limit_sources([home / "out"], None, True, {})
+    assert any("differs" in x and "small.toml" in x for x in lines), lines
+
+
+def test_sizes_up_to_the_limit_have_their_units():
+    """'1PiB' and '4EiB' read as 'not a size like 2GiB' though the limit is 2**62 bytes."""
+    from ckptbench.results.units import parse_size
+
+    assert parse_size("1PiB") == 2**50 and parse_size("2PB") == 2 * 10**15
+    assert parse_size("3EiB") == 3 * 2**60
+    with pytest.raises(ValueError, match="too large"):
+        parse_size("4EiB")
+    with pytest.raises(ValueError, match="not a size"):
+        parse_size("1e3MiB")
