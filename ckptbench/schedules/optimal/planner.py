@@ -172,10 +172,15 @@ def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
     _, _, sb, tb = costs.per_step(steps)
     exact = dp.least_storage(np.asarray(sb, dtype=np.int64), np.asarray(tb, dtype=np.int64))
     if budget_bytes < exact:
-        rounded = f" (the planner, rounding to memory quanta, from {_bytes(least)})"
+        if least > exact:  # name the budget that plans, not one refused by the next line
+            raise PlanError(
+                f"no schedule of {steps} steps fits in a budget of {_bytes(budget_bytes)}; the "
+                f"smallest budget that works is {_bytes(least)} (the least storage peak is "
+                f"{_bytes(exact)}, and the planner rounds sizes to memory quanta)"
+            )
         raise PlanError(
             f"no schedule of {steps} steps fits in a budget of {_bytes(budget_bytes)}; the "
-            f"smallest budget that works is {_bytes(exact)}{rounded if least > exact else ''}"
+            f"smallest budget that works is {_bytes(exact)}"
         )
     raise PlanError(
         f"a schedule of {steps} steps fits in {_bytes(budget_bytes)} (the least storage "
