@@ -43,6 +43,7 @@ from ckptbench.analysis import (
 from ckptbench.analysis.expectations import ExpectSource, expect_for, manifest_expectations
 from ckptbench.analysis.limits import limit_sources, sweep_configs
 from ckptbench.analysis.pairing import diluted_cell, same_measurements
+from ckptbench.analysis.stats import figure_apart
 from ckptbench.results.schema import MODES, Mode, RunResult, Status
 from ckptbench.results.store import load_results, missing_cells
 from ckptbench.results.units import size_text
@@ -142,15 +143,6 @@ def _typical(tc: Any) -> str:
     return "process medians (geometric mean)" if several else "median"
 
 
-def _figure(v: float, limit: float) -> str:
-    """``v`` to two decimals, or as many more as keep it apart from ``limit`` (1.4646
-    against 1.46 read '1.46x, need <= 1.46x')."""
-    d = 2
-    while d < 12 and v != limit and float(f"{v:.{d}f}") == float(f"{limit:.{d}f}"):
-        d += 1
-    return f"{v:.{d}f}"
-
-
 def _need(value: str, condition: str, passed: bool) -> str:
     """Both sides of a threshold: '23.10x, need >= 25x' (failed) or '30.20x (need >= 25x)'."""
     return f"{value} (need {condition})" if passed else f"{value}, need {condition}"
@@ -177,7 +169,7 @@ def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
             "memory_savings_min",
             ok,
             _need(
-                got or f"{_figure(v, expect.memory_savings_min)}x",
+                got or f"{figure_apart(v, expect.memory_savings_min)}x",
                 f">= {expect.memory_savings_min:g}x",
                 ok,
             ),
@@ -188,7 +180,7 @@ def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
         got = (
             "no figure (a mode's time not measured ok)"
             if v is None
-            else f"{_figure(v, expect.slowdown_max)}x"
+            else f"{figure_apart(v, expect.slowdown_max)}x"
         )
         add("slowdown_max", ok, _need(got, f"<= {expect.slowdown_max:g}x", ok))
     if expect.grad_max_rel_err_max is not None:
