@@ -218,36 +218,13 @@ def test_a_port_that_is_no_dask_scheduler_is_one_line_not_a_hang(answer):
     """An HTTP server, or a listener that never answers, at the --dask address hung
     `sweep` without a limit (distributed's Client waited on its handshake)."""
     pytest.importorskip("distributed")
-    import socket
-    import threading
+    from _listener import listener
 
     from ckptbench.results.schema import Case
     from ckptbench.sweep.cluster import DaskError, connect
 
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    held = []
-
-    def serve():
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = server.accept()
-                held.append(conn)
-                if answer is not None:
-                    conn.sendall(answer)
-
-    import contextlib
-
-    threading.Thread(target=serve, daemon=True).start()
-    port = server.getsockname()[1]
-    try:
-        with pytest.raises(DaskError, match="cannot reach Dask scheduler"):
-            connect(f"tcp://127.0.0.1:{port}", [Case(steps=5, snaps=2)], timeout_s=1.0)
-    finally:
-        server.close()
-        for conn in held:
-            conn.close()
+    with listener(answer) as address, pytest.raises(DaskError, match="cannot reach Dask"):
+        connect(address, [Case(steps=5, snaps=2)], timeout_s=1.0)
 
 
 def test_an_inproc_address_is_refused_as_it_is_parsed():

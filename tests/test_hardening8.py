@@ -224,36 +224,15 @@ def test_whatever_a_dask_worker_returned_is_kept(payload):
 def test_a_port_that_answers_in_http_is_said_to_be_no_dask_scheduler():
     """A server that sends 'HTTP/1.0 426 ...' on connect: the line read 'MemoryError: Unable
     to allocate 3.01 EiB' (the bytes taken as a frame's length)."""
-    import socket
-    import threading
-
     pytest.importorskip("distributed")
+    from _listener import listener
+
     from ckptbench.sweep.cluster import DaskError, connect
 
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    held = []
-
-    def serve():
-        import contextlib
-
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = server.accept()
-                held.append(conn)
-                conn.sendall(b"HTTP/1.0 426 Upgrade Required\r\nContent-Length: 0\r\n\r\n")
-
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        with pytest.raises(DaskError, match="not in Dask's protocol") as caught:
-            connect(f"tcp://127.0.0.1:{server.getsockname()[1]}", [Case(steps=5, snaps=2)],
-                    timeout_s=5.0)  # fmt: skip
-        assert "MemoryError" not in str(caught.value) and "EiB" not in str(caught.value)
-    finally:
-        server.close()
-        for conn in held:
-            conn.close()
+    http = b"HTTP/1.0 426 Upgrade Required\r\nContent-Length: 0\r\n\r\n"
+    with listener(http) as address, pytest.raises(DaskError, match="Dask's protocol") as caught:
+        connect(address, [Case(steps=5, snaps=2)], timeout_s=5.0)
+    assert "MemoryError" not in str(caught.value) and "EiB" not in str(caught.value)
 
 
 def test_plan_and_profile_bound_a_plugin_that_hangs(tmp_path, monkeypatch):
