@@ -64,6 +64,7 @@ def _host(value):
         (_env("interrupted", {"round": 1.5}), "environment.interrupted must be an object"),
         (_env("interrupted", {"round": -3}), "environment.interrupted must be an object"),
         (_host("x\ud800y"), "lone UTF-16 surrogate"),
+        (_env("k\ud800", 1), "environment.k\\ud800 holds a lone UTF-16 surrogate"),
         (_host("a\u0001b"), "host must be printable text on one line"),
         (_host("p|q\n### injected"), "host must be printable text on one line"),
     ],

@@ -143,37 +143,38 @@ class _HugeInt:
         self.digits = digits
 
 
-def _find_huge(value: Any, where: str) -> tuple[str, _HugeInt] | None:
-    stack = [(value, where)]
+def _first_field(value: Any, hit: typing.Callable[[Any], bool]) -> tuple[str, Any] | None:
+    """(field, node) of the first node of a parsed document, or key of one of its objects,
+    for which ``hit`` is true, in document order; None when there is none."""
+    stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         v, w = stack.pop()
-        if isinstance(v, _HugeInt):
-            return w or "result", v
+        if hit(v):
+            return w, v
         if isinstance(v, dict):
-            stack.extend((x, f"{w}.{k}" if w else str(k)) for k, x in reversed(v.items()))
+            for k, x in reversed(v.items()):
+                path = f"{w}.{k}" if w else str(k)
+                stack += [(x, path), (k, path)]  # the key is looked at before its value
         elif isinstance(v, list):
             stack.extend((x, f"{w}[{i}]") for i, x in reversed(list(enumerate(v))))
     return None
 
 
-def _find_surrogate(value: Any, where: str) -> str | None:
-    """The field of the first string (or key) holding a lone surrogate, else None: JSON's
-    ``\\ud800`` parses, and the string then fails wherever it is written or printed."""
-    if isinstance(value, str):
-        return where if _SURROGATE.search(value) else None
-    if isinstance(value, dict):
-        for k, v in value.items():
-            path = f"{where}.{k}" if where else str(k)
-            if _SURROGATE.search(k) or (found := _find_surrogate(v, path)) is not None:
-                return path if _SURROGATE.search(k) else found
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            if (found := _find_surrogate(v, f"{where}[{i}]")) is not None:
-                return found
-    return None
+def _find_huge(value: Any) -> tuple[str, _HugeInt] | None:
+    found = _first_field(value, lambda v: isinstance(v, _HugeInt))
+    return None if found is None else (found[0] or "result", found[1])
 
 
+#: A lone UTF-16 surrogate: JSON's ``\\ud800`` parses, and the string then fails wherever
+#: it is written or printed.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _find_surrogate(value: Any) -> str | None:
+    """The field of the first string (or key) holding a lone surrogate, else None; a key's
+    own surrogate written as its escape (the field name must print)."""
+    found = _first_field(value, lambda v: isinstance(v, str) and bool(_SURROGATE.search(v)))
+    return None if found is None else found[0].encode("utf-8", "backslashreplace").decode()
 
 
 def read_json_limited(path: str | os.PathLike[str], limit_bytes: int, what: str) -> Any:
@@ -224,13 +225,13 @@ def read_json_limited(path: str | os.PathLike[str], limit_bytes: int, what: str)
     except (RecursionError, ValueError) as err:  # the depth check makes these unreachable
         raise InputFileError(f"not JSON ckptbench can read ({type(err).__name__})") from None
     escaped = re.search(rb"\\u[dD][89a-fA-F]", raw)  # a surrogate only comes escaped
-    if escaped and (where := _find_surrogate(data, "")) is not None:
+    if escaped and (where := _find_surrogate(data)) is not None:
         raise InputFileError(
             f"{where or 'the document'} holds a lone UTF-16 surrogate (a \\ud800-\\udfff "
             "escape without its pair), which is no text"
         )
     if huge:
-        where, big = _find_huge(data, "") or ("the document", huge[0])
+        where, big = _find_huge(data) or ("the document", huge[0])
         raise InputFileError(
             f"{where} is an integer of {big.digits} digits, beyond 2**63 (ckptbench writes "
             "none and reads none)"
