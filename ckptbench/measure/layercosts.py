@@ -152,7 +152,7 @@ def _slope_tapes(guess: int) -> int:
     return max(4, min(64, SLOPE_BYTES // max(1, guess)))
 
 
-def _peak_method(fw, x: Any, out_bytes: int, forced: str | None) -> str:
+def _peak_method(forced: str | None) -> str:
     """``forced``, else tracemalloc. VmHWM's slope reads too little once the process has
     freed memory, which the allocator reuses without a new page: 9 tapes of a 2 x 64 dense
     layer read 0 B, and on mlp-stack (hidden 256, batch 32) and cnn-stack (hidden 16,
@@ -239,7 +239,7 @@ def _tape_samples(fw, ops, chain, i, params, xs, sizes, samples, forced) -> tupl
     own = None if forced is not None else fw.layer_tape_nbytes(chain.layer, i, params[i], xs[i])
     if own is not None:
         return [int(own)], fw.tape_method
-    method = _peak_method(fw, xs[i], sizes[i + 1], forced)
+    method = _peak_method(forced)
     slopes = [
         _slope_tape_bytes(fw, ops, i, xs[i], sizes[i + 1], method)
         for _ in range(max(1, min(samples, 3)))
