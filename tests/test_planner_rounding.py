@@ -70,3 +70,37 @@ def test_the_lstm_case_that_was_slower_than_revolve():
     rows = {r["strategy"]: r for r in compare_at_budget(costs, 20, 2376)}
     assert rows["optimal"]["advances"] <= rows["revolve"]["advances"] == 33
     assert rows["optimal"]["predicted_time_s"] <= rows["revolve"]["predicted_time_s"]
+
+
+def test_where_rounding_leaves_the_program_no_plan_revolve_in_exact_bytes_is_the_plan():
+    """A budget between the least storage peak and the program's rounded least: `run` and
+    `plan` refused it ("give that budget, or run Revolve") although Revolve fitted."""
+    costs = Costs(forward_time_s=1e-5, taped_time_s=1e-4,
+                  state_bytes=[256, 768, 1024, 1280, 512, 768, 1024, 1280],
+                  tape_bytes=[5475, 6243, 6755, 6051, 5539, 6051, 6563, 4786])  # fmt: skip
+    _, _, sb, tb = costs.per_step(8)
+    budget = sb[0] + max(tb)  # Revolve's one-slot peak
+    assert budget < planner.min_budget_bytes(costs, 8)  # the program rounds it over
+    planner.check_budget(costs, 8, budget)
+    plan = planner.plan_optimal(costs, 8, budget)
+    assert plan.chosen in ("revolve", "uniform") and not plan.exact
+    assert plan.peak_bytes <= budget
+    replay_bytes(plan.actions(), 8, sb, tb, budget)
+    named = rf"smallest budget that works is .*\({budget} B\)$"
+    with pytest.raises(planner.PlanError, match=named):
+        planner.plan_optimal(costs, 8, budget - 1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_revolves_one_slot_peak_is_x0_and_the_largest_tape(seed):
+    """The least state-only budget is computed, not replayed (Revolve's one-slot stream is
+    quadratic in the steps): it must be the replayed peak."""
+    from ckptbench.schedules.cost_model import predict
+    from ckptbench.schedules.optimal.planner import _state_only_least
+    from ckptbench.schedules.revolve import schedule
+
+    rng = random.Random(seed)
+    for steps in (1, 2, 3, rng.randint(4, 40)):
+        costs = _random_costs(rng, steps)
+        replayed = predict(schedule(steps, 1), steps, costs).peak_bytes
+        assert _state_only_least(costs, steps) == replayed

@@ -76,9 +76,13 @@ def layer_table(plan: Any, names: Sequence[str] | None = None) -> Table:
         Column("kept_tape", "kept tape", priority=0),
         Column("recomputed", "recomputed", priority=0),
     )
-    notes = () if plan.exact else (
-        f"memory planned in quanta of {fmt_size(plan.quantum_bytes)} (sizes rounded up)",
-    )  # fmt: skip
+    if plan.exact:
+        notes: tuple[str, ...] = ()
+    elif plan.chosen != "program":  # a stream set by snaps, in exact bytes (planner.Plan)
+        notes = (f"{plan.chosen}'s stream in exact bytes: the program, planning in quanta of "
+                 f"{fmt_size(plan.quantum_bytes)}, had a slower plan or none",)  # fmt: skip
+    else:
+        notes = (f"memory planned in quanta of {fmt_size(plan.quantum_bytes)} (sizes rounded up)",)
     return Table(title, columns, tuple(layer_records(plan, names)), notes=notes)
 
 

@@ -38,8 +38,9 @@ def _planned_row(spec: StrategySpec, costs: Costs, steps: int, budget: int, leve
         return _row(spec.name, None, None, str(err))
     note = "" if plan.exact else f"memory quantum {plan.quantum_bytes} B"
     if plan.chosen != "program":  # a rival in exact bytes beat the rounded program
-        return _row(spec.name, plan.slots, plan.prediction, f"{note}: {plan.chosen}'s stream "
-                    "(in exact bytes) is faster than the rounded program's plan")  # fmt: skip
+        why = "the rounded program's plan is slower or does not fit"
+        return _row(spec.name, plan.slots, plan.prediction,
+                    f"{note}: {plan.chosen}'s stream (in exact bytes); {why}")  # fmt: skip
     _, _, sb, tb = costs.per_step(steps)
     q, smallest = plan.quantum_bytes, min(min(sb), min(tb))
     if not plan.exact and -(-smallest // q) * q >= 2 * smallest:  # rounding up doubles an item

@@ -61,7 +61,8 @@ class Plan:
     exact: bool  # True when the quantum divides every size (no rounding)
     slots: int  # snapshot slots the schedule uses (slot indices 0..slots-1)
     #: "program" (the dynamic program's plan), or the strategy set by snaps whose stream
-    #: fitted the budget in exact bytes and ran faster than the rounded program's plan.
+    #: fitted the budget in exact bytes and ran faster than the rounded program's plan, or
+    #: fitted where the rounded program had none.
     chosen: str = "program"
 
     def actions(self) -> Iterator[Action]:
@@ -171,6 +172,10 @@ def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
         return
     _, _, sb, tb = costs.per_step(steps)
     exact = dp.least_storage(np.asarray(sb, dtype=np.int64), np.asarray(tb, dtype=np.int64))
+    rival_least = _state_only_least(costs, steps)
+    if budget_bytes >= rival_least:  # Revolve fits in exact bytes: it is the plan there
+        return
+    least = min(least, rival_least)
     if budget_bytes < exact:
         if least > exact:  # name the budget that plans, not one refused by the next line
             raise PlanError(
@@ -185,8 +190,16 @@ def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
     raise PlanError(
         f"a schedule of {steps} steps fits in {_bytes(budget_bytes)} (the least storage "
         f"peak is {_bytes(exact)}), but the planner rounds sizes to memory quanta and plans "
-        f"from {_bytes(least)}: give that budget, or run Revolve (--strategy revolve)"
+        f"from {_bytes(least)}: give that budget"
     )
+
+
+def _state_only_least(costs: Costs, steps: int) -> int:
+    """The storage peak of Revolve with one slot, the least budget at which a state-only
+    schedule fits in exact bytes: x_0 kept while each step's tape is taped and reversed
+    (its stream is quadratic in ``steps``; a test replays it against this sum)."""
+    _, _, sb, tb = costs.per_step(steps)
+    return sb[0] + max(tb)
 
 
 def _bytes(n: int) -> str:
@@ -205,8 +218,11 @@ def _plan_cached(costs: Costs, steps: int, budget_bytes: int, levels: int) -> Pl
         if tape_all.peak_bytes <= budget_bytes:
             return tape_all
     solution = dp.solve(costs, steps, budget_bytes, levels)
-    if not solution.feasible:
-        least = dp.min_budget_bytes(costs, steps, levels)
+    if not solution.feasible:  # rounding can leave no plan where Revolve fits in exact bytes
+        rival = _state_only_rival(costs, steps, budget_bytes, solution.quantum_bytes)
+        if rival is not None:
+            return rival
+        least = min(dp.min_budget_bytes(costs, steps, levels), _state_only_least(costs, steps))
         raise PlanError(
             f"no schedule of {steps} steps fits in a budget of {_bytes(budget_bytes)}; the "
             f"smallest budget that works is {_bytes(least)}"
@@ -225,17 +241,23 @@ def _unrounded_rivals(plan: Plan, costs: Costs, steps: int, budget_bytes: int) -
     each at the most slots that fit. Rounding every size up to the quantum can leave the
     program slower than Revolve at the same budget, and slower than at a smaller budget
     whose sizes rounded less; with the rivals, a plan is never slower than either."""
+    rival = _state_only_rival(costs, steps, budget_bytes, plan.quantum_bytes)
+    return rival if rival is not None and rival.predicted_time_s < plan.predicted_time_s else plan
+
+
+def _state_only_rival(costs: Costs, steps: int, budget_bytes: int, quantum: int) -> Plan | None:
+    """The faster of Revolve and equal segments, each at the most slots that fit
+    ``budget_bytes`` in exact bytes (``chosen`` names it), or None when neither fits."""
     from ckptbench.schedules.cost_model import largest_fitting
     from ckptbench.schedules.revolve import schedule as revolve_schedule
     from ckptbench.schedules.uniform import uniform_schedule
 
-    best = plan
+    best = None
     for name, make in (("revolve", revolve_schedule), ("uniform", uniform_schedule)):
         found = largest_fitting(lambda s, make=make: make(steps, s), steps, costs, budget_bytes)
-        if found is not None and found[1].time_s < best.predicted_time_s:
+        if found is not None and (best is None or found[1].time_s < best.predicted_time_s):
             acts = tuple(make(steps, found[0]))
-            rival = _as_plan(acts, costs, steps, budget_bytes, plan.quantum_bytes, plan.exact)
-            best = replace(rival, chosen=name)
+            best = replace(_as_plan(acts, costs, steps, budget_bytes, quantum, False), chosen=name)
     return best
 
 
