@@ -248,3 +248,23 @@ def test_forward_steps_exact_reads_the_strategy_registry() -> None:
     assert shown.passed and "not applicable to torch-checkpoint" in shown.detail
     unrecorded = line(with_plan({}))
     assert not unrecorded.passed and "no plan recorded" in unrecorded.detail
+
+
+def test_a_time_check_too_wide_to_tell_passes_but_says_so() -> None:
+    """Two processes a side have about two degrees of freedom: a x1.3 copy read [0.475,
+    3.556] and passed as "no change", a gate that could not have failed. It still passes
+    (an inconclusive interval is no regression), but the line and a note say it could not
+    tell, while a narrow interval's pass says nothing of the kind."""
+    reference = [r for s in (0, 3) for r in _sweep(s, repeats=3, time_cv=0.30)]
+    slow = [r for s in (1, 4) for r in _sweep(s, repeats=3, time_cv=0.30,
+                                            time_scale={"checkpointed": 1.3})]  # fmt: skip
+    report = check(slow, reference, time_tolerance=0.25)
+    wide = [x for x in report.lines if x.check.startswith("time:") and "reaches past" in x.detail]
+    assert wide and all(x.passed for x in wide)
+    assert any("a slowdown that large would have passed too" in n for n in report.notes)
+    reference = [r for s in (0, 3, 6) for r in _sweep(s, repeats=5, time_cv=0.01)]
+    same = [r for s in (2, 5, 8) for r in _sweep(s, repeats=5, time_cv=0.01)]
+    narrow = check(same, reference, time_tolerance=0.25)
+    assert narrow.exit_code == 0
+    assert not any("reaches past" in x.detail for x in narrow.lines)
+    assert not any("would have passed too" in n for n in narrow.notes)
