@@ -416,3 +416,26 @@ def test_every_registered_backend_says_why_it_is_unavailable(monkeypatch):
     with pytest.raises(ValueError, match="unknown backend 'nowhere'"):
         registry.spec("nowhere")
     assert {"autograd", "torch"} <= set(registry.backend_names())
+
+
+@pytest.mark.parametrize("backend", REGISTERED)
+def test_a_strategy_set_by_snaps_declares_the_tape_its_backend_counts(backend):
+    """Revolve's stored bytes are its snapshots and the tape being reversed, as `replay_bytes`
+    counts them with the tape the backend counts: JAX its vjp residuals, torch its saved
+    tensors (the planner's tape for an optimal plan, ``tape_method`` saved-tensors; torch
+    declared none before 2026-11-29 evening, so its Revolve stored its states alone);
+    autograd counts none (it measures a slope) and declares none."""
+    case = _case(backend, "revolve", 12, 3)
+    ckpt = registry.build(case, Mode.CHECKPOINTED)
+    ckpt.gradient(ckpt.params)
+    got = ckpt.counters()
+    tape = got["tape_bytes"]
+    if backend.startswith(("torch", "jax")):
+        assert tape > 0
+    if backend.startswith("torch"):
+        costs = registry.measure_costs(_case(backend, "optimal", 12, 1, budget=1))
+        assert costs["costs"]["tape_bytes"] == tape  # the planner's count of one tape
+    if backend == "autograd":
+        assert tape == 0
+    want = replay_bytes(make_schedule("revolve", 12, 3), 12, [got["state_bytes"]] * 12, tape)
+    assert got["peak_stored_bytes"] == want.peak_bytes

@@ -179,7 +179,11 @@ class FrameworkBackend:
         elif name is Mode.NORMAL:
             gradient = fw.value_and_grad(unrolled, ctx)
         else:
-            loop = self.checkpointed_loop(case, counted, post, costs)
+
+            def one_tape() -> int | None:  # uncounted: a probe, not one of the gradient's steps
+                return fw.tape_nbytes(wl.step, post, params, state0, inputs[0])
+
+            loop = self.checkpointed_loop(case, counted, post, costs, one_tape)
             gradient = fw.value_and_grad(lambda p: wl.loss(loop(p, state0, inputs)), ctx)
         return self._built(params, gradient, calls, loop, ctx)
 
@@ -202,11 +206,14 @@ class FrameworkBackend:
         )
 
     def checkpointed_loop(
-        self, case: Case, step: Callable, post: Callable, costs: dict[str, Any] | None
-    ) -> Any:
+        self, case: Case, step: Callable, post: Callable, costs: dict[str, Any] | None,
+        one_tape: Callable[[], int | None] | None = None,
+    ) -> Any:  # fmt: skip
         """The checkpointed loop of ``case.strategy`` over ``step`` and ``post``: a peer's
         from its factory; ours from the binding, given the plan the strategy makes from
-        ``costs`` first where it plans (the engine receives a stream, never plans)."""
+        ``costs`` first where it plans (the engine receives a stream, never plans). A
+        strategy set by snaps declares one tape's bytes for ``peak_stored_bytes`` where the
+        framework counts them (``one_tape``: torch's saved tensors; autograd's are None)."""
         spec = get_strategy(case.strategy)
         if not spec.ours:
             return spec.load_factory()(step, post, case.steps, case.snaps)
@@ -215,6 +222,9 @@ class FrameworkBackend:
         kw = {} if executor is None else {"executor": executor}
         if plan is not None:
             return self.framework.checkpoint(step, post, case.steps, strategy=spec, plan=plan, **kw)
+        tape_bytes = one_tape() if one_tape is not None else None
+        if tape_bytes:
+            kw["tape_bytes"] = tape_bytes
         return self.framework.checkpoint(step, post, case.steps, case.snaps, spec, **kw)
 
     def measure_costs(self, case: Case) -> dict[str, Any]:
