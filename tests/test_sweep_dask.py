@@ -106,6 +106,17 @@ def test_workers_that_cannot_run_the_cells_are_named() -> None:
     assert lost.problem(()) is not None
 
 
+def test_a_peers_own_package_is_required_of_the_workers() -> None:
+    """equinox's loop needs equinox on the worker, not only jax: a worker without it was
+    admitted, and every equinox cell then failed there."""
+    from ckptbench.results.schema import Case
+    from ckptbench.sweep.cluster import requirements
+
+    eqx = Case(model="lstm", steps=4, snaps=2, backend="jax", strategy="equinox")
+    assert "equinox" in requirements([eqx]) and "jax" in requirements([eqx])
+    assert "equinox" not in requirements([Case(model="lstm", steps=4, snaps=2, backend="jax")])
+
+
 def test_progress_counts_cells_in_flight_and_shares_the_eta_among_workers() -> None:
     config = parse_config(CELLS, source="dk.toml")
     a, b = config.cases

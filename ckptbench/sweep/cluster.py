@@ -154,8 +154,15 @@ class WorkerInfo:
 
 
 def requirements(cases: Iterable[Case]) -> set[str]:
-    """The packages the backends of ``cases`` need on a worker."""
-    return {p for case in cases for p in registry.spec(case.backend).requires}
+    """The packages the cells ``cases`` need on a worker: their backends' and their
+    strategies' (a peer such as equinox's loop needs its own package)."""
+    from ckptbench.schedules import get_strategy
+
+    return {
+        p
+        for case in cases
+        for p in (*registry.spec(case.backend).requires, *get_strategy(case.strategy).requires)
+    }
 
 
 @contextlib.contextmanager
