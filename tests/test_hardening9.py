@@ -153,3 +153,22 @@ def test_sizes_up_to_the_limit_have_their_units():
         parse_size("4EiB")
     with pytest.raises(ValueError, match="not a size"):
         parse_size("1e3MiB")
+
+
+def test_interval_ends_round_outward_so_the_printed_interval_holds_the_computed_one():
+    """A savings interval from 0.954 printed [1.0, 28.2] (a bound below 1, checkpointing
+    costing memory, hidden), a slowdown's 0.99698 printed 1.00, an overhead noise of 0.3435
+    MiB printed ±0.3: each end rounded to the nearest digit."""
+    from ckptbench.render.format import fmt_overhead, fmt_ratio_ci
+    from ckptbench.results.units import interval_text
+
+    assert interval_text(0.954, 28.21, 1) == ("0.9", "28.3")
+    assert interval_text(0.99698, 1.1, 2) == ("0.99", "1.10")  # 1.1 is not pushed to 1.11
+    assert interval_text(0.000123, 0.00456, 2) == ("0.00012", "0.0046")
+    assert fmt_ratio_ci(3.2, [0.954, 28.21], 1) == "3.2x [0.9, 28.3]"
+    mib = 2**20
+    over = {"value": 5.0 * mib, "low": 0.041 * mib, "high": 9.96 * mib, "below_noise": False}
+    assert fmt_overhead(over) == "+5.0 MiB [+0.0, +10.0]"
+    noisy = {"value": 0.1 * mib, "low": -0.2435 * mib, "high": 0.4435 * mib,
+             "below_noise": True, "noise": 0.3435 * mib}  # fmt: skip
+    assert fmt_overhead(noisy) == "< noise (±0.4 MiB)"

@@ -41,17 +41,18 @@ def _numbers(values: Any) -> list[float]:
 
 
 def _rounds_to(shown: str, candidates: list[float]) -> bool:
-    """Is the number shown some candidate rounded at the shown digits?"""
+    """Is the number shown some candidate rounded at the shown digits? (Within one unit of
+    the last digit: interval ends round outward, down or up, not to the nearest.)"""
     text = shown.rstrip("%").replace(",", "")
     value = float(text)
     if "e" in text:
         mantissa = text.split("e")[0]
         digits = len(mantissa.split(".")[1]) if "." in mantissa else 0
         exp = int(text.split("e")[1])
-        tol = 0.5 * 10 ** (exp - digits) * 1.0001
+        tol = 10 ** (exp - digits) * 1.0001
     else:
         digits = len(text.split(".")[1]) if "." in text else 0
-        tol = 0.5 * 10 ** (-digits) * 1.0001 + 1e-12
+        tol = 10 ** (-digits) * 1.0001 + 1e-12
     return any(abs(abs(value) - abs(c)) <= tol for c in candidates)
 
 

@@ -46,7 +46,7 @@ from ckptbench.analysis.pairing import diluted_cell, same_measurements
 from ckptbench.analysis.stats import figure_apart
 from ckptbench.results.schema import MODES, Mode, RunResult, Status
 from ckptbench.results.store import load_results, missing_cells
-from ckptbench.results.units import size_text
+from ckptbench.results.units import interval_text, size_text
 from ckptbench.schedules import get_strategy
 from ckptbench.sweep.config import Expect, load_config
 from ckptbench.sweep.preflight import unlisted_results
@@ -311,7 +311,8 @@ def _time_lines(ref: PooledCell, cur: PooledCell, tol: float) -> tuple[list, boo
             verdict, blind = "no change shown, but the interval reaches past the limit", True
         detail = (
             f"{_typical(tc)} {tc.before_median_s:.4f} -> {tc.after_median_s:.4f} s, new/old "
-            f"{tc.ratio:.3f} [{tc.low:.3f}, {tc.high:.3f}] vs limit {1 + tol:.4g} "
+            f"{tc.ratio:.3f} [{', '.join(interval_text(tc.low, tc.high, 3))}] "
+            f"vs limit {1 + tol:.4g} "
             f"({tc.processes_before}v{tc.processes_after} processes, "
             f"{tc.n_before}v{tc.n_after} iterations): {verdict}"
         )

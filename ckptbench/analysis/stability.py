@@ -16,6 +16,7 @@ from enum import Enum
 
 from ckptbench.analysis.intervals import Estimate, IntervalError, Round
 from ckptbench.analysis.stats import percent_text
+from ckptbench.results.units import interval_text
 
 __all__ = [
     "CPU_SHARE_MIN",
@@ -198,7 +199,8 @@ def noise_verdicts(
                 None,
                 slowdown.half_width_rel,
                 half_width_max,
-                f"slowdown interval [{slowdown.low:.2f}, {slowdown.high:.2f}] is wider than "
+                f"slowdown interval [{', '.join(interval_text(slowdown.low, slowdown.high, 2))}] "
+                "is wider than "
                 f"+/-{percent_text(half_width_max)} of {slowdown.value:.2f}",
             )
         )

@@ -14,6 +14,7 @@ from ckptbench.render.format import (
     cell_labels,
     common_fields,
     fmt_bytes,
+    fmt_interval,
     fmt_overhead,
     fmt_ratio,
     fmt_ratio_ci,
@@ -303,7 +304,7 @@ def delta_table(comparison: Comparison) -> Table:
         return "-" if missing(v) else f"{v}v{r['n_after']}"
 
     def interval(v: Any, r: dict[str, Any]) -> str:
-        return "-" if missing(v) else f"[{v:.3f}, {r['time_ratio_high']:.3f}]"
+        return "-" if missing(v) else fmt_interval(v, r["time_ratio_high"], 3)
 
     def processes(v: Any, r: dict[str, Any]) -> str:
         return "-" if missing(v) else f"{v}v{r['processes_after']}"

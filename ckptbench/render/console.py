@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ckptbench.render.format import fmt_duration, fmt_percent, setting_text
+from ckptbench.render.format import fmt_duration, fmt_interval, fmt_percent, setting_text
 from ckptbench.results.schema import Case, Mode
 
 __all__ = [
@@ -173,7 +173,7 @@ class JobClock:
             lo, hi = slow.as_list()
             goal = f" (goal {fmt_percent(self.precision.target_rel, 0)})" if self.precision else ""
             parts.append(
-                f"slowdown {slow.value:.2f}x [{lo:.2f}, {hi:.2f}] "
+                f"slowdown {slow.value:.2f}x {fmt_interval(lo, hi)} "
                 f"+/-{slow.half_width_rel:.1%}{goal}"
             )
         sav = self.estimate.get("memory_savings")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ckptbench.render.format import fmt_bytes, fmt_overhead, fmt_size, fmt_time
+from ckptbench.render.format import fmt_bytes, fmt_interval, fmt_overhead, fmt_size, fmt_time
 from ckptbench.results.schema import Mode, RunResult
 
 if TYPE_CHECKING:
@@ -71,4 +71,5 @@ def _rounds(r: Ratio | None) -> str:
     (each round's floor from its own workers), with two rounds or more."""
     if r is None or r.interval is None or r.rounds < 2 or not r.per_round:
         return ""
-    return f" [{r.low:.2f}, {r.high:.2f}] (rounds {', '.join(f'{v:.2f}x' for v in r.per_round)})"
+    rounds = ", ".join(f"{v:.2f}x" for v in r.per_round)
+    return f" {fmt_interval(r.low, r.high)} (rounds {rounds})"

@@ -10,7 +10,7 @@ from typing import Any
 from ckptbench.analysis import Spread, differing_fields, field_value
 from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.results.schema import Case
-from ckptbench.results.units import exact_size_text, size_text
+from ckptbench.results.units import exact_size_text, interval_text, size_text
 from ckptbench.schedules import get_strategy
 
 __all__ = [
@@ -92,8 +92,9 @@ def fmt_overhead(over: Any, *, digits: int = 1, unit: bool = True) -> str:
     if not missing(high := get("high")) and high <= 0:
         return "≤ baseline"
     if get("below_noise"):
-        return f"< noise (±{get('noise') / MIB:,.{digits}f}{u})"
-    lo, hi = (fmt_bytes(get(k), signed=True, digits=digits, unit=False) for k in ("low", "high"))
+        return f"< noise (±{interval_text(0, get('noise') / MIB, digits)[1]}{u})"
+    lo, hi = interval_text(get("low") / MIB, get("high") / MIB, digits, significant=False)
+    lo, hi = (t if t.startswith("-") else f"+{t}" for t in (lo, hi))
     return f"{fmt_bytes(get('value'), signed=True, digits=digits, unit=False)}{u} [{lo}, {hi}]"
 
 
@@ -126,7 +127,14 @@ def fmt_ratio_ci(v: float | None, ci: Sequence[float] | None, digits: int = 2) -
     text = fmt_ratio(v, digits)
     if missing(v) or not ci:
         return text
-    return f"{text} [{_decimals(ci[0], digits)}, {_decimals(ci[1], digits)}]"
+    return f"{text} {fmt_interval(ci[0], ci[1], digits)}"
+
+
+def fmt_interval(low: float, high: float, digits: int = 2) -> str:
+    """'[1.10, 1.25]', the ends rounded outward (``results.units.interval_text``): the printed
+    interval holds the computed one."""
+    lo, hi = interval_text(low, high, digits)
+    return f"[{lo}, {hi}]"
 
 
 def fmt_time(seconds: float | None, digits: int = 3, unit: bool = True) -> str:

@@ -131,3 +131,27 @@ def exact_size_text(n: int) -> str:
     units = (*_BINARY, ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
     texts = [f"{n // size}{unit}" for unit, size in units if n and n % size == 0]
     return min([*texts, f"{n}B"], key=len)
+
+
+def interval_text(
+    low: float, high: float, digits: int, *, significant: bool = True
+) -> tuple[str, str]:
+    """An interval's ends with ``digits`` decimals, rounded outward (the low end down, the
+    high end up), so the printed interval holds the computed one: a savings interval from
+    0.954 reads [0.95, ...], not [1.0, ...], which hid a bound below 1. An end too small for
+    the decimals keeps two significant digits, rounded the same way (unless not
+    ``significant``: a few KiB of an overhead interval in MiB read 0.0)."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+
+    out = []
+    for v, rounding in ((low, ROUND_FLOOR), (high, ROUND_CEILING)):
+        d = Decimal(repr(float(v)))
+        if not d.is_finite():
+            out.append(str(v))
+            continue
+        places = digits
+        if significant and d and abs(d) < Decimal(1).scaleb(-digits):  # two significant digits
+            places = 1 - d.adjusted()
+        step = Decimal(1).scaleb(-places)
+        out.append(f"{d.quantize(step, rounding=rounding):f}")
+    return out[0], out[1]
