@@ -4,6 +4,8 @@ than the next; a pooled floor hid that, and the plan's minima met the median at 
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import replace
 
 import pytest
@@ -13,6 +15,7 @@ from ckptbench.analysis.summary import floor_estimate
 from ckptbench.render.run import explain_lines
 from ckptbench.results import summary as summary_module
 from ckptbench.results.schema import Iteration, Mode
+from ckptbench.results.units import interval_text
 
 
 def _scaled(result, factors):
@@ -53,7 +56,10 @@ def test_each_round_prices_its_extra_evaluations_at_its_own_forward_only_step():
     assert doc["vs_floor_ci"] == [low, high]
     (line,) = [x for x in explain_lines(result) if x.startswith("recomputation floor")]
     rounds = ", ".join(f"{v:.2f}x" for v in want)
-    assert f"x the floor [{low:.2f}, {high:.2f}] (rounds {rounds})" in line
+    lo, hi = interval_text(low, high, 2)  # rounded outward
+    assert f"x the floor [{lo}, {hi}] (rounds {rounds})" in line
+    # vs_floor is estimated as the slowdown is: the geometric mean of the rounds' ratios
+    assert s.vs_floor == pytest.approx(math.exp(statistics.fmean(map(math.log, want))))
 
 
 def test_one_round_or_uncounted_evaluations_give_no_rounds():

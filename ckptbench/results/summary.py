@@ -13,17 +13,17 @@ Definitions (the numbers ckptbench prints):
 * peak of a mode = median over its measured iterations of the exact per-iteration peak RSS;
 * overhead of a mode = its peak minus the baseline's peak (what differentiation adds to the
   forward-only floor in an identical fresh process);
-* slowdown = median iteration time of checkpointed / median iteration time of normal (with
-  several rounds the geometric mean of the rounds' own Hodges-Lehmann ratios, outlier
-  rounds set aside; with one round its Hodges-Lehmann ratio), with a 95% interval;
+* slowdown = checkpointed's times over normal's: the geometric mean of the rounds' own
+  Hodges-Lehmann ratios (outlier rounds set aside), with a 95% interval (the pooled median
+  times printed beside it divide to a slightly different ratio);
 * memory savings = overhead of normal / overhead of checkpointed, each against its own
   round's baseline, the median over rounds, with a 95% interval (the table's overheads
   pool the rounds, so their ratio can differ slightly where overheads are small);
 * recomputation floor = the normal mode's median iteration time plus each evaluation beyond
   the plain gradient's at the forward-only time per step (baseline median / steps), where
   the executor counts its evaluations (ours, not a framework's own checkpointing);
-  ``vs_floor`` = checkpointed median / floor, with a 95% interval over the rounds, each
-  round's floor from its own workers (:func:`ckptbench.analysis.summary.floor_estimate`);
+  ``vs_floor`` = checkpointed's times over each round's own floor, estimated as the
+  slowdown is, with its 95% interval (:func:`ckptbench.analysis.summary.floor_estimate`);
 * every overhead carries an interval holding both modes' iteration peaks and where another
   invocation's overhead lands (95%); one within that noise gives no savings figure
   (:mod:`ckptbench.analysis.memnoise`).
@@ -188,7 +188,7 @@ class CellSummary:
     #: lower bound normal's and checkpointed's intervals allow, for gates
     memory_savings_bound: float | None = None
     floor_time_s: float | None = None  # the recomputation floor (module doc)
-    vs_floor: float | None = None  # checkpointed median time / floor_time_s
+    vs_floor: float | None = None  # checkpointed time / the floor (the module doc)
     #: the same ratio round by round (each round's floor from its own baseline and plain
     #: iterations) with its 95% interval, which also holds ``vs_floor``
     floor_ratio: Ratio | None = None
@@ -313,7 +313,9 @@ def compute(
         case.steps,
     )
     dover = {f.mode: f.device_overhead_bytes for f in figures}
-    vs_floor = ratio(mode_time_s(ckpt) if ckpt else None, floor)
+    floor_est = floor_estimate(rounds, evaluations, case.steps)
+    whole = ratio(mode_time_s(ckpt) if ckpt else None, floor)  # no round had all 3 modes
+    vs_floor = floor_est.value if floor_est is not None and floor is not None else whole
     return CellSummary(
         modes=figures,
         slowdown=slowdown_figure(
@@ -342,17 +344,15 @@ def compute(
         device_peak_exact=_all_exact(pooled) if device else None,
         floor_time_s=floor,
         vs_floor=vs_floor,
-        floor_ratio=_floor_ratio(floor_estimate(rounds, evaluations, case.steps), vs_floor),
+        floor_ratio=_floor_ratio(floor_est, vs_floor),
     )
 
 
 def _floor_ratio(estimate: Estimate | None, vs_floor: float | None) -> Ratio | None:
-    """The rounds' floor ratios and their interval, widened to hold the pooled ``vs_floor``."""
+    """The rounds' floor ratios and their interval (``vs_floor`` is the estimate's value)."""
     if estimate is None or vs_floor is None:
         return None
-    r = Ratio.of(estimate, None, per_round=tuple(estimate.per_round))
-    low, high = min(estimate.low, vs_floor), max(estimate.high, vs_floor)
-    return replace(r, value=vs_floor, low=low, high=high)
+    return Ratio.of(estimate, None, per_round=tuple(estimate.per_round))
 
 
 @dataclass(frozen=True)
