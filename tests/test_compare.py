@@ -159,9 +159,9 @@ def test_cells_pair_by_key_and_host_and_reruns_pool() -> None:
     tt = comparison.cells[0].mode(Mode.NORMAL).time
     assert (tt.n_before, tt.n_after) == (6, 9)
     assert (tt.processes_before, tt.processes_after) == (2, 3)
-    assert "one worker process per side" not in render(comparison, "table")
+    assert "a single worker process on one side or both" not in render(comparison, "table")
     single = compare([make_result(CI_CASE, seed=7)], [make_result(CI_CASE, seed=8)])
-    assert "one worker process per side" in render(single, "table")
+    assert "a single worker process on one side or both" in render(single, "table")
     assert single.notes == ()
     threads = compare([make_result(CI_CASE.with_(repeats=5))], [make_result(CI_CASE)])
     assert threads.notes == (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -268,3 +269,32 @@ def test_a_time_check_too_wide_to_tell_passes_but_says_so() -> None:
     assert narrow.exit_code == 0
     assert not any("reaches past" in x.detail for x in narrow.lines)
     assert not any("would have passed too" in n for n in narrow.notes)
+
+
+def test_check_html_carries_the_limits_rule_and_notes_the_other_formats_carry() -> None:
+    """`check --format html` left out the limits' sources, the tolerances and every note
+    (one worker process a side, repeats that differ) that text, markdown and JUnit print."""
+    from ckptbench.render.formats import render
+    from ckptbench.render.reports import check_report
+
+    reference = [r for s in (0, 3) for r in _sweep(s, repeats=3, time_cv=0.30)]
+    current = [r for s in (1, 4) for r in _sweep(s, repeats=3, time_cv=0.30)]
+    report = check(current, reference, time_tolerance=0.25)
+    assert report.notes
+    page = render(check_report(report), "html")
+    for note in report.notes:
+        assert html.escape(note, quote=False) in page or html.escape(note) in page
+    assert "Memory tolerance" in page and "time gated at" in page
+    assert "rank test" not in check_markdown(report)  # the rule names the interval it uses
+
+
+def test_slowdown_max_shows_the_interval_and_says_when_it_reaches_past_the_limit() -> None:
+    """`ok slowdown_max: 0.73x (need <= 1x)` while the interval was [0.20, 2.74]: the line
+    judged the estimate and showed nothing of its uncertainty."""
+    result = make_result(CI_CASE, rounds=2, time_cv=0.4, seed=11)
+    ci = result.summary.slowdown.interval
+    assert ci is not None
+    limit = (result.summary.slowdown.value + ci[1]) / 2  # passes, the interval reaching past
+    (line,) = [x for x in check([result], expect=Expect(slowdown_max=limit)).lines
+               if x.check == "slowdown_max"]  # fmt: skip
+    assert line.passed and "[" in line.detail and "reaches past the limit" in line.detail

@@ -182,7 +182,7 @@ def test_an_expectation_without_a_figure_says_why_not_n_a_x():
     assert details["memory_savings_min"] == (
         "no figure (an overhead not measured ok, or at or below the baseline), need >= 2x"
     )
-    assert details["slowdown_max"] == "no figure (a mode's time not measured ok), need <= 2x"
+    assert details["slowdown_max"] == "no figure (a time not measured ok), need <= 2x"
     assert "n/a" not in " ".join(details.values())
 
 

@@ -172,3 +172,45 @@ def test_interval_ends_round_outward_so_the_printed_interval_holds_the_computed_
     noisy = {"value": 0.1 * mib, "low": -0.2435 * mib, "high": 0.4435 * mib,
              "below_noise": True, "noise": 0.3435 * mib}  # fmt: skip
     assert fmt_overhead(noisy) == "< noise (±0.4 MiB)"
+
+
+def test_too_few_iterations_for_a_rank_interval_get_students_t_not_the_range_called_95():
+    """3 against 3 iterations: [min, max] of the pairwise ratios covers 1 - 2/C(6,3) = 90%,
+    9 against 1 covers 80%; both were printed as 95% intervals, and `check` failed a cell
+    as slower on the 9 against 1 range."""
+    import math
+
+    from scipy.stats import t
+
+    from ckptbench.analysis.intervals import ratio_estimate
+
+    x, y = [1.30, 1.36, 1.41], [1.00, 1.04, 1.09]
+    est = ratio_estimate([(x, y)], invocation_sd=0.0)
+    lx, ly = [math.log(v) for v in x], [math.log(v) for v in y]
+    mx, my = sum(lx) / 3, sum(ly) / 3
+    var = (sum((v - mx) ** 2 for v in lx) + sum((v - my) ** 2 for v in ly)) / 4
+    half = t.ppf(0.975, 4) * math.sqrt(var * (2 / 3))
+    assert "Student" in est.method and est.interval_from_data
+    assert est.low == pytest.approx(min(est.value, math.exp(mx - my - half)), rel=1e-12)
+    assert est.high == pytest.approx(max(est.value, math.exp(mx - my + half)), rel=1e-12)
+    pairwise = [a / b for a in x for b in y]
+    assert est.low < min(pairwise) and est.high > max(pairwise)  # wider than the 90% range
+
+
+def test_one_iteration_a_side_has_no_interval_and_no_gate_verdict():
+    """One round of one iteration: the 'interval' was the between-invocation sd alone,
+    printed as 95% ([1.02, 1.04] around 1.03x); pooled beside a 3-round run it took 80% of
+    the weight; against it the time gate could call a cell slower."""
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.analysis.intervals import ratio_estimate
+    from ckptbench.analysis.stats import time_change
+
+    est = ratio_estimate([([1.03], [1.0])])
+    assert not est.interval_from_data and "no interval" in est.method
+    tc = time_change([[1.0]], [[1.9]], tolerance=0.1)
+    assert tc.verdict == "no change" and tc.high == float("inf")
+    result = make_result(CI_CASE.with_(repeats=1), seed=2)
+    s = result.summary
+    assert s.slowdown.value is not None and s.slowdown.interval is None
+    assert s.as_dict()["slowdown_ci"] is None

@@ -143,7 +143,7 @@ def test_clear_overhead_prints_value_and_interval():
     ckpt = peak_range(_peaks(330.0, 330.25))
     over = overhead(ckpt, base)
     assert not over.below_noise
-    assert fmt_overhead(over) == "+16.9 MiB [+13.8, +20.0]"  # two peaks a mode: wide
+    assert fmt_overhead(over) == "+16.9 MiB [+13.7, +20.0]"  # two peaks a mode: wide (outward)
     assert fmt_overhead(None) == "-"
 
 

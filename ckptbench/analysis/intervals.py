@@ -31,7 +31,12 @@ ran) and e an iteration's noise. The log slowdown is mu[checkpointed] - mu[norma
   while repeated runs agreed to +/-1%).
 * **One round**: the Hodges-Lehmann ratio with Bauer's rank interval (Bauer, JASA 67,
   1972: the Mann-Whitney test inverted; endpoints are order statistics of the pairwise
-  ratios), exact for iteration noise but blind to b.
+  ratios), exact for iteration noise but blind to b. Where the iterations are too few for
+  it (the whole range of 3 against 3 covers 90%, of 9 against 1 80%), Student's two-sample
+  t interval on the log times (pooled variance, n + m - 2 degrees of freedom); until
+  2026-11-29 the range itself, called 95%. One iteration a side measures no spread: the
+  estimate then has no interval from the data (``interval_from_data`` False; the figures
+  print no interval, a gate cannot call it slower, and pooling leaves it out).
 * Both are widened, in quadrature on the log scale, by :data:`INVOCATION_SD_TIME`, the
   spread between invocations that no run sees in its own rounds (measured; see there).
   A bootstrap over 3-6 rounds was rejected: three rounds have ten distinct resamples, and
@@ -121,6 +126,9 @@ class Estimate:
     #: each round's own ratio, set aside or not (time: its Hodges-Lehmann ratio, the one the
     #: estimate averages)
     per_round: tuple[float, ...] = ()
+    #: False where the data measured no spread (one round of one iteration a side): the
+    #: interval is then the between-invocation sd alone, not a 95% interval
+    interval_from_data: bool = True
 
     @property
     def half_width_rel(self) -> float:
@@ -195,6 +203,24 @@ def _rank_interval(
         return None
     d = np.sort(values)
     return float(d[k - 1]), float(d[d.size - k])
+
+
+def _student_interval(
+    x: np.ndarray, y: np.ndarray, confidence: float
+) -> tuple[float, float] | None:
+    """Student's two-sample t interval of the ratio x / y on the log scale (pooled variance,
+    n + m - 2 degrees of freedom); None with fewer than three values in all. Zero spread
+    gives the point (the data show none)."""
+    lx, ly = np.log(x), np.log(y)
+    df = lx.size + ly.size - 2
+    if df < 1:
+        return None
+    from scipy.stats import t
+
+    centre = float(lx.mean() - ly.mean())
+    var = (float(((lx - lx.mean()) ** 2).sum()) + float(((ly - ly.mean()) ** 2).sum())) / df
+    half = float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(var * (1 / lx.size + 1 / ly.size))
+    return math.exp(centre - half), math.exp(centre + half)
 
 
 def t_interval(values: Sequence[float], confidence: float) -> tuple[float, float] | None:
@@ -302,15 +328,20 @@ def ratio_estimate(
         pooled = ratios[0]
         value = float(np.median(pooled))
         rank = _rank_interval(pooled, sizes, confidence)
+        student = None if rank is not None else _student_interval(x, y, confidence)
         if rank is not None:
             lo, hi = min(value, rank[0]), max(value, rank[1])
             how = "Bauer rank interval"
+        elif student is not None:
+            lo, hi = min(value, student[0]), max(value, student[1])
+            how = "Student's t on log times (too few iterations for a rank interval)"
         else:
-            lo, hi = float(pooled.min()), float(pooled.max())
-            how = "range of pairwise ratios (too few iterations for a rank interval)"
+            lo = hi = value
+            how = "no interval: one iteration a side measures no spread"
         lo, hi = widen(lo, hi, value, invocation_sd, confidence)
         method = f"one round: Hodges-Lehmann on log times; {how}{floor}"
-        return Estimate(value, lo, hi, method, 1, n_samples, per_round=(value,))
+        return Estimate(value, lo, hi, method, 1, n_samples, per_round=(value,),
+                        interval_from_data=x.size + y.size > 2)  # fmt: skip
     logs = [math.log(v) for v in per_round]
     aside = outlier_rounds(logs)
     kept = [v for i, v in enumerate(logs) if i not in aside]

@@ -133,6 +133,8 @@ def time_change(
     else:
         est = intervals.ratio_estimate([(flat_a, flat_b)], invocation_sd=both)
         ratio, lo, hi, method = est.value, est.low, est.high, est.method
+        if not est.interval_from_data:  # one iteration a side: it cannot tell any change
+            lo, hi = 0.0, math.inf
         typical = statistics.median(flat_b), statistics.median(flat_a)
     return TimeChange(
         before_median_s=typical[0],

@@ -3,6 +3,7 @@ one row per paired cell and mode (before -> after), in every export format."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -146,7 +147,7 @@ def cells_table(results: Sequence[RunResult]) -> Table:
         Column("slowdown", "slowdown [95%]", _ci("slowdown", 2, star=True)),
         # the recomputation floor: plain + extra evaluations at the forward-only step time
         Column("floor_time_s", priority=0),
-        Column("vs_floor", "vs floor [95%]", _ci("vs_floor", 2), priority=3),
+        Column("vs_floor", "vs floor [95%]", _ci("vs_floor", 2, star=True), priority=3),
         # host RSS savings: on a GPU report the device's savings are the figure, the host's
         # go before the time columns when the width is short
         Column(
@@ -286,8 +287,9 @@ def delta_table(comparison: Comparison) -> Table:
                     "time_after_s": tt.after_median_s if tt else None,
                     "time_change": tt.change if tt else None,
                     "time_ratio": tt.ratio if tt else None,
-                    "time_ratio_low": tt.low if tt else None,
-                    "time_ratio_high": tt.high if tt else None,
+                    # an unbounded interval (one iteration a side) is none: '-'
+                    "time_ratio_low": tt.low if tt and tt.high < math.inf else None,
+                    "time_ratio_high": tt.high if tt and tt.high < math.inf else None,
                     "processes_before": tt.processes_before if tt else None,
                     "processes_after": tt.processes_after if tt else None,
                     "n_before": tt.n_before if tt else None,
@@ -377,7 +379,8 @@ def _single_process_note(comparison: Comparison) -> list[str]:
     if not single:
         return []
     return [
-        "Times come from one worker process per side: a whole process running slow (other "
+        "Times come from a single worker process on one side or both: a whole process "
+        "running slow (other "
         "load on the machine) shifts all its iterations and is not in the samples. Rerun the "
         "sweep into a second folder and pass both (files of one cell on one host pool) "
         "before trusting a time verdict."

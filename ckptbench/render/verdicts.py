@@ -10,7 +10,7 @@ from ckptbench.analysis.gate import GateLine, GateReport
 from ckptbench.analysis.stats import percent_text
 from ckptbench.render.format import fmt_size
 
-__all__ = ["check_junit", "check_markdown", "check_text"]
+__all__ = ["check_junit", "check_markdown", "check_text", "gate_rule"]
 
 
 #: Characters XML 1.0 cannot hold (C0 controls but tab, newline and return; lone
@@ -44,12 +44,14 @@ def check_text(report: GateReport, *, quiet: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def _rule(report: GateReport) -> str:
+def gate_rule(report: GateReport) -> str:
+    """The gate's settings in one sentence ('' without settings)."""
     s = report.settings
     if not s:
         return ""
     time_rule = (
-        f"time gated at +{percent_text(s['time_tolerance'])} (rank test + effect)"
+        f"time gated at +{percent_text(s['time_tolerance'])} (the 95% interval of new/old "
+        "wholly above it)"
         if s.get("time_tolerance")
         else "time not gated"
     )
@@ -76,7 +78,7 @@ def check_markdown(report: GateReport) -> str:
     out += ["<details><summary>All checks</summary>", "", head]
     out += [row(line) for line in report.lines]
     out += ["", "</details>", ""]
-    if rule := _rule(report):
+    if rule := gate_rule(report):
         out.append(rule)
     out += [f"- {n}" for n in report.notes]
     return "\n".join(out).rstrip() + "\n"
@@ -110,8 +112,8 @@ def check_junit(report: GateReport) -> str:
             else:
                 fail = ET.SubElement(case, "failure", message=detail, type=line.check)
                 fail.text = f"{name} {line.check}: {detail}"
-    if report.notes or _rule(report) or report.sources:
+    if report.notes or gate_rule(report) or report.sources:
         out = ET.SubElement(root, "system-out")
-        out.text = _xml("\n".join([*report.sources, _rule(report), *report.notes]).strip())
+        out.text = _xml("\n".join([*report.sources, gate_rule(report), *report.notes]).strip())
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"

@@ -43,7 +43,9 @@ def summary_document(s: CellSummary) -> dict[str, Any]:
         },
         "floor_time_s": s.floor_time_s,
         "vs_floor": s.vs_floor,
-        "vs_floor_ci": list(s.floor_ratio.interval) if s.floor_ratio else None,
+        "vs_floor_ci": list(s.floor_ratio.interval)
+        if s.floor_ratio and s.floor_ratio.interval
+        else None,
         "vs_floor_per_round": list(s.floor_ratio.per_round or ()) if s.floor_ratio else None,
     }
     if s.on_device:

@@ -155,14 +155,10 @@ class Ratio:
     def of(cls, estimate: Estimate | None, fallback: float | None, **extra: Any) -> Ratio:
         if estimate is None:
             return cls(fallback, **extra)
-        return cls(
-            estimate.value,
-            estimate.low,
-            estimate.high,
-            estimate.n_rounds,
-            tuple(estimate.outlier_rounds),
-            **extra,
-        )
+        if not estimate.interval_from_data:  # one iteration a side: a figure, no interval
+            return cls(estimate.value, rounds=estimate.n_rounds, **extra)
+        e = estimate
+        return cls(e.value, e.low, e.high, e.n_rounds, tuple(e.outlier_rounds), **extra)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 from ckptbench.render.formats import Format
 from ckptbench.render.formats.model import Figure, Prose, Report, TableSection, Verdicts
 from ckptbench.render.table import to_html
+from ckptbench.render.verdicts import gate_rule
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
@@ -70,13 +71,15 @@ def _verdicts(v: Verdicts) -> list[str]:
         return [*out, "<p class='note'>no [expect] thresholds</p>"]
     failed = [x for x in lines if not x.passed]
     passed = [x for x in lines if x.passed]
+    out += [f"<p class='note'>{esc(s)}</p>" for s in v.report.sources]  # where limits come from
     out.append(f"<p>{len(failed)} of {len(lines)} checks failed.</p>")
     if failed:
         out += _rows(failed)
     if passed:
         out += [f"<details><summary>{len(passed)} passed</summary>", *_rows(passed)]
         out.append("</details>")
-    return out
+    rule = gate_rule(v.report)  # the tolerances, then the notes, as text and markdown say
+    return out + [f"<p class='note'>{esc(n)}</p>" for n in (rule, *v.report.notes) if n]
 
 
 def _figure(f: Figure) -> list[str]:
