@@ -8,6 +8,7 @@ reader of stdout went away (a pipe closed early).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 
@@ -20,6 +21,10 @@ from ckptbench.cli.options import EXIT_OK, EXIT_USAGE
 #: stdout's reader went away (`ckptbench schedule --actions | head -1`): 128 + SIGPIPE, as a
 #: process that SIGPIPE ends reports it; click says nothing and exited 1, a failure's status.
 EXIT_BROKEN_PIPE = 141
+#: the output could not be written (a full disk, /dev/full, an I/O error): sysexits' EX_IOERR,
+#: neither a failure's 1 nor bad input's 2
+EXIT_IO_ERROR = 74
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG})
 
 #: click >= 8.2 raises this for a group called without a command (8.1 printed the help)
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
@@ -33,9 +38,20 @@ class _Commands(click.Group):
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
-            with contextlib.suppress(OSError, ValueError):  # no flush error at exit either
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            _quiet_stdout()
             raise SystemExit(EXIT_BROKEN_PIPE) from None
+        except OSError as err:  # stdout on a full disk: one line, not a traceback
+            if err.errno not in _WRITE_ERRNOS:
+                raise
+            _quiet_stdout()
+            click.echo(f"ckptbench: error: cannot write the output ({err.strerror})", err=True)
+            raise SystemExit(EXIT_IO_ERROR) from None
+
+
+def _quiet_stdout() -> None:
+    """stdout onto /dev/null, so the interpreter's flush at exit raises nothing more."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @click.group(

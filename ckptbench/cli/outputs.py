@@ -70,18 +70,22 @@ def claim_out(ctx: click.Context, path: Path) -> None:
         raise InputError(str(err)) from None
 
 
-def check_mprof_dir(folder: Path, case, modes, out: Path | None = None) -> None:
+def check_mprof_dir(
+    folder: Path, case, modes, out: Path | None = None, *, max_rounds: int = 0
+) -> None:
     """--mprof, checked before anything is measured: a folder ckptbench can write, holding
-    none of the files this run will write (see ``store.check_output``), none of them the
-    result file ``out``."""
+    none of the files this run may write in up to ``max_rounds`` rounds (``--precision``
+    adds rounds; see ``store.check_output``), none of them the result file ``out``."""
     from ckptbench.render.mprof import mprof_name
     from ckptbench.results.store import StoreError, check_output
 
-    names = [
-        mprof_name(case.key, m.value, k if case.rounds > 1 else None)
-        for k in range(case.rounds)
-        for m in modes
-    ]
+    names = []
+    for k in range(max(case.rounds, max_rounds)):
+        for m in modes:  # as render.mprof names them: one round's name repeated gets '-2'...
+            name = mprof_name(case.key, m.value, k if case.rounds > 1 else None)
+            names.append(
+                name if case.rounds > 1 or k == 0 else name.replace(".dat", f"-{k + 1}.dat")
+            )
     if out is not None:
         refuse_folder_clashes({"--mprof": folder}, [out])
         if out.resolve().parent == folder.resolve() and out.name in names:

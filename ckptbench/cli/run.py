@@ -323,7 +323,8 @@ def run(
     claim_out(ctx, out)  # before anything is measured; held until the command ends
     check_out(out, force, inputs)  # again: it may have appeared before the claim
     if mprof_dir is not None:
-        check_mprof_dir(mprof_dir, case, mode_list, out)
+        rounds_up_to = target.max_rounds if target is not None else 0  # --precision adds rounds
+        check_mprof_dir(mprof_dir, case, mode_list, out, max_rounds=rounds_up_to)
     case, plugin_notes = checked_in_worker(ctx, case, device)
     notes += plugin_notes
 

@@ -12,6 +12,7 @@ of modes), so a slow minute on a shared machine does not land on one mode only.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -317,6 +318,10 @@ class _Recording:
             self.snapshot(), self.where, replace=self.saved or self.replace_out
         )
         if why is not None:
+            if self.saved and self.where.is_file():  # this run's own earlier, partial save
+                with contextlib.suppress(OSError):  # would read as a finished result there
+                    self.where.unlink()
+                    why += "; the partial result saved there earlier is removed"
             self.where = at
             if self.saved_elsewhere is not None:
                 self.saved_elsewhere(str(at), why)

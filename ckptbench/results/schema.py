@@ -603,7 +603,10 @@ def write_atomic(path: str | os.PathLike[str], text: str | bytes, *, replace: bo
     target = Path(path)
     check_target(target, replace=replace)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    # the temp name is the target's plus 14 bytes: cut to fit a 255-byte name (a 249-byte
+    # --out passed every check and lost its measurement at the first save)
+    prefix = f".{fit_name(target.name, NAME_MAX - 14)}."
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=target.parent)
     try:
         # mkstemp makes the file private (0600); give it the mode open() would have
         mask = os.umask(0)
@@ -635,6 +638,16 @@ def save_result(result: RunResult, path: str | os.PathLike[str], *, replace: boo
     write_atomic(path, json.dumps(result_to_dict(result), indent=1) + "\n", replace=replace)
 
 
+#: The longest file name (bytes) the common file systems take.
+NAME_MAX = 255
+
+
+def fit_name(name: str, limit: int) -> str:
+    """``name`` cut to at most ``limit`` bytes of UTF-8 (whole characters)."""
+    data = name.encode("utf-8", "surrogateescape")
+    return name if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
+
+
 def save_or_beside(result: RunResult, path: Path, *, replace: bool) -> tuple[Path, str | None]:
     """Save ``result`` at ``path`` (:func:`save_result`); when that fails
     (the file appeared, the folder went away or is full), save it beside ``path`` under a
@@ -646,7 +659,8 @@ def save_or_beside(result: RunResult, path: Path, *, replace: bool) -> tuple[Pat
     except OSError as err:
         why = str(err) if isinstance(err, TargetError) else f"{path}: {err.strerror or err}"
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-    name = f"{path.stem}.{stamp}-{os.getpid()}{path.suffix or '.json'}"
+    tail = f".{stamp}-{os.getpid()}{path.suffix or '.json'}"
+    name = fit_name(path.stem, NAME_MAX - len(tail.encode())) + tail
     last: OSError | None = None
     for folder in (path.parent, Path(tempfile.gettempdir())):
         try:

@@ -1,0 +1,125 @@
+"""A sixth audit (2026-11-29 evening): files at the limits of the file system, and output
+errors. Each test failed on the code before its fix."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _synthetic import CI_CASE, make_result
+
+from ckptbench.results.schema import save_or_beside, write_atomic
+from ckptbench.results.store import load_result
+
+
+def test_a_name_near_the_file_systems_limit_is_written_and_its_fallback_fits(tmp_path: Path):
+    """`run --out` with a 249-byte name passed every check (its lock file's name fits), then
+    lost the measurement at the first save: the temp name is the target's plus 14 bytes,
+    and the fallback name beside it longer still."""
+    target = tmp_path / ("x" * 244 + ".json")
+    write_atomic(target, "{}")
+    assert target.read_text() == "{}"
+    assert sorted(os.listdir(tmp_path)) == [target.name]  # no temp file left behind
+    result = make_result(CI_CASE, seed=1)
+    where, why = save_or_beside(result, target, replace=False)  # the name is taken
+    assert why is not None and where != target and where.parent == tmp_path
+    assert len(where.name.encode()) <= 255 and load_result(where).case == result.case
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_stdout_on_a_full_disk_is_one_line_and_its_own_exit_status():
+    """`ckptbench schedule ... > /dev/full` (and every other command) ended in a traceback
+    of OSError ENOSPC with exit 1, a failure's status."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ckptbench", "schedule", "--steps", "20", "--snaps", "4"],
+            stdout=full, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+    assert proc.returncode == 74, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "ckptbench: error: cannot write the output (No space left on device)"
+    ]
+
+
+def test_mprof_files_of_every_round_precision_may_add_are_checked_before_measuring(
+    tmp_path: Path, monkeypatch
+):
+    """--mprof was checked for --rounds only: with --precision up to --max-rounds 3, a
+    round-3 timeline file in the folder was found after the whole measurement, which then
+    exited 2 ("bad input, found before anything is measured") with a partial set written."""
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.render.mprof import mprof_name
+    from ckptbench.results.schema import Case
+
+    monkeypatch.chdir(tmp_path)
+    case = Case(model="lstm", steps=20, snaps=20, hidden=8, batch=2, rounds=2)
+    (tmp_path / "m").mkdir()
+    precious = tmp_path / "m" / mprof_name(case.key, "baseline", 2)
+    precious.write_text("precious\n")
+    args = ["run", "--model", "lstm", "--steps", "20", "--hidden", "8", "--batch", "2",
+            "--rounds", "2", "--precision", "1%", "--max-rounds", "3", "--out", "r.json",
+            "--mprof", "m"]  # fmt: skip
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and "exists" in res.output, res.output
+    assert precious.read_text() == "precious\n" and not (tmp_path / "r.json").exists()
+
+
+def test_a_sweep_not_confirmed_leaves_no_empty_out_folder(tmp_path: Path, monkeypatch):
+    """300 cells without --yes (stdin not a terminal): exit 2, "pass --yes", and the --out
+    folder it had already made stayed behind, empty."""
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "many.toml").write_text(
+        'name = "many"\n[case]\nmodel = "lstm"\nsteps = 20\nhidden = 8\nbatch = 2\n'
+        "[[grid]]\nseed = [" + ", ".join(map(str, range(300))) + "]\n"
+    )
+    res = CliRunner().invoke(cli, ["sweep", "many.toml", "--out", "o"])
+    assert res.exit_code == 2 and "--yes" in res.output, res.output
+    assert not (tmp_path / "o").exists()
+    (tmp_path / "kept").mkdir()  # a folder that was there before is left as it was
+    res = CliRunner().invoke(cli, ["sweep", "many.toml", "--out", "kept"])
+    assert res.exit_code == 2 and (tmp_path / "kept").is_dir()
+
+
+def test_a_save_that_fails_midway_leaves_no_partial_result_at_out(tmp_path: Path, monkeypatch):
+    """A disk that filled up after the first mode: the result was saved in the temporary
+    folder (said so, exit 0), but --out kept the first save, a valid result of one mode
+    whose summary read ok, which `compare` showed as ok."""
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.results import schema
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "r.json"
+    real = schema.save_result
+    calls = []
+
+    def full_after_one(result, path, **kw):
+        if Path(path) == out:
+            calls.append(path)
+            if len(calls) > 1:
+                raise OSError(28, "No space left on device")
+        return real(result, path, **kw)
+
+    monkeypatch.setattr(schema, "save_result", full_after_one)
+    args = ["run", "--model", "lstm", "--steps", "12", "--snaps", "3", "--hidden", "4",
+            "--batch", "2", "--rounds", "1", "--repeats", "1", "-q", "--out", str(out)]  # fmt: skip
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert "partial result saved there earlier is removed" in res.output
+    assert len(calls) >= 2 and not out.exists()
+    saved = sorted(tmp_path.glob("r.*.json"))
+    assert saved and {m.mode.value for m in load_result(saved[0]).modes} == {
+        "baseline",
+        "normal",
+        "checkpointed",
+    }
