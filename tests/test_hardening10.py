@@ -123,3 +123,40 @@ def test_a_save_that_fails_midway_leaves_no_partial_result_at_out(tmp_path: Path
         "normal",
         "checkpointed",
     }
+
+
+def test_a_daemon_a_plugin_starts_with_setsid_dies_with_its_worker(tmp_path: Path):
+    """A plug-in that double-forks and calls setsid left its grandchildren running (PPID 1)
+    after the run: they had left the worker's process group, which was all stop_worker
+    killed. Each worker's environment now carries a token its descendants inherit."""
+    import psutil
+
+    from ckptbench.measure.launch import start_worker, stop_worker
+    from ckptbench.results.schema import Case
+
+    pid_file = tmp_path / "daemon.pid"
+    script = (
+        "import os, sys, time\n"
+        "sys.stdin.read()\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "        time.sleep(600)\n"
+        "    os._exit(0)\n"
+        "time.sleep(600)\n"
+    )
+    case = Case(model="lstm", steps=4, snaps=2)
+    proc, channel = start_worker(case, {}, [sys.executable, "-c", script], None, None)
+    try:
+        while not pid_file.exists() or not pid_file.read_text():
+            proc.poll()
+        daemon = psutil.Process(int(pid_file.read_text()))
+        assert daemon.status() != psutil.STATUS_ZOMBIE
+        assert os.getpgid(daemon.pid) != proc.pid  # it left the worker's group
+    finally:
+        stop_worker(proc)
+        channel.close()
+    with pytest.raises(psutil.NoSuchProcess):
+        daemon.wait(600)  # a guard against a hang, not a time limit: it is gone at once
+        daemon.status()

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -152,9 +153,16 @@ def default_worker_command() -> list[str]:
     return [sys.executable, "-P", "-m", "ckptbench.measure.worker"]
 
 
+#: Set in each worker's environment to a token of its own, which every process it starts
+#: inherits: what :func:`stop_worker` finds a descendant by once it has left the group.
+WORKER_TOKEN_VAR = "CKPTBENCH_WORKER_TOKEN"
+
+
 def child_env(case: Case) -> dict[str, str]:
-    """The worker's environment: pinned BLAS threads, ckptbench importable."""
+    """The worker's environment: pinned BLAS threads, ckptbench importable, and a fresh
+    :data:`WORKER_TOKEN_VAR`."""
     env = dict(os.environ)
+    env[WORKER_TOKEN_VAR] = uuid.uuid4().hex
     env.update(measure.pinned_thread_env(case.threads))
     root = str(Path(ckptbench.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
@@ -207,7 +215,9 @@ class Channel:
 def stop_worker(proc: subprocess.Popen) -> None:
     """Stop the worker and everything in its process group (what a plug-in forked too):
     SIGTERM, up to :data:`KILL_GRACE_S` for the worker to exit, then SIGKILL to the group,
-    so leftovers die even when they ignore SIGTERM."""
+    so leftovers die even when they ignore SIGTERM; then SIGKILL to any process still
+    carrying the worker's token (a plug-in's daemon that left the group with ``setsid``
+    and outlived its parent)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -217,6 +227,19 @@ def stop_worker(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+    token = ((proc.args and getattr(proc, "ckptbench_env", {})) or {}).get(WORKER_TOKEN_VAR)
+    if token:
+        _kill_carrying(token)
+
+
+def _kill_carrying(token: str) -> None:
+    """SIGKILL every process of this user whose environment holds ``token``."""
+    import psutil
+
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if p.pid != os.getpid() and p.environ().get(WORKER_TOKEN_VAR) == token:
+                p.kill()
 
 
 def _vm_hwm_bytes(pid: int) -> int | None:
@@ -272,15 +295,17 @@ def start_worker(
     }
     try:
         with _signals_deferred():
+            env = child_env(case)
             proc = subprocess.Popen(
                 list(worker or default_worker_command()),
                 stdin=subprocess.PIPE,
                 stdout=stdout,
                 stderr=stderr,
-                env=child_env(case),
+                env=env,
                 pass_fds=(write_fd,),
                 process_group=0,  # its own group: stopping it stops what it spawned
             )
+            proc.ckptbench_env = env  # type: ignore[attr-defined]  # its token, for stop_worker
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.write(json.dumps(job).encode())  # type: ignore[union-attr]
                 proc.stdin.close()  # type: ignore[union-attr]
