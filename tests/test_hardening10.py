@@ -160,3 +160,36 @@ def test_a_daemon_a_plugin_starts_with_setsid_dies_with_its_worker(tmp_path: Pat
     with pytest.raises(psutil.NoSuchProcess):
         daemon.wait(600)  # a guard against a hang, not a time limit: it is gone at once
         daemon.status()
+
+
+def test_a_file_saved_mid_run_reads_unfinished_until_the_run_ends(tmp_path: Path, monkeypatch):
+    """A run killed outright (SIGKILL) after its first mode left a file whose summary read
+    ok, which `compare` showed as ok (only `check` failed it, for missing modes)."""
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.measure.runner import UNFINISHED
+    from ckptbench.results import schema
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "r.json"
+    real, saved = schema.save_result, []
+
+    def keep(result, path, **kw):
+        saved.append(result)
+        return real(result, path, **kw)
+
+    monkeypatch.setattr(schema, "save_result", keep)
+    args = ["run", "--model", "lstm", "--steps", "12", "--snaps", "3", "--hidden", "4",
+            "--batch", "2", "--rounds", "1", "--repeats", "1", "-q", "--out", str(out)]  # fmt: skip
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    first, last = saved[0], load_result(out)
+    assert [m.status.value for m in first.modes] == ["ok", "interrupted"]  # the next mode
+    assert first.environment["interrupted"] == {"by": UNFINISHED, "round": 1}
+    assert not first.summary.ok and first.rounds_complete == 0
+    assert first.interruption == "interrupted in round 1"
+    assert "interrupted" not in last.environment and last.summary.ok
+    assert [m.status.value for m in last.modes] == ["ok"] * 3
+    between = saved[-2]  # after the round's last mode, before the run's last save
+    assert between.interruption == "interrupted before round 2" and between.rounds_complete == 1

@@ -226,8 +226,8 @@ def run_case(
                 k += 1
             if precision is not None and len(rec.out_of_memory) == len(modes):
                 rec.env["precision"].update(rounds=k, stopped="out-of-memory")
-            if precision is not None and rec.results:
-                rec.save()  # with how --precision stopped
+            if rec.results:
+                rec.save()  # finished: with how --precision stopped, no longer "unfinished"
         except (Interrupted, KeyboardInterrupt) as err:
             _record_interruption(rec, err, modes)
             err.result = rec.snapshot()  # type: ignore[attr-defined]
@@ -311,12 +311,22 @@ class _Recording:
             tool_version=ckptbench.__version__,
         )
 
-    def save(self) -> None:
+    def save(self, unfinished: tuple[int, Mode | None] | None = None) -> None:
+        """Save the result so far. ``unfinished`` (round, next mode; None between rounds):
+        saved mid-run, the file reads as a run stopped there, the next mode interrupted
+        before it started, as a stopped run's file does, until the run's last save."""
         if self.where is None:
             return
-        at, why = save_or_beside(
-            self.snapshot(), self.where, replace=self.saved or self.replace_out
-        )
+        doc = self.snapshot()
+        if unfinished is not None and "interrupted" not in self.env:
+            k, mode = unfinished
+            cut = {"by": UNFINISHED, "round": k + 1}
+            modes = doc.modes
+            if mode is not None:
+                modes += (ModeResult(mode=mode, status=Status.INTERRUPTED, error=UNFINISHED,
+                                     round=k, iterations_planned=self.case.repeats),)  # fmt: skip
+            doc = replace(doc, modes=modes, environment={**self.env, "interrupted": cut})
+        at, why = save_or_beside(doc, self.where, replace=self.saved or self.replace_out)
         if why is not None:
             if self.saved and self.where.is_file():  # this run's own earlier, partial save
                 with contextlib.suppress(OSError):  # would read as a finished result there
@@ -335,7 +345,8 @@ def _run_round(rec: _Recording, how: _Measuring, k: int, tmp: str) -> None:
     rec.ran = max(rec.ran, k + 1)
     rec.round_starts.append(time.monotonic())
     grads = {m: os.path.join(tmp, f"{m.value}-{k}.npy") for m in how.modes}
-    for mode in round_order(how.modes, k):
+    order = round_order(how.modes, k)
+    for i, mode in enumerate(order):
         if mode.value in rec.out_of_memory:
             if progress:
                 progress(RunEvent("skip", mode, k, rec.ran))
@@ -361,9 +372,14 @@ def _run_round(rec: _Recording, how: _Measuring, k: int, tmp: str) -> None:
             rec.out_of_memory[mode.value] = k + 1
             if k + 1 < case.rounds:
                 env["skipped_after_oom"] = dict(rec.out_of_memory)
-        rec.save()
+        rec.save(unfinished=(k, order[i + 1]) if i + 1 < len(order) else (k + 1, None))
         if progress:
             progress(RunEvent("done", mode, k, rec.ran, result=rec.results[-1]))
+
+
+#: What a file saved mid-run says stopped it, until the run's last save replaces it: read
+#: later, the run was killed outright (SIGKILL, a power cut) or is still measuring.
+UNFINISHED = "nothing recorded: saved mid-run, and never finished (killed, or still running)"
 
 
 def _record_interruption(rec: _Recording, err: BaseException, modes: Sequence[Mode]) -> None:
