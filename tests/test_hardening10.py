@@ -168,7 +168,7 @@ def test_a_file_saved_mid_run_reads_unfinished_until_the_run_ends(tmp_path: Path
     from click.testing import CliRunner
 
     from ckptbench.cli import cli
-    from ckptbench.measure.runner import UNFINISHED
+    from ckptbench.measure.recording import UNFINISHED
     from ckptbench.results import schema
 
     monkeypatch.chdir(tmp_path)
@@ -193,3 +193,40 @@ def test_a_file_saved_mid_run_reads_unfinished_until_the_run_ends(tmp_path: Path
     assert [m.status.value for m in last.modes] == ["ok"] * 3
     between = saved[-2]  # after the round's last mode, before the run's last save
     assert between.interruption == "interrupted before round 2" and between.rounds_complete == 1
+
+
+def test_force_keeps_the_result_it_replaces_until_the_new_run_ends(tmp_path: Path, monkeypatch):
+    """`run --force` over a complete result replaced it at its first save: an interrupted
+    rerun left a result of no complete round, and the complete one was gone."""
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.measure import launch
+    from ckptbench.results.schema import save_result
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "r.json"
+    old = make_result(CI_CASE, seed=1)
+    save_result(old, out)
+    real, calls = launch.run_mode, []
+
+    def stopped_at_the_second_mode(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise launch.Interrupted(2)
+        return real(*a, **kw)
+
+    monkeypatch.setattr("ckptbench.measure.runner.run_mode", stopped_at_the_second_mode)
+    args = ["run", "--model", "lstm", "--steps", "12", "--snaps", "3", "--hidden", "4",
+            "--batch", "2", "--rounds", "1", "--repeats", "1", "--force",
+            "--out", str(out)]  # fmt: skip
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 130, res.output
+    (kept,) = tmp_path.glob("r.json.*.replaced")
+    assert "the result it was replacing is kept as" in res.output and kept.name in res.output
+    assert load_result(kept).case == old.case and load_result(kept).summary.ok
+    assert not load_result(out).summary.ok  # the rerun's partial file
+    monkeypatch.setattr("ckptbench.measure.runner.run_mode", real)
+    res = CliRunner().invoke(cli, args)  # a rerun that ends replaces it, as --force asks
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in tmp_path.glob("r.json*")) == ["r.json", kept.name]

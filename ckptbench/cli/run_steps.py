@@ -167,6 +167,8 @@ def _say_interrupted(err_console, err: BaseException, result, out: Path) -> None
     cut = interruption_line(result) if measured else None
     if saved and not measured:
         where += f" (no iteration completed; {out} records the stop)"
+    if (aside := getattr(err, "kept_aside", None)) is not None:  # run --force, interrupted
+        where += f"; the result it was replacing is kept as {aside}"
     err_console.print(
         f"[yellow]interrupted[/yellow] by {stop_reason(err)}: workers stopped; {where}"
         + (f" ({cut})" if cut else ""),

@@ -15,19 +15,18 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import socket
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import ckptbench
 from ckptbench.measure import noise
 from ckptbench.measure import peaks as measure
-from ckptbench.measure.launch import Interrupted, Progress, RunEvent, run_mode, stop_reason
+from ckptbench.measure.launch import Interrupted, Progress, RunEvent, run_mode
+from ckptbench.measure.recording import Recording, record_interruption, round_order
 from ckptbench.measure.rounds import Precision, next_round
 from ckptbench.measure.tasks import measure_costs
 from ckptbench.results.schema import (
@@ -37,7 +36,6 @@ from ckptbench.results.schema import (
     ModeResult,
     RunResult,
     Status,
-    save_or_beside,
 )
 from ckptbench.schedules import get_strategy
 from ckptbench.workloads import plugin_provenance
@@ -150,19 +148,12 @@ def compile_package() -> bool:
     writing it once here removes the difference. Returns False when it could not be
     written (a read-only tree): the result records it."""
     import compileall
-    from pathlib import Path
 
     root = Path(ckptbench.__file__).parent
     try:
         return bool(compileall.compile_dir(str(root), quiet=2, workers=1))
     except OSError:
         return False
-
-
-def round_order(modes: Sequence[Mode], round_index: int) -> tuple[Mode, ...]:
-    """Round k measures the modes rotated by k: every mode goes first equally often."""
-    k = round_index % len(modes) if modes else 0
-    return tuple(modes[k:]) + tuple(modes[:k])
 
 
 def run_case(
@@ -213,7 +204,7 @@ def run_case(
     env = _environment(case)
     if expect_oom:  # run --expect-oom: the gate reads it (a mode meant to exceed the limit)
         env["expect_oom"] = sorted(expect_oom)
-    rec = _Recording(case, env, out_path, replace_out, saved_elsewhere)
+    rec = Recording(case, env, out_path, replace_out, saved_elsewhere)
     how = _Measuring(modes, worker, progress, costs, retry_oom)
     with tempfile.TemporaryDirectory(prefix="ckptbench-") as tmp:
         try:
@@ -228,8 +219,12 @@ def run_case(
                 rec.env["precision"].update(rounds=k, stopped="out-of-memory")
             if rec.results:
                 rec.save()  # finished: with how --precision stopped, no longer "unfinished"
+                if rec.aside is not None and rec.where == rec.out:  # replaced, as --force asked
+                    with contextlib.suppress(OSError):
+                        rec.aside.unlink()
         except (Interrupted, KeyboardInterrupt) as err:
-            _record_interruption(rec, err, modes)
+            record_interruption(rec, err, modes)
+            err.kept_aside = rec.aside  # type: ignore[attr-defined]  # what --force replaced
             err.result = rec.snapshot()  # type: ignore[attr-defined]
             raise
     return rec.snapshot()
@@ -284,61 +279,7 @@ class _Measuring:
     retry_oom: bool
 
 
-class _Recording:
-    """A run's result as it grows: the modes measured so far, the environment, the rounds
-    planned and started, the modes out of memory (mode -> 1-based round it first exceeded
-    the limit), and where the result is saved (see :func:`run_case`)."""
-
-    def __init__(self, case: Case, env: dict[str, Any], out_path, replace_out, saved_elsewhere):
-        self.case, self.env = case, env
-        self.host = socket.gethostname()
-        self.created = datetime.now(UTC).isoformat(timespec="seconds")
-        self.results: list[ModeResult] = []
-        self.out_of_memory: dict[str, int] = {}
-        self.ran = case.rounds  # rounds planned so far (more with ``precision``)
-        self.round_starts: list[float] = []
-        self.where = Path(out_path) if out_path is not None else None
-        self.saved, self.replace_out, self.saved_elsewhere = False, replace_out, saved_elsewhere
-
-    def snapshot(self) -> RunResult:  # its figures: RunResult.summary, from these modes
-        case = self.case
-        return RunResult(
-            case=case if self.ran == case.rounds else replace(case, rounds=self.ran),
-            modes=tuple(self.results),
-            environment=self.env,
-            created=self.created,
-            host=self.host,
-            tool_version=ckptbench.__version__,
-        )
-
-    def save(self, unfinished: tuple[int, Mode | None] | None = None) -> None:
-        """Save the result so far. ``unfinished`` (round, next mode; None between rounds):
-        saved mid-run, the file reads as a run stopped there, the next mode interrupted
-        before it started, as a stopped run's file does, until the run's last save."""
-        if self.where is None:
-            return
-        doc = self.snapshot()
-        if unfinished is not None and "interrupted" not in self.env:
-            k, mode = unfinished
-            cut = {"by": UNFINISHED, "round": k + 1}
-            modes = doc.modes
-            if mode is not None:
-                modes += (ModeResult(mode=mode, status=Status.INTERRUPTED, error=UNFINISHED,
-                                     round=k, iterations_planned=self.case.repeats),)  # fmt: skip
-            doc = replace(doc, modes=modes, environment={**self.env, "interrupted": cut})
-        at, why = save_or_beside(doc, self.where, replace=self.saved or self.replace_out)
-        if why is not None:
-            if self.saved and self.where.is_file():  # this run's own earlier, partial save
-                with contextlib.suppress(OSError):  # would read as a finished result there
-                    self.where.unlink()
-                    why += "; the partial result saved there earlier is removed"
-            self.where = at
-            if self.saved_elsewhere is not None:
-                self.saved_elsewhere(str(at), why)
-        self.saved = True
-
-
-def _run_round(rec: _Recording, how: _Measuring, k: int, tmp: str) -> None:
+def _run_round(rec: Recording, how: _Measuring, k: int, tmp: str) -> None:
     """Round ``k``: every mode in its rotated order, each in a fresh worker (skipping one
     out of memory, unless ``retry_oom``), the result saved after each."""
     case, env, progress = rec.case, rec.env, how.progress
@@ -377,39 +318,6 @@ def _run_round(rec: _Recording, how: _Measuring, k: int, tmp: str) -> None:
             progress(RunEvent("done", mode, k, rec.ran, result=rec.results[-1]))
 
 
-#: What a file saved mid-run says stopped it, until the run's last save replaces it: read
-#: later, the run was killed outright (SIGKILL, a power cut) or is still measuring.
-UNFINISHED = "nothing recorded: saved mid-run, and never finished (killed, or still running)"
-
-
-def _record_interruption(rec: _Recording, err: BaseException, modes: Sequence[Mode]) -> None:
-    """Save what a stopped run measured: the partial mode (or, stopped between modes, the
-    next one as interrupted before it started) and, in the environment, by what and in
-    which round it was stopped. Nothing measured yet: no file (a result needs a mode)."""
-    results, out_of_memory = rec.results, rec.out_of_memory
-    partial = getattr(err, "partial", None)
-    done = {(r.round, r.mode) for r in results}
-    pending = [
-        (k, m)
-        for k in range(len(rec.round_starts))
-        for m in round_order(modes, k)
-        if (k, m) not in done and not (m.value in out_of_memory and k >= out_of_memory[m.value])
-    ]
-    if partial is None and results and pending:
-        k, mode = pending[0]  # stopped between modes: say so in the file
-        why = f"stopped by {stop_reason(err)} before this mode started"
-        partial = ModeResult(mode=mode, status=Status.INTERRUPTED, error=why, round=k,
-                             iterations_planned=rec.case.repeats)  # fmt: skip
-    rec.env["interrupted"] = {
-        "by": stop_reason(err),
-        "round": (partial.round if partial is not None else len(rec.round_starts)) + 1,
-    }
-    if partial is not None:
-        results.append(partial)
-    if results:
-        rec.save()
-
-
 def _checked(
     case: Case,
     round_index: int,
@@ -427,7 +335,7 @@ def _checked(
     return _verify(case, result, err)
 
 
-def _check_earlier(rec: _Recording, round_index: int, grads: dict[Mode, str]) -> None:
+def _check_earlier(rec: Recording, round_index: int, grads: dict[Mode, str]) -> None:
     """Once normal's gradient of round ``round_index`` exists, verify the round's
     checkpointed result if it ran first (rounds rotate the order) and is still unchecked."""
     if not os.path.exists(grads[Mode.NORMAL]):

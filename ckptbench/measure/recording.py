@@ -1,0 +1,132 @@
+"""A run's result file while the run measures it: saved after every mode, reading as
+unfinished until the run's last save, and what a stopped run leaves in it.
+
+Every save is atomic (:func:`ckptbench.results.schema.save_or_beside`). A file saved mid-run
+reads as a run stopped there (the next mode ``interrupted``, ``environment.interrupted.by``
+:data:`UNFINISHED`) until the last save, so a run killed outright never leaves a file that
+reads as finished; a run stopped by a signal records by what and in which round
+(:func:`record_interruption`). With ``--force`` the file being replaced is moved aside
+(``NAME.<UTC time>.replaced``) until the run's last save, so an interrupted rerun loses
+nothing. No printing: the CLI is told through callbacks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import ckptbench
+from ckptbench.measure.launch import stop_reason
+from ckptbench.results.schema import Case, Mode, ModeResult, RunResult, Status, save_or_beside
+
+__all__ = ["UNFINISHED", "Recording", "record_interruption", "round_order"]
+
+#: What a file saved mid-run says stopped it, until the run's last save replaces it: read
+#: later, the run was killed outright (SIGKILL, a power cut) or is still measuring.
+UNFINISHED = "nothing recorded: saved mid-run, and never finished (killed, or still running)"
+
+
+def round_order(modes: Sequence[Mode], round_index: int) -> tuple[Mode, ...]:
+    """Round k measures the modes rotated by k: every mode goes first equally often."""
+    k = round_index % len(modes) if modes else 0
+    return tuple(modes[k:]) + tuple(modes[:k])
+
+
+class Recording:
+    """A run's result as it grows: the modes measured so far, the environment, the rounds
+    planned and started, the modes out of memory (mode -> 1-based round it first exceeded
+    the limit), and where the result is saved (see
+    :func:`ckptbench.measure.runner.run_case`)."""
+
+    def __init__(self, case: Case, env: dict[str, Any], out_path, replace_out, saved_elsewhere):
+        self.case, self.env = case, env
+        self.host = socket.gethostname()
+        self.created = datetime.now(UTC).isoformat(timespec="seconds")
+        self.results: list[ModeResult] = []
+        self.out_of_memory: dict[str, int] = {}
+        self.ran = case.rounds  # rounds planned so far (more with ``precision``)
+        self.round_starts: list[float] = []
+        self.where = Path(out_path) if out_path is not None else None
+        self.saved, self.replace_out, self.saved_elsewhere = False, replace_out, saved_elsewhere
+        #: the file ``--force`` replaces, moved aside until this run's last save at ``out``
+        self.aside: Path | None = None
+        self.out = self.where
+
+    def snapshot(self) -> RunResult:  # its figures: RunResult.summary, from these modes
+        case = self.case
+        return RunResult(
+            case=case if self.ran == case.rounds else replace(case, rounds=self.ran),
+            modes=tuple(self.results),
+            environment=self.env,
+            created=self.created,
+            host=self.host,
+            tool_version=ckptbench.__version__,
+        )
+
+    def save(self, unfinished: tuple[int, Mode | None] | None = None) -> None:
+        """Save the result so far. ``unfinished`` (round, next mode; None between rounds):
+        saved mid-run, the file reads as a run stopped there, the next mode interrupted
+        before it started, as a stopped run's file does, until the run's last save."""
+        if self.where is None:
+            return
+        if not self.saved and self.replace_out and self.where.is_file():
+            aside = self.where.with_name(f"{self.where.name}.{_stamp()}.replaced")
+            with contextlib.suppress(OSError):  # kept (and --force honoured) as before
+                self.where.rename(aside)
+                self.aside = aside
+        doc = self.snapshot()
+        if unfinished is not None and "interrupted" not in self.env:
+            k, mode = unfinished
+            cut = {"by": UNFINISHED, "round": k + 1}
+            modes = doc.modes
+            if mode is not None:
+                modes += (ModeResult(mode=mode, status=Status.INTERRUPTED, error=UNFINISHED,
+                                     round=k, iterations_planned=self.case.repeats),)  # fmt: skip
+            doc = replace(doc, modes=modes, environment={**self.env, "interrupted": cut})
+        at, why = save_or_beside(doc, self.where, replace=self.saved or self.replace_out)
+        if why is not None:
+            if self.saved and self.where.is_file():  # this run's own earlier, partial save
+                with contextlib.suppress(OSError):  # would read as a finished result there
+                    self.where.unlink()
+                    why += "; the partial result saved there earlier is removed"
+            self.where = at
+            if self.saved_elsewhere is not None:
+                self.saved_elsewhere(str(at), why)
+        self.saved = True
+
+
+def _stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+
+
+def record_interruption(rec: Recording, err: BaseException, modes: Sequence[Mode]) -> None:
+    """Save what a stopped run measured: the partial mode (or, stopped between modes, the
+    next one as interrupted before it started) and, in the environment, by what and in
+    which round it was stopped. Nothing measured yet: no file (a result needs a mode)."""
+    results, out_of_memory = rec.results, rec.out_of_memory
+    partial = getattr(err, "partial", None)
+    done = {(r.round, r.mode) for r in results}
+    pending = [
+        (k, m)
+        for k in range(len(rec.round_starts))
+        for m in round_order(modes, k)
+        if (k, m) not in done and not (m.value in out_of_memory and k >= out_of_memory[m.value])
+    ]
+    if partial is None and results and pending:
+        k, mode = pending[0]  # stopped between modes: say so in the file
+        why = f"stopped by {stop_reason(err)} before this mode started"
+        partial = ModeResult(mode=mode, status=Status.INTERRUPTED, error=why, round=k,
+                             iterations_planned=rec.case.repeats)  # fmt: skip
+    rec.env["interrupted"] = {
+        "by": stop_reason(err),
+        "round": (partial.round if partial is not None else len(rec.round_starts)) + 1,
+    }
+    if partial is not None:
+        results.append(partial)
+    if results:
+        rec.save()
