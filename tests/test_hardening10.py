@@ -230,3 +230,18 @@ def test_force_keeps_the_result_it_replaces_until_the_new_run_ends(tmp_path: Pat
     res = CliRunner().invoke(cli, args)  # a rerun that ends replaces it, as --force asks
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in tmp_path.glob("r.json*")) == ["r.json", kept.name]
+
+
+def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_130(monkeypatch, capsys):
+    """A Ctrl-C in the first 0.3 s (click, rich and the commands being imported) printed a
+    KeyboardInterrupt traceback."""
+    from ckptbench import entry
+
+    def interrupted(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(entry.importlib, "import_module", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        entry.main()
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == "ckptbench: interrupted while starting\n"
