@@ -477,3 +477,19 @@ def test_a_peer_crossed_with_executors_is_one_cell_recorded_without_one() -> Non
     assert any("2 grid cell(s) recorded without it" in n for n in config.notes)
     assert any("1 duplicate grid cell(s) measured once" in n for n in config.notes)
     assert not any("snaps clamped" in n for n in config.notes)
+
+
+def test_run_force_never_replaces_a_cell_file_the_sweep_lists(tmp_path: Path) -> None:
+    """`run --force --out FOLDER/<cell>.json` destroyed a sweep's measured cell with another
+    case's result (the manifest itself was already refused); `check` then exited 2."""
+    from ckptbench.cli.options import InputError
+    from ckptbench.cli.outputs import check_out
+
+    config = _config()
+    run_sweep(config, tmp_path, run_cell=FakeCells())
+    cell = cell_path(tmp_path, config.cases[0])
+    with pytest.raises(InputError, match=f"is cell {config.cases[0].key} of the sweep"):
+        check_out(cell, True)
+    loose = tmp_path / "mine.json"  # a result of the user's own in that folder: --force works
+    save_result(load_result(cell), loose)
+    check_out(loose, True)

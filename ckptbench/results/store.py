@@ -150,6 +150,9 @@ def check_output(
             f"{what} {p}: is a sweep manifest; a result never replaces one (not even with "
             "--force): use another file name"
         )
+    if result and (key := _sweep_cell(p)) is not None:  # `sweep --resume` measures those
+        raise StoreError(f"{what} {p}: is cell {key} of the sweep in {p.parent} (not even "
+                         "with --force); use another file name")  # fmt: skip
     if not replace and not append:
         raise StoreError(f"{what} {p}: exists; {hint}")
     if result and st.st_size and not _head_matches(p, _DOCUMENT):  # empty: mktemp's, say
@@ -252,6 +255,13 @@ def missing_cells(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, st
                 state = c.get("state", "?")
                 missing.append((str(c.get("key", c["file"])), f"{c['file']} (state {state})"))
     return missing
+
+
+def _sweep_cell(p: Path) -> str | None:
+    """The key of the cell the sweep manifest beside ``p`` lists as ``p``, else None."""
+    with contextlib.suppress(StoreError, OSError):
+        return next((k for f, k in manifest_cells(p.parent / MANIFEST_NAME) or () if f == p), None)
+    return None
 
 
 def manifest_cells(path: Path) -> list[tuple[Path, str]] | None:
