@@ -272,7 +272,7 @@ def _run_columns(on_device: bool) -> tuple[Column, ...]:
         memory = (
             Column("peak", "exact peak", _text, priority=4),
             Column("spread", "peak spread", _text, priority=5),
-            Column("sampled", "sampled", _text, priority=8),
+            Column("sampled", "sampled max", _text, priority=8),  # the rounds' largest
             Column(
                 "overhead",
                 "overhead",
