@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -241,20 +242,20 @@ class Case:
             del ident["executor"]
         return ident
 
-    @property
-    def key(self) -> str:
+    @functools.cached_property  # computed once: a 60 000-cell dry run spent most of its
+    def key(self) -> str:  # time hashing identities again (the case is frozen)
         """Identifier of the cell in a sweep: a readable prefix plus a hash of the identity.
 
         The prefix is cut for readability; the 10-hex-digit hash of every identity field
         (the full model spec included) keeps two different cases from sharing a key.
         """
-        ident = json.dumps(self.identity(), sort_keys=True)
-        digest = hashlib.sha256(ident.encode()).hexdigest()[:10]
+        ident = self.identity()
+        digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:10]
         backend = "" if self.backend == DEFAULT_BACKEND else f"-{self.backend}-{self.device}"
         budget = "" if self.budget_bytes is None else f"-m{self.budget_bytes}"
         if self.dtype != "float64":
             budget += "-" + {"float32": "f32", "bfloat16": "bf16"}.get(self.dtype, self.dtype)
-        if "executor" in self.identity():
+        if "executor" in ident:
             budget += f"-{self.executor}"
         return (
             f"{_slug(self.model)}{backend}-l{self.steps}-s{self.snaps}-{self.strategy}{budget}"
