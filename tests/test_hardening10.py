@@ -84,6 +84,8 @@ def test_a_sweep_not_confirmed_leaves_no_empty_out_folder(tmp_path: Path, monkey
     res = CliRunner().invoke(cli, ["sweep", "many.toml", "--out", "o"])
     assert res.exit_code == 2 and "--yes" in res.output, res.output
     assert not (tmp_path / "o").exists()
+    res = CliRunner().invoke(cli, ["sweep", "many.toml", "--out", "new/parent/o"])
+    assert res.exit_code == 2 and not (tmp_path / "new").exists()  # its parents too
     (tmp_path / "kept").mkdir()  # a folder that was there before is left as it was
     res = CliRunner().invoke(cli, ["sweep", "many.toml", "--out", "kept"])
     assert res.exit_code == 2 and (tmp_path / "kept").is_dir()
@@ -245,3 +247,75 @@ def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_130(monkeypat
         entry.main()
     assert stop.value.code == 130
     assert capsys.readouterr().err == "ckptbench: interrupted while starting\n"
+
+
+def test_a_regression_review_of_the_evenings_changes():
+    """What a review of this evening's changes found (each failed before its fix):
+    huge interval ends crashed compare and check (Decimal's 28 digits); one iteration a
+    side read "no change" in compare; three equal times gave a point interval 'from the
+    data'."""
+    from ckptbench.analysis.intervals import ratio_estimate
+    from ckptbench.analysis.stats import time_change
+    from ckptbench.render.format import fmt_interval
+    from ckptbench.results.units import interval_text
+
+    tc = time_change([[5e-4], [0.15]], [[5e-4]])  # 2 processes against 1: t with 1 df
+    assert fmt_interval(tc.low, tc.high, 3).startswith("[")
+    assert interval_text(9.8e-24, 1.0181e21, 3) == ("9.8e-24", "1.1e+21")
+    assert interval_text(1e300, 9.99e307, 2) == ("1.0e+300", "1.0e+308")
+    assert time_change([[1.0]], [[1.9]], tolerance=0.1).verdict == "cannot tell"
+    assert not time_change([[1.0]], [[1.9]], tolerance=0.1).significant
+    est = ratio_estimate([([0.01, 0.01], [0.012])])
+    assert not est.interval_from_data
+
+
+def test_mprof_of_a_one_round_run_precision_extends_is_checked_for_its_round_names(
+    tmp_path: Path, monkeypatch
+):
+    """`--rounds 1 --precision ... --max-rounds 2`: the result's files are named _r0, _r1
+    once a second round runs, but the check predicted NAME.dat and NAME-2.dat."""
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.render.mprof import mprof_name
+    from ckptbench.results.schema import Case
+
+    monkeypatch.chdir(tmp_path)
+    case = Case(model="lstm", steps=20, snaps=20, hidden=8, batch=2, rounds=1)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / mprof_name(case.key, "normal", 1)).write_text("precious\n")
+    args = ["run", "--model", "lstm", "--steps", "20", "--hidden", "8", "--batch", "2",
+            "--rounds", "1", "--precision", "1%", "--max-rounds", "2", "--out", "r.json",
+            "--mprof", "m"]  # fmt: skip
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and "exists" in res.output and not (tmp_path / "r.json").exists()
+
+
+def test_force_puts_back_the_result_it_replaces_when_its_first_save_fails(
+    tmp_path: Path, monkeypatch
+):
+    """The first save failing (a full disk): the new result went elsewhere, and the result
+    --force was to replace sat renamed aside, --out empty."""
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.results import schema
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / ("y" * 230 + ".json")  # its aside name is cut to fit too
+    schema.save_result(make_result(CI_CASE, seed=1), out)
+    real = schema.save_result
+
+    def full_at_out(result, path, **kw):
+        if Path(path) == out:
+            raise OSError(28, "No space left on device")
+        return real(result, path, **kw)
+
+    monkeypatch.setattr(schema, "save_result", full_at_out)
+    args = ["run", "--model", "lstm", "--steps", "12", "--snaps", "3", "--hidden", "4",
+            "--batch", "2", "--rounds", "1", "--repeats", "1", "--force", "-q",
+            "--out", str(out)]  # fmt: skip
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert "the result it was to replace is left in place" in res.output
+    assert load_result(out).case == CI_CASE and not list(tmp_path.glob("*.replaced"))

@@ -104,3 +104,33 @@ def test_revolves_one_slot_peak_is_x0_and_the_largest_tape(seed):
         costs = _random_costs(rng, steps)
         replayed = predict(schedule(steps, 1), steps, costs).peak_bytes
         assert _state_only_least(costs, steps) == replayed
+
+
+def test_check_budget_accepts_what_the_planner_plans_and_names_the_least_it_plans():
+    """A budget the keep-every-tape plan fits (planned without rounding) was refused by
+    `check_budget`, which `run` and `plan` call first: 'plans from 1107 B' where the planner
+    planned 1106 B (peak 1101 B). Over random chains and budgets, check_budget refuses
+    exactly the budgets plan_optimal cannot plan, and the budget it names plans."""
+    import re
+
+    costs = Costs(forward_time_s=1.0, taped_time_s=2.0, state_bytes=(4097, 100003, 100003, 100003),
+                  tape_bytes=(1, 100, 1, 999))  # fmt: skip
+    planner.check_budget(costs, 4, 1106)
+    assert planner.plan_optimal(costs, 4, 1106).peak_bytes == 1101
+    rng = random.Random(7)
+    named_at = re.compile(r"(?:works is|plans from) (?:[\d.]+ \w+ \()?(\d+) B")
+    for _ in range(10):
+        steps = rng.randint(2, 9)
+        costs = _random_costs(rng, steps)
+        for budget in range(0, 40_000, 457):
+            try:
+                planner.check_budget(costs, steps, budget)
+            except planner.PlanError as err:
+                with pytest.raises(planner.PlanError):
+                    planner.plan_optimal(costs, steps, budget)
+                named = int(named_at.search(str(err)).group(1))
+                assert named > budget
+                planner.check_budget(costs, steps, named)
+                assert planner.plan_optimal(costs, steps, named).peak_bytes <= named
+            else:
+                assert planner.plan_optimal(costs, steps, budget).peak_bytes <= budget

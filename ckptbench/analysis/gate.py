@@ -306,7 +306,7 @@ def _time_lines(ref: PooledCell, cur: PooledCell, tol: float) -> tuple[list, boo
             continue
         single = single or min(tc.processes_before, tc.processes_after) < 2
         verdict = tc.verdict
-        if verdict == "no change" and tc.high > 1 + tol:
+        if verdict in ("no change", "cannot tell") and tc.high > 1 + tol:
             verdict, blind = "no change shown, but the interval reaches past the limit", True
         detail = (
             f"{_typical(tc)} {tc.before_median_s:.4f} -> {tc.after_median_s:.4f} s, new/old "

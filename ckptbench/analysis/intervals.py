@@ -209,8 +209,8 @@ def _student_interval(
     x: np.ndarray, y: np.ndarray, confidence: float
 ) -> tuple[float, float] | None:
     """Student's two-sample t interval of the ratio x / y on the log scale (pooled variance,
-    n + m - 2 degrees of freedom); None with fewer than three values in all. Zero spread
-    gives the point (the data show none)."""
+    n + m - 2 degrees of freedom); None with fewer than three values in all, or no spread
+    among them (three equal times say nothing of the next)."""
     lx, ly = np.log(x), np.log(y)
     df = lx.size + ly.size - 2
     if df < 1:
@@ -219,6 +219,8 @@ def _student_interval(
 
     centre = float(lx.mean() - ly.mean())
     var = (float(((lx - lx.mean()) ** 2).sum()) + float(((ly - ly.mean()) ** 2).sum())) / df
+    if var == 0:
+        return None
     half = float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(var * (1 / lx.size + 1 / ly.size))
     return math.exp(centre - half), math.exp(centre + half)
 
@@ -337,11 +339,11 @@ def ratio_estimate(
             how = "Student's t on log times (too few iterations for a rank interval)"
         else:
             lo = hi = value
-            how = "no interval: one iteration a side measures no spread"
+            how = "no interval: the iterations measure no spread (one a side, or all equal)"
         lo, hi = widen(lo, hi, value, invocation_sd, confidence)
         method = f"one round: Hodges-Lehmann on log times; {how}{floor}"
         return Estimate(value, lo, hi, method, 1, n_samples, per_round=(value,),
-                        interval_from_data=x.size + y.size > 2)  # fmt: skip
+                        interval_from_data=rank is not None or student is not None)  # fmt: skip
     logs = [math.log(v) for v in per_round]
     aside = outlier_rounds(logs)
     kept = [v for i, v in enumerate(logs) if i not in aside]

@@ -80,6 +80,8 @@ class TimeChange:
 
     @property
     def verdict(self) -> str:
+        if math.isinf(self.high):  # no interval from the data: one iteration a side
+            return "cannot tell"
         if self.low > 1.0 + self.tolerance:
             return "slower"
         if self.high < 1.0 / (1.0 + self.tolerance):
@@ -88,7 +90,7 @@ class TimeChange:
 
     @property
     def significant(self) -> bool:
-        return self.verdict != "no change"
+        return self.verdict in ("slower", "faster")
 
 
 def _processes(samples: Sequence[Sequence[float]], side: str) -> list[list[float]]:

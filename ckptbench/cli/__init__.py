@@ -44,7 +44,8 @@ class _Commands(click.Group):
             if err.errno not in _WRITE_ERRNOS:
                 raise
             _quiet_stdout()
-            click.echo(f"ckptbench: error: cannot write the output ({err.strerror})", err=True)
+            where = f" {err.filename}" if err.filename else " the output"
+            click.echo(f"ckptbench: error: cannot write{where} ({err.strerror})", err=True)
             raise SystemExit(EXIT_IO_ERROR) from None
 
 

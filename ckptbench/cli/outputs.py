@@ -79,13 +79,12 @@ def check_mprof_dir(
     from ckptbench.render.mprof import mprof_name
     from ckptbench.results.store import StoreError, check_output
 
-    names = []
-    for k in range(max(case.rounds, max_rounds)):
-        for m in modes:  # as render.mprof names them: one round's name repeated gets '-2'...
-            name = mprof_name(case.key, m.value, k if case.rounds > 1 else None)
-            names.append(
-                name if case.rounds > 1 or k == 0 else name.replace(".dat", f"-{k + 1}.dat")
-            )
+    # as render.mprof names them: a round suffix once the result has more than one round
+    # (rounds --precision adds count); a one-round result's files have none
+    up_to = max(case.rounds, max_rounds)
+    names = [mprof_name(case.key, m.value, None) for m in modes if case.rounds == 1]
+    if up_to > 1:
+        names += [mprof_name(case.key, m.value, k) for k in range(up_to) for m in modes]
     if out is not None:
         refuse_folder_clashes({"--mprof": folder}, [out])
         if out.resolve().parent == folder.resolve() and out.name in names:

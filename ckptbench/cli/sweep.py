@@ -71,7 +71,7 @@ def sweep(
     if dask_address is None:  # on a cluster the devices are the workers'
         _check_devices(config, cfg.cases)
     out = out or Path("results") / cfg.name
-    made = not out.exists()
+    made = [p for p in (out, *out.parents) if not p.exists()]  # what opening it creates
     dask_address = _check_destination(out, dask_address)
     console = stderr_console()
     todo = _cells_to_measure(cfg, out, resume, retry_failed)
@@ -89,10 +89,10 @@ def sweep(
     if (len(todo) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
         try:
             _confirm(config, len(todo), fmt_duration(seconds))
-        except BaseException:  # not confirmed: leave no empty --out folder behind
-            if made:
-                with contextlib.suppress(OSError):
-                    out.rmdir()
+        except BaseException:  # not confirmed: leave no folder it made behind (if still empty)
+            with contextlib.suppress(OSError):
+                for folder in made:
+                    folder.rmdir()
             raise
     show_iterations = not quiet and (verbose or progress_lines or console.is_terminal)
     progress = _progress_printer(console, quiet=quiet, show_iterations=show_iterations)

@@ -22,7 +22,16 @@ from typing import Any
 
 import ckptbench
 from ckptbench.measure.launch import stop_reason
-from ckptbench.results.schema import Case, Mode, ModeResult, RunResult, Status, save_or_beside
+from ckptbench.results.schema import (
+    NAME_MAX,
+    Case,
+    Mode,
+    ModeResult,
+    RunResult,
+    Status,
+    fit_name,
+    save_or_beside,
+)
 
 __all__ = ["UNFINISHED", "Recording", "record_interruption", "round_order"]
 
@@ -75,7 +84,8 @@ class Recording:
         if self.where is None:
             return
         if not self.saved and self.replace_out and self.where.is_file():
-            aside = self.where.with_name(f"{self.where.name}.{_stamp()}.replaced")
+            tail = f".{_stamp()}.replaced"
+            aside = self.where.with_name(fit_name(self.where.name, NAME_MAX - len(tail)) + tail)
             with contextlib.suppress(OSError):  # kept (and --force honoured) as before
                 self.where.rename(aside)
                 self.aside = aside
@@ -94,6 +104,11 @@ class Recording:
                 with contextlib.suppress(OSError):  # would read as a finished result there
                     self.where.unlink()
                     why += "; the partial result saved there earlier is removed"
+            if self.aside is not None and not self.where.exists():  # --force: put it back
+                with contextlib.suppress(OSError):
+                    self.aside.rename(self.where)
+                    self.aside = None
+                    why += "; the result it was to replace is left in place"
             self.where = at
             if self.saved_elsewhere is not None:
                 self.saved_elsewhere(str(at), why)

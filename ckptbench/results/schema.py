@@ -669,8 +669,8 @@ def save_or_beside(result: RunResult, path: Path, *, replace: bool) -> tuple[Pat
             return folder / name, why
         except OSError as err:
             last = err
-    assert last is not None
-    raise last
+    assert last is not None  # said where it was asked for, and that nothing could hold it
+    raise OSError(last.errno, f"{last.strerror}: the result was not saved", str(path))
 
 
 def _lock_holder(fd: int) -> str:

@@ -149,6 +149,13 @@ def interval_text(
         if not d.is_finite():
             out.append(str(v))
             continue
+        if abs(d) >= 10**6 or (significant and d and abs(d) < Decimal("1e-6")):
+            exp = d.adjusted()  # two significant digits in exponent form: '1.5e+06'
+            m = d.scaleb(-exp).quantize(Decimal("0.1"), rounding=rounding)
+            if abs(m) >= 10:  # 9.97 rounded up
+                m, exp = (m / 10).quantize(Decimal("0.1"), rounding=rounding), exp + 1
+            out.append(f"{m:f}e{exp:+03d}")
+            continue
         places = digits
         if significant and d and abs(d) < Decimal(1).scaleb(-digits):  # two significant digits
             places = 1 - d.adjusted()

@@ -78,7 +78,8 @@ def _verdicts(v: Verdicts) -> list[str]:
     if passed:
         out += [f"<details><summary>{len(passed)} passed</summary>", *_rows(passed)]
         out.append("</details>")
-    rule = gate_rule(v.report)  # the tolerances, then the notes, as text and markdown say
+    # the tolerances (a gate against a reference only), then the notes, as text says them
+    rule = gate_rule(v.report) if v.report.settings.get("reference") else ""
     return out + [f"<p class='note'>{esc(n)}</p>" for n in (rule, *v.report.notes) if n]
 
 

@@ -171,6 +171,10 @@ def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
     if budget_bytes >= least:
         return
     _, _, sb, tb = costs.per_step(steps)
+    tape_all = predict(_tape_all(steps), steps, costs).peak_bytes  # planned without rounding
+    if budget_bytes >= tape_all:
+        return
+    least = min(least, tape_all)
     exact = dp.least_storage(np.asarray(sb, dtype=np.int64), np.asarray(tb, dtype=np.int64))
     rival_least = _state_only_least(costs, steps)
     if budget_bytes >= rival_least:  # Revolve fits in exact bytes: it is the plan there
@@ -222,7 +226,9 @@ def _plan_cached(costs: Costs, steps: int, budget_bytes: int, levels: int) -> Pl
         rival = _state_only_rival(costs, steps, budget_bytes, solution.quantum_bytes)
         if rival is not None:
             return rival
-        least = min(dp.min_budget_bytes(costs, steps, levels), _state_only_least(costs, steps))
+        tape_all = predict(_tape_all(steps), steps, costs).peak_bytes
+        least = min(dp.min_budget_bytes(costs, steps, levels), _state_only_least(costs, steps),
+                    tape_all)  # fmt: skip
         raise PlanError(
             f"no schedule of {steps} steps fits in a budget of {_bytes(budget_bytes)}; the "
             f"smallest budget that works is {_bytes(least)}"
