@@ -15,6 +15,13 @@ from ckptbench.results.schema import save_or_beside, write_atomic
 from ckptbench.results.store import load_result
 
 
+def _tiny_run(out: Path, *extra: str) -> list[str]:
+    """`run` of a tiny LSTM, one round of one iteration, into ``out``."""
+    return ["run", "--model", "lstm", "--steps", "12", "--snaps", "3", "--hidden", "4",
+            "--batch", "2", "--rounds", "1", "--repeats", "1", *extra,
+            "--out", str(out)]  # fmt: skip
+
+
 def test_a_name_near_the_file_systems_limit_is_written_and_its_fallback_fits(tmp_path: Path):
     """`run --out` with a 249-byte name passed every check (its lock file's name fits), then
     lost the measurement at the first save: the temp name is the target's plus 14 bytes,
@@ -113,8 +120,7 @@ def test_a_save_that_fails_midway_leaves_no_partial_result_at_out(tmp_path: Path
         return real(result, path, **kw)
 
     monkeypatch.setattr(schema, "save_result", full_after_one)
-    args = ["run", "--model", "lstm", "--steps", "12", "--snaps", "3", "--hidden", "4",
-            "--batch", "2", "--rounds", "1", "--repeats", "1", "-q", "--out", str(out)]  # fmt: skip
+    args = _tiny_run(out, "-q")
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
     assert "partial result saved there earlier is removed" in res.output
@@ -182,8 +188,7 @@ def test_a_file_saved_mid_run_reads_unfinished_until_the_run_ends(tmp_path: Path
         return real(result, path, **kw)
 
     monkeypatch.setattr(schema, "save_result", keep)
-    args = ["run", "--model", "lstm", "--steps", "12", "--snaps", "3", "--hidden", "4",
-            "--batch", "2", "--rounds", "1", "--repeats", "1", "-q", "--out", str(out)]  # fmt: skip
+    args = _tiny_run(out, "-q")
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
     first, last = saved[0], load_result(out)
@@ -219,9 +224,7 @@ def test_force_keeps_the_result_it_replaces_until_the_new_run_ends(tmp_path: Pat
         return real(*a, **kw)
 
     monkeypatch.setattr("ckptbench.measure.runner.run_mode", stopped_at_the_second_mode)
-    args = ["run", "--model", "lstm", "--steps", "12", "--snaps", "3", "--hidden", "4",
-            "--batch", "2", "--rounds", "1", "--repeats", "1", "--force",
-            "--out", str(out)]  # fmt: skip
+    args = _tiny_run(out, "--force")
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 130, res.output
     (kept,) = tmp_path.glob("r.json.*.replaced")
@@ -312,9 +315,7 @@ def test_force_puts_back_the_result_it_replaces_when_its_first_save_fails(
         return real(result, path, **kw)
 
     monkeypatch.setattr(schema, "save_result", full_at_out)
-    args = ["run", "--model", "lstm", "--steps", "12", "--snaps", "3", "--hidden", "4",
-            "--batch", "2", "--rounds", "1", "--repeats", "1", "--force", "-q",
-            "--out", str(out)]  # fmt: skip
+    args = _tiny_run(out, "--force", "-q")
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
     assert "the result it was to replace is left in place" in res.output
