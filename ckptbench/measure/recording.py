@@ -23,13 +23,12 @@ from typing import Any
 import ckptbench
 from ckptbench.measure.launch import stop_reason
 from ckptbench.results.schema import (
-    NAME_MAX,
     Case,
     Mode,
     ModeResult,
     RunResult,
     Status,
-    fit_name,
+    kept_beside,
     save_or_beside,
 )
 
@@ -84,8 +83,7 @@ class Recording:
         if self.where is None:
             return
         if not self.saved and self.replace_out and self.where.is_file():
-            tail = f".{_stamp()}.replaced"
-            aside = self.where.with_name(fit_name(self.where.name, NAME_MAX - len(tail)) + tail)
+            aside = kept_beside(self.where, "replaced")
             with contextlib.suppress(OSError):  # kept (and --force honoured) as before
                 self.where.rename(aside)
                 self.aside = aside
@@ -113,10 +111,6 @@ class Recording:
             if self.saved_elsewhere is not None:
                 self.saved_elsewhere(str(at), why)
         self.saved = True
-
-
-def _stamp() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
 
 
 def record_interruption(rec: Recording, err: BaseException, modes: Sequence[Mode]) -> None:

@@ -649,6 +649,13 @@ def fit_name(name: str, limit: int) -> str:
     return name if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
 
 
+def kept_beside(path: Path, kind: str) -> Path:
+    """A new name beside ``path`` for a file kept there, ``<name>.<UTC time>.<kind>``, cut
+    to fit a 255-byte name (a replaced result, an unreadable answer)."""
+    tail = f".{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}.{kind}"
+    return path.with_name(fit_name(path.name, NAME_MAX - len(tail.encode())) + tail)
+
+
 def save_or_beside(result: RunResult, path: Path, *, replace: bool) -> tuple[Path, str | None]:
     """Save ``result`` at ``path`` (:func:`save_result`); when that fails
     (the file appeared, the folder went away or is full), save it beside ``path`` under a

@@ -50,6 +50,7 @@ from typing import Any
 import ckptbench
 from ckptbench.results.schema import (
     RunResult,
+    kept_beside,
     save_or_beside,
     write_atomic,
 )
@@ -375,14 +376,9 @@ def first_error(result: RunResult) -> str:
     return "not ok"
 
 
-def _beside(path: Path, kind: str) -> Path:
-    """A new name beside ``path`` for a file kept there: ``<name>.<UTC time>.<kind>``."""
-    return path.with_name(f"{path.name}.{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}.{kind}")
-
-
 def _keep_unreadable(pending: CellOutcome, raw: Any) -> str:
     """Write ``raw`` beside the cell's file (a new name, never over one); where it went."""
-    kept = _beside(pending.path, "unreadable")
+    kept = kept_beside(pending.path, "unreadable")
     try:
         write_atomic(kept, json.dumps(raw, default=str) + "\n", replace=False)
     except (OSError, TypeError, ValueError) as err:
@@ -394,7 +390,7 @@ def _set_aside(pending: CellOutcome, notes: list[str] | None) -> str | None:
     """Re-measuring a partial or failed cell: keep its old file beside the new one, and say
     so in ``notes``; why it could not be moved (the folder went read-only), else None."""
     if pending.path.exists():
-        aside = _beside(pending.path, "replaced")
+        aside = kept_beside(pending.path, "replaced")
         try:
             pending.path.rename(aside)
         except OSError as err:
