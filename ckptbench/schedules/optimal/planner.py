@@ -167,19 +167,11 @@ def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
 
     from ckptbench.schedules.optimal import dp
 
-    least = min_budget_bytes(costs, steps)
+    least = _least_planned(costs, steps, DEFAULT_LEVELS)
     if budget_bytes >= least:
         return
     _, _, sb, tb = costs.per_step(steps)
-    tape_all = predict(_tape_all(steps), steps, costs).peak_bytes  # planned without rounding
-    if budget_bytes >= tape_all:
-        return
-    least = min(least, tape_all)
     exact = dp.least_storage(np.asarray(sb, dtype=np.int64), np.asarray(tb, dtype=np.int64))
-    rival_least = _state_only_least(costs, steps)
-    if budget_bytes >= rival_least:  # Revolve fits in exact bytes: it is the plan there
-        return
-    least = min(least, rival_least)
     if budget_bytes < exact:
         if least > exact:  # name the budget that plans, not one refused by the next line
             raise PlanError(
@@ -196,6 +188,16 @@ def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
         f"peak is {_bytes(exact)}), but the planner rounds sizes to memory quanta and plans "
         f"from {_bytes(least)}: give that budget"
     )
+
+
+def _least_planned(costs: Costs, steps: int, levels: int) -> int:
+    """The least budget :func:`plan_optimal` plans with: the least of the dynamic program's
+    (its sizes rounded to memory quanta), the keep-every-tape plan's peak and Revolve's
+    one-slot peak (both planned in exact bytes). Each plans every budget above its own."""
+    from ckptbench.schedules.optimal import dp
+
+    tape_all = predict(_tape_all(steps), steps, costs).peak_bytes
+    return min(dp.min_budget_bytes(costs, steps, levels), tape_all, _state_only_least(costs, steps))
 
 
 def _state_only_least(costs: Costs, steps: int) -> int:
@@ -226,9 +228,7 @@ def _plan_cached(costs: Costs, steps: int, budget_bytes: int, levels: int) -> Pl
         rival = _state_only_rival(costs, steps, budget_bytes, solution.quantum_bytes)
         if rival is not None:
             return rival
-        tape_all = predict(_tape_all(steps), steps, costs).peak_bytes
-        least = min(dp.min_budget_bytes(costs, steps, levels), _state_only_least(costs, steps),
-                    tape_all)  # fmt: skip
+        least = _least_planned(costs, steps, levels)
         raise PlanError(
             f"no schedule of {steps} steps fits in a budget of {_bytes(budget_bytes)}; the "
             f"smallest budget that works is {_bytes(least)}"
