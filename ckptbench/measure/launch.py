@@ -227,7 +227,7 @@ def stop_worker(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
-    token = ((proc.args and getattr(proc, "ckptbench_env", {})) or {}).get(WORKER_TOKEN_VAR)
+    token = getattr(proc, "ckptbench_env", {}).get(WORKER_TOKEN_VAR)
     if token:
         _kill_carrying(token)
 
