@@ -290,10 +290,11 @@ def invocations_frame(results: Sequence[RunResult]) -> Any:
     between-invocation spread ``tau`` (relative) and the range of the invocations' own
     estimates. A figure fewer than two invocations measured (a partial, failed or
     interrupted run beside another) is NA; ``partial`` counts the invocations without
-    every mode measured ok, ``<figure>_runs`` those that measured the figure, and
-    ``versions`` lists the ckptbench versions when they differ and ``plans`` counts the
-    plans a planned cell's invocations ran (``analysis.pairing.plans_differ``). Empty when
-    no cell was measured twice."""
+    every mode measured ok, ``<figure>_runs`` those that measured the figure and
+    ``<figure>_bare`` those that measured it without an interval (one iteration a side, or
+    no spread: left out of the pool); ``versions`` lists the ckptbench versions when they
+    differ and ``plans`` counts the plans a planned cell's invocations ran
+    (``analysis.pairing.plans_differ``). Empty when no cell was measured twice."""
     import pandas as pd
 
     from ckptbench.analysis.intervals import Estimate, IntervalError
@@ -317,9 +318,10 @@ def invocations_frame(results: Sequence[RunResult]) -> Any:
                                "first_run": repeated[int(runs.index[0])]}  # fmt: skip
         for name in _POOLED:
             cols = runs[[name, f"{name}_low", f"{name}_high", "rounds"]].dropna()
+            bare = int(runs[name].notna().sum()) - len(cols)  # a figure without an interval
             row.update({name: None, f"{name}_low": None, f"{name}_high": None,
                         f"{name}_tau": None, f"{name}_min": None, f"{name}_max": None,
-                        f"{name}_runs": len(cols)})  # fmt: skip
+                        f"{name}_runs": len(cols), f"{name}_bare": bare})  # fmt: skip
             try:
                 pooled = pooled_estimate(
                     [

@@ -240,6 +240,16 @@ def invocations_table(results: Sequence[RunResult]) -> Table | None:
                 f"{r['label']}: {r['partial']} of {r['invocations']} runs are partial or failed "
                 f"(a mode missing or not ok); pooled {used} runs ('-': fewer than two)"
             )
+        bare = [
+            f"{n} run{'s' * (n > 1)}'{'' if n > 1 else 's'} {what}"
+            for name, what in (("slowdown", "slowdown"), ("memory_savings", "savings"))
+            if (n := r.get(f"{name}_bare"))
+        ]
+        if bare:
+            note.append(
+                f"{r['label']}: pooled without {' and '.join(bare)}: no interval to weigh it "
+                "by (one iteration a side, or no spread)"
+            )
         if r["versions"]:
             note.append(f"{r['label']}: runs of different ckptbench versions ({r['versions']})")
         if r["codes"] > 1:
