@@ -313,7 +313,8 @@ def _run_round(rec: Recording, how: _Measuring, k: int, tmp: str) -> None:
             rec.out_of_memory[mode.value] = k + 1
             if k + 1 < case.rounds:
                 env["skipped_after_oom"] = dict(rec.out_of_memory)
-        rec.save(unfinished=(k, order[i + 1]) if i + 1 < len(order) else (k + 1, None))
+        later = [m for m in order[i + 1 :] if m.value not in rec.out_of_memory]  # skipped: not
+        rec.save(unfinished=(k, later[0]) if later else (k + 1, None))  # the next to measure
         if progress:
             progress(RunEvent("done", mode, k, rec.ran, result=rec.results[-1]))
 
