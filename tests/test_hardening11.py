@@ -7,7 +7,7 @@ from pathlib import Path
 
 from _synthetic import CI_CASE, make_result
 
-from ckptbench.results.schema import save_result
+from ckptbench.results.schema import Status, save_result
 from ckptbench.results.store import load_results
 
 
@@ -67,3 +67,56 @@ def test_a_file_saved_mid_run_names_the_next_mode_measured_not_one_skipped_for_m
     after = [(m.round, m.mode) for m in saved[-2].modes]
     assert after[-1] == (2, Mode.BASELINE)  # the round's last measured mode: none named next
     assert saved[-1].modes[-1].status is Status.OK
+
+
+_HOLD = """
+import sys
+from ckptbench.results.schema import writer_lock
+from ckptbench.results.store import locked_folder
+hold = locked_folder if sys.argv[1] == "folder" else writer_lock
+with hold(__import__("pathlib").Path(sys.argv[2])):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_compare_and_check_say_which_inputs_another_ckptbench_is_writing(tmp_path: Path):
+    # compare on a file a live run is still saving said "ckptbench was stopped": the run
+    # was not stopped, and its next save changes the figures
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.results.schema import UNFINISHED, being_written
+
+    r = make_result(CI_CASE, seed=5)
+    env = {**r.environment, "interrupted": {"by": UNFINISHED, "round": 1}}
+    modes = (r.modes[0], replace(r.modes[1], status=Status.INTERRUPTED))
+    cut = replace(r, environment=env, modes=modes)
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    for path in (tmp_path / "r.json", sweep / "c.json"):
+        save_result(cut, path)
+    assert being_written(tmp_path / "r.json") is None and being_written(sweep) is None
+    for kind, target, said in (
+        ("file", tmp_path / "r.json", "is writing"),
+        ("folder", sweep, "a ckptbench sweep is writing"),
+    ):
+        argv = [sys.executable, "-c", _HOLD, kind, str(target)]
+        hold = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert hold.stdout.readline().strip() == "held"
+            assert being_written(target) is not None
+            for cmd in (["compare"], ["check"]):
+                res = CliRunner().invoke(cli, [*cmd, str(target)])
+                assert said in res.output and f"{target} right now" in res.output, res.output
+            if kind == "file":
+                assert f"pid {hold.pid}" in res.output
+        finally:
+            hold.communicate("")
+        assert being_written(target) is None  # its writer is gone: no note
+        res = CliRunner().invoke(cli, ["compare", str(target)])
+        assert "right now" not in res.output
+        assert "saved mid-run and never finished" in res.output

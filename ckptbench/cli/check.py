@@ -20,7 +20,7 @@ from ckptbench.cli.options import (
     path_arg,
     quiet_option,
 )
-from ckptbench.cli.outputs import FormatChoice, probe_writable, refuse_duplicates
+from ckptbench.cli.outputs import FormatChoice, note_writers, probe_writable, refuse_duplicates
 
 
 def _sections():
@@ -116,6 +116,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         except StoreError as err:
             raise InputError(str(err)) from None
         probe_writable(path, what)
+    note_writers([*results, *against], "check")
     try:
         report = run_check(
             results,

@@ -17,6 +17,7 @@ from ckptbench.cli.outputs import (
     FormatChoice,
     check_side_output,
     expect_verdicts,
+    note_writers,
     probe_writable,
     refuse_duplicates,
     refuse_folder_clashes,
@@ -96,6 +97,7 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         )
     except ValueError as err:
         raise InputError(str(err)) from None
+    note_writers([*results, *(against or ())], "compare")
     from ckptbench.sweep.preflight import unlisted_results
 
     for path in unlisted_results([*results, *(against or ())]):

@@ -216,3 +216,27 @@ def json_and_format_options(sections, what: str, json_help: str):
         return click.option("--json", "as_json", is_flag=True, help=json_help)(command)
 
     return decorate
+
+
+def note_writers(paths, command: str) -> None:
+    """Say on stderr which of ``paths`` (result files, and sweep folders with the result
+    files in them) another ckptbench is writing right now (``schema.being_written``): what
+    they hold is the measurement so far, and a mode cut where it was saved reads as
+    interrupted (a file read later, after its writer died, reads the same)."""
+    from ckptbench.results.schema import being_written
+
+    for raw in dict.fromkeys(map(str, paths)):
+        p = Path(raw)
+        where = [p, *(f.with_name(f.name[1:-5]) for f in sorted(p.glob(".*.lock")))]
+        for path in where if p.is_dir() else [p]:
+            who = being_written(path)
+            if who is None:
+                continue
+            if path.is_dir():
+                click.echo(f"{command}: {who} is writing {path} right now: cells it has not "
+                           "measured yet read as missing, the cell it is measuring as "
+                           "interrupted", err=True)  # fmt: skip
+            else:
+                click.echo(f"{command}: {who} is writing {path} right now: it holds the rounds "
+                           "measured so far, the mode being measured read as interrupted",
+                           err=True)  # fmt: skip

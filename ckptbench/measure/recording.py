@@ -23,6 +23,7 @@ from typing import Any
 import ckptbench
 from ckptbench.measure.launch import stop_reason
 from ckptbench.results.schema import (
+    UNFINISHED,
     Case,
     Mode,
     ModeResult,
@@ -33,10 +34,6 @@ from ckptbench.results.schema import (
 )
 
 __all__ = ["UNFINISHED", "Recording", "record_interruption", "round_order"]
-
-#: What a file saved mid-run says stopped it, until the run's last save replaces it: read
-#: later, the run was killed outright (SIGKILL, a power cut) or is still measuring.
-UNFINISHED = "nothing recorded: saved mid-run, and never finished (killed, or still running)"
 
 
 def round_order(modes: Sequence[Mode], round_index: int) -> tuple[Mode, ...]:

@@ -19,7 +19,7 @@ from ckptbench.analysis.stability import VerdictKind
 from ckptbench.analysis.stats import percent_text
 from ckptbench.analysis.trace import OVER_SLACK, trace_warnings
 from ckptbench.render.format import fmt_percent
-from ckptbench.results.schema import Mode, RunResult, Status
+from ckptbench.results.schema import UNFINISHED, Mode, RunResult, Status
 
 __all__ = [
     "NOT_MEASURED",
@@ -127,9 +127,13 @@ def caveats(result: RunResult) -> list[Caveat]:
         )
     if (cut := result.interruption) is not None:
         complete = result.rounds_complete
+        mid_run = (env.get("interrupted") or {}).get("by") == UNFINISHED
         out.append(
             Caveat(
-                "ckptbench was stopped: the figures come from the complete rounds",
+                "saved mid-run and never finished (killed outright, or still running): the "
+                "figures come from the complete rounds"
+                if mid_run
+                else "ckptbench was stopped: the figures come from the complete rounds",
                 None,
                 f"{cut}, {complete} complete round{'s' if complete != 1 else ''}",
             )

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MODES",
     "SCHEMA_VERSION",
+    "UNFINISHED",
     "Case",
     "CaseError",
     "Iteration",
@@ -42,6 +43,7 @@ __all__ = [
     "RunResult",
     "Status",
     "TargetError",
+    "being_written",
     "check_target",
     "pool_rounds",
     "result_from_dict",
@@ -52,6 +54,11 @@ __all__ = [
     "write_atomic",
     "writer_lock",
 ]
+
+#: What a file saved mid-run says stopped it (``environment.interrupted.by``), until the
+#: run's last save replaces it: read later, the run was killed outright (SIGKILL, a power
+#: cut) or is still measuring (``ckptbench.measure.recording``).
+UNFINISHED = "nothing recorded: saved mid-run, and never finished (killed, or still running)"
 
 SCHEMA_VERSION = 3  # 3: backend/device/budget/rounds, hashed keys, rounds; 2: Case.output
 
@@ -686,6 +693,33 @@ def _lock_holder(fd: int) -> str:
     except OSError:
         text = []
     return f"pid {text[0]}" if text and text[0].isdigit() else "another process"
+
+
+def being_written(path: str | os.PathLike[str]) -> str | None:
+    """Who is writing ``path`` right now: a result file whose :func:`writer_lock` a live
+    ckptbench holds ('another ckptbench (pid N)'), or a folder a sweep holds (its exclusive
+    ``flock`` on the folder itself, 'a ckptbench sweep'). Read from the kernel's table of
+    locks (``/proc/locks``), so a reader takes no lock a writer could trip on; None when
+    nobody is writing, or where that table cannot be read."""
+    p = Path(path)
+    where = p if p.is_dir() else p.parent / f".{p.name}.lock"
+    try:
+        st = os.stat(where)
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            table = f.read().splitlines()
+    except OSError:
+        return None
+    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in table:  # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
+        f = line.split()
+        if len(f) > 5 and f[1] == "FLOCK" and f[3] == "WRITE" and f[5] == ident:
+            if p.is_dir():
+                return "a ckptbench sweep"
+            try:
+                return f"another ckptbench (pid {int(where.read_text().split()[0])})"
+            except (OSError, ValueError, IndexError):
+                return "another ckptbench"
+    return None
 
 
 @contextlib.contextmanager
