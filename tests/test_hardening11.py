@@ -120,3 +120,65 @@ def test_compare_and_check_say_which_inputs_another_ckptbench_is_writing(tmp_pat
         res = CliRunner().invoke(cli, ["compare", str(target)])
         assert "right now" not in res.output
         assert "saved mid-run and never finished" in res.output
+
+
+def test_a_bare_number_for_a_fraction_says_what_to_write_even_beyond_the_range():
+    # '25' for 25% read "'25' is out of range (0% to below 1000%)": 25 looks in range
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    res = CliRunner().invoke(cli, ["check", "x", "--against", "y", "--time-tolerance", "25"])
+    assert res.exit_code == 2 and "25 would be 2500%: write 25% (or 0.25)" in res.output
+    assert "if you mean it" not in res.output  # 2500% is out of range: never meant
+
+
+def test_a_default_snaps_is_called_the_default_when_clamped_and_unsaid_where_unused():
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.cli.run_steps import snaps_notes
+
+    class Ctx:
+        def __init__(self, source):
+            self.source = source
+
+        def get_parameter_source(self, _name):
+            return self.source
+
+    from click.core import ParameterSource
+
+    notes = ("--snaps 31 clamped to 20: at most one", "--snaps 31 is not used by strategy x; r")
+    assert snaps_notes(Ctx(ParameterSource.COMMANDLINE), notes) == notes
+    assert snaps_notes(Ctx(ParameterSource.DEFAULT), notes) == (f"the default {notes[0]}",)
+    res = CliRunner().invoke(cli, ["schedule", "--steps", "20", "--snaps", "40"])
+    assert "note: --snaps 40 clamped to 20" in res.output
+
+
+def test_profile_never_advises_an_option_it_lacks():
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    res = CliRunner().invoke(cli, ["profile", "--model", "docs/examples/torch_gru.py:make",
+                                   "--steps", "4", "--snaps", "2"])  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert "use --backend" not in res.output and "autograd plug-ins only" in res.output
+
+
+def test_a_sweep_config_given_for_results_is_named_as_such(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    for cmd in ("compare", "check"):
+        res = CliRunner().invoke(cli, [cmd, "configs/ci.toml"])
+        assert res.exit_code == 2 and "a TOML file, not a result: a sweep config?" in res.output
+
+
+def test_the_run_table_says_what_slowdown_and_savings_divide(tmp_path: Path):
+    from ckptbench.render.run import run_table
+
+    table = run_table(make_result(CI_CASE, seed=8))
+    assert any("savings: normal's overhead / checkpointed's overhead" in n for n in table.notes)
+    assert all(r["overhead"] != "(floor)" for r in table.records)

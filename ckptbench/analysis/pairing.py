@@ -194,7 +194,9 @@ def _mismatch(current: dict[CellId, PooledCell], reference: dict[CellId, PooledC
                 best = cand
     if best is None:
         return "nothing to pair"
-    keys = f"keys before {sorted({c.key for c in reference.values()})[:3]}"
+    ref_keys = sorted({c.key for c in reference.values()})
+    more = f" and {len(ref_keys) - 3} more" if len(ref_keys) > 3 else ""
+    keys = f"keys before: {', '.join(ref_keys[:3])}{more}"
     return f"cases differ (nearest: {best[1]}); {keys}"
 
 

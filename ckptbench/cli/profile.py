@@ -18,6 +18,7 @@ from ckptbench.cli.options import (
     steps_option,
     timeout_option,
 )
+from ckptbench.cli.run_steps import snaps_notes
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case
 
@@ -70,6 +71,7 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
             timeout_s=timeout,
         )  # fmt: skip
         case, notes = chain_executor(case).effective()  # a stack's fewest layers, as run's
+        notes = snaps_notes(click.get_current_context(), notes)
         case.check_fits_memory()
     except ValueError as err:
         raise InputError(str(err)) from None
@@ -85,7 +87,14 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
             check_plugin(case)
             doc = run_profile(case, job)
     except ValueError as err:
-        raise InputError(str(err)) from None
+        text = str(err)
+        if ": use --backend " in text:  # run's advice: profile has no --backend
+            text = text.split(": use --backend ")[0] + (
+                ": profile runs autograd plug-ins only (memory_profiler's line profiler); "
+                "for another backend, `ckptbench run --backend ... --mprof DIR` records its "
+                "memory over time"
+            )
+        raise InputError(text) from None
     except TaskError as err:
         click.echo(f"ckptbench: profiling failed: {err}", err=True)
         sys.exit(EXIT_FAILED)

@@ -48,6 +48,20 @@ def executor_notes(case: Case) -> tuple[str, ...]:
     return (said,) if said else ()
 
 
+def snaps_notes(ctx: click.Context, notes: tuple[str, ...]) -> tuple[str, ...]:
+    """``Case.effective``'s notes as the user typed the command: where ``--snaps`` was not
+    given, its default is called the default when clamped ('the default --snaps 31 clamped
+    to 20'), and not said at all where the strategy does not use it."""
+    if ctx.get_parameter_source("snaps") not in (None, click.core.ParameterSource.DEFAULT):
+        return notes
+    said = []
+    for note in notes:
+        if note.startswith("--snaps ") and " is not used by strategy " in note:
+            continue
+        said.append(f"the default {note}" if note.startswith("--snaps ") else note)
+    return tuple(said)
+
+
 def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_time, modes):
     """The case of the options, checked here (its effective values, memory, backend), with
     the notes to print, the step costs read from ``costs_file`` (None: measured, or not
@@ -55,6 +69,7 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
     strategy, device = fields["strategy"], fields["device"]
     try:
         case, notes = chain_executor(Case(**fields)).effective()
+        notes = snaps_notes(ctx, notes)
         case.check_fits_memory()
         check_backend(case)
         notes += executor_notes(case)

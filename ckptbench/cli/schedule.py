@@ -51,9 +51,12 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
     from ckptbench.schedules import advances_within, make_schedule, replay
 
     spec = get_strategy(strategy)
+    ctx = click.get_current_context()
+    typed = ctx.get_parameter_source("snaps") not in (None, click.core.ParameterSource.DEFAULT)
     if spec.uses_snaps and snaps > steps:  # as run says: the table shows the clamped figure
-        click.echo(f"note: --snaps {snaps} clamped to {steps}: {spec.setting.clamp}", err=True)
-    elif not spec.uses_snaps and snaps != steps:
+        said = "--snaps" if typed else "the default --snaps"
+        click.echo(f"note: {said} {snaps} clamped to {steps}: {spec.setting.clamp}", err=True)
+    elif not spec.uses_snaps and snaps != steps and typed:
         click.echo(f"note: {spec.name} keeps every state: --snaps {snaps} is not used", err=True)
     closed = spec.advances is not None
     if closed:

@@ -193,7 +193,13 @@ def run_table(result: RunResult) -> Table:
         if rounds > 1
         else ()
     )
-    notes = (legend,) if legend else ()
+    ratios = (  # what the two quoted ratios are, where they are shown
+        "slowdown: checkpointed time / normal time; savings: normal's overhead / "
+        "checkpointed's overhead (each over the baseline)"
+        if any(r["mode"] == Mode.CHECKPOINTED.value for r in records)
+        else ""
+    )
+    notes = tuple(n for n in (legend, ratios) if n)
     return Table(f"ckptbench run — {result.case.key}", columns, records, styles=bad, notes=notes)
 
 
@@ -237,8 +243,8 @@ def _mode_record(result: RunResult, m: Any) -> dict[str, str]:
         "peak": peak,
         "spread": "-" if pr is None else fmt_size(pr.spread),
         "sampled": fmt_bytes(m.sampled_peak_rss_bytes),
-        "overhead": "(floor)" if m.mode is Mode.BASELINE else over_text,
-        "overhead_narrow": "(floor)" if m.mode is Mode.BASELINE else over_narrow,
+        "overhead": "(reference)" if m.mode is Mode.BASELINE else over_text,
+        "overhead_narrow": "(ref)" if m.mode is Mode.BASELINE else over_narrow,
         "time": (fmt_time(t.median) + unstable) if t else "-",
         "range": fmt_time_spread(t),
         "slowdown": fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2) + unstable
@@ -248,7 +254,7 @@ def _mode_record(result: RunResult, m: Any) -> dict[str, str]:
         if m.mode is Mode.CHECKPOINTED
         else "-",
         "dpeak": fmt_bytes(f.peak_device_bytes),
-        "dover": "(floor)"
+        "dover": "(reference)"
         if m.mode is Mode.BASELINE
         else fmt_bytes(f.device_overhead_bytes, signed=True),
         "dsavings": fmt_ratio(s.device_memory_savings, 1) if m.mode is Mode.CHECKPOINTED else "-",

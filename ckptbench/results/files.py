@@ -221,6 +221,10 @@ def read_json_limited(path: str | os.PathLike[str], limit_bytes: int, what: str)
     except InputFileError:
         raise
     except json.JSONDecodeError as err:
+        if _is_toml(text):  # a sweep config given where its results were meant
+            hint = (": a sweep config? pass the folder its sweep wrote (`ckptbench sweep "
+                    "CONFIG --out FOLDER`, then FOLDER)") if what == "result" else ""  # fmt: skip
+            raise InputFileError(f"a TOML file, not a {what}{hint}") from None
         raise InputFileError(f"not JSON ({err.msg} at line {err.lineno})") from None
     except (RecursionError, ValueError) as err:  # the depth check makes these unreachable
         raise InputFileError(f"not JSON ckptbench can read ({type(err).__name__})") from None
@@ -377,3 +381,13 @@ def fields_problem(data: dict[str, Any], cls: Any, where: str) -> str | None:
     if unknown:
         return f"{where or 'result'} has unknown field(s) {', '.join(unknown)}"
     return None
+
+
+def _is_toml(text: str) -> bool:
+    """Whether ``text`` reads as a TOML document of tables (what a sweep config is)."""
+    import tomllib
+
+    try:
+        return any(isinstance(v, dict) for v in tomllib.loads(text).values())
+    except (tomllib.TOMLDecodeError, ValueError):
+        return False

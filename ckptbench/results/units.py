@@ -94,13 +94,13 @@ def parse_fraction_text(text: str, *, positive: bool = False) -> float:
     value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     if positive and value == 0:
         raise ValueError(f"{text!r} must be above 0 (a zero tolerance fails on noise)")
+    if value >= 1 and not t.endswith("%"):  # '5' typed for 5%: say it, never read 500%
+        meant = f"write {t}% (or {value / 100:.4g})"
+        if value < 10:  # 500% is in range: it may be meant
+            meant += f", or {value * 100:.4g}% if you mean it"
+        raise ValueError(f"{t} would be {value * 100:.4g}%: {meant}")
     if not value < 10:
         raise ValueError(f"{text!r} is out of range (0% to below 1000%)")
-    if value >= 1 and not t.endswith("%"):  # '5' typed for 5%: say it, never read 500%
-        raise ValueError(
-            f"{t} would be {value * 100:.4g}%: write {t}% (or "
-            f"{value / 100:.4g}), or {value * 100:.4g}% if you mean it"
-        )
     return value
 
 
