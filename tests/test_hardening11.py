@@ -182,3 +182,77 @@ def test_the_run_table_says_what_slowdown_and_savings_divide(tmp_path: Path):
     table = run_table(make_result(CI_CASE, seed=8))
     assert any("savings: normal's overhead / checkpointed's overhead" in n for n in table.notes)
     assert all(r["overhead"] != "(floor)" for r in table.records)
+
+
+def test_a_table_too_narrow_for_intervals_says_which_columns_it_shows_without_them():
+    # compare's cells table showed '+2.48' without its interval at a short width, and only
+    # whole columns left out were named
+    from ckptbench.analysis import compare
+    from ckptbench.render import render
+
+    results = [make_result(CI_CASE.with_(snaps=s), seed=s) for s in (4, 8, 12)]
+    narrow = render(compare(results), "table", width=80)
+    assert "shown without their intervals at this width: normal +MiB, ckpt +MiB" in narrow
+    assert "shown without" not in render(compare(results), "table", width=400)
+
+
+def test_max_time_given_without_precision_is_said_to_be_unused(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    out = tmp_path / "r.json"
+    args = ["run", "--model", "rnn", "--steps", "6", "--snaps", "2", "--hidden", "4",
+            "--batch", "2", "--repeats", "1", "--warmup", "0", "--rounds", "1",
+            "--max-time", "2s", "--out", str(out)]  # fmt: skip
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert "--max-time not used: " in res.output and "so exactly 1 round run" in res.output
+
+
+def test_a_time_cap_that_cut_the_planned_rounds_is_not_called_a_missed_precision():
+    from ckptbench.render.caveats import caveats
+    from ckptbench.render.run import explain_lines
+
+    r = make_result(CI_CASE.with_(rounds=2), rounds=2)
+    prec = {"target_rel": 0.05, "half_width_rel": 0.031, "rounds": 2, "rounds_planned": 6,
+            "max_rounds": 30, "max_time_s": 3.0, "stopped": "max-time"}  # fmt: skip
+    r = replace(r, environment={**r.environment, "precision": prec})
+    lines = explain_lines(r)
+    assert any("after 2 of 6 planned rounds" in x and "within the +/-5" in x for x in lines)
+    said = [c.text for c in caveats(r) if "precision" in c.text]
+    assert said and all("met, but by fewer rounds than planned" in t for t in said)
+
+
+def test_a_plan_that_keeps_every_tape_says_it_is_the_plain_gradient():
+    from ckptbench.render.expected import plan_line
+
+    r = make_result(CI_CASE, seed=4)
+    r = replace(r, case=CI_CASE.with_(strategy="optimal", budget_bytes=2**30))
+    plan = {"predicted_time_s": 0.8, "peak_bytes": 1000}
+    modes = tuple(
+        replace(m, plan=plan, counters={**m.counters, "steps_advanced": 0})
+        if m.mode.value == "checkpointed"
+        else m
+        for m in r.modes
+    )
+    line = plan_line(replace(r, modes=modes))
+    assert line is not None and "so the plan recomputes nothing" in line
+
+
+def test_a_ratio_below_one_keeps_two_significant_digits():
+    from ckptbench.render.format import fmt_ratio, fmt_ratio_ci
+
+    assert fmt_ratio(0.445, 1) == "0.45x" and fmt_ratio(79.84, 1) == "79.8x"
+    assert fmt_ratio_ci(0.445, (0.31, 0.62), 1) == "0.45x [0.31, 0.62]"
+
+
+def test_check_says_in_its_verdict_when_it_gated_status_alone(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    save_result(make_result(CI_CASE, seed=9), tmp_path / "r.json")
+    res = CliRunner().invoke(cli, ["check", str(tmp_path / "r.json")])
+    assert res.exit_code == 0
+    assert "PASSED (1 check on 1 cell; status only, no limits)" in res.output

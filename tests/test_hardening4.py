@@ -441,11 +441,16 @@ def test_the_run_table_says_what_its_brackets_are():
     from ckptbench.render.run import run_table
 
     table = run_table(make_result(CI_CASE.with_(rounds=3), rounds=3))
+    ratios = (  # 2026-11-29: what the two quoted ratios divide, wherever they are shown
+        "slowdown: checkpointed time / normal time; savings: normal's overhead / "
+        "checkpointed's overhead (each over the baseline)"
+    )
     assert table.notes == (
         "[low, high]: 95% intervals over 3 rounds (overhead: the iterations' peaks and a "
         "rerun's spread); baseline is the forward pass alone",
+        ratios,
     )
-    assert run_table(make_result(CI_CASE)).notes == ()  # one round: its own warning says it
+    assert run_table(make_result(CI_CASE)).notes == (ratios,)  # one round: no brackets note
 
 
 def test_a_resumed_sweep_estimates_only_what_it_will_measure(fake):

@@ -59,7 +59,7 @@ def _rounds_to(shown: str, candidates: list[float]) -> bool:
 def _check(table: Table, candidates_of) -> None:
     for width in WIDTHS:
         text = to_text(table, width)
-        shown, dropped, numbered = _fit(table, width)
+        shown, dropped, numbered, _ = _fit(table, width)
         by_number = {n.column.key for n in numbered}
         lines = text.splitlines()
         start = len(_wrapped(table.title, width)) if table.title else 0
@@ -202,7 +202,7 @@ def test_a_value_is_never_cut_even_when_nothing_else_can_go():
     table = run_table(RESULT)
     for width in (20, 30, 40):
         grid, notes = _grid(table, width)
-        shown, dropped, _ = _fit(table, width)
+        shown, dropped, _, _ = _fit(table, width)
         assert dropped and any(n.startswith("not shown at this width:") for n in notes)
         assert [c.key for c in shown] == ["mode"] or all(len(x) <= width for x in grid)
 

@@ -67,7 +67,17 @@ def precision_target(
         and ctx.get_parameter_source("precision") is DEFAULT
     )
     if precision is None or fixed_rounds:
-        return None, ()
+        caps = [f"--{n.replace('_', '-')}" for n in ("max_time", "max_rounds")
+                if ctx.get_parameter_source(n) not in (None, DEFAULT)]  # fmt: skip
+        if not caps:
+            return None, ()
+        named = " and ".join(caps)
+        why = "--precision is off" if precision is None else "--rounds is given alone"
+        return None, (  # given, and unused: said, as an unused --costs is
+            f"{named} not used: {why}, so exactly {case.rounds} round"
+            f"{'s' * (case.rounds != 1)} run; {named} {'cap' if len(caps) > 1 else 'caps'} only "
+            "the rounds --precision adds",
+        )
     if ctx.get_parameter_source("max_rounds") is not DEFAULT and max_rounds < max(case.rounds, 2):
         default = " (its default)" if ctx.get_parameter_source("rounds") is DEFAULT else ""
         raise InputError(

@@ -144,9 +144,11 @@ def caveats(result: RunResult) -> list[Caveat]:
     if prec.get("stopped") in why:
         half = prec.get("half_width_rel")
         got = "no interval" if half is None else f"+/-{half:.1%}"
+        within = half is not None and half <= prec["target_rel"]  # the planned rounds cut
         out.append(
             Caveat(
-                f"--precision {fmt_percent(prec['target_rel'])} not reached",
+                f"--precision {fmt_percent(prec['target_rel'])} "
+                + ("met, but by fewer rounds than planned" if within else "not reached"),
                 None,
                 f"{got} after {prec['rounds']} round{'s' if prec['rounds'] != 1 else ''}, "
                 f"stopped by {why[prec['stopped']]}",

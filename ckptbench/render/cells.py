@@ -134,6 +134,7 @@ def cells_table(results: Sequence[RunResult]) -> Table:
             _over("normal"),
             narrow=_over("normal", narrow=True),
             narrow_priority=2,
+            narrow_drops="their intervals",
         ),
         Column(
             "checkpointed_overhead_bytes",
@@ -141,6 +142,7 @@ def cells_table(results: Sequence[RunResult]) -> Table:
             _over("checkpointed"),
             narrow=_over("checkpointed", narrow=True),
             narrow_priority=2,
+            narrow_drops="their intervals",
         ),
         Column("normal_time_s", "normal s", _s, priority=4),
         Column("checkpointed_time_s", "ckpt s", _s, priority=3),

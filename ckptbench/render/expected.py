@@ -36,11 +36,17 @@ def plan_line(result: RunResult) -> str | None:
     fastest = (
         f"; fastest iteration {best:.3g} s, {best / predicted - 1:+.0%}" if best < wall else ""
     )
+    kept_all = (  # a budget that holds every tape: nothing to checkpoint
+        "; the budget holds every step's tape, so the plan recomputes nothing: it is the plain "
+        "gradient (a smaller --budget checkpoints)"
+        if ckpt.counters.steps_advanced == 0
+        else ""
+    )
     return (
         f"plan: predicted {predicted:.3g} s and {fmt_size(ckpt.plan.peak_bytes)} "
         f"stored; measured {wall:.3g} s ({wall / predicted - 1:+.0%}{fastest}), "
         f"{fmt_size(ckpt.counters.peak_stored_bytes)} stored by the executor, {where}overhead "
-        f"{over} over baseline"
+        f"{over} over baseline{kept_all}"
     )
 
 

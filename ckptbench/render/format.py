@@ -118,12 +118,24 @@ def fmt_duration(seconds: float | None) -> str:
 
 
 def fmt_ratio(v: float | None, digits: int = 2) -> str:
-    """A ratio with its unit: '1.05x'."""
-    return "-" if missing(v) else f"{_decimals(v, digits)}x"
+    """A ratio with its unit: '1.05x'; below 1, in at least two significant digits
+    (:func:`ratio_digits`: '0.45x', never '0.4x' where the warnings quote 0.45)."""
+    return "-" if missing(v) else f"{_decimals(v, ratio_digits(v, digits))}x"
+
+
+def ratio_digits(v: float, digits: int) -> int:
+    """The decimals a ratio is shown with: ``digits``, or more below 1 so that it keeps two
+    significant digits (0.445 -> 2, 0.0317 -> 3)."""
+    if v == 0 or abs(v) >= 1:
+        return digits
+    return max(digits, 1 - math.floor(math.log10(abs(v))))
 
 
 def fmt_ratio_ci(v: float | None, ci: Sequence[float] | None, digits: int = 2) -> str:
-    """A ratio with its 95% interval: '1.17x [1.10, 1.25]', or just '1.17x' without one."""
+    """A ratio with its 95% interval: '1.17x [1.10, 1.25]', or just '1.17x' without one
+    (the interval in the ratio's decimals)."""
+    if not missing(v):
+        digits = ratio_digits(v, digits)
     text = fmt_ratio(v, digits)
     if missing(v) or not ci:
         return text

@@ -285,6 +285,7 @@ def _run_columns(on_device: bool) -> tuple[Column, ...]:
                 _text,
                 narrow=lambda _v, r: r["overhead_narrow"],
                 narrow_priority=4,
+                narrow_drops="its interval (± its noise instead)",
             ),
         )
         savings = Column("savings", "savings", _text)
@@ -348,10 +349,18 @@ def _precision_line(result: RunResult) -> str | None:
             if prec["stopped"] == "max-time"
             else f"round cap (--max-rounds {prec['max_rounds']})"
         )
+        planned = prec.get("rounds_planned") or 0
+        done = f"{prec['rounds']} of {planned} planned" if prec["rounds"] < planned else (
+            f"{prec['rounds']}")  # fmt: skip
+        target = f"+/-{fmt_percent(prec['target_rel'])}"
+        if half is not None and half <= prec["target_rel"]:  # within, from fewer rounds
+            return (
+                f"stopped at the {cap} after {done} rounds: {got}, within the {target} of "
+                "--precision but from fewer rounds than planned; a longer --max-time runs them"
+            )
         return (
-            f"stopped at the {cap} after {prec['rounds']} rounds: {got}, "
-            f"not the +/-{fmt_percent(prec['target_rel'])} of --precision; a longer --max-time "
-            "narrows it"
+            f"stopped at the {cap} after {done} rounds: {got}, not the {target} of "
+            "--precision; a longer --max-time narrows it"
         )
     return None
 

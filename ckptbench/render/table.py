@@ -49,10 +49,15 @@ class Column:
     priority: int = 1
     narrow: Formatter | None = None  # a shorter text for when the width is short
     narrow_priority: int = 3  # when to use it: before the columns of this priority go
+    #: what the narrow text leaves out ('their intervals'), named under the table when used
+    narrow_drops: str = ""
     #: a label column that, after its narrow text, may show row numbers ('#3') with each
     #: row's text in a legend under the table, before the columns of this priority go
     #: (0: never)
     number_priority: int = 0
+
+    def value(self, record: dict[str, Any]) -> Any:
+        return record.get(self.key)
 
     def text(self, record: dict[str, Any]) -> str:
         value = record.get(self.key)
@@ -127,8 +132,9 @@ def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column], l
     cols = list(table.shown)
     dropped: list[Column] = []
     numbered: list[_Numbered] = []
+    shortened: list[Column] = []  # shown in their narrow text, which leaves something out
     if width is None:
-        return cols, dropped, numbered
+        return cols, dropped, numbered, shortened
 
     def total(cs: list[Column]) -> int:
         widths = [
@@ -157,6 +163,9 @@ def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column], l
         _, how, col = max(steps, key=lambda s: (s[0], s[1], cols.index(s[2])))
         i = cols.index(col)
         if how == 2:
+            if col.narrow_drops and any(col.narrow(col.value(r), r) != col.text(r)
+                                        for r in table.records):  # fmt: skip
+                shortened.append(col)
             cols[i] = replace(col, fmt=col.narrow, narrow=None)
         elif how == 1:
             cols[i], legend = _numbered(col, table.records)
@@ -171,12 +180,12 @@ def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column], l
         if total(trial) <= width:
             cols = trial
             dropped.remove(col)
-    return cols, dropped, numbered
+    return cols, dropped, numbered, shortened
 
 
 def _grid(table: Table, width: int | None) -> tuple[list[str], list[str]]:
     """The aligned lines of the table (header, rule, rows) and its notes."""
-    cols, dropped, numbered = _fit(table, width)
+    cols, dropped, numbered, shortened = _fit(table, width)
     if table.stack and dropped:
         key, *rest = table.shown
         out = []
@@ -208,6 +217,11 @@ def _grid(table: Table, width: int | None) -> tuple[list[str], list[str]]:
     notes += table.notes
     if dropped:
         notes.append("not shown at this width: " + ", ".join(c.header for c in dropped))
+    for drops in dict.fromkeys(c.narrow_drops for c in shortened):
+        heads = ", ".join(
+            c.header for c in table.shown if c in shortened and c.narrow_drops == drops
+        )
+        notes.append(f"shown without {drops} at this width: {heads}")
     return out, notes
 
 
