@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from _synthetic import CI_CASE, make_result
 
 from ckptbench.results.schema import Mode, RunResult, Status
@@ -17,6 +18,36 @@ def _with(result: RunResult, round_index: int, mode: Mode, **changes) -> RunResu
         for m in result.modes
     )
     return replace(result, modes=modes)
+
+
+@pytest.mark.parametrize(
+    ("status", "overhead"),
+    [
+        (Status.TIMEOUT, None),  # checkpointed clear of its noise in round 1
+        (Status.OUT_OF_MEMORY, None),  # --retry-oom: ok again in round 1
+        (Status.TIMEOUT, 4096),  # within its noise in round 1: the rule is skipped
+    ],
+)
+def test_a_mode_that_failed_in_one_round_gives_no_savings_from_its_other_rounds(
+    status: Status, overhead: int | None
+):
+    # checkpointed failed in round 2: its overhead is not shown ('-'), yet the ok round alone
+    # gave a savings figure ('1.3x [0.5, 3.4]'), skipping the below-noise rule on the way
+    import pandas as pd
+
+    from ckptbench.frame import cells_frame
+
+    over = {"checkpointed": overhead} if overhead is not None else None
+    clean = make_result(CI_CASE, seed=7, rounds=2, overhead=over)
+    iters = () if status is Status.OUT_OF_MEMORY else None
+    changes = {"status": status, "error": "t"} | ({"iterations": iters} if iters == () else {})
+    failed = _with(clean, 1, Mode.CHECKPOINTED, **changes)
+    s = failed.summary
+    assert s.mode(Mode.CHECKPOINTED).overhead_bytes is None
+    assert s.memory_savings.value is None and s.memory_savings.interval is None
+    row = cells_frame([failed]).iloc[0]
+    assert pd.isna(row["checkpointed_overhead_bytes"]) and pd.isna(row["memory_savings"])
+    assert failed.summary.as_dict()["memory_savings"] is None
 
 
 def test_compare_blames_both_sides_when_a_mode_failed_before_and_after():

@@ -26,7 +26,7 @@ Definitions (the numbers ckptbench prints):
   slowdown is, with its 95% interval (:func:`ckptbench.analysis.summary.floor_estimate`);
 * every overhead carries an interval holding both modes' iteration peaks and where another
   invocation's overhead lands (95%); one within that noise gives no savings figure
-  (:mod:`ckptbench.analysis.memnoise`).
+  (:mod:`ckptbench.analysis.memnoise`), nor does one not shown (a mode not ok every round).
 """
 
 from __future__ import annotations
@@ -233,11 +233,12 @@ def savings_figure(
     noise: tuple[Overhead | None, Overhead | None] = (None, None),
 ) -> Ratio:
     """Memory savings: the interval estimate over the rounds, else overhead normal / overhead
-    checkpointed; its interval widened to hold both modes' iteration spreads, and no figure
-    at all where either overhead is within its noise (``noise``: normal's and checkpointed's
-    :class:`ckptbench.analysis.memnoise.Overhead`)."""
+    checkpointed; its interval widened to hold both modes' iteration spreads. No figure at
+    all where either overhead is within its noise or not shown (``noise``: normal's and
+    checkpointed's :class:`ckptbench.analysis.memnoise.Overhead`, None for a mode not ok in
+    every round kept: its ok rounds alone would divide an overhead the table does not show)."""
     n, c = noise
-    if (n is not None and n.below_noise) or (c is not None and c.below_noise):
+    if n is None or c is None or n.below_noise or c.below_noise:
         return Ratio(None)
     figure = Ratio.of(estimate, ratio(normal, ckpt))
     spread_ci = memnoise.savings_interval(n, c)
