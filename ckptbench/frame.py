@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from typing import Any
 
-from ckptbench.results.schema import MODES, Case, RunResult
+from ckptbench.results.schema import MODES, Case, RunResult, complete_rounds_text
 from ckptbench.results.store import load_results
 from ckptbench.results.summary import CellSummary
 
@@ -269,7 +269,7 @@ def _cell_status(tidy: Any, first: Any) -> Any:
     )
     for run, row in first.iterrows():  # an interruption is a note, its complete rounds count
         if row["interruption"] is not None and not pd.isna(row["interruption"]):
-            note = f"{row['interruption']} ({row['rounds_complete']} complete rounds)"
+            note = f"{row['interruption']} ({complete_rounds_text(row['rounds_complete'])})"
             status[run] = f"{note}; {status[run]}" if run in status.index else note
     return status
 

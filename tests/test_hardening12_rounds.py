@@ -4,11 +4,12 @@ round, a round cut by a stop), and the words said of a stopped run."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from _synthetic import CI_CASE, make_result
 
-from ckptbench.results.schema import Mode, RunResult, Status
+from ckptbench.results.schema import UNFINISHED, Mode, RunResult, Status, save_result
 
 
 def _with(result: RunResult, round_index: int, mode: Mode, **changes) -> RunResult:
@@ -48,6 +49,29 @@ def test_a_mode_that_failed_in_one_round_gives_no_savings_from_its_other_rounds(
     row = cells_frame([failed]).iloc[0]
     assert pd.isna(row["checkpointed_overhead_bytes"]) and pd.isna(row["memory_savings"])
     assert failed.summary.as_dict()["memory_savings"] is None
+
+
+def test_check_says_a_file_saved_mid_run_was_never_finished_as_compare_does(tmp_path: Path):
+    # check said "interrupted before round 2 (1 complete rounds kept)" where compare said
+    # "saved mid-run and never finished (killed outright, or still running)"
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.frame import cells_frame
+
+    r = make_result(CI_CASE.with_(rounds=3), seed=13)
+    killed = replace(r, environment={"interrupted": {"by": UNFINISHED, "round": 2}})
+    save_result(killed, tmp_path / "kill.json")
+    out = CliRunner().invoke(cli, ["check", str(tmp_path / "kill.json")]).output
+    assert (
+        "status: saved mid-run and never finished (killed outright, or still running), "
+        "before round 2 (1 complete round kept)" in out
+    ), out
+    shown = CliRunner().invoke(cli, ["compare", str(tmp_path / "kill.json")]).output
+    assert "interrupted before round 2, 1 complete round)" in shown.replace("\n    ", " ")
+    assert (
+        cells_frame([killed]).iloc[0]["status"] == "interrupted before round 2 (1 complete round)"
+    )
 
 
 def test_compare_blames_both_sides_when_a_mode_failed_before_and_after():
