@@ -180,7 +180,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
     (``_low``/``_high``), whether its time figures are unstable (the warnings' ``*``), its
     backend and device (device overhead and savings: GPU cells only). ``status`` is 'ok' or
     the modes that were not, after 'interrupted in round N (K complete rounds)'
-    where ckptbench was stopped (the figures are those of the complete rounds)."""
+    where ckptbench was stopped (the figures are those of the complete rounds, and
+    ``rounds_complete`` counts them beside the ``rounds`` started)."""
     import pandas as pd
 
     tidy = results_frame(results)
@@ -232,7 +233,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
                 for end in ("", "_low", "_high")
             },
             "time_unstable": first["time_unstable"],
-            "rounds": first["rounds"],
+            "rounds": first["rounds"],  # started
+            "rounds_complete": first["rounds_complete"],  # the figures' rounds, when stopped
             "checkpointed_device_overhead_bytes": col(device_over, "checkpointed"),
             "device_memory_savings": first["device_memory_savings"],
             "forward_steps": first["forward_steps"],

@@ -108,15 +108,16 @@ def _noise(result: RunResult) -> list[Caveat]:
 
 
 def _stopped(result: RunResult, cut: str) -> Caveat:
-    """Where a run was stopped (or saved mid-run) and that its figures come from its
-    complete rounds."""
+    """Where a run was stopped (or saved mid-run) and what its figures come from: its
+    complete rounds, or with none, what it measured before the stop."""
     complete = result.rounds_complete
-    head = SAVED_MID_RUN if result.saved_mid_run else "ckptbench was stopped"
-    return Caveat(
-        f"{head}: the figures come from the complete rounds",
-        None,
-        f"{cut}, {complete_rounds_text(complete)}",
+    what = (
+        "the figures come from the complete rounds"
+        if complete
+        else "no round completed: the figures come from the part of a round the file holds"
     )
+    head = SAVED_MID_RUN if result.saved_mid_run else "ckptbench was stopped"
+    return Caveat(f"{head}: {what}", None, f"{cut}, {complete_rounds_text(complete)}")
 
 
 def caveats(result: RunResult) -> list[Caveat]:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
 from ckptbench.backends.registry import spec as backend_spec
-from ckptbench.results.modes import MODES, Mode, Status, pool_rounds
+from ckptbench.results.modes import MODES, Mode, Status, complete_rounds, pool_rounds
 from ckptbench.schedules import Setting, get_strategy
 
 if TYPE_CHECKING:
@@ -439,11 +439,14 @@ class RunResult:
     tool_version: str = ""
 
     def mode_rounds(self, mode: Mode) -> tuple[ModeResult, ...]:
-        """Every round's result of ``mode``, in round order."""
-        return tuple(sorted((m for m in self.modes if m.mode is mode), key=lambda m: m.round))
+        """Every complete round's result of ``mode`` (every round's where none is complete:
+        :func:`ckptbench.results.modes.complete_rounds`), in round order."""
+        kept = complete_rounds(self.modes)
+        return tuple(sorted((m for m in kept if m.mode is mode), key=lambda m: m.round))
 
     def mode(self, mode: Mode) -> ModeResult | None:
-        """``mode`` pooled over the rounds: iterations of every round, the worst status.
+        """``mode`` pooled over the complete rounds (:meth:`mode_rounds`): iterations of
+        every one, the worst status.
 
         With one round this is that round's result itself.
         """

@@ -54,7 +54,7 @@ from ckptbench.analysis.summary import (
     spread,
 )
 from ckptbench.results.document import summary_document
-from ckptbench.results.modes import Mode, Status
+from ckptbench.results.modes import Mode, Status, complete_rounds
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case, ModeResult
@@ -277,8 +277,11 @@ def compute(
     peaks, overheads, time spreads, CPU shares, phases, device figures, the slowdown and
     savings estimates with intervals, the noise verdicts (the busy cores are taken from the
     modes themselves), the evaluation counts, the gradient error and the round ckptbench was
-    stopped in (or before: the environment's ``interrupted``, when no round was cut)."""
-    rounds = list(modes)
+    stopped in (or before: the environment's ``interrupted``, when no round was cut). The
+    figures of a stopped run come from its complete rounds alone, where it has one
+    (:func:`ckptbench.results.modes.complete_rounds`); ``rounds`` counts every round started."""
+    started = {r.round for r in modes}
+    rounds = list(complete_rounds(modes))
     pooled = pool_by_mode(rounds)
     by_mode = {m.mode: m for m in pooled}
     # on a GPU the worker waits for the device by design: CPU time / wall time says nothing
@@ -299,7 +302,7 @@ def compute(
     counts = Counters.of(ckpt.counters if ckpt is not None else {})
     opt = optimum_advances(case, ckpt)
     evaluated = (counts.steps_advanced, counts.steps_taped)
-    cut = [r.round for r in rounds if r.status is Status.INTERRUPTED]
+    cut = [r.round for r in modes if r.status is Status.INTERRUPTED]
     over = {f.mode: f.overhead_bytes for f in figures}
     evaluations = None if None in evaluated else sum(evaluated)
     base = by_mode.get(Mode.BASELINE)
@@ -325,8 +328,8 @@ def compute(
             (noise.get(Mode.NORMAL), noise.get(Mode.CHECKPOINTED)),
         ),
         memory_savings_bound=savings_bound(noise.get(Mode.NORMAL), noise.get(Mode.CHECKPOINTED)),
-        rounds=estimates["rounds"],
-        rounds_complete=len({r.round for r in rounds} - set(cut)),
+        rounds=len(started),
+        rounds_complete=len(started - set(cut)),
         interrupted_round=min(cut) + 1 if cut else _stopped_before(environment),
         noise=estimates["noise"],
         time_unstable=estimates["time_unstable"],
