@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from typing import Any
 
-from ckptbench.results.schema import MODES, Case, RunResult
+from ckptbench.results.schema import MODES, Case, RunResult, complete_rounds_text
 from ckptbench.results.store import load_results
 from ckptbench.results.summary import CellSummary
 
@@ -180,7 +180,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
     (``_low``/``_high``), whether its time figures are unstable (the warnings' ``*``), its
     backend and device (device overhead and savings: GPU cells only). ``status`` is 'ok' or
     the modes that were not, after 'interrupted in round N (K complete rounds)'
-    where ckptbench was stopped (the figures are those of the complete rounds)."""
+    where ckptbench was stopped (the figures are those of the complete rounds, and
+    ``rounds_complete`` counts them beside the ``rounds`` started)."""
     import pandas as pd
 
     tidy = results_frame(results)
@@ -232,7 +233,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
                 for end in ("", "_low", "_high")
             },
             "time_unstable": first["time_unstable"],
-            "rounds": first["rounds"],
+            "rounds": first["rounds"],  # started
+            "rounds_complete": first["rounds_complete"],  # the figures' rounds, when stopped
             "checkpointed_device_overhead_bytes": col(device_over, "checkpointed"),
             "device_memory_savings": first["device_memory_savings"],
             "forward_steps": first["forward_steps"],
@@ -269,7 +271,7 @@ def _cell_status(tidy: Any, first: Any) -> Any:
     )
     for run, row in first.iterrows():  # an interruption is a note, its complete rounds count
         if row["interruption"] is not None and not pd.isna(row["interruption"]):
-            note = f"{row['interruption']} ({row['rounds_complete']} complete rounds)"
+            note = f"{row['interruption']} ({complete_rounds_text(row['rounds_complete'])})"
             status[run] = f"{note}; {status[run]}" if run in status.index else note
     return status
 

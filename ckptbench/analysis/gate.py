@@ -229,8 +229,7 @@ def _status_line(result: RunResult) -> GateLine:
     if missing:
         detail, ok = f"incomplete: no {', '.join(missing)} (interrupted sweep?)", False
     elif cut is not None and not [m for m in wrong if m.status is not Status.INTERRUPTED]:
-        complete = result.rounds_complete
-        detail, ok = f"{result.interruption} ({complete} complete rounds kept)", False
+        detail, ok = result.stop_text or "", False
     elif bad:
         first = wrong[0]
         reason = f" ({first.error.splitlines()[0]})" if first.error else ""

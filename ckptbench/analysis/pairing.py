@@ -320,9 +320,10 @@ def compare_cells(
             before.process_times(mode), after.process_times(mode), tolerance=min_effect
         )
         note = ""
-        if not before.ok(mode) or not after.ok(mode):
-            side = "before" if not before.ok(mode) else "after"
-            note = f"{mode.value} did not measure OK {side}"
+        sides = (("before", before), ("after", after))
+        failed = [side for side, cell in sides if not cell.ok(mode)]
+        if failed:
+            note = f"{mode.value} did not measure OK {' and '.join(failed)}"
         modes.append(ModeComparison(mode, mem, tt, note))
     return CellComparison(after.key, after.host, after.case, tuple(modes))
 

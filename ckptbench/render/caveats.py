@@ -19,7 +19,13 @@ from ckptbench.analysis.stability import VerdictKind
 from ckptbench.analysis.stats import percent_text
 from ckptbench.analysis.trace import OVER_SLACK, trace_warnings
 from ckptbench.render.format import fmt_percent
-from ckptbench.results.schema import UNFINISHED, Mode, RunResult, Status
+from ckptbench.results.schema import (
+    SAVED_MID_RUN,
+    Mode,
+    RunResult,
+    Status,
+    complete_rounds_text,
+)
 
 __all__ = [
     "NOT_MEASURED",
@@ -101,6 +107,19 @@ def _noise(result: RunResult) -> list[Caveat]:
     return out
 
 
+def _stopped(result: RunResult, cut: str) -> Caveat:
+    """Where a run was stopped (or saved mid-run) and what its figures come from: its
+    complete rounds, or with none, what it measured before the stop."""
+    complete = result.rounds_complete
+    what = (
+        "the figures come from the complete rounds"
+        if complete
+        else "no round completed: the figures come from the part of a round the file holds"
+    )
+    head = SAVED_MID_RUN if result.saved_mid_run else "ckptbench was stopped"
+    return Caveat(f"{head}: {what}", None, f"{cut}, {complete_rounds_text(complete)}")
+
+
 def caveats(result: RunResult) -> list[Caveat]:
     """Every caveat of one result, in the order the lines are shown."""
     s, env = result.summary, result.environment
@@ -126,18 +145,7 @@ def caveats(result: RunResult) -> list[Caveat]:
             Caveat("rounds set aside from the slowdown as outliers", None, f"round {k}{ratio}")
         )
     if (cut := result.interruption) is not None:
-        complete = result.rounds_complete
-        mid_run = (env.get("interrupted") or {}).get("by") == UNFINISHED
-        out.append(
-            Caveat(
-                "saved mid-run and never finished (killed outright, or still running): the "
-                "figures come from the complete rounds"
-                if mid_run
-                else "ckptbench was stopped: the figures come from the complete rounds",
-                None,
-                f"{cut}, {complete} complete round{'s' if complete != 1 else ''}",
-            )
-        )
+        out.append(_stopped(result, cut))
     prec = env.get("precision") or {}
     why = {"max-rounds": "--max-rounds", "max-time": "--max-time", "no-slowdown": "no slowdown",
            "out-of-memory": "every mode exceeding --memory-limit"}  # fmt: skip

@@ -118,8 +118,9 @@ class JobClock:
             }
             base = ranges.get("baseline")
             over = [memnoise.overhead(ranges.get(k), base) for k in ("normal", "checkpointed")]
-            if any(o is not None and o.below_noise for o in over):
-                est.pop("memory_savings", None)  # an overhead within its noise: no ratio
+            if any(o is None or o.below_noise for o in over):
+                # an overhead within its noise, or not shown (a mode not ok in some round)
+                est.pop("memory_savings", None)
         except Exception:  # a display must never stop a run
             est = {}
         self.estimate = est

@@ -4,6 +4,7 @@ both build on it)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ckptbench.results.schema import ModeResult
 
-__all__ = ["MODES", "Mode", "Status", "pool_rounds"]
+__all__ = ["MODES", "Mode", "Status", "complete_rounds", "pool_rounds"]
 
 
 class Mode(Enum):
@@ -34,6 +35,20 @@ class Status(Enum):
 
 
 MODES: tuple[Mode, ...] = (Mode.BASELINE, Mode.NORMAL, Mode.CHECKPOINTED)
+
+
+def complete_rounds(results: Sequence[ModeResult]) -> tuple[ModeResult, ...]:
+    """The (round, mode) results of the complete rounds (rounds in which no mode was cut by an
+    interruption), where there is one: every figure of a stopped run comes from them, not a
+    mode of the cut round beside them. A mode that failed in the cut round before the stop
+    is kept (a failure is never hidden: its pooled status says it, its figures are none).
+    With no complete round, every result."""
+    cut = {r.round for r in results if r.status is Status.INTERRUPTED}
+    if not cut or not {r.round for r in results} - cut:
+        return tuple(results)
+    return tuple(
+        r for r in results if r.round not in cut or not (r.ok or r.status is Status.INTERRUPTED)
+    )
 
 
 def pool_rounds(rounds: tuple[ModeResult, ...]) -> ModeResult:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
 from ckptbench.backends.registry import spec as backend_spec
-from ckptbench.results.modes import MODES, Mode, Status, pool_rounds
+from ckptbench.results.modes import MODES, Mode, Status, complete_rounds, pool_rounds
 from ckptbench.schedules import Setting, get_strategy
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MODES",
+    "SAVED_MID_RUN",
     "SCHEMA_VERSION",
     "UNFINISHED",
     "Case",
@@ -45,6 +46,7 @@ __all__ = [
     "TargetError",
     "being_written",
     "check_target",
+    "complete_rounds_text",
     "pool_rounds",
     "result_from_dict",
     "result_to_dict",
@@ -59,6 +61,14 @@ __all__ = [
 #: run's last save replaces it: read later, the run was killed outright (SIGKILL, a power
 #: cut) or is still measuring (``ckptbench.measure.recording``).
 UNFINISHED = "nothing recorded: saved mid-run, and never finished (killed, or still running)"
+#: What compare and check say of such a file (``RunResult.saved_mid_run``).
+SAVED_MID_RUN = "saved mid-run and never finished (killed outright, or still running)"
+
+
+def complete_rounds_text(n: int) -> str:
+    """'1 complete round', '3 complete rounds', 'no complete round'."""
+    return "no complete round" if n == 0 else f"{n} complete round{'s' if n != 1 else ''}"
+
 
 SCHEMA_VERSION = 3  # 3: backend/device/budget/rounds, hashed keys, rounds; 2: Case.output
 
@@ -429,11 +439,14 @@ class RunResult:
     tool_version: str = ""
 
     def mode_rounds(self, mode: Mode) -> tuple[ModeResult, ...]:
-        """Every round's result of ``mode``, in round order."""
-        return tuple(sorted((m for m in self.modes if m.mode is mode), key=lambda m: m.round))
+        """Every complete round's result of ``mode`` (every round's where none is complete:
+        :func:`ckptbench.results.modes.complete_rounds`), in round order."""
+        kept = complete_rounds(self.modes)
+        return tuple(sorted((m for m in kept if m.mode is mode), key=lambda m: m.round))
 
     def mode(self, mode: Mode) -> ModeResult | None:
-        """``mode`` pooled over the rounds: iterations of every round, the worst status.
+        """``mode`` pooled over the complete rounds (:meth:`mode_rounds`): iterations of
+        every one, the worst status.
 
         With one round this is that round's result itself.
         """
@@ -462,6 +475,23 @@ class RunResult:
         if cut is None:
             return None
         return f"interrupted {'before' if cut > self.rounds_started else 'in'} round {cut}"
+
+    @property
+    def saved_mid_run(self) -> bool:
+        """A file saved mid-run whose run never finished (:data:`UNFINISHED`)."""
+        return ((self.environment or {}).get("interrupted") or {}).get("by") == UNFINISHED
+
+    @property
+    def stop_text(self) -> str | None:
+        """'interrupted in round 3 (2 complete rounds kept)'; for a file saved mid-run, 'saved
+        mid-run and never finished (killed outright, or still running), before round 2 (1
+        complete round kept)'; None for a run that was not stopped."""
+        where = self.interruption
+        if where is None:
+            return None
+        if self.saved_mid_run:  # killed outright, or still measuring: no stop signal
+            where = f"{SAVED_MID_RUN}, {where.removeprefix('interrupted ')}"
+        return f"{where} ({complete_rounds_text(self.rounds_complete)} kept)"
 
     @property
     def rounds_complete(self) -> int:

@@ -26,7 +26,7 @@ Definitions (the numbers ckptbench prints):
   slowdown is, with its 95% interval (:func:`ckptbench.analysis.summary.floor_estimate`);
 * every overhead carries an interval holding both modes' iteration peaks and where another
   invocation's overhead lands (95%); one within that noise gives no savings figure
-  (:mod:`ckptbench.analysis.memnoise`).
+  (:mod:`ckptbench.analysis.memnoise`), nor does one not shown (a mode not ok every round).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from ckptbench.analysis.summary import (
     spread,
 )
 from ckptbench.results.document import summary_document
-from ckptbench.results.modes import Mode, Status
+from ckptbench.results.modes import Mode, Status, complete_rounds
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case, ModeResult
@@ -233,11 +233,12 @@ def savings_figure(
     noise: tuple[Overhead | None, Overhead | None] = (None, None),
 ) -> Ratio:
     """Memory savings: the interval estimate over the rounds, else overhead normal / overhead
-    checkpointed; its interval widened to hold both modes' iteration spreads, and no figure
-    at all where either overhead is within its noise (``noise``: normal's and checkpointed's
-    :class:`ckptbench.analysis.memnoise.Overhead`)."""
+    checkpointed; its interval widened to hold both modes' iteration spreads. No figure at
+    all where either overhead is within its noise or not shown (``noise``: normal's and
+    checkpointed's :class:`ckptbench.analysis.memnoise.Overhead`, None for a mode not ok in
+    every round kept: its ok rounds alone would divide an overhead the table does not show)."""
     n, c = noise
-    if (n is not None and n.below_noise) or (c is not None and c.below_noise):
+    if n is None or c is None or n.below_noise or c.below_noise:
         return Ratio(None)
     figure = Ratio.of(estimate, ratio(normal, ckpt))
     spread_ci = memnoise.savings_interval(n, c)
@@ -276,8 +277,11 @@ def compute(
     peaks, overheads, time spreads, CPU shares, phases, device figures, the slowdown and
     savings estimates with intervals, the noise verdicts (the busy cores are taken from the
     modes themselves), the evaluation counts, the gradient error and the round ckptbench was
-    stopped in (or before: the environment's ``interrupted``, when no round was cut)."""
-    rounds = list(modes)
+    stopped in (or before: the environment's ``interrupted``, when no round was cut). The
+    figures of a stopped run come from its complete rounds alone, where it has one
+    (:func:`ckptbench.results.modes.complete_rounds`); ``rounds`` counts every round started."""
+    started = {r.round for r in modes}
+    rounds = list(complete_rounds(modes))
     pooled = pool_by_mode(rounds)
     by_mode = {m.mode: m for m in pooled}
     # on a GPU the worker waits for the device by design: CPU time / wall time says nothing
@@ -298,7 +302,7 @@ def compute(
     counts = Counters.of(ckpt.counters if ckpt is not None else {})
     opt = optimum_advances(case, ckpt)
     evaluated = (counts.steps_advanced, counts.steps_taped)
-    cut = [r.round for r in rounds if r.status is Status.INTERRUPTED]
+    cut = [r.round for r in modes if r.status is Status.INTERRUPTED]
     over = {f.mode: f.overhead_bytes for f in figures}
     evaluations = None if None in evaluated else sum(evaluated)
     base = by_mode.get(Mode.BASELINE)
@@ -324,8 +328,8 @@ def compute(
             (noise.get(Mode.NORMAL), noise.get(Mode.CHECKPOINTED)),
         ),
         memory_savings_bound=savings_bound(noise.get(Mode.NORMAL), noise.get(Mode.CHECKPOINTED)),
-        rounds=estimates["rounds"],
-        rounds_complete=len({r.round for r in rounds} - set(cut)),
+        rounds=len(started),
+        rounds_complete=len(started - set(cut)),
         interrupted_round=min(cut) + 1 if cut else _stopped_before(environment),
         noise=estimates["noise"],
         time_unstable=estimates["time_unstable"],
