@@ -1,0 +1,42 @@
+"""Fixes of 2026-11-29 (evening): a sweep's config errors, interruptions and unpaired cells."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from _synthetic import CI_CASE, make_result
+from click.testing import CliRunner
+
+from ckptbench.cli import cli
+from ckptbench.results.schema import save_result
+
+
+def _compare(*args: str) -> str:
+    result = CliRunner().invoke(cli, ["compare", *args])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_compare_csv_and_json_carry_a_row_for_each_cell_measured_on_one_side_only(
+    tmp_path: Path,
+):
+    # after: cells A and C; before: A and B. The text table lists B as "only before" and C
+    # as "only after"; csv and json gave the paired rows alone
+    a, b, c = (CI_CASE.with_(snaps=s) for s in (8, 12, 16))
+    for name, case, seed in (("a1", a, 1), ("c1", c, 2), ("a0", a, 3), ("b0", b, 4)):
+        save_result(make_result(case, seed=seed), tmp_path / f"{name}.json")
+    after = [str(tmp_path / "a1.json"), str(tmp_path / "c1.json")]
+    against = ["--against", str(tmp_path / "a0.json"), "--against", str(tmp_path / "b0.json")]
+    rows = list(csv.DictReader(io.StringIO(_compare(*after, *against, "--format", "csv"))))
+    unpaired = {r["key"]: r for r in rows if r["verdict"].startswith("only")}
+    assert unpaired[b.key]["verdict"] == "only before" and unpaired[b.key]["mode"] == ""
+    assert unpaired[c.key]["verdict"] == "only after" and unpaired[c.key]["host"] == "host-a"
+    assert unpaired[c.key]["time_ratio"] == "" and len(rows) == 3 + 2
+    records = json.loads(_compare(*after, *against, "--format", "json"))
+    assert isinstance(records, list) and {tuple(r) for r in records} == {tuple(records[0])}
+    only = {r["key"]: r for r in records if r["mode"] is None}
+    assert only[b.key]["verdict"] == "only before" and only[c.key]["verdict"] == "only after"
+    assert only[b.key]["memory_delta_bytes"] is None and only[b.key]["time_ratio"] is None
