@@ -40,3 +40,61 @@ def test_compare_csv_and_json_carry_a_row_for_each_cell_measured_on_one_side_onl
     only = {r["key"]: r for r in records if r["mode"] is None}
     assert only[b.key]["verdict"] == "only before" and only[c.key]["verdict"] == "only after"
     assert only[b.key]["memory_delta_bytes"] is None and only[b.key]["time_ratio"] is None
+
+
+SWEEP_TEXT = """
+name = "tiny"
+[case]
+model = "rnn"
+steps = 20
+hidden = 8
+repeats = 3
+[grid]
+snaps = [2, 3, 4]
+"""
+
+
+def _manifest_cells(out: Path) -> list[dict]:
+    return json.loads((out / "sweep.json").read_text())["cells"]
+
+
+def test_a_cell_stopped_mid_mode_is_pending_in_the_manifest_not_measured(tmp_path: Path):
+    # the third cell is cut by Ctrl-C in its checkpointed mode after saving baseline and
+    # normal (normal out of memory): the manifest said "measured", duration 0.0, and the
+    # error of normal, while the file recorded the interruption
+    import signal
+
+    import pytest
+
+    from ckptbench.measure.launch import Interrupted
+    from ckptbench.results.schema import Mode, Status
+    from ckptbench.sweep.config import parse_config
+    from ckptbench.sweep.run import run_sweep
+
+    config = parse_config(SWEEP_TEXT, source="tiny.toml")
+    last = config.cases[2].key
+
+    def run_cell(case, *, out_path=None, progress=None):
+        if case.key != last:
+            return make_result(case, seed=1)
+        status = {"normal": Status.OUT_OF_MEMORY, "checkpointed": Status.INTERRUPTED}
+        partial = make_result(case, seed=2, status=status)
+        save_result(partial, out_path)
+        err = Interrupted(signal.SIGINT)
+        err.result = partial
+        raise err
+
+    with pytest.raises(Interrupted):
+        run_sweep(config, tmp_path, run_cell=run_cell)
+    cell = _manifest_cells(tmp_path)[2]
+    assert cell["state"] == "pending" and cell["error"].startswith("interrupted in round 1")
+    assert "SIGINT" in cell["error"] and "--resume" in cell["error"]
+    assert Mode.NORMAL.value not in cell["error"] and cell["duration_s"] is not None
+    calls = []
+
+    def again(case, *, out_path=None, progress=None):
+        calls.append(case.key)
+        return make_result(case, seed=3)
+
+    outcome = run_sweep(config, tmp_path, resume=True, run_cell=again)
+    assert calls == [last] and outcome.exit_code == 0

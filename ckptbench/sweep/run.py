@@ -262,12 +262,14 @@ class _SweepBook:
             self.state.workers = max(1, len(self.cluster.workers))
         self.state.cell_start(self.cells[index].case, attempt)
 
-    def stopped(self, index: int, err: BaseException) -> None:
-        """A stop signal during a local cell: record the part it saved (or that it is
-        pending again, when no mode was measured)."""
+    def stopped(self, index: int, err: BaseException, duration: float = 0.0) -> None:
+        """A stop signal during a local cell: record the part it saved, the cell pending
+        again so that ``--resume`` measures it (or that it is pending, when no mode was
+        measured)."""
         partial = getattr(err, "result", None)
         if partial is not None and partial.modes and self.cells[index].path.exists():
-            self.cells[index] = saved_outcome(self.cells[index], partial, 0.0)
+            saved = saved_outcome(self.cells[index], partial, duration)
+            self.cells[index] = _interrupted(saved, partial, f"stopped by {_stop_name(err)}")
         else:  # stopped before a mode was measured: nothing saved, not running
             why = f"stopped by {_stop_name(err)} before its first mode"
             self.cells[index] = replace(self.cells[index], state=CellState.PENDING, error=why)
@@ -288,6 +290,8 @@ class _SweepBook:
             stuck = _set_aside(self.cells[index], self.notes)
             outcome = saved_outcome(self.cells[index], result, last.duration_s or 0.0,
                                     last.worker, attempts, replace_file=stuck is None)  # fmt: skip
+            if interrupted:  # the part measured before the stop: pending again, as locally
+                outcome = _interrupted(outcome, result, last.error or "stopped")
         else:
             outcome = replace(
                 self.cells[index],
@@ -310,12 +314,13 @@ def _run_here(book: _SweepBook, runner: RunCell, to_run: list[int], remeasure: s
     """Measure the cells ``to_run`` one after another in this process's workers."""
     for index in to_run:
         book.starting(index)
+        t0 = time.monotonic()
         try:
             outcome = _run_local(
                 runner, book.cells[index], book.state, index in remeasure, book.notes
             )
         except BaseException as err:  # a stop signal: record the saved part, then stop
-            book.stopped(index, err)
+            book.stopped(index, err, time.monotonic() - t0)
             raise
         book.finished(index, outcome)
 
@@ -366,6 +371,21 @@ def saved_outcome(
         error=None if result.ok else first_error(result),
         duration_s=duration,
         attempts=attempts,
+    )
+
+
+def _interrupted(outcome: CellOutcome, result: RunResult, how: str) -> CellOutcome:
+    """A cell a stop signal cut, its modes measured so far saved: pending again, so that
+    ``--resume`` measures it (its partial file moved aside, kept), and its error says so. A
+    part saved beside its path stays an error that says where."""
+    if outcome.state is not CellState.MEASURED:
+        return outcome
+    cut = result.interruption or "interrupted"
+    return replace(
+        outcome,
+        state=CellState.PENDING,
+        error=f"{cut} ({how}); the modes measured so far are saved in {outcome.path.name}; "
+        "`--resume` measures the cell again",
     )
 
 
