@@ -98,3 +98,24 @@ def test_a_cell_stopped_mid_mode_is_pending_in_the_manifest_not_measured(tmp_pat
 
     outcome = run_sweep(config, tmp_path, resume=True, run_cell=again)
     assert calls == [last] and outcome.exit_code == 0
+
+
+def test_check_says_a_result_measured_without_a_mode_was_not_interrupted(tmp_path: Path):
+    # `run --modes normal,checkpointed` records no baseline on purpose: check called it
+    # "incomplete: no baseline (interrupted sweep?)"; a stopped run keeps a stop's hint
+    from ckptbench.results.schema import Mode, Status
+
+    two = make_result(CI_CASE, seed=5, modes=(Mode.NORMAL, Mode.CHECKPOINTED))
+    assert two.interruption is None
+    save_result(two, tmp_path / "two.json")
+    result = CliRunner().invoke(cli, ["check", str(tmp_path / "two.json")])
+    assert result.exit_code == 1
+    assert "no baseline: measured without it (`run --modes`)" in result.output
+    assert "interrupted" not in result.output
+    cut = make_result(
+        CI_CASE, seed=6, modes=(Mode.BASELINE, Mode.NORMAL), status={"normal": Status.INTERRUPTED}
+    )
+    save_result(cut, tmp_path / "cut.json")
+    result = CliRunner().invoke(cli, ["check", str(tmp_path / "cut.json")])
+    assert "no checkpointed: interrupted in round 1" in result.output
+    assert "`sweep --resume` measures a sweep's cell again" in result.output

@@ -226,7 +226,7 @@ def _status_line(result: RunResult) -> GateLine:
     ]
     cut = result.interrupted_round
     if missing:
-        detail, ok = f"incomplete: no {', '.join(missing)} (interrupted sweep?)", False
+        detail, ok = f"incomplete: {result.absent_modes}", False
     elif cut is not None and not [m for m in wrong if m.status is not Status.INTERRUPTED]:
         complete = result.rounds_complete
         detail, ok = f"{result.interruption} ({complete} complete rounds kept)", False
