@@ -119,3 +119,26 @@ def test_check_says_a_result_measured_without_a_mode_was_not_interrupted(tmp_pat
     result = CliRunner().invoke(cli, ["check", str(tmp_path / "cut.json")])
     assert "no checkpointed: interrupted in round 1" in result.output
     assert "`sweep --resume` measures a sweep's cell again" in result.output
+
+
+def test_config_errors_name_the_config_key_and_its_line(tmp_path: Path):
+    # a model typo in a grid said '--model lstmm: unknown workload' with no file:line; an
+    # optimal cell without a budget asked for '--budget', a flag no config has
+    import pytest
+
+    from ckptbench.sweep.config import ConfigError, parse_config
+
+    head = 'name = "x"\n[case]\nsteps = 20\nhidden = 8\n[grid]\n'
+    with pytest.raises(ConfigError) as err:
+        parse_config(head + 'model = ["lstmm"]\n', source="x.toml")
+    assert str(err.value).startswith("x.toml:6: grid.model: unknown workload 'lstmm'")
+    with pytest.raises(ConfigError) as err:
+        parse_config(head + 'strategy = ["optimal"]\n', source="x.toml")
+    assert "needs a byte budget (budget_bytes)" in str(err.value)
+    assert "--budget" not in str(err.value) and str(err.value).startswith("x.toml:5: grid: ")
+    huge = tmp_path / "huge.toml"
+    huge.write_text('name = "x"\n[case]\nmodel = "rnn"\nsteps = 2000000000\nbatch = 4096\n'
+                    "[grid]\nsnaps = [2]\n")  # fmt: skip
+    result = CliRunner().invoke(cli, ["sweep", str(huge), "--dry-run"])
+    assert result.exit_code == 2 and f"{huge}:4: steps 2000000000 x batch 4096" in result.output
+    assert "--steps" not in result.output

@@ -63,8 +63,8 @@ def sweep(
         for case in cfg.cases:
             case.check_fits_memory()
     except ValueError as err:
-        raise InputError(f"{config}: {err}") from None
-    cfg = _checked_plugins(cfg)
+        raise _in_config(config, err) from None
+    cfg = _checked_plugins(cfg, config)
     if dry_run:
         _dry_run(cfg, out or Path("results") / cfg.name, resume, retry_failed)
         return
@@ -233,14 +233,30 @@ def _check_devices(config: Path, cases) -> None:
                 raise InputError(f"{config}: cells on {backend}/{device}: {why}")
 
 
-def _checked_plugins(cfg):
+def _checked_plugins(cfg, config: Path):
     """``cfg`` with each plug-in checked in a disposable worker and every cell of it under the
     rules of the kind of model found (:func:`ckptbench.measure.tasks.check_plugins`), before
-    anything is printed or measured: InputError with one line if one cannot be measured."""
+    anything is printed or measured: InputError with one line (where in ``config``) if one
+    cannot be measured."""
     from ckptbench.measure.tasks import check_plugins
 
     with _checking("plug-ins"):
-        return dataclasses.replace(cfg, cases=check_plugins(cfg.cases))
+        try:
+            return dataclasses.replace(cfg, cases=check_plugins(cfg.cases))
+        except ValueError as err:
+            raise _in_config(config, err, "model") from None
+
+
+def _in_config(config: Path, err: Exception, key: str | None = None) -> InputError:
+    """A cell's problem found after its config was read, as the config's errors read:
+    'FILE:LINE: ...', in the config's keys (``sweep.keylines.where_in_config``)."""
+    from ckptbench.sweep.keylines import where_in_config
+
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    return InputError(where_in_config(str(config), text, str(err), key))
 
 
 @contextlib.contextmanager
