@@ -142,3 +142,51 @@ def test_config_errors_name_the_config_key_and_its_line(tmp_path: Path):
     result = CliRunner().invoke(cli, ["sweep", str(huge), "--dry-run"])
     assert result.exit_code == 2 and f"{huge}:4: steps 2000000000 x batch 4096" in result.output
     assert "--steps" not in result.output
+
+
+def test_a_cell_no_plan_fits_is_a_config_error_that_resume_does_not_retry(tmp_path: Path):
+    # an optimal cell under a budget below the least: "error ...: PlanError: ...", then
+    # "continue with: ... --resume", which failed the same way; compare and check said
+    # only "(state error)"
+    from ckptbench.results.store import missing_cells
+    from ckptbench.schedules.optimal import PlanError
+    from ckptbench.sweep.config import parse_config
+    from ckptbench.sweep.run import run_sweep
+
+    text = (
+        'name = "b"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\n[[grid]]\n'
+        'strategy = ["optimal"]\nbudget_bytes = ["1KiB"]\n[[grid]]\nsnaps = [4]\n'
+    )
+    config = parse_config(text, source="b.toml")
+    small = config.cases[0]
+    calls = []
+
+    def run_cell(case, *, out_path=None, progress=None):
+        calls.append(case.key)
+        if case.strategy == "optimal":
+            raise PlanError("no schedule of 20 steps fits in a budget of 1.00 KiB (1024 B)")
+        return make_result(case, seed=1)
+
+    outcome = run_sweep(config, tmp_path, run_cell=run_cell)
+    assert not outcome.resumable and outcome.exit_code == 2
+    (cell,) = outcome.invalid
+    assert cell.key == small.key and cell.error.startswith("config error: no schedule")
+    assert "PlanError" not in "\n".join(outcome.summary_lines())
+    assert _manifest_cells(tmp_path)[0]["state"] == "invalid"
+    again = run_sweep(config, tmp_path, resume=True, run_cell=run_cell)
+    assert calls == [small.key, config.cases[1].key] and again.invalid
+    ((key, what),) = missing_cells([tmp_path])
+    assert key == small.key and "(state invalid: config error: no schedule" in what
+
+
+def test_a_sweep_refuses_an_optimal_cell_too_large_to_plan_before_measuring(tmp_path: Path):
+    # `run` refuses a plan it cannot compute (exit 2); a sweep measured the other cells
+    # first and only then failed that one, as an error for --resume to retry
+    cfg = tmp_path / "big.toml"
+    cfg.write_text(
+        'name = "big"\n[case]\nmodel = "rnn"\nhidden = 8\nstrategy = "optimal"\n'
+        'budget_bytes = "1MiB"\n[grid]\nsteps = [20, 2000000]\n'
+    )
+    result = CliRunner().invoke(cli, ["sweep", str(cfg), "--out", str(tmp_path / "o"), "--yes"])
+    assert result.exit_code == 2 and f"{cfg}:8: planning 2000000 steps" in result.output
+    assert not (tmp_path / "o").exists()

@@ -64,6 +64,7 @@ def sweep(
             case.check_fits_memory()
     except ValueError as err:
         raise _in_config(config, err) from None
+    _check_plannable(config, cfg.cases)
     cfg = _checked_plugins(cfg, config)
     if dry_run:
         _dry_run(cfg, out or Path("results") / cfg.name, resume, retry_failed)
@@ -119,6 +120,11 @@ def sweep(
     if outcome.resumable or outcome.ended_early:
         dask = f" --dask {dask_address}" if dask_address else ""
         click.echo(f"continue with: ckptbench sweep {config} --out {out}{dask} --resume")
+    if outcome.invalid:
+        click.echo(
+            f"change the config: {len(outcome.invalid)} cell(s) have no plan as configured "
+            f"(above); `--resume` does not retry them ({config})"
+        )
     sys.exit(outcome.exit_code)
 
 
@@ -245,6 +251,23 @@ def _checked_plugins(cfg, config: Path):
             return dataclasses.replace(cfg, cases=check_plugins(cfg.cases))
         except ValueError as err:
             raise _in_config(config, err, "model") from None
+
+
+def _check_plannable(config: Path, cases) -> None:
+    """A planned cell (``optimal``) whose plan would be too large to compute: refused as
+    ``run`` refuses it, before anything is measured (``planner.check_plannable``: from the
+    steps alone). A budget below the least is known only once step costs are measured: that
+    cell is the sweep's config error then (state ``invalid``)."""
+    from ckptbench.schedules import get_strategy
+    from ckptbench.schedules.optimal import PlanError, check_plannable
+    from ckptbench.workloads import BUILTIN_CHAINS
+
+    for case in cases:
+        if get_strategy(case.strategy).planned:
+            try:
+                check_plannable(case.steps, per_step=case.model in BUILTIN_CHAINS)
+            except PlanError as err:
+                raise _in_config(config, err, "steps") from None
 
 
 def _in_config(config: Path, err: Exception, key: str | None = None) -> InputError:

@@ -19,7 +19,9 @@ Semantics (what ``ckptbench sweep`` promises):
   and may be someone's data; delete it to measure the cell again. Saved cells whose
   measurement failed are kept unless ``retry_failed=True``.
 * **Failures** never stop a sweep: a failed measurement is saved like any other result; a
-  cell runner that raises is recorded in the manifest (no file, so ``--resume`` retries it).
+  cell runner that raises is recorded in the manifest (no file, so ``--resume`` retries it),
+  unless no plan exists for the cell as configured (``PlanError``: state ``invalid``, a
+  config error that ``--resume`` does not retry).
 * **Dask** (``dask_address``): cells go to an existing ``distributed`` cluster, at most one
   cell in flight per worker at any time (the client pins each cell to a free worker, whatever
   its thread count), so measurements on one worker never overlap. Run one worker per host
@@ -62,7 +64,14 @@ from ckptbench.results.store import (
     open_folder,
     write_manifest,
 )
-from ckptbench.sweep.cells import Attempt, CellOutcome, CellState, SweepOutcome
+from ckptbench.sweep.cells import (
+    Attempt,
+    CellOutcome,
+    CellState,
+    SweepOutcome,
+    cell_error,
+    one_line,
+)
 from ckptbench.sweep.config import SweepConfig
 from ckptbench.sweep.preflight import (
     SweepError,
@@ -91,11 +100,6 @@ __all__ = [
 ]
 
 RunCell = Callable[..., RunResult]  # run_cell(case, *, out_path=..., progress=...)
-
-
-def one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
 def _write_manifest(
@@ -451,10 +455,6 @@ def _run_local(
     try:
         result = run_cell(case, out_path=pending.path, progress=on_mode)
     except Exception as err:  # a harness bug in one cell must not lose the sweep
-        return replace(
-            pending,
-            state=CellState.ERROR,
-            error=one_line(err),
-            duration_s=time.monotonic() - t0,
-        )
+        state, why = cell_error(err)  # or a plan the config makes impossible
+        return replace(pending, state=state, error=why, duration_s=time.monotonic() - t0)
     return saved_outcome(pending, result, time.monotonic() - t0)
