@@ -21,7 +21,8 @@ CONFIRM_CELLS, CONFIRM_HOURS = 200, 2.0
     "Exit status: 0 every cell measured OK; 1 a failed measurement, a cell lost or not "
     "measured (a Dask scheduler or every worker went away: `--resume` continues); 2 bad "
     "input (config, --out, a --dask address or cluster that cannot run the sweep, files "
-    "measured with other settings); 128+N stopped by signal N. On a cluster: docs/cluster.md."
+    "measured with other settings, or only cells no plan exists for as configured: an "
+    "optimal budget below the least); 128+N stopped by signal N. On a cluster: docs/cluster.md."
 )
 @click.argument("config", type=path_arg())
 @click.option("--out", type=path_arg(), default=None, help="Folder (results/<name>).")
