@@ -227,7 +227,7 @@ def _status_line(result: RunResult) -> GateLine:
     ]
     cut = result.interrupted_round
     if missing:
-        detail, ok = f"incomplete: no {', '.join(missing)} (interrupted sweep?)", False
+        detail, ok = f"incomplete: {result.absent_modes}", False
     elif cut is not None and not [m for m in wrong if m.status is not Status.INTERRUPTED]:
         detail, ok = result.stop_text or "", False
     elif bad:

@@ -21,7 +21,8 @@ CONFIRM_CELLS, CONFIRM_HOURS = 200, 2.0
     "Exit status: 0 every cell measured OK; 1 a failed measurement, a cell lost or not "
     "measured (a Dask scheduler or every worker went away: `--resume` continues); 2 bad "
     "input (config, --out, a --dask address or cluster that cannot run the sweep, files "
-    "measured with other settings); 128+N stopped by signal N. On a cluster: docs/cluster.md."
+    "measured with other settings, or only cells no plan exists for as configured: an "
+    "optimal budget below the least); 128+N stopped by signal N. On a cluster: docs/cluster.md."
 )
 @click.argument("config", type=path_arg())
 @click.option("--out", type=path_arg(), default=None, help="Folder (results/<name>).")
@@ -63,8 +64,9 @@ def sweep(
         for case in cfg.cases:
             case.check_fits_memory()
     except ValueError as err:
-        raise InputError(f"{config}: {err}") from None
-    cfg = _checked_plugins(cfg)
+        raise _in_config(config, err) from None
+    _check_plannable(config, cfg.cases)
+    cfg = _checked_plugins(cfg, config)
     if dry_run:
         _dry_run(cfg, out or Path("results") / cfg.name, resume, retry_failed)
         return
@@ -119,6 +121,11 @@ def sweep(
     if outcome.resumable or outcome.ended_early:
         dask = f" --dask {dask_address}" if dask_address else ""
         click.echo(f"continue with: ckptbench sweep {config} --out {out}{dask} --resume")
+    if outcome.invalid:
+        click.echo(
+            f"change the config: {len(outcome.invalid)} cell(s) have no plan as configured "
+            f"(above); `--resume` does not retry them ({config})"
+        )
     sys.exit(outcome.exit_code)
 
 
@@ -233,14 +240,47 @@ def _check_devices(config: Path, cases) -> None:
                 raise InputError(f"{config}: cells on {backend}/{device}: {why}")
 
 
-def _checked_plugins(cfg):
+def _checked_plugins(cfg, config: Path):
     """``cfg`` with each plug-in checked in a disposable worker and every cell of it under the
     rules of the kind of model found (:func:`ckptbench.measure.tasks.check_plugins`), before
-    anything is printed or measured: InputError with one line if one cannot be measured."""
+    anything is printed or measured: InputError with one line (where in ``config``) if one
+    cannot be measured."""
     from ckptbench.measure.tasks import check_plugins
 
     with _checking("plug-ins"):
-        return dataclasses.replace(cfg, cases=check_plugins(cfg.cases))
+        try:
+            return dataclasses.replace(cfg, cases=check_plugins(cfg.cases))
+        except ValueError as err:
+            raise _in_config(config, err, "model") from None
+
+
+def _check_plannable(config: Path, cases) -> None:
+    """A planned cell (``optimal``) whose plan would be too large to compute: refused as
+    ``run`` refuses it, before anything is measured (``planner.check_plannable``: from the
+    steps alone). A budget below the least is known only once step costs are measured: that
+    cell is the sweep's config error then (state ``invalid``)."""
+    from ckptbench.schedules import get_strategy
+    from ckptbench.schedules.optimal import PlanError, check_plannable
+    from ckptbench.workloads import BUILTIN_CHAINS
+
+    for case in cases:
+        if get_strategy(case.strategy).planned:
+            try:
+                check_plannable(case.steps, per_step=case.model in BUILTIN_CHAINS)
+            except PlanError as err:
+                raise _in_config(config, err, "steps") from None
+
+
+def _in_config(config: Path, err: Exception, key: str | None = None) -> InputError:
+    """A cell's problem found after its config was read, as the config's errors read:
+    'FILE:LINE: ...', in the config's keys (``sweep.keylines.where_in_config``)."""
+    from ckptbench.sweep.keylines import where_in_config
+
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    return InputError(where_in_config(str(config), text, str(err), key))
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ cells a sweep manifest lists without a file; for a page format (HTML) the full r
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ckptbench.analysis import Comparison
@@ -44,10 +45,11 @@ def format_names() -> list[str]:
 
 
 def _data(comparison: Comparison) -> Table:
-    """The machine-readable table: the before -> after rows with a reference, else one row
-    per result file (``frame.cells_frame``)."""
+    """The machine-readable table: the before -> after rows with a reference (and a row for
+    each cell measured on one side only), else one row per result file
+    (``frame.cells_frame``)."""
     if comparison.has_before:
-        return csv_columns(delta_table(comparison))
+        return _with_unpaired(csv_columns(delta_table(comparison)), comparison)
     from ckptbench.frame import cells_frame
 
     frame = cells_frame(comparison.after)
@@ -56,6 +58,21 @@ def _data(comparison: Comparison) -> Table:
         for row in frame.to_dict("records")
     )
     return Table("cells", tuple(Column(str(c)) for c in frame.columns), records)
+
+
+def _with_unpaired(table: Table, comparison: Comparison) -> Table:
+    """``table`` with a row per cell measured on one side only: its key and host, verdict
+    "only before" or "only after", no mode and no figures (the text formats list them
+    under the table; CSV and JSON readers see them as rows with the same keys)."""
+    rows = [
+        {c.key: None for c in table.columns} | {"key": key, "host": host, "verdict": verdict}
+        for verdict, cells in (
+            ("only before", comparison.only_before),
+            ("only after", comparison.only_after),
+        )
+        for key, host in cells
+    ]
+    return replace(table, records=(*table.records, *rows))
 
 
 def _missing_value(value: Any) -> bool:

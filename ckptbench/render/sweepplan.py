@@ -19,6 +19,8 @@ def cell_action(cell: CellOutcome, measured: bool) -> str:
     'conflict: ...' (the reason: :func:`conflict_lines`)."""
     if cell.state is CellState.CONFLICT:
         return "conflict: left alone (why: below)"
+    if cell.state is CellState.INVALID:
+        return "skip: no plan as configured (change the config)"
     if cell.state is CellState.KEPT:
         return (
             "keep (measured OK)"

@@ -494,6 +494,20 @@ class RunResult:
         return f"{where} ({complete_rounds_text(self.rounds_complete)} kept)"
 
     @property
+    def absent_modes(self) -> str | None:
+        """The modes this result lacks and why, 'no baseline: measured without it (`run
+        --modes`)' (no stop recorded) or 'no normal: interrupted in round 1 (stopped; ...)'; None
+        when it holds every mode."""
+        missing = [m.value for m in MODES if self.mode(m) is None]
+        if not missing:
+            return None
+        if self.interruption is None:
+            why = f"measured without {'it' if len(missing) == 1 else 'them'} (`run --modes`)"
+        else:
+            why = f"{self.interruption} (stopped; `sweep --resume` measures a sweep's cell again)"
+        return f"no {', '.join(missing)}: {why}"
+
+    @property
     def rounds_complete(self) -> int:
         """Rounds in which no mode was cut by an interruption."""
         cut = {m.round for m in self.modes if m.status is Status.INTERRUPTED}

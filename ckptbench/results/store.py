@@ -252,8 +252,8 @@ def missing_cells(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, st
             continue
         for c in (data or {}).get("cells", []):
             if isinstance(c, dict) and c.get("file") and not (manifest.parent / c["file"]).exists():
-                state = c.get("state", "?")
-                missing.append((str(c.get("key", c["file"])), f"{c['file']} (state {state})"))
+                why = f"{c.get('state', '?')}" + (f": {c['error']}" if c.get("error") else "")
+                missing.append((str(c.get("key", c["file"])), f"{c['file']} (state {why})"))
     return missing
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ckptbench.results.schema import Case
 
-__all__ = ["Attempt", "CellOutcome", "CellState", "SweepOutcome"]
+__all__ = ["Attempt", "CellOutcome", "CellState", "SweepOutcome", "cell_error", "one_line"]
 
 
 class CellState(Enum):
@@ -21,6 +21,24 @@ class CellState(Enum):
     CONFLICT = "conflict"  # resume: unreadable/foreign file or other settings; left alone
     PENDING = "pending"  # manifest only: not reached yet
     RUNNING = "running"  # manifest only: being measured (seen after a kill)
+    INVALID = "invalid"  # no plan exists for the cell as configured: the config must change
+
+
+def one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+def cell_error(err: Exception) -> tuple[CellState, str]:
+    """The state and error of a cell whose runner raised ``err``: a plan that cannot exist
+    as configured (a budget below the least, a plan too large: ``PlanError``) is the
+    config's error, never retried by ``--resume``; anything else an error to retry."""
+    from ckptbench.schedules.optimal import PlanError
+
+    if isinstance(err, PlanError):
+        first = (str(err).strip().splitlines() or ["no plan"])[0]
+        return CellState.INVALID, f"config error: {first}; change the config to measure it"
+    return CellState.ERROR, one_line(err)
 
 
 @dataclass(frozen=True)
@@ -133,6 +151,11 @@ class SweepOutcome:
         return self._where(CellState.ERROR)
 
     @property
+    def invalid(self) -> tuple[CellOutcome, ...]:
+        """Cells no plan exists for as configured (``--resume`` does not retry them)."""
+        return self._where(CellState.INVALID)
+
+    @property
     def conflicts(self) -> tuple[CellOutcome, ...]:
         return self._where(CellState.CONFLICT)
 
@@ -154,12 +177,13 @@ class SweepOutcome:
     def exit_code(self) -> int:
         """0: every cell measured OK; 1: a failed measurement, a cell runner error or a lost
         cell, or a sweep that ended early (``--resume`` continues it); 2: conflicting files
-        in the folder (an input problem; nothing was overwritten)."""
+        in the folder (an input problem; nothing was overwritten), or cells that cannot be
+        measured as configured and no other failure (a config error)."""
         if self.conflicts:
             return 2
         if self.errors or self.failed or self.ended_early or self.pending or self.manifest_error:
             return 1
-        return 0
+        return 2 if self.invalid else 0
 
     @property
     def resumable(self) -> bool:
@@ -177,6 +201,8 @@ class SweepOutcome:
         ]
         if self.pending:
             counts.append(f"{len(self.pending)} not measured")
+        if self.invalid:
+            counts.append(f"{len(self.invalid)} config errors")
         lines = [
             f"sweep {self.name}: {len(self.cells)} cells, {', '.join(counts)} "
             f"in {self.elapsed_s:.0f} s; results in {self.out_dir}"
@@ -184,7 +210,7 @@ class SweepOutcome:
         if self.ended_early:
             lines.insert(0, f"sweep {self.name} ended early: {self.ended_early}")
         for c in self.cells:
-            if c.ok is False or c.state in (CellState.ERROR, CellState.CONFLICT):
+            if c.ok is False or c.state in (CellState.ERROR, CellState.CONFLICT, CellState.INVALID):
                 lines.append(f"{c.state.value} {c.key}: {c.error or 'not ok'}")
         if self.manifest_error:
             lines.append(f"error {self.manifest_error}")

@@ -50,6 +50,8 @@ from ckptbench.results.files import read_text_limited
 from ckptbench.results.schema import Case, CaseError
 from ckptbench.results.units import parse_duration, parse_size
 from ckptbench.schedules import OPTIMAL, STRATEGIES, Setting, get_strategy
+from ckptbench.sweep.keylines import KeyLines, config_words
+from ckptbench.workloads.registry import name_problem
 
 __all__ = [
     "EXPECT_KEYS",
@@ -123,51 +125,10 @@ class SweepConfig:
         return self.expect_by_strategy.get(case.strategy, self.expect)
 
 
-# --------------------------------------------------------------------------- locating lines
-
-
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-
-
-class _Lines:
-    """Best-effort line numbers of keys in a TOML text (tomllib reports none for values)."""
-
-    def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
-
-    def find(self, table: str, key: str | None = None, index: int = 0) -> int | None:
-        """Line (1-based) of ``key`` in the ``index``-th ``[table]``/``[[table]]``, or of the
-        header itself when ``key`` is None. Dotted/inline forms are found at the top level."""
-        current = ""
-        seen = 0 if table == "" else -1  # the top level is "table 0" before any header
-        key_re = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=") if key else None
-        dotted = (
-            re.compile(rf"^\s*{re.escape(table)}\s*\.\s*[\"']?{re.escape(key)}[\"']?\s*=")
-            if key and table
-            else None
-        )
-        for number, line in enumerate(self.lines, start=1):
-            header = _HEADER.match(line)
-            if header:
-                current = re.sub(r"\s*\.\s*", ".", header.group(2)).replace('"', "")
-                if table and current == table:
-                    seen += 1
-                    if key is None and seen == index:
-                        return number
-                continue
-            if key_re is None:
-                continue
-            if current == table and seen == index and key_re.match(line):
-                return number
-            if current == "" and dotted is not None and dotted.match(line):
-                return number
-        return None
-
-
 class _Reader:
     def __init__(self, source: str, text: str) -> None:
         self.source = source
-        self.where = _Lines(text)
+        self.where = KeyLines(text)
 
     def error(
         self, message: str, table: str = "", key: str | None = None, index: int = 0
@@ -317,10 +278,12 @@ def _read_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) ->
 def _check_case_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) -> None:
     if key not in CASE_FIELDS:
         raise r.error(_unknown("case key", key, CASE_FIELDS), table, key, index)
+    if key == "model" and (why := name_problem(value)) is not None:
+        raise r.error(why, table, key, index)
     try:
         Case(**{**_companions(key, value), key: value})
     except CaseError as err:
-        raise r.error(str(err), table, key, index) from None
+        raise r.error(config_words(str(err)), table, key, index) from None
     except TypeError as err:  # pragma: no cover - Case(**{known: value}) only fails on values
         raise r.error(str(err), table, key, index) from None
 
@@ -419,7 +382,8 @@ def _expand(
                 case = chain_executor(Case(**values))
             except CaseError as err:
                 cell = ", ".join(f"{n}={v!r}" for n, v in zip(names, combo, strict=True))
-                raise r.error(f"cell ({cell}): {err}", "grid", None, index) from None
+                why = config_words(str(err))
+                raise r.error(f"cell ({cell}): {why}", "grid", None, index) from None
             canon = _canonical(case)
             remapped += canon.snaps != case.snaps
             unexecuted += canon.executor != case.executor

@@ -122,6 +122,11 @@ def plan_cells(
         earlier = CellOutcome(case, path, CellState.PENDING).with_record(before.get(case.key))
         pending = CellOutcome(case, path, CellState.PENDING, attempts=earlier.attempts)
         if not path.exists():
+            was = before.get(case.key) or {}
+            if resume and was.get("state") == CellState.INVALID.value:  # the same cell: no plan
+                why = str(was.get("error"))
+                cells.append(CellOutcome(case, path, CellState.INVALID, error=why))
+                continue
             cells.append(pending)
             to_run.append(index)
             continue

@@ -19,7 +19,9 @@ Semantics (what ``ckptbench sweep`` promises):
   and may be someone's data; delete it to measure the cell again. Saved cells whose
   measurement failed are kept unless ``retry_failed=True``.
 * **Failures** never stop a sweep: a failed measurement is saved like any other result; a
-  cell runner that raises is recorded in the manifest (no file, so ``--resume`` retries it).
+  cell runner that raises is recorded in the manifest (no file, so ``--resume`` retries it),
+  unless no plan exists for the cell as configured (``PlanError``: state ``invalid``, a
+  config error that ``--resume`` does not retry).
 * **Dask** (``dask_address``): cells go to an existing ``distributed`` cluster, at most one
   cell in flight per worker at any time (the client pins each cell to a free worker, whatever
   its thread count), so measurements on one worker never overlap. Run one worker per host
@@ -62,7 +64,14 @@ from ckptbench.results.store import (
     open_folder,
     write_manifest,
 )
-from ckptbench.sweep.cells import Attempt, CellOutcome, CellState, SweepOutcome
+from ckptbench.sweep.cells import (
+    Attempt,
+    CellOutcome,
+    CellState,
+    SweepOutcome,
+    cell_error,
+    one_line,
+)
 from ckptbench.sweep.config import SweepConfig
 from ckptbench.sweep.preflight import (
     SweepError,
@@ -91,11 +100,6 @@ __all__ = [
 ]
 
 RunCell = Callable[..., RunResult]  # run_cell(case, *, out_path=..., progress=...)
-
-
-def one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
 def _write_manifest(
@@ -262,12 +266,14 @@ class _SweepBook:
             self.state.workers = max(1, len(self.cluster.workers))
         self.state.cell_start(self.cells[index].case, attempt)
 
-    def stopped(self, index: int, err: BaseException) -> None:
-        """A stop signal during a local cell: record the part it saved (or that it is
-        pending again, when no mode was measured)."""
+    def stopped(self, index: int, err: BaseException, duration: float = 0.0) -> None:
+        """A stop signal during a local cell: record the part it saved, the cell pending
+        again so that ``--resume`` measures it (or that it is pending, when no mode was
+        measured)."""
         partial = getattr(err, "result", None)
         if partial is not None and partial.modes and self.cells[index].path.exists():
-            self.cells[index] = saved_outcome(self.cells[index], partial, 0.0)
+            saved = saved_outcome(self.cells[index], partial, duration)
+            self.cells[index] = _interrupted(saved, partial, f"stopped by {_stop_name(err)}")
         else:  # stopped before a mode was measured: nothing saved, not running
             why = f"stopped by {_stop_name(err)} before its first mode"
             self.cells[index] = replace(self.cells[index], state=CellState.PENDING, error=why)
@@ -288,6 +294,8 @@ class _SweepBook:
             stuck = _set_aside(self.cells[index], self.notes)
             outcome = saved_outcome(self.cells[index], result, last.duration_s or 0.0,
                                     last.worker, attempts, replace_file=stuck is None)  # fmt: skip
+            if interrupted:  # the part measured before the stop: pending again, as locally
+                outcome = _interrupted(outcome, result, last.error or "stopped")
         else:
             outcome = replace(
                 self.cells[index],
@@ -310,12 +318,13 @@ def _run_here(book: _SweepBook, runner: RunCell, to_run: list[int], remeasure: s
     """Measure the cells ``to_run`` one after another in this process's workers."""
     for index in to_run:
         book.starting(index)
+        t0 = time.monotonic()
         try:
             outcome = _run_local(
                 runner, book.cells[index], book.state, index in remeasure, book.notes
             )
         except BaseException as err:  # a stop signal: record the saved part, then stop
-            book.stopped(index, err)
+            book.stopped(index, err, time.monotonic() - t0)
             raise
         book.finished(index, outcome)
 
@@ -366,6 +375,21 @@ def saved_outcome(
         error=None if result.ok else first_error(result),
         duration_s=duration,
         attempts=attempts,
+    )
+
+
+def _interrupted(outcome: CellOutcome, result: RunResult, how: str) -> CellOutcome:
+    """A cell a stop signal cut, its modes measured so far saved: pending again, so that
+    ``--resume`` measures it (its partial file moved aside, kept), and its error says so. A
+    part saved beside its path stays an error that says where."""
+    if outcome.state is not CellState.MEASURED:
+        return outcome
+    cut = result.interruption or "interrupted"
+    return replace(
+        outcome,
+        state=CellState.PENDING,
+        error=f"{cut} ({how}); the modes measured so far are saved in {outcome.path.name}; "
+        "`--resume` measures the cell again",
     )
 
 
@@ -431,10 +455,6 @@ def _run_local(
     try:
         result = run_cell(case, out_path=pending.path, progress=on_mode)
     except Exception as err:  # a harness bug in one cell must not lose the sweep
-        return replace(
-            pending,
-            state=CellState.ERROR,
-            error=one_line(err),
-            duration_s=time.monotonic() - t0,
-        )
+        state, why = cell_error(err)  # or a plan the config makes impossible
+        return replace(pending, state=state, error=why, duration_s=time.monotonic() - t0)
     return saved_outcome(pending, result, time.monotonic() - t0)

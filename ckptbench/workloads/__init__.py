@@ -128,17 +128,8 @@ def build_workload(spec: str, sizes: Sizes) -> Any:
     factory: Callable[..., Any]
     if registry.is_builtin(spec):
         factory = registry.factory(spec, registry.NUMPY)
-    elif ":" not in spec:
-        if spec.endswith(".py"):
-            raise WorkloadError(
-                "a plug-in file names its factory after a colon: "
-                f"{spec}:NAME (e.g. {spec}:make; docs/plugins.md)"
-            )
-        near = difflib.get_close_matches(spec.lower(), registry.names(), n=1)
-        raise WorkloadError(
-            f"unknown workload {spec!r}{f' (did you mean {near[0]}?)' if near else ''}: "
-            f"expected one of {', '.join(registry.names())} or a plug-in {_PLUGIN_HINT}"
-        )
+    elif (problem := registry.name_problem(spec)) is not None:
+        raise WorkloadError(problem)
     elif _FACTORY_CACHE is not None and spec in _FACTORY_CACHE:
         factory = _FACTORY_CACHE[spec]
     else:

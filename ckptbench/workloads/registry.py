@@ -41,6 +41,7 @@ entry refuses the name in one line. Code outside the package (a test's toy) call
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ __all__ = [
     "factory",
     "is_builtin",
     "model_help",
+    "name_problem",
     "names",
     "register",
 ]
@@ -204,6 +206,26 @@ def names(backend: str | None = None) -> tuple[str, ...]:
     """The built-in names, sorted (only those ``backend`` implements)."""
     return tuple(
         sorted(n for n, e in WORKLOADS.items() if backend is None or backend in e.implementations)
+    )
+
+
+def name_problem(spec: str) -> str | None:
+    """Why ``spec`` names no workload, known without loading anything: neither a built-in
+    nor a plug-in (``path/to/file.py:NAME``, ``package.module:NAME``); None otherwise (a
+    plug-in is checked when it is loaded)."""
+    spec = spec.strip()
+    if is_builtin(spec) or ":" in spec:
+        return None
+    if spec.endswith(".py"):
+        return (
+            "a plug-in file names its factory after a colon: "
+            f"{spec}:NAME (e.g. {spec}:make; docs/plugins.md)"
+        )
+    near = difflib.get_close_matches(spec.lower(), names(), n=1)
+    return (
+        f"unknown workload {spec!r}{f' (did you mean {near[0]}?)' if near else ''}: "
+        f"expected one of {', '.join(names())} or a plug-in "
+        "'path/to/file.py:NAME' or 'package.module:NAME'"
     )
 
 
