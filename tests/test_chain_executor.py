@@ -153,7 +153,7 @@ def test_a_sweep_cell_of_a_peer_and_the_other_kind_of_model_is_a_config_error(tm
         'name = "c"\n[case]\nbackend = "torch"\nsteps = 6\n'
         '[[grid]]\nmodel = ["lstm", "mlp-stack"]\nstrategy = ["torch-checkpoint"]\n'
     )
-    with pytest.raises(ValueError, match="checkpoints recurrences only, and --model mlp-stack"):
+    with pytest.raises(ValueError, match="checkpoints recurrences only, and model mlp-stack"):
         load_config(path)
     path.write_text(
         'name = "c"\n[case]\nbackend = "torch"\nsteps = 6\n'
@@ -198,7 +198,7 @@ def test_a_sweep_of_a_plugin_chain_follows_the_rules_its_check_found(
         'snaps = 2\n[[grid]]\nstrategy = ["revolve", "jax-checkpoint"]\n'
     )
     err = one_line_error(capsys, ["sweep", str(config), "--out", str(tmp_path / "r")])
-    assert "jax-checkpoint checkpoints recurrences only, and --model net.py:make" in err
+    assert "jax-checkpoint checkpoints recurrences only, and model net.py:make" in err
     assert not (tmp_path / "r").exists()
 
 

@@ -256,3 +256,11 @@ def test_check_says_in_its_verdict_when_it_gated_status_alone(tmp_path: Path):
     res = CliRunner().invoke(cli, ["check", str(tmp_path / "r.json")])
     assert res.exit_code == 0
     assert "PASSED (1 check on 1 cell; status only, no limits)" in res.output
+
+
+def test_savings_without_the_baseline_mode_say_why_there_are_none():
+    from ckptbench.render.run import headline
+    from ckptbench.results.schema import Mode
+
+    line = headline(make_result(CI_CASE, modes=(Mode.NORMAL, Mode.CHECKPOINTED)))
+    assert "memory savings - (needs the baseline mode" in line

@@ -160,8 +160,8 @@ def test_run_checks_the_plugin_on_every_backend(fake, tmp_path, capsys, backend)
     code, out, err = run_cli(capsys, argv)
     assert code == 2 and out == ""
     assert _lines(err) == [
-        "ckptbench: error: --model mine.py:make: loading it in a fresh worker failed: "
-        "RuntimeError: boom at import"
+        "ckptbench: error: tiny.toml:3: model mine.py:make: loading it in a fresh worker "
+        "failed: RuntimeError: boom at import"  # the config's key and line (2026-11-29)
     ]
     assert not (tmp_path / "r.json").exists()
 
@@ -177,8 +177,8 @@ def test_sweep_checks_each_plugin_before_any_cell(fake, tmp_path, capsys):
     code, _, err = run_cli(capsys, ["sweep", "tiny.toml", "--out", "res", "-q"])
     assert code == 2
     assert _lines(err) == [
-        "ckptbench: error: --model mine.py:make: loading it in a fresh worker failed: "
-        "RuntimeError: boom at import"
+        "ckptbench: error: tiny.toml:3: model mine.py:make: loading it in a fresh worker "
+        "failed: RuntimeError: boom at import"  # the config's key and line (2026-11-29)
     ]
     assert not list((tmp_path / "res").glob("*.json"))
 

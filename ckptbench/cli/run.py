@@ -162,7 +162,8 @@ def _sections():
     "--budget",
     type=BYTES,
     default=None,
-    help="Strategy optimal: bytes the schedule may keep in states and tapes (e.g. 8MiB).",
+    help="Strategy optimal: bytes the schedule may keep in states and tapes (e.g. 8MiB; "
+    "8MB is SI, 8 000 000 B).",
 )
 @click.option(
     "--costs",

@@ -10,7 +10,13 @@ from typing import Any
 
 from rich.console import Console
 
-from ckptbench.render.format import fmt_duration, fmt_interval, fmt_percent, setting_text
+from ckptbench.render.format import (
+    fmt_duration,
+    fmt_interval,
+    fmt_percent,
+    fmt_ratio,
+    setting_text,
+)
 from ckptbench.results.schema import Case, Mode
 
 __all__ = [
@@ -169,7 +175,7 @@ class JobClock:
         ]
         slow = self.estimate.get("slowdown")
         if slow is not None and done < 2:  # one process a mode: no spread between processes
-            parts.append(f"slowdown {slow.value:.2f}x (an interval from round 2)")
+            parts.append(f"slowdown {slow.value:.2f}x (the rounds' interval from round 2)")
         elif slow is not None:
             lo, hi = slow.as_list()
             goal = f" (goal {fmt_percent(self.precision.target_rel, 0)})" if self.precision else ""
@@ -179,7 +185,7 @@ class JobClock:
             )
         sav = self.estimate.get("memory_savings")
         if sav is not None:
-            parts.append(f"savings {sav.value:.1f}x")
+            parts.append(f"savings {fmt_ratio(sav.value, 1)}")
         return " · ".join(parts)
 
 

@@ -137,6 +137,8 @@ def headline(result: RunResult) -> str:
         parts.append("no slowdown or memory savings: both need the normal mode (--modes)")
     else:
         host = savings_text(s)
+        if result.mode(Mode.BASELINE) is None:  # --modes left it out: no overhead to divide
+            host += " (needs the baseline mode, which overheads are measured over: --modes)"
         slowdown = fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2)
         parts.append(f"slowdown {slowdown}{unstable},")
         if s.on_device:  # a GPU: the memory that checkpointing saves is there
