@@ -160,8 +160,8 @@ def test_run_checks_the_plugin_on_every_backend(fake, tmp_path, capsys, backend)
     code, out, err = run_cli(capsys, argv)
     assert code == 2 and out == ""
     assert _lines(err) == [
-        "ckptbench: error: tiny.toml:3: model mine.py:make: loading it in a fresh worker "
-        "failed: RuntimeError: boom at import"  # the config's key and line (2026-11-29)
+        "ckptbench: error: --model mine.py:make: loading it in a fresh worker failed: "
+        "RuntimeError: boom at import"
     ]
     assert not (tmp_path / "r.json").exists()
 
