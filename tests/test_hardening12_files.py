@@ -69,3 +69,58 @@ def test_run_force_replaces_a_key_sorted_result_and_never_a_key_sorted_manifest(
     _sorted_manifest(tmp_path / "sw")
     with pytest.raises(StoreError, match="is a sweep manifest; a result never replaces one"):
         check_output(tmp_path / "sw" / "sweep.json", "--out", replace=True, result=True)
+
+
+def _edited(tmp_path: Path, edit, name: str = "edited.json") -> Path:
+    """A result saved, its document changed by ``edit`` (in place), and written back."""
+    path = _result(tmp_path, name)
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _peak(doc, value=2**63 - 1):
+    doc["modes"][0]["iterations"][0]["peak_rss_bytes"] = value
+
+
+def _counter(doc, value=2**63 - 1):
+    doc["modes"][2]["counters"].update(steps_advanced=value, steps_taped=value)
+
+
+def _steps(doc, value=10**15):
+    doc["case"].update(steps=value, snaps=1)
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (_peak, "peak_rss_bytes must be below 2**56 bytes"),
+        (_counter, "counters.steps_advanced must be below 2**56"),
+        (_steps, "steps must be at most 2**31"),
+    ],
+)
+def test_compare_and_check_refuse_alike_what_no_table_could_hold(tmp_path: Path, edit, said):
+    # compare raised OverflowError (2**63 - 1 bytes) or TypeError (10**15 steps: Revolve's
+    # optimal count beyond int64) with a traceback, exit 1; check passed the same file
+    path = _edited(tmp_path, edit)
+    for command in (["compare"], ["compare", "--format", "csv"], ["check"]):
+        res = CliRunner().invoke(cli, [*command, str(path)])
+        assert res.exit_code == 2, (command, res.output)
+        assert said in res.output and res.output.count("\n") == 1, res.output
+
+
+def test_a_result_at_the_bounds_still_compares_and_one_past_them_does_not(tmp_path: Path):
+    from ckptbench.results.schema import Case, CaseError
+
+    # the largest peak at an iteration of its own, among MiBs: its interval is wide
+    top = _edited(tmp_path, lambda d: (_peak(d, 2**56 - 1), _counter(d, 2**56 - 1),
+                                       _steps(d, 2**31)))  # fmt: skip
+    for fmt in ("table", "csv", "json"):
+        res = CliRunner().invoke(cli, ["compare", "--format", fmt, str(top)])
+        assert res.exit_code == 0, res.output
+    for fields in ({"steps": 2**31 + 1}, {"memory_limit_bytes": 2**62}):  # as run takes them
+        with pytest.raises(CaseError, match=r"2\*\*3?[16]"):
+            Case(model="rnn", **fields)
+    past = _edited(tmp_path, lambda d: _peak(d, 2**56), "past.json")
+    assert CliRunner().invoke(cli, ["compare", str(past)]).exit_code == 2
