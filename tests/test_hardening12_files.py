@@ -124,3 +124,36 @@ def test_a_result_at_the_bounds_still_compares_and_one_past_them_does_not(tmp_pa
             Case(model="rnn", **fields)
     past = _edited(tmp_path, lambda d: _peak(d, 2**56), "past.json")
     assert CliRunner().invoke(cli, ["compare", str(past)]).exit_code == 2
+
+
+def test_a_model_with_a_newline_is_refused_as_a_host_is(tmp_path: Path):
+    # it was accepted, and split compare's table rows and markdown rows in two
+    path = _edited(tmp_path, lambda d: d["case"].update(model="a|b\nc"))
+    for command in ("compare", "check"):
+        res = CliRunner().invoke(cli, [command, "--format", "markdown", str(path)])
+        assert res.exit_code == 2, res.output
+        assert "model must be printable text on one line" in res.output
+        assert res.output.count("\n") == 1, res.output
+
+
+def test_an_error_naming_a_file_with_a_newline_stays_on_one_line(tmp_path: Path):
+    odd = tmp_path / "x\nFAKE LINE.json"
+    odd.write_text("{")
+    res = CliRunner().invoke(cli, ["compare", str(odd)])
+    assert res.exit_code == 2
+    assert res.output.count("\n") == 1 and "x\\nFAKE LINE.json: not JSON" in res.output
+    assert not any(line.startswith("FAKE LINE") for line in res.output.splitlines())
+
+
+def test_a_full_disk_under_a_name_with_a_newline_is_said_on_one_line(tmp_path, monkeypatch):
+    import errno
+
+    from ckptbench import render
+
+    def full(*_args, **_kw):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "x\nFAKE"))
+
+    monkeypatch.setattr(render, "render", full)
+    res = CliRunner().invoke(cli, ["compare", str(_result(tmp_path))])
+    assert res.exit_code == 74 and "x\\nFAKE (No space left on device)" in res.output
+    assert res.output.count("\n") == 1, res.output

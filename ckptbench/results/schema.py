@@ -163,6 +163,8 @@ class Case:
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
             raise CaseError(f"model must be a non-empty string, got {self.model!r}")
+        if not self.model.isprintable():  # tables, markdown rows and errors show it on a line
+            raise CaseError(f"model must be printable text on one line, got {self.model[:40]!r}")
         for name in ("steps", "snaps", "hidden", "batch", "input", "repeats", "rounds", "threads"):
             _pos_int(name, getattr(self, name))
         if self.steps > MAX_STEPS:
