@@ -157,3 +157,45 @@ def test_a_full_disk_under_a_name_with_a_newline_is_said_on_one_line(tmp_path, m
     res = CliRunner().invoke(cli, ["compare", str(_result(tmp_path))])
     assert res.exit_code == 74 and "x\\nFAKE (No space left on device)" in res.output
     assert res.output.count("\n") == 1, res.output
+
+
+def test_compare_force_replaces_its_own_mprof_timelines_and_nothing_else(tmp_path: Path):
+    # a folder used before was refused with --force too ("...exists (ckptbench never
+    # replaces a file unless told to)"), after -o's and --plots' checks had passed
+    src, folder = _result(tmp_path), tmp_path / "mp"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["compare", str(src), "--mprof", str(folder)]).exit_code == 0
+    timelines = sorted(folder.glob("mprofile_*.dat"))
+    assert timelines
+    report = tmp_path / "report.md"
+    again = ["compare", str(src), "--mprof", str(folder), "-o", str(report)]
+    res = runner.invoke(cli, again)
+    assert res.exit_code == 2 and "pass --force to replace ckptbench's timelines" in res.output
+    assert not report.exists()  # refused before anything was written
+    inodes = {p: p.stat().st_ino for p in timelines}
+    res = runner.invoke(cli, [*again, "--force"])
+    assert res.exit_code == 0, res.output
+    assert all(p.stat().st_ino != inode for p, inode in inodes.items())  # written anew
+    timelines[0].write_text("my own notes\n")  # not a timeline ckptbench wrote
+    res = runner.invoke(cli, [*again, "--force"])
+    assert res.exit_code == 2 and "not an mprof timeline ckptbench wrote" in res.output
+    assert timelines[0].read_text() == "my own notes\n"
+
+
+def test_run_force_covers_mprof_timelines_as_compare_does(tmp_path: Path):
+    from ckptbench.cli.options import InputError
+    from ckptbench.cli.outputs import check_mprof_dir
+    from ckptbench.render.mprof import mprof_name
+    from ckptbench.results.schema import MODES
+
+    case = CI_CASE.with_(rounds=1)
+    folder = tmp_path / "mp"
+    folder.mkdir()
+    own = folder / mprof_name(case.key, "baseline")
+    own.write_text("CMDLINE ckptbench run --mprof mp\nMEM 1.000000 1795939395.1369\n")
+    with pytest.raises(InputError, match="pass --force"):
+        check_mprof_dir(folder, case, MODES)
+    check_mprof_dir(folder, case, MODES, force=True)  # its own timeline: replaced
+    own.write_text("MEM 1 2\n")  # not one ckptbench wrote
+    with pytest.raises(InputError, match="not an mprof timeline ckptbench wrote"):
+        check_mprof_dir(folder, case, MODES, force=True)

@@ -1,5 +1,5 @@
 """What an existing file is to the rule for writing (``store.check_output``): a ckptbench
-result, a sweep manifest, or something else.
+result, a sweep manifest, an mprof timeline ckptbench wrote, or something else.
 
 A result or manifest is known by its content, whatever the order of its keys: the head
 ckptbench writes (``{"schema_version": 3`` or ``{"kind": "ckptbench-sweep"``) is read
@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 from ckptbench.results.files import InputFileError, read_json_limited
 
-__all__ = ["MANIFEST", "MANIFEST_KIND", "RESULT", "document_kind", "kind_of"]
+__all__ = ["MANIFEST", "MANIFEST_KIND", "RESULT", "document_kind", "kind_of", "wrote_mprof"]
 
 #: The ``kind`` of a sweep manifest document.
 MANIFEST_KIND = "ckptbench-sweep"
@@ -27,6 +28,8 @@ RESULT, MANIFEST = "result", "manifest"
 _RESULT_HEAD = re.compile(rb'^\s*\{\s*"schema_version"\s*:\s*\d')
 _MANIFEST_HEAD = re.compile(rb'^\s*\{\s*"kind"\s*:\s*"ckptbench-sweep"')
 _OBJECT = re.compile(rb"^\s*\{")
+#: What ``render.mprof`` writes: its command line, then a sample or more
+_MPROF_HEAD = re.compile(rb"^CMDLINE ckptbench(?: [^\n]*)?\nMEM \d")
 _HEAD_BYTES = 4096
 
 
@@ -66,3 +69,11 @@ def document_kind(path: str | os.PathLike[str], limit_bytes: int) -> str | None:
         return kind_of(read_json_limited(path, limit_bytes, "result"))
     except (InputFileError, OSError):
         return None
+
+
+def wrote_mprof(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is an mprof timeline ckptbench wrote (``render.mprof``): named
+    ``mprofile_*.dat``, opening with a ckptbench command line and a sample."""
+    p = Path(path)
+    named = p.name.startswith("mprofile_") and p.suffix == ".dat"
+    return named and _MPROF_HEAD.match(_head(p)) is not None

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.results.files import InputFileError, fields_problem, read_json_limited, short_json
-from ckptbench.results.kinds import MANIFEST, MANIFEST_KIND, RESULT, document_kind
+from ckptbench.results.kinds import MANIFEST, MANIFEST_KIND, RESULT, document_kind, wrote_mprof
 from ckptbench.results.manifestcheck import manifest_problem
 from ckptbench.results.schema import (
     Case,
@@ -107,14 +107,16 @@ def check_output(
     replace: bool = False,
     append: bool = False,
     result: bool = False,
+    mprof: bool = False,
     hint: str = "pass --force to replace it",
 ) -> None:
     """The rule for every file ckptbench writes (``what`` names the option): never through a
     link or over a non-regular file, never an input of the command (nor a ``*.json`` in an
     input folder), never a result or manifest (known by content: ``kinds.document_kind``)
     unless it writes a ``result`` itself, never an
-    existing file without ``replace`` (``--force``) unless it ``append``s, and a ``result``
-    replaces only a result. One-line StoreError."""
+    existing file without ``replace`` (``--force``) unless it ``append``s; a ``result``
+    replaces only a result, an ``mprof`` timeline only one ckptbench wrote. One-line
+    StoreError."""
     p = Path(path)
     try:
         st = os.lstat(p)
@@ -154,6 +156,9 @@ def check_output(
             f"{what} {p}: exists and is not a ckptbench result; --force replaces only a "
             "result: use another file name"
         )
+    if mprof and not wrote_mprof(p):
+        raise StoreError(f"{what} {p}: exists and is not an mprof timeline ckptbench wrote; "
+                         "--force replaces only those: use another folder")  # fmt: skip
 
 
 @contextlib.contextmanager
