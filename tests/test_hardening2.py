@@ -510,11 +510,11 @@ def test_non_finite_config_values_are_refused_at_read_time():
 
 
 def test_every_accepted_value_is_readable_on_the_way_out(tmp_path):
-    big = Case(model="rnn", timeout_s=1e299, memory_limit_bytes=2**63 - 1,
+    big = Case(model="rnn", timeout_s=1e299, memory_limit_bytes=2**62 - 1,
                sample_interval_s=1e-9, **TINY_CASE)  # fmt: skip
     save_result(make_result(big, seed=1), tmp_path / "r.json")
     assert load_result(tmp_path / "r.json").case == big
-    for bad in ({"timeout_s": math.inf}, {"memory_limit_bytes": 2**63}, {"steps": 10**400}):
+    for bad in ({"timeout_s": math.inf}, {"memory_limit_bytes": 2**62}, {"steps": 10**400}):
         with pytest.raises(ValueError):
             Case(model="rnn", **bad)
 

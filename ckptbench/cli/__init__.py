@@ -16,7 +16,7 @@ import click
 
 from ckptbench import __version__
 from ckptbench.cli import check, compare, plan, profile, run, schedule, sweep
-from ckptbench.cli.options import EXIT_OK, EXIT_USAGE
+from ckptbench.cli.options import EXIT_OK, EXIT_USAGE, one_line
 
 #: stdout's reader went away (`ckptbench schedule --actions | head -1`): 128 + SIGPIPE, as a
 #: process that SIGPIPE ends reports it; click says nothing and exited 1, a failure's status.
@@ -45,7 +45,8 @@ class _Commands(click.Group):
                 raise
             _quiet_stdout()
             where = f" {err.filename}" if err.filename else " the output"
-            click.echo(f"ckptbench: error: cannot write{where} ({err.strerror})", err=True)
+            message = f"ckptbench: error: cannot write{where} ({err.strerror})"
+            click.echo(one_line(message), err=True)
             raise SystemExit(EXIT_IO_ERROR) from None
 
 
@@ -94,10 +95,10 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(e, _NO_ARGS_IS_HELP):  # bare `ckptbench`: the help, as click 8.1 gave
             click.echo(e.format_message())
             sys.exit(EXIT_OK)
-        click.echo(f"ckptbench: error: {e.format_message()}", err=True)
+        click.echo(f"ckptbench: error: {one_line(e.format_message())}", err=True)
         sys.exit(EXIT_USAGE)
     except click.ClickException as e:
-        click.echo(f"ckptbench: error: {e.format_message()}", err=True)
+        click.echo(f"ckptbench: error: {one_line(e.format_message())}", err=True)
         sys.exit(e.exit_code)
     sys.exit(rv if isinstance(rv, int) else EXIT_OK)
 

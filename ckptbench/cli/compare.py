@@ -15,6 +15,7 @@ from ckptbench.cli.options import (
 )
 from ckptbench.cli.outputs import (
     FormatChoice,
+    check_mprof_files,
     check_side_output,
     expect_verdicts,
     note_writers,
@@ -71,7 +72,11 @@ def _sections():
     help="Also write the plots as PNG files into this folder (e.g. for a README).",
 )
 @mprof_option
-@click.option("--force", is_flag=True, help="Allow -o/--plots to replace existing files.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Allow -o/--plots to replace existing files, and --mprof the timelines ckptbench wrote.",
+)
 @quiet_option
 def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_dir, force, quiet):
     """Tabulate results; with --against, memory deltas and time ratios with intervals."""
@@ -123,8 +128,10 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
 
         figures = plot_files(after, before or (), plots)
     targets = [p for p, _ in figures] + ([output] if output is not None else [])
-    refuse_duplicates(targets)
     refuse_folder_clashes({"--plots": plots, "--mprof": mprof_dir}, targets)
+    if mprof_dir is not None:  # before anything is written, as -o and --plots are
+        targets += check_mprof_files(after, mprof_dir, inputs, force)
+    refuse_duplicates(targets)
     for path, _ in figures:
         check_side_output(path, "--plots", inputs, force)
     if output is not None:  # before any plot is written: a refusal leaves nothing behind
@@ -134,7 +141,7 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         if not quiet:
             click.echo(f"wrote {path}", err=True)
     if mprof_dir is not None:
-        write_mprof(after, mprof_dir, quiet)
+        write_mprof(after, mprof_dir, quiet, replace=force)
     if output is not None:
         try:
             write_atomic(output, text, replace=force)

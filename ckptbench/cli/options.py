@@ -18,10 +18,18 @@ from ckptbench.schedules import get_strategy, strategy_names
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line: each unprintable character (a newline in a file name) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
 class InputError(click.ClickException):
-    """Bad input: one line on stderr, exit status 2."""
+    """Bad input: one line on stderr (:func:`one_line`), exit status 2."""
 
     exit_code = EXIT_USAGE
+
+    def format_message(self) -> str:
+        return one_line(super().format_message())
 
 
 def parse_bytes(text: str) -> int:
@@ -387,7 +395,6 @@ def costs_note(path: Path, doc: dict, case: Case) -> str | None:
     from ckptbench.workloads import Sizes, registry
 
     costs = Costs.from_dict(doc)
-
     entry = registry.builtin(case.model)
     elements = entry.state_elements(Sizes(**case.sizes()), case.steps) if entry else None
     if elements is None:

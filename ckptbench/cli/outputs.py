@@ -71,11 +71,12 @@ def claim_out(ctx: click.Context, path: Path) -> None:
 
 
 def check_mprof_dir(
-    folder: Path, case, modes, out: Path | None = None, *, max_rounds: int = 0
+    folder: Path, case, modes, out: Path | None = None, *, max_rounds: int = 0, force=False
 ) -> None:
     """--mprof, checked before anything is measured: a folder ckptbench can write, holding
     none of the files this run may write in up to ``max_rounds`` rounds (``--precision``
-    adds rounds; see ``store.check_output``), none of them the result file ``out``."""
+    adds rounds; see ``store.check_output``) but timelines ckptbench wrote, with ``force``,
+    none of them the result file ``out``."""
     from ckptbench.render.mprof import mprof_name
     from ckptbench.results.store import StoreError, check_output
 
@@ -96,21 +97,44 @@ def check_mprof_dir(
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(13, "the folder is not writable")
         for name in names:
-            check_output(folder / name, "--mprof", hint="remove it or use another folder")
+            check_output(folder / name, "--mprof", replace=force, mprof=True, hint=_MPROF_HINT)
     except OSError as err:
         raise InputError(f"--mprof {folder}: {err.strerror or err}") from None
     except StoreError as err:
         raise InputError(str(err)) from None
 
 
-def write_mprof(results, folder: Path, quiet: bool = False) -> None:
-    """--mprof: the RSS timelines as mprof files; one line and exit 2 if they cannot be."""
+#: What to do about an --mprof file there already.
+_MPROF_HINT = "pass --force to replace ckptbench's timelines, or use another folder"
+
+
+def check_mprof_files(results, folder: Path, inputs, force: bool) -> list[str]:
+    """--mprof of results read (``compare``), checked before anything is written: the files
+    :func:`write_mprof` will write, none replacing anything but (with ``force``) a timeline
+    ckptbench wrote (``store.check_output``); their paths. Exit 2 otherwise."""
+    from ckptbench.render.mprof import mprof_files
+    from ckptbench.results.store import StoreError, check_output
+
+    paths = [path for path, _ in mprof_files(results, folder)]
+    try:
+        for path in paths:
+            check_output(path, "--mprof", inputs=inputs, replace=force, mprof=True,
+                         hint=_MPROF_HINT)  # fmt: skip
+    except StoreError as err:
+        raise InputError(str(err)) from None
+    return paths
+
+
+def write_mprof(results, folder: Path, quiet: bool = False, replace: bool = False) -> None:
+    """--mprof: the RSS timelines as mprof files (``replace``: over files checked first);
+    one line and exit 2 if they cannot be."""
     import shlex
 
     from ckptbench.render.mprof import export_mprof
 
+    command = shlex.join(["ckptbench", *sys.argv[1:]])
     try:
-        for path in export_mprof(results, folder, shlex.join(["ckptbench", *sys.argv[1:]])):
+        for path in export_mprof(results, folder, command, replace=replace):
             if not quiet:
                 click.echo(f"wrote {path}", err=True)
     except (OSError, ValueError) as err:

@@ -246,7 +246,8 @@ def _sections():
     help="Result JSON file (default: a new, unique name under results/). An existing file is "
     "never replaced without --force; a link, folder or device never.",
 )
-@click.option("--force", is_flag=True, help="Allow --out to replace an existing result file.")
+@click.option("--force", is_flag=True, help="Allow --out to replace an existing result file, "
+              "and --mprof the timelines ckptbench wrote.")  # fmt: skip
 @click.option(
     "--retry-oom",
     is_flag=True,
@@ -325,7 +326,7 @@ def run(
     check_out(out, force, inputs)  # again: it may have appeared before the claim
     if mprof_dir is not None:
         rounds_up_to = target.max_rounds if target is not None else 0  # --precision adds rounds
-        check_mprof_dir(mprof_dir, case, mode_list, out, max_rounds=rounds_up_to)
+        check_mprof_dir(mprof_dir, case, mode_list, out, max_rounds=rounds_up_to, force=force)
     case, plugin_notes = checked_in_worker(ctx, case, device)
     notes += plugin_notes
 
@@ -360,7 +361,7 @@ def run(
     result, out = measured.result, measured.out
     show_result(result, fmt, quiet=quiet, out=out)
     if mprof_dir is not None:
-        write_mprof([result], mprof_dir, quiet)
+        write_mprof([result], mprof_dir, quiet, replace=force)
     code = report_outcome(result, expect_oom, err_console)
     sys.exit(code if measured.code is None else measured.code)
 

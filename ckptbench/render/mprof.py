@@ -29,6 +29,7 @@ __all__ = [
     "MprofError",
     "export_mprof",
     "format_mprof",
+    "mprof_files",
     "mprof_name",
     "write_mprof",
 ]
@@ -74,14 +75,12 @@ def write_mprof(
     )
 
 
-def export_mprof(results: Sequence[Any], folder: str | os.PathLike[str], command: str) -> list[str]:
-    """One mprof file per (result, round, mode) with a timeline, in ``folder``; the paths.
-
-    Names are :func:`mprof_name`; a name met twice in one export (reruns of one case) gets a
-    ``-2``, ``-3`` ... suffix, so no file is written twice and none is replaced.
-    """
-    os.makedirs(folder, exist_ok=True)
-    written: list[str] = []
+def mprof_files(results: Sequence[Any], folder: str | os.PathLike[str]) -> list[tuple[str, Any]]:
+    """(path, mode result) of every mprof file :func:`export_mprof` writes for ``results``
+    into ``folder``: one per (result, round, mode) with a timeline. Names are
+    :func:`mprof_name`; a name met twice (reruns of one case) gets a ``-2``, ``-3`` ...
+    suffix, so no file is written twice."""
+    files: list[tuple[str, Any]] = []
     seen: dict[str, int] = {}
     for result in results:
         rounds = result.case.rounds > 1
@@ -92,10 +91,25 @@ def export_mprof(results: Sequence[Any], folder: str | os.PathLike[str], command
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:
                 name = name.replace(".dat", f"-{seen[name]}.dat")
-            path = os.path.join(folder, name)
-            start = m.started_unix_s if m.started_unix_s is not None else 0.0
-            write_mprof(path, m.timeline, start_time=start, command=command)
-            written.append(path)
+            files.append((os.path.join(folder, name), m))
+    return files
+
+
+def export_mprof(
+    results: Sequence[Any],
+    folder: str | os.PathLike[str],
+    command: str,
+    *,
+    replace: bool = False,
+) -> list[str]:
+    """Write the mprof files of :func:`mprof_files` into ``folder``; their paths. An existing
+    file is never replaced unless ``replace`` (the caller checks what it replaces)."""
+    os.makedirs(folder, exist_ok=True)
+    written: list[str] = []
+    for path, m in mprof_files(results, folder):
+        start = m.started_unix_s if m.started_unix_s is not None else 0.0
+        write_mprof(path, m.timeline, start_time=start, command=command, replace=replace)
+        written.append(path)
     return written
 
 

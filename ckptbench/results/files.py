@@ -20,9 +20,12 @@ import typing
 from enum import Enum
 from typing import Any
 
+from ckptbench.results.units import MAX_BYTES
+
 __all__ = [
     "MAX_INT_DIGITS",
     "MAX_JSON_DEPTH",
+    "MAX_MEASURED",
     "SIGNED_QUANTITIES",
     "InputFileError",
     "fields_problem",
@@ -344,8 +347,8 @@ POSITIVE_QUANTITIES = frozenset({"peak_rss_bytes"})
 
 def _unit_problem(value: Any, where: str) -> str | None:
     """Quantities named in bytes or seconds are finite and, but for differences, not negative;
-    so are counters, rounds and gradient errors (an infinite error is a failed check), and a
-    measured peak is above zero."""
+    so are counters, rounds and gradient errors (an infinite error is a failed check), a
+    measured peak is above zero, and bytes and counters are bounded (:func:`_count_problem`)."""
     name = where.rsplit(".", 1)[-1].split("[", 1)[0]
     counted = name in COUNTS or ".counters." in where
     quantity = name.endswith("_bytes") or name.endswith("_s") or counted
@@ -356,12 +359,39 @@ def _unit_problem(value: Any, where: str) -> str | None:
     if name in POSITIVE_QUANTITIES and value == 0:
         return f"{where} must be above 0 (a process holds memory), got 0"
     if name in SIGNED_QUANTITIES:
-        return None if math.isfinite(value) else f"{where} must be finite, got {short_json(value)}"
+        if not math.isfinite(value):
+            return f"{where} must be finite, got {short_json(value)}"
+        return _count_problem(value, where, name)
     if not (math.isfinite(value) and value >= 0):
         return f"{where} must be a finite number >= 0, got {short_json(value)}"
     if name.endswith("_s") and value >= MAX_SECONDS and where.startswith("modes"):
         return f"{where} must be below {MAX_SECONDS:.0e} s, got {short_json(value)}"
-    return None
+    return _count_problem(value, where, name)
+
+
+#: The largest byte count or counter a measurement holds (64 PiB: no machine has that much
+#: memory, no run counts that far). Compare's 95% intervals around such figures stay inside
+#: the 64-bit integers its tables hold; 2**60 already overflowed them, and 2**63 - 1 raised
+#: OverflowError in compare where check passed.
+MAX_MEASURED = 2**56
+
+
+def _count_problem(value: float, where: str, name: str) -> str | None:
+    """Byte counts and counters a mode measured are below :data:`MAX_MEASURED`; the case's
+    sizes and a plan's predicted peak below :data:`~ckptbench.results.units.MAX_BYTES`
+    (2**62, what a size option takes)."""
+    counter = ".counters." in where
+    if not (name.endswith("_bytes") or counter):
+        return None
+    measured = where.startswith("modes") and ".plan." not in where
+    if abs(value) < (MAX_MEASURED if measured else MAX_BYTES):
+        return None
+    got = short_json(value)
+    if not measured:
+        return f"{where} must be below 2**62 bytes (4 EiB, the largest size), got {got}"
+    if counter and not name.endswith("_bytes"):
+        return f"{where} must be below 2**56 (more than any run counts), got {got}"
+    return f"{where} must be below 2**56 bytes (64 PiB, more than any machine holds), got {got}"
 
 
 def fields_problem(data: dict[str, Any], cls: Any, where: str) -> str | None:

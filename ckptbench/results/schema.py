@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.results.modes import MODES, Mode, Status, complete_rounds, pool_rounds
+from ckptbench.results.units import MAX_BYTES
 from ckptbench.schedules import Setting, get_strategy
 
 if TYPE_CHECKING:
@@ -82,6 +83,10 @@ SETTINGS_FIELDS = ("warmup", "repeats", "rounds", "sample_interval_s", "trace")
 #: Case fields that only limit a measurement (not part of the key either).
 LIMIT_FIELDS = ("timeout_s", "memory_limit_bytes")
 MAX_INT = 2**63 - 1  #: the largest integer a case field holds
+#: The longest chain a case measures: Revolve's optimal evaluation count of a longer one (one
+#: snapshot: about l**2 / 2) is beyond a 64-bit integer, which every reader of a result holds
+#: counts in (compare failed on a result of 10**15 steps that check passed).
+MAX_STEPS = 2**31
 #: The most BLAS/OpenMP threads a worker is given (--threads): more is a typo, not a machine.
 MAX_THREADS = 1024
 
@@ -114,6 +119,15 @@ def _pos_int(name: str, value: Any, minimum: int = 1) -> int:
         raise CaseError(f"{name} must be an integer, got {value!r}")
     if not minimum <= value <= MAX_INT:  # the top: every reader takes it back
         raise CaseError(f"{name} must be >= {minimum} and < 2**63, got {str(value)[:40]}")
+    return value
+
+
+def _bytes_int(name: str, value: Any) -> int:
+    """A positive byte count below :data:`~ckptbench.results.units.MAX_BYTES` (2**62, what
+    a size option takes, and what a result is read with)."""
+    _pos_int(name, value)
+    if value >= MAX_BYTES:
+        raise CaseError(f"{name} must be below 2**62 bytes (4 EiB), got {str(value)[:40]}")
     return value
 
 
@@ -159,8 +173,15 @@ class Case:
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
             raise CaseError(f"model must be a non-empty string, got {self.model!r}")
+        if not self.model.isprintable():  # tables, markdown rows and errors show it on a line
+            raise CaseError(f"model must be printable text on one line, got {self.model[:40]!r}")
         for name in ("steps", "snaps", "hidden", "batch", "input", "repeats", "rounds", "threads"):
             _pos_int(name, getattr(self, name))
+        if self.steps > MAX_STEPS:
+            raise CaseError(
+                f"steps must be at most 2**31 ({MAX_STEPS:,}): the evaluation counts of a "
+                f"longer chain exceed a 64-bit integer; got {str(self.steps)[:40]}"
+            )
         if self.threads > MAX_THREADS:  # thousands of BLAS threads: a typo, and a hang
             raise CaseError(f"threads must be at most {MAX_THREADS}, got {str(self.threads)[:40]}")
         _pos_int("output", self.output)
@@ -194,7 +215,7 @@ class Case:
         if spec.setting is Setting.BUDGET:
             if self.budget_bytes is None:
                 raise CaseError(f"strategy {spec.name!r} needs a byte budget (--budget)")
-            _pos_int("budget_bytes", self.budget_bytes)
+            _bytes_int("budget_bytes", self.budget_bytes)
         elif self.budget_bytes is not None:
             raise CaseError("a byte budget (--budget) is only used by strategy 'optimal'")
         self._check_numerics()
@@ -210,7 +231,7 @@ class Case:
         _pos_float("timeout_s", self.timeout_s, allow_none=True)
         _pos_float("sample_interval_s", self.sample_interval_s)
         if self.memory_limit_bytes is not None:
-            _pos_int("memory_limit_bytes", self.memory_limit_bytes)
+            _bytes_int("memory_limit_bytes", self.memory_limit_bytes)
 
     def _check_numerics(self) -> None:
         if self.dtype not in DTYPES:

@@ -23,13 +23,13 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ckptbench.results.files import InputFileError, fields_problem, read_json_limited, short_json
+from ckptbench.results.kinds import MANIFEST, MANIFEST_KIND, RESULT, document_kind, wrote_mprof
 from ckptbench.results.manifestcheck import manifest_problem
 from ckptbench.results.schema import (
     Case,
@@ -64,7 +64,6 @@ __all__ = [
 ]
 
 MANIFEST_NAME = "sweep.json"
-MANIFEST_KIND = "ckptbench-sweep"
 MANIFEST_VERSION = 1
 
 
@@ -94,17 +93,10 @@ def open_folder(path: str | os.PathLike[str]) -> Path:
     return p
 
 
-#: A document's first key: a result or a manifest (``_DOCUMENT``), a manifest (``_MANIFEST``)
-_DOCUMENT = re.compile(rb'^\s*\{\s*"(schema_version"\s*:\s*\d|kind"\s*:\s*"ckptbench-sweep")')
-_MANIFEST = re.compile(rb'^\s*\{\s*"kind"\s*:\s*"ckptbench-sweep"')
-
-
-def _head_matches(path: Path, pattern: re.Pattern[bytes]) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return pattern.match(fh.read(4096)) is not None
-    except OSError:
-        return False
+def _kind(path: Path) -> str | None:
+    """What ``path`` is (``kinds.document_kind``): a result, a manifest, whatever the order
+    of its keys, or None."""
+    return document_kind(path, MAX_RESULT_BYTES)
 
 
 def check_output(
@@ -115,13 +107,16 @@ def check_output(
     replace: bool = False,
     append: bool = False,
     result: bool = False,
+    mprof: bool = False,
     hint: str = "pass --force to replace it",
 ) -> None:
     """The rule for every file ckptbench writes (``what`` names the option): never through a
     link or over a non-regular file, never an input of the command (nor a ``*.json`` in an
-    input folder), never a result or manifest unless it writes a ``result`` itself, never an
-    existing file without ``replace`` (``--force``) unless it ``append``s, and a ``result``
-    replaces only a result. One-line StoreError."""
+    input folder), never a result or manifest (known by content: ``kinds.document_kind``)
+    unless it writes a ``result`` itself, never an
+    existing file without ``replace`` (``--force``) unless it ``append``s; a ``result``
+    replaces only a result, an ``mprof`` timeline only one ckptbench wrote. One-line
+    StoreError."""
     p = Path(path)
     try:
         st = os.lstat(p)
@@ -140,12 +135,13 @@ def check_output(
             raise StoreError(f"{what} {p}: is an input of this command; nothing written")
     if st is None:
         return
-    if not result and _head_matches(p, _DOCUMENT):
+    kind = _kind(p)
+    if not result and kind is not None:
         raise StoreError(
             f"{what} {p}: is a ckptbench result or sweep manifest; a side output never "
             "replaces or appends to one"
         )
-    if result and _head_matches(p, _MANIFEST):
+    if result and kind == MANIFEST:
         raise StoreError(
             f"{what} {p}: is a sweep manifest; a result never replaces one (not even with "
             "--force): use another file name"
@@ -155,11 +151,14 @@ def check_output(
                          "with --force); use another file name")  # fmt: skip
     if not replace and not append:
         raise StoreError(f"{what} {p}: exists; {hint}")
-    if result and st.st_size and not _head_matches(p, _DOCUMENT):  # empty: mktemp's, say
+    if result and st.st_size and kind != RESULT:  # empty: mktemp's, say
         raise StoreError(
             f"{what} {p}: exists and is not a ckptbench result; --force replaces only a "
             "result: use another file name"
         )
+    if mprof and not wrote_mprof(p):
+        raise StoreError(f"{what} {p}: exists and is not an mprof timeline ckptbench wrote; "
+                         "--force replaces only those: use another folder")  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -211,7 +210,7 @@ def write_manifest(out_dir: Path, body: dict[str, Any]) -> Path:
     a file there that is not a manifest is never replaced (StoreError)."""
     path = out_dir / MANIFEST_NAME
     # never replace what another wrote there
-    if path.exists() and not _head_matches(path, _MANIFEST):
+    if path.exists() and _kind(path) != MANIFEST:
         raise StoreError(f"{path}: is no longer this sweep's manifest; nothing replaced")
     doc = {"kind": MANIFEST_KIND, "manifest_version": MANIFEST_VERSION, **body}
     write_atomic(path, json.dumps(doc, indent=1) + "\n")

@@ -1,0 +1,79 @@
+"""What an existing file is to the rule for writing (``store.check_output``): a ckptbench
+result, a sweep manifest, an mprof timeline ckptbench wrote, or something else.
+
+A result or manifest is known by its content, whatever the order of its keys: the head
+ckptbench writes (``{"schema_version": 3`` or ``{"kind": "ckptbench-sweep"``) is read
+without parsing; any other file that opens with ``{`` is parsed (bounded, as results are
+read: :func:`ckptbench.results.files.read_json_limited`) and its top-level keys looked at,
+so a result re-sorted by ``jq -S`` or ``json.dumps(sort_keys=True)`` is still one. Nothing
+here prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from ckptbench.results.files import InputFileError, read_json_limited
+
+__all__ = ["MANIFEST", "MANIFEST_KIND", "RESULT", "document_kind", "kind_of", "wrote_mprof"]
+
+#: The ``kind`` of a sweep manifest document.
+MANIFEST_KIND = "ckptbench-sweep"
+#: What :func:`document_kind` names a file: a result, a sweep manifest.
+RESULT, MANIFEST = "result", "manifest"
+
+_RESULT_HEAD = re.compile(rb'^\s*\{\s*"schema_version"\s*:\s*\d')
+_MANIFEST_HEAD = re.compile(rb'^\s*\{\s*"kind"\s*:\s*"ckptbench-sweep"')
+_OBJECT = re.compile(rb"^\s*\{")
+#: What ``render.mprof`` writes: its command line, then a sample or more
+_MPROF_HEAD = re.compile(rb"^CMDLINE ckptbench(?: [^\n]*)?\nMEM \d")
+_HEAD_BYTES = 4096
+
+
+def _head(path: str | os.PathLike[str]) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(_HEAD_BYTES)
+    except OSError:
+        return b""
+
+
+def kind_of(data: Any) -> str | None:
+    """:data:`MANIFEST` for a parsed manifest document, :data:`RESULT` for an object with a
+    ``schema_version``, or with both ``case`` and ``modes`` (a result, valid or not), else
+    None."""
+    if not isinstance(data, dict):
+        return None
+    if data.get("kind") == MANIFEST_KIND:
+        return MANIFEST
+    if "schema_version" in data or {"case", "modes"} <= data.keys():
+        return RESULT
+    return None
+
+
+def document_kind(path: str | os.PathLike[str], limit_bytes: int) -> str | None:
+    """:data:`RESULT` or :data:`MANIFEST` when the file ``path`` is a ckptbench result or
+    sweep manifest (its head as written, else its top-level keys, read from at most
+    ``limit_bytes``), None otherwise (also when it cannot be read, or is no JSON object)."""
+    head = _head(path)
+    if _MANIFEST_HEAD.match(head):
+        return MANIFEST
+    if _RESULT_HEAD.match(head):  # also a result cut short: never replaced by a side output
+        return RESULT
+    if not _OBJECT.match(head):
+        return None
+    try:
+        return kind_of(read_json_limited(path, limit_bytes, "result"))
+    except (InputFileError, OSError):
+        return None
+
+
+def wrote_mprof(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is an mprof timeline ckptbench wrote (``render.mprof``): named
+    ``mprofile_*.dat``, opening with a ckptbench command line and a sample."""
+    p = Path(path)
+    named = p.name.startswith("mprofile_") and p.suffix == ".dat"
+    return named and _MPROF_HEAD.match(_head(p)) is not None
