@@ -24,6 +24,17 @@ CI_CASE = Case(model="lstm", steps=256, snaps=12, hidden=64, batch=16, input=32,
 DEFAULT_OVERHEAD = {"baseline": 0, "normal": 44 * MIB, "checkpointed": int(2.5 * MIB)}
 DEFAULT_TIME = {"baseline": 0.10, "normal": 1.00, "checkpointed": 0.80}
 BASE_PEAK = 42 * MIB
+#: A three-cell sweep of a tiny RNN (sweep and manifest tests)
+TINY_SWEEP_TEXT = """
+name = "tiny"
+[case]
+model = "rnn"
+steps = 20
+hidden = 8
+repeats = 3
+[grid]
+snaps = [2, 3, 4]
+"""
 
 
 def make_result(

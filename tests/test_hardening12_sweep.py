@@ -7,7 +7,7 @@ import io
 import json
 from pathlib import Path
 
-from _synthetic import CI_CASE, make_result
+from _synthetic import CI_CASE, TINY_SWEEP_TEXT, make_result
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
@@ -42,18 +42,6 @@ def test_compare_csv_and_json_carry_a_row_for_each_cell_measured_on_one_side_onl
     assert only[b.key]["memory_delta_bytes"] is None and only[b.key]["time_ratio"] is None
 
 
-SWEEP_TEXT = """
-name = "tiny"
-[case]
-model = "rnn"
-steps = 20
-hidden = 8
-repeats = 3
-[grid]
-snaps = [2, 3, 4]
-"""
-
-
 def _manifest_cells(out: Path) -> list[dict]:
     return json.loads((out / "sweep.json").read_text())["cells"]
 
@@ -71,7 +59,7 @@ def test_a_cell_stopped_mid_mode_is_pending_in_the_manifest_not_measured(tmp_pat
     from ckptbench.sweep.config import parse_config
     from ckptbench.sweep.run import run_sweep
 
-    config = parse_config(SWEEP_TEXT, source="tiny.toml")
+    config = parse_config(TINY_SWEEP_TEXT, source="tiny.toml")
     last = config.cases[2].key
 
     def run_cell(case, *, out_path=None, progress=None):

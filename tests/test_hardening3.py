@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from _cli import one_line_error, run_cli
-from _synthetic import CI_CASE, make_result
+from _synthetic import CI_CASE, TINY_SWEEP_TEXT, make_result
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
@@ -353,24 +353,12 @@ def test_save_or_beside_keeps_the_result(tmp_path):
     assert why is None and at == tmp_path / "free.json"
 
 
-SWEEP_TEXT = """
-name = "tiny"
-[case]
-model = "rnn"
-steps = 20
-hidden = 8
-repeats = 3
-[grid]
-snaps = [2, 3, 4]
-"""
-
-
 def test_a_sweep_never_moves_a_result_it_did_not_write(tmp_path: Path) -> None:
     from ckptbench.results.schema import Status
     from ckptbench.sweep.config import parse_config
     from ckptbench.sweep.run import CellState, cell_path, run_sweep
 
-    config = parse_config(SWEEP_TEXT, source="tiny.toml")
+    config = parse_config(TINY_SWEEP_TEXT, source="tiny.toml")
     cases = config.cases
     foreign = make_result(cases[1], seed=99)
 
@@ -521,7 +509,7 @@ def test_a_sweep_cell_that_cannot_be_saved_at_its_path_is_saved_beside_it(tmp_pa
     from ckptbench.sweep.config import parse_config
     from ckptbench.sweep.run import CellState, cell_path, run_sweep
 
-    config = parse_config(SWEEP_TEXT, source="tiny.toml")
+    config = parse_config(TINY_SWEEP_TEXT, source="tiny.toml")
     cases = config.cases
 
     def run_cell(case, *, out_path=None, progress=None):

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from _synthetic import make_result
+from _synthetic import TINY_SWEEP_TEXT, make_result
 
 from ckptbench.results.schema import MODES, Case, Status, result_to_dict, save_result
 from ckptbench.results.store import load_result
@@ -33,16 +33,7 @@ from ckptbench.sweep.run import (
 TESTS = Path(__file__).resolve().parent
 SAFETY_TIMEOUT_S = 60  # only to avoid hanging the suite; never asserted on
 
-CONFIG_TEXT = """
-name = "tiny"
-[case]
-model = "rnn"
-steps = 20
-hidden = 8
-repeats = 3
-[grid]
-snaps = [2, 3, 4, 5, 6]
-"""
+CONFIG_TEXT = TINY_SWEEP_TEXT.replace("snaps = [2, 3, 4]", "snaps = [2, 3, 4, 5, 6]")
 
 
 def _config(text: str = CONFIG_TEXT):
