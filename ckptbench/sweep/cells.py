@@ -25,6 +25,7 @@ class CellState(Enum):
 
 
 def one_line(err: BaseException) -> str:
+    """'ValueError: its first line': an error a cell's runner raised, as the manifest keeps it."""
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
