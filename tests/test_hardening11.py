@@ -264,3 +264,19 @@ def test_savings_without_the_baseline_mode_say_why_there_are_none():
 
     line = headline(make_result(CI_CASE, modes=(Mode.NORMAL, Mode.CHECKPOINTED)))
     assert "memory savings - (needs the baseline mode" in line
+
+
+def test_check_json_carries_the_limits_and_rule_the_text_prints(tmp_path: Path):
+    import json
+
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    for k in range(2):
+        save_result(make_result(CI_CASE, seed=20 + k), tmp_path / f"r{k}.json")
+    args = ["check", str(tmp_path / "r0.json"), "--against", str(tmp_path / "r1.json")]
+    text = CliRunner().invoke(cli, args).output
+    doc = json.loads(CliRunner().invoke(cli, [*args, "--format", "json"]).output)["verdicts"]
+    assert doc["limits"] and all(line in text for line in doc["limits"])
+    assert doc["rule"] and "256 KiB" in doc["rule"]

@@ -10,6 +10,7 @@ from typing import Any
 from ckptbench.render.formats import Format
 from ckptbench.render.formats.model import Data, Report, TableSection, Verdicts
 from ckptbench.render.table import Table
+from ckptbench.render.verdicts import gate_rule
 
 
 def _plain(value: Any) -> Any:
@@ -39,6 +40,8 @@ def _verdicts(v: Verdicts) -> dict[str, Any]:
             }
             for line in r.lines
         ],
+        "limits": list(r.sources),  # where the limits come from, as the text prints them
+        "rule": gate_rule(r) or None,  # the time gate's rule, with a reference
         "notes": list(r.notes),
     }
 
