@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from _synthetic import CI_CASE, make_result
 
 from ckptbench.results.schema import Status, save_result
@@ -155,7 +156,9 @@ def test_a_default_snaps_is_called_the_default_when_clamped_and_unsaid_where_unu
     assert "note: --snaps 40 clamped to 20" in res.output
 
 
+@pytest.mark.torch
 def test_profile_never_advises_an_option_it_lacks():
+    pytest.importorskip("torch")  # the plug-in imports torch; the advice is torch's
     from click.testing import CliRunner
 
     from ckptbench.cli import cli
