@@ -250,9 +250,9 @@ def note_writers(paths, command: str) -> None:
     from ckptbench.results.schema import being_written
 
     for raw in dict.fromkeys(map(str, paths)):
-        p = Path(raw)
-        where = [p, *(f.with_name(f.name[1:-5]) for f in sorted(p.glob(".*.lock")))]
-        for path in where if p.is_dir() else [p]:
+        p = Path(raw)  # a folder: itself, and each file a writer's lock in it names
+        locks = sorted(p.glob(".*.lock")) if p.is_dir() else []
+        for path in [p, *(f.with_name(f.name[1:-5]) for f in locks)]:
             who = being_written(path)
             if who is None:
                 continue

@@ -767,7 +767,8 @@ def being_written(path: str | os.PathLike[str]) -> str | None:
     locks (``/proc/locks``), so a reader takes no lock a writer could trip on; None when
     nobody is writing, or where that table cannot be read."""
     p = Path(path)
-    where = p if p.is_dir() else p.parent / f".{p.name}.lock"
+    folder = p.is_dir()
+    where = p if folder else p.parent / f".{p.name}.lock"
     try:
         st = os.stat(where)
         with open("/proc/locks", encoding="ascii", errors="replace") as f:
@@ -778,7 +779,7 @@ def being_written(path: str | os.PathLike[str]) -> str | None:
     for line in table:  # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
         f = line.split()
         if len(f) > 5 and f[1] == "FLOCK" and f[3] == "WRITE" and f[5] == ident:
-            if p.is_dir():
+            if folder:
                 return "a ckptbench sweep"
             try:
                 return f"another ckptbench (pid {int(where.read_text().split()[0])})"

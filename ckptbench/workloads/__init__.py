@@ -72,8 +72,6 @@ BUILTIN_WORKLOADS: tuple[str, ...] = registry.names()
 BUILTIN_CHAINS: tuple[str, ...] = tuple(sorted(STACKS))
 BUILTIN_RECURRENCES: tuple[str, ...] = tuple(n for n in BUILTIN_WORKLOADS if n not in STACKS)
 
-_PLUGIN_HINT = "'path/to/file.py:NAME' or 'package.module:NAME'"
-
 
 def load_workload(spec: str, sizes: Sizes) -> Workload:
     """Build the workload named by ``spec`` at ``sizes``.
@@ -195,7 +193,9 @@ def _is_file_target(target: str) -> bool:
 def _resolve_factory(spec: str) -> Callable[..., Any]:
     target, _, name = spec.rpartition(":")
     if not target:
-        raise WorkloadError(f"workload spec {spec!r} has nothing before ':'; use {_PLUGIN_HINT}")
+        raise WorkloadError(
+            f"workload spec {spec!r} has nothing before ':'; use {registry.PLUGIN_FORMS}"
+        )
     if not name:
         raise WorkloadError(f"workload spec {spec!r} has no factory NAME after ':'")
     if not all(part.isidentifier() for part in name.split(".")):

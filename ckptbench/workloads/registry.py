@@ -52,6 +52,7 @@ from ckptbench.workloads.base import WorkloadError
 
 __all__ = [
     "NUMPY",
+    "PLUGIN_FORMS",
     "WORKLOADS",
     "BuiltinWorkload",
     "builtin",
@@ -209,6 +210,10 @@ def names(backend: str | None = None) -> tuple[str, ...]:
     )
 
 
+#: The two ways a plug-in is named (``--model``, a config's ``model``).
+PLUGIN_FORMS = "'path/to/file.py:NAME' or 'package.module:NAME'"
+
+
 def name_problem(spec: str) -> str | None:
     """Why ``spec`` names no workload, known without loading anything: neither a built-in
     nor a plug-in (``path/to/file.py:NAME``, ``package.module:NAME``); None otherwise (a
@@ -224,8 +229,7 @@ def name_problem(spec: str) -> str | None:
     near = difflib.get_close_matches(spec.lower(), names(), n=1)
     return (
         f"unknown workload {spec!r}{f' (did you mean {near[0]}?)' if near else ''}: "
-        f"expected one of {', '.join(names())} or a plug-in "
-        "'path/to/file.py:NAME' or 'package.module:NAME'"
+        f"expected one of {', '.join(names())} or a plug-in {PLUGIN_FORMS}"
     )
 
 
@@ -240,10 +244,7 @@ def factory(name: str, backend: str) -> Callable[..., Any]:
 
 def model_help() -> str:
     """The ``--model`` help: the built-ins, then the plug-in forms."""
-    return (
-        f"{', '.join(names())}, or your own: a plug-in 'path/to/file.py:NAME' or "
-        "'package.module:NAME' (docs/plugins.md)."
-    )
+    return f"{', '.join(names())}, or your own: a plug-in {PLUGIN_FORMS} (docs/plugins.md)."
 
 
 for _entry in _DECLARED:
