@@ -351,9 +351,9 @@ def _precision_line(result: RunResult) -> str | None:
             if prec["stopped"] == "max-time"
             else f"round cap (--max-rounds {prec['max_rounds']})"
         )
-        planned = prec.get("rounds_planned") or 0
-        done = f"{prec['rounds']} of {planned} planned" if prec["rounds"] < planned else (
-            f"{prec['rounds']}")  # fmt: skip
+        planned, done = prec.get("rounds_planned") or 0, str(prec["rounds"])
+        if prec["rounds"] < planned:  # the cap cut the planned rounds too
+            done += f" of {planned} planned"
         target = f"+/-{fmt_percent(prec['target_rel'])}"
         if half is not None and half <= prec["target_rel"]:  # within, from fewer rounds
             return (
