@@ -40,8 +40,8 @@ from typing import Any
 
 from ckptbench.measure.launch import Interrupted, request_stop, stop_reason
 from ckptbench.results.schema import Case, RunResult, result_from_dict, result_to_dict
-from ckptbench.sweep.cells import Attempt
-from ckptbench.sweep.cluster import Cluster, SchedulerLost, one_line
+from ckptbench.sweep.cells import Attempt, cell_error
+from ckptbench.sweep.cluster import Cluster, SchedulerLost
 
 __all__ = ["ATTEMPTS", "REJOIN_WAIT_S", "STOP_WAIT_S", "Done", "StopReport", "run_dask"]
 
@@ -68,7 +68,8 @@ class StopReport:
 
 
 #: done(index, result or None, error or None, attempts (the last is this one), interrupted,
-#: raw): ``raw``, a document a worker returned that does not read as a result, to keep
+#: raw, state): ``raw``, a document a worker returned that does not read as a result, to
+#: keep; ``state``, a failed cell's (``invalid`` where no plan exists as configured)
 Done = Callable[..., None]
 
 
@@ -354,11 +355,12 @@ def _collect(
         if result is not None and result.case.key != case.key:  # kept beside, never saved
             raise ValueError(f"its worker returned a result for another cell, {result.case.key}")
     except Exception as err:  # the remote cell raised, or returned something foreign
-        attempt = Attempt(worker, cluster.host(worker), duration, one_line(err))
+        state, why = cell_error(err)  # a plan the config makes impossible: never retried
+        attempt = Attempt(worker, cluster.host(worker), duration, why)
         tries.setdefault(index, []).append(attempt)
         # a measurement that does not read back is kept as it came, never dropped
         raw = doc if doc is not None else payload  # a list, a string: kept all the same
-        done(index, None, attempt.error, tuple(tries[index]), False, raw=raw)
+        done(index, None, attempt.error, tuple(tries[index]), False, raw=raw, state=state)
         return None
     worker = payload.get("worker") or worker
     interrupted = payload.get("interrupted")

@@ -281,9 +281,9 @@ class _SweepBook:
 
     def done(self, index: int, result: RunResult | None, error: str | None,
              attempts: tuple[Attempt, ...], interrupted: bool,
-             raw: Any = None) -> None:  # fmt: skip
-        """A Dask cell ended: saved (its partial or earlier file set aside), or not; ``raw``,
-        a document its worker returned that does not read as a result, is kept beside.
+             raw: Any = None, state: CellState | None = None) -> None:  # fmt: skip
+        """A Dask cell ended: saved (its partial or earlier file set aside), or not (an
+        error unless ``state`` says); ``raw``, a foreign document its worker returned, kept.
         The tries an earlier sweep of this folder recorded come first (``--resume``)."""
         last = attempts[-1] if attempts else Attempt("")
         attempts = (*self.cells[index].attempts, *attempts)
@@ -299,7 +299,7 @@ class _SweepBook:
         else:
             outcome = replace(
                 self.cells[index],
-                state=CellState.PENDING if interrupted else CellState.ERROR,
+                state=CellState.PENDING if interrupted else (state or CellState.ERROR),
                 error=error,
                 host=last.host,
                 worker=last.worker,

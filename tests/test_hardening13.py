@@ -1,0 +1,75 @@
+"""Fixes of 2026-11-29 (session 8): what the last session noticed and left."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from _synthetic import make_result
+
+from ckptbench.results.schema import result_to_dict
+
+
+def test_a_dask_cell_no_plan_fits_is_a_config_error_that_resume_does_not_retry(
+    tmp_path: Path, monkeypatch
+):
+    # a local sweep classified PlanError as `invalid`; on Dask the same cell was an
+    # ordinary error ("PlanError: ...") that every --resume sent to a worker again
+    import ckptbench.sweep.cluster as cluster_module
+    import ckptbench.sweep.dask as dask_module
+    from ckptbench.results.store import MANIFEST_NAME
+    from ckptbench.schedules.optimal import PlanError
+    from ckptbench.sweep.config import parse_config
+    from ckptbench.sweep.run import run_sweep
+
+    config = parse_config(
+        'name = "b"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\n[[grid]]\n'
+        'strategy = ["optimal"]\nbudget_bytes = ["1KiB"]\n[[grid]]\nsnaps = [4]\n',
+        source="b.toml",
+    )
+    submitted = []
+
+    class FakeCluster:
+        def __init__(self):
+            self.workers = {"tcp://10.0.0.9:1": None}
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def host(self, worker):
+            return "node9"
+
+    class Future:
+        def __init__(self, case):
+            self.case = case
+
+        def result(self):  # what Dask re-raises from the remote cell, or its document
+            if self.case.strategy == "optimal":
+                raise PlanError("no schedule of 20 steps fits in a budget of 1.00 KiB (1024 B)")
+            return {"result": result_to_dict(make_result(self.case, seed=3)),
+                    "worker": "tcp://10.0.0.9:1"}  # fmt: skip
+
+    def fake_dask(cluster, run_cell, jobs, starting, done, retrying=None, poll_s=0.2):
+        tries: dict = {}
+        for index, case in jobs:
+            submitted.append(case.key)
+            starting(index, 1)
+            dask_module._collect(Future(case), index, case, "tcp://10.0.0.9:1", 1.0, cluster,
+                                 tries, done)  # fmt: skip
+        return None
+
+    monkeypatch.setattr(cluster_module, "connect", lambda *a, **k: FakeCluster())
+    monkeypatch.setattr(dask_module, "run_dask", fake_dask)
+    outcome = run_sweep(config, tmp_path, dask_address="tcp://10.0.0.9:8786")
+    assert outcome.exit_code == 2 and not outcome.resumable
+    (cell,) = outcome.invalid
+    assert cell.error.startswith("config error: no schedule of 20 steps")
+    assert "PlanError" not in "\n".join(outcome.summary_lines())
+    first, second = json.loads((tmp_path / MANIFEST_NAME).read_text())["cells"]
+    assert first["state"] == "invalid" and second["state"] == "measured"
+    assert first["attempts"][-1]["error"].startswith("config error:")
+    again = run_sweep(config, tmp_path, resume=True, dask_address="tcp://10.0.0.9:8786")
+    assert submitted == [c.key for c in config.cases] and again.invalid
