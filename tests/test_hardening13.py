@@ -73,3 +73,27 @@ def test_a_dask_cell_no_plan_fits_is_a_config_error_that_resume_does_not_retry(
     assert first["attempts"][-1]["error"].startswith("config error:")
     again = run_sweep(config, tmp_path, resume=True, dask_address="tcp://10.0.0.9:8786")
     assert submitted == [c.key for c in config.cases] and again.invalid
+
+
+def test_python_dash_m_never_imports_a_module_of_the_current_folder(tmp_path: Path):
+    # `python -m ckptbench` (unlike the console script, or `-P`) put the current folder
+    # first on sys.path: an autograd.py there that raises stopped `compare` with exit 1
+    import subprocess
+    import sys
+
+    from ckptbench.results.schema import save_result
+
+    marker = tmp_path / "shadowed"
+    for name in ("autograd", "numpy", "pandas", "click"):
+        (tmp_path / f"{name}.py").write_text(
+            f"open({str(marker)!r}, 'w').close()\nraise SystemExit(9)\n"
+        )
+    from _synthetic import CI_CASE
+
+    save_result(make_result(CI_CASE, seed=4), tmp_path / "r.json")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptbench", "compare", "r.json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert not marker.exists() and proc.stdout.startswith("Cells")
