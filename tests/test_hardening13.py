@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from _synthetic import make_result
 
 from ckptbench.results.schema import result_to_dict
@@ -97,3 +98,38 @@ def test_python_dash_m_never_imports_a_module_of_the_current_folder(tmp_path: Pa
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert not marker.exists() and proc.stdout.startswith("Cells")
+
+
+@pytest.mark.parametrize("target", ["result", "manifest"])
+def test_no_side_output_replaces_a_key_sorted_result_or_manifest_cut_short(
+    tmp_path: Path, target: str
+):
+    # a result re-sorted by `jq -S` and then truncated no longer parsed and no longer
+    # opened with {"schema_version": ...}: `compare -o FILE --force` replaced it
+    from _synthetic import CI_CASE
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.results.schema import save_result
+
+    src = tmp_path / "a.json"
+    save_result(make_result(CI_CASE, seed=0), src)
+    if target == "result":
+        doc = json.loads(src.read_text())
+    else:  # a manifest as a sweep writes it, with one cell
+        cell = {"key": CI_CASE.key, "state": "measured", "case": CI_CASE.to_dict()}
+        doc = {"kind": "ckptbench-sweep", "manifest_version": 1, "cells": [cell]}
+    whole = json.dumps(doc, sort_keys=True, indent=2).encode()
+    path = tmp_path / "cut.json"
+    path.write_bytes(whole[: len(whole) // 2])
+    before = path.read_bytes()
+    runner = CliRunner()
+    for args in (
+        ["compare", str(src), "-o", str(path), "--force"],
+        ["check", str(src), "--junit", str(path), "--force"],
+        ["check", str(src), "--summary", str(path)],
+    ):
+        res = runner.invoke(cli, args)
+        assert res.exit_code == 2, (args, res.output)
+        assert "a side output never replaces or appends to one" in res.output
+        assert path.read_bytes() == before, args

@@ -5,8 +5,9 @@ A result or manifest is known by its content, whatever the order of its keys: th
 ckptbench writes (``{"schema_version": 3`` or ``{"kind": "ckptbench-sweep"``) is read
 without parsing; any other file that opens with ``{`` is parsed (bounded, as results are
 read: :func:`ckptbench.results.files.read_json_limited`) and its top-level keys looked at,
-so a result re-sorted by ``jq -S`` or ``json.dumps(sort_keys=True)`` is still one. Nothing
-here prints.
+so a result re-sorted by ``jq -S`` or ``json.dumps(sort_keys=True)`` is still one (and one
+that is also cut short is known by its sorted head: ``{"case": {`` or ``{"cells": [``).
+Nothing here prints.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ RESULT, MANIFEST = "result", "manifest"
 _RESULT_HEAD = re.compile(rb'^\s*\{\s*"schema_version"\s*:\s*\d')
 _MANIFEST_HEAD = re.compile(rb'^\s*\{\s*"kind"\s*:\s*"ckptbench-sweep"')
 _OBJECT = re.compile(rb"^\s*\{")
+#: The heads of a result and a manifest re-sorted by key (``jq -S``): a result opens with
+#: its ``case``, a manifest with its ``cells``; read when such a file is also cut short
+_SORTED_RESULT_HEAD = re.compile(rb'^\s*\{\s*"case"\s*:\s*\{')
+_SORTED_MANIFEST_HEAD = re.compile(rb'^\s*\{\s*"cells"\s*:\s*\[')
 #: What ``render.mprof`` writes: its command line, then a sample or more
 _MPROF_HEAD = re.compile(rb"^CMDLINE ckptbench(?: [^\n]*)?\nMEM \d")
 _HEAD_BYTES = 4096
@@ -57,7 +62,8 @@ def kind_of(data: Any) -> str | None:
 def document_kind(path: str | os.PathLike[str], limit_bytes: int) -> str | None:
     """:data:`RESULT` or :data:`MANIFEST` when the file ``path`` is a ckptbench result or
     sweep manifest (its head as written, else its top-level keys, read from at most
-    ``limit_bytes``), None otherwise (also when it cannot be read, or is no JSON object)."""
+    ``limit_bytes``, else its head as sorted by key), None otherwise (also when it cannot
+    be read, or is no JSON object)."""
     head = _head(path)
     if _MANIFEST_HEAD.match(head):
         return MANIFEST
@@ -67,8 +73,10 @@ def document_kind(path: str | os.PathLike[str], limit_bytes: int) -> str | None:
         return None
     try:
         return kind_of(read_json_limited(path, limit_bytes, "result"))
-    except (InputFileError, OSError):
-        return None
+    except (InputFileError, OSError):  # unparsed (cut short, too large): its head decides
+        if _SORTED_MANIFEST_HEAD.match(head):
+            return MANIFEST
+        return RESULT if _SORTED_RESULT_HEAD.match(head) else None
 
 
 def wrote_mprof(path: str | os.PathLike[str]) -> bool:
