@@ -359,59 +359,6 @@ def numerics_options(func):
     )(func)
 
 
-#: The largest costs file read (per-step costs of 100 000 steps are about 10 MB of JSON).
-COSTS_FILE_MAX_BYTES = 64 * 2**20
-
-
-def read_costs(path: Path, steps: int) -> dict:
-    """A costs file (docs/planner.md) as a ``planner.Costs`` document; one line if bad. Read
-    as result files are (``results.files.read_json_limited``: a regular file of at most
-    64 MiB, UTF-8, nested a few levels, no repeated key, no integer of thousands of digits)."""
-    from ckptbench.results.files import read_json_limited
-    from ckptbench.schedules.optimal import Costs
-
-    try:
-        doc = read_json_limited(path, COSTS_FILE_MAX_BYTES, "costs file")
-    except OSError as err:
-        raise InputError(f"--costs {path}: cannot read ({err.strerror or err})") from None
-    except ValueError as err:
-        raise InputError(f"--costs {path}: {err}") from None
-    try:
-        costs = Costs.from_dict(doc)
-    except ValueError as err:
-        raise InputError(f"--costs {path}: {err}") from None
-    if costs.steps is not None and costs.steps != steps:
-        raise InputError(f"--costs {path}: has costs for {costs.steps} steps, not {steps}")
-    return costs.as_dict()
-
-
-def costs_note(path: Path, doc: dict, case: Case) -> str | None:
-    """What to say when a costs file's states are not ``case``'s (a built-in's states have
-    sizes known from its sizes and dtype): the plan then keeps states that are not there,
-    and the executor counts the file's bytes. None when they match or cannot be known (a
-    plug-in). A note, not a refusal: costs are also a what-if ('plan as if ...')."""
-    from ckptbench.results.schema import DTYPE_BYTES
-    from ckptbench.schedules.optimal import Costs
-    from ckptbench.workloads import Sizes, registry
-
-    costs = Costs.from_dict(doc)
-    entry = registry.builtin(case.model)
-    elements = entry.state_elements(Sizes(**case.sizes()), case.steps) if entry else None
-    if elements is None:
-        return None
-    per = elements if isinstance(elements, list) else [elements] * case.steps
-    want = [e * DTYPE_BYTES[case.dtype] for e in per]
-    got = list(costs.per_step(case.steps)[2])
-    if got == want:
-        return None
-    k = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
-    return (
-        f"--costs {path}: step {k}'s state is {got[k]} B there, but {want[k]} B in --model "
-        f"{case.model} at these sizes in {case.dtype} (costs of another model, sizes or "
-        "dtype?): the plan, its prediction and the stored bytes reported follow the file"
-    )
-
-
 def stdout_console():
     from ckptbench.render.console import stdout_console
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ckptbench.cli.costs_file import costs_note, read_costs
 from ckptbench.cli.options import (
     BYTES,
     EXIT_FAILED,
@@ -15,7 +16,6 @@ from ckptbench.cli.options import (
     InputError,
     backend_option,
     check_backend,
-    costs_note,
     device_option,
     device_words,
     format_asked,
@@ -23,7 +23,6 @@ from ckptbench.cli.options import (
     numerics_options,
     path_arg,
     quiet_option,
-    read_costs,
     relative_model,
     size_options,
     stdout_console,

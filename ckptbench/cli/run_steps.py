@@ -12,15 +12,14 @@ from pathlib import Path
 import click
 
 from ckptbench.backends import registry
+from ckptbench.cli.costs_file import costs_note, read_costs
 from ckptbench.cli.options import (
     EXIT_FAILED,
     EXIT_OK,
     InputError,
     check_backend,
-    costs_note,
     device_words,
     given_sizes,
-    read_costs,
     stdout_console,
 )
 from ckptbench.cli.precision import precision_target
