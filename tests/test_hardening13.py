@@ -133,3 +133,53 @@ def test_no_side_output_replaces_a_key_sorted_result_or_manifest_cut_short(
         assert res.exit_code == 2, (args, res.output)
         assert "a side output never replaces or appends to one" in res.output
         assert path.read_bytes() == before, args
+
+
+@pytest.mark.parametrize(
+    ("text", "twin"),
+    [("8MB", "8MiB"), ("1.5 gb", "1.5GiB"), ("20kB", "20KiB"), ("8MiB", None), ("8m", None),
+     ("1048576", None), ("8B", None), ("nonsense", None)],
+)  # fmt: skip
+def test_a_size_in_a_decimal_unit_has_a_binary_twin(text: str, twin: str | None):
+    from ckptbench.results.units import binary_twin, parse_size
+
+    assert binary_twin(text) == twin
+    if twin is not None:
+        assert parse_size(twin) > parse_size(text)
+
+
+def test_a_budget_typed_in_si_units_is_said_to_be_so(tmp_path: Path):
+    # `--budget 8MB` is 8 000 000 B; --help said so, but nothing did when a user typed it
+    # meaning 8 MiB (a budget 4.6% smaller than meant, and the plan's "7.63 MiB" unexplained)
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    costs = tmp_path / "costs.json"
+    costs.write_text(
+        json.dumps({"forward_time_s": 4e-4, "taped_time_s": 2.6e-3, "state_bytes": 65536,
+                    "tape_bytes": 450000})
+    )  # fmt: skip
+    base = ["plan", "--steps", "300", "--costs", str(costs)]
+    res = CliRunner().invoke(cli, [*base, "--budget", "8MB"])
+    assert res.exit_code == 0, res.output
+    assert "note: --budget 8MB is 8000000 B: its unit counts powers of 1000 (SI); 8MiB " \
+        "would be 8388608 B" in res.output  # fmt: skip
+    for quiet in (["--budget", "8MiB"], ["--budget", "8MB", "-q"]):
+        res = CliRunner().invoke(cli, [*base, *quiet])
+        assert res.exit_code == 0 and "powers of 1000" not in res.output, res.output
+
+
+def test_run_notes_a_memory_limit_typed_in_si_units(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(cli, [
+        "run", "--model", "rnn", "--steps", "10", "--hidden", "8", "--snaps", "3",
+        "--rounds", "1", "--warmup", "0", "--repeats", "1", "--memory-limit", "4GB",
+        "--out", str(out),
+    ])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "--memory-limit 4GB is 4000000000 B: its unit counts powers of 1000" in res.output

@@ -12,7 +12,7 @@ import click
 from ckptbench.backends.registry import DEFAULT_BACKEND, backend_names, device_aliases
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.results.schema import Case
-from ckptbench.results.units import parse_duration, parse_fraction_text, parse_size
+from ckptbench.results.units import binary_twin, parse_duration, parse_fraction_text, parse_size
 from ckptbench.schedules import get_strategy, strategy_names
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -50,6 +50,8 @@ def parse_seconds(text: str) -> float:
 
 #: A size without a unit below this is refused as a likely slip ('--budget 8' for 8MiB).
 BARE_BYTES_MIN = 1024
+#: Where the sizes typed in a decimal unit are noted (``ctx.meta``), for :func:`size_notes`.
+SI_SIZES = "ckptbench.si_sizes"
 
 
 class _Bytes(click.ParamType):
@@ -67,7 +69,18 @@ class _Bytes(click.ParamType):
                 param,
                 ctx,
             )
+        if ctx is not None and param is not None and (twin := binary_twin(str(value))):
+            name, text = param.opts[0] if param.opts else param.name, str(value).strip()
+            ctx.meta.setdefault(SI_SIZES, []).append(
+                f"{name} {text} is {n} B: its unit counts powers of 1000 (SI); "
+                f"{twin} would be {parse_bytes(twin)} B"
+            )
         return n
+
+
+def size_notes(ctx: click.Context) -> tuple[str, ...]:
+    """A note for each size option typed in a decimal unit ('--budget 8MB')."""
+    return tuple(ctx.meta.get(SI_SIZES, ()))
 
 
 class _Seconds(click.ParamType):

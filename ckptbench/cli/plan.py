@@ -24,6 +24,7 @@ from ckptbench.cli.options import (
     path_arg,
     quiet_option,
     relative_model,
+    size_notes,
     size_options,
     stdout_console,
     steps_option,
@@ -116,7 +117,10 @@ def plan(
         if save_file is not None:  # before measuring: a refusal costs no measurement
             check_side_output(save_file, "--save-costs", input_files(model, costs_file), force)
         doc = read_costs(costs_file, steps) if costs_file else None
-        if doc is not None and not quiet and (note := costs_note(costs_file, doc, case)):
+        notes = size_notes(click.get_current_context())
+        if doc is not None and (note := costs_note(costs_file, doc, case)):
+            notes += (note,)
+        for note in notes if not quiet else ():
             click.echo(f"note: {note}", err=True)
         stack = case.model in BUILTIN_CHAINS
         check_plannable(steps, Costs.from_dict(doc) if doc is not None else None, per_step=stack)

@@ -20,6 +20,7 @@ from ckptbench.cli.options import (
     check_backend,
     device_words,
     given_sizes,
+    size_notes,
     stdout_console,
 )
 from ckptbench.cli.precision import precision_target
@@ -68,7 +69,7 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
     strategy, device = fields["strategy"], fields["device"]
     try:
         case, notes = chain_executor(Case(**fields)).effective()
-        notes = snaps_notes(ctx, notes)
+        notes = snaps_notes(ctx, notes) + size_notes(ctx)
         case.check_fits_memory()
         check_backend(case)
         notes += executor_notes(case)

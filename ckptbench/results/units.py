@@ -70,6 +70,16 @@ def parse_size(text: str) -> int:
     return n
 
 
+def binary_twin(text: str) -> str | None:
+    """For a size typed in a decimal (SI) unit, '8MB' or '1.5 gb', the same digits in the
+    binary unit ('8MiB', '1.5GiB'), which people often mean; None for any other text."""
+    m = _SIZE.match(text)
+    unit = (m.group(2) or "").lower() if m else ""
+    if len(unit) != 2 or unit[1] != "b" or unit not in _SIZE_UNITS:
+        return None
+    return f"{m.group(1)}{unit[0].upper()}iB"
+
+
 def parse_duration(text: str) -> float:
     """'5ms', '0.005', '2s', '10m', '1h' -> seconds; positive and finite."""
     m = _DURATION.match(text)
