@@ -183,3 +183,70 @@ def test_run_notes_a_memory_limit_typed_in_si_units(tmp_path: Path):
     ])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "--memory-limit 4GB is 4000000000 B: its unit counts powers of 1000" in res.output
+
+
+def test_compare_never_says_resume_measures_a_cell_no_plan_exists_for(tmp_path: Path):
+    # compare listed an `invalid` cell under "`sweep --resume` measures them", which
+    # `sweep --resume` then skipped ("no plan as configured")
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.render.compare import missing_lead
+    from ckptbench.schedules.optimal import PlanError
+    from ckptbench.sweep.config import parse_config
+    from ckptbench.sweep.run import run_sweep
+
+    config = parse_config(
+        'name = "b"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\n[[grid]]\n'
+        'strategy = ["optimal"]\nbudget_bytes = ["1KiB"]\n[[grid]]\nsnaps = [4]\n',
+        source="b.toml",
+    )
+
+    def run_cell(case, *, out_path=None, progress=None):
+        if case.strategy == "optimal":
+            raise PlanError("no schedule of 20 steps fits in a budget of 1.00 KiB (1024 B)")
+        result = make_result(case, seed=1)
+        from ckptbench.results.schema import save_result
+
+        save_result(result, out_path)
+        return result
+
+    run_sweep(config, tmp_path, run_cell=run_cell)
+    res = CliRunner().invoke(cli, ["compare", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "`sweep --resume` does not measure them: no plan exists as configured" in res.output
+    assert "`sweep --resume` measures them" not in res.output
+    mixed = [("a", "a.json (state invalid: config error: ...)"), ("b", "b.json (state error)")]
+    assert "`sweep --resume` measures those not `invalid`" in missing_lead(mixed)
+    assert "`sweep --resume` measures them)" in missing_lead(mixed[1:])
+
+
+def test_a_run_stopped_before_its_normal_mode_is_not_blamed_on_modes():
+    # stopped in round 1 after the baseline: "both need the normal mode (--modes)", though
+    # --modes was never given
+    from dataclasses import replace
+
+    from _synthetic import CI_CASE
+
+    from ckptbench.render.run import headline
+    from ckptbench.results.schema import Mode
+
+    full = make_result(CI_CASE, seed=2)
+    base = [m for m in full.modes if m.mode is Mode.BASELINE and m.round == 0]
+    stopped = replace(full, modes=tuple(base), environment={
+        **full.environment, "interrupted": {"by": "SIGINT", "round": 1}})  # fmt: skip
+    text = headline(stopped)
+    assert "both need the normal mode (the run was interrupted in round 1 before" in text
+    assert "--modes" not in text
+    chosen = replace(full, modes=tuple(base))  # no stop recorded: --modes left it out
+    assert "both need the normal mode (--modes)" in headline(chosen)
+
+
+def test_a_plugin_path_that_is_no_regular_file_is_not_called_missing():
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+
+    res = CliRunner().invoke(cli, ["run", "--model", "/dev/null:make", "--steps", "5"])
+    assert res.exit_code == 2
+    assert "workload file '/dev/null' is not a regular file" in res.output

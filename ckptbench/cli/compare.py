@@ -82,6 +82,7 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     """Tabulate results; with --against, memory deltas and time ratios with intervals."""
     from ckptbench.analysis import compare as compare_results
     from ckptbench.render import render
+    from ckptbench.render.compare import missing_lead
     from ckptbench.render.console import stdout_console
     from ckptbench.render.formats import get_format
     from ckptbench.results.schema import write_atomic
@@ -112,13 +113,8 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
             err=True,
         )
     if missing:  # as `check` does: a cell the manifest lists but the folder lacks is named
-        lines = [
-            f"{len(missing)} cell(s) listed in the sweep manifest have no result file (not in "
-            "the tables; `ckptbench check` fails them, `sweep --resume` measures them):",
-            *(f"  {key}: {what}" for key, what in missing),
-        ]
-        for line in lines:
-            click.echo(f"compare: {line.strip()}", err=True)
+        for line in (missing_lead(missing), *(f"{key}: {what}" for key, what in missing)):
+            click.echo(f"compare: {line}", err=True)
     inputs = [*results, *against]
     if output is not None:
         check_side_output(output, "-o", inputs, force)

@@ -31,7 +31,7 @@ from ckptbench.render.formats.model import (
 )
 from ckptbench.render.table import Column, Table
 
-__all__ = ["SECTIONS", "compare_report", "format_names", "render"]
+__all__ = ["SECTIONS", "compare_report", "format_names", "missing_lead", "render"]
 
 #: The section kinds a comparison's report is made of (its formats: ``format_names``). The
 #: [expect] verdicts join them on the HTML page only, so a format that shows nothing but
@@ -82,14 +82,28 @@ def _missing_value(value: Any) -> bool:
         return False
 
 
+def missing_lead(missing: Sequence[tuple[str, str]]) -> str:
+    """The line above the cells a sweep manifest lists without a result file
+    (``store.missing_cells``): what ``check`` and ``sweep --resume`` do with them; a cell
+    no plan exists for as configured (state ``invalid``) is never measured again."""
+    invalid = sum(" (state invalid" in what for _, what in missing)
+    resume = (
+        "`sweep --resume` measures them"
+        if not invalid
+        else "`sweep --resume` measures those not `invalid`"
+        if invalid < len(missing)
+        else "`sweep --resume` does not measure them: no plan exists as configured"
+    )
+    return (
+        f"{len(missing)} cell(s) listed in the sweep manifest have no result file (not in "
+        f"the tables; `ckptbench check` fails them, {resume}):"
+    )
+
+
 def _missing(missing: Sequence[tuple[str, str]]) -> list[Section]:
     if not missing:
         return []
-    first = (
-        f"{len(missing)} cell(s) listed in the sweep manifest have no result file (not in "
-        "the tables; `ckptbench check` fails them, `sweep --resume` measures them):"
-    )
-    items = (first, *(f"{key}: {what}" for key, what in missing))
+    items = (missing_lead(missing), *(f"{key}: {what}" for key, what in missing))
     return [Prose(items, "Missing cells", "list")]
 
 

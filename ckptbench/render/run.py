@@ -124,6 +124,12 @@ def savings_text(s: Any) -> str:
     return f"{text} ({'; '.join(noisy)})" if noisy else text
 
 
+def _why_not(result: RunResult) -> str:
+    """Why a mode is not in ``result``: the run stopped before it, or ``--modes``."""
+    stop = result.interruption
+    return "--modes" if stop is None else f"the run was {stop} before measuring it"
+
+
 def headline(result: RunResult) -> str:
     """The sentence people quote: 'slowdown 1.12x [1.08, 1.16], memory savings 35.2x
     [35.0, 35.4]' (95% intervals) plus context."""
@@ -133,12 +139,16 @@ def headline(result: RunResult) -> str:
     unstable = " (time unstable)" if s.time_unstable else ""
     if limited is not None:
         parts.append(limited)
-    elif result.mode(Mode.NORMAL) is None:  # --modes left it out: nothing to divide by
-        parts.append("no slowdown or memory savings: both need the normal mode (--modes)")
+    elif result.mode(Mode.NORMAL) is None:  # left out or never reached: nothing to divide by
+        parts.append(
+            f"no slowdown or memory savings: both need the normal mode ({_why_not(result)})"
+        )
     else:
         host = savings_text(s)
-        if result.mode(Mode.BASELINE) is None:  # --modes left it out: no overhead to divide
-            host += " (needs the baseline mode, which overheads are measured over: --modes)"
+        if result.mode(Mode.BASELINE) is None:  # no overhead to divide
+            host += (
+                f" (needs the baseline mode, which overheads are measured over: {_why_not(result)})"
+            )
         slowdown = fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2)
         parts.append(f"slowdown {slowdown}{unstable},")
         if s.on_device:  # a GPU: the memory that checkpointing saves is there

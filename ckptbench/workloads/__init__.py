@@ -228,7 +228,8 @@ def _resolve_factory(spec: str) -> Callable[..., Any]:
 def _load_file(target: str) -> Any:
     path = Path(target).expanduser()
     if not path.is_file():
-        what = "is a directory, not a file" if path.is_dir() else "not found"
+        what = "not found" if not path.exists() else "is not a regular file"
+        what = "is a directory, not a file" if path.is_dir() else what
         raise WorkloadError(f"workload file {str(path)!r} {what}")
     path = path.resolve()
     digest = hashlib.sha1(str(path).encode(), usedforsecurity=False).hexdigest()[:10]
