@@ -14,9 +14,9 @@ What is checked, per cell (``case.key`` on one host):
   peaks repeat to ~0.03 MiB); a reference cell without a result fails, a new one passes;
 * **time vs a reference** — only with ``time_tolerance`` (e.g. 0.25): a mode fails when the
   95% interval of its time ratio new/old (:func:`ckptbench.analysis.time_change`, the
-  estimator and interval ``run`` reports for the slowdown) lies above
-  ``1 + time_tolerance``. Time is never gated by default (docs/architecture.md, "Noise
-  and rounds").
+  estimator ``run`` reports for the slowdown) lies above ``1 + time_tolerance``, or a side
+  shows no time for it (not ok in every round: its other rounds are not compared). Time is
+  never gated by default (docs/architecture.md, "Noise and rounds").
 
 Exit codes: 0 every check passed; 1 a regression, an unmet expectation or a failed cell.
 Bad input (unreadable files, nothing to compare) raises ``ValueError`` (the CLI exits 2).
@@ -157,7 +157,7 @@ def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
     def add(name: str, passed: bool, detail: str) -> None:
         out.append(GateLine(c.key, result.host, name, passed, detail))
 
-    if expect.memory_savings_min is not None:
+    if (least := expect.memory_savings_min) is not None:
         v, got = s.memory_savings.value, None
         if v is None and s.memory_savings_bound is not None:
             # checkpointed's overhead is within its noise: the lower bound its interval allows
@@ -165,15 +165,11 @@ def _expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
             got = f">= {v:.2f}x (checkpointed overhead within its noise)"
         elif v is None:
             got = "no figure (an overhead not measured ok, or at or below the baseline)"
-        ok = v is not None and v >= expect.memory_savings_min
+        ok = v is not None and v >= least
         add(
             "memory_savings_min",
             ok,
-            _need(
-                got or f"{figure_apart(v, expect.memory_savings_min)}x",
-                f">= {expect.memory_savings_min:g}x",
-                ok,
-            ),
+            _need(got or f"{figure_apart(v, least)}x", f">= {least:g}x", ok),
         )
     if (most := expect.slowdown_max) is not None:  # on the estimate, its interval shown
         v, ci = s.slowdown.value, s.slowdown.interval
@@ -261,6 +257,21 @@ def _spans(rounds: list[int]) -> str:
 # --------------------------------------------------------------------------- reference
 
 
+def _unmeasured(cur: PooledCell, mode: Mode, check: str, has: tuple[bool, bool]) -> GateLine:
+    """A figure a side does not show (``has``: the reference's, this result's) and why;
+    passed only where --expect-oom said so, never for what was not gated."""
+    timed, side = check.startswith("time:"), "this result" if has[0] else "the reference"
+    what = "time" if timed else "peak" if mode is Mode.BASELINE else "overhead"
+    detail = f"{side} has no {mode.value} {what} (not measured ok{' in every round' * timed})"
+    oom = [(r.environment or {}).get("expect_oom") or () for r in cur.results]
+    if meant := not has[1] and all(mode.value in x for x in oom):
+        detail = f"{mode.value} out of memory as expected (--expect-oom): nothing to compare"
+    elif has[1]:
+        gated = "time" if timed else "memory"
+        detail += f": this {gated} is not gated; measure the reference again"
+    return GateLine(cur.case.key, cur.host, check, meant, detail)
+
+
 def _memory_lines(ref: PooledCell, cur: PooledCell, tolerance: float, floor: int) -> list[GateLine]:
     out = []
     for mode in MODES:
@@ -268,18 +279,7 @@ def _memory_lines(ref: PooledCell, cur: PooledCell, tolerance: float, floor: int
         before, after = ref.memory(mode), cur.memory(mode)
         name = f"memory:{mode.value}"
         if before is None or after is None:
-            side = "the reference" if before is None else "this result"
-            detail = f"{side} has no {mode.value} {what} (not measured ok)"
-            meant = after is None and all(
-                mode.value in ((r.environment or {}).get("expect_oom") or ()) for r in cur.results
-            )
-            if meant:
-                detail = (
-                    f"{mode.value} out of memory as expected (--expect-oom): nothing to compare"
-                )
-            elif before is None and after is not None:  # never 'ok' for what was not gated
-                detail += ": this memory is not gated; measure the reference again"
-            out.append(GateLine(cur.case.key, cur.host, name, meant, detail))
+            out.append(_unmeasured(cur, mode, name, (before is not None, after is not None)))
             continue
         d = memory_delta(before, after, tolerance=tolerance, floor_bytes=floor)
         rel = f" ({d.delta_rel:+.1%})" if d.delta_rel is not None else ""
@@ -299,10 +299,11 @@ def _time_lines(ref: PooledCell, cur: PooledCell, tol: float) -> tuple[list, boo
     check passed with an interval reaching past the limit (too wide to tell)."""
     out, single, blind = [], False, False
     for mode in (Mode.NORMAL, Mode.CHECKPOINTED):
-        tc = time_change(ref.process_times(mode), cur.process_times(mode), tolerance=tol)
+        before, after = ref.process_times(mode), cur.process_times(mode)
+        tc = time_change(before, after, tolerance=tol)
         name = f"time:{mode.value}"
-        if tc is None:
-            out.append(GateLine(cur.case.key, cur.host, name, True, "no times to compare"))
+        if tc is None:  # a side shows no time for the mode: said, as a memory line says it
+            out.append(_unmeasured(cur, mode, name, (bool(before), bool(after))))
             continue
         single = single or min(tc.processes_before, tc.processes_after) < 2
         verdict = tc.verdict

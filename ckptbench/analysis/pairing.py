@@ -112,10 +112,13 @@ class PooledCell:
         return [it.wall_time_s for it in self.iterations(mode)]
 
     def process_times(self, mode: Mode) -> list[list[float]]:
-        """Iteration times per worker process: every measured-OK round of every file."""
+        """Iteration times per worker process: every round of every file that measured
+        ``mode`` ok in every round (as :meth:`iterations`: a file whose table shows no time
+        for it gives none, not its other rounds)."""
         return [
             [it.wall_time_s for it in m.iterations]
             for r in self.results
+            if (pooled := r.mode(mode)) is not None and pooled.ok
             for m in r.mode_rounds(mode)
             if m.ok and m.iterations
         ]

@@ -9,6 +9,10 @@ Definitions (the numbers ckptbench prints):
   forward-only floor in an identical fresh process);
 * slowdown = median iteration time of checkpointed / median iteration time of normal;
 * memory savings = overhead of normal / overhead of checkpointed.
+
+A ratio of times comes only from modes measured ok in every round given (a round cut by a
+stop aside): a mode that failed in one round shows no time, and its other rounds alone would
+leave out the round it failed in (a timeout is a slow round) — :func:`failed_modes`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ckptbench.analysis import intervals, stability
-from ckptbench.results.modes import Mode, pool_rounds
+from ckptbench.results.modes import Mode, Status, pool_rounds
 from ckptbench.schedules import get_strategy
 
 if TYPE_CHECKING:
@@ -30,6 +34,7 @@ __all__ = [
     "BUSY_CPU_SHARE",
     "Spread",
     "effective_snaps",
+    "failed_modes",
     "floor_estimate",
     "mode_peak_bytes",
     "mode_time_s",
@@ -135,6 +140,13 @@ def optimum_advances(case: Case, ckpt: ModeResult | None) -> int | None:
     return get_strategy(case.strategy).optimum_advances(case.steps, case.snaps, plan)
 
 
+def failed_modes(results: Sequence[ModeResult]) -> set[str]:
+    """The modes that did not measure ok in some round of ``results`` (a round cut by a stop
+    aside: a mode's figures come from the rounds it completed, ``pool_rounds``). Their time
+    is shown nowhere, so no ratio of times divides them."""
+    return {r.mode.value for r in results if not r.ok and r.status is not Status.INTERRUPTED}
+
+
 def _by_round(results: Sequence[ModeResult]) -> list[dict[str, ModeResult]]:
     """The ok results with iterations, one mapping mode name -> result per round, in order."""
     by_round: dict[int, dict[str, ModeResult]] = {}
@@ -151,11 +163,12 @@ def floor_estimate(
     (:func:`ckptbench.analysis.intervals.ratio_estimate`): in each round that measured all
     three modes, every plain iteration plus that round's extra evaluations at its own
     forward-only step (the baseline's median / ``steps``) is one floor sample; None without
-    such a round or a count of evaluations. A fresh worker can run every step 1.6x slower
-    than the next one (a GPU host, 2026-11-28), so the floor is priced round by round."""
-    if evaluations is None or steps <= 0:
-        return None
+    such a round or a count of evaluations, or where a mode failed in a round
+    (:func:`failed_modes`). A fresh worker can run every step 1.6x slower than the next one
+    (a GPU host, 2026-11-28), so the floor is priced round by round."""
     three = (Mode.BASELINE.value, Mode.NORMAL.value, Mode.CHECKPOINTED.value)
+    if evaluations is None or steps <= 0 or failed_modes(results) & set(three):
+        return None
     pairs = []
     for rd in _by_round(results):
         if all(m in rd for m in three):
@@ -182,7 +195,8 @@ def round_estimates(
     other_busy_cores: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Slowdown and savings estimates with 95% intervals from every (round, mode) result,
-    the per-round slowdowns and the noise verdicts (``ckptbench.analysis.intervals``)."""
+    the per-round slowdowns and the noise verdicts (``ckptbench.analysis.intervals``). No
+    slowdown where normal or checkpointed failed in a round (:func:`failed_modes`)."""
     ordered = _by_round(results)
     times = [{m: [it.wall_time_s for it in r.iterations] for m, r in rd.items()} for rd in ordered]
     peaks = [
@@ -191,6 +205,8 @@ def round_estimates(
     out: dict[str, Any] = {"rounds": len({r.round for r in results}) if results else 0}
     pair = (Mode.NORMAL.value, Mode.CHECKPOINTED.value)
     timed = [t for t in times if all(m in t for m in pair)]
+    if failed_modes(results) & set(pair):
+        timed = []
     if timed:
         with contextlib.suppress(intervals.IntervalError):
             out["slowdown"] = intervals.slowdown_estimate(timed)

@@ -68,7 +68,7 @@ def next_round(
     elif done < planned:
         stopped = ""
     elif half is None:
-        stopped = "no-slowdown"  # normal or checkpointed never measured OK: rounds won't help
+        stopped = "no-slowdown"  # normal or checkpointed not OK in a round: rounds won't help
     elif half <= precision.target_rel:
         stopped = "reached"
     elif done >= precision.max_rounds:

@@ -45,10 +45,14 @@ NO_SAVINGS = (
     "checkpointing saved no memory here: the checkpointed gradient needed more over the "
     "baseline than the plain one (savings below 1x)"
 )
-#: A mode that failed, crashed, timed out or ran out of memory in some round: its figures
-#: are missing or come from its other rounds (the table's status column, which a narrow
-#: terminal may leave out, says which).
-NOT_MEASURED = "modes that did not measure ok in every round (see their status)"
+#: A mode that failed, crashed, timed out or ran out of memory in some round: its time and
+#: memory are not shown, nor a ratio over them (slowdown, savings: its other rounds would
+#: leave out the one it failed in); the table's status column, which a narrow terminal may
+#: leave out, says which.
+NOT_MEASURED = (
+    "modes that did not measure ok in every round: their times, memory and the ratios over "
+    "them are not shown (see their status)"
+)
 #: One round's intervals (``ckptbench.analysis.intervals``) come from its iterations alone:
 #: they cannot see how much a mode's time moves between fresh processes (several percent,
 #: the larger error), and one round's savings interval is a worst case, not a 95% interval.

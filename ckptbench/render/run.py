@@ -150,7 +150,8 @@ def headline(result: RunResult) -> str:
                 f" (needs the baseline mode, which overheads are measured over: {_why_not(result)})"
             )
         slowdown = fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2)
-        parts.append(f"slowdown {slowdown}{unstable},")
+        shown = unstable if s.slowdown.value is not None else ""  # no figure to mark
+        parts.append(f"slowdown {slowdown}{shown},")
         if s.on_device:  # a GPU: the memory that checkpointing saves is there
             bound = "" if s.device_peak_exact is not False else " (upper bounds)"
             parts.append(
@@ -198,7 +199,8 @@ def run_table(result: RunResult) -> Table:
     records = tuple(_mode_record(result, m) for m in pooled)
     bad = {st.value: "red" for st in Status if st is not Status.OK}
     columns = _run_columns(result.summary.on_device)
-    rounds = result.summary.slowdown.rounds
+    s = result.summary  # no slowdown where a mode failed in a round: the rounds kept
+    rounds = s.slowdown.rounds or s.memory_savings.rounds or s.rounds_complete
     legend = (  # what the brackets are, where the table shows any
         f"[low, high]: 95% intervals over {rounds} rounds (overhead: the iterations' peaks "
         "and a rerun's spread); baseline is the forward pass alone"
@@ -259,7 +261,8 @@ def _mode_record(result: RunResult, m: Any) -> dict[str, str]:
         "overhead_narrow": "(ref)" if m.mode is Mode.BASELINE else over_narrow,
         "time": (fmt_time(t.median) + unstable) if t else "-",
         "range": fmt_time_spread(t),
-        "slowdown": fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2) + unstable
+        "slowdown": fmt_ratio_ci(s.slowdown.value, s.slowdown.interval, 2)
+        + (unstable if s.slowdown.value is not None else "")
         if m.mode is Mode.CHECKPOINTED
         else ("1.00x" if m.mode is Mode.NORMAL and t else "-"),
         "savings": fmt_ratio_ci(s.memory_savings.value, s.memory_savings.interval, 1)

@@ -15,7 +15,8 @@ Definitions (the numbers ckptbench prints):
   forward-only floor in an identical fresh process);
 * slowdown = checkpointed's times over normal's: the geometric mean of the rounds' own
   Hodges-Lehmann ratios (outlier rounds set aside), with a 95% interval (the pooled median
-  times printed beside it divide to a slightly different ratio);
+  times printed beside it divide to a slightly different ratio); none (nor a ``vs_floor``)
+  where a mode it divides failed in a round and shows no time (``analysis.summary``);
 * memory savings = overhead of normal / overhead of checkpointed, each against its own
   round's baseline, the median over rounds, with a 95% interval (the table's overheads
   pool the rounds, so their ratio can differ slightly where overheads are small);
@@ -112,8 +113,8 @@ class ModeFigures:
     status: Status | None  # None: not measured
     peak_rss_bytes: int | None = None
     overhead_bytes: int | None = None
-    time: Spread | None = None  # iteration time (s), ok modes with iterations
-    time_measured: Spread | None = None  # every measured iteration, whatever the status
+    #: iteration time (s): a mode ok in every round kept, as its peak; None otherwise
+    time: Spread | None = None
     cpu_share: float | None = None  # CPU time / wall time of an iteration (CPU devices)
     phases_s: Mapping[str, float] = field(default_factory=dict)  # executor phase medians
     peak_device_bytes: int | None = None  # GPU devices only
@@ -400,7 +401,6 @@ def _mode_figures(
         peak_rss_bytes=mem.peaks[m.mode],
         overhead_bytes=_minus(mem.peaks[m.mode], mem.peaks.get(Mode.BASELINE)),
         time=_times(m) if _timed(m) else None,
-        time_measured=_times(m) if m.iterations else None,
         cpu_share=cpu_share.get(m.mode.value),
         phases_s=_median_phases(m) if m.ok else {},
         peak_device_bytes=mem.device.get(m.mode),
