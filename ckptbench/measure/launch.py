@@ -13,10 +13,12 @@ in a process group of its own, and stopping it stops the whole group, so what a 
 spawned (threads keep the worker alive, forked children keep the channel open) never
 outlives the mode (a Dask worker's task, off the main thread, is stopped by
 :func:`request_stop`); once the worker has reported its result, such leftovers cannot turn a
-completed mode into a timeout. The memory limit holds whatever ``--sample-interval`` says:
-beside the sampler, the worker's start-up and per-iteration exact peaks (VmHWM) and its
-VmHWM read every 50 ms are compared with it. Side tasks (plug-in check, device probe, step
-costs, line profile) run through the same guard (``ckptbench.measure.tasks``).
+completed mode into a timeout. The worker's stdout goes to ``/dev/null`` (nothing reads
+it) and its stderr to a temporary file, of which only the last :data:`STDERR_TAIL_BYTES` are
+ever read back (:func:`read_tail`). The memory limit holds whatever ``--sample-interval``
+says: beside the sampler, the worker's start-up and per-iteration exact peaks (VmHWM) and
+its VmHWM read every 50 ms are compared with it. Side tasks (plug-in check, device probe,
+step costs, line profile) run through the same guard (``ckptbench.measure.tasks``).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from ckptbench.results.schema import Case, Mode, ModeResult, Status
 from ckptbench.workloads import plugin_paths
 
 __all__ = [
+    "STDERR_TAIL_BYTES",
     "Channel",
     "Interrupted",
     "Progress",
@@ -58,6 +61,7 @@ __all__ = [
     "child_env",
     "default_worker_command",
     "raise_deferred",
+    "read_tail",
     "request_stop",
     "run_mode",
     "start_worker",
@@ -69,6 +73,9 @@ __all__ = [
 TIMELINE_POINTS = 2000
 #: How long the runner waits for a stopped worker to exit before SIGKILL.
 KILL_GRACE_S = 2.0
+#: How much of the end of a worker's stderr is read back: its last lines are what a
+#: failure shows (``stderr_tail``, the last line of a task's error), whatever it wrote.
+STDERR_TAIL_BYTES = 64 * 1024
 
 
 class Interrupted(BaseException):
@@ -242,6 +249,17 @@ def _kill_carrying(token: str) -> None:
                 p.kill()
 
 
+def read_tail(file: Any, limit: int = STDERR_TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of ``file`` (a worker's stderr) as text, read without
+    reading what came before them; a character they cut in two is left out."""
+    size = os.fstat(file.fileno()).st_size
+    file.seek(max(0, size - limit))
+    data = file.read(limit)
+    if size > limit:
+        data = data.lstrip(bytes(range(0x80, 0xC0)))  # UTF-8 continuation bytes
+    return data.decode(errors="replace")
+
+
 def _vm_hwm_bytes(pid: int) -> int | None:
     """The worker's RSS high-water mark (``/proc/PID/status`` VmHWM), None where unknown."""
     try:
@@ -275,8 +293,8 @@ def run_mode(
     """
     trace = case.trace and mode is Mode.CHECKPOINTED and round_index == 0  # the first round's
     fields = {"mode": mode.value, "grad_path": grad_path, "costs": costs, "trace": trace}
-    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
-        return _supervise(case, mode, fields, (out_file, err_file), worker, round_index, progress)
+    with tempfile.TemporaryFile() as err_file:
+        return _supervise(case, mode, fields, err_file, worker, round_index, progress)
 
 
 def start_worker(
@@ -317,14 +335,13 @@ def start_worker(
     return proc, Channel(read_fd)
 
 
-def _supervise(case, mode, fields, files, worker, round_index, progress):
+def _supervise(case, mode, fields, err_file, worker, round_index, progress):
     """Start the worker, feed it the job, follow its events; see :func:`run_mode`."""
-    out_file, err_file = files
     started = time.perf_counter()
     started_unix = time.time()
     probe = noise.BusyProbe.start()
     try:
-        proc, channel = start_worker(case, fields, worker, out_file, err_file)
+        proc, channel = start_worker(case, fields, worker, subprocess.DEVNULL, err_file)
     except OSError as err:
         return ModeResult(
             mode=mode, status=Status.CRASHED, error=f"cannot start worker: {err}"
@@ -346,8 +363,7 @@ def _supervise(case, mode, fields, files, worker, round_index, progress):
         channel.close()
     wall = time.perf_counter() - started
     busy = probe.stop()
-    err_file.seek(0)
-    err_text = err_file.read().decode(errors="replace")
+    err_text = read_tail(err_file)
     common: dict[str, Any] = {
         "mode": mode,
         "round": round_index,
