@@ -13,12 +13,15 @@ in a process group of its own, and stopping it stops the whole group, so what a 
 spawned (threads keep the worker alive, forked children keep the channel open) never
 outlives the mode (a Dask worker's task, off the main thread, is stopped by
 :func:`request_stop`); once the worker has reported its result, such leftovers cannot turn a
-completed mode into a timeout. The worker's stdout goes to ``/dev/null`` (nothing reads
-it) and its stderr to a temporary file, of which only the last :data:`STDERR_TAIL_BYTES` are
-ever read back (:func:`read_tail`). The memory limit holds whatever ``--sample-interval``
-says: beside the sampler, the worker's start-up and per-iteration exact peaks (VmHWM) and
-its VmHWM read every 50 ms are compared with it. Side tasks (plug-in check, device probe,
-step costs, line profile) run through the same guard (``ckptbench.measure.tasks``).
+completed mode into a timeout. What left the group too is found by the worker's token and,
+on Linux within :func:`stop_on_signals`, by being reparented to ckptbench
+(``ckptbench.measure.orphans``). The worker's stdout goes to ``/dev/null``
+(nothing reads it) and its stderr to a temporary file, of which only the last
+:data:`STDERR_TAIL_BYTES` are ever read back (:func:`read_tail`). The memory limit holds
+whatever ``--sample-interval`` says: beside the sampler, the worker's start-up and
+per-iteration exact peaks (VmHWM) and its VmHWM read every 50 ms are compared with it. Side
+tasks (plug-in check, device probe, step costs, line profile) run through the same guard
+(``ckptbench.measure.tasks``).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import ckptbench
-from ckptbench.measure import noise
+from ckptbench.measure import noise, orphans
 from ckptbench.measure import peaks as measure
 from ckptbench.measure.follow import (
     ModeEvents,
@@ -49,11 +52,13 @@ from ckptbench.measure.follow import (
     interrupted_result,
     mode_outcome,
 )
+from ckptbench.measure.orphans import WORKER_TOKEN_VAR
 from ckptbench.results.schema import Case, Mode, ModeResult, Status
 from ckptbench.workloads import plugin_paths
 
 __all__ = [
     "STDERR_TAIL_BYTES",
+    "WORKER_TOKEN_VAR",
     "Channel",
     "Interrupted",
     "Progress",
@@ -134,7 +139,8 @@ def stop_on_signals() -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread,
     except one this process was started with ignored: ``nohup ckptbench sweep ... &`` asks
     that a closed terminal's SIGHUP not stop it (Python likewise leaves an ignored SIGINT
-    ignored)."""
+    ignored). The command line measures within it, so within it, on Linux, this process
+    also adopts what its workers orphan, to kill it (``orphans.adopting``)."""
 
     def handler(signum: int, frame: Any) -> None:
         if _DEFERRED["on"]:  # starting a worker: raise once its process is ours to stop
@@ -149,7 +155,8 @@ def stop_on_signals() -> Iterator[None]:
         if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
             previous[sig] = signal.signal(sig, handler)
     try:
-        yield
+        with orphans.adopting():
+            yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
@@ -158,11 +165,6 @@ def stop_on_signals() -> Iterator[None]:
 def default_worker_command() -> list[str]:
     """``python -P -m measure.worker``: ``-P`` keeps the current folder off ``sys.path``."""
     return [sys.executable, "-P", "-m", "ckptbench.measure.worker"]
-
-
-#: Set in each worker's environment to a token of its own, which every process it starts
-#: inherits: what :func:`stop_worker` finds a descendant by once it has left the group.
-WORKER_TOKEN_VAR = "CKPTBENCH_WORKER_TOKEN"
 
 
 def child_env(case: Case) -> dict[str, str]:
@@ -223,8 +225,9 @@ def stop_worker(proc: subprocess.Popen) -> None:
     """Stop the worker and everything in its process group (what a plug-in forked too):
     SIGTERM, up to :data:`KILL_GRACE_S` for the worker to exit, then SIGKILL to the group,
     so leftovers die even when they ignore SIGTERM; then SIGKILL to any process still
-    carrying the worker's token (a plug-in's daemon that left the group with ``setsid``
-    and outlived its parent)."""
+    carrying the worker's token, and to every one this process adopted from it (a
+    plug-in's daemon that left the group with ``setsid`` and outlived its parent;
+    ``ckptbench.measure.orphans``)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -234,19 +237,8 @@ def stop_worker(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
-    token = getattr(proc, "ckptbench_env", {}).get(WORKER_TOKEN_VAR)
-    if token:
-        _kill_carrying(token)
-
-
-def _kill_carrying(token: str) -> None:
-    """SIGKILL every process of this user whose environment holds ``token``."""
-    import psutil
-
-    for p in psutil.process_iter():
-        with contextlib.suppress(psutil.Error, OSError):
-            if p.pid != os.getpid() and p.environ().get(WORKER_TOKEN_VAR) == token:
-                p.kill()
+    orphans.kill_carrying(getattr(proc, "ckptbench_env", {}))
+    orphans.worker_ended(proc.pid)
 
 
 def read_tail(file: Any, limit: int = STDERR_TAIL_BYTES) -> str:
@@ -302,7 +294,8 @@ def start_worker(
 ) -> tuple[subprocess.Popen, Channel]:
     """Start a worker with a private report pipe and hand it its job: the case, the parent's
     pid, the plug-in folders, and ``fields``. A stop signal arriving meanwhile is held back
-    until the caller has the process (:func:`raise_deferred`). OSError if it cannot start."""
+    until the caller has the process (:func:`raise_deferred`). OSError if it cannot start.
+    Every worker started must be stopped with :func:`stop_worker`."""
     read_fd, write_fd = os.pipe()
     job = {
         "case": case.to_dict(),
@@ -312,7 +305,7 @@ def start_worker(
         **fields,
     }
     try:
-        with _signals_deferred():
+        with _signals_deferred(), orphans.launching() as started:
             env = child_env(case)
             proc = subprocess.Popen(
                 list(worker or default_worker_command()),
@@ -323,6 +316,7 @@ def start_worker(
                 pass_fds=(write_fd,),
                 process_group=0,  # its own group: stopping it stops what it spawned
             )
+            started(proc.pid)
             proc.ckptbench_env = env  # type: ignore[attr-defined]  # its token, for stop_worker
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.write(json.dumps(job).encode())  # type: ignore[union-attr]
