@@ -13,10 +13,15 @@ in a process group of its own, and stopping it stops the whole group, so what a 
 spawned (threads keep the worker alive, forked children keep the channel open) never
 outlives the mode (a Dask worker's task, off the main thread, is stopped by
 :func:`request_stop`); once the worker has reported its result, such leftovers cannot turn a
-completed mode into a timeout. The memory limit holds whatever ``--sample-interval`` says:
-beside the sampler, the worker's start-up and per-iteration exact peaks (VmHWM) and its
-VmHWM read every 50 ms are compared with it. Side tasks (plug-in check, device probe, step
-costs, line profile) run through the same guard (``ckptbench.measure.tasks``).
+completed mode into a timeout. What left the group too is found by the worker's token and,
+on Linux within :func:`stop_on_signals`, by being reparented to ckptbench
+(``ckptbench.measure.orphans``). The worker's stdout goes to ``/dev/null``
+(nothing reads it) and its stderr to a temporary file, of which only the last
+:data:`STDERR_TAIL_BYTES` are ever read back (:func:`read_tail`). The memory limit holds
+whatever ``--sample-interval`` says: beside the sampler, the worker's start-up and
+per-iteration exact peaks (VmHWM) and its VmHWM read every 50 ms are compared with it. Side
+tasks (plug-in check, device probe, step costs, line profile) run through the same guard
+(``ckptbench.measure.tasks``).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import ckptbench
-from ckptbench.measure import noise
+from ckptbench.measure import noise, orphans
 from ckptbench.measure import peaks as measure
 from ckptbench.measure.follow import (
     ModeEvents,
@@ -47,10 +52,13 @@ from ckptbench.measure.follow import (
     interrupted_result,
     mode_outcome,
 )
+from ckptbench.measure.orphans import WORKER_TOKEN_VAR
 from ckptbench.results.schema import Case, Mode, ModeResult, Status
 from ckptbench.workloads import plugin_paths
 
 __all__ = [
+    "STDERR_TAIL_BYTES",
+    "WORKER_TOKEN_VAR",
     "Channel",
     "Interrupted",
     "Progress",
@@ -58,6 +66,7 @@ __all__ = [
     "child_env",
     "default_worker_command",
     "raise_deferred",
+    "read_tail",
     "request_stop",
     "run_mode",
     "start_worker",
@@ -69,6 +78,9 @@ __all__ = [
 TIMELINE_POINTS = 2000
 #: How long the runner waits for a stopped worker to exit before SIGKILL.
 KILL_GRACE_S = 2.0
+#: How much of the end of a worker's stderr is read back: its last lines are what a
+#: failure shows (``stderr_tail``, the last line of a task's error), whatever it wrote.
+STDERR_TAIL_BYTES = 64 * 1024
 
 
 class Interrupted(BaseException):
@@ -127,7 +139,8 @@ def stop_on_signals() -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread,
     except one this process was started with ignored: ``nohup ckptbench sweep ... &`` asks
     that a closed terminal's SIGHUP not stop it (Python likewise leaves an ignored SIGINT
-    ignored)."""
+    ignored). The command line measures within it, so within it, on Linux, this process
+    also adopts what its workers orphan, to kill it (``orphans.adopting``)."""
 
     def handler(signum: int, frame: Any) -> None:
         if _DEFERRED["on"]:  # starting a worker: raise once its process is ours to stop
@@ -142,7 +155,8 @@ def stop_on_signals() -> Iterator[None]:
         if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
             previous[sig] = signal.signal(sig, handler)
     try:
-        yield
+        with orphans.adopting():
+            yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
@@ -151,11 +165,6 @@ def stop_on_signals() -> Iterator[None]:
 def default_worker_command() -> list[str]:
     """``python -P -m measure.worker``: ``-P`` keeps the current folder off ``sys.path``."""
     return [sys.executable, "-P", "-m", "ckptbench.measure.worker"]
-
-
-#: Set in each worker's environment to a token of its own, which every process it starts
-#: inherits: what :func:`stop_worker` finds a descendant by once it has left the group.
-WORKER_TOKEN_VAR = "CKPTBENCH_WORKER_TOKEN"
 
 
 def child_env(case: Case) -> dict[str, str]:
@@ -216,8 +225,9 @@ def stop_worker(proc: subprocess.Popen) -> None:
     """Stop the worker and everything in its process group (what a plug-in forked too):
     SIGTERM, up to :data:`KILL_GRACE_S` for the worker to exit, then SIGKILL to the group,
     so leftovers die even when they ignore SIGTERM; then SIGKILL to any process still
-    carrying the worker's token (a plug-in's daemon that left the group with ``setsid``
-    and outlived its parent)."""
+    carrying the worker's token, and to every one this process adopted from it (a
+    plug-in's daemon that left the group with ``setsid`` and outlived its parent;
+    ``ckptbench.measure.orphans``)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -227,19 +237,19 @@ def stop_worker(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
-    token = getattr(proc, "ckptbench_env", {}).get(WORKER_TOKEN_VAR)
-    if token:
-        _kill_carrying(token)
+    orphans.kill_carrying(getattr(proc, "ckptbench_env", {}))
+    orphans.worker_ended(proc.pid)
 
 
-def _kill_carrying(token: str) -> None:
-    """SIGKILL every process of this user whose environment holds ``token``."""
-    import psutil
-
-    for p in psutil.process_iter():
-        with contextlib.suppress(psutil.Error, OSError):
-            if p.pid != os.getpid() and p.environ().get(WORKER_TOKEN_VAR) == token:
-                p.kill()
+def read_tail(file: Any, limit: int = STDERR_TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of ``file`` (a worker's stderr) as text, read without
+    reading what came before them; a character they cut in two is left out."""
+    size = os.fstat(file.fileno()).st_size
+    file.seek(max(0, size - limit))
+    data = file.read(limit)
+    if size > limit:
+        data = data.lstrip(bytes(range(0x80, 0xC0)))  # UTF-8 continuation bytes
+    return data.decode(errors="replace")
 
 
 def _vm_hwm_bytes(pid: int) -> int | None:
@@ -275,8 +285,8 @@ def run_mode(
     """
     trace = case.trace and mode is Mode.CHECKPOINTED and round_index == 0  # the first round's
     fields = {"mode": mode.value, "grad_path": grad_path, "costs": costs, "trace": trace}
-    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
-        return _supervise(case, mode, fields, (out_file, err_file), worker, round_index, progress)
+    with tempfile.TemporaryFile() as err_file:
+        return _supervise(case, mode, fields, err_file, worker, round_index, progress)
 
 
 def start_worker(
@@ -284,7 +294,8 @@ def start_worker(
 ) -> tuple[subprocess.Popen, Channel]:
     """Start a worker with a private report pipe and hand it its job: the case, the parent's
     pid, the plug-in folders, and ``fields``. A stop signal arriving meanwhile is held back
-    until the caller has the process (:func:`raise_deferred`). OSError if it cannot start."""
+    until the caller has the process (:func:`raise_deferred`). OSError if it cannot start.
+    Every worker started must be stopped with :func:`stop_worker`."""
     read_fd, write_fd = os.pipe()
     job = {
         "case": case.to_dict(),
@@ -294,7 +305,7 @@ def start_worker(
         **fields,
     }
     try:
-        with _signals_deferred():
+        with _signals_deferred(), orphans.launching() as started:
             env = child_env(case)
             proc = subprocess.Popen(
                 list(worker or default_worker_command()),
@@ -305,6 +316,7 @@ def start_worker(
                 pass_fds=(write_fd,),
                 process_group=0,  # its own group: stopping it stops what it spawned
             )
+            started(proc.pid)
             proc.ckptbench_env = env  # type: ignore[attr-defined]  # its token, for stop_worker
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.write(json.dumps(job).encode())  # type: ignore[union-attr]
@@ -317,14 +329,13 @@ def start_worker(
     return proc, Channel(read_fd)
 
 
-def _supervise(case, mode, fields, files, worker, round_index, progress):
+def _supervise(case, mode, fields, err_file, worker, round_index, progress):
     """Start the worker, feed it the job, follow its events; see :func:`run_mode`."""
-    out_file, err_file = files
     started = time.perf_counter()
     started_unix = time.time()
     probe = noise.BusyProbe.start()
     try:
-        proc, channel = start_worker(case, fields, worker, out_file, err_file)
+        proc, channel = start_worker(case, fields, worker, subprocess.DEVNULL, err_file)
     except OSError as err:
         return ModeResult(
             mode=mode, status=Status.CRASHED, error=f"cannot start worker: {err}"
@@ -346,8 +357,7 @@ def _supervise(case, mode, fields, files, worker, round_index, progress):
         channel.close()
     wall = time.perf_counter() - started
     busy = probe.stop()
-    err_file.seek(0)
-    err_text = err_file.read().decode(errors="replace")
+    err_text = read_tail(err_file)
     common: dict[str, Any] = {
         "mode": mode,
         "round": round_index,

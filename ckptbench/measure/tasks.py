@@ -13,12 +13,13 @@ hang only the disposable worker. Nothing here prints.
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ckptbench.measure.launch import raise_deferred, start_worker, stop_worker
+from ckptbench.measure.launch import raise_deferred, read_tail, start_worker, stop_worker
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, Mode
 from ckptbench.workloads import BUILTIN_WORKLOADS
@@ -51,8 +52,8 @@ class PluginError(ValueError):
     """The plug-in cannot be loaded (bad input: the CLI exits 2)."""
 
 
-def _last_line(data: bytes) -> str:
-    lines = data.decode(errors="replace").strip().splitlines()
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
     return lines[-1].strip() if lines else ""
 
 
@@ -69,9 +70,9 @@ def run_task(
     after ``ready``. :class:`TaskError` when the worker reports a failure, exits without a
     result or runs out of time. ``Interrupted``/``KeyboardInterrupt`` stop it and propagate.
     """
-    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+    with tempfile.TemporaryFile() as err_file:
         proc, channel = start_worker(case, {"mode": Mode.BASELINE.value, **fields}, worker,
-                                     out_file, err_file)  # fmt: skip
+                                     subprocess.DEVNULL, err_file)  # fmt: skip
         report: dict[str, Any] | None = None
         reported_at = 0.0
         deadline = None if timeout_s is None else time.perf_counter() + timeout_s
@@ -99,8 +100,7 @@ def run_task(
         finally:
             stop_worker(proc)
             channel.close()
-        err_file.seek(0)
-        tail = _last_line(err_file.read())
+        tail = _last_line(read_tail(err_file))
     if timed_out:
         raise TaskError(f"the worker did not finish within {timeout_s:g} s and was stopped")
     if report is None:
