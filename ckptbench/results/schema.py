@@ -390,6 +390,9 @@ class Iteration:
     peak_device_bytes: int | None = None  # CUDA: torch.cuda.max_memory_allocated
     start_device_bytes: int | None = None  # CUDA: memory_allocated before the iteration
     device_peak_exact: bool | None = None  # False: peak_device_bytes is an upper bound
+    # CPU time of the worker's measuring thread alone: never above wall_time_s, whatever the
+    # threads (analysis/stability.py); None in results written before it was recorded
+    thread_cpu_time_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,100 @@
+"""Figures a plug-in cannot make untrue: a plug-in that replaces ``time.perf_counter`` does
+not move the clock ckptbench times with (``engine/clock.py``), and a clock that stands
+still or runs slow makes the times unstable, with the reason said
+(``analysis/stability.clock_verdicts``)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from dataclasses import replace
+
+import pytest
+from _cli import run_cli
+from _synthetic import make_result
+
+from ckptbench.analysis.stability import VerdictKind, clock_verdicts, thread_share
+from ckptbench.render.caveats import warning_lines
+from ckptbench.results.schema import Case
+
+#: An autograd plug-in that stops every clock of the ``time`` module when imported.
+STOPPED_CLOCK = textwrap.dedent(
+    """
+    import time
+
+    import autograd.numpy as np
+
+    time.perf_counter = lambda: 0.0
+    time.process_time = lambda: 0.0
+    time.thread_time = lambda: 0.0
+
+    class W:
+        def init(self, steps, rng):
+            p = {"W": rng.standard_normal((8, 8)) * 0.1, "V": rng.standard_normal((8, 1))}
+            return p, np.zeros((2, 8)), rng.standard_normal((steps, 2, 8))
+
+        def step(self, p, s, x):
+            return np.tanh(s @ p["W"] + x)
+
+        def post(self, p, s):
+            return s @ p["V"]
+
+        def loss(self, ys):
+            return np.mean(ys ** 2)
+
+    def make(hidden=8, batch=2, input=8, output=1):
+        return W()
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_plugin_replacing_the_clock_does_not_move_ckptbenchs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "stopped.py").write_text(STOPPED_CLOCK)
+    argv = ["run", "--model", "stopped.py:make", "--steps", "10", "--snaps", "3",
+            "--rounds", "1", "--warmup", "0", "--repeats", "2", "--precision", "off",
+            "--out", "r.json", "-q"]  # fmt: skip
+    code, _, err = run_cli(capsys, argv)
+    assert code == 0, err
+    modes = json.loads((tmp_path / "r.json").read_text())["modes"]
+    its = [it for m in modes for it in m["iterations"]]
+    assert its and all(it["wall_time_s"] > 0 and it["cpu_time_s"] > 0 for it in its)
+    assert all(0 < it["thread_cpu_time_s"] <= it["wall_time_s"] for it in its)
+    ckpt = next(m for m in modes if m["mode"] == "checkpointed")
+    assert any(v > 0 for it in ckpt["iterations"] for v in it["phases"].values())
+
+
+def test_a_thread_using_more_cpu_than_wall_time_or_a_clock_standing_still_is_said():
+    times = [{"normal": [0.01, 0.012], "checkpointed": [0.0, 0.0]}]
+    verdicts = clock_verdicts(times, {"normal": 99.0, "checkpointed": 0.97})
+    kinds = {(v.kind, v.mode) for v in verdicts}
+    assert kinds == {(VerdictKind.ZERO_TIME, "checkpointed"), (VerdictKind.CLOCK_SLOW, "normal")}
+    assert all(v.about_time for v in verdicts)
+    # an honest thread: at most the wall time, with clock reads inside the window
+    assert clock_verdicts([{"normal": [0.01]}], {"normal": 1.0}) == ()
+    assert thread_share([(0.009, 0.01), (None, 0.01), (0.5, 0.0)]) == pytest.approx(0.9)
+    assert thread_share([(None, 0.01)]) is None
+
+
+def test_a_slow_clock_makes_the_times_unstable_with_the_reason():
+    result = make_result(Case(model="rnn", steps=20, snaps=4, repeats=3))
+    assert not any(v.kind is VerdictKind.CLOCK_SLOW for v in result.summary.noise)
+    # what a plug-in dividing time.perf_counter by 100 records: CPU time 100x the wall time
+    slow = tuple(
+        replace(
+            m,
+            iterations=tuple(
+                replace(it, thread_cpu_time_s=it.wall_time_s * 100) for it in m.iterations
+            ),
+        )
+        if m.mode.value == "normal"
+        else m
+        for m in result.modes
+    )
+    faked = replace(result, modes=slow)
+    assert faked.summary.time_unstable
+    assert [v.mode for v in faked.summary.noise if v.kind is VerdictKind.CLOCK_SLOW] == ["normal"]
+    line = next(w for w in warning_lines(faked) if "clock ran slow" in w)
+    assert "up to 100" in line and line.endswith(": normal")
+
