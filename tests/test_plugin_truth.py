@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 from _cli import run_cli
-from _synthetic import make_result
+from _synthetic import make_result, with_case
 
 from ckptbench.analysis.stability import VerdictKind, clock_verdicts, thread_share
 from ckptbench.render.caveats import warning_lines
@@ -98,3 +98,105 @@ def test_a_slow_clock_makes_the_times_unstable_with_the_reason():
     line = next(w for w in warning_lines(faked) if "clock ran slow" in w)
     assert "up to 100" in line and line.endswith(": normal")
 
+
+# ------------------------------------------------------------ a --costs file of other states
+
+#: A layer chain whose states widen and narrow: x_0 is (batch, 4), then 16, 2, 16, ... wide.
+CHAIN = textwrap.dedent(
+    """
+    import autograd.numpy as np
+
+    WIDTHS = [16, 2, 16, 4]
+
+    class Chain:
+        def __init__(self, batch):
+            self.b = batch
+
+        def init(self, layers, rng):
+            ws = [4] + [WIDTHS[k % 4] for k in range(layers)]
+            params = [{"W": rng.standard_normal((ws[k], ws[k + 1])) * 0.3}
+                      for k in range(layers)]
+            return params, rng.standard_normal((self.b, 4))
+
+        def layer(self, i, params, x):
+            return np.tanh(x @ params["W"])
+
+        def loss(self, x):
+            return np.mean(x ** 2)
+
+    def make(hidden=8, batch=2, input=4, output=1):
+        return Chain(batch)
+    """
+)
+
+
+def _chain_costs(batch: int, steps: int = 4) -> dict:
+    widths = [4, 16, 2, 16][:steps]
+    return {"forward_time_s": 1e-5, "taped_time_s": 2e-5, "fixed_time_s": 0.0,
+            "state_bytes": [batch * w * 8 for w in widths], "tape_bytes": 1000}  # fmt: skip
+
+
+def test_the_plugin_check_measures_the_state_each_step_starts_from(tmp_path, monkeypatch):
+    from ckptbench.workloads.check import check_workload
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chain.py").write_text(CHAIN)
+    case = Case(model="chain.py:make", steps=4, strategy="optimal", budget_bytes=2**20, batch=3)
+    report = check_workload(case)
+    assert report["problem"] is None and report["chain"] is True
+    assert report["state_bytes"] == _chain_costs(3)["state_bytes"]
+
+
+def test_a_costs_file_of_other_states_than_the_plugins_is_noted_with_the_real_figure():
+    from ckptbench.cli.costs_file import costs_note
+
+    case = Case(model="chain.py:make", steps=4, strategy="optimal", budget_bytes=8192, batch=64)
+    real = _chain_costs(64)["state_bytes"]
+    note = costs_note("c.json", _chain_costs(2), case, real)
+    assert note is not None
+    assert "step 0's state is 64 B there, but 2048 B in --model chain.py:make" in note
+    assert "follow the file" in note
+    assert costs_note("c.json", _chain_costs(64), case, real) is None
+    assert costs_note("c.json", _chain_costs(2), case, None) is None  # not measured: unknown
+
+
+@pytest.mark.slow
+def test_run_notes_a_plugins_costs_file_of_other_sizes(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chain.py").write_text(CHAIN)
+    (tmp_path / "c.json").write_text(json.dumps(_chain_costs(2)))
+    argv = ["run", "--model", "chain.py:make", "--steps", "4", "--batch", "64", "--strategy",
+            "optimal", "--budget", "8KiB", "--costs", "c.json", "--rounds", "1", "--warmup",
+            "0", "--repeats", "1", "--precision", "off", "--out", "r.json"]  # fmt: skip
+    code, out, err = run_cli(capsys, argv)
+    assert code == 0, err
+    assert "step 0's state is 64 B there, but 2048 B in --model chain.py:make" in err
+    assert "as the costs size its states, not as they are" in out
+
+
+def test_the_plan_line_says_the_stored_bytes_follow_costs_of_other_states():
+    from ckptbench.render.run import explain_lines
+    from ckptbench.results.schema import Mode
+
+    result = with_case(
+        make_result(Case(model="rnn", steps=4, snaps=2, repeats=3)),
+        strategy="optimal",
+        budget_bytes=8192,
+        batch=64,
+    )
+
+    def planned(costs: dict):
+        plan = {"predicted_time_s": 0.5, "peak_bytes": 6000, "costs": costs}
+        modes = tuple(
+            replace(m, plan=plan, counters={**m.counters, "state_bytes": 2048})
+            if m.mode is Mode.CHECKPOINTED
+            else m
+            for m in result.modes
+        )
+        (line,) = [x for x in explain_lines(replace(result, modes=modes)) if x.startswith("plan:")]
+        return line
+
+    line = planned(_chain_costs(2))
+    assert "stored by the executor as the costs size its states, not as they are" in line
+    assert "(the first state: 64 B in the costs, 2.00 KiB here)" in line
+    assert "not as they are" not in planned(_chain_costs(64))
