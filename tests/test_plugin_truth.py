@@ -200,3 +200,44 @@ def test_the_plan_line_says_the_stored_bytes_follow_costs_of_other_states():
     assert "stored by the executor as the costs size its states, not as they are" in line
     assert "(the first state: 64 B in the costs, 2.00 KiB here)" in line
     assert "not as they are" not in planned(_chain_costs(64))
+
+
+# ------------------------------------------------------------ a plug-in edited mid-run
+
+#: The autograd plug-in of this file's clock test, without the stopped clock, that appends
+#: a line to its own file on its third import (the check, then round 1's first mode, then
+#: its second): a user editing the plug-in while the run measures.
+SELF_EDITING = STOPPED_CLOCK.replace(
+    """time.perf_counter = lambda: 0.0
+time.process_time = lambda: 0.0
+time.thread_time = lambda: 0.0
+""",
+    """import os
+_n = int(open("count").read()) if os.path.exists("count") else 0
+open("count", "w").write(str(_n + 1))
+if _n == 2:
+    with open(__file__, "a") as f:
+        f.write("\\nDELAY = 0.002\\n")
+""",
+)
+
+
+@pytest.mark.slow
+def test_a_plugin_edited_mid_run_fails_the_modes_after_the_change(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "editing.py").write_text(SELF_EDITING)
+    argv = ["run", "--model", "editing.py:make", "--steps", "10", "--snaps", "3",
+            "--rounds", "2", "--warmup", "0", "--repeats", "1", "--precision", "off",
+            "--out", "r.json"]  # fmt: skip
+    code, _, err = run_cli(capsys, argv)
+    assert (tmp_path / "count").read_text() == "3"  # no worker loaded the edited file
+    assert code != 0
+    assert "the plug-in's file editing.py changed while it ran" in err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["environment"]["plugin_changed"]["round"] == 1
+    status = {(m["round"], m["mode"]): (m["status"], m.get("error") or "") for m in doc["modes"]}
+    assert status[(0, "baseline")][0] == "ok"
+    changed = [k for k, (s, why) in status.items() if s == "failed" and "file editing.py" in why]
+    assert (0, "normal") in changed and (0, "checkpointed") in changed
+    assert all((1, m) in changed for m in ("baseline", "normal", "checkpointed"))
+    assert doc["summary"]["slowdown"] is None  # nothing pooled across the change
