@@ -241,3 +241,10 @@ def test_a_plugin_edited_mid_run_fails_the_modes_after_the_change(tmp_path, monk
     assert (0, "normal") in changed and (0, "checkpointed") in changed
     assert all((1, m) in changed for m in ("baseline", "normal", "checkpointed"))
     assert doc["summary"]["slowdown"] is None  # nothing pooled across the change
+
+
+def test_a_model_typed_with_spaces_around_it_is_the_same_case_and_key():
+    plain = Case(model="lstm", steps=20, snaps=4)
+    spaced = Case(model=" lstm ", steps=20, snaps=4)
+    assert spaced.model == "lstm" and spaced.key == plain.key and spaced == plain
+    assert Case.from_dict({**plain.to_dict(), "model": "lstm "}).key == plain.key

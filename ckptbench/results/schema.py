@@ -175,6 +175,8 @@ class Case:
             raise CaseError(f"model must be a non-empty string, got {self.model!r}")
         if not self.model.isprintable():  # tables, markdown rows and errors show it on a line
             raise CaseError(f"model must be printable text on one line, got {self.model[:40]!r}")
+        if self.model != self.model.strip():  # "lstm " is lstm: one case, one key
+            object.__setattr__(self, "model", self.model.strip())
         for name in ("steps", "snaps", "hidden", "batch", "input", "repeats", "rounds", "threads"):
             _pos_int(name, getattr(self, name))
         if self.steps > MAX_STEPS:
