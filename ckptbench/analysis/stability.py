@@ -3,7 +3,10 @@
 Per mode the coefficient of variation of its iteration times, the width of the slowdown's
 95% interval (``ckptbench.analysis.intervals``), the CPU share of its workers, the cores other
 processes kept busy meanwhile (``ckptbench.measure.noise``) and the spread of its exact peaks across
-rounds; each threshold below is justified by measurements on this project's 2-core VM.
+rounds; each threshold below is justified by measurements on this project's 2-core VM. Two
+checks say whether the clock itself can be trusted: an iteration timed at 0 s, and a
+measuring thread that used more CPU time than the wall time that passed (impossible for one
+thread: the clock ran slow).
 Numbers only: nothing here prints (docs/architecture.md, "analysis").
 """
 
@@ -25,12 +28,15 @@ __all__ = [
     "OTHER_BUSY_CORES_MAX",
     "PEAK_SPREAD_FLOOR_BYTES",
     "PEAK_SPREAD_REL",
+    "THREAD_SHARE_MAX",
     "ModeNoise",
     "Verdict",
     "VerdictKind",
+    "clock_verdicts",
     "coefficient_of_variation",
     "mode_noise",
     "noise_verdicts",
+    "thread_share",
     "time_unstable",
 ]
 
@@ -46,6 +52,15 @@ CV_MAX = 0.10
 HALF_WIDTH_MAX = 0.05
 #: Below this CPU share (CPU time / wall time) the worker was descheduled (analysis.py).
 CPU_SHARE_MIN = 0.9
+#: The measuring thread's CPU time over the wall time of its iterations (median) above
+#: which the clock they were timed with cannot be trusted. One thread cannot use more CPU
+#: time than passes, and the worker reads its CPU time inside the wall window, so an honest
+#: run stays at or below 1 whatever ``--threads``; the margin is for clock granularity. The
+#: process's CPU share cannot be bounded this way: Linux updates a running thread's CPU time
+#: at its scheduler tick, so an iteration of 0.3 ms with two BLAS threads read 7.9x and 10.1x
+#: here (autograd, --threads 2), honestly. A plug-in dividing ``time.perf_counter`` by 100
+#: reads about 100x.
+THREAD_SHARE_MAX = 1.1
 #: Other processes' CPU use, in cores, above which a run shared its machine: a quarter of a
 #: core is 25% of a single-threaded worker's time if the scheduler gave it our core.
 OTHER_BUSY_CORES_MAX = 0.25
@@ -119,6 +134,8 @@ class VerdictKind(Enum):
     LOW_CPU_SHARE = "low-cpu-share"
     OTHER_PROCESSES = "other-processes"
     PEAK_SPREAD = "peak-spread"  # memory, not time
+    ZERO_TIME = "zero-time"  # iterations timed at 0 s: the clock did not move
+    CLOCK_SLOW = "clock-slow"  # the measuring thread's CPU time exceeds the wall time
 
 
 @dataclass(frozen=True)
@@ -152,6 +169,7 @@ def noise_verdicts(
     slowdown: Estimate | None = None,
     cpu_share: Mapping[str, float] | None = None,
     other_busy_cores: Mapping[str, float] | None = None,
+    thread_shares: Mapping[str, float] | None = None,
     cv_max: float = CV_MAX,
     half_width_max: float = HALF_WIDTH_MAX,
     cpu_share_min: float = CPU_SHARE_MIN,
@@ -164,9 +182,11 @@ def noise_verdicts(
     ``times``/``peaks``: rounds of per-iteration wall times / exact peaks per mode.
     ``cpu_share``: per mode, the lowest (or median) CPU time / wall time of its iterations.
     ``other_busy_cores``: per mode, the largest :attr:`measure.noise.BusyReading.other_cores`
-    seen while its workers ran. Thresholds default to the module constants (documented there).
+    seen while its workers ran. ``thread_shares``: per mode, :func:`thread_share` of its
+    iterations (:func:`clock_verdicts`). Thresholds default to the module constants
+    (documented there).
     """
-    out: list[Verdict] = []
+    out: list[Verdict] = list(clock_verdicts(times, thread_shares))
     for m, nz in mode_noise(times, peaks).items():
         if nz.cv > cv_max:
             out.append(
@@ -225,6 +245,53 @@ def noise_verdicts(
                     other_busy_max,
                     f"{m}: other processes used {cores:.2f} cores while it ran "
                     f"(> {other_busy_max:.2f})",
+                )
+            )
+    return tuple(out)
+
+
+def thread_share(pairs: Sequence[tuple[float | None, float]]) -> float | None:
+    """The median of (measuring thread's CPU time / wall time) over ``pairs`` of an
+    iteration's two times; None when no iteration recorded both (older results)."""
+    shares = [cpu / wall for cpu, wall in pairs if cpu is not None and wall > 0]
+    return statistics.median(shares) if shares else None
+
+
+def clock_verdicts(
+    times: Sequence[Round],
+    thread_shares: Mapping[str, float] | None = None,
+    thread_share_max: float = THREAD_SHARE_MAX,
+) -> tuple[Verdict, ...]:
+    """The reasons the clock a mode was timed with cannot be trusted: iterations timed at
+    0 s or less (``value``: their fraction), and a measuring thread that used more CPU time
+    than the wall time that passed (``value``: :func:`thread_share`)."""
+    out: list[Verdict] = []
+    modes = dict.fromkeys(m for rd in times for m in rd)
+    for m in modes:
+        walls = [float(v) for rd in times for v in rd.get(m, ())]
+        still = sum(1 for v in walls if v <= 0)
+        if still:
+            out.append(
+                Verdict(
+                    VerdictKind.ZERO_TIME,
+                    m,
+                    still / len(walls),
+                    0.0,
+                    f"{m}: {still} of {len(walls)} iterations timed at 0 s: the clock did not "
+                    "move, so its times cannot be trusted",
+                )
+            )
+    for m, share in sorted((thread_shares or {}).items()):
+        if share > thread_share_max:
+            out.append(
+                Verdict(
+                    VerdictKind.CLOCK_SLOW,
+                    m,
+                    share,
+                    thread_share_max,
+                    f"{m}: its measuring thread used {share:.2f}x the wall time in CPU time "
+                    f"(one thread cannot exceed 1x): the clock ran slow, so its times cannot "
+                    "be trusted",
                 )
             )
     return tuple(out)

@@ -224,6 +224,7 @@ def round_estimates(
             slowdown=out.get("slowdown"),
             cpu_share=cpu_share,
             other_busy_cores=other_busy_cores,
+            thread_shares=_thread_shares(ordered),
         )
     out["noise"] = tuple(verdicts)
     if times:
@@ -232,3 +233,16 @@ def round_estimates(
         out["peak_spread_bytes"] = {m: n.peak_spread_bytes for m, n in noise.items()}
     out["time_unstable"] = stability.time_unstable(verdicts)
     return out
+
+
+def _thread_shares(ordered: Sequence[dict[str, ModeResult]]) -> dict[str, float]:
+    """Per mode, the measuring thread's CPU time over wall time of its iterations
+    (``stability.thread_share``; modes whose iterations did not record it left out)."""
+    pairs: dict[str, list[tuple[float | None, float]]] = {}
+    for rd in ordered:
+        for m, r in rd.items():
+            pairs.setdefault(m, []).extend(
+                (it.thread_cpu_time_s, it.wall_time_s) for it in r.iterations
+            )
+    shares = {m: stability.thread_share(p) for m, p in pairs.items()}
+    return {m: s for m, s in shares.items() if s is not None}

@@ -4,6 +4,7 @@ against the case it plans for."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from ckptbench.cli.options import InputError
@@ -37,28 +38,38 @@ def read_costs(path: Path, steps: int) -> dict:
     return costs.as_dict()
 
 
-def costs_note(path: Path, doc: dict, case: Case) -> str | None:
-    """What to say when a costs file's states are not ``case``'s (a built-in's states have
-    sizes known from its sizes and dtype): the plan then keeps states that are not there,
-    and the executor counts the file's bytes. None when they match or cannot be known (a
-    plug-in). A note, not a refusal: costs are also a what-if ('plan as if ...')."""
+def costs_note(
+    path: Path, doc: dict, case: Case, states: Sequence[int] | None = None
+) -> str | None:
+    """What to say when a costs file's states are not ``case``'s: the plan then keeps states
+    that are not there, and the executor counts the file's bytes. A built-in's state sizes
+    are known from its sizes and dtype; a plug-in's are ``states``, the bytes its check
+    measured in a disposable worker (``measure.tasks.checked_plugin``; ckptbench never
+    imports a plug-in itself). None when they match or cannot be known. A note, not a
+    refusal: costs are also a what-if ('plan as if ...')."""
     from ckptbench.results.schema import DTYPE_BYTES
     from ckptbench.schedules.optimal import Costs
     from ckptbench.workloads import Sizes, registry
 
     costs = Costs.from_dict(doc)
     entry = registry.builtin(case.model)
-    elements = entry.state_elements(Sizes(**case.sizes()), case.steps) if entry else None
-    if elements is None:
+    if entry is not None:
+        elements = entry.state_elements(Sizes(**case.sizes()), case.steps)
+        if elements is None:
+            return None
+        per = elements if isinstance(elements, list) else [elements] * case.steps
+        want = [e * DTYPE_BYTES[case.dtype] for e in per]
+        how = f"at these sizes in {case.dtype}"
+    elif states is not None and len(states) == case.steps:
+        want, how = list(states), "at these sizes, as its check measured them"
+    else:
         return None
-    per = elements if isinstance(elements, list) else [elements] * case.steps
-    want = [e * DTYPE_BYTES[case.dtype] for e in per]
     got = list(costs.per_step(case.steps)[2])
     if got == want:
         return None
     k = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
     return (
         f"--costs {path}: step {k}'s state is {got[k]} B there, but {want[k]} B in --model "
-        f"{case.model} at these sizes in {case.dtype} (costs of another model, sizes or "
-        "dtype?): the plan, its prediction and the stored bytes reported follow the file"
+        f"{case.model} {how} (costs of another model, sizes or dtype?): the plan, its "
+        "prediction and the stored bytes reported follow the file"
     )

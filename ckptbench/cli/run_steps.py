@@ -86,21 +86,28 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
     return case, notes, costs, target
 
 
-def checked_in_worker(ctx, case: Case, device: str) -> tuple[Case, tuple[str, ...]]:
+def checked_in_worker(
+    ctx, case: Case, device: str, costs: dict | None = None, costs_file=None
+) -> tuple[Case, tuple[str, ...]]:
     """The device probe and the plug-in check, in a disposable worker, never in this
     process, on every backend: the plug-in's protocol once (and its factory's own sizes
-    where no size option was given). Returns the case with those sizes and the notes;
-    InputError on a problem (naming ``device`` as typed), exit 128 + N when stopped by
-    signal N."""
+    where no size option was given). Returns the case with those sizes and the notes (with
+    ``costs`` read from ``costs_file``: whether its states are the plug-in's, by the bytes
+    the check measured); InputError on a problem (naming ``device`` as typed), exit
+    128 + N when stopped by signal N."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
-    from ckptbench.measure.tasks import check_plugin, probe_device
+    from ckptbench.measure.tasks import checked_plugin, probe_device
 
     try:
         with stop_on_signals():
             if device != "cpu" and (why := probe_device(case)) is not None:
                 raise InputError(device_words(ctx, device, f"--device {device}: {why}"))
-            case, notes = check_plugin(case, given_sizes=given_sizes(ctx))
+            checked = checked_plugin(case, given_sizes=given_sizes(ctx))
+            case, notes = checked.case, checked.notes
             case.check_fits_memory()
+            if costs is not None and checked.state_bytes is not None:
+                note = costs_note(costs_file, costs, case, checked.state_bytes)
+                notes += (note,) if note else ()
     except ValueError as err:
         raise InputError(str(err)) from None
     except (Interrupted, KeyboardInterrupt) as err:

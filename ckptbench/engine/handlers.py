@@ -10,9 +10,9 @@ backend's ``StepOps``.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from ckptbench.engine.clock import perf_counter
 from ckptbench.schedules import ActionKind
 
 __all__ = ["BOTH_SWEEPS", "advance", "takeshot", "tape"]
@@ -24,7 +24,7 @@ def advance(run: Any, ops: Any, act: Any, state: Any, outputs: bool, t0: float):
     if timer is None:
         state = ops.advance(state, act.start, act.stop, outputs)
     else:  # run --trace: each step alone, timed (the per-layer times)
-        clock = time.perf_counter
+        clock = perf_counter
         for i in range(act.start, act.stop):
             t = clock()
             state = ops.advance(state, i, i + 1, outputs)
@@ -32,14 +32,14 @@ def advance(run: Any, ops: Any, act: Any, state: Any, outputs: bool, t0: float):
     run.advanced += n
     if outputs and run.readouts:
         run.post_calls += n
-    now = time.perf_counter()
+    now = perf_counter()
     run.advance_s += now - t0
     return state, now
 
 
 def takeshot(run: Any, ops: Any, act: Any, state: Any, outputs: bool, t0: float):
     run.store(act.slot, act.step, state, run.schedule.state_bytes_of(act.step, state, ops))
-    now = time.perf_counter()
+    now = perf_counter()
     run.book_s += now - t0
     return state, now
 
@@ -48,7 +48,7 @@ def tape(run: Any, ops: Any, act: Any, state: Any, outputs: bool, t0: float):
     kept, state = ops.tape(state, act.step, outputs)
     run.keep_tape(act.step, kept)
     run.taped += 1
-    now = time.perf_counter()
+    now = perf_counter()
     run.taped_s += now - t0
     return state, now
 

@@ -32,12 +32,12 @@ checked against the slot's step; an action kind the engine does not know is one
 
 from __future__ import annotations
 
-import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ckptbench.backends.contract import CheckpointStats, ExecutorCounters
+from ckptbench.engine.clock import perf_counter
 from ckptbench.engine.handlers import BOTH_SWEEPS
 from ckptbench.engine.steps import UnrolledOps
 from ckptbench.schedules import (
@@ -329,7 +329,7 @@ def _recorded(run: EngineRun, actions: Iterator[Action]) -> Iterator[Action]:
     work outside). FIRSTURN is recorded once the reverse sweep has reversed it (its time
     holds the loss and the gradient down to the loop's outputs); TERMINATE, before it ends
     the sweep, takes no time."""
-    record, clock = run.recorder.record, time.perf_counter
+    record, clock = run.recorder.record, perf_counter
     for index, act in enumerate(actions):
         before = run.live_bytes()
         if act.kind is _TERMINATE:
@@ -352,7 +352,7 @@ def first_sweep(run: EngineRun, ops: StepOps, state0: Any, outputs: bool = True)
     whose steps have no readouts (a layer chain) says so with ``readouts = False``: its
     advances count no ``post`` calls.
     """
-    clock = time.perf_counter
+    clock = perf_counter
     run.clear()
     run.state_bytes = ops.state_nbytes(state0)
     run.readouts = getattr(ops, "readouts", True)
@@ -406,7 +406,7 @@ def reverse_turns(
     When the first sweep's tapes were already consumed (a second reverse of one call), the
     first sweep is re-run from ``replay_state0`` without outputs first.
     """
-    clock = time.perf_counter
+    clock = perf_counter
     if run.last_turn is None:
         first_sweep(run, ops, replay_state0, outputs=False)
     t0 = clock()

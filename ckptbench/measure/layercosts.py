@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ckptbench.engine import clock
 from ckptbench.measure import peaks
 from ckptbench.schedules.optimal import Costs
 
@@ -94,19 +94,19 @@ def _sample_times(fn: Callable[[], Any], samples: int, sync: Callable[[], None])
     """Each sample's time of one ``fn()`` (the first call, which may allocate, is a warm-up
     that also sets how often a sample repeats ``fn``)."""
     sync()
-    t0 = time.perf_counter()
+    t0 = clock.perf_counter()
     fn()
     sync()
-    first = time.perf_counter() - t0
+    first = clock.perf_counter() - t0
     reps = max(1, min(MAX_REPEATS, math.ceil(SAMPLE_S / max(first, 1e-9))))
     times = []
     for _ in range(samples):
         sync()
-        t0 = time.perf_counter()
+        t0 = clock.perf_counter()
         for _ in range(reps):
             fn()
         sync()
-        times.append((time.perf_counter() - t0) / reps)
+        times.append((clock.perf_counter() - t0) / reps)
     return times
 
 

@@ -210,8 +210,11 @@ def run_case(
         try:
             k = 0
             # every mode over the limit and skipped from now on: another round measures nothing
-            while len(rec.out_of_memory) < len(modes) and next_round(
-                precision, rec.results, k, case.rounds, rec.round_starts, rec.env
+            # a plug-in changed mid-run fails every later mode: no round beyond the planned
+            while (
+                len(rec.out_of_memory) < len(modes)
+                and (k < case.rounds or "plugin_changed" not in rec.env)
+                and next_round(precision, rec.results, k, case.rounds, rec.round_starts, rec.env)
             ):
                 _run_round(rec, how, k, tmp)
                 k += 1
@@ -295,15 +298,20 @@ def _run_round(rec: Recording, how: _Measuring, k: int, tmp: str) -> None:
         if progress:
             progress(RunEvent("start", mode, k, rec.ran))
         want_grad = mode in (Mode.NORMAL, Mode.CHECKPOINTED)
-        result, numpy_env = run_mode(
-            case,
-            mode,
-            grads[mode] if want_grad else None,
-            worker=how.worker,
-            round_index=k,
-            progress=progress,
-            costs=how.costs,
-        )
+        result, numpy_env = ModeResult(mode, Status.FAILED, round=k), None
+        if (changed := _plugin_changed(rec, k, mode, "before it started")) is None:
+            result, numpy_env = run_mode(
+                case,
+                mode,
+                grads[mode] if want_grad else None,
+                worker=how.worker,
+                round_index=k,
+                progress=progress,
+                costs=how.costs,
+            )  # a file changed while the worker ran may or may not be the code it loaded
+            changed = _plugin_changed(rec, k, mode, "while it ran")
+        if changed is not None and result.status in (Status.OK, Status.FAILED):
+            result = replace(result, status=Status.FAILED, error=changed)
         if numpy_env and "numpy" not in env:
             env["numpy"] = numpy_env
         rec.results.append(_checked(case, k, mode, result, how.modes, grads))
@@ -317,6 +325,25 @@ def _run_round(rec: Recording, how: _Measuring, k: int, tmp: str) -> None:
         rec.save(unfinished=(k, later[0]) if later else (k + 1, None))  # the next to measure
         if progress:
             progress(RunEvent("done", mode, k, rec.ran, result=rec.results[-1]))
+
+
+def _plugin_changed(rec: Recording, k: int, mode: Mode, when: str) -> str | None:
+    """Why ``mode`` of round ``k`` cannot be pooled with the run's other modes: the
+    plug-in's file no longer has the SHA-256 the run started with (the environment's
+    ``plugin``), so this mode measured, or would measure, other code. The first change is
+    recorded in the environment's ``plugin_changed``; None while the file is unchanged."""
+    was = (rec.env.get("plugin") or {}).get("sha256")
+    if not was:
+        return None
+    now = (plugin_provenance(rec.case.model) or {}).get("sha256")
+    if now == was:
+        return None
+    rec.env.setdefault("plugin_changed", {"round": k + 1, "mode": mode.value, "sha256": now})
+    return (
+        f"the plug-in's file {rec.env['plugin'].get('path', '')} changed {when} (SHA-256 "
+        f"{was[:12]} at the start, {now[:12] if now else 'unreadable'} now): this mode's "
+        "code is not the code the run measured before, so it is not pooled with it; rerun"
+    )
 
 
 def _checked(

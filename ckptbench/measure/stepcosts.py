@@ -41,7 +41,6 @@ No pandas, rich or click: this runs in the worker.
 from __future__ import annotations
 
 import statistics
-import time
 import tracemalloc
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from ckptbench.backends import registry
+from ckptbench.engine import clock
 from ckptbench.measure import peaks as measure
 from ckptbench.schedules import STORE_ALL
 from ckptbench.schedules.optimal import Costs, plan_optimal
@@ -218,16 +218,16 @@ def _time_samples(
         state = state0
         with fw.untaped():
             sync()
-            t0 = time.perf_counter()
+            t0 = clock.perf_counter()
             for i in range(k_time):
                 state = f(params, state, inputs[i])
             sync()
-            fwd.append((time.perf_counter() - t0) / k_time)
-            t0 = time.perf_counter()
+            fwd.append((clock.perf_counter() - t0) / k_time)
+            t0 = clock.perf_counter()
             for _ in range(k_time):
                 post(params, state)
             sync()
-            pst.append((time.perf_counter() - t0) / k_time)
+            pst.append((clock.perf_counter() - t0) / k_time)
         if not whole:
             taped = _store_all_taped_time(fw, workload, params, state0, inputs)
         else:
@@ -251,10 +251,10 @@ def _store_all_synced_time(fw, workload, params, state0, inputs, sync, kw: dict)
     grad = fw.value_and_grad(lambda p: workload.loss(loop(p, state0, inputs)), None)
     grad(params)
     sync()
-    t0 = time.perf_counter()
+    t0 = clock.perf_counter()
     grad(params)
     sync()
-    return time.perf_counter() - t0
+    return clock.perf_counter() - t0
 
 
 def _store_all_taped_time(fw, workload, params, state0, inputs) -> float:

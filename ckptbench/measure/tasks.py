@@ -26,10 +26,12 @@ from ckptbench.workloads import BUILTIN_WORKLOADS
 
 __all__ = [
     "CostsError",
+    "PluginChecked",
     "PluginError",
     "TaskError",
     "check_plugin",
     "check_plugins",
+    "checked_plugin",
     "measure_costs",
     "probe_device",
     "profile_lines",
@@ -111,6 +113,17 @@ def run_task(
     return report
 
 
+@dataclasses.dataclass(frozen=True)
+class PluginChecked:
+    """What :func:`checked_plugin` found: the case with the plug-in's sizes, the check's
+    notes, and the bytes of the state each step starts from as the plug-in makes them
+    (None: a built-in, whose sizes ckptbench knows, or a state whose leaves do not say)."""
+
+    case: Case
+    notes: tuple[str, ...] = ()
+    state_bytes: tuple[int, ...] | None = None
+
+
 def check_plugin(
     case: Case,
     *,
@@ -127,8 +140,20 @@ def check_plugin(
     (it says what and, for the plug-in's own code, where) or the worker fails within the
     case's timeout.
     """
+    checked = checked_plugin(case, given_sizes=given_sizes, worker=worker)
+    return checked.case, checked.notes
+
+
+def checked_plugin(
+    case: Case,
+    *,
+    given_sizes: Iterable[str] | None = None,
+    worker: Sequence[str] | None = None,
+) -> PluginChecked:
+    """:func:`check_plugin`, with the plug-in's real state bytes per step beside (what a
+    ``--costs`` file is checked against: ``cli.costs_file.costs_note``)."""
     if case.model.strip() in BUILTIN_WORKLOADS:
-        return case, ()
+        return PluginChecked(case)
     report = _plugin_report(case, given_sizes, worker)
     sizes = report.get("sizes")
     if isinstance(sizes, dict) and sizes != case.sizes():
@@ -138,7 +163,10 @@ def check_plugin(
         except (TypeError, ValueError) as err:
             raise PluginError(f"--model {case.model}: {err}") from None
     notes = tuple(str(n) for n in report.get("notes") or ())
-    return _for_its_kind(case, report), notes
+    states = report.get("state_bytes")
+    known = isinstance(states, list) and all(type(n) is int and n >= 0 for n in states)
+    states = tuple(states) if known and len(states) == case.steps else None
+    return PluginChecked(_for_its_kind(case, report), notes, states)
 
 
 def check_plugins(

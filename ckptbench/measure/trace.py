@@ -19,10 +19,10 @@ figures never include the recorder's cost. Every action is a window of its own:
 
 Time: a second traced iteration, without the memory windows (whose heap trims make every
 action fault its pages in again), times each action with the host clock
-(``time.perf_counter``) in the interpreter, and each step of an ADVANCE alone, so every
-step (layer) has a measured time beside the time its plan's costs predict
-(``engine/trace_time.py``). On an accelerator the times are left out (the host clock would
-time asynchronous launches).
+(``time.perf_counter``, bound before a plug-in loads: ``engine/clock.py``) in the
+interpreter, and each step of an ADVANCE alone, so every step (layer) has a measured time
+beside the time its plan's costs predict (``engine/trace_time.py``). On an accelerator the
+times are left out (the host clock would time asynchronous launches).
 
 Imports only the standard library, psutil (through ``peaks``) and the engine's recorder.
 """
@@ -30,9 +30,9 @@ Imports only the standard library, psutil (through ``peaks``) and the engine's r
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
+from ckptbench.engine import clock
 from ckptbench.engine.trace import TraceRecorder, step_label
 from ckptbench.measure import peaks
 
@@ -145,6 +145,6 @@ def traced_iteration(built: Any, timed: bool = True) -> dict[str, Any]:
 
 
 def _gradient_time(built: Any) -> float:
-    t0 = time.perf_counter()
+    t0 = clock.perf_counter()
     built.gradient(built.params)
-    return time.perf_counter() - t0
+    return clock.perf_counter() - t0

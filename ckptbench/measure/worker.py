@@ -30,8 +30,10 @@ its parent: ``PR_SET_PDEATHSIG`` on Linux, and a watchdog thread polling the par
 everywhere.
 
 Per iteration: ``malloc_trim(0)``, reset VmHWM through ``/proc/self/clear_refs``, run loss +
-gradient, read VmHWM. The worker imports only the backend it measures (no pandas, rich or
-click, and no torch for autograd cases nor autograd for torch cases).
+gradient, read VmHWM. Its wall, process and measuring-thread CPU times are read from
+``ckptbench.engine.clock``, imported before any plug-in: a plug-in that replaces
+``time.perf_counter`` does not move them. The worker imports only the backend it measures
+(no pandas, rich or click, and no torch for autograd cases nor autograd for torch cases).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ckptbench.backends import Built, registry
+from ckptbench.engine import clock
 from ckptbench.measure import peaks as measure
 from ckptbench.results.schema import Case, Mode
 
@@ -91,13 +94,16 @@ def _iteration(meter: measure.PeakMeter, built: Built) -> tuple[dict[str, Any], 
     # the device window opens first: what it allocates to read an exact device peak (see
     # ckptbench.backends.jax.device) happens before the host's peak is reset
     with device or contextlib.nullcontext() as dwin, meter.measure() as window:
-        t0, c0 = time.perf_counter(), time.process_time()
+        # ckptbench's clocks, bound before a plug-in loaded (engine/clock.py); the thread's
+        # CPU time is read inside the wall window, so it can never exceed it honestly
+        t0, c0, h0 = clock.perf_counter(), clock.process_time(), clock.thread_time()
         value = built.gradient(built.params)  # synchronises a CUDA device before returning
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        h1, c1, t1 = clock.thread_time(), clock.process_time(), clock.perf_counter()
     r = window.reading
     record = {
-        "wall_time_s": wall,
-        "cpu_time_s": cpu,
+        "wall_time_s": t1 - t0,
+        "cpu_time_s": c1 - c0,
+        "thread_cpu_time_s": h1 - h0,
         "peak_rss_bytes": r.peak_rss_bytes,
         "start_rss_bytes": r.start_rss_bytes,
     }

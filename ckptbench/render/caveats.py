@@ -89,6 +89,16 @@ _NOISE_TEXTS = {
         "exact peaks differ across rounds by more than max(1 MiB, 0.5%)",
         "",
     ),
+    VerdictKind.ZERO_TIME: (
+        "iterations timed at 0 s: the clock did not move, so their times cannot be trusted",
+        "",
+    ),
+    VerdictKind.CLOCK_SLOW: (
+        "the measuring thread used more CPU time than the wall time that passed (over "
+        "{t:.2f}x, impossible for one thread): the clock ran slow, so the times cannot be "
+        "trusted",
+        ".2f",
+    ),
 }
 
 
@@ -104,6 +114,8 @@ def _noise(result: RunResult) -> list[Caveat]:
         if v.kind is VerdictKind.PEAK_SPREAD:
             detail = None if v.value is None else f"{v.value / 2**20:.2f} MiB"
             out.append(Caveat(text, v.mode, detail))
+        elif v.kind is VerdictKind.ZERO_TIME:
+            out.append(Caveat(text, v.mode))
         else:
             t = v.threshold or 0  # '{t}': a fraction, shown as the percentage it was given
             shown = text.format(t=percent_text(t)) if "{t}" in text else text.format(t=t)

@@ -45,9 +45,33 @@ def plan_line(result: RunResult) -> str | None:
     return (
         f"plan: predicted {predicted:.3g} s and {fmt_size(ckpt.plan.peak_bytes)} "
         f"stored; measured {wall:.3g} s ({wall / predicted - 1:+.0%}{fastest}), "
-        f"{fmt_size(ckpt.counters.peak_stored_bytes)} stored by the executor, {where}overhead "
-        f"{over} over baseline{kept_all}"
+        f"{fmt_size(ckpt.counters.peak_stored_bytes)} stored by the executor"
+        f"{_states_unlike_costs(result)}, {where}overhead {over} over baseline{kept_all}"
     )
+
+
+def _states_unlike_costs(result: RunResult) -> str:
+    """Where the costs planned with size the first state unlike the state the checkpointed
+    worker really started from (a ``--costs`` file of other sizes, another model or dtype):
+    the executor counts a snapshot at the costs' bytes, so its stored bytes (and the plan's)
+    follow the costs, not the states. Empty when they agree or either is unknown."""
+    from ckptbench.schedules.optimal import Costs
+
+    for m in result.modes:
+        real, doc = m.counters.get("state_bytes"), m.plan.get("costs")
+        if m.mode is not Mode.CHECKPOINTED or not m.ok or real is None or doc is None:
+            continue
+        try:
+            planned = Costs.from_dict(doc).per_step(result.case.steps)[2][0]
+        except (ValueError, IndexError):
+            return ""
+        if planned != real:
+            return (
+                f" as the costs size its states, not as they are (the first state: "
+                f"{fmt_size(planned)} in the costs, {fmt_size(real)} here)"
+            )
+        return ""
+    return ""
 
 
 def floor_line(result: RunResult) -> str | None:

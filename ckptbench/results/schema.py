@@ -175,6 +175,8 @@ class Case:
             raise CaseError(f"model must be a non-empty string, got {self.model!r}")
         if not self.model.isprintable():  # tables, markdown rows and errors show it on a line
             raise CaseError(f"model must be printable text on one line, got {self.model[:40]!r}")
+        if self.model != self.model.strip():  # "lstm " is lstm: one case, one key
+            object.__setattr__(self, "model", self.model.strip())
         for name in ("steps", "snaps", "hidden", "batch", "input", "repeats", "rounds", "threads"):
             _pos_int(name, getattr(self, name))
         if self.steps > MAX_STEPS:
@@ -390,6 +392,9 @@ class Iteration:
     peak_device_bytes: int | None = None  # CUDA: torch.cuda.max_memory_allocated
     start_device_bytes: int | None = None  # CUDA: memory_allocated before the iteration
     device_peak_exact: bool | None = None  # False: peak_device_bytes is an upper bound
+    # CPU time of the worker's measuring thread alone: never above wall_time_s, whatever the
+    # threads (analysis/stability.py); None in results written before it was recorded
+    thread_cpu_time_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -69,8 +69,11 @@ def check_workload(case: Case, given_sizes: Iterable[str] | None = None) -> dict
 
     ``given_sizes``: the size options the user set (None: all of them); the others take the
     factory's own defaults. Returns ``{"sizes": {...}, "notes": [...], "problem": str|None,
-    "chain": bool}``; ``problem`` is one line when the plug-in cannot be measured, ``chain``
-    whether it is a layer chain.
+    "chain": bool, "state_bytes": [int, ...]|None}``; ``problem`` is one line when the
+    plug-in cannot be measured, ``chain`` whether it is a layer chain, ``state_bytes`` the
+    bytes of the state each step starts from, as the plug-in really makes them at these
+    sizes (what a ``--costs`` file's ``state_bytes`` is checked against; None where a leaf
+    has no ``nbytes``).
     """
     sizes = case.sizes()
     notes: list[str] = []
@@ -92,7 +95,8 @@ def check_workload(case: Case, given_sizes: Iterable[str] | None = None) -> dict
             return {"sizes": sizes, "notes": notes, "problem": str(err)}
         except WorkloadError as err:
             return {"sizes": sizes, "notes": notes, "problem": str(err)}
-    return {"sizes": sizes, "notes": notes, "problem": None, "chain": ops.chain}
+    return {"sizes": sizes, "notes": notes, "problem": None, "chain": ops.chain,
+            "state_bytes": ops.state_bytes}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- where and what
@@ -226,6 +230,13 @@ class PluginCheck:
     # ------------------------------------------------------------------ the run
 
     chain = False  # whether the plug-in is a layer chain (known once it is loaded)
+    state_bytes: list[int] | None = None  # the state each step starts from, in bytes
+
+    def nbytes(self, tree: Any) -> int | None:
+        """The bytes of a state's arrays (None when a leaf does not say)."""
+        sizes = [getattr(x, "nbytes", None) for x in leaves(tree)]
+        ok = all(isinstance(n, int | np.integer) for n in sizes)
+        return int(sum(sizes)) if ok else None
 
     def run(self, case: Case, notes: list[str]) -> None:
         self.case = case
@@ -261,6 +272,8 @@ class PluginCheck:
         s1 = self._call("step", wl.step, params, state0, x0)
         self._same_kind("step", s1)
         self._same_state(state0, s1)
+        start = self.nbytes(state0)  # every step's: a step keeps its state's shapes
+        self.state_bytes = None if start is None else [start] * case.steps
         y = self._call("post", wl.post, params, s1)
         if isinstance(y, dict | tuple | list) or framework_of(y) is None:
             raise PluginProblem(
@@ -287,13 +300,18 @@ class PluginCheck:
     def _run_chain(self, case: Case, wl: Any, params: Any, x0: Any) -> None:
         """A layer chain: every layer once, the loss a scalar, their gradient."""
 
-        def forward(p: Any) -> Any:
+        def forward(p: Any, starts: list[int | None] | None = None) -> Any:
             x = x0
             for i in range(case.steps):
+                if starts is not None:
+                    starts.append(self.nbytes(x))
                 x = self._call("layer", wl.layer, i, p[i], x)
             return x
 
-        x = forward(params)
+        starts: list[int | None] = []
+        x = forward(params, starts)
+        known = [n for n in starts if n is not None]
+        self.state_bytes = known if len(known) == len(starts) else None
         self._same_kind("layer", x)
         loss = self._call("loss", wl.loss, x)
         if int(np.prod(getattr(loss, "shape", ()) or ())) != 1:

@@ -11,7 +11,6 @@ parameter cotangents accumulate in place into that layer's arrays.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -22,6 +21,7 @@ from autograd.extend import defvjp_argnums, primitive
 from autograd.tracer import isbox, new_box, trace_stack
 
 from ckptbench.backends.autograd.binding import backprop_to_roots, pack_boxes
+from ckptbench.engine import clock
 from ckptbench.engine.chain import ChainLoop
 from ckptbench.engine.interpreter import EngineRun, first_sweep, reverse_sweep
 from ckptbench.engine.steps import ChainSteps
@@ -79,10 +79,10 @@ class AutogradChainLoop(ChainLoop):
         return self._primitive(params, x0, self.new_run())
 
     def _forward(self, params: list, x0: Any, run: EngineRun) -> Any:
-        t_enter = time.perf_counter()
+        t_enter = clock.perf_counter()
         ops = AutogradChainOps(self, list(params))
         first_sweep(run, ops, x0)
-        run.executor_s += time.perf_counter() - t_enter
+        run.executor_s += clock.perf_counter() - t_enter
         self.stats = run.stats()
         return ops.out
 
@@ -90,13 +90,13 @@ class AutogradChainLoop(ChainLoop):
         params, x0, run = args
 
         def vjp(g):
-            t_enter = time.perf_counter()
+            t_enter = clock.perf_counter()
             ops = AutogradChainOps(self, list(params), g, 0 in argnums)
             x_bar = reverse_sweep(run, ops, x0)
             grads = {1: x_bar}
             if 0 in argnums:
                 grads[0] = [_rebuild(p, acc) for p, acc in zip(params, ops.acc, strict=True)]
-            run.executor_s += time.perf_counter() - t_enter
+            run.executor_s += clock.perf_counter() - t_enter
             self.stats = run.stats()
             return tuple(grads[n] for n in argnums)
 

@@ -19,7 +19,6 @@ recurrences only, as on the other backends.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ import numpy as np
 from ckptbench.backends.contract import Built
 from ckptbench.backends.jax import SPEC
 from ckptbench.backends.jax.device import DevicePeakMeter
+from ckptbench.engine import clock
 from ckptbench.engine.chain import ChainLoop
 from ckptbench.engine.interpreter import first_sweep, reverse_sweep
 from ckptbench.engine.steps import ChainSteps
@@ -268,9 +268,9 @@ def chain_built(case: Case, mode: Mode, wl: Any, params: list, x0: Any, device: 
     peer = mode is Mode.CHECKPOINTED and loop is None
     p = {"input": x0, "layers": params}
     trim_heap()
-    rss0, t0 = read_rss_bytes(), time.perf_counter()
+    rss0, t0 = read_rss_bytes(), clock.perf_counter()
     jax.block_until_ready(fn(p))
-    compile_ns = int((time.perf_counter() - t0) * 1e9)
+    compile_ns = int((clock.perf_counter() - t0) * 1e9)
     jax.clear_caches()
     trim_heap()
     program_rss = read_rss_bytes() - rss0

@@ -32,7 +32,6 @@ A layer chain's costs are per layer (:mod:`ckptbench.backends.jax.layercosts`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +44,7 @@ from ckptbench.backends.jax.binding import COUNTERS, compiled_checkpoint, tape_l
 from ckptbench.backends.jax.device import resolve_device
 from ckptbench.backends.jax.table import encode
 from ckptbench.backends.jax.workloads import load_jax_workload
+from ckptbench.engine import clock
 from ckptbench.schedules import store_all_schedule
 from ckptbench.schedules.optimal import Costs
 from ckptbench.workloads import Sizes
@@ -61,9 +61,9 @@ def _best(fn: Callable, args: tuple, samples: int) -> float:
     jax.block_until_ready(compiled(*args))
     times = []
     for _ in range(samples):
-        t0 = time.perf_counter()
+        t0 = clock.perf_counter()
         jax.block_until_ready(compiled(*args))
-        times.append(time.perf_counter() - t0)
+        times.append(clock.perf_counter() - t0)
     return min(times)
 
 
@@ -86,9 +86,9 @@ def _best_engine(wl: Any, layout: Any, args: tuple, samples: int) -> float | Non
     jax.block_until_ready(run())  # compiles every piece
     times = []
     for _ in range(samples):
-        t0 = time.perf_counter()
+        t0 = clock.perf_counter()
         jax.block_until_ready(run())
-        times.append(time.perf_counter() - t0)
+        times.append(clock.perf_counter() - t0)
     return min(times)
 
 

@@ -31,7 +31,6 @@ loop 42 MiB.
 from __future__ import annotations
 
 import importlib
-import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
@@ -47,6 +46,7 @@ from ckptbench.backends.jax.device import DevicePeakMeter, resolve_device
 from ckptbench.backends.jax.table import encode
 from ckptbench.backends.jax.workloads import load_jax_workload
 from ckptbench.backends.modes import as_mode
+from ckptbench.engine import clock
 from ckptbench.measure.peaks import read_rss_bytes, trim_heap
 from ckptbench.results.modes import Mode
 from ckptbench.schedules import get_strategy, replay_bytes
@@ -264,9 +264,9 @@ def _compiling(make: Any) -> tuple[Any, int, int]:
     caches cleared (about 12 MiB for the executor; the executables are kept)."""
     trim_heap()
     rss0 = read_rss_bytes()
-    t0 = time.perf_counter()
+    t0 = clock.perf_counter()
     out = make()
-    compile_ns = int((time.perf_counter() - t0) * 1e9)
+    compile_ns = int((clock.perf_counter() - t0) * 1e9)
     jax.clear_caches()
     trim_heap()
     return out, compile_ns, read_rss_bytes() - rss0

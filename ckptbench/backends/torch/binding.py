@@ -23,7 +23,6 @@ One gradient therefore evaluates ``step`` exactly ``t(l, s) + l`` times with
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +38,7 @@ from ckptbench.backends.torch.trees import (
     state_nbytes,
     state_signature,
 )
+from ckptbench.engine import clock
 from ckptbench.engine.interpreter import (
     EngineLoop,
     EngineRun,
@@ -140,19 +140,19 @@ class _Revolve(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, loop, run: EngineRun, ops: TorchStepOps, *args: torch.Tensor):
-        t_enter = time.perf_counter()
+        t_enter = clock.perf_counter()
         ctx.loop, ctx.run, ctx.ops = loop, run, ops
         ctx.save_for_backward(*args)
         state0 = ops.srebuild(list(args[len(ops.param_leaves) : -1]))
         first_sweep(run, ops, state0)
         out, ops.out = ops.out, None
-        run.executor_s += time.perf_counter() - t_enter
+        run.executor_s += clock.perf_counter() - t_enter
         loop.stats = run.stats()
         return out
 
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple:
-        t_enter = time.perf_counter()
+        t_enter = clock.perf_counter()
         loop, run, ops = ctx.loop, ctx.run, ctx.ops
         saved, needs = ctx.saved_tensors, ctx.needs_input_grad[3:]
         n_p = len(ops.param_leaves)
@@ -171,7 +171,7 @@ class _Revolve(torch.autograd.Function):
             result.append(_or_zeros(s_bar, s0) if need else None)
         result.append(ops.inputs_bar)
         ops.g = ops.inputs_bar = None
-        run.executor_s += time.perf_counter() - t_enter
+        run.executor_s += clock.perf_counter() - t_enter
         loop.stats = run.stats()
         return (None, None, None, *result)
 

@@ -12,7 +12,6 @@ detached copy of its input and the layer's shared detached parameter leaves, so 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import torch
 
 from ckptbench.backends.torch.trees import flatten_tree
+from ckptbench.engine import clock
 from ckptbench.engine.chain import ChainLoop
 from ckptbench.engine.interpreter import EngineRun, first_sweep, reverse_sweep
 from ckptbench.engine.steps import ChainSteps
@@ -71,18 +71,18 @@ class _Chain(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, loop, run: EngineRun, ops: TorchChainOps, *args: torch.Tensor):
-        t_enter = time.perf_counter()
+        t_enter = clock.perf_counter()
         ctx.loop, ctx.run, ctx.ops = loop, run, ops
         ctx.save_for_backward(args[-1])
         first_sweep(run, ops, args[-1])
         out, ops.out = ops.out, None
-        run.executor_s += time.perf_counter() - t_enter
+        run.executor_s += clock.perf_counter() - t_enter
         loop.stats = run.stats()
         return out
 
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple:
-        t_enter = time.perf_counter()
+        t_enter = clock.perf_counter()
         loop, run, ops = ctx.loop, ctx.run, ctx.ops
         (x0,) = ctx.saved_tensors
         flat = [leaf for ls in ops.leaves for leaf in ls]
@@ -97,7 +97,7 @@ class _Chain(torch.autograd.Function):
                           if need else None)  # fmt: skip
             leaf.grad = None
         ops.g = None
-        run.executor_s += time.perf_counter() - t_enter
+        run.executor_s += clock.perf_counter() - t_enter
         loop.stats = run.stats()
         return (None, None, None, *result, x_bar if needs[-1] else None)
 

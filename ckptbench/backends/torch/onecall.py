@@ -37,7 +37,6 @@ line (the engine binding replays the first sweep instead).
 from __future__ import annotations
 
 import itertools
-import time
 from typing import Any
 
 import torch
@@ -49,6 +48,7 @@ from ckptbench.backends.torch.trees import (
     state_nbytes,
     state_signature,
 )
+from ckptbench.engine import clock
 from ckptbench.engine.interpreter import (
     EngineLoop,
     EngineRun,
@@ -84,7 +84,7 @@ class _Sweep:
                 "--executor one-call reverses a call once: a second backward through it "
                 "(retain_graph=True) needs --executor engine"
             )
-        t0 = time.perf_counter()
+        t0 = clock.perf_counter()
         for k in [k for k in self.ops.live if k > step]:  # autograd is done with them
             del self.ops.live[k]
         try:
@@ -99,13 +99,13 @@ class _Sweep:
                 f"autograd asked for step {step}'s saved tensors; the schedule reversed step "
                 f"{self.at} instead"
             )
-        self.run.executor_s += time.perf_counter() - t0
+        self.run.executor_s += clock.perf_counter() - t0
 
     def finish(self) -> None:
         """Run the sweep to its end (every step is reversed): bookkeeping and counters."""
         if self.done:
             return
-        t0 = time.perf_counter()
+        t0 = clock.perf_counter()
         try:
             while True:
                 self._next()
@@ -113,7 +113,7 @@ class _Sweep:
             pass
         self.done = True
         self.ops.live.clear()
-        self.run.executor_s += time.perf_counter() - t0
+        self.run.executor_s += clock.perf_counter() - t0
         self.loop.stats = self.run.stats()
 
 
@@ -240,7 +240,7 @@ class OneCallLoop(EngineLoop):
     (``stats`` final once a backward has reached the loop's inputs)."""
 
     def __call__(self, params: Any, state0: Any, inputs: torch.Tensor) -> torch.Tensor:
-        t_enter = time.perf_counter()
+        t_enter = clock.perf_counter()
         pleaves, prebuild, sleaves, srebuild = loop_arguments(params, state0, inputs, self.steps)
         args = [*pleaves, *sleaves, inputs]
         run = self.new_run()
@@ -255,6 +255,6 @@ class OneCallLoop(EngineLoop):
         ops.recording = False
         out = torch.stack(ops.ys)
         ops.ys = []
-        run.executor_s += time.perf_counter() - t_enter
+        run.executor_s += clock.perf_counter() - t_enter
         self.stats = run.stats()
         return out

@@ -1,0 +1,250 @@
+"""Figures a plug-in cannot make untrue: a plug-in that replaces ``time.perf_counter`` does
+not move the clock ckptbench times with (``engine/clock.py``), and a clock that stands
+still or runs slow makes the times unstable, with the reason said
+(``analysis/stability.clock_verdicts``)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from dataclasses import replace
+
+import pytest
+from _cli import run_cli
+from _synthetic import make_result, with_case
+
+from ckptbench.analysis.stability import VerdictKind, clock_verdicts, thread_share
+from ckptbench.render.caveats import warning_lines
+from ckptbench.results.schema import Case
+
+#: An autograd plug-in that stops every clock of the ``time`` module when imported.
+STOPPED_CLOCK = textwrap.dedent(
+    """
+    import time
+
+    import autograd.numpy as np
+
+    time.perf_counter = lambda: 0.0
+    time.process_time = lambda: 0.0
+    time.thread_time = lambda: 0.0
+
+    class W:
+        def init(self, steps, rng):
+            p = {"W": rng.standard_normal((8, 8)) * 0.1, "V": rng.standard_normal((8, 1))}
+            return p, np.zeros((2, 8)), rng.standard_normal((steps, 2, 8))
+
+        def step(self, p, s, x):
+            return np.tanh(s @ p["W"] + x)
+
+        def post(self, p, s):
+            return s @ p["V"]
+
+        def loss(self, ys):
+            return np.mean(ys ** 2)
+
+    def make(hidden=8, batch=2, input=8, output=1):
+        return W()
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_plugin_replacing_the_clock_does_not_move_ckptbenchs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "stopped.py").write_text(STOPPED_CLOCK)
+    argv = ["run", "--model", "stopped.py:make", "--steps", "10", "--snaps", "3",
+            "--rounds", "1", "--warmup", "0", "--repeats", "2", "--precision", "off",
+            "--out", "r.json", "-q"]  # fmt: skip
+    code, _, err = run_cli(capsys, argv)
+    assert code == 0, err
+    modes = json.loads((tmp_path / "r.json").read_text())["modes"]
+    its = [it for m in modes for it in m["iterations"]]
+    assert its and all(it["wall_time_s"] > 0 and it["cpu_time_s"] > 0 for it in its)
+    assert all(0 < it["thread_cpu_time_s"] <= it["wall_time_s"] for it in its)
+    ckpt = next(m for m in modes if m["mode"] == "checkpointed")
+    assert any(v > 0 for it in ckpt["iterations"] for v in it["phases"].values())
+
+
+def test_a_thread_using_more_cpu_than_wall_time_or_a_clock_standing_still_is_said():
+    times = [{"normal": [0.01, 0.012], "checkpointed": [0.0, 0.0]}]
+    verdicts = clock_verdicts(times, {"normal": 99.0, "checkpointed": 0.97})
+    kinds = {(v.kind, v.mode) for v in verdicts}
+    assert kinds == {(VerdictKind.ZERO_TIME, "checkpointed"), (VerdictKind.CLOCK_SLOW, "normal")}
+    assert all(v.about_time for v in verdicts)
+    # an honest thread: at most the wall time, with clock reads inside the window
+    assert clock_verdicts([{"normal": [0.01]}], {"normal": 1.0}) == ()
+    assert thread_share([(0.009, 0.01), (None, 0.01), (0.5, 0.0)]) == pytest.approx(0.9)
+    assert thread_share([(None, 0.01)]) is None
+
+
+def test_a_slow_clock_makes_the_times_unstable_with_the_reason():
+    result = make_result(Case(model="rnn", steps=20, snaps=4, repeats=3))
+    assert not any(v.kind is VerdictKind.CLOCK_SLOW for v in result.summary.noise)
+    # what a plug-in dividing time.perf_counter by 100 records: CPU time 100x the wall time
+    slow = tuple(
+        replace(
+            m,
+            iterations=tuple(
+                replace(it, thread_cpu_time_s=it.wall_time_s * 100) for it in m.iterations
+            ),
+        )
+        if m.mode.value == "normal"
+        else m
+        for m in result.modes
+    )
+    faked = replace(result, modes=slow)
+    assert faked.summary.time_unstable
+    assert [v.mode for v in faked.summary.noise if v.kind is VerdictKind.CLOCK_SLOW] == ["normal"]
+    line = next(w for w in warning_lines(faked) if "clock ran slow" in w)
+    assert "up to 100" in line and line.endswith(": normal")
+
+
+# ------------------------------------------------------------ a --costs file of other states
+
+#: A layer chain whose states widen and narrow: x_0 is (batch, 4), then 16, 2, 16, ... wide.
+CHAIN = textwrap.dedent(
+    """
+    import autograd.numpy as np
+
+    WIDTHS = [16, 2, 16, 4]
+
+    class Chain:
+        def __init__(self, batch):
+            self.b = batch
+
+        def init(self, layers, rng):
+            ws = [4] + [WIDTHS[k % 4] for k in range(layers)]
+            params = [{"W": rng.standard_normal((ws[k], ws[k + 1])) * 0.3}
+                      for k in range(layers)]
+            return params, rng.standard_normal((self.b, 4))
+
+        def layer(self, i, params, x):
+            return np.tanh(x @ params["W"])
+
+        def loss(self, x):
+            return np.mean(x ** 2)
+
+    def make(hidden=8, batch=2, input=4, output=1):
+        return Chain(batch)
+    """
+)
+
+
+def _chain_costs(batch: int, steps: int = 4) -> dict:
+    widths = [4, 16, 2, 16][:steps]
+    return {"forward_time_s": 1e-5, "taped_time_s": 2e-5, "fixed_time_s": 0.0,
+            "state_bytes": [batch * w * 8 for w in widths], "tape_bytes": 1000}  # fmt: skip
+
+
+def test_the_plugin_check_measures_the_state_each_step_starts_from(tmp_path, monkeypatch):
+    from ckptbench.workloads.check import check_workload
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chain.py").write_text(CHAIN)
+    case = Case(model="chain.py:make", steps=4, strategy="optimal", budget_bytes=2**20, batch=3)
+    report = check_workload(case)
+    assert report["problem"] is None and report["chain"] is True
+    assert report["state_bytes"] == _chain_costs(3)["state_bytes"]
+
+
+def test_a_costs_file_of_other_states_than_the_plugins_is_noted_with_the_real_figure():
+    from ckptbench.cli.costs_file import costs_note
+
+    case = Case(model="chain.py:make", steps=4, strategy="optimal", budget_bytes=8192, batch=64)
+    real = _chain_costs(64)["state_bytes"]
+    note = costs_note("c.json", _chain_costs(2), case, real)
+    assert note is not None
+    assert "step 0's state is 64 B there, but 2048 B in --model chain.py:make" in note
+    assert "follow the file" in note
+    assert costs_note("c.json", _chain_costs(64), case, real) is None
+    assert costs_note("c.json", _chain_costs(2), case, None) is None  # not measured: unknown
+
+
+@pytest.mark.slow
+def test_run_notes_a_plugins_costs_file_of_other_sizes(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chain.py").write_text(CHAIN)
+    (tmp_path / "c.json").write_text(json.dumps(_chain_costs(2)))
+    argv = ["run", "--model", "chain.py:make", "--steps", "4", "--batch", "64", "--strategy",
+            "optimal", "--budget", "8KiB", "--costs", "c.json", "--rounds", "1", "--warmup",
+            "0", "--repeats", "1", "--precision", "off", "--out", "r.json"]  # fmt: skip
+    code, out, err = run_cli(capsys, argv)
+    assert code == 0, err
+    assert "step 0's state is 64 B there, but 2048 B in --model chain.py:make" in err
+    assert "as the costs size its states, not as they are" in out
+
+
+def test_the_plan_line_says_the_stored_bytes_follow_costs_of_other_states():
+    from ckptbench.render.run import explain_lines
+    from ckptbench.results.schema import Mode
+
+    result = with_case(
+        make_result(Case(model="rnn", steps=4, snaps=2, repeats=3)),
+        strategy="optimal",
+        budget_bytes=8192,
+        batch=64,
+    )
+
+    def planned(costs: dict):
+        plan = {"predicted_time_s": 0.5, "peak_bytes": 6000, "costs": costs}
+        modes = tuple(
+            replace(m, plan=plan, counters={**m.counters, "state_bytes": 2048})
+            if m.mode is Mode.CHECKPOINTED
+            else m
+            for m in result.modes
+        )
+        (line,) = [x for x in explain_lines(replace(result, modes=modes)) if x.startswith("plan:")]
+        return line
+
+    line = planned(_chain_costs(2))
+    assert "stored by the executor as the costs size its states, not as they are" in line
+    assert "(the first state: 64 B in the costs, 2.00 KiB here)" in line
+    assert "not as they are" not in planned(_chain_costs(64))
+
+
+# ------------------------------------------------------------ a plug-in edited mid-run
+
+#: The autograd plug-in of this file's clock test, without the stopped clock, that appends
+#: a line to its own file on its third import (the check, then round 1's first mode, then
+#: its second): a user editing the plug-in while the run measures.
+SELF_EDITING = STOPPED_CLOCK.replace(
+    """time.perf_counter = lambda: 0.0
+time.process_time = lambda: 0.0
+time.thread_time = lambda: 0.0
+""",
+    """import os
+_n = int(open("count").read()) if os.path.exists("count") else 0
+open("count", "w").write(str(_n + 1))
+if _n == 2:
+    with open(__file__, "a") as f:
+        f.write("\\nDELAY = 0.002\\n")
+""",
+)
+
+
+@pytest.mark.slow
+def test_a_plugin_edited_mid_run_fails_the_modes_after_the_change(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "editing.py").write_text(SELF_EDITING)
+    argv = ["run", "--model", "editing.py:make", "--steps", "10", "--snaps", "3",
+            "--rounds", "2", "--warmup", "0", "--repeats", "1", "--precision", "off",
+            "--out", "r.json"]  # fmt: skip
+    code, _, err = run_cli(capsys, argv)
+    assert (tmp_path / "count").read_text() == "3"  # no worker loaded the edited file
+    assert code != 0
+    assert "the plug-in's file editing.py changed while it ran" in err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["environment"]["plugin_changed"]["round"] == 1
+    status = {(m["round"], m["mode"]): (m["status"], m.get("error") or "") for m in doc["modes"]}
+    assert status[(0, "baseline")][0] == "ok"
+    changed = [k for k, (s, why) in status.items() if s == "failed" and "file editing.py" in why]
+    assert (0, "normal") in changed and (0, "checkpointed") in changed
+    assert all((1, m) in changed for m in ("baseline", "normal", "checkpointed"))
+    assert doc["summary"]["slowdown"] is None  # nothing pooled across the change
+
+
+def test_a_model_typed_with_spaces_around_it_is_the_same_case_and_key():
+    plain = Case(model="lstm", steps=20, snaps=4)
+    spaced = Case(model=" lstm ", steps=20, snaps=4)
+    assert spaced.model == "lstm" and spaced.key == plain.key and spaced == plain
+    assert Case.from_dict({**plain.to_dict(), "model": "lstm "}).key == plain.key
