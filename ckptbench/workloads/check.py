@@ -241,7 +241,7 @@ class PluginCheck:
         notes.extend(getattr(wl, "notes", ()) or ())
         if is_chain(wl):
             self.chain = True
-            return self._run_chain(case, wl, params, state0)
+            return self._run_chain(case, wl, params, state0, notes)
         if not self.param_leaves(params):
             raise PluginProblem(
                 "params holds no arrays: there is nothing to differentiate (init returns "
@@ -284,22 +284,27 @@ class PluginCheck:
         except Exception as err:
             raise self._failed("the gradient of one step", err, None) from None
 
-    def _run_chain(self, case: Case, wl: Any, params: Any, x0: Any) -> None:
-        """A layer chain: every layer once, the loss a scalar, their gradient."""
+    def _run_chain(self, case: Case, wl: Any, params: Any, x0: Any, notes: list[str]) -> None:
+        """A layer chain: every layer once, the loss a scalar, and their gradient with
+        respect to what the modes differentiate: every layer's parameters and x_0."""
 
-        def forward(p: Any) -> Any:
-            x = x0
+        def forward(p: Any, x: Any) -> Any:
             for i in range(case.steps):
                 x = self._call("layer", wl.layer, i, p[i], x)
             return x
 
-        x = forward(params)
+        x = forward(params, x0)
         self._same_kind("layer", x)
         loss = self._call("loss", wl.loss, x)
         if int(np.prod(getattr(loss, "shape", ()) or ())) != 1:
             raise PluginProblem(f"loss must return a scalar{self.at(self.user.loss)}")
+        if not self.param_leaves(params):
+            notes.append("no layer has parameters: the gradient measured is that of x_0 only")
         try:
-            self.value_and_grad(lambda p: wl.loss(forward(p)), params)
+            self.value_and_grad(
+                lambda p: wl.loss(forward(p["layers"], p["input"])),
+                {"input": x0, "layers": params},
+            )
         except PluginProblem:
             raise
         except Exception as err:

@@ -1,0 +1,114 @@
+"""Plug-in layer chains at the edges of the protocol (docs/layers.md, "A chain of your own").
+
+* a layer without parameters (``{}``, which the protocol allows) and a chain with none at
+  all: the gradient of every layer's parameters and of x_0 equals the plain one on every
+  backend, as the contract tests check for the built-in stacks;
+* the plug-in check (run in a disposable worker; here in-process, as the worker calls it)
+  differentiates what the modes differentiate (x_0 too), calls ``layer_names`` and refuses
+  a name that is not printable text on one line, and refuses a loss, state or gradient that
+  is not finite at its first evaluation;
+* a plug-in chain too large to plan is refused once its check has found it a chain, before
+  any step cost is measured.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+from _frameworks import needs
+
+from ckptbench.backends import registry
+from ckptbench.results.schema import Case, Mode
+
+#: The array namespace each backend's plug-in writes its layers with.
+NAMESPACES = {
+    "autograd": "import autograd.numpy as xp",
+    "torch": "import torch as xp",
+    "jax": "import jax.numpy as xp",
+}
+BACKENDS = [
+    pytest.param("autograd", id="autograd"),
+    pytest.param("torch", id="torch", marks=needs("torch")),
+    pytest.param("jax", id="jax", marks=needs("jax")),
+]
+
+
+def chain_source(backend: str, with_params: str = "k % 2 == 0", **methods: str) -> str:
+    """A plug-in chain of 4x4 layers: layer k has a weight where ``with_params`` holds,
+    else ``{}`` (a tanh). ``methods`` add or replace methods (their source, indented)."""
+    body = {
+        "init": (
+            "def init(self, layers, rng):\n"
+            f"    params = [{{'W': rng.standard_normal((4, 4)) / 2}} if {with_params} else {{}}\n"
+            "              for k in range(layers)]\n"
+            "    return params, rng.standard_normal((2, 4))\n"
+        ),
+        "layer": "def layer(self, i, p, x):\n    return x @ p['W'] if p else xp.tanh(x)\n",
+        "loss": "def loss(self, x):\n    return (x ** 2).mean()\n",
+        **{k: textwrap.dedent(v) for k, v in methods.items()},
+    }
+    parts = [textwrap.indent(v, "    ") for v in body.values()]
+    return (
+        f"{NAMESPACES[backend]}\n\n\nclass Chain:\n" + "\n".join(parts)
+        + "\n\ndef make(hidden=8, batch=2, input=4, output=1):\n    return Chain()\n"
+    )  # fmt: skip
+
+
+def write_chain(tmp_path, backend: str, name: str = "chain", **kw: str) -> str:
+    """The plug-in's ``--model`` (a file of its own: a module is loaded once per path)."""
+    path = tmp_path / f"{name}_{backend}.py"
+    path.write_text(chain_source(backend, **kw))
+    return f"{path}:make"
+
+
+def case_of(model: str, backend: str, steps: int = 6, **kw) -> Case:
+    executor = "engine" if backend == "jax" else None  # the JAX executor that holds chains
+    return Case(model=model, steps=steps, snaps=3, backend=backend, executor=executor,
+                hidden=8, batch=2, input=4, output=1, **kw)  # fmt: skip
+
+
+def check(case: Case) -> dict:
+    from ckptbench.workloads.check import check_workload
+
+    return check_workload(case)
+
+
+# ---------------------------------------------------------------- layers without parameters
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("with_params", "weights"), [("k % 2 == 0", 3), ("False", 0)], ids=["mixed", "none"]
+)
+def test_layers_without_parameters_keep_the_gradient_contract(
+    tmp_path, backend, with_params, weights
+):
+    """ch_mixed.py: the plug-in check passed, then normal and checkpointed both failed with
+    'ValueError: need at least one array to concatenate' (autograd's flatten of ``{}``)."""
+    model = write_chain(tmp_path, backend, with_params=with_params)
+    case = case_of(model, backend)
+    normal = registry.build(case, Mode.NORMAL)
+    ckpt = registry.build(case, Mode.CHECKPOINTED)
+    loss, grad = normal.gradient(normal.params)
+    c_loss, c_grad = ckpt.gradient(ckpt.params)
+    want, got = normal.flatten(grad), ckpt.flatten(c_grad)
+    assert want.size == got.size == weights * 16 + 2 * 4  # every weight and x_0
+    assert c_loss == pytest.approx(loss, rel=1e-13)
+    assert np.max(np.abs(got - want)) <= 1e-12 * np.max(np.abs(want))
+    assert np.any(want != 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_check_differentiates_x0_and_says_when_no_layer_has_parameters(tmp_path, backend):
+    """A chain with no parameters at all is measured as the modes take it: the gradient of
+    x_0 (the check took it of the parameters only: on torch it refused, 'inputs argument
+    to grad() cannot be empty'; on autograd it warned 'Output seems independent of
+    input')."""
+    model = write_chain(tmp_path, backend, "none", with_params="False")
+    report = check(case_of(model, backend))
+    assert report["problem"] is None and report["chain"] is True
+    assert any("no layer has parameters" in n and "x_0" in n for n in report["notes"])
+    mixed = write_chain(tmp_path, backend, "mixed")
+    assert check(case_of(mixed, backend))["notes"] == []
