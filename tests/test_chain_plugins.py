@@ -112,3 +112,62 @@ def test_the_check_differentiates_x0_and_says_when_no_layer_has_parameters(tmp_p
     assert any("no layer has parameters" in n and "x_0" in n for n in report["notes"])
     mixed = write_chain(tmp_path, backend, "mixed")
     assert check(case_of(mixed, backend))["notes"] == []
+
+
+# ---------------------------------------------------------------- layer names
+
+
+NAMES = {
+    "two": ("return ['a', 'b']", "layer_names(6) gave 2 names, not 6"),
+    "newline": (
+        "return [f'L{i}' if i != 1 else 'L1\\nFAKE ROW  999 ms' for i in range(layers)]",
+        "gave 'L1\\nFAKE ROW  999 ms' for layer 1: a layer name must be printable text on one line",
+    ),
+    "escape": (
+        "return [f'L{i}' if i != 2 else '\\x1b[31mRED\\x1b[0m' for i in range(layers)]",
+        "gave '\\x1b[31mRED\\x1b[0m' for layer 2: a layer name must be printable",
+    ),
+    "empty": ("return [''] * layers", "gave '' for layer 0: a layer name must not be empty"),
+    "raises": ("raise RuntimeError('names boom')", "layer_names raised at "),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", list(NAMES))
+def test_the_check_refuses_layer_names_the_tables_cannot_show(tmp_path, backend, kind):
+    """ch_names_wrong.py: `run` measured all three modes, each failing (exit 1), and `plan`
+    failed measuring the step costs; ch_names_nl.py printed a name's newline as a forged
+    table row and its escape sequence raw. Now the check, which calls layer_names as the
+    modes do, refuses them in one line (repr'd: no newline or escape gets through)."""
+    body, says = NAMES[kind]
+    model = write_chain(
+        tmp_path, backend, kind, layer_names=f"def layer_names(self, layers):\n    {body}\n"
+    )
+    problem = check(case_of(model, backend))["problem"]
+    assert problem is not None and says in problem, problem
+    assert problem.isprintable(), problem
+    assert f"{kind}_{backend}.py:" in problem  # where: the plug-in's layer_names
+
+
+def test_good_layer_names_pass_the_check(tmp_path):
+    names = "def layer_names(self, layers):\n    return [f'dense{i}' for i in range(layers)]\n"
+    model = write_chain(tmp_path, "autograd", layer_names=names)
+    assert check(case_of(model, "autograd"))["problem"] is None
+
+
+def test_plan_and_run_refuse_a_bad_layer_names_before_measuring(capsys, tmp_path):
+    """In a real disposable worker: one line, exit 2, no result and no costs measured."""
+    from _cli import one_line_error
+
+    names = "def layer_names(self, layers):\n    return ['a', 'b']\n"
+    model = write_chain(tmp_path, "autograd", layer_names=names)
+    sizes = ["--hidden", "8", "--batch", "2", "--input", "4"]
+    err = one_line_error(capsys, ["plan", "--model", model, "--steps", "4", "--budget", "8KiB",
+                                  *sizes])  # fmt: skip
+    assert "layer_names(4) gave 2 names, not 4" in err and "measuring" not in err
+    out = tmp_path / "r.json"
+    err = one_line_error(capsys, ["run", "--model", model, "--steps", "4", *sizes, "--out",
+                                  str(out)])  # fmt: skip
+    assert "layer_names(4) gave 2 names, not 4" in err
+    assert not out.exists()
+

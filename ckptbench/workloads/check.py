@@ -37,7 +37,7 @@ from ckptbench.workloads import (
     factory_size_defaults,
 )
 from ckptbench.workloads.base import defined_at
-from ckptbench.workloads.chain import is_chain
+from ckptbench.workloads.chain import is_chain, layer_names
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case
@@ -285,8 +285,10 @@ class PluginCheck:
             raise self._failed("the gradient of one step", err, None) from None
 
     def _run_chain(self, case: Case, wl: Any, params: Any, x0: Any, notes: list[str]) -> None:
-        """A layer chain: every layer once, the loss a scalar, and their gradient with
-        respect to what the modes differentiate: every layer's parameters and x_0."""
+        """A layer chain: its layer names, every layer once, the loss a scalar, and their
+        gradient with respect to what the modes differentiate: every layer's parameters
+        and x_0."""
+        self._layer_names(wl, case.steps)
 
         def forward(p: Any, x: Any) -> Any:
             for i in range(case.steps):
@@ -310,11 +312,23 @@ class PluginCheck:
         except Exception as err:
             raise self._failed("the gradient of the chain", err, None) from None
 
+    def _layer_names(self, wl: Any, layers: int) -> None:
+        """The chain's ``layer_names`` (the per-layer tables' keys), as the modes and the
+        step costs take them: a wrong count or an unprintable name is the plug-in's
+        problem, found here before anything is measured."""
+        own = getattr(self.user, "layer_names", None)
+        try:
+            layer_names(wl, layers)
+        except WorkloadError as err:
+            raise PluginProblem(f"{err}{self.at(own)}") from None
+        except Exception as err:
+            raise self._failed("layer_names", err, own) from None
+
     # ------------------------------------------------------------------ helpers
 
     def _own_files(self) -> list[str]:
         files = []
-        for name in ("init", "step", "post", "loss"):
+        for name in ("init", "step", "post", "loss", "layer", "layer_names"):
             code = getattr(getattr(getattr(self.user, name, None), "__func__", None),
                            "__code__", None)  # fmt: skip
             if code is not None:
