@@ -171,3 +171,63 @@ def test_plan_and_run_refuse_a_bad_layer_names_before_measuring(capsys, tmp_path
     assert "layer_names(4) gave 2 names, not 4" in err
     assert not out.exists()
 
+
+# ---------------------------------------------------------------- names in the tables
+
+LONG = "model.encoder.layers.{}.self_attention.output.dense" + "x" * 250
+
+
+def _layer_plan(layers: int = 4):
+    from ckptbench.schedules.optimal import Costs, plan_optimal
+
+    costs = Costs(forward_time_s=tuple(1e-3 * (i + 1) for i in range(layers)),
+                  taped_time_s=tuple(3e-3 for _ in range(layers)),
+                  state_bytes=tuple(64 * (i + 1) for i in range(layers)),
+                  tape_bytes=tuple(512 for _ in range(layers)))  # fmt: skip
+    return plan_optimal(costs, layers, 2048)
+
+
+def test_a_long_layer_name_is_cut_before_any_number_leaves_the_table():
+    """ch_longnames.py: a 300-character name pushed every number out of `plan`'s per-layer
+    table ('not shown at this width: advances, plan, tape, state x_i, ...')."""
+    from ckptbench.render.layers import layer_table
+    from ckptbench.render.table import to_csv, to_text
+
+    names = [LONG.format(i) for i in range(4)]
+    table = layer_table(_layer_plan(), names)
+    text = to_text(table, 120)
+    assert all(len(line) <= 120 for line in text.splitlines() if "…" in line)
+    for head in ("forward ms", "taped + reverse ms", "state x_i", "tape", "plan"):
+        assert head in text
+    rows = [line for line in text.splitlines() if line.startswith("…")]
+    assert len(rows) == 4 and all(len(r.split()[0]) == 32 for r in rows)
+    assert "shown without the start of long names at this width: layer" in text
+    assert to_csv(table).count(LONG.format(0)) == 1  # whole where nothing is narrow
+    short = to_text(layer_table(_layer_plan(), [f"dense{i}" for i in range(4)]), 120)
+    assert "…" not in short and "long names" not in short
+
+
+def test_trace_tables_escape_and_cut_layer_names():
+    """A name read back from a result file (an older one, or one written by hand) is shown
+    on one line: its control characters escaped, never sent to the terminal."""
+    from ckptbench.render.format import fmt_name
+    from ckptbench.render.table import to_text
+    from ckptbench.render.trace import trace_table
+    from ckptbench.render.trace_time import layer_time_table
+    from ckptbench.results.schema import ModeResult, RunResult, Status
+
+    assert fmt_name("L1\nFAKE \x1b[31m") == "L1\\nFAKE \\x1b[31m"
+    assert fmt_name("a" * 40 + " .. " + "b" * 40, 8) == "…aaaaaaa .. …bbbbbbb"
+    names = [LONG.format(0), "L1\nFAKE ROW  999 ms", "\x1b[31mRED\x1b[0m"]
+    layers = [{"step": i, "layer": n, "predicted_s": 1e-3, "measured_s": 2e-3, "ratio": 2.0}
+              for i, n in enumerate(names)]  # fmt: skip
+    rows = [{"index": i, "kind": "TAPE", "step": i, "layer": n, "planned_bytes": 0,
+             "measured_bytes": 0} for i, n in enumerate(names)]  # fmt: skip
+    trace = {"rows": rows, "layers": layers, "method": "vmhwm-per-action", "note": "n",
+             "wall_time_s": 1.0}  # fmt: skip
+    mode = ModeResult(Mode.CHECKPOINTED, Status.OK, counters={"tape_bytes": 1}, trace=trace)
+    result = RunResult(Case(steps=3, snaps=2, hidden=4, batch=2), (mode,), {}, "now")
+    for table in (layer_time_table(result), trace_table(result)):
+        text = to_text(table, 120)
+        assert "\x1b" not in text and "FAKE ROW" in text and "\nFAKE" not in text
+        assert "\\x1b[31mRED" in text and LONG.format(0) not in text
