@@ -20,7 +20,7 @@ import pytest
 from _frameworks import needs
 
 from ckptbench.backends import registry
-from ckptbench.results.schema import Case, Mode
+from ckptbench.results.schema import Case, Mode, ModeResult, Status
 
 #: The array namespace each backend's plug-in writes its layers with.
 NAMESPACES = {
@@ -231,3 +231,131 @@ def test_trace_tables_escape_and_cut_layer_names():
         text = to_text(table, 120)
         assert "\x1b" not in text and "FAKE ROW" in text and "\nFAKE" not in text
         assert "\\x1b[31mRED" in text and LONG.format(0) not in text
+
+
+# ---------------------------------------------------------------- losses that are not finite
+
+RECURRENCE = """
+import autograd.numpy as np
+
+
+class RNN:
+    def init(self, steps, rng):
+        p = {"W": rng.standard_normal((4, 4)) / 2, "V": rng.standard_normal((4, 1))}
+        return p, np.zeros((2, 4)), rng.standard_normal((steps, 2, 4))
+
+    def step(self, p, s, x):
+        {step}
+
+    def post(self, p, s):
+        return s @ p["V"]
+
+    def loss(self, ys):
+        {loss}
+
+
+def make(hidden=8, batch=2, input=4, output=1):
+    return RNN()
+"""
+GOOD_STEP = "return np.tanh(s @ p['W'] + x)"
+
+
+def recurrence(step: str, loss: str) -> str:
+    return RECURRENCE.replace("{step}", step).replace("{loss}", loss)
+
+
+@pytest.mark.parametrize(
+    ("step", "loss", "says"),
+    [
+        (
+            GOOD_STEP,
+            "return np.mean(ys ** 2) * np.nan",
+            "the loss of one step is not finite (nan) at its first evaluation (rnn_0.py:16)",
+        ),
+        (
+            "return s @ p['W'] + x * np.inf",
+            "return np.mean(ys ** 2)",
+            "the state after one step is not finite (8 of 8 entries nan or inf)",
+        ),
+        (
+            GOOD_STEP,
+            "return np.sqrt(np.sum((ys * 0) ** 2))",
+            "the gradient of one step is not finite",
+        ),
+    ],
+    ids=["loss", "state", "gradient"],
+)
+def test_the_check_refuses_a_recurrence_that_is_not_finite_at_once(tmp_path, step, loss, says):
+    """nan_loss.py: the check passed, baseline and normal were 'ok' with loss nan, and the
+    checkpointed mode failed, as if checkpointing had broken it."""
+    path = tmp_path / f"rnn_{len(list(tmp_path.iterdir()))}.py"
+    path.write_text(recurrence(step, loss))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path)
+        problem = check(Case(model=f"{path.name}:make", steps=4, snaps=2))["problem"]
+    assert problem is not None and says in problem, problem
+    assert "no gradient of it can be measured" in problem
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("methods", "says"),
+    [
+        (
+            {"loss": "def loss(self, x):\n    return (x ** 2).mean() * float('nan')\n"},
+            "the loss of the chain is not finite (nan)",
+        ),
+        (
+            {"layer": "def layer(self, i, p, x):\n    return x * float('inf') if i == 2 else x\n"},
+            "layer 2's output is not finite (8 of 8 entries nan or inf)",
+        ),
+        (
+            {"loss": "def loss(self, x):\n    return xp.sqrt(((x * 0) ** 2).sum())\n"},
+            "the gradient of the chain is not finite",
+        ),
+    ],
+    ids=["loss", "layer", "gradient"],
+)
+def test_the_check_refuses_a_chain_that_is_not_finite_at_once(tmp_path, backend, methods, says):
+    model = write_chain(tmp_path, backend, **methods)
+    problem = check(case_of(model, backend))["problem"]
+    assert problem is not None and says in problem, problem
+
+
+def test_a_loss_that_turns_nan_later_fails_every_mode_that_computes_it(capsys, tmp_path):
+    """nan_late.py (finite for 25 steps of a process, then NaN): the check passed, baseline
+    and normal were 'ok' with loss nan, and only the checkpointed mode failed. Now every
+    mode fails saying the loss is not finite, which no checkpointing changes."""
+    from _cli import run_cli
+
+    from ckptbench.results.store import load_result
+
+    step = "RNN.n = getattr(RNN, 'n', 0) + 1\n        " + GOOD_STEP.replace(
+        "return", "return (s * np.nan) if RNN.n > 5 else"
+    )
+    (tmp_path / "late.py").write_text(recurrence(step, "return np.mean(ys**2)"))
+    out = tmp_path / "r.json"
+    argv = ["run", "--model", f"{tmp_path / 'late.py'}:make", "--steps", "4", "--snaps", "2",
+            "--rounds", "1", "--warmup", "0", "--repeats", "2", "--out", str(out)]  # fmt: skip
+    code, _, err = run_cli(capsys, argv)
+    assert code == 1, err
+    result = load_result(out)
+    for mode in Mode:
+        got = result.mode(mode)
+        assert not got.ok and got.error.startswith("the loss is not finite (nan)"), got.error
+
+
+def test_a_plain_gradient_that_is_not_finite_fails_the_normal_mode(tmp_path):
+    from ckptbench.measure.runner import _checked
+
+    case = Case(steps=4, snaps=2)
+    grads = {m: str(tmp_path / f"{m.value}.npy") for m in Mode}
+    np.save(grads[Mode.NORMAL], np.array([1.0, np.inf, np.nan, 2.0]))
+    normal = ModeResult(mode=Mode.NORMAL, status=Status.OK, loss=1.0)
+    got = _checked(case, 0, Mode.NORMAL, normal, tuple(Mode), grads)
+    assert not got.ok and got.error.startswith("the plain gradient is not finite: 2 of 4 entries")
+    baseline = ModeResult(mode=Mode.BASELINE, status=Status.OK, loss=float("inf"))
+    got = _checked(case, 0, Mode.BASELINE, baseline, tuple(Mode), grads)
+    assert not got.ok and got.error.startswith("the loss is not finite (inf) in float64")
+    np.save(grads[Mode.NORMAL], np.ones(4))
+    assert _checked(case, 0, Mode.NORMAL, normal, tuple(Mode), grads) == normal

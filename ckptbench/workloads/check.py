@@ -258,9 +258,13 @@ class PluginCheck:
                 f"{case.steps} needs {case.steps}, got {got}{self.at(self.user.init)}"
             )
         x0 = inputs[0]
+        self._finite("init's params", params, self.user.init)
+        self._finite("init's state0", state0, self.user.init)
+        self._finite("init's first input", x0, self.user.init)
         s1 = self._call("step", wl.step, params, state0, x0)
         self._same_kind("step", s1)
         self._same_state(state0, s1)
+        self._finite("the state after one step", s1, self.user.step)
         y = self._call("post", wl.post, params, s1)
         if isinstance(y, dict | tuple | list) or framework_of(y) is None:
             raise PluginProblem(
@@ -273,16 +277,12 @@ class PluginCheck:
         if size != 1 or isinstance(loss, dict | tuple | list):
             got = self.describe(loss) if hasattr(loss, "shape") else type(loss).__name__
             raise PluginProblem(f"loss must return a scalar, got {got}{self.at(self.user.loss)}")
+        self._finite("the loss of one step", loss, self.user.loss)
 
         def one_step(p: Any) -> Any:
             return wl.loss(self.stack([wl.post(p, wl.step(p, state0, x0))]))
 
-        try:
-            self.value_and_grad(one_step, params)
-        except PluginProblem:
-            raise
-        except Exception as err:
-            raise self._failed("the gradient of one step", err, None) from None
+        self._gradient("the gradient of one step", one_step, params)
 
     def _run_chain(self, case: Case, wl: Any, params: Any, x0: Any, notes: list[str]) -> None:
         """A layer chain: its layer names, every layer once, the loss a scalar, and their
@@ -295,22 +295,24 @@ class PluginCheck:
                 x = self._call("layer", wl.layer, i, p[i], x)
             return x
 
-        x = forward(params, x0)
+        self._finite("init's params", params, self.user.init)
+        self._finite("init's x0", x0, self.user.init)
+        x = x0
+        for i in range(case.steps):  # once eagerly: the first layer whose output is not finite
+            x = self._call("layer", wl.layer, i, params[i], x)
+            self._finite(f"layer {i}'s output", x, self.user.layer)
         self._same_kind("layer", x)
         loss = self._call("loss", wl.loss, x)
         if int(np.prod(getattr(loss, "shape", ()) or ())) != 1:
             raise PluginProblem(f"loss must return a scalar{self.at(self.user.loss)}")
+        self._finite("the loss of the chain", loss, self.user.loss)
         if not self.param_leaves(params):
             notes.append("no layer has parameters: the gradient measured is that of x_0 only")
-        try:
-            self.value_and_grad(
-                lambda p: wl.loss(forward(p["layers"], p["input"])),
-                {"input": x0, "layers": params},
-            )
-        except PluginProblem:
-            raise
-        except Exception as err:
-            raise self._failed("the gradient of the chain", err, None) from None
+        self._gradient(
+            "the gradient of the chain",
+            lambda p: wl.loss(forward(p["layers"], p["input"])),
+            {"input": x0, "layers": params},
+        )
 
     def _layer_names(self, wl: Any, layers: int) -> None:
         """The chain's ``layer_names`` (the per-layer tables' keys), as the modes and the
@@ -325,6 +327,43 @@ class PluginCheck:
             raise self._failed("layer_names", err, own) from None
 
     # ------------------------------------------------------------------ helpers
+
+    def _gradient(self, what: str, f: Callable[[Any], Any], params: Any) -> None:
+        """``f``'s gradient at ``params`` (as a mode takes it), which must be finite."""
+        try:
+            _, grads = self.value_and_grad(f, params)
+        except PluginProblem:
+            raise
+        except Exception as err:
+            raise self._failed(what, err, None) from None
+        self._finite(what, grads, None)
+
+    def host(self, leaf: Any) -> Any:
+        """``leaf`` as numpy can read it (a backend's tensor on the host, detached)."""
+        return leaf
+
+    def _finite(self, what: str, value: Any, fn: Any) -> None:
+        """A PluginProblem naming ``what`` when it holds NaN or inf at this, its first
+        evaluation: no mode could measure a gradient of it that is worth checking (the
+        checkpointed gradient is checked against the plain one, which NaN never equals)."""
+        bad, total, first = 0, 0, None
+        for leaf in leaves(value):
+            try:
+                arr = np.asarray(self.host(leaf))
+                if arr.dtype.kind not in "biufc":  # bfloat16 (ml_dtypes), or not numbers
+                    arr = arr.astype(np.float64)
+                ok = np.isfinite(arr)
+            except (TypeError, ValueError):  # no numbers (None: an unused parameter's grad)
+                continue
+            if first is None and not ok.all():
+                first = arr.ravel()[~ok.ravel()][0]
+            bad, total = bad + int(ok.size - np.count_nonzero(ok)), total + int(ok.size)
+        if bad:
+            got = f"{first}" if total == 1 else f"{bad} of {total} entries nan or inf"
+            raise PluginProblem(
+                f"{what} is not finite ({got}) at its first evaluation{self.at(fn)}: no "
+                "gradient of it can be measured, nor checked against the plain one"
+            )
 
     def _own_files(self) -> list[str]:
         files = []

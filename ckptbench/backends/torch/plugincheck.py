@@ -28,6 +28,13 @@ class TorchCheck(PluginCheck):
         self.user = wl.workload if hasattr(wl, "workload") else wl
         return (self.user, wl, params, state0, inputs)
 
+    def host(self, leaf: Any) -> Any:
+        import torch
+
+        if isinstance(leaf, torch.Tensor):  # any device, any dtype (bfloat16 too), detached
+            return leaf.detach().to("cpu", torch.float64)
+        return leaf
+
     def stack(self, ys: list[Any]) -> Any:
         import torch
 
