@@ -359,3 +359,51 @@ def test_a_plain_gradient_that_is_not_finite_fails_the_normal_mode(tmp_path):
     assert not got.ok and got.error.startswith("the loss is not finite (inf) in float64")
     np.save(grads[Mode.NORMAL], np.ones(4))
     assert _checked(case, 0, Mode.NORMAL, normal, tuple(Mode), grads) == normal
+
+
+# ---------------------------------------------------------------- too long to plan
+
+
+def test_a_chain_found_by_the_check_is_held_to_the_per_layer_plan_limit():
+    from ckptbench.measure.tasks import _for_its_kind
+    from ckptbench.schedules.optimal import PlanError
+
+    case = Case(model="x.py:make", steps=1000, strategy="optimal", budget_bytes=2**20)
+    with pytest.raises(PlanError, match=r"per-step \(heterogeneous\) costs"):
+        _for_its_kind(case, {"chain": True})
+    assert _for_its_kind(case, {"chain": False}) == case  # a recurrence plans homogeneously
+    revolve = Case(model="x.py:make", steps=1000, snaps=10)
+    assert _for_its_kind(revolve, {"chain": True}) == revolve  # nothing to plan
+    flat = {"forward_time_s": 1e-3, "taped_time_s": 3e-3, "state_bytes": 64, "tape_bytes": 512}
+    assert _for_its_kind(case, {"chain": True}, flat) == case  # given costs say their kind
+
+
+def test_a_plugin_chain_too_long_to_plan_is_refused_before_its_costs_are_measured(
+    capsys, tmp_path, monkeypatch
+):
+    """ch_good.py --steps 1000: `plan` measured every layer (about 16 s here), then refused
+    the plan; `mlp-stack` was refused at once. Now `plan`, `run --strategy optimal` and a
+    sweep refuse it once the plug-in check (in its worker) found a chain."""
+    from _cli import one_line_error
+
+    import ckptbench.measure.tasks as tasks
+
+    def measured(*args, **kw):
+        raise AssertionError("the step costs were measured")
+
+    monkeypatch.setattr(tasks, "measure_costs", measured)
+    model = write_chain(tmp_path, "autograd")
+    says = "planning 1000 steps with per-step (heterogeneous) costs"
+    err = one_line_error(capsys, ["plan", "--model", model, "--steps", "1000", "--budget",
+                                  "1MiB"])  # fmt: skip
+    assert says in err
+    out = tmp_path / "r.json"
+    err = one_line_error(capsys, ["run", "--model", model, "--steps", "1000", "--strategy",
+                                  "optimal", "--budget", "1MiB", "--out", str(out)])  # fmt: skip
+    assert says in err and not out.exists()
+    config = tmp_path / "c.toml"
+    config.write_text(f'name = "c"\n[case]\nmodel = "{model}"\nsteps = 1000\n'
+                      'strategy = "optimal"\nbudget_bytes = 1048576\n'
+                      '[grid]\nseed = [0, 1]\n')  # fmt: skip
+    err = one_line_error(capsys, ["sweep", str(config), "--out", str(tmp_path / "s")])
+    assert f"{config}:4: {says}" in err and not (tmp_path / "s").exists()

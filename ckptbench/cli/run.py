@@ -327,7 +327,7 @@ def run(
     if mprof_dir is not None:
         rounds_up_to = target.max_rounds if target is not None else 0  # --precision adds rounds
         check_mprof_dir(mprof_dir, case, mode_list, out, max_rounds=rounds_up_to, force=force)
-    case, plugin_notes = checked_in_worker(ctx, case, device)
+    case, plugin_notes = checked_in_worker(ctx, case, device, costs)
     notes += plugin_notes
 
     err_console = stderr_console()

@@ -86,10 +86,11 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
     return case, notes, costs, target
 
 
-def checked_in_worker(ctx, case: Case, device: str) -> tuple[Case, tuple[str, ...]]:
+def checked_in_worker(ctx, case: Case, device: str, costs=None) -> tuple[Case, tuple[str, ...]]:
     """The device probe and the plug-in check, in a disposable worker, never in this
     process, on every backend: the plug-in's protocol once (and its factory's own sizes
-    where no size option was given). Returns the case with those sizes and the notes;
+    where no size option was given; a chain too long to plan from per-layer costs refused,
+    unless ``costs`` were given). Returns the case with those sizes and the notes;
     InputError on a problem (naming ``device`` as typed), exit 128 + N when stopped by
     signal N."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
@@ -99,7 +100,7 @@ def checked_in_worker(ctx, case: Case, device: str) -> tuple[Case, tuple[str, ..
         with stop_on_signals():
             if device != "cpu" and (why := probe_device(case)) is not None:
                 raise InputError(device_words(ctx, device, f"--device {device}: {why}"))
-            case, notes = check_plugin(case, given_sizes=given_sizes(ctx))
+            case, notes = check_plugin(case, given_sizes=given_sizes(ctx), costs=costs)
             case.check_fits_memory()
     except ValueError as err:
         raise InputError(str(err)) from None
