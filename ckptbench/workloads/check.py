@@ -338,26 +338,28 @@ class PluginCheck:
             raise self._failed(what, err, None) from None
         self._finite(what, grads, None)
 
-    def host(self, leaf: Any) -> Any:
-        """``leaf`` as numpy can read it (a backend's tensor on the host, detached)."""
-        return leaf
+    def nonfinite(self, leaf: Any) -> tuple[int, int, Any] | None:
+        """``(entries not finite, entries, the first of them or None)`` of one leaf; None
+        when it holds no numbers (an unused parameter's gradient). A backend counts its own
+        arrays where they are (no copy of a model's parameters to the host)."""
+        try:
+            arr = np.asarray(leaf)
+            if arr.dtype.kind not in "biufc":  # bfloat16 (ml_dtypes), or not numbers
+                arr = arr.astype(np.float64)
+            ok = np.isfinite(arr)
+        except (TypeError, ValueError):
+            return None
+        bad = int(ok.size - np.count_nonzero(ok))
+        return bad, int(ok.size), arr.ravel()[~ok.ravel()][0] if bad else None
 
     def _finite(self, what: str, value: Any, fn: Any) -> None:
         """A PluginProblem naming ``what`` when it holds NaN or inf at this, its first
         evaluation: no mode could measure a gradient of it that is worth checking (the
         checkpointed gradient is checked against the plain one, which NaN never equals)."""
         bad, total, first = 0, 0, None
-        for leaf in leaves(value):
-            try:
-                arr = np.asarray(self.host(leaf))
-                if arr.dtype.kind not in "biufc":  # bfloat16 (ml_dtypes), or not numbers
-                    arr = arr.astype(np.float64)
-                ok = np.isfinite(arr)
-            except (TypeError, ValueError):  # no numbers (None: an unused parameter's grad)
-                continue
-            if first is None and not ok.all():
-                first = arr.ravel()[~ok.ravel()][0]
-            bad, total = bad + int(ok.size - np.count_nonzero(ok)), total + int(ok.size)
+        for found in filter(None, map(self.nonfinite, leaves(value))):
+            bad, total = bad + found[0], total + found[1]
+            first = found[2] if first is None else first
         if bad:
             got = f"{first}" if total == 1 else f"{bad} of {total} entries nan or inf"
             raise PluginProblem(
