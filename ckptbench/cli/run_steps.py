@@ -91,7 +91,8 @@ def checked_in_worker(
 ) -> tuple[Case, tuple[str, ...]]:
     """The device probe and the plug-in check, in a disposable worker, never in this
     process, on every backend: the plug-in's protocol once (and its factory's own sizes
-    where no size option was given). Returns the case with those sizes and the notes (with
+    where no size option was given; a chain too long to plan from per-layer costs refused,
+    unless ``costs`` were given). Returns the case with those sizes and the notes (with
     ``costs`` read from ``costs_file``: whether its states are the plug-in's, by the bytes
     the check measured); InputError on a problem (naming ``device`` as typed), exit
     128 + N when stopped by signal N."""
@@ -102,7 +103,7 @@ def checked_in_worker(
         with stop_on_signals():
             if device != "cpu" and (why := probe_device(case)) is not None:
                 raise InputError(device_words(ctx, device, f"--device {device}: {why}"))
-            checked = checked_plugin(case, given_sizes=given_sizes(ctx))
+            checked = checked_plugin(case, given_sizes=given_sizes(ctx), costs=costs)
             case, notes = checked.case, checked.notes
             case.check_fits_memory()
             if costs is not None and checked.state_bytes is not None:

@@ -246,10 +246,13 @@ def _checked_plugins(cfg, config: Path):
     anything is printed or measured: InputError with one line (where in ``config``) if one
     cannot be measured."""
     from ckptbench.measure.tasks import check_plugins
+    from ckptbench.schedules.optimal import PlanError
 
     with _checking("plug-ins"):
         try:
             return dataclasses.replace(cfg, cases=check_plugins(cfg.cases))
+        except PlanError as err:  # a plug-in's chain too long to plan: as a built-in's
+            raise _in_config(config, err, "steps") from None
         except ValueError as err:
             raise _in_config(config, err, "model") from None
 

@@ -95,19 +95,56 @@ def _grad_error(normal_path: str, ckpt_path: str) -> float | str | None:
     return diff / scale if scale > 0 else diff
 
 
+def _dtype(case: Case) -> str:
+    return getattr(case, "dtype", "float64") or "float64"
+
+
+def _loss_not_finite(case: Case, result: ModeResult) -> ModeResult | None:
+    """``result`` failed when its loss is not finite (in any mode: the model's computation,
+    not checkpointing, made it so), else None."""
+    if result.loss is None or math.isfinite(result.loss):
+        return None
+    return replace(
+        result,
+        status=Status.FAILED,
+        error=f"the loss is not finite ({result.loss}) in {_dtype(case)}: the computation "
+        "overflowed or met an invalid value, which no checkpointing changes; try a "
+        "wider --dtype or smaller inputs",
+    )
+
+
+def _plain_verified(case: Case, result: ModeResult, grad_path: str | None) -> ModeResult:
+    """Fail a baseline or normal result whose loss, or plain gradient (``grad_path``), is
+    not finite: a plug-in whose NaN appears only after the check's first evaluation is
+    then failed where it appears, not only in the checkpointed mode it cannot match."""
+    failed = _loss_not_finite(case, result)
+    if failed is not None or not grad_path:
+        return failed or result
+    import numpy as np
+
+    try:
+        grad = np.load(grad_path)
+    except OSError:
+        return result
+    bad = int(grad.size - np.count_nonzero(np.isfinite(grad)))
+    if not bad:
+        return result
+    return replace(
+        result,
+        status=Status.FAILED,
+        error=f"the plain gradient is not finite: {bad} of {grad.size} entries inf or nan in "
+        f"{_dtype(case)}: the computation overflowed or met an invalid value, which no "
+        "checkpointing changes",
+    )
+
+
 def _verify(case: Case, result: ModeResult, grad_err: float | str | None) -> ModeResult:
     """Fail a checkpointed result whose loss or gradient is not finite, whose gradient is
     wrong (beyond the dtype's tolerance) or whose step count is wrong (the count a
     strategy plans: its closed form, a replay of its stream, or the recorded plan's)."""
-    dtype = getattr(case, "dtype", "float64")
-    if result.loss is not None and not math.isfinite(result.loss):
-        return replace(
-            result,
-            status=Status.FAILED,
-            error=f"the loss is not finite ({result.loss}) in {dtype}: the computation "
-            "overflowed or met an invalid value, which no checkpointing changes; try a "
-            "wider --dtype or smaller inputs",
-        )
+    dtype = _dtype(case)
+    if (failed := _loss_not_finite(case, result)) is not None:
+        return failed
     if isinstance(grad_err, str):
         return replace(
             result,
@@ -354,9 +391,12 @@ def _checked(
     modes: Sequence[Mode],
     grads: dict[Mode, str],
 ) -> ModeResult:
-    """Verify a checkpointed result against this round's normal gradient, once both exist."""
-    if mode is not Mode.CHECKPOINTED or not result.ok:
+    """Verify a checkpointed result against this round's normal gradient, once both exist;
+    fail any other whose loss (normal: or gradient) is not finite."""
+    if not result.ok:
         return result
+    if mode is not Mode.CHECKPOINTED:
+        return _plain_verified(case, result, grads[mode] if mode is Mode.NORMAL else None)
     err = None
     if Mode.NORMAL in modes and os.path.exists(grads[Mode.NORMAL]):
         err = _grad_error(grads[Mode.NORMAL], grads[mode])

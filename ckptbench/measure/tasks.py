@@ -22,6 +22,7 @@ from typing import Any
 from ckptbench.measure.launch import raise_deferred, read_tail, start_worker, stop_worker
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, Mode
+from ckptbench.schedules import get_strategy
 from ckptbench.workloads import BUILTIN_WORKLOADS
 
 __all__ = [
@@ -129,6 +130,7 @@ def check_plugin(
     *,
     given_sizes: Iterable[str] | None = None,
     worker: Sequence[str] | None = None,
+    costs: dict[str, Any] | None = None,
 ) -> tuple[Case, tuple[str, ...]]:
     """Run the case's plug-in workload once in a disposable worker, on the case's backend:
     ``init``, one ``step``, ``post``, ``loss`` and their gradient
@@ -138,9 +140,11 @@ def check_plugin(
     factory's own defaults. Returns the case with those sizes and the check's notes (frozen
     parameters, ...). :class:`PluginError` with one line if the plug-in cannot be measured
     (it says what and, for the plug-in's own code, where) or the worker fails within the
-    case's timeout.
+    case's timeout; a ``PlanError`` when the check found a layer chain too long for a
+    planned strategy to plan from per-layer costs (``costs``: the ones given instead, which
+    say for themselves), before any of them is measured.
     """
-    checked = checked_plugin(case, given_sizes=given_sizes, worker=worker)
+    checked = checked_plugin(case, given_sizes=given_sizes, worker=worker, costs=costs)
     return checked.case, checked.notes
 
 
@@ -149,6 +153,7 @@ def checked_plugin(
     *,
     given_sizes: Iterable[str] | None = None,
     worker: Sequence[str] | None = None,
+    costs: dict[str, Any] | None = None,
 ) -> PluginChecked:
     """:func:`check_plugin`, with the plug-in's real state bytes per step beside (what a
     ``--costs`` file is checked against: ``cli.costs_file.costs_note``)."""
@@ -166,7 +171,7 @@ def checked_plugin(
     states = report.get("state_bytes")
     known = isinstance(states, list) and all(type(n) is int and n >= 0 for n in states)
     states = tuple(states) if known and len(states) == case.steps else None
-    return PluginChecked(_for_its_kind(case, report), notes, states)
+    return PluginChecked(_for_its_kind(case, report, costs), notes, states)
 
 
 def check_plugins(
@@ -174,8 +179,9 @@ def check_plugins(
 ) -> tuple[Case, ...]:
     """A sweep's cases with each plug-in checked as :func:`check_plugin` does, once per
     plug-in and backend, every size as given; each case of a plug-in then follows the rules
-    of the kind of model the check found (a chain's executor, a peer for that kind), as a
-    built-in's case does when its config is read. :class:`PluginError` with one line."""
+    of the kind of model the check found (a chain's executor, a peer for that kind, a plan
+    it can compute), as a built-in's case does when its config is read.
+    :class:`PluginError` (or ``PlanError``) with one line."""
     reports: dict[tuple[str, str], dict[str, Any]] = {}
     out = []
     for case in cases:
@@ -209,13 +215,22 @@ def _plugin_report(
     return report
 
 
-def _for_its_kind(case: Case, report: dict[str, Any]) -> Case:
+def _for_its_kind(case: Case, report: dict[str, Any], costs: dict[str, Any] | None = None) -> Case:
     """``case`` under the rules of the kind of model the check found: a chain of layers an
-    executor that holds its shapes; either kind a strategy for it (PluginError if not)."""
+    executor that holds its shapes; either kind a strategy for it (PluginError if not); a
+    planned strategy on a chain a plan small enough to compute from per-layer costs, as a
+    built-in stack's (``planner.check_plannable``; ``costs``, when given, say their kind)."""
+    chain = report.get("chain") is True
     try:
-        return chain_executor(case, chain=report.get("chain") is True)
+        case = chain_executor(case, chain=chain)
     except ValueError as err:
         raise PluginError(str(err)) from None
+    if chain and get_strategy(case.strategy).planned:
+        from ckptbench.schedules.optimal import Costs, check_plannable
+
+        given = Costs.from_dict(costs) if costs is not None else None
+        check_plannable(case.steps, given, per_step=True)
+    return case
 
 
 def probe_device(case: Case, *, worker: Sequence[str] | None = None) -> str | None:

@@ -20,6 +20,7 @@ __all__ = [
     "common_fields",
     "fmt_bytes",
     "fmt_duration",
+    "fmt_name",
     "fmt_overhead",
     "fmt_per_step",
     "fmt_percent",
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 MIB = 2**20
+#: The characters a long name (a plug-in's layer) keeps in a text table too narrow for it.
+NAME_CHARS = 32
 
 #: Case fields every cell label shows; other fields appear when they differ between cells.
 LABEL_FIELDS = ("model", "steps", "snaps", "strategy")
@@ -96,6 +99,21 @@ def fmt_overhead(over: Any, *, digits: int = 1, unit: bool = True) -> str:
     lo, hi = interval_text(get("low") / MIB, get("high") / MIB, digits, significant=False)
     lo, hi = (t if t.startswith("-") else f"+{t}" for t in (lo, hi))
     return f"{fmt_bytes(get('value'), signed=True, digits=digits, unit=False)}{u} [{lo}, {hi}]"
+
+
+def fmt_name(text: Any, limit: int | None = None) -> str:
+    """A name a plug-in gave (a layer's) on one line: each unprintable character escaped, as
+    error lines escape them; with ``limit``, each side of a range ('a .. b') in at most
+    ``limit`` characters, its end kept after an ellipsis ('…layers.12.attention.out'): the
+    end of a module's path is what tells its layers apart, the start what they share."""
+    if missing(text):
+        return "-"
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode()
+                    for c in str(text))  # fmt: skip
+    if limit is None:
+        return shown
+    return " .. ".join(p if len(p) <= limit else "…" + p[len(p) - limit + 1 :]
+                       for p in shown.split(" .. "))  # fmt: skip
 
 
 def fmt_size(n: float | None, *, signed: bool = False) -> str:

@@ -8,12 +8,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ckptbench.render.format import fmt_seconds, fmt_size
+from ckptbench.render.format import NAME_CHARS, fmt_name, fmt_seconds, fmt_size
 from ckptbench.render.table import Column, Table
 from ckptbench.schedules import replay_bytes
 from ckptbench.schedules.fates import step_fates
 
-__all__ = ["action_records", "action_table", "layer_records", "layer_table"]
+__all__ = ["action_records", "action_table", "layer_records", "layer_table", "name_column"]
+
+
+def name_column(key: str, header: str) -> Column:
+    """A column of layer names (a plug-in's own, or a built-in's): each on one line, and in a
+    text table too narrow for the longest, each cut to :data:`NAME_CHARS` characters first,
+    before any column of numbers is left out (named under the table); CSV and JSON keep
+    every name whole."""
+    return Column(
+        key, header, lambda v, _r: fmt_name(v), align="left",
+        narrow=lambda v, _r: fmt_name(v, NAME_CHARS), narrow_priority=9,
+        narrow_drops="the start of long names",
+    )  # fmt: skip
 
 
 def layer_records(plan: Any, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -65,7 +77,7 @@ def layer_table(plan: Any, names: Sequence[str] | None = None) -> Table:
         f"{p.advances} recomputations (untaped runs), {p.tapes_kept} tapes kept"
     )
     columns = (
-        Column("layer", "layer", align="left"),
+        name_column("layer", "layer"),
         Column("forward_time_s", "forward ms", _ms),
         Column("taped_time_s", "taped + reverse ms", _ms),
         Column("state_bytes", "state x_i", _bytes),

@@ -17,6 +17,7 @@ from typing import Any
 from ckptbench.analysis.trace import over_slack, trace_of, trace_slack
 from ckptbench.render.format import MIB, fmt_bytes
 from ckptbench.render.formats.model import Figure, Prose, Section, TableSection
+from ckptbench.render.layers import name_column
 from ckptbench.render.table import Column, Table
 from ckptbench.render.trace_time import layer_time_table
 from ckptbench.results.schema import RunResult
@@ -35,7 +36,7 @@ def _cols(device: bool) -> tuple[Column, ...]:
     cols = [
         Column("index", "#"),
         Column("kind", "action", align="left"),
-        Column("layer", "step (layer)", align="left"),
+        name_column("layer", "step (layer)"),
         Column("stored", "stored", align="left", priority=3),
         Column("freed", "freed", align="left", priority=3),
         Column("taped", "taped", align="left", priority=4),

@@ -11,6 +11,7 @@ from typing import Any
 
 from ckptbench.analysis.trace import trace_of
 from ckptbench.render.format import fmt_ratio
+from ckptbench.render.layers import name_column
 from ckptbench.render.table import Column, Table
 from ckptbench.results.schema import RunResult
 
@@ -53,7 +54,7 @@ def layer_time_table(result: RunResult) -> Table | None:
     predicted = any("predicted_s" in r for r in layers)
     ranked = sorted(layers, key=_excess, reverse=True)
     shown = ranked if len(ranked) <= SHOWN_LAYERS else ranked[:SHOWN_LAYERS]
-    cols = [Column("layer", "layer", align="left"), Column("step", "", priority=0)]
+    cols = [name_column("layer", "layer"), Column("step", "", priority=0)]
     if predicted:
         cols += [
             Column("predicted_s", "predicted ms", _ms),
@@ -76,7 +77,7 @@ def layer_time_table(result: RunResult) -> Table | None:
     which = f"every {noun}" if len(shown) == len(layers) else (
         f"{len(shown)} of {len(layers)} {noun}s"
     )  # fmt: skip
-    cols[0] = Column("layer", noun, align="left")
+    cols[0] = name_column("layer", noun)
     return Table(
         f"Trace time per {noun} ({which}, {order})",
         tuple(cols),

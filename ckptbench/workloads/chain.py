@@ -87,13 +87,23 @@ def is_chain(workload: Any) -> bool:
 
 def layer_names(chain: Any, layers: int) -> tuple[str, ...]:
     """The names of a chain's ``layers`` layers: its ``layer_names(layers)`` when it has one,
-    else ``layer0``, ``layer1``, ... One line when a chain gives the wrong number."""
+    else ``layer0``, ``layer1``, ... A one-line :class:`WorkloadError` when a chain gives the
+    wrong number, or a name that is empty or not printable text on one line (a newline
+    would forge a row of a per-layer table, an escape sequence reach the terminal: the rule
+    ``Case`` applies to a model)."""
     own = getattr(chain, "layer_names", None)
     if not callable(own):
         return tuple(f"layer{i}" for i in range(layers))
     names = tuple(str(n) for n in own(layers))
     if len(names) != layers:
         raise WorkloadError(f"layer_names({layers}) gave {len(names)} names, not {layers}")
+    for i, name in enumerate(names):
+        if not name or not name.isprintable():
+            rule = "must not be empty" if not name else (
+                "must be printable text on one line (no newline, tab or escape)"
+            )  # fmt: skip
+            raise WorkloadError(f"layer_names({layers}) gave {name[:40]!r} for layer {i}: a "
+                                f"layer name {rule}")  # fmt: skip
     return names
 
 

@@ -37,7 +37,7 @@ from ckptbench.workloads import (
     factory_size_defaults,
 )
 from ckptbench.workloads.base import defined_at
-from ckptbench.workloads.chain import is_chain
+from ckptbench.workloads.chain import is_chain, layer_names
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case
@@ -252,7 +252,7 @@ class PluginCheck:
         notes.extend(getattr(wl, "notes", ()) or ())
         if is_chain(wl):
             self.chain = True
-            return self._run_chain(case, wl, params, state0)
+            return self._run_chain(case, wl, params, state0, notes)
         if not self.param_leaves(params):
             raise PluginProblem(
                 "params holds no arrays: there is nothing to differentiate (init returns "
@@ -269,11 +269,15 @@ class PluginCheck:
                 f"{case.steps} needs {case.steps}, got {got}{self.at(self.user.init)}"
             )
         x0 = inputs[0]
+        self._finite("init's params", params, self.user.init)
+        self._finite("init's state0", state0, self.user.init)
+        self._finite("init's first input", x0, self.user.init)
         s1 = self._call("step", wl.step, params, state0, x0)
         self._same_kind("step", s1)
         self._same_state(state0, s1)
         start = self.nbytes(state0)  # every step's: a step keeps its state's shapes
         self.state_bytes = None if start is None else [start] * case.steps
+        self._finite("the state after one step", s1, self.user.step)
         y = self._call("post", wl.post, params, s1)
         if isinstance(y, dict | tuple | list) or framework_of(y) is None:
             raise PluginProblem(
@@ -286,48 +290,102 @@ class PluginCheck:
         if size != 1 or isinstance(loss, dict | tuple | list):
             got = self.describe(loss) if hasattr(loss, "shape") else type(loss).__name__
             raise PluginProblem(f"loss must return a scalar, got {got}{self.at(self.user.loss)}")
+        self._finite("the loss of one step", loss, self.user.loss)
 
         def one_step(p: Any) -> Any:
             return wl.loss(self.stack([wl.post(p, wl.step(p, state0, x0))]))
 
-        try:
-            self.value_and_grad(one_step, params)
-        except PluginProblem:
-            raise
-        except Exception as err:
-            raise self._failed("the gradient of one step", err, None) from None
+        self._gradient("the gradient of one step", one_step, params)
 
-    def _run_chain(self, case: Case, wl: Any, params: Any, x0: Any) -> None:
-        """A layer chain: every layer once, the loss a scalar, their gradient."""
+    def _run_chain(self, case: Case, wl: Any, params: Any, x0: Any, notes: list[str]) -> None:
+        """A layer chain: its layer names, every layer once, the loss a scalar, and their
+        gradient with respect to what the modes differentiate: every layer's parameters
+        and x_0."""
+        self._layer_names(wl, case.steps)
 
-        def forward(p: Any, starts: list[int | None] | None = None) -> Any:
-            x = x0
+        def forward(p: Any, x: Any) -> Any:
             for i in range(case.steps):
-                if starts is not None:
-                    starts.append(self.nbytes(x))
                 x = self._call("layer", wl.layer, i, p[i], x)
             return x
 
-        starts: list[int | None] = []
-        x = forward(params, starts)
+        self._finite("init's params", params, self.user.init)
+        self._finite("init's x0", x0, self.user.init)
+        x, starts = x0, []  # each layer's input bytes: the states a plan keeps
+        for i in range(case.steps):  # once eagerly: the first layer whose output is not finite
+            starts.append(self.nbytes(x))
+            x = self._call("layer", wl.layer, i, params[i], x)
+            self._finite(f"layer {i}'s output", x, self.user.layer)
         known = [n for n in starts if n is not None]
         self.state_bytes = known if len(known) == len(starts) else None
         self._same_kind("layer", x)
         loss = self._call("loss", wl.loss, x)
         if int(np.prod(getattr(loss, "shape", ()) or ())) != 1:
             raise PluginProblem(f"loss must return a scalar{self.at(self.user.loss)}")
+        self._finite("the loss of the chain", loss, self.user.loss)
+        if not self.param_leaves(params):
+            notes.append("no layer has parameters: the gradient measured is that of x_0 only")
+        self._gradient(
+            "the gradient of the chain",
+            lambda p: wl.loss(forward(p["layers"], p["input"])),
+            {"input": x0, "layers": params},
+        )
+
+    def _layer_names(self, wl: Any, layers: int) -> None:
+        """The chain's ``layer_names`` (the per-layer tables' keys), as the modes and the
+        step costs take them: a wrong count or an unprintable name is the plug-in's
+        problem, found here before anything is measured."""
+        own = getattr(self.user, "layer_names", None)
         try:
-            self.value_and_grad(lambda p: wl.loss(forward(p)), params)
-        except PluginProblem:
-            raise
+            layer_names(wl, layers)
+        except WorkloadError as err:
+            raise PluginProblem(f"{err}{self.at(own)}") from None
         except Exception as err:
-            raise self._failed("the gradient of the chain", err, None) from None
+            raise self._failed("layer_names", err, own) from None
 
     # ------------------------------------------------------------------ helpers
 
+    def _gradient(self, what: str, f: Callable[[Any], Any], params: Any) -> None:
+        """``f``'s gradient at ``params`` (as a mode takes it), which must be finite."""
+        try:
+            _, grads = self.value_and_grad(f, params)
+        except PluginProblem:
+            raise
+        except Exception as err:
+            raise self._failed(what, err, None) from None
+        self._finite(what, grads, None)
+
+    def nonfinite(self, leaf: Any) -> tuple[int, int, Any] | None:
+        """``(entries not finite, entries, the first of them or None)`` of one leaf; None
+        when it holds no numbers (an unused parameter's gradient). A backend counts its own
+        arrays where they are (no copy of a model's parameters to the host)."""
+        try:
+            arr = np.asarray(leaf)
+            if arr.dtype.kind not in "biufc":  # bfloat16 (ml_dtypes), or not numbers
+                arr = arr.astype(np.float64)
+            ok = np.isfinite(arr)
+        except (TypeError, ValueError):
+            return None
+        bad = int(ok.size - np.count_nonzero(ok))
+        return bad, int(ok.size), arr.ravel()[~ok.ravel()][0] if bad else None
+
+    def _finite(self, what: str, value: Any, fn: Any) -> None:
+        """A PluginProblem naming ``what`` when it holds NaN or inf at this, its first
+        evaluation: no mode could measure a gradient of it that is worth checking (the
+        checkpointed gradient is checked against the plain one, which NaN never equals)."""
+        bad, total, first = 0, 0, None
+        for found in filter(None, map(self.nonfinite, leaves(value))):
+            bad, total = bad + found[0], total + found[1]
+            first = found[2] if first is None else first
+        if bad:
+            got = f"{first}" if total == 1 else f"{bad} of {total} entries nan or inf"
+            raise PluginProblem(
+                f"{what} is not finite ({got}) at its first evaluation{self.at(fn)}: no "
+                "gradient of it can be measured, nor checked against the plain one"
+            )
+
     def _own_files(self) -> list[str]:
         files = []
-        for name in ("init", "step", "post", "loss"):
+        for name in ("init", "step", "post", "loss", "layer", "layer_names"):
             code = getattr(getattr(getattr(self.user, name, None), "__func__", None),
                            "__code__", None)  # fmt: skip
             if code is not None:

@@ -38,12 +38,15 @@ def zeros_like(tree: Any) -> Any:
 
 
 def flatten(tree: Any) -> np.ndarray:
-    """All leaves of a tree as one float64 vector (dict keys in sorted order)."""
+    """All leaves of a tree as one float64 vector (dict keys in sorted order); an empty
+    dict or list (a chain's layer without parameters) adds nothing."""
     if isinstance(tree, dict):
-        return np.concatenate([flatten(tree[k]) for k in sorted(tree)])
-    if isinstance(tree, (tuple, list)):
-        return np.concatenate([flatten(v) for v in tree])
-    return np.ravel(np.asarray(tree, dtype=np.float64))
+        parts = [flatten(tree[k]) for k in sorted(tree)]
+    elif isinstance(tree, (tuple, list)):
+        parts = [flatten(v) for v in tree]
+    else:
+        return np.ravel(np.asarray(tree, dtype=np.float64))
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 class AutogradFramework:

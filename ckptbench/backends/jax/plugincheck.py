@@ -38,6 +38,18 @@ class JaxCheck(PluginCheck):
         params, state0, inputs = wl.init(case.steps, rng)
         return (self.user, wl, params, state0, inputs)
 
+    def nonfinite(self, leaf: Any) -> tuple[int, int, Any] | None:
+        import jax
+        import jax.numpy as jnp
+
+        if not isinstance(leaf, jax.Array):
+            return super().nonfinite(leaf)
+        if not jnp.issubdtype(leaf.dtype, jnp.inexact):  # counted on its device
+            return 0, int(leaf.size), None
+        ok = jnp.isfinite(leaf).ravel()
+        bad = int(leaf.size) - int(jnp.count_nonzero(ok))
+        return bad, int(leaf.size), leaf.ravel()[jnp.argmin(ok)].item() if bad else None
+
     def stack(self, ys: list[Any]) -> Any:
         import jax.numpy as jnp
 

@@ -28,6 +28,18 @@ class TorchCheck(PluginCheck):
         self.user = wl.workload if hasattr(wl, "workload") else wl
         return (self.user, wl, params, state0, inputs)
 
+    def nonfinite(self, leaf: Any) -> tuple[int, int, Any] | None:
+        import torch
+
+        if not isinstance(leaf, torch.Tensor):
+            return super().nonfinite(leaf)
+        t = leaf.detach()  # counted on its device, in its dtype
+        if not (t.is_floating_point() or t.is_complex()):
+            return 0, t.numel(), None
+        ok = torch.isfinite(t)
+        bad = t.numel() - int(ok.count_nonzero().item())
+        return bad, t.numel(), t[~ok][0].item() if bad else None
+
     def stack(self, ys: list[Any]) -> Any:
         import torch
 
