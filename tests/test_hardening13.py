@@ -250,3 +250,18 @@ def test_a_plugin_path_that_is_no_regular_file_is_not_called_missing():
     res = CliRunner().invoke(cli, ["run", "--model", "/dev/null:make", "--steps", "5"])
     assert res.exit_code == 2
     assert "workload file '/dev/null' is not a regular file" in res.output
+
+
+def test_a_wide_character_in_a_name_keeps_the_columns_aligned_on_screen():
+    # widths were counted in characters: a layer named 'é層0→ß' shifted its row by one cell
+    from rich.cells import cell_len
+
+    from ckptbench.render.table import Column, Table, to_text
+
+    table = Table(
+        "layers",
+        records=[{"layer": "é層0→ß", "ms": 1.5}, {"layer": "layer1", "ms": 22.25}],
+        columns=(Column("layer", "layer", align="left"), Column("ms", "ms")),
+    )
+    lines = to_text(table).splitlines()[1:]
+    assert len({cell_len(line) for line in lines}) == 1, lines

@@ -140,8 +140,8 @@ def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column], l
         widths = [
             max(
                 [
-                    len(c.header) if table.show_header else 0,
-                    *(len(c.text(r)) for r in table.records),
+                    _cells(c.header) if table.show_header else 0,
+                    *(_cells(c.text(r)) for r in table.records),
                 ]
             )
             for c in cs
@@ -183,6 +183,14 @@ def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column], l
     return cols, dropped, numbered, shortened
 
 
+def _cells(text: str) -> int:
+    """The terminal cells ``text`` takes (a wide character, '層', takes two): what aligns
+    a column, where ``len`` would shift every cell after such a name."""
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
 def _grid(table: Table, width: int | None) -> tuple[list[str], list[str]]:
     """The aligned lines of the table (header, rule, rows) and its notes."""
     cols, dropped, numbered, shortened = _fit(table, width)
@@ -195,14 +203,15 @@ def _grid(table: Table, width: int | None) -> tuple[list[str], list[str]]:
     rows = [[c.text(r) for c in cols] for r in table.records]
     heads = [c.header for c in cols]
     widths = [
-        max([len(h) if table.show_header else 0, *(len(r[i]) for r in rows)])
+        max([_cells(h) if table.show_header else 0, *(_cells(r[i]) for r in rows)])
         for i, h in enumerate(heads)
     ]
 
     def line(cells: list[str]) -> str:
         out = []
         for c, w, col in zip(cells, widths, cols, strict=True):
-            out.append(c.rjust(w) if col.align == "right" else c.ljust(w))
+            gap = " " * max(0, w - _cells(c))  # on-screen cells: a wide character takes two
+            out.append(gap + c if col.align == "right" else c + gap)
         return "  ".join(out).rstrip()
 
     out = []
