@@ -104,12 +104,13 @@ def _loss_not_finite(case: Case, result: ModeResult) -> ModeResult | None:
     not checkpointing, made it so), else None."""
     if result.loss is None or math.isfinite(result.loss):
         return None
+    wider = "a wider --dtype or " if _dtype(case) != "float64" else ""  # none is wider
     return replace(
         result,
         status=Status.FAILED,
         error=f"the loss is not finite ({result.loss}) in {_dtype(case)}: the computation "
-        "overflowed or met an invalid value, which no checkpointing changes; try a "
-        "wider --dtype or smaller inputs",
+        f"overflowed or met an invalid value, which no checkpointing changes; try {wider}"
+        "smaller inputs",
     )
 
 
