@@ -5,6 +5,7 @@ still or runs slow makes the times unstable, with the reason said
 
 from __future__ import annotations
 
+import hashlib
 import json
 import textwrap
 from dataclasses import replace
@@ -248,3 +249,66 @@ def test_a_model_typed_with_spaces_around_it_is_the_same_case_and_key():
     spaced = Case(model=" lstm ", steps=20, snaps=4)
     assert spaced.model == "lstm" and spaced.key == plain.key and spaced == plain
     assert Case.from_dict({**plain.to_dict(), "model": "lstm "}).key == plain.key
+
+
+# ------------------------------------------------------------ a module it imports, edited
+
+#: The plug-in of the clock test, without the stopped clock, importing a helper module from
+#: its own folder (``helper.SCALE`` scales its step); with ``EDIT`` it rewrites the helper on
+#: its third import (the check, then round 1's first mode, then its second).
+USES_HELPER = STOPPED_CLOCK.replace(
+    """time.perf_counter = lambda: 0.0
+time.process_time = lambda: 0.0
+time.thread_time = lambda: 0.0
+""",
+    """import os
+import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import helper
+_n = int(open("count").read()) if os.path.exists("count") else 0
+open("count", "w").write(str(_n + 1))
+if EDIT and _n == 2:
+    with open(helper.__file__, "a") as f:
+        f.write("SCALE = 0.5\\n")
+""",
+).replace('np.tanh(s @ p["W"] + x)', 'np.tanh(helper.SCALE * (s @ p["W"]) + x)')
+
+
+def _helper_run(tmp_path, monkeypatch, capsys, edit: bool):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "helper.py").write_text("SCALE = 1.0\n")
+    (tmp_path / "uses.py").write_text(USES_HELPER.replace("EDIT", str(edit)))
+    argv = ["run", "--model", "uses.py:make", "--steps", "10", "--hidden", "8", "--snaps", "3",
+            "--rounds", "2", "--warmup", "0", "--repeats", "1", "--precision", "off",
+            "--out", "r.json"]  # fmt: skip
+    code, _, err = run_cli(capsys, argv)
+    return code, err, json.loads((tmp_path / "r.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_module_the_plugin_imports_edited_mid_run_fails_the_modes_after_it(
+    tmp_path, monkeypatch, capsys
+):
+    code, err, doc = _helper_run(tmp_path, monkeypatch, capsys, edit=True)
+    assert "SCALE = 0.5" in (tmp_path / "helper.py").read_text()
+    assert code != 0
+    assert "the file helper.py the plug-in imports changed" in err
+    changed = doc["environment"]["plugin_changed"]
+    assert changed["round"] == 1 and changed["file"] == "helper.py"
+    status = {(m["round"], m["mode"]): (m["status"], m.get("error") or "") for m in doc["modes"]}
+    assert status[(0, "baseline")][0] == "ok"
+    failed = [k for k, (s, why) in status.items() if s == "failed" and "file helper.py" in why]
+    assert (0, "normal") in failed and (0, "checkpointed") in failed
+    assert all((1, m) in failed for m in ("baseline", "normal", "checkpointed"))
+    assert doc["summary"]["slowdown"] is None  # nothing pooled across the edit
+
+
+@pytest.mark.slow
+def test_a_run_records_the_digest_of_each_module_the_plugin_imports(tmp_path, monkeypatch, capsys):
+    code, err, doc = _helper_run(tmp_path, monkeypatch, capsys, edit=False)
+    assert code == 0, err
+    plugin = doc["environment"]["plugin"]
+    digest = hashlib.sha256(b"SCALE = 1.0\n").hexdigest()
+    assert plugin["imports"] == {"helper.py": digest}  # not uses.py: that is plugin.sha256
+    assert plugin["path"] == "uses.py" and "plugin_changed" not in doc["environment"]
+    assert all(m["status"] == "ok" for m in doc["modes"])

@@ -2,7 +2,8 @@
 
 * ``launch`` starts and supervises one fresh worker process; ``worker`` is the only code
   inside the measured process; ``tasks`` runs side tasks in disposable workers;
-* ``runner`` measures a case in rounds and saves after every mode;
+* ``runner`` measures a case in rounds and saves after every mode; ``sources`` watches the
+  plug-in's source files (its own and the modules it imports) between modes;
 * ``peaks`` (exact VmHWM peaks, the RSS sampler, the environment), ``noise`` (what else the
   machine was doing), ``stepcosts`` (the planner's step costs), ``layercosts`` (a layer
   chain's per-layer costs) and ``lineprofile``

@@ -21,6 +21,7 @@ __all__ = [
     "Stopped",
     "interrupted_result",
     "mode_outcome",
+    "worker_environment",
 ]
 
 
@@ -120,8 +121,9 @@ def mode_outcome(
 ) -> tuple[ModeResult, dict[str, Any] | None]:
     """The mode's result from what its worker reported and how it stopped, in this order:
     out of memory, timeout, crashed without a result, failed, a malformed result or one
-    with other than the planned iterations (crashed), else ok; with the worker's numpy/BLAS
-    description where ok. ``common`` holds the fields every outcome keeps."""
+    with other than the planned iterations (crashed), else ok; with what the worker
+    reported of its process where ok (:func:`worker_environment`). ``common`` holds the
+    fields every outcome keeps."""
     iters, report = events.iters, events.report
 
     def failed(status: Status, error: str) -> tuple[ModeResult, None]:
@@ -160,7 +162,21 @@ def mode_outcome(
             Status.CRASHED,
             f"worker reported {len(iters)} measured iterations, {case.repeats} planned",
         )
-    return result, report.get("numpy")
+    return result, worker_environment(report)
+
+
+def worker_environment(report: dict[str, Any]) -> dict[str, Any]:
+    """What an ok worker reported of its process: ``numpy`` (its numpy/BLAS and framework
+    versions) and ``user_files`` (the user's own source files it loaded, at most
+    ``worker.MAX_USER_FILES``, of ``user_files_total``), where reported."""
+    files = report.get("user_files")
+    files = [f for f in files if isinstance(f, str)] if isinstance(files, list) else None
+    total = report.get("user_files_total")
+    return {
+        "numpy": report.get("numpy"),
+        "user_files": files,
+        "user_files_total": total if isinstance(total, int) else len(files or ()),
+    }
 
 
 def interrupted_result(

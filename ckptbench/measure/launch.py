@@ -274,8 +274,9 @@ def run_mode(
     progress: Progress | None = None,
     costs: dict[str, Any] | None = None,
 ) -> tuple[ModeResult, dict[str, Any] | None]:
-    """Run one mode in a fresh worker process: (what it measured, the worker's numpy/BLAS
-    description). Never raises for a failed measurement: the status says what happened.
+    """Run one mode in a fresh worker process: (what it measured, what the worker reported
+    of its process: numpy/BLAS, the user's source files it loaded; ``follow.worker_environment``;
+    None where it failed). Never raises for a failed measurement: the status says what happened.
 
     ``--timeout`` counts from the worker's ``ready`` event (imports and data built); start-up
     has a limit of its own of the same length. A mode stopped by the timeout keeps the

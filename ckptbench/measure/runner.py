@@ -28,6 +28,7 @@ from ckptbench.measure import peaks as measure
 from ckptbench.measure.launch import Interrupted, Progress, RunEvent, run_mode
 from ckptbench.measure.recording import Recording, record_interruption, round_order
 from ckptbench.measure.rounds import Precision, next_round
+from ckptbench.measure.sources import plugin_changed, record_worker
 from ckptbench.measure.tasks import measure_costs
 from ckptbench.results.schema import (
     MODES,
@@ -336,9 +337,9 @@ def _run_round(rec: Recording, how: _Measuring, k: int, tmp: str) -> None:
         if progress:
             progress(RunEvent("start", mode, k, rec.ran))
         want_grad = mode in (Mode.NORMAL, Mode.CHECKPOINTED)
-        result, numpy_env = ModeResult(mode, Status.FAILED, round=k), None
+        result, reported = ModeResult(mode, Status.FAILED, round=k), None
         if (changed := _plugin_changed(rec, k, mode, "before it started")) is None:
-            result, numpy_env = run_mode(
+            result, reported = run_mode(
                 case,
                 mode,
                 grads[mode] if want_grad else None,
@@ -350,8 +351,7 @@ def _run_round(rec: Recording, how: _Measuring, k: int, tmp: str) -> None:
             changed = _plugin_changed(rec, k, mode, "while it ran")
         if changed is not None and result.status in (Status.OK, Status.FAILED):
             result = replace(result, status=Status.FAILED, error=changed)
-        if numpy_env and "numpy" not in env:
-            env["numpy"] = numpy_env
+        record_worker(env, reported)  # numpy, the plug-in's imports: the first report's
         rec.results.append(_checked(case, k, mode, result, how.modes, grads))
         if mode is Mode.NORMAL:  # checkpointed ran first this round: verify it now
             _check_earlier(rec, k, grads)
@@ -367,21 +367,9 @@ def _run_round(rec: Recording, how: _Measuring, k: int, tmp: str) -> None:
 
 def _plugin_changed(rec: Recording, k: int, mode: Mode, when: str) -> str | None:
     """Why ``mode`` of round ``k`` cannot be pooled with the run's other modes: the
-    plug-in's file no longer has the SHA-256 the run started with (the environment's
-    ``plugin``), so this mode measured, or would measure, other code. The first change is
-    recorded in the environment's ``plugin_changed``; None while the file is unchanged."""
-    was = (rec.env.get("plugin") or {}).get("sha256")
-    if not was:
-        return None
-    now = (plugin_provenance(rec.case.model) or {}).get("sha256")
-    if now == was:
-        return None
-    rec.env.setdefault("plugin_changed", {"round": k + 1, "mode": mode.value, "sha256": now})
-    return (
-        f"the plug-in's file {rec.env['plugin'].get('path', '')} changed {when} (SHA-256 "
-        f"{was[:12]} at the start, {now[:12] if now else 'unreadable'} now): this mode's "
-        "code is not the code the run measured before, so it is not pooled with it; rerun"
-    )
+    plug-in's file, or a source file it imports, changed since the run first saw it
+    (:func:`ckptbench.measure.sources.plugin_changed`); None while nothing changed."""
+    return plugin_changed(rec.env, rec.case.model, k, mode.value, when)
 
 
 def _checked(

@@ -10,7 +10,9 @@ Every report is one JSON line with an ``event``:
 * ``iteration`` — one warm-up or measured iteration (``warmup``: bool, ``record``: {...});
 * ``result`` — the final report (``ok`` true, or false with ``error``); a job with
   ``"trace": true`` adds ``trace``, one more iteration recorded action by action after the
-  measured ones (``ckptbench.measure.trace``).
+  measured ones (``ckptbench.measure.trace``); an ok one lists ``user_files``, the source
+  files of the user's own modules loaded (``user_files``, read after the measurement), which
+  the parent hashes between modes (``ckptbench.measure.sources``).
 
 A job with a ``task`` runs a side task instead (``ckptbench.measure.tasks``): ``"costs"``
 measures the step costs the planner needs (``ckptbench.measure.stepcosts``, reported as
@@ -56,6 +58,8 @@ from ckptbench.results.schema import Case, Mode
 
 #: How often the watchdog checks that the parent is still alive.
 PARENT_POLL_S = 0.5
+#: At most this many of the user's own source files are reported (``user_files``).
+MAX_USER_FILES = 64
 
 
 def _die_with_parent(parent_pid: int | None) -> None:
@@ -168,7 +172,32 @@ def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict
             **measure.framework_versions(registry.spec(case.backend).distributions),
         },
         "cpu_affinity": measure.cpu_affinity(),  # after the backend's set-up (JAX pins one)
+        **user_files(),  # after the measurement: the plug-in's modules are all loaded
     }
+
+
+def user_files() -> dict[str, Any]:
+    """The source files of the modules loaded here that are the user's own code (the
+    plug-in's file and what it imported from the user's folders): outside the Python
+    installation (``sys.prefix``, ``sys.base_prefix``, site- and dist-packages, the
+    standard library) and outside ckptbench itself, sorted, at most ``MAX_USER_FILES``
+    (``user_files_total`` counts them all). The parent hashes them between modes."""
+    own = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # ckptbench/
+    outside = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+               sys.base_exec_prefix, own)}  # fmt: skip
+    found = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or not os.path.isfile(path):
+            continue
+        real = os.path.realpath(path)
+        parts = real.split(os.sep)
+        if "site-packages" in parts or "dist-packages" in parts:
+            continue
+        if not any(real == top or real.startswith(os.path.join(top, "")) for top in outside):
+            found.add(real)
+    files = sorted(found)
+    return {"user_files": files[:MAX_USER_FILES], "user_files_total": len(files)}
 
 
 def _trace(built: Built, gradient_elements: int, host: bool) -> dict[str, Any]:
