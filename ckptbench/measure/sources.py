@@ -13,7 +13,6 @@ a mode measured after one changed is failed, as after an edit of the plug-in its
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -25,18 +24,11 @@ MAX_HASHED_BYTES = 64 * 2**20
 
 
 def file_digest(path: str | os.PathLike[str]) -> str | None:
-    """The SHA-256 of a file's content, read in chunks; None when it cannot be read or is
-    larger than ``MAX_HASHED_BYTES``."""
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size > MAX_HASHED_BYTES:
-                return None
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError:
-        return None
-    return digest.hexdigest()
+    """The SHA-256 of a file's content (``workloads.source_sha256``, as the plug-in's own
+    file is hashed); None when it cannot be read or is larger than ``MAX_HASHED_BYTES``."""
+    from ckptbench.workloads import source_sha256  # reads the file, never imports it
+
+    return source_sha256(path, MAX_HASHED_BYTES)
 
 
 def _relative(path: str) -> str:

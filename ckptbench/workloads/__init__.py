@@ -62,6 +62,7 @@ __all__ = [
     "plugin_paths",
     "plugin_provenance",
     "plugin_source_file",
+    "source_sha256",
     "state_nbytes",
 ]
 
@@ -299,11 +300,25 @@ def plugin_provenance(spec: str) -> dict[str, str] | None:
     path = plugin_source_file(spec)
     if path is None:
         return {"module": target}
-    try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+    digest = source_sha256(path)
+    if digest is None:
         return {"path": target}
     return {"path": os.path.relpath(path.resolve(), Path.cwd()), "sha256": digest}
+
+
+def source_sha256(path: str | os.PathLike[str], limit_bytes: int | None = None) -> str | None:
+    """The SHA-256 of a source file's content, read in chunks (never imported); None when
+    it cannot be read or is larger than ``limit_bytes``."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            if limit_bytes is not None and os.fstat(f.fileno()).st_size > limit_bytes:
+                return None
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def plugin_source_file(spec: str) -> Path | None:
