@@ -21,6 +21,7 @@ import sys
 
 import numpy as np
 import pytest
+from _fresh import fresh_python_json
 from _layer_chains import SIZE_ARGS, TINY, check_optimal_run, shapes_bytes
 from click.testing import CliRunner
 
@@ -220,17 +221,32 @@ def test_a_tracemalloc_slope_keeps_a_few_tapes_and_reads_what_64_read(monkeypatc
 
     monkeypatch.setattr(fw, "chain_ops", counting_ops)
     assert layercosts.TRACEMALLOC_TAPES == 8
-    kept = {}
     for tapes in (8, 64):
         monkeypatch.setattr(layercosts, "TRACEMALLOC_TAPES", tapes)
         traced.clear()
-        kept[tapes] = measure_layer_costs(
-            wl, params, x0, framework=fw, samples=3, tape_method="tracemalloc"
-        ).costs.tape_bytes
+        measure_layer_costs(wl, params, x0, framework=fw, samples=3, tape_method="tracemalloc")
         assert len(traced) == layers * 3 * (1 + tapes)  # three slopes of 1 and k2 tapes
+    # the bytes themselves are read in a fresh process, as the worker reads them (_fresh)
+    kept = fresh_python_json(f"""
+        import json
+        import numpy as np
+        from ckptbench.backends.autograd.framework import AutogradFramework
+        from ckptbench.measure import layercosts
+        from ckptbench.workloads import Sizes, load_workload
+        wl = load_workload("mlp-stack", Sizes(**{TINY!r}))
+        params, x0 = wl.init({layers}, np.random.default_rng(0))
+        kept = {{}}
+        for tapes in (8, 64):
+            layercosts.TRACEMALLOC_TAPES = tapes
+            kept[tapes] = layercosts.measure_layer_costs(
+                wl, params, x0, framework=AutogradFramework(), samples=3,
+                tape_method="tracemalloc").costs.tape_bytes
+        print(json.dumps([kept[8], kept[64]]))
+    """)
     # two measurements of 64 tapes a slope differ by up to 4% here (a layer's first slope
     # may count some 190 B a tape more); 8 and 64 differ by no more than that
-    for few, many in zip(kept[8], kept[64], strict=True):
+    assert len(kept[0]) == layers
+    for few, many in zip(*kept, strict=True):
         assert few == pytest.approx(many, rel=0.08)
 
 
