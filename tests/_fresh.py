@@ -1,8 +1,8 @@
 """Test helper: run a snippet in a fresh interpreter and read back the JSON it prints.
 
 Memory readings that are exact in ckptbench's worker (a fresh process with no other Python
-thread allocating) are not exact inside a pytest-xdist worker: execnet's thread unpickles
-the next tests' items while a test runs, and tracemalloc traces every thread (a slope over
+thread allocating) are not exact inside a pytest-xdist worker: tracemalloc traces every
+thread, and execnet's receiver unpickles the next tests' items while a test runs (a slope over
 64 kept tapes once read 397 B a tape too much there, 2026-11-29 CI), while a long-lived
 process reuses freed pages, which VmHWM does not see. Such readings are taken here, in the
 conditions the worker gives them.
