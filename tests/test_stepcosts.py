@@ -88,12 +88,20 @@ def test_a_small_tape_reads_the_same_in_every_process():
     the next (whole pages over 15 steps, and pages freed by the run before reused), so
     `plan` and `run` of one case planned from different tapes; tracemalloc counts bytes,
     and the tape's autograd objects (about 24 KB here) with them."""
-    wl = load_workload("lstm", Sizes(hidden=8, batch=2, input=4))
-    reads = []
-    for seed in range(3):
-        params, state0, inputs = wl.init(20, np.random.default_rng(seed))
-        report = measure_step_costs(wl, params, state0, inputs, samples=3)
-        assert report.tape_method == "tracemalloc"
-        reads.append(report.costs.tape_bytes)
+    reads, states = [], set()
+    for seed in range(3):  # each in a process of its own, as plan's and run's workers are
+        method, tape, state = fresh_python_json(f"""
+            import json
+            import numpy as np
+            from ckptbench.measure.stepcosts import measure_step_costs
+            from ckptbench.workloads import Sizes, load_workload
+            wl = load_workload("lstm", Sizes(hidden=8, batch=2, input=4))
+            params, state0, inputs = wl.init(20, np.random.default_rng({seed}))
+            r = measure_step_costs(wl, params, state0, inputs, samples=3)
+            print(json.dumps([r.tape_method, r.costs.tape_bytes, r.costs.state_bytes]))
+        """)
+        assert method == "tracemalloc"
+        reads.append(tape)
+        states.add(state)
     assert max(reads) <= 1.15 * min(reads), reads
-    assert min(reads) > 10 * report.costs.state_bytes  # graph objects, not only the arrays
+    assert len(states) == 1 and min(reads) > 10 * states.pop()  # graph objects, not arrays alone
