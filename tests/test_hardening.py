@@ -172,6 +172,7 @@ def test_plugin_provenance_is_relative_with_content_hash(fake, tmp_path, monkeyp
     assert env["plugin"] == {
         "path": "models/mine.py",
         "sha256": hashlib.sha256(plug.read_bytes()).hexdigest(),
+        "watched_since": {"models/mine.py": "start"},  # the fake worker's check lists no files
     }
     assert str(tmp_path) not in json.dumps(env["plugin"])
     res = invoke(["run", "--model", f"{plug}:make", "--steps", "10", "--snaps", "3",

@@ -254,8 +254,8 @@ def test_a_model_typed_with_spaces_around_it_is_the_same_case_and_key():
 # ------------------------------------------------------------ a module it imports, edited
 
 #: The plug-in of the clock test, without the stopped clock, importing a helper module from
-#: its own folder (``helper.SCALE`` scales its step); with ``EDIT`` it rewrites the helper on
-#: its third import (the check, then round 1's first mode, then its second).
+#: its own folder (``helper.SCALE`` scales its step); it rewrites the helper on its import
+#: number ``EDIT`` + 1 (0: the check, 1: round 1's first mode, 2: its second; -1: never).
 USES_HELPER = STOPPED_CLOCK.replace(
     """time.perf_counter = lambda: 0.0
 time.process_time = lambda: 0.0
@@ -267,14 +267,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import helper
 _n = int(open("count").read()) if os.path.exists("count") else 0
 open("count", "w").write(str(_n + 1))
-if EDIT and _n == 2:
+if _n == EDIT:
     with open(helper.__file__, "a") as f:
         f.write("SCALE = 0.5\\n")
 """,
 ).replace('np.tanh(s @ p["W"] + x)', 'np.tanh(helper.SCALE * (s @ p["W"]) + x)')
 
 
-def _helper_run(tmp_path, monkeypatch, capsys, edit: bool):
+def _helper_run(tmp_path, monkeypatch, capsys, edit: int):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "helper.py").write_text("SCALE = 1.0\n")
     (tmp_path / "uses.py").write_text(USES_HELPER.replace("EDIT", str(edit)))
@@ -289,7 +289,7 @@ def _helper_run(tmp_path, monkeypatch, capsys, edit: bool):
 def test_a_module_the_plugin_imports_edited_mid_run_fails_the_modes_after_it(
     tmp_path, monkeypatch, capsys
 ):
-    code, err, doc = _helper_run(tmp_path, monkeypatch, capsys, edit=True)
+    code, err, doc = _helper_run(tmp_path, monkeypatch, capsys, edit=2)
     assert "SCALE = 0.5" in (tmp_path / "helper.py").read_text()
     assert code != 0
     assert "the file helper.py the plug-in imports changed" in err
@@ -305,10 +305,108 @@ def test_a_module_the_plugin_imports_edited_mid_run_fails_the_modes_after_it(
 
 @pytest.mark.slow
 def test_a_run_records_the_digest_of_each_module_the_plugin_imports(tmp_path, monkeypatch, capsys):
-    code, err, doc = _helper_run(tmp_path, monkeypatch, capsys, edit=False)
+    code, err, doc = _helper_run(tmp_path, monkeypatch, capsys, edit=-1)
     assert code == 0, err
     plugin = doc["environment"]["plugin"]
     digest = hashlib.sha256(b"SCALE = 1.0\n").hexdigest()
     assert plugin["imports"] == {"helper.py": digest}  # not uses.py: that is plugin.sha256
     assert plugin["path"] == "uses.py" and "plugin_changed" not in doc["environment"]
     assert all(m["status"] == "ok" for m in doc["modes"])
+
+
+@pytest.mark.slow
+def test_a_module_edited_during_the_first_mode_fails_it_from_the_checks_digest(
+    tmp_path, monkeypatch, capsys
+):
+    """The watch starts at the plug-in check, which reports the helper with its digest: an
+    edit while round 1's first mode runs (before any worker reported its files) fails that
+    mode and every later one, naming both digests."""
+    code, err, doc = _helper_run(tmp_path, monkeypatch, capsys, edit=1)
+    old = hashlib.sha256(b"SCALE = 1.0\n").hexdigest()
+    new = hashlib.sha256((tmp_path / "helper.py").read_bytes()).hexdigest()
+    assert new != old and code != 0
+    assert (
+        f"the file helper.py the plug-in imports changed while it ran (SHA-256 {old[:12]} at "
+        f"the plug-in check, {new[:12]} now)"
+    ) in err
+    plugin = doc["environment"]["plugin"]
+    assert plugin["imports"] == {"helper.py": old}
+    assert plugin["watched_since"] == {"uses.py": "check", "helper.py": "check"}
+    changed = doc["environment"]["plugin_changed"]
+    assert (changed["round"], changed["mode"], changed["file"]) == (1, "baseline", "helper.py")
+    assert changed["sha256"] == new
+    status = {(m["round"], m["mode"]): (m["status"], m.get("error") or "") for m in doc["modes"]}
+    assert len(status) == 6
+    assert all(s == "failed" and "file helper.py" in why for s, why in status.values())
+    assert doc["summary"]["slowdown"] is None  # nothing pooled across the edit
+
+
+@pytest.mark.slow
+def test_a_module_edited_after_the_check_fails_the_first_mode_before_it_starts(
+    tmp_path, monkeypatch
+):
+    from ckptbench.measure.runner import run_case
+    from ckptbench.measure.tasks import checked_plugin
+    from ckptbench.results.schema import Mode
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "helper.py").write_text("SCALE = 1.0\n")
+    (tmp_path / "uses.py").write_text(USES_HELPER.replace("EDIT", "-1"))
+    case = Case(model="uses.py:make", steps=10, hidden=8, snaps=3, rounds=1, warmup=0, repeats=1)
+    checked = checked_plugin(case)
+    (tmp_path / "helper.py").write_text("SCALE = 0.5\n")  # after the check, before any mode
+    result = run_case(checked.case, modes=(Mode.BASELINE,), checked_sources=checked.sources)
+    (mode,) = result.modes
+    old, new = (hashlib.sha256(t).hexdigest() for t in (b"SCALE = 1.0\n", b"SCALE = 0.5\n"))
+    assert mode.status.value == "failed" and not mode.iterations
+    assert mode.error.startswith(
+        f"the file helper.py the plug-in imports changed before it started (SHA-256 "
+        f"{old[:12]} at the plug-in check, {new[:12]} now)"
+    )
+    assert result.environment["plugin"]["watched_since"]["helper.py"] == "check"
+
+
+def test_the_watch_starts_at_the_check_and_takes_in_files_later_reports_add(tmp_path, monkeypatch):
+    """No worker here: the parent's side of the watch, from the check's files and digests
+    (the plug-in's own file among them), then a mode's report naming one more file."""
+    from ckptbench.measure import sources
+
+    monkeypatch.chdir(tmp_path)
+    texts = {"uses.py": b"import helper\n", "helper.py": b"A = 1\n", "lazy.py": b""}
+    for name, text in texts.items():
+        (tmp_path / name).write_bytes(text)
+    sha = {name: hashlib.sha256(text).hexdigest() for name, text in texts.items()}
+    at_check = sources.CheckedSources(
+        ((str(tmp_path / "helper.py"), sha["helper.py"]), (str(tmp_path / "uses.py"), "0" * 64)),
+        total=3,  # one more than the check reported: not watched
+    )
+    env = {"plugin": {"path": "uses.py", "sha256": sha["uses.py"]}}
+    sources.start_watch(env, at_check)
+    plugin = env["plugin"]
+    assert plugin["sha256"] == "0" * 64  # the check loaded other code than the file has now
+    assert plugin["imports"] == {"helper.py": sha["helper.py"]}
+    assert plugin["imports_not_watched"] == 1
+    why = sources.plugin_changed(env, "uses.py:make", 0, "baseline", "before it started")
+    assert why.startswith(
+        "the plug-in's file uses.py changed before it started (SHA-256 000000000000 at the "
+        f"plug-in check, {sha['uses.py'][:12]} now)"
+    )
+    plugin["sha256"] = sha["uses.py"]
+    (tmp_path / "helper.py").write_text("A = 2\n")  # a report now does not move its digest
+    files = [str(tmp_path / n) for n in ("helper.py", "lazy.py", "uses.py")]
+    sources.record_worker(env, {"user_files": files, "user_files_total": 3}, "round 1 checkpointed")
+    assert plugin["imports"] == {"helper.py": sha["helper.py"], "lazy.py": sha["lazy.py"]}
+    assert plugin["watched_since"] == {
+        "uses.py": "check", "helper.py": "check", "lazy.py": "round 1 checkpointed"
+    }  # fmt: skip
+    why = sources.plugin_changed(env, "uses.py:make", 0, "normal", "while it ran")
+    assert why.startswith(
+        "the file helper.py the plug-in imports changed while it ran (SHA-256 "
+        f"{sha['helper.py'][:12]} at the plug-in check"
+    )
+    env.pop("plugin_changed")
+    (tmp_path / "helper.py").write_text("A = 1\n")
+    (tmp_path / "lazy.py").write_text("B = 1\n")
+    why = sources.plugin_changed(env, "uses.py:make", 1, "normal", "while it ran")
+    assert "(SHA-256 e3b0c44298fc when the round 1 checkpointed worker reported it" in why
+    assert env["plugin_changed"]["file"] == "lazy.py"

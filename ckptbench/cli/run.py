@@ -327,7 +327,7 @@ def run(
     if mprof_dir is not None:
         rounds_up_to = target.max_rounds if target is not None else 0  # --precision adds rounds
         check_mprof_dir(mprof_dir, case, mode_list, out, max_rounds=rounds_up_to, force=force)
-    case, plugin_notes = checked_in_worker(ctx, case, device, costs, costs_file)
+    case, plugin_notes, sources = checked_in_worker(ctx, case, device, costs, costs_file)
     notes += plugin_notes
 
     err_console = stderr_console()
@@ -357,6 +357,7 @@ def run(
         retry_oom=retry_oom,
         precision=target,
         expect_oom=expect_oom,
+        checked_sources=sources,  # the watch of the plug-in's files starts at the check
     )
     result, out = measured.result, measured.out
     show_result(result, fmt, quiet=quiet, out=out)

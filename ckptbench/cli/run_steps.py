@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -27,6 +28,9 @@ from ckptbench.cli.precision import precision_target
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, RunResult
 from ckptbench.schedules import get_strategy
+
+if TYPE_CHECKING:
+    from ckptbench.measure.sources import CheckedSources
 
 __all__ = [
     "Measured",
@@ -88,14 +92,15 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
 
 def checked_in_worker(
     ctx, case: Case, device: str, costs: dict | None = None, costs_file=None
-) -> tuple[Case, tuple[str, ...]]:
+) -> tuple[Case, tuple[str, ...], CheckedSources | None]:
     """The device probe and the plug-in check, in a disposable worker, never in this
     process, on every backend: the plug-in's protocol once (and its factory's own sizes
     where no size option was given; a chain too long to plan from per-layer costs refused,
-    unless ``costs`` were given). Returns the case with those sizes and the notes (with
+    unless ``costs`` were given). Returns the case with those sizes, the notes (with
     ``costs`` read from ``costs_file``: whether its states are the plug-in's, by the bytes
-    the check measured); InputError on a problem (naming ``device`` as typed), exit
-    128 + N when stopped by signal N."""
+    the check measured) and the user's files the check loaded, with their digests, where
+    the run's watch of them starts (``run_case(checked_sources=...)``); InputError on a
+    problem (naming ``device`` as typed), exit 128 + N when stopped by signal N."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
     from ckptbench.measure.tasks import checked_plugin, probe_device
 
@@ -114,7 +119,7 @@ def checked_in_worker(
     except (Interrupted, KeyboardInterrupt) as err:
         click.echo(f"ckptbench: interrupted by {stop_reason(err)}; nothing measured", err=True)
         sys.exit(128 + getattr(err, "signum", 2))
-    return case, notes
+    return case, notes, checked.sources
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from ckptbench.measure import peaks as measure
 from ckptbench.measure.launch import Interrupted, Progress, RunEvent, run_mode
 from ckptbench.measure.recording import Recording, record_interruption, round_order
 from ckptbench.measure.rounds import Precision, next_round
-from ckptbench.measure.sources import plugin_changed, record_worker
+from ckptbench.measure.sources import CheckedSources, plugin_changed, record_worker, start_watch
 from ckptbench.measure.tasks import measure_costs
 from ckptbench.results.schema import (
     MODES,
@@ -208,6 +208,7 @@ def run_case(
     precision: Precision | None = None,
     saved_elsewhere: Callable[[str, str], None] | None = None,
     expect_oom: Sequence[str] = (),
+    checked_sources: CheckedSources | None = None,
 ) -> RunResult:
     """Measure ``case`` in ``case.rounds`` rounds of each mode (a fresh process each),
     saving after every mode.
@@ -235,12 +236,18 @@ def run_case(
     :class:`CostsError` when that fails). Before any mode is measured, a plan too large to
     compute or a budget no schedule fits is a ``PlanError`` (``planner.check_plannable``,
     ``planner.check_budget``): nothing is measured and no file is written.
+
+    ``checked_sources``: the plug-in check's files and digests
+    (``tasks.checked_plugin(...).sources``), where the watch of the plug-in's source files
+    starts (:func:`ckptbench.measure.sources.start_watch`); without them the watch of the
+    files it imports starts at the first worker's report.
     """
     if len(set(modes)) != len(modes):
         raise ValueError("modes must not repeat")
     if get_strategy(case.strategy).planned and Mode.CHECKPOINTED in modes:
         costs = _checked_plan(case, costs, worker)
     env = _environment(case)
+    start_watch(env, checked_sources)
     if expect_oom:  # run --expect-oom: the gate reads it (a mode meant to exceed the limit)
         env["expect_oom"] = sorted(expect_oom)
     rec = Recording(case, env, out_path, replace_out, saved_elsewhere)
@@ -351,7 +358,7 @@ def _run_round(rec: Recording, how: _Measuring, k: int, tmp: str) -> None:
             changed = _plugin_changed(rec, k, mode, "while it ran")
         if changed is not None and result.status in (Status.OK, Status.FAILED):
             result = replace(result, status=Status.FAILED, error=changed)
-        record_worker(env, reported)  # numpy, the plug-in's imports: the first report's
+        record_worker(env, reported, f"round {k + 1} {mode.value}")  # numpy, new imports
         rec.results.append(_checked(case, k, mode, result, how.modes, grads))
         if mode is Mode.NORMAL:  # checkpointed ran first this round: verify it now
             _check_earlier(rec, k, grads)

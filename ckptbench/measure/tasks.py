@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ckptbench.measure.launch import raise_deferred, read_tail, start_worker, stop_worker
+from ckptbench.measure.sources import CheckedSources
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, Mode
 from ckptbench.schedules import get_strategy
@@ -118,11 +119,14 @@ def run_task(
 class PluginChecked:
     """What :func:`checked_plugin` found: the case with the plug-in's sizes, the check's
     notes, and the bytes of the state each step starts from as the plug-in makes them
-    (None: a built-in, whose sizes ckptbench knows, or a state whose leaves do not say)."""
+    (None: a built-in, whose sizes ckptbench knows, or a state whose leaves do not say);
+    ``sources``: the user's files the check loaded, with their SHA-256, where ``run_case``
+    starts its watch (None: a built-in)."""
 
     case: Case
     notes: tuple[str, ...] = ()
     state_bytes: tuple[int, ...] | None = None
+    sources: CheckedSources | None = None
 
 
 def check_plugin(
@@ -171,7 +175,8 @@ def checked_plugin(
     states = report.get("state_bytes")
     known = isinstance(states, list) and all(type(n) is int and n >= 0 for n in states)
     states = tuple(states) if known and len(states) == case.steps else None
-    return PluginChecked(_for_its_kind(case, report, costs), notes, states)
+    sources = CheckedSources.from_report(report)
+    return PluginChecked(_for_its_kind(case, report, costs), notes, states, sources)
 
 
 def check_plugins(

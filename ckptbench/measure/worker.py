@@ -18,8 +18,9 @@ A job with a ``task`` runs a side task instead (``ckptbench.measure.tasks``): ``
 measures the step costs the planner needs (``ckptbench.measure.stepcosts``, reported as
 ``costs_report``), ``"check"`` runs the plug-in's protocol once on the case's backend
 (``ckptbench.workloads.check``: ``init``, one ``step``, ``post``, ``loss`` and their gradient;
-reported as ``problem``, ``sizes`` and ``notes``), ``"device"`` asks the case's framework whether
-it can compute on the case's device (``registry.device_problem``),
+reported as ``problem``, ``sizes`` and ``notes``, with ``user_files`` and their SHA-256,
+``user_sha256``, where the runner's watch of them starts), ``"device"`` asks the case's
+framework whether it can compute on the case's device (``registry.device_problem``),
 ``"profile"`` profiles one gradient line by line (``ckptbench.measure.lineprofile``). Whatever a
 plug-in raises at import, ``SystemExit`` and ``KeyboardInterrupt`` included, is reported as
 one ``result`` event; after it the worker exits at once (``os._exit``), so threads a plug-in
@@ -200,6 +201,17 @@ def user_files() -> dict[str, Any]:
     return {"user_files": files[:MAX_USER_FILES], "user_files_total": len(files)}
 
 
+def hashed_user_files() -> dict[str, Any]:
+    """:func:`user_files` with each one's SHA-256 (``user_sha256``: {path: digest or None},
+    ``sources.file_digest``), read here right after the plug-in check, as close as can be
+    to when they were loaded: the runner's watch starts from them, so a file edited after
+    the check fails the first mode measured with it (``ckptbench.measure.sources``)."""
+    from ckptbench.measure.sources import file_digest
+
+    files = user_files()
+    return {**files, "user_sha256": {f: file_digest(f) for f in files["user_files"]}}
+
+
 def _trace(built: Built, gradient_elements: int, host: bool) -> dict[str, Any]:
     """``run --trace``: one more iteration, recorded action by action (measure/trace.py);
     ``host``: the case runs on the CPU (its actions are timed)."""
@@ -220,7 +232,7 @@ def _side_task(task: str, case: Case, job: dict[str, Any]) -> dict[str, Any]:
     if task == "check":
         from ckptbench.workloads.check import check_workload
 
-        return {"ok": True, **check_workload(case, job.get("given_sizes"))}
+        return {"ok": True, **check_workload(case, job.get("given_sizes")), **hashed_user_files()}
     if task == "device":
         return {"ok": True, "problem": registry.device_problem(case)}
     if task == "profile":
