@@ -2,7 +2,8 @@
 
 pyperf's shape: a result file stores the raw samples (every iteration of every mode and
 round) and the environment; every figure ckptbench prints is computed from them by
-:func:`compute` and nowhere else, into a :class:`CellSummary` of :class:`ModeFigures`.
+:func:`compute` and nowhere else, into a :class:`CellSummary` of
+:class:`~ckptbench.results.modefigures.ModeFigures` (one mode's figures, computed there).
 ``RunResult.summary`` caches it on the result, so run's table and headline, compare,
 the HTML report, the plots, the caveats, the gate and ``read_results`` all read one object
 with attributes. The ``summary`` a result file holds is this object's :meth:`CellSummary.as_dict`
