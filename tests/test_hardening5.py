@@ -113,7 +113,8 @@ def test_a_copy_of_the_reference_among_the_results_cannot_dilute_a_regression(tm
 def test_the_gate_counts_a_cell_once_when_a_line_pairs_it_across_hosts():
     """--any-host pairs cells whatever their host, so memory lines carry none; the headline
     said '2 cells' of one."""
-    from ckptbench.analysis.gate import GateLine, GateReport
+    from ckptbench.analysis.cellchecks import GateLine
+    from ckptbench.analysis.gate import GateReport
 
     lines = (
         GateLine("k1", "other", "status", True, ""),

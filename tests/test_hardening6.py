@@ -142,7 +142,7 @@ def test_a_dask_result_that_does_not_read_back_is_kept_not_dropped(tmp_path):
     from ckptbench.results.schema import Case
     from ckptbench.sweep.cells import CellOutcome, CellState
     from ckptbench.sweep.dask import _collect
-    from ckptbench.sweep.run import _keep_unreadable
+    from ckptbench.sweep.saving import keep_unreadable
 
     class Future:
         def result(self):
@@ -159,8 +159,8 @@ def test_a_dask_result_that_does_not_read_back_is_kept_not_dropped(tmp_path):
     assert args[1] is None and "schema_version 999" in args[2]
     assert kwargs["raw"] == {"schema_version": 999, "modes": ["measured"]}
     pending = CellOutcome(case, tmp_path / "cell.json", CellState.RUNNING)
-    first = _keep_unreadable(pending, kwargs["raw"])
-    second = _keep_unreadable(pending, kwargs["raw"])
+    first = keep_unreadable(pending, kwargs["raw"])
+    second = keep_unreadable(pending, kwargs["raw"])
     kept = sorted(tmp_path.glob("cell.json.*.unreadable"))
     assert len(kept) == 2 and first != second  # a second never replaces the first
     assert all(json.loads(p.read_text()) == kwargs["raw"] for p in kept)

@@ -83,7 +83,8 @@ def test_hostile_result_fields_are_one_line_and_exit_2(tmp_path, edit, words):
 def test_junit_and_markdown_hold_whatever_a_check_line_says(tmp_path):
     """A failure's numbers can carry a worker's stderr (control characters, pipes, lines):
     the JUnit file must stay XML and the markdown row one row."""
-    from ckptbench.analysis.gate import GateLine, GateReport
+    from ckptbench.analysis.cellchecks import GateLine
+    from ckptbench.analysis.gate import GateReport
     from ckptbench.render import check_markdown
     from ckptbench.render.verdicts import check_junit
 

@@ -260,12 +260,12 @@ def test_tradeoff_plot_places_a_below_noise_point_at_its_upper_end():
 
 
 def test_gate_judges_savings_within_noise_by_the_lower_bound():
-    from ckptbench.analysis.gate import _expect_lines
+    from ckptbench.analysis.cellchecks import expect_lines
     from ckptbench.sweep.config import Expect
 
     result = _noisy_result()
     bound = result.summary.memory_savings_bound
-    (line,) = _expect_lines(result, Expect(memory_savings_min=bound * 0.9))
+    (line,) = expect_lines(result, Expect(memory_savings_min=bound * 0.9))
     assert line.passed and "within its noise" in line.detail
-    (line,) = _expect_lines(result, Expect(memory_savings_min=bound * 1.1))
+    (line,) = expect_lines(result, Expect(memory_savings_min=bound * 1.1))
     assert not line.passed

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from ckptbench.analysis.gate import GateLine, GateReport
+from ckptbench.analysis.cellchecks import GateLine
+from ckptbench.analysis.gate import GateReport
 from ckptbench.analysis.stats import percent_text
 from ckptbench.render.format import fmt_size
 

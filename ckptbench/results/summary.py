@@ -2,7 +2,8 @@
 
 pyperf's shape: a result file stores the raw samples (every iteration of every mode and
 round) and the environment; every figure ckptbench prints is computed from them by
-:func:`compute` and nowhere else, into a :class:`CellSummary` of :class:`ModeFigures`.
+:func:`compute` and nowhere else, into a :class:`CellSummary` of
+:class:`~ckptbench.results.modefigures.ModeFigures` (one mode's figures, computed there).
 ``RunResult.summary`` caches it on the result, so run's table and headline, compare,
 the HTML report, the plots, the caveats, the gate and ``read_results`` all read one object
 with attributes. The ``summary`` a result file holds is this object's :meth:`CellSummary.as_dict`
@@ -32,29 +33,33 @@ Definitions (the numbers ckptbench prints):
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ckptbench.analysis import memnoise
 from ckptbench.analysis.intervals import Estimate
-from ckptbench.analysis.memnoise import Overhead, PeakRange
+from ckptbench.analysis.memnoise import Overhead
 from ckptbench.analysis.stability import Verdict
 from ckptbench.analysis.summary import (
     BUSY_CPU_SHARE,
-    Spread,
     floor_estimate,
-    mode_peak_bytes,
     mode_time_s,
     optimum_advances,
     pool_by_mode,
     ratio,
     recompute_floor_s,
     round_estimates,
-    spread,
 )
 from ckptbench.results.document import summary_document
+from ckptbench.results.modefigures import (
+    Counters,
+    MemoryFigures,
+    ModeFigures,
+    all_device_peaks_exact,
+    median_cpu_share,
+    mode_figures,
+)
 from ckptbench.results.modes import Mode, Status, complete_rounds
 
 if TYPE_CHECKING:
@@ -62,79 +67,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CellSummary",
-    "Counters",
-    "ModeFigures",
-    "PlanFigures",
     "Ratio",
     "compute",
     "other_busy_cores",
     "summary_document",
 ]
-
-
-@dataclass(frozen=True)
-class Counters:
-    """The executor's counters of a mode (``ModeResult.counters``), None where not counted."""
-
-    step_calls: int | None = None  # step evaluations (advances + taped steps)
-    steps_advanced: int | None = None
-    steps_taped: int | None = None
-    peak_stored_bytes: int | None = None  # the bytes our schedule stored at most
-    # JAX: RSS after the compile minus before (a difference: may be negative)
-    program_rss_bytes: int | None = None
-    compile_time_ns: int | None = None  # JAX
-
-    @classmethod
-    def of(cls, counters: Mapping[str, Any]) -> Counters:
-        return cls(**{k: counters.get(k) for k in cls.__dataclass_fields__})
-
-    @property
-    def compile_time_s(self) -> float | None:
-        return None if self.compile_time_ns is None else self.compile_time_ns / 1e9
-
-
-@dataclass(frozen=True)
-class PlanFigures:
-    """What a planned schedule (strategy ``optimal``) predicted (``ModeResult.plan``)."""
-
-    predicted_time_s: float | None = None
-    peak_bytes: int | None = None
-
-    @classmethod
-    def of(cls, plan: Mapping[str, Any]) -> PlanFigures:
-        return cls(plan.get("predicted_time_s"), plan.get("peak_bytes"))
-
-
-@dataclass(frozen=True)
-class ModeFigures:
-    """One mode's figures, its rounds pooled; None (empty) where it has none."""
-
-    mode: Mode
-    status: Status | None  # None: not measured
-    peak_rss_bytes: int | None = None
-    overhead_bytes: int | None = None
-    #: iteration time (s): a mode ok in every round kept, as its peak; None otherwise
-    time: Spread | None = None
-    cpu_share: float | None = None  # CPU time / wall time of an iteration (CPU devices)
-    phases_s: Mapping[str, float] = field(default_factory=dict)  # executor phase medians
-    peak_device_bytes: int | None = None  # GPU devices only
-    device_overhead_bytes: int | None = None
-    time_cv: float | None = None  # CV of its iteration times, None when not in every round
-    peak_spread_bytes: int | None = None  # spread of its per-round median exact peaks
-    #: every measured iteration's exact peak, rounds pooled (median, low, high, n)
-    peak_range: PeakRange | None = None
-    #: overhead with its interval: both modes' spreads and a rerun's (normal, checkpointed)
-    overhead_interval: Overhead | None = None
-    counters: Counters = Counters()
-    plan: PlanFigures = PlanFigures()
-    #: a mode stopped at --memory-limit: its peak and overhead are more than these (the
-    #: limit, and the limit less the baseline's peak); None for every other mode
-    peak_above_bytes: int | None = None
-    overhead_above_bytes: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status is Status.OK
 
 
 @dataclass(frozen=True)
@@ -289,15 +226,15 @@ def compute(
     # about other processes there, so the busy-machine verdict is a CPU-only one
     on_cpu = case.device == "cpu"
     cpu_share = {
-        m.mode.value: _cpu_share(m)
+        m.mode.value: median_cpu_share(m)
         for m in pooled
         if on_cpu and m.ok and any(it.wall_time_s > 0 for it in m.iterations)
     }
     estimates = round_estimates(rounds, cpu_share, other_busy_cores(rounds))
-    mem = _Memory.of(pooled)
+    mem = MemoryFigures.of(pooled)
     device, noise = mem.device, mem.noise
     figures = tuple(
-        _mode_figures(m, mem, cpu_share, estimates, case.memory_limit_bytes) for m in pooled
+        mode_figures(m, mem, cpu_share, estimates, case.memory_limit_bytes) for m in pooled
     )
     normal, ckpt = by_mode.get(Mode.NORMAL), by_mode.get(Mode.CHECKPOINTED)
     counts = Counters.of(ckpt.counters if ckpt is not None else {})
@@ -342,7 +279,7 @@ def compute(
         device_memory_savings=ratio(dover.get(Mode.NORMAL), dover.get(Mode.CHECKPOINTED))
         if device
         else None,
-        device_peak_exact=_all_exact(pooled) if device else None,
+        device_peak_exact=all_device_peaks_exact(pooled) if device else None,
         floor_time_s=floor,
         vs_floor=vs_floor,
         floor_ratio=_floor_ratio(floor_est, vs_floor),
@@ -356,105 +293,5 @@ def _floor_ratio(estimate: Estimate | None, vs_floor: float | None) -> Ratio | N
     return Ratio.of(estimate, None, per_round=tuple(estimate.per_round))
 
 
-@dataclass(frozen=True)
-class _Memory:
-    """Per mode: the exact peak (median over iterations), the device peak (GPU cells), the
-    range of its iteration peaks and, beside the baseline's, its overhead's interval."""
-
-    peaks: dict[Mode, int | None]
-    device: dict[Mode, int]
-    ranges: dict[Mode, PeakRange]
-    noise: dict[Mode, Overhead]
-
-    @classmethod
-    def of(cls, pooled: Sequence[ModeResult]) -> _Memory:
-        ranges = {
-            m.mode: memnoise.peak_range([it.peak_rss_bytes for it in m.iterations])
-            for m in pooled
-            if m.ok
-        }
-        noise = {
-            k: memnoise.overhead(r, ranges.get(Mode.BASELINE))
-            for k, r in ranges.items()
-            if k is not Mode.BASELINE
-        }
-        peaks = {m.mode: mode_peak_bytes(m) for m in pooled}
-        return cls(peaks, _device_peaks(pooled), ranges, noise)
-
-
-def _mode_figures(
-    m: ModeResult,
-    mem: _Memory,
-    cpu_share: dict[str, float],
-    estimates: dict[str, Any],
-    limit: int | None,
-) -> ModeFigures:
-    """One mode's figures from its pooled result, the cell's memory figures, the CPU shares,
-    the round estimates (time CV and peak spread) and the case's memory limit (the lower
-    bounds of a mode stopped there)."""
-    cv, pspread = estimates.get("time_cv", {}), estimates.get("peak_spread_bytes", {})
-    stopped = limit if m.status is Status.OUT_OF_MEMORY else None
-    above = _minus(stopped, mem.peaks.get(Mode.BASELINE))
-    return ModeFigures(
-        mode=m.mode,
-        status=m.status,
-        peak_rss_bytes=mem.peaks[m.mode],
-        overhead_bytes=_minus(mem.peaks[m.mode], mem.peaks.get(Mode.BASELINE)),
-        time=_times(m) if _timed(m) else None,
-        cpu_share=cpu_share.get(m.mode.value),
-        phases_s=_median_phases(m) if m.ok else {},
-        peak_device_bytes=mem.device.get(m.mode),
-        device_overhead_bytes=_minus(mem.device.get(m.mode), mem.device.get(Mode.BASELINE)),
-        time_cv=cv.get(m.mode.value),
-        peak_spread_bytes=pspread.get(m.mode.value),
-        peak_range=mem.ranges.get(m.mode),
-        overhead_interval=mem.noise.get(m.mode),
-        counters=Counters.of(m.counters),
-        plan=PlanFigures.of(m.plan),
-        peak_above_bytes=stopped,
-        overhead_above_bytes=above if above is not None and above > 0 else None,
-    )
-
-
 def _stopped_before(environment: Mapping[str, Any] | None) -> int | None:
     return ((environment or {}).get("interrupted") or {}).get("round")
-
-
-def _all_exact(modes: Sequence[ModeResult]) -> bool:
-    return all(it.device_peak_exact is not False for m in modes for it in m.iterations)
-
-
-def _times(m: ModeResult) -> Spread:
-    return spread([it.wall_time_s for it in m.iterations])
-
-
-def _timed(m: ModeResult) -> bool:
-    return m.ok and bool(m.iterations)
-
-
-def _minus(value: int | None, base: int | None) -> int | None:
-    return None if value is None or base is None else value - base
-
-
-def _cpu_share(m: ModeResult) -> float:
-    return statistics.median(
-        it.cpu_time_s / it.wall_time_s for it in m.iterations if it.wall_time_s > 0
-    )
-
-
-def _device_peaks(modes: Sequence[ModeResult]) -> dict[Mode, int]:
-    """GPU cases: median device peak per mode (torch's ``max_memory_allocated``, JAX's
-    ``peak_bytes_in_use`` with its floor raised); empty for CPU cases."""
-    return {
-        m.mode: int(statistics.median(it.peak_device_bytes for it in m.iterations))
-        for m in modes
-        if _timed(m) and all(it.peak_device_bytes is not None for it in m.iterations)
-    }
-
-
-def _median_phases(result: ModeResult) -> dict[str, float]:
-    names = sorted({k for it in result.iterations for k in it.phases})
-    return {
-        k: statistics.median(it.phases[k] for it in result.iterations if k in it.phases)
-        for k in names
-    }

@@ -39,9 +39,7 @@ This module never prints: progress goes to a callback; the outcome is returned.
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -50,12 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import ckptbench
-from ckptbench.results.schema import (
-    RunResult,
-    kept_beside,
-    save_or_beside,
-    write_atomic,
-)
+from ckptbench.results.schema import RunResult
 from ckptbench.results.store import (
     MANIFEST_KIND,
     MANIFEST_NAME,
@@ -81,6 +74,7 @@ from ckptbench.sweep.preflight import (
     remove_stale_temp_files,
 )
 from ckptbench.sweep.progress import Progress, ProgressTracker, SweepProgress, cell_cost
+from ckptbench.sweep.saving import keep_unreadable, saved_outcome, set_aside, stopped_outcome
 
 __all__ = [
     "MANIFEST_KIND",
@@ -93,10 +87,8 @@ __all__ = [
     "cell_cost",
     "cell_path",
     "default_run_cell",
-    "first_error",
     "one_line",
     "run_sweep",
-    "saved_outcome",
 ]
 
 RunCell = Callable[..., RunResult]  # run_cell(case, *, out_path=..., progress=...)
@@ -273,7 +265,7 @@ class _SweepBook:
         partial = getattr(err, "result", None)
         if partial is not None and partial.modes and self.cells[index].path.exists():
             saved = saved_outcome(self.cells[index], partial, duration)
-            self.cells[index] = _interrupted(saved, partial, f"stopped by {_stop_name(err)}")
+            self.cells[index] = stopped_outcome(saved, partial, f"stopped by {_stop_name(err)}")
         else:  # stopped before a mode was measured: nothing saved, not running
             why = f"stopped by {_stop_name(err)} before its first mode"
             self.cells[index] = replace(self.cells[index], state=CellState.PENDING, error=why)
@@ -288,14 +280,14 @@ class _SweepBook:
         last = attempts[-1] if attempts else Attempt("")
         attempts = (*self.cells[index].attempts, *attempts)
         if raw is not None:
-            error = f"{error}; {_keep_unreadable(self.cells[index], raw)}"
+            error = f"{error}; {keep_unreadable(self.cells[index], raw)}"
         if result is not None:
             # a partial file (or one that appeared) aside; where it cannot be, never replaced
-            stuck = _set_aside(self.cells[index], self.notes)
+            stuck = set_aside(self.cells[index], self.notes)
             outcome = saved_outcome(self.cells[index], result, last.duration_s or 0.0,
                                     last.worker, attempts, replace_file=stuck is None)  # fmt: skip
             if interrupted:  # the part measured before the stop: pending again, as locally
-                outcome = _interrupted(outcome, result, last.error or "stopped")
+                outcome = stopped_outcome(outcome, result, last.error or "stopped")
         else:
             outcome = replace(
                 self.cells[index],
@@ -335,95 +327,6 @@ def _stop_name(err: BaseException) -> str:
     return stop_reason(err)
 
 
-def saved_outcome(
-    pending: CellOutcome,
-    result: RunResult,
-    duration: float,
-    worker: str = "",
-    attempts: tuple[Attempt, ...] = (),
-    replace_file: bool = True,
-) -> CellOutcome:
-    """A measured cell's outcome, its result saved at its path (``replace_file``: over a file
-    there) or, where that fails, beside it and said."""
-    if result.case.key != pending.case.key:
-        return replace(
-            pending,
-            state=CellState.ERROR,
-            error=f"cell runner returned a result for {result.case.key}",
-            duration_s=duration,
-        )
-    if not result.host:
-        result = replace(result, host=socket.gethostname())
-    at, why = save_or_beside(result, pending.path, replace=replace_file)
-    if why is not None:  # measured, but not saved where the manifest expects it: never lost
-        return replace(
-            pending,
-            state=CellState.ERROR,
-            ok=result.ok,
-            host=result.host,
-            worker=worker,
-            error=f"measured, but saved as {at} ({why})",
-            duration_s=duration,
-            attempts=attempts,
-        )
-    return replace(
-        pending,
-        state=CellState.MEASURED,
-        ok=result.ok,
-        host=result.host,
-        worker=worker,
-        error=None if result.ok else first_error(result),
-        duration_s=duration,
-        attempts=attempts,
-    )
-
-
-def _interrupted(outcome: CellOutcome, result: RunResult, how: str) -> CellOutcome:
-    """A cell a stop signal cut, its modes measured so far saved: pending again, so that
-    ``--resume`` measures it (its partial file moved aside, kept), and its error says so. A
-    part saved beside its path stays an error that says where."""
-    if outcome.state is not CellState.MEASURED:
-        return outcome
-    cut = result.interruption or "interrupted"
-    return replace(
-        outcome,
-        state=CellState.PENDING,
-        error=f"{cut} ({how}); the modes measured so far are saved in {outcome.path.name}; "
-        "`--resume` measures the cell again",
-    )
-
-
-def first_error(result: RunResult) -> str:
-    for m in result.modes:
-        if not m.ok:
-            return f"{m.mode.value}: {m.status.value}" + (f" ({m.error})" if m.error else "")
-    return "not ok"
-
-
-def _keep_unreadable(pending: CellOutcome, raw: Any) -> str:
-    """Write ``raw`` beside the cell's file (a new name, never over one); where it went."""
-    kept = kept_beside(pending.path, "unreadable")
-    try:
-        write_atomic(kept, json.dumps(raw, default=str) + "\n", replace=False)
-    except (OSError, TypeError, ValueError) as err:
-        return f"what it returned could not be kept ({one_line(err)})"
-    return f"what it returned is kept in {kept.name}"
-
-
-def _set_aside(pending: CellOutcome, notes: list[str] | None) -> str | None:
-    """Re-measuring a partial or failed cell: keep its old file beside the new one, and say
-    so in ``notes``; why it could not be moved (the folder went read-only), else None."""
-    if pending.path.exists():
-        aside = kept_beside(pending.path, "replaced")
-        try:
-            pending.path.rename(aside)
-        except OSError as err:
-            return f"its earlier result could not be moved aside ({err.strerror or err})"
-        if notes is not None:
-            notes.append(f"{pending.key}: its earlier result was moved to {aside.name}")
-    return None
-
-
 def _run_local(
     run_cell: RunCell,
     pending: CellOutcome,
@@ -450,7 +353,7 @@ def _run_local(
             error=f"{pending.path.name} appeared while the sweep ran (not written by it); "
             "kept it and did not measure this cell",
         )
-    if (stuck := _set_aside(pending, notes)) is not None:  # nothing measured, nothing lost
+    if (stuck := set_aside(pending, notes)) is not None:  # nothing measured, nothing lost
         return replace(pending, state=CellState.ERROR, error=f"{stuck}; not measured")
     try:
         result = run_cell(case, out_path=pending.path, progress=on_mode)

@@ -1,0 +1,112 @@
+"""Where a sweep's measured cell goes, and what its outcome says: the result saved at the
+cell's path or, where that fails, beside it and said (never lost); a partial or failed
+cell's earlier file moved aside before it is measured again; a document a Dask worker
+returned that does not read back kept beside the cell's file; the part a stop signal cut,
+saved, its cell pending again so that ``--resume`` measures it.
+
+Every write is atomic and none goes over a file a sweep did not mean to replace
+(:func:`ckptbench.results.schema.save_or_beside`, :func:`~ckptbench.results.schema.kept_beside`).
+Used by the sweep's bookkeeping (:mod:`ckptbench.sweep.run`), locally and with Dask alike.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import replace
+from typing import Any
+
+from ckptbench.results.schema import RunResult, kept_beside, save_or_beside, write_atomic
+from ckptbench.sweep.cells import Attempt, CellOutcome, CellState, one_line
+
+__all__ = ["first_error", "keep_unreadable", "saved_outcome", "set_aside", "stopped_outcome"]
+
+
+def saved_outcome(
+    pending: CellOutcome,
+    result: RunResult,
+    duration: float,
+    worker: str = "",
+    attempts: tuple[Attempt, ...] = (),
+    replace_file: bool = True,
+) -> CellOutcome:
+    """A measured cell's outcome, its result saved at its path (``replace_file``: over a file
+    there) or, where that fails, beside it and said."""
+    if result.case.key != pending.case.key:
+        return replace(
+            pending,
+            state=CellState.ERROR,
+            error=f"cell runner returned a result for {result.case.key}",
+            duration_s=duration,
+        )
+    if not result.host:
+        result = replace(result, host=socket.gethostname())
+    at, why = save_or_beside(result, pending.path, replace=replace_file)
+    if why is not None:  # measured, but not saved where the manifest expects it: never lost
+        return replace(
+            pending,
+            state=CellState.ERROR,
+            ok=result.ok,
+            host=result.host,
+            worker=worker,
+            error=f"measured, but saved as {at} ({why})",
+            duration_s=duration,
+            attempts=attempts,
+        )
+    return replace(
+        pending,
+        state=CellState.MEASURED,
+        ok=result.ok,
+        host=result.host,
+        worker=worker,
+        error=None if result.ok else first_error(result),
+        duration_s=duration,
+        attempts=attempts,
+    )
+
+
+def stopped_outcome(outcome: CellOutcome, result: RunResult, how: str) -> CellOutcome:
+    """A cell a stop signal cut, its modes measured so far saved: pending again, so that
+    ``--resume`` measures it (its partial file moved aside, kept), and its error says so. A
+    part saved beside its path stays an error that says where."""
+    if outcome.state is not CellState.MEASURED:
+        return outcome
+    cut = result.interruption or "interrupted"
+    return replace(
+        outcome,
+        state=CellState.PENDING,
+        error=f"{cut} ({how}); the modes measured so far are saved in {outcome.path.name}; "
+        "`--resume` measures the cell again",
+    )
+
+
+def first_error(result: RunResult) -> str:
+    """A measured cell's error: its first mode not ok, its status and why."""
+    for m in result.modes:
+        if not m.ok:
+            return f"{m.mode.value}: {m.status.value}" + (f" ({m.error})" if m.error else "")
+    return "not ok"
+
+
+def keep_unreadable(pending: CellOutcome, raw: Any) -> str:
+    """Write ``raw`` beside the cell's file (a new name, never over one); where it went."""
+    kept = kept_beside(pending.path, "unreadable")
+    try:
+        write_atomic(kept, json.dumps(raw, default=str) + "\n", replace=False)
+    except (OSError, TypeError, ValueError) as err:
+        return f"what it returned could not be kept ({one_line(err)})"
+    return f"what it returned is kept in {kept.name}"
+
+
+def set_aside(pending: CellOutcome, notes: list[str] | None) -> str | None:
+    """Re-measuring a partial or failed cell: keep its old file beside the new one, and say
+    so in ``notes``; why it could not be moved (the folder went read-only), else None."""
+    if pending.path.exists():
+        aside = kept_beside(pending.path, "replaced")
+        try:
+            pending.path.rename(aside)
+        except OSError as err:
+            return f"its earlier result could not be moved aside ({err.strerror or err})"
+        if notes is not None:
+            notes.append(f"{pending.key}: its earlier result was moved to {aside.name}")
+    return None
