@@ -87,15 +87,17 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
 
 
 def checked_in_worker(
-    ctx, case: Case, device: str, costs: dict | None = None, costs_file=None
-) -> tuple[Case, tuple[str, ...]]:
+    ctx, case: Case, device: str, costs: dict | None = None, costs_file=None, *,
+    stopped: str = "nothing measured",
+) -> tuple[Case, tuple[str, ...]]:  # fmt: skip
     """The device probe and the plug-in check, in a disposable worker, never in this
     process, on every backend: the plug-in's protocol once (and its factory's own sizes
     where no size option was given; a chain too long to plan from per-layer costs refused,
     unless ``costs`` were given). Returns the case with those sizes and the notes (with
     ``costs`` read from ``costs_file``: whether its states are the plug-in's, by the bytes
     the check measured); InputError on a problem (naming ``device`` as typed), exit
-    128 + N when stopped by signal N."""
+    128 + N when stopped by signal N, saying ``stopped`` (what the command then did not do).
+    ``run`` and ``plan`` both check here."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
     from ckptbench.measure.tasks import checked_plugin, probe_device
 
@@ -112,7 +114,7 @@ def checked_in_worker(
     except ValueError as err:
         raise InputError(str(err)) from None
     except (Interrupted, KeyboardInterrupt) as err:
-        click.echo(f"ckptbench: interrupted by {stop_reason(err)}; nothing measured", err=True)
+        click.echo(f"ckptbench: interrupted by {stop_reason(err)}; {stopped}", err=True)
         sys.exit(128 + getattr(err, "signum", 2))
     return case, notes
 
