@@ -129,6 +129,10 @@ NAMES = {
     ),
     "empty": ("return [''] * layers", "gave '' for layer 0: a layer name must not be empty"),
     "raises": ("raise RuntimeError('names boom')", "layer_names raised at "),
+    "repeated": (
+        "return [f'L{i % 3}' for i in range(layers)]",
+        "gave 'L0' for layers 0 and 3: layer names must differ",
+    ),
 }
 
 
@@ -155,20 +159,29 @@ def test_good_layer_names_pass_the_check(tmp_path):
     assert check(case_of(model, "autograd"))["problem"] is None
 
 
-def test_plan_and_run_refuse_a_bad_layer_names_before_measuring(capsys, tmp_path):
+@pytest.mark.parametrize(
+    ("names", "says"),
+    [
+        ("['a', 'b']", "layer_names(4) gave 2 names, not 4"),
+        # the per-layer tables are keyed by name: the second 'a' overwrote the first
+        ("['a', 'b', 'a', 'c']", "gave 'a' for layers 0 and 2: layer names must differ"),
+    ],
+    ids=["count", "repeated"],
+)
+def test_plan_and_run_refuse_a_bad_layer_names_before_measuring(capsys, tmp_path, names, says):
     """In a real disposable worker: one line, exit 2, no result and no costs measured."""
     from _cli import one_line_error
 
-    names = "def layer_names(self, layers):\n    return ['a', 'b']\n"
+    names = f"def layer_names(self, layers):\n    return {names}\n"
     model = write_chain(tmp_path, "autograd", layer_names=names)
     sizes = ["--hidden", "8", "--batch", "2", "--input", "4"]
     err = one_line_error(capsys, ["plan", "--model", model, "--steps", "4", "--budget", "8KiB",
                                   *sizes])  # fmt: skip
-    assert "layer_names(4) gave 2 names, not 4" in err and "measuring" not in err
+    assert says in err and "measuring" not in err
     out = tmp_path / "r.json"
     err = one_line_error(capsys, ["run", "--model", model, "--steps", "4", *sizes, "--out",
                                   str(out)])  # fmt: skip
-    assert "layer_names(4) gave 2 names, not 4" in err
+    assert says in err
     assert not out.exists()
 
 

@@ -175,6 +175,26 @@ def test_run_notes_a_plugins_costs_file_of_other_sizes(tmp_path, monkeypatch, ca
     assert "as the costs size its states, not as they are" in out
 
 
+@pytest.mark.slow
+def test_plan_checks_a_plugin_with_a_costs_file_as_run_does(tmp_path, monkeypatch, capsys):
+    """``plan --costs`` with a plug-in ran no check: no note on the costs' other states, and
+    a plug-in that run refuses was planned for (exit 0)."""
+    from _cli import one_line_error
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chain.py").write_text(CHAIN)
+    (tmp_path / "c.json").write_text(json.dumps(_chain_costs(2)))
+    argv = ["plan", "--model", "chain.py:make", "--steps", "4", "--batch", "64", "--budget",
+            "8KiB", "--costs", "c.json"]  # fmt: skip
+    code, out, err = run_cli(capsys, argv)
+    assert code == 0, err
+    assert "step 0's state is 64 B there, but 2048 B in --model chain.py:make" in err
+    assert "measuring" not in err and "optimal" in out  # planned from the file, as asked
+    (tmp_path / "bad.py").write_text(CHAIN.replace("np.mean(x ** 2)", "x"))
+    err = one_line_error(capsys, [*argv[:2], "bad.py:make", *argv[3:]])
+    assert "--model bad.py:make: loss must return a scalar" in err
+
+
 def test_the_plan_line_says_the_stored_bytes_follow_costs_of_other_states():
     from ckptbench.render.run import explain_lines
     from ckptbench.results.schema import Mode

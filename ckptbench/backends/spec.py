@@ -60,6 +60,10 @@ class BackendSpec:
     runs_streams: bool = True
     #: floating-point types it computes in (``--dtype``)
     dtypes: tuple[str, ...] = ("float64",)
+    #: a plug-in's arrays keep their own dtype, which the plug-in check records as the
+    #: case's (autograd: nothing casts them); False: ``--dtype`` casts ``init``'s arrays and
+    #: the check refuses a plug-in whose own code leaves it (``measure.tasks``)
+    plugins_own_dtype: bool = False
     #: how it runs our schedules (``--executor``); the first is the default
     executors: tuple[str, ...] = ("engine",)
     #: a device's own default executor, e.g. (("cpu", "compiled"),)

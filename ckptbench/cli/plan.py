@@ -19,7 +19,6 @@ from ckptbench.cli.options import (
     device_option,
     device_words,
     format_asked,
-    given_sizes,
     numerics_options,
     path_arg,
     quiet_option,
@@ -31,6 +30,7 @@ from ckptbench.cli.options import (
     timeout_option,
 )
 from ckptbench.cli.outputs import check_side_output, input_files, json_and_format_options
+from ckptbench.cli.run_steps import checked_in_worker
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, TargetError, write_atomic
 
@@ -101,7 +101,7 @@ def plan(
     that will run the plan.
     """
     from ckptbench.schedules.optimal import OPTIMAL, Costs, check_budget, check_plannable
-    from ckptbench.workloads import BUILTIN_CHAINS
+    from ckptbench.workloads import BUILTIN_CHAINS, BUILTIN_WORKLOADS
 
     fmt = format_asked(as_json, fmt)
 
@@ -126,10 +126,13 @@ def plan(
         check_plannable(steps, Costs.from_dict(doc) if doc is not None else None, per_step=stack)
         if doc is not None:
             check_budget(Costs.from_dict(doc), steps, budget)
-            report = {"costs": doc, "layers": _builtin_layers(case)}
     except ValueError as err:
         raise InputError(device_words(click.get_current_context(), device, str(err))) from None
-    if doc is None:
+    if doc is not None:
+        if case.model not in BUILTIN_WORKLOADS:  # checked as run checks it, costs noted
+            case = _checked(case, quiet, doc, costs_file)
+        report = {"costs": doc, "layers": _builtin_layers(case)}
+    else:
         report = _measure(case, quiet)
         keys = ("executor", "taped_method", "timing")
         report["measured"] = {"dtype": case.dtype, **{k: report[k] for k in keys if k in report}}
@@ -146,26 +149,30 @@ def _builtin_layers(case: Case) -> list[str] | None:
     return list(layer_names(load_workload(case.model, Sizes(**case.sizes())), case.steps))
 
 
+def _checked(case: Case, quiet: bool, costs: dict | None = None, costs_file=None) -> Case:
+    """The device probe and the plug-in check in a disposable worker, as for run
+    (``run_steps.checked_in_worker``: sizes, refusals, and the note on a ``costs_file`` of
+    other states than the plug-in's); its notes said unless ``quiet``."""
+    ctx = click.get_current_context()
+    case, notes, _ = checked_in_worker(ctx, case, case.device, costs, costs_file,
+                                       stopped="nothing planned")  # fmt: skip
+    for note in notes if not quiet else ():
+        click.echo(f"note: {note}", err=True)
+    return case
+
+
 def _measure(case: Case, quiet: bool) -> dict:
     """The step costs of ``case`` measured in a fresh worker (the worker's report: ``costs``
     and, on a layer chain, ``layers``), after the plug-in check; exits on failure."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
-    from ckptbench.measure.tasks import CostsError, check_plugin, measure_costs, probe_device
+    from ckptbench.measure.tasks import CostsError, measure_costs
 
-    ctx, device = click.get_current_context(), case.device
+    case = _checked(case, quiet)
     try:
         with stop_on_signals():
-            if device != "cpu" and (why := probe_device(case)) is not None:
-                raise InputError(device_words(ctx, device, f"--device {device}: {why}"))
-            # in a disposable worker, never in this process; sizes as for run
-            case, notes = check_plugin(case, given_sizes=given_sizes(ctx))
-            case.check_fits_memory()
-            for note in notes if not quiet else ():
-                click.echo(f"note: {note}", err=True)
             if not quiet:
-                on = case.backend if device == "cpu" else f"{case.backend} ({device})"
-                what = f"measuring step costs on {on} in a fresh worker ..."
-                click.echo(what, err=True)
+                on = case.backend if case.device == "cpu" else f"{case.backend} ({case.device})"
+                click.echo(f"measuring step costs on {on} in a fresh worker ...", err=True)
             return measure_costs(case)
     except ValueError as err:
         raise InputError(str(err)) from None

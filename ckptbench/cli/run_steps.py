@@ -91,8 +91,9 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
 
 
 def checked_in_worker(
-    ctx, case: Case, device: str, costs: dict | None = None, costs_file=None
-) -> tuple[Case, tuple[str, ...], CheckedSources | None]:
+    ctx, case: Case, device: str, costs: dict | None = None, costs_file=None, *,
+    stopped: str = "nothing measured",
+) -> tuple[Case, tuple[str, ...], CheckedSources | None]:  # fmt: skip
     """The device probe and the plug-in check, in a disposable worker, never in this
     process, on every backend: the plug-in's protocol once (and its factory's own sizes
     where no size option was given; a chain too long to plan from per-layer costs refused,
@@ -100,7 +101,8 @@ def checked_in_worker(
     ``costs`` read from ``costs_file``: whether its states are the plug-in's, by the bytes
     the check measured) and the user's files the check loaded, with their digests, where
     the run's watch of them starts (``run_case(checked_sources=...)``); InputError on a
-    problem (naming ``device`` as typed), exit 128 + N when stopped by signal N."""
+    problem (naming ``device`` as typed), exit 128 + N when stopped by signal N, saying
+    ``stopped`` (what the command then did not do). ``run`` and ``plan`` both check here."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
     from ckptbench.measure.tasks import checked_plugin, probe_device
 
@@ -117,7 +119,7 @@ def checked_in_worker(
     except ValueError as err:
         raise InputError(str(err)) from None
     except (Interrupted, KeyboardInterrupt) as err:
-        click.echo(f"ckptbench: interrupted by {stop_reason(err)}; nothing measured", err=True)
+        click.echo(f"ckptbench: interrupted by {stop_reason(err)}; {stopped}", err=True)
         sys.exit(128 + getattr(err, "signum", 2))
     return case, notes, checked.sources
 

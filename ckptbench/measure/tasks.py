@@ -171,7 +171,8 @@ def checked_plugin(
                                                 if k in case.sizes()})  # fmt: skip
         except (TypeError, ValueError) as err:
             raise PluginError(f"--model {case.model}: {err}") from None
-    notes = tuple(str(n) for n in report.get("notes") or ())
+    case, said = _its_dtype(case, report)
+    notes = tuple(str(n) for n in report.get("notes") or ()) + said
     states = report.get("state_bytes")
     known = isinstance(states, list) and all(type(n) is int and n >= 0 for n in states)
     states = tuple(states) if known and len(states) == case.steps else None
@@ -196,8 +197,57 @@ def check_plugins(
         key = (case.model, case.backend)
         if key not in reports:
             reports[key] = _plugin_report(case, None, worker)
-        out.append(_for_its_kind(case, reports[key]))
+        out.append(_for_its_kind(_its_dtype(case, reports[key])[0], reports[key]))
     return tuple(out)
+
+
+def _its_dtype(case: Case, report: dict[str, Any]) -> tuple[Case, tuple[str, ...]]:
+    """``case`` in the floating dtype its plug-in computes in, by the check's ``dtypes``
+    (each dtype with where it was first seen), and what to say of it.
+
+    On a backend whose plug-ins keep their own dtype (autograd) the case records it, and
+    so its gradient tolerance: the least precise of those ckptbench knows where they mix
+    (said in a note), a note where it is not the dtype the case had, PluginError where
+    another one than float64 (the default) was asked. Elsewhere ``--dtype`` cast ``init``'s
+    arrays: a parameter or state in another dtype is PluginError (its results would be
+    labelled with a dtype they were not measured in)."""
+    from ckptbench.backends.registry import spec
+    from ckptbench.results.schema import DTYPE_BYTES, DTYPES
+
+    found = report.get("dtypes")
+    found = {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+    if not found or set(found) == {case.dtype}:
+        return case, ()
+    m, asked = case.model, case.dtype
+
+    def said(dtype: str) -> str:
+        where = found[dtype]
+        return f"{where} {'are' if where.endswith('params') else 'is'} {dtype}"
+
+    if not spec(case.backend).plugins_own_dtype:
+        other = next(d for d in found if d != asked)
+        raise PluginError(f"--model {m}: {said(other)}, not the --dtype {asked} asked: "
+                          f"ckptbench casts init's arrays to --dtype, and the plug-in's own "
+                          f"arrays must keep to it (make them in x.dtype)")  # fmt: skip
+    known = sorted((d for d in found if d in DTYPES and d in DTYPE_BYTES),
+                   key=DTYPE_BYTES.__getitem__)  # fmt: skip
+    dtype = known[0] if known else next(iter(found))
+    if asked not in ("float64", dtype):
+        raise PluginError(f"--model {m}: {said(dtype)}, not the --dtype {asked} asked: on "
+                          f"--backend {case.backend} a plug-in's arrays keep their own dtype "
+                          "(--dtype casts on torch and jax)")  # fmt: skip
+    if not known:  # float16, say: no gradient tolerance is known for it
+        return case, (f"--model {m} computes in {', '.join(found)}, which ckptbench has no "
+                      f"gradient tolerance for: recorded as {asked}",)  # fmt: skip
+    if len(found) > 1:
+        mix = " and ".join(f"{d} ({w})" for d, w in found.items())
+        note = f"--model {m} mixes {mix}: recorded as {dtype}, the least precise ckptbench knows"
+    elif dtype != asked:
+        note = (f"--model {m} is recorded as {dtype}, its arrays' own dtype (on --backend "
+                f"{case.backend} nothing casts a plug-in's arrays)")  # fmt: skip
+    else:
+        return case, ()
+    return dataclasses.replace(case, dtype=dtype), (note,)
 
 
 def _plugin_report(

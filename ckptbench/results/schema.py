@@ -241,7 +241,7 @@ class Case:
                 f"unknown dtype {str(self.dtype)[:40]!r} (choose from {', '.join(DTYPES)})"
             )
         backend = backend_spec(self.backend)
-        if self.dtype not in backend.dtypes:
+        if self.dtype not in backend.dtypes and not self._own_dtype(backend):
             runs = " or ".join(b.name for b in BACKENDS.values() if self.dtype in b.dtypes)
             raise CaseError(
                 f"--dtype {self.dtype} needs --backend {runs} "
@@ -257,6 +257,13 @@ class Case:
                 f"--executor {self.executor} needs --backend {runs} (the {self.backend} "
                 f"backend runs our schedules with --executor {' or '.join(backend.executors)} only)"
             )
+
+    def _own_dtype(self, backend: Any) -> bool:
+        """Whether the case is a plug-in's whose arrays keep their own dtype on ``backend``
+        (autograd's float32 plug-in: the check recorded it; ``measure.tasks``)."""
+        from ckptbench.workloads import BUILTIN_WORKLOADS
+
+        return backend.plugins_own_dtype and self.model not in BUILTIN_WORKLOADS
 
     @property
     def executor_used(self) -> str:

@@ -22,6 +22,7 @@ __all__ = [
     "check_init_result",
     "check_positive",
     "defined_at",
+    "float_dtype",
     "state_nbytes",
 ]
 
@@ -140,3 +141,12 @@ def state_nbytes(state: Any) -> int:
     if isinstance(state, tuple | list):
         return sum(state_nbytes(part) for part in state)
     return int(np.asarray(state).nbytes)
+
+
+def float_dtype(x: Any) -> str | None:
+    """The name of ``x``'s floating-point dtype, as ``--dtype`` spells it (``float32``,
+    ``bfloat16``, ``float16``, ...; torch's without its ``torch.``), or None for an
+    integer, boolean or complex array and anything without a dtype."""
+    dtype = getattr(x, "dtype", None)
+    name = str(dtype).removeprefix("torch.") if dtype is not None else ""
+    return name if name.startswith("float") or name == "bfloat16" else None

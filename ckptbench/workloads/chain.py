@@ -90,13 +90,15 @@ def layer_names(chain: Any, layers: int) -> tuple[str, ...]:
     else ``layer0``, ``layer1``, ... A one-line :class:`WorkloadError` when a chain gives the
     wrong number, or a name that is empty or not printable text on one line (a newline
     would forge a row of a per-layer table, an escape sequence reach the terminal: the rule
-    ``Case`` applies to a model)."""
+    ``Case`` applies to a model), or a name twice (the per-layer tables are keyed by name:
+    the later layer's row would replace the earlier's)."""
     own = getattr(chain, "layer_names", None)
     if not callable(own):
         return tuple(f"layer{i}" for i in range(layers))
     names = tuple(str(n) for n in own(layers))
     if len(names) != layers:
         raise WorkloadError(f"layer_names({layers}) gave {len(names)} names, not {layers}")
+    first: dict[str, int] = {}
     for i, name in enumerate(names):
         if not name or not name.isprintable():
             rule = "must not be empty" if not name else (
@@ -104,6 +106,12 @@ def layer_names(chain: Any, layers: int) -> tuple[str, ...]:
             )  # fmt: skip
             raise WorkloadError(f"layer_names({layers}) gave {name[:40]!r} for layer {i}: a "
                                 f"layer name {rule}")  # fmt: skip
+        if name in first:
+            raise WorkloadError(
+                f"layer_names({layers}) gave {name[:40]!r} for layers {first[name]} and {i}: "
+                "layer names must differ (the per-layer tables are keyed by them)"
+            )
+        first[name] = i
     return names
 
 

@@ -36,7 +36,7 @@ from ckptbench.workloads import (
     factories_cached,
     factory_size_defaults,
 )
-from ckptbench.workloads.base import defined_at
+from ckptbench.workloads.base import defined_at, float_dtype
 from ckptbench.workloads.chain import is_chain, layer_names
 
 if TYPE_CHECKING:
@@ -73,7 +73,9 @@ def check_workload(case: Case, given_sizes: Iterable[str] | None = None) -> dict
     plug-in cannot be measured, ``chain`` whether it is a layer chain, ``state_bytes`` the
     bytes of the state each step starts from, as the plug-in really makes them at these
     sizes (what a ``--costs`` file's ``state_bytes`` is checked against; None where a leaf
-    has no ``nbytes``).
+    has no ``nbytes``), ``dtypes`` each floating dtype of its parameters and states (every
+    layer's output on a chain) with where it was first seen (``{"float32": "init's
+    params"}``: what ``measure.tasks`` records or refuses).
     """
     sizes = case.sizes()
     notes: list[str] = []
@@ -96,7 +98,7 @@ def check_workload(case: Case, given_sizes: Iterable[str] | None = None) -> dict
         except WorkloadError as err:
             return {"sizes": sizes, "notes": notes, "problem": str(err)}
     return {"sizes": sizes, "notes": notes, "problem": None, "chain": ops.chain,
-            "state_bytes": ops.state_bytes}  # fmt: skip
+            "state_bytes": ops.state_bytes, "dtypes": ops.dtypes}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- where and what
@@ -241,6 +243,7 @@ class PluginCheck:
     def run(self, case: Case, notes: list[str]) -> None:
         self.case = case
         self.user: Any = None
+        self.dtypes: dict[str, str] = {}  # each floating dtype: where it was first seen
         try:
             self.user, wl, params, state0, inputs = self.load(case)
         except PluginProblem:
@@ -272,6 +275,8 @@ class PluginCheck:
         self._finite("init's params", params, self.user.init)
         self._finite("init's state0", state0, self.user.init)
         self._finite("init's first input", x0, self.user.init)
+        self._seen("init's params", self.param_leaves(params))
+        self._seen("init's state0", leaves(state0))  # every state's: a step keeps dtypes
         s1 = self._call("step", wl.step, params, state0, x0)
         self._same_kind("step", s1)
         self._same_state(state0, s1)
@@ -310,11 +315,14 @@ class PluginCheck:
 
         self._finite("init's params", params, self.user.init)
         self._finite("init's x0", x0, self.user.init)
+        self._seen("init's params", self.param_leaves(params))
+        self._seen("init's x0", leaves(x0))
         x, starts = x0, []  # each layer's input bytes: the states a plan keeps
         for i in range(case.steps):  # once eagerly: the first layer whose output is not finite
             starts.append(self.nbytes(x))
             x = self._call("layer", wl.layer, i, params[i], x)
             self._finite(f"layer {i}'s output", x, self.user.layer)
+            self._seen(f"layer {i}'s output", leaves(x))
         known = [n for n in starts if n is not None]
         self.state_bytes = known if len(known) == len(starts) else None
         self._same_kind("layer", x)
@@ -343,6 +351,10 @@ class PluginCheck:
             raise self._failed("layer_names", err, own) from None
 
     # ------------------------------------------------------------------ helpers
+
+    def _seen(self, what: str, found: list[Any]) -> None:
+        for name in filter(None, map(float_dtype, found)):
+            self.dtypes.setdefault(name, what)
 
     def _gradient(self, what: str, f: Callable[[Any], Any], params: Any) -> None:
         """``f``'s gradient at ``params`` (as a mode takes it), which must be finite."""

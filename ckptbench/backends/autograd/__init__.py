@@ -19,5 +19,6 @@ SPEC = BackendSpec(
     module="ckptbench.backends.autograd.framework",
     requires=("autograd",),
     plugin_check="ckptbench.backends.autograd.plugincheck:AutogradCheck",
+    plugins_own_dtype=True,  # a float32 plug-in computes in float32: --dtype casts nothing
     worker_start_s=0.5,  # numpy and autograd: 0.4 s measured on the 2-core VM, 2026-11-28
 )

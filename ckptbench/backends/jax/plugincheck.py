@@ -30,7 +30,7 @@ class JaxCheck(PluginCheck):
         require_jax()  # float64 on, as in every mode
         from ckptbench.backends.jax.workloads import load_jax_workload
 
-        wl = load_jax_workload(case.model, Sizes(**case.sizes()))
+        wl = load_jax_workload(case.model, Sizes(**case.sizes()), case.dtype)  # as a mode
         self.user = getattr(wl, "workload", wl)
         rng = np.random.default_rng(case.seed)
         if is_chain(wl):
