@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ckptbench.cli.costs_file import costs_note, read_costs
+from ckptbench.cli.costs_file import costs_note, read_costs, shown_notes
 from ckptbench.cli.options import (
     BYTES,
     EXIT_FAILED,
@@ -120,8 +120,8 @@ def plan(
         notes = size_notes(click.get_current_context())
         if doc is not None and (note := costs_note(costs_file, doc, case)):
             notes += (note,)
-        for note in notes if not quiet else ():
-            click.echo(f"note: {note}", err=True)
+        for kind, note in shown_notes(notes, quiet):  # -q: a costs file's warning only
+            click.echo(f"{kind}: {note}", err=True)
         stack = case.model in BUILTIN_CHAINS
         check_plannable(steps, Costs.from_dict(doc) if doc is not None else None, per_step=stack)
         if doc is not None:
