@@ -141,3 +141,24 @@ def test_side_outputs_never_collide_nor_touch_the_sweeps_config(swept):
     Path("ci.toml").write_text("not = [toml")  # a config that no longer loads is said
     res = invoke(["check", "out"])
     assert res.exit_code == 0 and "warning: ci.toml on disk no longer loads" in res.output
+
+
+@pytest.mark.parametrize("typed", ["1e400", "5000", "999.99", "100", "25", "5", "1.1"])
+def test_a_refused_fraction_suggests_only_what_is_accepted(typed):
+    """'1e400' said "would be inf%: write 1e400% (or inf)" and '5000' "write 5000% (or 50)":
+    both suggestions refused in turn. Every suggestion reads back, as the value typed."""
+    import re
+    from decimal import Decimal
+
+    from ckptbench.results.units import parse_fraction_text
+
+    with pytest.raises(ValueError) as err:
+        parse_fraction_text(typed)
+    said = str(err.value)
+    assert "inf" not in said and "e+" not in said, said
+    suggested = re.findall(r"(?:write |\(or |, or )([^ ,)]+)", said)
+    assert bool(suggested) == (Decimal(typed) < 1000), said
+    for text in suggested:
+        exact = Decimal(text[:-1]) / 100 if text.endswith("%") else Decimal(text)
+        assert exact in (Decimal(typed) / 100, Decimal(typed)), said
+        assert parse_fraction_text(text) == pytest.approx(float(exact)), said

@@ -298,3 +298,29 @@ def test_slowdown_max_shows_the_interval_and_says_when_it_reaches_past_the_limit
     (line,) = [x for x in check([result], expect=Expect(slowdown_max=limit)).lines
                if x.check == "slowdown_max"]  # fmt: skip
     assert line.passed and "[" in line.detail and "reaches past the limit" in line.detail
+
+
+def test_a_gate_line_never_prints_its_figure_on_the_wrong_side_of_the_limit(monkeypatch) -> None:
+    """A failing figure must visibly miss its limit: a gradient error of 1.001e-8 read
+    '1.00e-08, need <= 1.0e-08' (a limit of 1.04e-8 even read '1.0e-08' while passing), and
+    a time interval's low end of 1.1003 read '1.100' against 'vs limit 1.1' on a slower line."""
+    from ckptbench.analysis import cellchecks
+    from ckptbench.analysis.stats import TimeChange
+
+    def figure(line, pattern: str) -> float:
+        return float(re.search(pattern, line.detail).group(1))
+
+    result = make_result(CI_CASE, grad_err=1.001e-8)
+    (line,) = cellchecks.expect_lines(result, Expect(grad_max_rel_err_max=1e-8))
+    assert not line.passed and figure(line, r"^(\S+), need <= 1e-08$") > 1e-8, line.detail
+    (line,) = cellchecks.expect_lines(result, Expect(grad_max_rel_err_max=1.04e-8))
+    assert line.passed and line.detail.endswith("(need <= 1.04e-08)"), line.detail
+
+    def change(before, after, *, tolerance):
+        return TimeChange(1.0, 1.2, 1.2, 1.1003, 1.3, tolerance, "t", 9, 9, 3, 3)
+
+    monkeypatch.setattr(cellchecks, "time_change", change)
+    report = check(_sweep(1), _sweep(0), time_tolerance=0.1)
+    slow = [f for f in report.failures if f.check.startswith("time:")]
+    assert slow and all(figure(f, r"\[(\S+), ") > 1.1 for f in slow), slow[0].detail
+    assert all("vs limit 1.1 " in f.detail for f in slow)

@@ -4,6 +4,7 @@ line; ``--force`` covers ``--mprof``'s own timelines."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -97,7 +98,8 @@ def _steps(doc, value=10**15):
     [
         (_peak, "peak_rss_bytes must be below 2**56 bytes"),
         (_counter, "counters.steps_advanced must be below 2**56"),
-        (_steps, "steps must be at most 2**31"),
+        (_steps, "steps must be >= 1 and at most 2**31"),
+        (functools.partial(_steps, value=-5), "steps must be >= 1 and at most 2**31"),
     ],
 )
 def test_compare_and_check_refuse_alike_what_no_table_could_hold(tmp_path: Path, edit, said):
@@ -199,3 +201,17 @@ def test_run_force_covers_mprof_timelines_as_compare_does(tmp_path: Path):
     own.write_text("MEM 1 2\n")  # not one ckptbench wrote
     with pytest.raises(InputError, match="not an mprof timeline ckptbench wrote"):
         check_mprof_dir(folder, case, MODES, force=True)
+
+
+@pytest.mark.parametrize("steps", [0, -5, 2**31 + 1, 3_000_000_000, 10**20])
+def test_a_case_says_the_real_bound_on_its_steps(steps: int):
+    """10**20 steps (and -5 in a result file) said 'steps must be >= 1 and < 2**63' while
+    3,000,000,000 said 'at most 2**31', the real bound: one line for every side of it."""
+    from ckptbench.results.schema import Case, CaseError
+
+    with pytest.raises(CaseError) as err:
+        Case(model="rnn", steps=steps, snaps=1)
+    assert str(err.value).startswith("steps must be >= 1 and at most 2**31 (2,147,483,648")
+    assert "2**63" not in str(err.value)
+    res = CliRunner().invoke(cli, ["run", "--model", "rnn", "--steps", str(steps), "-q"])
+    assert res.exit_code == 2 and "2**63" not in res.output, res.output

@@ -514,3 +514,30 @@ def test_the_estimate_charges_each_backends_own_worker_start():
     assert estimated_seconds(torch) - estimated_seconds(tiny) == pytest.approx(
         3 * tiny.rounds * (spec("torch").worker_start_s - spec("autograd").worker_start_s)
     )
+
+
+def test_a_costs_file_of_another_model_is_a_warning_that_quiet_keeps(capsys, tmp_path, monkeypatch):
+    """`-q` keeps results, warnings and failures: it hid the one line saying a --costs file
+    is another model's, and the stored bytes then printed follow that file."""
+    import json
+
+    from _cli import run_cli as run
+
+    from ckptbench.cli import run as run_command
+
+    monkeypatch.chdir(tmp_path)
+    costs = {"forward_time_s": 1e-5, "taped_time_s": 1e-4, "tape_bytes": 4096}
+    Path("other.json").write_text(json.dumps({**costs, "state_bytes": 512}))
+    said = "warning: --costs other.json: step 0's state is 512 B there, but"
+    argv = ["--model", "cnn-stack", "--steps", "6", "--budget", "64KiB", "--costs", "other.json"]
+    for quiet in ([], ["-q"]):
+        code, _, err = run(capsys, ["plan", *argv, *quiet])
+        assert code == 0 and err.count(said) == 1, err
+
+    def measured(*args, **kwargs):  # what run prints before it measures is what is tested
+        raise SystemExit(0)
+
+    monkeypatch.setattr(run_command, "measure", measured)
+    for quiet in ([], ["-q"]):
+        code, _, err = run(capsys, ["run", *argv, "--strategy", "optimal", *quiet])
+        assert code == 0 and err.count(said.replace(":", "", 1)) == 1, err

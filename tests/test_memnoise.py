@@ -269,3 +269,22 @@ def test_gate_judges_savings_within_noise_by_the_lower_bound():
     assert line.passed and "within its noise" in line.detail
     (line,) = expect_lines(result, Expect(memory_savings_min=bound * 1.1))
     assert not line.passed
+
+
+def test_a_failing_savings_bound_never_reads_as_the_threshold():
+    """The bound was printed to two decimals: 0.4969 against 0.5 read '>= 0.50x ..., need
+    >= 0.5x' on a FAIL line. Printed as far as keeps it apart from the threshold."""
+    from ckptbench.analysis.cellchecks import expect_lines
+    from ckptbench.sweep.config import Expect
+
+    result = _noisy_result(ckpt_mib=(690.0, 700.0, 734.0))
+    bound = result.summary.memory_savings_bound
+    shown = float(f"{bound:.2f}")
+    assert result.summary.memory_savings.value is None and shown > bound  # rounds up
+    least = (bound + shown) / 2
+    (line,) = expect_lines(result, Expect(memory_savings_min=least))
+    printed = float(re.search(r">= (\S+)x \(checkpointed", line.detail).group(1))
+    assert not line.passed and printed < least, line.detail
+    (line,) = expect_lines(result, Expect(memory_savings_min=bound - (shown - bound)))
+    printed = float(re.search(r">= (\S+)x \(checkpointed", line.detail).group(1))
+    assert line.passed and printed >= bound - (shown - bound), line.detail

@@ -484,3 +484,32 @@ def test_run_force_never_replaces_a_cell_file_the_sweep_lists(tmp_path: Path) ->
     loose = tmp_path / "mine.json"  # a result of the user's own in that folder: --force works
     save_result(load_result(cell), loose)
     check_out(loose, True)
+
+
+def test_no_output_takes_the_path_of_a_listed_cell_without_its_file(tmp_path: Path) -> None:
+    """A cell the manifest lists with no file yet (an error, a stopped sweep's pending cell)
+    is `sweep --resume`'s to measure: `run --out` there made `compare` and `check` refuse the
+    whole folder (the file held another cell's result), and so would a side output."""
+    from click.testing import CliRunner
+
+    from ckptbench.cli import cli
+    from ckptbench.cli.options import InputError
+    from ckptbench.cli.outputs import check_out
+
+    config = _config()
+    lost = config.cases[1]
+    run_sweep(config, tmp_path, run_cell=FakeCells(raise_on={lost.key}))
+    cell = cell_path(tmp_path, lost)
+    assert not cell.exists() and lost.key in {c["key"] for c in _manifest(tmp_path)["cells"]}
+    for force in (False, True):
+        with pytest.raises(InputError, match=f"is cell {lost.key} of the sweep"):
+            check_out(cell, force)
+    src = cell_path(tmp_path, config.cases[0])
+    res = CliRunner().invoke(cli, ["compare", str(src), "-o", str(cell)])
+    assert res.exit_code == 2 and f"is cell {lost.key} of the sweep" in res.output
+    assert not cell.exists()
+    check_out(tmp_path / "mine.json", False)  # a name the manifest does not list is free
+    fake = FakeCells()
+    outcome = run_sweep(config, tmp_path, resume=True, run_cell=fake)
+    assert fake.calls == [lost.key] and outcome.exit_code == 0
+    assert load_result(cell).case == lost

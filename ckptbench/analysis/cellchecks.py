@@ -68,7 +68,7 @@ def expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
         if v is None and s.memory_savings_bound is not None:
             # checkpointed's overhead is within its noise: the lower bound its interval allows
             v = s.memory_savings_bound
-            got = f">= {v:.2f}x (checkpointed overhead within its noise)"
+            got = f">= {figure_apart(v, least)}x (checkpointed overhead within its noise)"
         elif v is None:
             got = "no figure (an overhead not measured ok, or at or below the baseline)"
         ok = v is not None and v >= least
@@ -85,11 +85,11 @@ def expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
             wide = " (the interval reaches past the limit)" if ok and ci[1] > most else ""
             got += f" [{', '.join(interval_text(ci[0], ci[1], 2))}]{wide}"
         add("slowdown_max", ok, _need(got, f"<= {most:g}x", ok))
-    if expect.grad_max_rel_err_max is not None:
+    if (most := expect.grad_max_rel_err_max) is not None:
         v = s.grad_max_rel_err
-        ok = v is not None and v <= expect.grad_max_rel_err_max
-        limit = f"<= {expect.grad_max_rel_err_max:.1e}"
-        add("grad_max_rel_err_max", ok, _need(_fmt(v, ".2e"), limit, ok))
+        ok = v is not None and v <= most
+        got = figure_apart(v, most, "e") if v is not None else _fmt(v)
+        add("grad_max_rel_err_max", ok, _need(got, f"<= {most:g}", ok))
     if expect.forward_steps_exact:
         ckpt = result.mode(Mode.CHECKPOINTED)
         counts = s.mode(Mode.CHECKPOINTED).counters
@@ -219,12 +219,24 @@ def time_lines(ref: PooledCell, cur: PooledCell, tol: float) -> tuple[list, bool
         verdict = tc.verdict
         if verdict in ("no change", "cannot tell") and tc.high > 1 + tol:
             verdict, blind = "no change shown, but the interval reaches past the limit", True
+        limit = f"{1 + tol:.10g}"
         detail = (
             f"{_typical(tc)} {tc.before_median_s:.4f} -> {tc.after_median_s:.4f} s, new/old "
-            f"{tc.ratio:.3f} [{', '.join(interval_text(tc.low, tc.high, 3))}] "
-            f"vs limit {1 + tol:.4g} "
+            f"{tc.ratio:.3f} [{', '.join(_ends_apart(tc.low, tc.high, float(limit)))}] "
+            f"vs limit {limit} "
             f"({tc.processes_before}v{tc.processes_after} processes, "
             f"{tc.n_before}v{tc.n_after} iterations): {verdict}"
         )
         out.append(GateLine(cur.case.key, cur.host, name, tc.verdict != "slower", detail))
     return out, single, blind
+
+
+def _ends_apart(low: float, high: float, limit: float) -> tuple[str, str]:
+    """An interval's ends rounded outward to three decimals, or more until each is printed on
+    its side of ``limit``: a low end of 1.1003 over a limit of 1.1 read '1.100' on a line
+    saying slower."""
+    for digits in range(3, 13):
+        ends = interval_text(low, high, digits)
+        if all((float(t) > limit) == (v > limit) for v, t in zip((low, high), ends, strict=True)):
+            break
+    return ends

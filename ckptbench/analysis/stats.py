@@ -200,11 +200,11 @@ def memory_delta(
     return MemoryDelta(int(before), int(after), tolerance, int(floor_bytes))
 
 
-def figure_apart(v: float, limit: float) -> str:
-    """``v`` to two decimals, or as many more as keep it apart from ``limit``: a gate line
-    must never print a missed threshold as met (1.4646 against 1.46 read '1.46x, need <=
-    1.46x')."""
+def figure_apart(v: float, limit: float, style: str = "f") -> str:
+    """``v`` to two decimals (``style`` "e": two in exponent form), or as many more as keep
+    it apart from ``limit``: a gate line must never print a missed threshold as met (1.4646
+    against 1.46 read '1.46x, need <= 1.46x')."""
     d = 2
-    while d < 12 and v != limit and float(f"{v:.{d}f}") == float(f"{limit:.{d}f}"):
+    while d < 12 and v != limit and float(f"{v:.{d}{style}}") == float(f"{limit:.{d}{style}}"):
         d += 1
-    return f"{v:.{d}f}"
+    return f"{v:.{d}{style}}"

@@ -10,10 +10,22 @@ from pathlib import Path
 from ckptbench.cli.options import InputError
 from ckptbench.results.schema import Case
 
-__all__ = ["COSTS_FILE_MAX_BYTES", "costs_note", "read_costs"]
+__all__ = ["COSTS_FILE_MAX_BYTES", "CostsWarning", "costs_note", "read_costs", "shown_notes"]
 
 #: The largest costs file read (per-step costs of 100 000 steps are about 10 MB of JSON).
 COSTS_FILE_MAX_BYTES = 64 * 2**20
+
+
+class CostsWarning(str):
+    """:func:`costs_note`'s line among a command's notes: printed as a warning, and under
+    ``-q`` too (the stored bytes then reported follow the file, not the run)."""
+
+
+def shown_notes(notes: Sequence[str], quiet: bool) -> list[tuple[str, str]]:
+    """(kind, text) of each of a command's notes to print: "note", or "warning" for a
+    :class:`CostsWarning`, the only ones ``quiet`` keeps."""
+    warned = [("warning" if isinstance(n, CostsWarning) else "note", n) for n in notes]
+    return [(kind, n) for kind, n in warned if kind == "warning" or not quiet]
 
 
 def read_costs(path: Path, steps: int) -> dict:
@@ -45,8 +57,8 @@ def costs_note(
     that are not there, and the executor counts the file's bytes. A built-in's state sizes
     are known from its sizes and dtype; a plug-in's are ``states``, the bytes its check
     measured in a disposable worker (``measure.tasks.checked_plugin``; ckptbench never
-    imports a plug-in itself). None when they match or cannot be known. A note, not a
-    refusal: costs are also a what-if ('plan as if ...')."""
+    imports a plug-in itself). None when they match or cannot be known. A warning
+    (:class:`CostsWarning`), not a refusal: costs are also a what-if ('plan as if ...')."""
     from ckptbench.results.schema import DTYPE_BYTES
     from ckptbench.schedules.optimal import Costs
     from ckptbench.workloads import Sizes, registry
@@ -68,7 +80,7 @@ def costs_note(
     if got == want:
         return None
     k = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
-    return (
+    return CostsWarning(
         f"--costs {path}: step {k}'s state is {got[k]} B there, but {want[k]} B in --model "
         f"{case.model} {how} (costs of another model, sizes or dtype?): the plan, its "
         "prediction and the stored bytes reported follow the file"

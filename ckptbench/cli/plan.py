@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ckptbench.cli.costs_file import costs_note, read_costs
+from ckptbench.cli.costs_file import costs_note, read_costs, shown_notes
 from ckptbench.cli.options import (
     BYTES,
     EXIT_FAILED,
@@ -120,8 +120,8 @@ def plan(
         notes = size_notes(click.get_current_context())
         if doc is not None and (note := costs_note(costs_file, doc, case)):
             notes += (note,)
-        for note in notes if not quiet else ():
-            click.echo(f"note: {note}", err=True)
+        for kind, note in shown_notes(notes, quiet):  # -q: a costs file's warning only
+            click.echo(f"{kind}: {note}", err=True)
         stack = case.model in BUILTIN_CHAINS
         check_plannable(steps, Costs.from_dict(doc) if doc is not None else None, per_step=stack)
         if doc is not None:
@@ -152,12 +152,12 @@ def _builtin_layers(case: Case) -> list[str] | None:
 def _checked(case: Case, quiet: bool, costs: dict | None = None, costs_file=None) -> Case:
     """The device probe and the plug-in check in a disposable worker, as for run
     (``run_steps.checked_in_worker``: sizes, refusals, and the note on a ``costs_file`` of
-    other states than the plug-in's); its notes said unless ``quiet``."""
+    other states than the plug-in's); its notes said (``quiet``: its warnings only)."""
     ctx = click.get_current_context()
     case, notes, _ = checked_in_worker(ctx, case, case.device, costs, costs_file,
                                        stopped="nothing planned")  # fmt: skip
-    for note in notes if not quiet else ():
-        click.echo(f"note: {note}", err=True)
+    for kind, note in shown_notes(notes, quiet):  # -q: a costs file's warning only
+        click.echo(f"{kind}: {note}", err=True)
     return case
 
 

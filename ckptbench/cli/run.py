@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from ckptbench.cli.costs_file import shown_notes
 from ckptbench.cli.options import (
     BYTES,
     CASE_DEFAULTS,
@@ -331,8 +332,8 @@ def run(
     notes += plugin_notes
 
     err_console = stderr_console()
-    for note in notes if not quiet else ():
-        err_console.print(f"[yellow]note[/yellow] {note}", highlight=False)
+    for kind, note in shown_notes(notes, quiet):  # -q: a costs file's warning only
+        err_console.print(f"[yellow]{kind}[/yellow] {note}", highlight=False)
     guess = _round_seconds(case, mode_list)
     progress_cb, stop = mode_progress(
         err_console,

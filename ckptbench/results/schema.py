@@ -87,6 +87,12 @@ MAX_INT = 2**63 - 1  #: the largest integer a case field holds
 #: snapshot: about l**2 / 2) is beyond a 64-bit integer, which every reader of a result holds
 #: counts in (compare failed on a result of 10**15 steps that check passed).
 MAX_STEPS = 2**31
+#: How a case says it (the steps of a result file, --steps, a config's: one bound).
+_STEPS_TOP = (
+    MAX_STEPS,
+    f"at most 2**31 ({MAX_STEPS:,}; the evaluation counts of a longer chain exceed a 64-bit "
+    "integer)",
+)
 #: The most BLAS/OpenMP threads a worker is given (--threads): more is a typo, not a machine.
 MAX_THREADS = 1024
 
@@ -114,11 +120,14 @@ def snaps_ignored(strategy: str) -> bool:  # store-all, budget: cases record sna
     return not get_strategy(strategy).uses_snaps
 
 
-def _pos_int(name: str, value: Any, minimum: int = 1) -> int:
+def _pos_int(name: str, value: Any, minimum: int = 1, top: tuple[int, str] | None = None) -> int:
+    """An integer from ``minimum`` to ``top`` (the largest and how it is said; the default:
+    below 2**63, which every reader takes back)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise CaseError(f"{name} must be an integer, got {value!r}")
-    if not minimum <= value <= MAX_INT:  # the top: every reader takes it back
-        raise CaseError(f"{name} must be >= {minimum} and < 2**63, got {str(value)[:40]}")
+    most, said = top or (MAX_INT, "< 2**63")
+    if not minimum <= value <= most:
+        raise CaseError(f"{name} must be >= {minimum} and {said}, got {str(value)[:40]}")
     return value
 
 
@@ -178,12 +187,7 @@ class Case:
         if self.model != self.model.strip():  # "lstm " is lstm: one case, one key
             object.__setattr__(self, "model", self.model.strip())
         for name in ("steps", "snaps", "hidden", "batch", "input", "repeats", "rounds", "threads"):
-            _pos_int(name, getattr(self, name))
-        if self.steps > MAX_STEPS:
-            raise CaseError(
-                f"steps must be at most 2**31 ({MAX_STEPS:,}): the evaluation counts of a "
-                f"longer chain exceed a 64-bit integer; got {str(self.steps)[:40]}"
-            )
+            _pos_int(name, getattr(self, name), top=_STEPS_TOP if name == "steps" else None)
         if self.threads > MAX_THREADS:  # thousands of BLAS threads: a typo, and a hang
             raise CaseError(f"threads must be at most {MAX_THREADS}, got {str(self.threads)[:40]}")
         _pos_int("output", self.output)

@@ -112,11 +112,11 @@ def check_output(
 ) -> None:
     """The rule for every file ckptbench writes (``what`` names the option): never through a
     link or over a non-regular file, never an input of the command (nor a ``*.json`` in an
-    input folder), never a result or manifest (known by content: ``kinds.document_kind``)
-    unless it writes a ``result`` itself, never an
-    existing file without ``replace`` (``--force``) unless it ``append``s; a ``result``
-    replaces only a result, an ``mprof`` timeline only one ckptbench wrote. One-line
-    StoreError."""
+    input folder), never a cell's path a sweep manifest beside it lists (saved or not), never
+    a result or manifest (known by content: ``kinds.document_kind``) unless it writes a
+    ``result`` itself, never an existing file without ``replace`` unless it ``append``s;
+    a ``result`` replaces only a result, an ``mprof`` timeline only one ckptbench wrote.
+    One-line StoreError."""
     p = Path(path)
     try:
         st = os.lstat(p)
@@ -133,6 +133,9 @@ def check_output(
         q = Path(raw).resolve()
         if real == q or (q.is_dir() and q in real.parents and real.suffix == ".json"):
             raise StoreError(f"{what} {p}: is an input of this command; nothing written")
+    if (key := _sweep_cell(p)) is not None:  # saved or not: `sweep --resume` measures those
+        raise StoreError(f"{what} {p}: is cell {key} of the sweep in {p.parent} (not even "
+                         "with --force); use another file name")  # fmt: skip
     if st is None:
         return
     kind = _kind(p)
@@ -146,9 +149,6 @@ def check_output(
             f"{what} {p}: is a sweep manifest; a result never replaces one (not even with "
             "--force): use another file name"
         )
-    if result and (key := _sweep_cell(p)) is not None:  # `sweep --resume` measures those
-        raise StoreError(f"{what} {p}: is cell {key} of the sweep in {p.parent} (not even "
-                         "with --force); use another file name")  # fmt: skip
     if not replace and not append:
         raise StoreError(f"{what} {p}: exists; {hint}")
     if result and st.st_size and kind != RESULT:  # empty: mktemp's, say
@@ -257,22 +257,23 @@ def missing_cells(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, st
 
 
 def _sweep_cell(p: Path) -> str | None:
-    """The key of the cell the sweep manifest beside ``p`` lists as ``p``, else None."""
+    """The key of the cell the sweep manifest beside ``p`` lists as ``p`` (saved or not)."""
     with contextlib.suppress(StoreError, OSError):
-        return next((k for f, k in manifest_cells(p.parent / MANIFEST_NAME) or () if f == p), None)
+        listed = manifest_cells(p.parent / MANIFEST_NAME, saved=False) or ()
+        return next((k for f, k in listed if f == p), None)
     return None
 
 
-def manifest_cells(path: Path) -> list[tuple[Path, str]] | None:
-    """(file, key) of every cell a manifest lists whose file is present, or None if
-    ``path`` is no manifest; :class:`StoreError` when it is a damaged one (its folder is
-    then never read as loose files)."""
+def manifest_cells(path: Path, *, saved: bool = True) -> list[tuple[Path, str]] | None:
+    """(file, key) of every cell a manifest lists whose file is present (every cell it lists
+    unless ``saved``), or None if ``path`` is no manifest; :class:`StoreError` when it is a
+    damaged one (its folder is then never read as loose files)."""
     data = read_manifest(path)
     if data is None:
         return None
     cells = [c for c in data.get("cells", []) if isinstance(c, dict) and c.get("file")]
     listed = [(path.parent / str(c["file"]), str(c.get("key", ""))) for c in cells]
-    return [(f, key) for f, key in listed if f.exists()]
+    return [(f, key) for f, key in listed if not saved or f.exists()]
 
 
 # --------------------------------------------------------------------------- validation

@@ -10,6 +10,7 @@ through the two writers, so a size reads the same everywhere. Parse errors are
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from fractions import Fraction
 
 #: Largest size accepted (4 EiB: beyond it, a typo).
@@ -104,14 +105,20 @@ def parse_fraction_text(text: str, *, positive: bool = False) -> float:
     value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     if positive and value == 0:
         raise ValueError(f"{text!r} must be above 0 (a zero tolerance fails on noise)")
-    if value >= 1 and not t.endswith("%"):  # '5' typed for 5%: say it, never read 500%
-        meant = f"write {t}% (or {value / 100:.4g})"
+    if 1 <= value < 1000 and not t.endswith("%"):  # '5' typed for 5%: never read 500%
+        exact = Decimal(t)  # what was typed, never the float's digits ('1.1' / 100)
+        meant = f"write {t}%" + (f" (or {_decimal_text(exact / 100)})" if value < 100 else "")
         if value < 10:  # 500% is in range: it may be meant
-            meant += f", or {value * 100:.4g}% if you mean it"
-        raise ValueError(f"{t} would be {value * 100:.4g}%: {meant}")
+            meant += f", or {_decimal_text(exact * 100)}% if you mean it"
+        raise ValueError(f"{t} would be {_decimal_text(exact * 100)}%: {meant}")
     if not value < 10:
         raise ValueError(f"{text!r} is out of range (0% to below 1000%)")
     return value
+
+
+def _decimal_text(d: Decimal) -> str:
+    """A decimal without exponent or trailing zeros: 0.05, 500, 0.011."""
+    return f"{d.normalize():f}"
 
 
 _BINARY = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
