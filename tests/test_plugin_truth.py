@@ -190,6 +190,8 @@ def test_plan_checks_a_plugin_with_a_costs_file_as_run_does(tmp_path, monkeypatc
     assert code == 0, err
     assert "step 0's state is 64 B there, but 2048 B in --model chain.py:make" in err
     assert "measuring" not in err and "optimal" in out  # planned from the file, as asked
+    code, out, err = run_cli(capsys, [*argv, "-q"])  # -q keeps the warning, as run's does
+    assert code == 0 and err.startswith("warning: --costs c.json: step 0's state is 64 B"), err
     (tmp_path / "bad.py").write_text(CHAIN.replace("np.mean(x ** 2)", "x"))
     err = one_line_error(capsys, [*argv[:2], "bad.py:make", *argv[3:]])
     assert "--model bad.py:make: loss must return a scalar" in err
