@@ -4,8 +4,8 @@
 into one tidy DataFrame, **one row per result file and mode**: every field of the case,
 ``executor_used`` (the executor of ours that ran: the backend's default where the case
 named none; NA for a framework's own checkpointing), ``key``, ``host``, ``created``,
-``run`` (the file's position in the input), the mode's
-status, its exact peak (median over iterations), sampled peak and overhead over the
+``run`` (the file's position in the input), ``source`` (the file it was read from), the
+mode's status, its exact peak (median over iterations), sampled peak and overhead over the
 baseline (bytes; NA where it is within its noise, ``overhead_below_noise``; a mode stopped
 at the memory limit has NA and the lower bounds ``peak_above_bytes`` and
 ``overhead_above_bytes``: the limit, and the limit less the baseline's peak), its interval
@@ -123,6 +123,7 @@ def tidy_records(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                     "host": r.host,
                     "created": r.created,
                     "run": run,
+                    "source": r.source or None,
                     "mode": mode.value,
                     "status": m.status.value,
                     "peak_rss_bytes": f.peak_rss_bytes,
@@ -180,9 +181,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
     memory limit) and median time, and the cell's figures with their 95% intervals
     (``_low``/``_high``), whether its time figures are unstable (the warnings' ``*``), its
     backend and device (device overhead and savings: GPU cells only). ``status`` is 'ok' or
-    the modes that were not, after 'interrupted in round N (K complete rounds)'
-    where ckptbench was stopped (the figures are those of the complete rounds, and
-    ``rounds_complete`` counts them beside the ``rounds`` started)."""
+    the modes that were not, after 'interrupted in round N (K complete rounds)' where it was
+    stopped (figures of the complete rounds, ``rounds_complete`` of ``rounds``); ``source``."""
     import pandas as pd
 
     tidy = results_frame(results)
@@ -246,6 +246,7 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
             "evaluations_optimal": first["cell_evaluations_optimal"],
             "grad_max_rel_err": first["grad_max_rel_err"],
             "status": status.reindex(first.index).fillna("ok"),
+            "source": first["source"],  # what tells invocations of one cell apart
         }
     )
     for c in out.columns:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ckptbench.results.schema import Case
-from ckptbench.schedules import optimal_forward_steps
+from ckptbench.schedules import STRATEGIES, get_strategy, optimal_forward_steps
 from ckptbench.sweep.config import ConfigError, Expect, load_config, parse_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -79,6 +79,37 @@ def test_store_all_ignores_snaps_and_runs_once() -> None:
     assert any("duplicate" in n for n in config.notes)
     # with snaps = steps the binomial optimum is the first sweep only, as store-all does
     assert optimal_forward_steps(50, store_all[0].snaps) == 49
+
+
+def _snaps_notes(strategies: str, model: str = "rnn", backend: str = "autograd") -> list[str]:
+    config = parse_config(
+        f'[case]\nmodel = "{model}"\nbackend = "{backend}"\nsteps = 10\n'
+        f"[grid]\nstrategy = [{strategies}]\nsnaps = [2, 12]\n"
+    )
+    return [n for n in config.notes if "snaps" in n]
+
+
+def test_the_snaps_note_names_the_strategies_of_the_grid_that_do_not_use_snaps() -> None:
+    """The note said 'snaps clamped, or not used (store-all, optimal)' whatever the grid
+    held: torch-every-layer's cells were recorded with snaps = steps under a note naming two
+    strategies the grid did not have. It names the grid's own, read from the registry."""
+    ignoring = {s for s in STRATEGIES if not get_strategy(s).uses_snaps}
+    assert {"store-all", "optimal", "torch-every-layer"} <= ignoring
+    # store-all: snaps 2 and 12 both recorded as 10; revolve: 12 clamped to 10
+    assert _snaps_notes('"revolve", "store-all"') == [
+        "snaps not used by store-all: 2 grid cell(s) recorded with snaps = steps",
+        "snaps above the steps clamped: 1 grid cell(s) recorded with snaps = steps",
+    ]
+    # a peer's config is read without its framework: no torch needed here
+    notes = _snaps_notes('"revolve", "torch-every-layer"', "mlp-stack", "torch")
+    assert (
+        notes[0]
+        == "snaps not used by torch-every-layer: 2 grid cell(s) recorded with snaps = steps"
+    )
+    assert not any(name in " ".join(notes) for name in ("store-all", "optimal"))
+    assert _snaps_notes('"revolve", "uniform"') == [
+        "snaps above the steps clamped: 2 grid cell(s) recorded with snaps = steps"
+    ]
 
 
 def test_array_of_subgrids_concatenates_in_file_order() -> None:

@@ -13,7 +13,7 @@ import ckptbench
 from ckptbench.cli import cli
 from ckptbench.frame import CASE_COLUMNS, cells_frame, read_results, results_frame
 from ckptbench.results.schema import Case, Status, save_result
-from ckptbench.results.store import StoreError
+from ckptbench.results.store import StoreError, load_results
 
 MIB = 2**20
 
@@ -81,7 +81,12 @@ def test_compare_csv_comes_from_the_frame(tmp_path):
     results = _folder(tmp_path)
     res = CliRunner().invoke(cli, ["compare", str(tmp_path), "--format", "csv"])
     assert res.exit_code == 0, res.output
-    assert res.output.strip() == cells_frame(results).to_csv(index=False).strip()
+    read = load_results([tmp_path])  # the same results, each with the file it came from
+    assert [r.case for r in read] == [r.case for r in results]
+    assert res.output.strip() == cells_frame(read).to_csv(index=False).strip()
+    assert cells_frame(read)["source"].tolist() == [
+        str(tmp_path / f"cell{k}.json") for k in range(4)
+    ]
     assert res.output.splitlines()[0].startswith("key,host,backend,device,model,steps,snaps")
 
 

@@ -98,3 +98,21 @@ def test_it_refuses_what_the_sweep_would_refuse(tmp_path: Path) -> None:
     a_file.write_text("x")
     res = _dry(str(config), "--out", str(a_file))
     assert res.exit_code == 2 and "not a folder" in res.output
+
+
+def test_a_dry_run_says_which_grid_cells_were_clamped_or_merged(tmp_path: Path) -> None:
+    """The sweep printed its notes on the grid (snaps not used or clamped, duplicates
+    measured once) only when it ran: a dry run listed 3 cells of a 6-cell grid silently."""
+    config = tmp_path / "merged.toml"
+    config.write_text(
+        'name = "merged"\n[case]\nmodel = "rnn"\nsteps = 10\nhidden = 8\n'
+        '[grid]\nstrategy = ["revolve", "store-all"]\nsnaps = [2, 12]\n'
+    )
+    notes = load_config(config).notes
+    assert len(notes) >= 2  # snaps unused by store-all or clamped, one duplicate
+    res = _dry(str(config), "--out", str(tmp_path / "out"))
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert all(note in lines for note in notes), res.output
+    assert "1 duplicate grid cell(s) measured once" in res.output
+    assert lines[-1].startswith("sweep merged: 3 cells, 3 to measure")

@@ -192,6 +192,8 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool) -> None:
     console.print(dry_run_table(cells, to_run, estimates))
     for line in conflict_lines(cells):
         click.echo(line)
+    for note in cfg.notes:  # as the sweep says them: cells the grid clamped or merged
+        click.echo(note)
     total = fmt_duration(sum(estimates[i] for i in to_run))
     click.echo(
         f"sweep {cfg.name}: {len(cfg.cases)} cells, {len(to_run)} to measure, roughly {total} "

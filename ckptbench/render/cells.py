@@ -22,6 +22,7 @@ from ckptbench.render.format import (
     fmt_time,
     missing,
     short_labels,
+    told_apart,
 )
 from ckptbench.render.table import Column, Table
 from ckptbench.results.schema import RunResult
@@ -109,8 +110,9 @@ def cells_table(results: Sequence[RunResult]) -> Table:
     """One row per result file: the numbers people quote, recomputed from raw samples by
     :func:`ckptbench.frame.cells_frame` (pandas pivots the tidy frame). Raw columns are
     bytes and seconds (median per iteration)."""
-    labels = cell_labels([r.case for r in results])
-    shorts = short_labels([r.case for r in results])
+    # invocations of one cell read the same: each row says where it was read from
+    labels = told_apart(cell_labels([r.case for r in results]), results)
+    shorts = told_apart(short_labels([r.case for r in results]), results)
     frame = cells_frame(results)
     rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
     records = [

@@ -19,7 +19,7 @@ from ckptbench.render.cells import (
     rule_text,
     unmatched_lines,
 )
-from ckptbench.render.format import cell_labels
+from ckptbench.render.format import cell_labels, told_apart
 from ckptbench.render.formats import get_format, names_for
 from ckptbench.render.formats.model import (
     Data,
@@ -126,7 +126,8 @@ def compare_report(
     pooled = invocations_table(results)
     if pooled is not None:
         sections.append(TableSection(pooled, "Invocations of one cell"))
-    warnings = grouped_warning_lines(results, cell_labels([r.case for r in results]))
+    labels = told_apart(cell_labels([r.case for r in results]), results)
+    warnings = grouped_warning_lines(results, labels)
     if warnings:
         sections.append(Prose(tuple(warnings), "Warnings", "list", hang=True))
     if comparison.has_before:

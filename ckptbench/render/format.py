@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ckptbench.analysis import Spread, differing_fields, field_value
 from ckptbench.backends.registry import DEFAULT_BACKEND
-from ckptbench.results.schema import Case
+from ckptbench.results.schema import Case, RunResult
 from ckptbench.results.units import exact_size_text, interval_text, size_text
 from ckptbench.schedules import get_strategy
 
@@ -31,6 +32,7 @@ __all__ = [
     "fmt_time_spread",
     "missing",
     "short_labels",
+    "told_apart",
 ]
 
 MIB = 2**20
@@ -248,6 +250,38 @@ def short_labels(cases: Sequence[Case]) -> list[str]:
     if not names:
         return cell_labels(cases)
     return _labels(cases, names)
+
+
+def told_apart(labels: Sequence[str], results: Sequence[RunResult]) -> list[str]:
+    """``labels`` of ``results`` (:func:`cell_labels`, :func:`short_labels`), each label that
+    several results share followed by where its result was read from: 's=3 revolve [sw1]',
+    's=3 revolve [r1.json]' (invocations of one cell, shown row by row). A sweep's cell file
+    is named by its folder, any other file by its path; results read from no file by
+    their order ('[run 2]')."""
+    rows: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        rows.setdefault(label, []).append(i)
+    out = list(labels)
+    for label, idx in rows.items():
+        if len(idx) < 2:
+            continue
+        names = [_source_name(results[i]) for i in idx]
+        if len(set(names)) < len(names):  # one folder's files: their paths
+            names = [fmt_name(results[i].source) for i in idx]
+        if len(set(names)) < len(names) or not all(names):
+            names = [f"run {k}" for k in range(1, len(idx) + 1)]
+        for i, name in zip(idx, names, strict=True):
+            out[i] = f"{label} [{name}]"
+    return out
+
+
+def _source_name(result: RunResult) -> str:
+    """Where ``result`` was read from, short: a sweep's cell file (``<key>.json`` in a
+    folder) by its folder, any other by its path; "" when it was read from no file."""
+    path = Path(result.source)
+    if result.source and path.name == f"{result.case.key}.json" and path.parent.name:
+        return fmt_name(str(path.parent))
+    return fmt_name(result.source) if result.source else ""
 
 
 def common_fields(cases: Sequence[Case]) -> str:

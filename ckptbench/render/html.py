@@ -18,7 +18,7 @@ from ckptbench.render.cells import (
     rule_text,
     unmatched_lines,
 )
-from ckptbench.render.format import cell_labels, fmt_ratio
+from ckptbench.render.format import cell_labels, fmt_ratio, told_apart
 from ckptbench.render.formats.model import (
     Figure,
     Prose,
@@ -46,7 +46,7 @@ def _summary(comparison: Comparison) -> Prose:
     failed = [r for r in results if not r.ok]
     items = [f"{len(results)} result file(s)", f"{len(failed)} with a failed mode"]
     best = None
-    for r, label in zip(results, cell_labels([r.case for r in results]), strict=True):
+    for r, label in zip(results, _labels(results), strict=True):
         s = r.summary
         savings = s.memory_savings.value
         if savings is not None and (best is None or savings > best[0]):
@@ -68,6 +68,11 @@ def _summary(comparison: Comparison) -> Prose:
             f"regression(s), {slower} significantly slower mode(s)"
         )
     return Prose(tuple(items), "Summary", "list", css="fail" if failed else "")
+
+
+def _labels(results: Sequence[RunResult]) -> list[str]:
+    """Each result's cell label; where several share one, with the file it was read from."""
+    return told_apart(cell_labels([r.case for r in results]), results)
 
 
 def _blas(env: dict[str, Any]) -> str:
@@ -131,7 +136,7 @@ def _worker_cpus(results: Sequence[RunResult]) -> str:
 
 def _warnings(results: Sequence[RunResult]) -> list[Prose]:
     """One item per kind of warning, naming the cells it applies to."""
-    lines = grouped_warning_lines(results, cell_labels([r.case for r in results]))
+    lines = grouped_warning_lines(results, _labels(results))
     return [Prose(tuple(lines), "Warnings", "list", css="warn")] if lines else []
 
 
@@ -174,7 +179,7 @@ def _figures(comparison: Comparison, max_timelines: int) -> list[Figure]:
         for (family, group), title in zip(groups.items(), titles, strict=True)
     )
     shown = [r for r in results if any(m.timeline for m in r.modes)][:max_timelines]
-    labels = dict(zip(map(id, results), cell_labels([r.case for r in results]), strict=True))
+    labels = dict(zip(map(id, results), _labels(results), strict=True))
     lines = tuple(
         (partial(plot_timeline, r, labels[id(r)]), f"timeline {labels[id(r)]}") for r in shown
     )

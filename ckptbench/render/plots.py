@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.analysis import differing_fields, field_value
-from ckptbench.render.format import MIB, cell_labels, fmt_bytes
+from ckptbench.render.format import MIB, cell_labels, fmt_bytes, told_apart
 from ckptbench.results.schema import Case, Mode, RunResult
 from ckptbench.schedules import (
     STRATEGIES,
@@ -384,8 +384,9 @@ def plot_files(
     ]
     repeats = Counter(stems)
     seen: Counter[str] = Counter()
-    for r, label, stem in zip(results, labels, stems, strict=True):
+    titles = told_apart(labels, results)  # several invocations: the file each was read from
+    for r, title, stem in zip(results, titles, stems, strict=True):
         seen[stem] += 1  # several invocations of one cell: one timeline each, numbered
         suffix = f"-run{seen[stem]}" if repeats[stem] > 1 else ""
-        files.append((folder / f"{stem}{suffix}.png", figure_png(plot_timeline(r, label))))
+        files.append((folder / f"{stem}{suffix}.png", figure_png(plot_timeline(r, title))))
     return files

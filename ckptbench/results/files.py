@@ -398,6 +398,8 @@ def fields_problem(data: dict[str, Any], cls: Any, where: str) -> str | None:
     hints = typing.get_type_hints(cls)
     names = set()
     for f in dataclasses.fields(cls):
+        if not f.metadata.get("stored", True):  # a field no document holds (where it was read)
+            continue
         names.add(f.name)
         path = f"{where}.{f.name}" if where else f.name
         if f.name not in data:

@@ -474,6 +474,9 @@ class RunResult:
     host: str = ""
     schema_version: int = SCHEMA_VERSION
     tool_version: str = ""
+    #: the file it was read from (``store.load_result``; "" for one measured here): tells
+    #: the invocations of one cell apart where they are shown; not part of the document
+    source: str = field(default="", compare=False, repr=False, metadata={"stored": False})
 
     def mode_rounds(self, mode: Mode) -> tuple[ModeResult, ...]:
         """Every complete round's result of ``mode`` (every round's where none is complete:
@@ -581,6 +584,7 @@ def result_to_dict(result: RunResult) -> dict[str, Any]:
     from :attr:`RunResult.summary` (the stable keys of ``CellSummary.as_dict``), after the
     environment, where it has always been."""
     data = _jsonable(asdict(result))
+    data.pop("source")  # where it was read from, not what it holds
     ordered = {"schema_version": data.pop("schema_version")}
     for key, value in data.items():
         ordered[key] = value

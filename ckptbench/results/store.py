@@ -25,6 +25,7 @@ import json
 import os
 import stat
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -237,23 +238,22 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 
 def missing_cells(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str]]:
-    """(key, file and state) of every cell a sweep manifest among ``paths`` lists without its
-    result file: deleted, or never measured (a sweep stopped between cells, an error)."""
-    missing: list[tuple[str, str]] = []
+    """(key, files and state) of every cell a sweep manifest among ``paths`` lists without its
+    result file: deleted, or never measured (a sweep stopped between cells, an error). A cell
+    several manifests list in one state is one entry naming each file ('a/k.json, b/k.json')."""
+    found: dict[tuple[str, str], dict[Path, str]] = {}  # (key, state) -> file shown, by path
     for raw in paths:
-        p = Path(raw)
-        manifest = p / MANIFEST_NAME if p.is_dir() else p
-        if manifest.name != MANIFEST_NAME:
-            continue
+        manifest = Path(raw) / MANIFEST_NAME if Path(raw).is_dir() else Path(raw)
         try:
-            data = read_manifest(manifest)
+            data = read_manifest(manifest) if manifest.name == MANIFEST_NAME else None
         except StoreError:
             continue
-        for c in (data or {}).get("cells", []):
-            if isinstance(c, dict) and c.get("file") and not (manifest.parent / c["file"]).exists():
+        cells = [c for c in (data or {}).get("cells", []) if isinstance(c, dict) and c.get("file")]
+        for c in cells:
+            if not (f := manifest.parent / c["file"]).exists():
                 why = f"{c.get('state', '?')}" + (f": {c['error']}" if c.get("error") else "")
-                missing.append((str(c.get("key", c["file"])), f"{c['file']} (state {why})"))
-    return missing
+                found.setdefault((str(c.get("key", c["file"])), why), {})[f.resolve()] = str(f)
+    return [(key, f"{', '.join(fs.values())} (state {why})") for (key, why), fs in found.items()]
 
 
 def _sweep_cell(p: Path) -> str | None:
@@ -385,7 +385,7 @@ def load_result(path: str | os.PathLike[str]) -> RunResult:
     data = read_json_document(path)
     validate_result_document(data, str(p))
     try:
-        return result_from_dict(data, str(p))
+        return replace(result_from_dict(data, str(p)), source=str(p))
     except CaseError as err:
         raise StoreError(f"{p}: malformed result: case: {err}") from None
     except ValueError as err:

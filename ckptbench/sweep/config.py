@@ -372,7 +372,8 @@ def _expand(
     cases: list[Case] = []
     by_key: dict[str, Case] = {}
     axes: list[str] = []
-    remapped = dropped = unexecuted = 0
+    unused: dict[str, int] = {}  # strategy -> its grid cells whose snaps it does not use
+    clamped = dropped = unexecuted = 0
     for index, sub in enumerate(subgrids):
         names = list(sub)
         axes.extend(n for n in names if n not in axes)
@@ -385,7 +386,10 @@ def _expand(
                 why = config_words(str(err))
                 raise r.error(f"cell ({cell}): {why}", "grid", None, index) from None
             canon = _canonical(case)
-            remapped += canon.snaps != case.snaps
+            if canon.snaps != case.snaps and not get_strategy(case.strategy).uses_snaps:
+                unused[case.strategy] = unused.get(case.strategy, 0) + 1
+            else:
+                clamped += canon.snaps != case.snaps
             unexecuted += canon.executor != case.executor
             seen = by_key.get(canon.key)
             if seen is None:
@@ -408,11 +412,24 @@ def _expand(
                 )
     if not cases:  # pragma: no cover - every axis has >= 1 value
         raise r.error("empty grid: no cells", key="grid")
+    return tuple(cases), _grid_notes(unused, clamped, unexecuted, dropped), tuple(axes)
+
+
+def _grid_notes(
+    unused: Mapping[str, int], clamped: int, unexecuted: int, dropped: int
+) -> tuple[str, ...]:
+    """What the grid's expansion did to its cells: ``unused``, per strategy that does not
+    use snaps (its spec's ``uses_snaps``), the cells recorded with snaps = steps; the cells
+    whose snaps were ``clamped`` to the steps, that run no executor, or were duplicates."""
     notes = []
-    if remapped:
+    if unused:
         notes.append(
-            f"snaps clamped, or not used (store-all, optimal): {remapped} grid cell(s) "
+            f"snaps not used by {', '.join(unused)}: {sum(unused.values())} grid cell(s) "
             "recorded with snaps = steps"
+        )
+    if clamped:
+        notes.append(
+            f"snaps above the steps clamped: {clamped} grid cell(s) recorded with snaps = steps"
         )
     if unexecuted:
         notes.append(
@@ -421,4 +438,4 @@ def _expand(
         )
     if dropped:
         notes.append(f"{dropped} duplicate grid cell(s) measured once")
-    return tuple(cases), tuple(notes), tuple(axes)
+    return tuple(notes)
