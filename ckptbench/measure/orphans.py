@@ -50,7 +50,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = [
     "PARENT_DEATH_SIGNAL",
@@ -236,7 +236,7 @@ def die_with_parent(parent_pid: int, poll_s: float) -> None:
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
-def end_worker(token: str | None) -> None:
+def end_worker(token: str | None) -> NoReturn:
     """SIGKILL every process carrying the worker's ``token`` (a few passes: one may have
     started another meanwhile), then the worker's process group, which holds the worker
     (``launch`` starts it as the group's leader; a worker that leads no group kills only
@@ -245,10 +245,10 @@ def end_worker(token: str | None) -> None:
         for _ in range(_TOKEN_PASSES):
             if not kill_carrying({WORKER_TOKEN_VAR: token}):
                 break
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, AttributeError):  # no process groups: itself only
         if os.getpgrp() == os.getpid():
             os.killpg(os.getpid(), signal.SIGKILL)
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, AttributeError):
         os.kill(os.getpid(), signal.SIGKILL)
     os._exit(3)
 
