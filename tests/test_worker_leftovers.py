@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+import ckptbench
 from ckptbench.measure.launch import run_mode
 from ckptbench.measure.tasks import TaskError, run_task
 from ckptbench.results.schema import Case, Mode, Status
@@ -186,3 +187,115 @@ def test_what_a_worker_orphaned_is_killed_and_reaped_and_nothing_else(tmp_path):
         if bystander is not None:
             bystander.kill()
             bystander.wait()
+
+
+def _spawning_plugin(pids: Path, sleep: str, marker: Path | None, hold: str) -> str:
+    """A plug-in whose import starts two ``sleep 600``, one in the worker's process group
+    and one in a session of its own (its environment intact, so it carries the worker's
+    token), records the worker's pid and theirs in ``pids`` and then runs ``hold``. With a
+    ``marker`` only the second worker that imports it does so: the first (the plug-in
+    check) creates the marker and goes on, so the second is a measured mode's."""
+    first = (
+        f"if not os.path.exists({str(marker)!r}):\n    open({str(marker)!r}, 'w').close()\nelse:\n"
+        if marker is not None
+        else "if True:\n"
+    )
+    return (
+        "import os, subprocess, time\n"
+        "from ckptbench.workloads.rnn import rnn\n"
+        f"{first}"
+        f"    a = subprocess.Popen([{sleep!r}, '600'])\n"
+        f"    b = subprocess.Popen([{sleep!r}, '600'], start_new_session=True)\n"
+        f"    with open({str(pids)!r} + '.tmp', 'w') as fh:\n"
+        "        fh.write(f'{os.getpid()} {a.pid} {b.pid}\\n')\n"
+        f"    os.replace({str(pids)!r} + '.tmp', {str(pids)!r})\n"
+        f"    {hold}\n"
+        "\n"
+        "def make():\n"
+        "    return rnn(hidden=8)\n"
+    )
+
+
+def _alive(pid: int, name: str) -> bool:
+    """Whether ``pid`` is still a live (not zombie) process whose command line holds
+    ``name``: a pid reused meanwhile by something else is not."""
+    with contextlib.suppress(psutil.Error):
+        proc = psutil.Process(pid)
+        return name in " ".join(proc.cmdline()) and proc.status() != psutil.STATUS_ZOMBIE
+    return False
+
+
+def _kill_ckptbench_and_wait(tmp_path: Path, plugin: str, wait_for: set[str]) -> dict[str, bool]:
+    """Start ``ckptbench run`` on ``plugin``, SIGKILL it once the plug-in has recorded its
+    pids, then wait for the processes named in ``wait_for`` (``worker``, ``in-group
+    sleep``, ``setsid sleep``) to be gone, up to two minutes (a bound on a hang, not a
+    speed); which of the three are still alive then. Any survivor is killed."""
+    pids = tmp_path / "spawned.pid"
+    (tmp_path / "spawn.py").write_text(plugin)
+    env = dict(os.environ)
+    root = str(Path(ckptbench.__file__).resolve().parents[1])  # the ckptbench under test
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    argv = [sys.executable, "-m", "ckptbench", "run", "--model", "spawn.py:make",
+            "--steps", "10", "--hidden", "8", "--snaps", "3", "--rounds", "1", "--warmup",
+            "0", "--repeats", "1", "-q", "--out", str(tmp_path / "r.json")]  # fmt: skip
+    names: dict[int, tuple[str, str]] = {}
+    parent = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        while not pids.exists():
+            assert parent.poll() is None, "ckptbench ended before the plug-in started"
+            time.sleep(0.05)
+        worker, in_group, own_session = (int(p) for p in pids.read_text().split())
+        names = {
+            worker: ("worker", "ckptbench.measure.worker"),
+            in_group: ("in-group sleep", "600"),
+            own_session: ("setsid sleep", "600"),
+        }
+        parent.kill()  # kill -9: ckptbench's own cleanup never runs
+        parent.wait()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and any(
+            _alive(p, n) for p, (label, n) in names.items() if label in wait_for
+        ):
+            time.sleep(0.1)
+        return {label: _alive(p, n) for p, (label, n) in names.items()}
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        for pid, (_, name) in names.items():  # leftovers, by pid
+            if _alive(pid, name):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="process groups and kill -9 are POSIX")
+@pytest.mark.parametrize("stage", ["check", "mode"])
+def test_what_a_worker_started_dies_when_ckptbench_is_killed_outright(tmp_path, stage):
+    """After a ``kill -9`` of ckptbench its worker exited (``PR_SET_PDEATHSIG`` was SIGKILL)
+    but what the plug-in started kept running, reparented to init: a child in the worker's
+    own process group and one started with ``start_new_session``, in the plug-in check and
+    in a measured mode alike. Now the worker kills its group and what carries its token
+    before it ends."""
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    marker = tmp_path / "checked" if stage == "mode" else None
+    plugin = _spawning_plugin(tmp_path / "spawned.pid", sleep, marker, "time.sleep(600)")
+    everything = {"worker", "in-group sleep", "setsid sleep"}
+    alive = _kill_ckptbench_and_wait(tmp_path, plugin, wait_for=everything)
+    assert alive == {"worker": False, "in-group sleep": False, "setsid sleep": False}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_worker_whose_plugin_holds_the_gil_still_ends_after_its_parent(tmp_path):
+    """The backstop: a plug-in whose C code never lets the watchdog thread run (``sum`` over
+    a long ``range`` holds the GIL) leaves the worker to the parent-death signal, which arms
+    SIGALRM; the worker ends, what it started is left (docs/usage.md says so). The code
+    before passed this too (its parent-death signal was SIGKILL): it guards what replaced
+    that signal, so the worker still never outlives its parent for long."""
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    plugin = _spawning_plugin(tmp_path / "spawned.pid", sleep, None, "sum(range(10**15))")
+    alive = _kill_ckptbench_and_wait(tmp_path, plugin, wait_for={"worker"})
+    assert alive["worker"] is False

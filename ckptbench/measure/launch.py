@@ -8,7 +8,8 @@ computes ratios (see docs/architecture.md, "The worker").
 
 Worker processes never outlive ckptbench: :func:`stop_on_signals` turns SIGTERM/SIGHUP into
 :class:`Interrupted`, which stops the worker and carries the partial result; a SIGKILLed
-parent is noticed by the worker itself (see ``measure.worker``). Every worker is started
+parent is noticed by the worker itself, which then kills its process group and what carries
+its token (``orphans.die_with_parent``). Every worker is started
 in a process group of its own, and stopping it stops the whole group, so what a plug-in
 spawned (threads keep the worker alive, forked children keep the channel open) never
 outlives the mode (a Dask worker's task, off the main thread, is stopped by

@@ -25,6 +25,19 @@ Not a subreaper elsewhere: a Dask worker running a sweep's cell never enters
 ``stop_on_signals`` (its tasks run off the main thread). It is a long-lived process that can
 run other tasks too, whose orphans it would adopt (and whose daemons started meanwhile the
 cleanup could take for a worker's); there the token is the net.
+
+When the parent itself dies without a cleanup (a ``kill -9`` of ckptbench or of the Dask
+worker running the cell), the worker does it (:func:`die_with_parent`, called by
+``measure.worker`` before any plug-in code runs): a watchdog thread polls the parent's pid
+and, once it has changed, SIGKILLs every process carrying the worker's token and then the
+worker's process group, the worker with it (:func:`end_worker`). Nothing runs inside an
+iteration. The subreaper is gone with the parent, so a process that left the group *and*
+dropped the token is not found then. The backstop, on Linux, for a watchdog that cannot
+run (a plug-in holding the GIL in C code): ``PR_SET_PDEATHSIG`` sends
+:data:`PARENT_DEATH_SIGNAL`, whose handler is libc's ``alarm()`` itself, so the kernel arms
+SIGALRM, whose default action ends the worker, as many seconds later as the signal's number
+(12 for SIGUSR2 on x86 and ARM), with no Python code involved. A plug-in that handles,
+blocks or ignores SIGUSR2 or SIGALRM disarms that backstop (not the watchdog).
 """
 
 from __future__ import annotations
@@ -37,11 +50,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = [
+    "PARENT_DEATH_SIGNAL",
     "WORKER_TOKEN_VAR",
     "adopting",
+    "die_with_parent",
+    "end_worker",
     "kill_carrying",
     "launching",
     "worker_ended",
@@ -51,12 +67,20 @@ __all__ = [
 #: inherits: what :func:`kill_carrying` finds a descendant by once it has left the group.
 WORKER_TOKEN_VAR = "CKPTBENCH_WORKER_TOKEN"
 
+#: What the kernel sends a worker when its parent dies (Linux): its handler arms the
+#: SIGALRM backstop, that many seconds (module doc).
+PARENT_DEATH_SIGNAL = getattr(signal, "SIGUSR2", None)
+
+_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
 #: How long a SIGKILLed leftover may take to exit before it is left (a process stuck in the
 #: kernel), and how many generations of leftovers one cleanup goes through.
 _REAP_GRACE_S = 2.0
 _MAX_PASSES = 100
+#: How many times a worker whose parent died looks for processes carrying its token (one
+#: may have started another while the previous pass killed it).
+_TOKEN_PASSES = 3
 
 _ADOPTING = {"on": False}
 #: Workers started and not yet reaped: pid -> their start (``psutil`` create time).
@@ -176,15 +200,72 @@ def _reap(pids: list[int]) -> None:
         time.sleep(0.01)
 
 
-def kill_carrying(env: dict[str, Any]) -> None:
+def kill_carrying(env: dict[str, Any]) -> int:
     """SIGKILL every other process of this user whose environment holds the token of the
-    worker environment ``env`` (nothing if it has none)."""
+    worker environment ``env`` (nothing if it has none); how many were signalled."""
     token = env.get(WORKER_TOKEN_VAR)
     if not token:
-        return
+        return 0
     import psutil
 
+    killed = 0
     for p in psutil.process_iter():
         with contextlib.suppress(psutil.Error, OSError):
             if p.pid != os.getpid() and p.environ().get(WORKER_TOKEN_VAR) == token:
                 p.kill()
+                killed += 1
+    return killed
+
+
+def die_with_parent(parent_pid: int, poll_s: float) -> None:
+    """In a worker, before any plug-in code runs: when the parent ``parent_pid`` dies, end
+    what this worker started and the worker (:func:`end_worker`). A watchdog thread checks
+    the parent every ``poll_s`` seconds; on Linux the kernel's parent-death signal arms the
+    SIGALRM backstop (module doc). A parent already gone ends the worker at once."""
+    token = os.environ.get(WORKER_TOKEN_VAR)  # read before a plug-in can change it
+    getppid, sleep = os.getppid, time.sleep  # bound before a plug-in can replace them
+    _arm_backstop()
+    if getppid() != parent_pid:  # the parent died before the signal was set
+        end_worker(token)
+
+    def watch() -> None:
+        while getppid() == parent_pid:
+            sleep(poll_s)
+        end_worker(token)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def end_worker(token: str | None) -> NoReturn:
+    """SIGKILL every process carrying the worker's ``token`` (a few passes: one may have
+    started another meanwhile), then the worker's process group, which holds the worker
+    (``launch`` starts it as the group's leader; a worker that leads no group kills only
+    itself). Never returns."""
+    with contextlib.suppress(Exception):  # whatever fails here, the worker still ends
+        for _ in range(_TOKEN_PASSES):
+            if not kill_carrying({WORKER_TOKEN_VAR: token}):
+                break
+    with contextlib.suppress(OSError, AttributeError):  # no process groups: itself only
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+    with contextlib.suppress(OSError, AttributeError):
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(3)
+
+
+def _arm_backstop() -> None:
+    """Linux: make the kernel send :data:`PARENT_DEATH_SIGNAL` when the parent dies, with
+    libc's ``alarm()`` as its handler (module doc). Where either cannot be set, nothing."""
+    sig = PARENT_DEATH_SIGNAL
+    if not sys.platform.startswith("linux") or sig is None:
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.signal.restype = ctypes.c_void_p
+        libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+        alarm = ctypes.cast(libc.alarm, ctypes.c_void_p).value
+        if libc.signal(int(sig), alarm) == ctypes.c_void_p(-1).value:  # SIG_ERR
+            return
+        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        return

@@ -29,8 +29,10 @@ left running cannot keep it alive. The ``ready`` event carries the start-up peak
 
 The worker is started with ``-P``, so the current folder never shadows an installed module;
 plug-in folders the parent resolved are appended to the *end* of ``sys.path``. It dies with
-its parent: ``PR_SET_PDEATHSIG`` on Linux, and a watchdog thread polling the parent's pid
-everywhere.
+its parent, and takes what it started along (``orphans.die_with_parent``): a watchdog
+thread polling the parent's pid kills the processes carrying the worker's token and the
+worker's process group; on Linux ``PR_SET_PDEATHSIG`` arms a SIGALRM backstop for a
+watchdog that cannot run.
 
 Per iteration: ``malloc_trim(0)``, reset VmHWM through ``/proc/self/clear_refs``, run loss +
 gradient, read VmHWM. Its wall, process and measuring-thread CPU times are read from
@@ -45,8 +47,6 @@ import contextlib
 import json
 import os
 import sys
-import threading
-import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -54,6 +54,7 @@ from typing import IO, Any
 
 from ckptbench.backends import Built, registry
 from ckptbench.engine import clock
+from ckptbench.measure import orphans
 from ckptbench.measure import peaks as measure
 from ckptbench.results.schema import Case, Mode
 
@@ -61,31 +62,6 @@ from ckptbench.results.schema import Case, Mode
 PARENT_POLL_S = 0.5
 #: At most this many of the user's own source files are reported (``user_files``).
 MAX_USER_FILES = 64
-
-
-def _die_with_parent(parent_pid: int | None) -> None:
-    """Exit at once when the parent dies (a SIGKILLed ckptbench must not leave workers)."""
-    if not parent_pid:
-        return
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(3)
-
-    def watch() -> None:
-        while True:
-            time.sleep(PARENT_POLL_S)
-            if os.getppid() != parent_pid:
-                os._exit(3)
-
-    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
 def build(case: Case, mode: Mode, costs: dict[str, Any] | None = None) -> Built:
@@ -258,7 +234,8 @@ def main() -> int:
 
     try:
         job = json.loads(sys.stdin.read())
-        _die_with_parent(job.get("parent_pid"))
+        if job.get("parent_pid"):  # dies with it, and what it started too
+            orphans.die_with_parent(job["parent_pid"], PARENT_POLL_S)
         channel = _open_channel(job)
         report = run_job(job, emit)
     except BaseException as err:  # a plug-in's exit or ^C is a failure too
