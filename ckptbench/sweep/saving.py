@@ -43,23 +43,16 @@ def saved_outcome(
         result = replace(result, host=socket.gethostname())
     at, why = save_or_beside(result, pending.path, replace=replace_file)
     if why is not None:  # measured, but not saved where the manifest expects it: never lost
-        return replace(
-            pending,
-            state=CellState.ERROR,
-            ok=result.ok,
-            host=result.host,
-            worker=worker,
-            error=f"measured, but saved as {at} ({why})",
-            duration_s=duration,
-            attempts=attempts,
-        )
+        state, error = CellState.ERROR, f"measured, but saved as {at} ({why})"
+    else:
+        state, error = CellState.MEASURED, None if result.ok else first_error(result)
     return replace(
         pending,
-        state=CellState.MEASURED,
+        state=state,
         ok=result.ok,
         host=result.host,
         worker=worker,
-        error=None if result.ok else first_error(result),
+        error=error,
         duration_s=duration,
         attempts=attempts,
     )
