@@ -133,3 +133,23 @@ def test_run_refuses_an_autograd_dtype_the_plugin_does_not_compute_in(
                                   "--out", "r.json"])  # fmt: skip
     assert "init's params are float64, not the --dtype float32 asked" in err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_dtype_axis_over_an_autograd_plugin_is_one_cell_once_checked(
+    tmp_path, monkeypatch, capsys
+):
+    """The check records an autograd plug-in's own dtype, so `dtype = ["float64",
+    "float32"]` named one cell twice: the sweep measured the first and called the second
+    an error ("appeared while the sweep ran"). It is one cell, said in a note."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "f32.py").write_text(F32)
+    sizes = "".join(f"{k} = {v}\n" for k, v in SIZES.items())
+    (tmp_path / "s.toml").write_text(
+        f'name = "dt"\n[case]\nmodel = "f32.py:make"\nsteps = 5\n{sizes}'
+        '[[grid]]\nsnaps = [2]\ndtype = ["float64", "float32"]\n'
+    )
+    code, out, err = run_cli(capsys, ["sweep", "s.toml", "--out", "sw", "--dry-run"])
+    assert code == 0, err
+    assert "1 cells, 1 to measure" in out + err
+    assert "1 grid cell(s) the same as another once their plug-in was checked" in out + err
+    assert not (tmp_path / "sw").exists()

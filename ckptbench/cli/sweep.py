@@ -246,17 +246,22 @@ def _checked_plugins(cfg, config: Path):
     """``cfg`` with each plug-in checked in a disposable worker and every cell of it under the
     rules of the kind of model found (:func:`ckptbench.measure.tasks.check_plugins`), before
     anything is printed or measured: InputError with one line (where in ``config``) if one
-    cannot be measured."""
+    cannot be measured. Cells the check made one (an autograd plug-in's own dtype recorded
+    over a ``dtype`` axis) are measured once, with a note."""
     from ckptbench.measure.tasks import check_plugins
     from ckptbench.schedules.optimal import PlanError
+    from ckptbench.sweep.config import unique_cells
 
     with _checking("plug-ins"):
         try:
-            return dataclasses.replace(cfg, cases=check_plugins(cfg.cases))
+            cases, merged = unique_cells(check_plugins(cfg.cases))
         except PlanError as err:  # a plug-in's chain too long to plan: as a built-in's
             raise _in_config(config, err, "steps") from None
         except ValueError as err:
             raise _in_config(config, err, "model") from None
+    said = (f"{merged} grid cell(s) the same as another once their plug-in was checked (an "
+            "autograd plug-in computes in its own dtype) measured once",)  # fmt: skip
+    return dataclasses.replace(cfg, cases=cases, notes=cfg.notes + (said if merged else ()))
 
 
 def _check_plannable(config: Path, cases) -> None:

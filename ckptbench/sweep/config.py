@@ -61,6 +61,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "safe_name",
+    "unique_cells",
 ]
 
 CASE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Case))
@@ -398,13 +399,9 @@ def _expand(
             elif seen == canon:
                 dropped += 1
             else:
-                diff = ", ".join(
-                    f"{f} {getattr(seen, f)!r} vs {getattr(canon, f)!r}"
-                    for f in CASE_FIELDS
-                    if getattr(seen, f) != getattr(canon, f)
-                )
                 raise r.error(
-                    f"two cells share the result name {canon.key!r} but differ ({diff}); "
+                    f"two cells share the result name {canon.key!r} but differ "
+                    f"({_difference(seen, canon)}); "
                     "vary only fields that are part of the cell key",
                     "grid",
                     None,
@@ -413,6 +410,27 @@ def _expand(
     if not cases:  # pragma: no cover - every axis has >= 1 value
         raise r.error("empty grid: no cells", key="grid")
     return tuple(cases), _grid_notes(unused, clamped, unexecuted, dropped), tuple(axes)
+
+
+def unique_cells(cases: Sequence[Case]) -> tuple[tuple[Case, ...], int]:
+    """``cases`` with each cell once, in order, and how many repeats were dropped: cells that
+    became one another once something outside the grid decided a field (the plug-in check
+    records an autograd plug-in's own dtype, so a ``dtype`` axis over it names one cell
+    twice). Two cells with one key that differ otherwise are a ValueError (one result file
+    cannot hold both)."""
+    kept: dict[str, Case] = {}
+    for case in cases:
+        seen = kept.setdefault(case.key, case)
+        if seen != case:
+            raise ValueError(f"two cells share the result name {case.key!r} but differ "
+                             f"({_difference(seen, case)})")  # fmt: skip
+    return tuple(kept.values()), len(cases) - len(kept)
+
+
+def _difference(a: Case, b: Case) -> str:
+    """The fields in which two cases differ, each with both values."""
+    return ", ".join(f"{f} {getattr(a, f)!r} vs {getattr(b, f)!r}"
+                     for f in CASE_FIELDS if getattr(a, f) != getattr(b, f))  # fmt: skip
 
 
 def _grid_notes(
