@@ -268,7 +268,7 @@ def _relative(text: str) -> str:
 def _plugin_place(err: BaseException) -> str | None:
     """``file.py:LINE`` of a plug-in's own code where ``err`` was raised, or None."""
     try:
-        from ckptbench.workloads.check import where
+        from ckptbench.workloads.tracebacks import where
 
         return where(err)
     except Exception:  # the report must go out whatever happens here

@@ -10,6 +10,10 @@ resolves the sizes: a size the user did not give comes from the factory's own de
 (``make(hidden=64)``), and notes such as frozen torch parameters are returned for the CLI
 to print.
 
+Which framework a value or a plug-in's module belongs to is
+:mod:`ckptbench.workloads.frameworks`; where the plug-in's own code raised,
+:mod:`ckptbench.workloads.tracebacks`.
+
 Only ever run in a disposable worker (``ckptbench.measure.worker``, task ``check``): it executes the
 plug-in.
 """
@@ -18,13 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import os
-import sys
-import sysconfig
-import traceback
-import types
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,26 +36,21 @@ from ckptbench.workloads import (
 )
 from ckptbench.workloads.base import defined_at, float_dtype
 from ckptbench.workloads.chain import is_chain, layer_names
+from ckptbench.workloads.frameworks import (
+    ARRAYS,
+    WRITTEN_WITH,
+    framework_of,
+    frameworks_imported,
+    frameworks_in,
+    leaves,
+    wrong_backend,
+)
+from ckptbench.workloads.tracebacks import error_line, where
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case
 
-__all__ = [
-    "PluginCheck",
-    "PluginProblem",
-    "check_workload",
-    "framework_of",
-    "frameworks_in",
-    "leaves",
-    "where",
-    "wrong_backend",
-]
-
-#: What each backend's arrays are called in messages.
-ARRAYS = {"torch": "torch tensors", "jax": "JAX arrays", "autograd": "numpy arrays"}
-#: Backends whose arrays a step can return by accident (numpy ops on another framework's
-#: arrays): what such a plug-in is written with.
-WRITTEN_WITH = {"autograd": "numpy or autograd.numpy"}
+__all__ = ["PluginCheck", "PluginProblem", "check_workload"]
 
 
 class PluginProblem(WorkloadError):
@@ -101,103 +94,12 @@ def check_workload(case: Case, given_sizes: Iterable[str] | None = None) -> dict
             "state_bytes": ops.state_bytes, "dtypes": ops.dtypes}  # fmt: skip
 
 
-# --------------------------------------------------------------------------- where and what
-
-
-def _lib_dirs() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    dirs = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    dirs.add(str(Path(__file__).resolve().parents[1]))  # ckptbench itself
-    return tuple(os.path.join(os.path.abspath(d), "") for d in dirs if d)
-
-
-def _show(path: str) -> str:
-    rel = os.path.relpath(path, Path.cwd())
-    return path if rel.startswith("..") else rel
-
-
-def where(err: BaseException, own_files: Iterable[str] = ()) -> str | None:
-    """``file.py:LINE`` of the innermost frame of ``err``'s traceback in the plug-in's code
-    (not ckptbench, the standard library or an installed package, unless it is one of
-    ``own_files``); None when the plug-in's code is not on the traceback."""
-    own = {os.path.abspath(f) for f in own_files if f}
-    libs = _lib_dirs()
-    found = None
-    for frame, lineno in traceback.walk_tb(err.__traceback__):
-        name = frame.f_code.co_filename
-        if not name or name.startswith("<"):
-            continue
-        path = os.path.abspath(name)
-        if path in own or not path.startswith(libs):
-            found = f"{_show(path)}:{lineno}"
-    return found
-
-
 def _plugin_check(backend: str) -> PluginCheck:
     """The backend's :class:`PluginCheck` (its spec's ``plugin_check``: ``module:Class``)."""
     from ckptbench.backends.registry import spec
 
     module, _, name = spec(backend).plugin_check.partition(":")
     return getattr(importlib.import_module(module), name)()
-
-
-def _summary(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
-
-
-def framework_of(x: Any) -> str | None:
-    """The backend whose arrays ``x`` is ("torch", "jax", "autograd" for numpy), or None."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor | torch.nn.Module):
-        return "torch"
-    jax = sys.modules.get("jax")
-    if jax is not None and isinstance(x, jax.Array):
-        return "jax"
-    eqx = sys.modules.get("equinox")
-    if eqx is not None and isinstance(x, eqx.Module):
-        return "jax"
-    if isinstance(x, np.ndarray | np.generic) or type(x).__module__.startswith("autograd"):
-        return "autograd"
-    return None
-
-
-def leaves(tree: Any) -> list[Any]:
-    if isinstance(tree, dict):
-        return [leaf for k in tree for leaf in leaves(tree[k])]
-    if isinstance(tree, tuple | list):
-        return [leaf for v in tree for leaf in leaves(v)]
-    return [tree]
-
-
-def frameworks_in(tree: Any) -> set[str]:
-    return {f for f in map(framework_of, leaves(tree)) if f is not None}
-
-
-def _uses(workload: Any) -> set[str]:
-    """Frameworks the plug-in's module imports (its globals), as backend names."""
-    found: set[str] = set()
-    spaces = []
-    for name in ("step", "init", "post"):
-        g = getattr(getattr(getattr(workload, name, None), "__func__", None), "__globals__", None)
-        if isinstance(g, dict):
-            spaces.append(g)
-    module = sys.modules.get(type(workload).__module__)
-    if module is not None:
-        spaces.append(vars(module))
-    tops = {"torch": "torch", "jax": "jax", "equinox": "jax", "autograd": "autograd"}
-    for space in spaces:
-        for value in list(space.values()):
-            mod = value if isinstance(value, types.ModuleType) else None
-            name = mod.__name__ if mod is not None else getattr(value, "__module__", None)
-            if isinstance(name, str) and name.split(".")[0] in tops:
-                found.add(tops[name.split(".")[0]])
-    return found
-
-
-def wrong_backend(found: str, backend: str) -> str:
-    what = {"torch": "torch tensors", "jax": "JAX arrays", "autograd": "numpy arrays"}[found]
-    return f"this plug-in returns {what}: use --backend {found}"
 
 
 # --------------------------------------------------------------------------- the protocol
@@ -409,7 +311,7 @@ class PluginCheck:
         return f" ({place})" if place else ""
 
     def _with_hint(self, message: str) -> str:
-        uses = _uses(self.user) if self.user is not None else set()
+        uses = frameworks_imported(self.user) if self.user is not None else set()
         if self.name not in uses and len(uses) == 1 and "--backend" not in message:
             (other,) = uses
             return f"{message} (this plug-in uses {other}: use --backend {other})"
@@ -420,7 +322,7 @@ class PluginCheck:
             return PluginProblem(self._with_hint(f"{what}: {err}"))
         place = where(err, self._own_files())
         at = f" at {place}" if place else self.at(fn)
-        return PluginProblem(self._with_hint(f"{what} raised{at}: {_summary(err)}"))
+        return PluginProblem(self._with_hint(f"{what} raised{at}: {error_line(err)}"))
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:

@@ -11,7 +11,8 @@ import numpy as np
 from ckptbench.workloads import Sizes
 from ckptbench.workloads.base import check_init_result
 from ckptbench.workloads.chain import check_chain_init, is_chain
-from ckptbench.workloads.check import PluginCheck, PluginProblem, frameworks_in, wrong_backend
+from ckptbench.workloads.check import PluginCheck, PluginProblem
+from ckptbench.workloads.frameworks import frameworks_in, wrong_backend
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case

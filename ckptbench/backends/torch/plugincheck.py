@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ckptbench.workloads.check import PluginCheck, PluginProblem, leaves
+from ckptbench.workloads.check import PluginCheck, PluginProblem
+from ckptbench.workloads.frameworks import leaves
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case
