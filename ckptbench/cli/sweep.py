@@ -250,7 +250,7 @@ def _checked_plugins(cfg, config: Path):
     over a ``dtype`` axis) are measured once, with a note."""
     from ckptbench.measure.tasks import check_plugins
     from ckptbench.schedules.optimal import PlanError
-    from ckptbench.sweep.config import unique_cells
+    from ckptbench.sweep.grid import unique_cells
 
     with _checking("plug-ins"):
         try:

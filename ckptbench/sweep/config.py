@@ -26,7 +26,8 @@ Sizes and durations may be written as on the command line: ``budget_bytes = ["8M
 in file order. Cells are canonical and unique: ``store-all`` ignores ``snaps`` (it stores every
 state), so its cells get ``snaps = steps`` and collapse into one per remaining combination; two
 cells that measure the same thing are kept once. Two cells with one ``case.key`` that differ
-otherwise (e.g. in ``repeats``) are an error, because result files are named by the key.
+otherwise (e.g. in ``repeats``) are an error, because result files are named by the key
+(the expansion is :mod:`ckptbench.sweep.grid`).
 
 Every problem is a :class:`ConfigError` (a ``ValueError``) with a one-line message
 ``FILE:LINE: KEY: what is wrong`` (the line where it can be found).
@@ -35,7 +36,6 @@ Every problem is a :class:`ConfigError` (a ``ValueError``) with a one-line messa
 from __future__ import annotations
 
 import difflib
-import itertools
 import math
 import re
 import tomllib
@@ -45,11 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND, resolve_device
-from ckptbench.results.chains import chain_executor
 from ckptbench.results.files import read_text_limited
 from ckptbench.results.schema import Case, CaseError
 from ckptbench.results.units import parse_duration, parse_size
 from ckptbench.schedules import OPTIMAL, STRATEGIES, Setting, get_strategy
+from ckptbench.sweep.grid import expand_grid
 from ckptbench.sweep.keylines import KeyLines, config_words
 from ckptbench.workloads.registry import name_problem
 
@@ -61,7 +61,6 @@ __all__ = [
     "load_config",
     "parse_config",
     "safe_name",
-    "unique_cells",
 ]
 
 CASE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Case))
@@ -203,7 +202,7 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
     subgrids = _parse_grid(r, doc.get("grid"), base)
     expect, by_strategy = _parse_expect(r, doc.get("expect", {}))
 
-    cases, notes, axes = _expand(r, base, subgrids)
+    cases, notes, axes = expand_grid(r.error, base, subgrids)
     return SweepConfig(
         name=name.strip(),
         cases=cases,
@@ -357,103 +356,3 @@ def _parse_expect(r: _Reader, table: Any) -> tuple[Expect, dict[str, Expect]]:
             )
         by_strategy[strategy] = expect.merged(_expect_table(r, f"expect.{strategy}", override))
     return expect, by_strategy
-
-
-def _canonical(case: Case) -> Case:
-    """The case as ``run`` records it (``Case.effective``): store-all and optimal ignore snaps
-    and get ``snaps = steps``; more snaps than steps are clamped; a peer runs no executor of
-    ours and gets none. One case, one key."""
-    canon, notes = case.effective()
-    return canon if notes else case
-
-
-def _expand(
-    r: _Reader, base: Mapping[str, Any], subgrids: list[dict[str, list[Any]]]
-) -> tuple[tuple[Case, ...], tuple[str, ...], tuple[str, ...]]:
-    cases: list[Case] = []
-    by_key: dict[str, Case] = {}
-    axes: list[str] = []
-    unused: dict[str, int] = {}  # strategy -> its grid cells whose snaps it does not use
-    clamped = dropped = unexecuted = 0
-    for index, sub in enumerate(subgrids):
-        names = list(sub)
-        axes.extend(n for n in names if n not in axes)
-        for combo in itertools.product(*(sub[n] for n in names)):
-            values = {**base, **dict(zip(names, combo, strict=True))}
-            try:
-                case = chain_executor(Case(**values))
-            except CaseError as err:
-                cell = ", ".join(f"{n}={v!r}" for n, v in zip(names, combo, strict=True))
-                why = config_words(str(err))
-                raise r.error(f"cell ({cell}): {why}", "grid", None, index) from None
-            canon = _canonical(case)
-            if canon.snaps != case.snaps and not get_strategy(case.strategy).uses_snaps:
-                unused[case.strategy] = unused.get(case.strategy, 0) + 1
-            else:
-                clamped += canon.snaps != case.snaps
-            unexecuted += canon.executor != case.executor
-            seen = by_key.get(canon.key)
-            if seen is None:
-                by_key[canon.key] = canon
-                cases.append(canon)
-            elif seen == canon:
-                dropped += 1
-            else:
-                raise r.error(
-                    f"two cells share the result name {canon.key!r} but differ "
-                    f"({_difference(seen, canon)}); "
-                    "vary only fields that are part of the cell key",
-                    "grid",
-                    None,
-                    index,
-                )
-    if not cases:  # pragma: no cover - every axis has >= 1 value
-        raise r.error("empty grid: no cells", key="grid")
-    return tuple(cases), _grid_notes(unused, clamped, unexecuted, dropped), tuple(axes)
-
-
-def unique_cells(cases: Sequence[Case]) -> tuple[tuple[Case, ...], int]:
-    """``cases`` with each cell once, in order, and how many repeats were dropped: cells that
-    became one another once something outside the grid decided a field (the plug-in check
-    records an autograd plug-in's own dtype, so a ``dtype`` axis over it names one cell
-    twice). Two cells with one key that differ otherwise are a ValueError (one result file
-    cannot hold both)."""
-    kept: dict[str, Case] = {}
-    for case in cases:
-        seen = kept.setdefault(case.key, case)
-        if seen != case:
-            raise ValueError(f"two cells share the result name {case.key!r} but differ "
-                             f"({_difference(seen, case)})")  # fmt: skip
-    return tuple(kept.values()), len(cases) - len(kept)
-
-
-def _difference(a: Case, b: Case) -> str:
-    """The fields in which two cases differ, each with both values."""
-    return ", ".join(f"{f} {getattr(a, f)!r} vs {getattr(b, f)!r}"
-                     for f in CASE_FIELDS if getattr(a, f) != getattr(b, f))  # fmt: skip
-
-
-def _grid_notes(
-    unused: Mapping[str, int], clamped: int, unexecuted: int, dropped: int
-) -> tuple[str, ...]:
-    """What the grid's expansion did to its cells: ``unused``, per strategy that does not
-    use snaps (its spec's ``uses_snaps``), the cells recorded with snaps = steps; the cells
-    whose snaps were ``clamped`` to the steps, that run no executor, or were duplicates."""
-    notes = []
-    if unused:
-        notes.append(
-            f"snaps not used by {', '.join(unused)}: {sum(unused.values())} grid cell(s) "
-            "recorded with snaps = steps"
-        )
-    if clamped:
-        notes.append(
-            f"snaps above the steps clamped: {clamped} grid cell(s) recorded with snaps = steps"
-        )
-    if unexecuted:
-        notes.append(
-            f"executor not used by a framework's own checkpointing: {unexecuted} grid cell(s) "
-            "recorded without it"
-        )
-    if dropped:
-        notes.append(f"{dropped} duplicate grid cell(s) measured once")
-    return tuple(notes)
