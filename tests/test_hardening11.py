@@ -73,7 +73,7 @@ def test_a_file_saved_mid_run_names_the_next_mode_measured_not_one_skipped_for_m
 _HOLD = """
 import sys
 from ckptbench.results.schema import writer_lock
-from ckptbench.results.store import locked_folder
+from ckptbench.results.folderlocks import locked_folder
 hold = locked_folder if sys.argv[1] == "folder" else writer_lock
 with hold(__import__("pathlib").Path(sys.argv[2])):
     print("held", flush=True)

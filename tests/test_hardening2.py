@@ -315,7 +315,7 @@ snaps = [2, 3]
 
 
 def test_a_second_sweep_on_a_locked_folder_is_refused(fake, tmp_path):
-    from ckptbench.results.store import locked_folder
+    from ckptbench.results.folderlocks import locked_folder
 
     out = tmp_path / "out"
     out.mkdir()

@@ -262,7 +262,7 @@ with {what}(sys.argv[1]):
 """
 
 
-def _holder(what: str, path: Path, where: str = "results.store") -> subprocess.Popen:
+def _holder(what: str, path: Path, where: str = "results.folderlocks") -> subprocess.Popen:
     """Another live ckptbench process holding ``what`` (writer_lock, locked_folder)."""
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLD.format(what=what, where=where), str(path)],

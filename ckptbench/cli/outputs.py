@@ -58,10 +58,11 @@ def probe_writable(path: Path, what: str) -> None:
 
 def claim_out(ctx: click.Context, path: Path) -> None:
     """Hold ``--out`` for this command (``store.writer_lock``) and a shared lock on its
-    folder (``store.folder_shared``: refused while a sweep writes there), until the command
+    folder (``folderlocks.folder_shared``: refused while a sweep writes there), until the command
     ends; exit 2 when another live ckptbench holds either."""
+    from ckptbench.results.folderlocks import folder_shared
     from ckptbench.results.schema import TargetError, writer_lock
-    from ckptbench.results.store import StoreError, folder_shared
+    from ckptbench.results.store import StoreError
 
     try:
         ctx.with_resource(folder_shared(path.parent))

@@ -5,10 +5,11 @@ This module is the one owner of what a results folder is (docs/architecture.md, 
 * ``OUT/<case.key>.json`` — one result per cell (:func:`cell_path`);
 * ``OUT/sweep.json`` — the manifest of a sweep (:func:`write_manifest`,
   :func:`read_manifest`): the config, every cell's state and file, the ``[expect]`` tables;
-* writing: :func:`check_output`, the one rule for every file ckptbench writes;
-  :func:`locked_folder`, one sweep at a time per folder;
-* loading: :func:`load_result` validates a result document once, against the dataclasses
-  of :mod:`ckptbench.results.schema` (every field, by its annotation, so fields added there are
+* writing: :func:`check_output`, the one rule for every file ckptbench writes (one sweep
+  at a time per folder is :mod:`ckptbench.results.folderlocks`);
+* loading: :func:`load_result` validates a result document once
+  (:mod:`ckptbench.results.resultcheck`), against the dataclasses of
+  :mod:`ckptbench.results.schema` (every field, by its annotation, so fields added there are
   checked too), before constructing it. A null where a number belongs, a string for a
   number, binary content, ``"modes": []`` or a mode marked ``ok`` without iterations is a
   one-line :class:`StoreError` naming the file and the field.
@@ -18,30 +19,20 @@ Nothing here prints.
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import fcntl
 import json
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ckptbench.results.files import InputFileError, fields_problem, read_json_limited, short_json
+from ckptbench.results.files import InputFileError, read_json_limited
 from ckptbench.results.kinds import MANIFEST, MANIFEST_KIND, RESULT, document_kind, wrote_mprof
 from ckptbench.results.manifestcheck import manifest_problem
-from ckptbench.results.schema import (
-    Case,
-    CaseError,
-    Mode,
-    RunResult,
-    Status,
-    result_from_dict,
-    version_problem,
-    write_atomic,
-)
+from ckptbench.results.resultcheck import result_problem
+from ckptbench.results.schema import Case, CaseError, RunResult, result_from_dict, write_atomic
 
 __all__ = [
     "MANIFEST_KIND",
@@ -50,10 +41,8 @@ __all__ = [
     "StoreError",
     "cell_path",
     "check_output",
-    "folder_shared",
     "load_result",
     "load_results",
-    "locked_folder",
     "manifest_cells",
     "measurement_id",
     "missing_cells",
@@ -162,50 +151,6 @@ def check_output(
                          "--force replaces only those: use another folder")  # fmt: skip
 
 
-@contextlib.contextmanager
-def _flock_folder(out_dir: str | os.PathLike, how: int, cannot: str, held: str) -> Iterator[None]:
-    """Hold ``flock(how)`` on the folder itself for the block (no lock file is left behind;
-    the kernel drops it when the process dies); StoreError ``cannot`` (+ why) where the
-    folder does not open, ``held`` where another process holds a conflicting lock."""
-    try:
-        fd = os.open(out_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError as err:
-        raise StoreError(f"{cannot} ({err.strerror or err})") from None
-    try:
-        try:
-            fcntl.flock(fd, how | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StoreError(held) from None
-        yield
-    finally:
-        os.close(fd)
-
-
-def folder_shared(
-    out_dir: str | os.PathLike[str], what: str = "--out"
-) -> contextlib.AbstractContextManager[None]:
-    """Hold a shared ``flock`` on the folder a result is written into: refused (StoreError)
-    while a sweep holds it (:func:`locked_folder`), and a sweep cannot start in it meanwhile."""
-    return _flock_folder(
-        out_dir,
-        fcntl.LOCK_SH,
-        f"{what} {out_dir}: cannot lock the folder",
-        f"{what}: the folder {out_dir} is being written by a ckptbench sweep; wait for it to "
-        "finish or use another folder",
-    )
-
-
-def locked_folder(out_dir: Path) -> contextlib.AbstractContextManager[None]:
-    """Hold an exclusive ``flock`` on the folder for the block; StoreError if another holds it."""
-    return _flock_folder(
-        out_dir,
-        fcntl.LOCK_EX,
-        f"{out_dir}: cannot lock the folder",
-        f"{out_dir}: another ckptbench sweep is writing this folder (or a run with --out in "
-        "it); wait for it to finish or use another --out",
-    )
-
-
 def write_manifest(out_dir: Path, body: dict[str, Any]) -> Path:
     """Write ``OUT/sweep.json`` atomically: ``body`` under the manifest's kind and version;
     a file there that is not a manifest is never replaced (StoreError)."""
@@ -276,85 +221,15 @@ def manifest_cells(path: Path, *, saved: bool = True) -> list[tuple[Path, str]] 
     return [(f, key) for f, key in listed if not saved or f.exists()]
 
 
-# --------------------------------------------------------------------------- validation
+# --------------------------------------------------------------------------- reading
 
 
 def validate_result_document(data: Any, source: str) -> None:
     """Raise :class:`StoreError` (one line, naming ``source`` and the field) unless ``data``
-    is a result document this ckptbench can read: the schema version, every field of
-    :class:`~ckptbench.results.schema.RunResult` by its type, at least one mode, no mode twice
-    (in one round),
-    and no mode marked ok without measured iterations."""
-    if not isinstance(data, dict):
-        got = {list: "an array", str: "a string", bool: "true/false", type(None): "null"}
-        kind = got.get(type(data), "a number")
-        raise StoreError(f"{source}: not a ckptbench result (a JSON object; this is {kind})")
-    if data.get("kind") == MANIFEST_KIND:
-        raise StoreError(
-            f"{source}: is a sweep manifest, not a result; pass its folder to read its cells"
-        )
-    if "schema_version" not in data and not {"case", "modes"} & set(data):
-        fields = ", ".join(sorted(map(str, data))[:3]) or "none"
-        raise StoreError(
-            f"{source}: not a ckptbench result (no schema_version, case or modes; its fields: "
-            f"{short_json(fields)})"
-        )
-    if (wrong := version_problem(data, source)) is not None:
-        raise StoreError(wrong)
-    # the stored summary is written for CI scripts and never read back (results.summary)
-    problem = fields_problem({k: v for k, v in data.items() if k != "summary"}, RunResult, "")
-    problem = problem or _read_fields_problem(data)
-    if problem is None:
-        modes = data["modes"]
-        seen = [(m["mode"], m.get("round", 0)) for m in modes]  # rounds may repeat a mode
-        if not modes:
-            problem = "modes is empty (no mode was measured)"
-        elif len(set(seen)) < len(seen):
-            twice = sorted(x for x, n in collections.Counter(seen).items() if n > 1)
-            named = ", ".join(f"{m} in round {r + 1}" for m, r in twice[:3])
-            more = f" and {len(twice) - 3} more" if len(twice) > 3 else ""
-            problem = f"modes lists a mode twice ({named}{more})"
-        else:
-            for i, m in enumerate(modes):
-                if m["status"] == Status.OK.value and not m.get("iterations"):
-                    problem = f"mode {m['mode']} has status ok but no measured iterations"
-                    break
-                zero = [j for j, it in enumerate(m.get("iterations", ())) if not it["wall_time_s"]]
-                if zero:
-                    problem = (
-                        f"modes[{i}].iterations[{zero[0]}].wall_time_s is 0 (a measured "
-                        "iteration takes time)"
-                    )
-                    break
-    if problem is not None:
-        raise StoreError(f"{source}: malformed result: {problem}")
-
-
-def _read_fields_problem(data: dict[str, Any]) -> str | None:
-    """What ckptbench reads beyond the typed fields: the host (printed in tables, JUnit and
-    markdown: one line of printable text) and the two environment entries the gate and the
-    report act on (``run --expect-oom``'s modes, the round a stop signal cut)."""
-    host = data.get("host", "")
-    if not host.isprintable():
-        return f"host must be printable text on one line, got {short_json(host)}"
-    env = data.get("environment") or {}
-    oom = env.get("expect_oom")
-    names = {m.value for m in Mode}
-    if oom is not None and not (isinstance(oom, list) and all(m in names for m in oom)):
-        return f"environment.expect_oom must be a list of mode names, got {short_json(oom)}"
-    stop = env.get("interrupted")
-    if stop is not None:
-        cut = stop.get("round") if isinstance(stop, dict) else None
-        if not isinstance(stop, dict) or not (cut is None or _is_round(cut)):
-            return (
-                "environment.interrupted must be an object whose round is a whole number "
-                f">= 1, got {short_json(stop)}"
-            )
-    return None
-
-
-def _is_round(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value < 2**31
+    is a result document this ckptbench can read
+    (:func:`ckptbench.results.resultcheck.result_problem`)."""
+    if (problem := result_problem(data, source)) is not None:
+        raise StoreError(problem)
 
 
 #: The largest result file or manifest ckptbench reads (a long run's timelines are a few

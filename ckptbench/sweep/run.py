@@ -48,12 +48,12 @@ from pathlib import Path
 from typing import Any
 
 import ckptbench
+from ckptbench.results.folderlocks import locked_folder
 from ckptbench.results.schema import RunResult
 from ckptbench.results.store import (
     MANIFEST_KIND,
     MANIFEST_NAME,
     cell_path,
-    locked_folder,
     open_folder,
     write_manifest,
 )
