@@ -50,6 +50,9 @@ def parse_seconds(text: str) -> float:
 
 #: A size without a unit below this is refused as a likely slip ('--budget 8' for 8MiB).
 BARE_BYTES_MIN = 1024
+#: The same for a memory limit: no worker runs in under 1 MiB, so '--memory-limit 2000' is
+#: 2000 MiB meant, never a limit every mode would exceed at start-up.
+BARE_LIMIT_MIN = 2**20
 #: Where the sizes typed in a decimal unit are noted (``ctx.meta``), for :func:`size_notes`.
 SI_SIZES = "ckptbench.si_sizes"
 
@@ -57,11 +60,14 @@ SI_SIZES = "ckptbench.si_sizes"
 class _Bytes(click.ParamType):
     name = "SIZE"
 
+    def __init__(self, bare_min: int = BARE_BYTES_MIN) -> None:
+        self.bare_min = bare_min
+
     def convert(self, value, param, ctx):
         if isinstance(value, int):
             return value
         n = parse_bytes(str(value))
-        if n < BARE_BYTES_MIN and str(value).strip().replace(".", "", 1).isdigit():
+        if n < self.bare_min and str(value).strip().replace(".", "", 1).isdigit():
             text = str(value).strip()
             self.fail(
                 f"{text} would be {n} bytes (a size without a unit is bytes): "
@@ -91,6 +97,8 @@ class _Seconds(click.ParamType):
 
 
 BYTES, SECONDS = _Bytes(), _Seconds()
+#: ``--memory-limit``: a bare number below 1 MiB is refused as a slip, as 8 is for --budget.
+LIMIT_BYTES = _Bytes(bare_min=BARE_LIMIT_MIN)
 
 
 def timeout_option(help_text: str):
@@ -367,7 +375,8 @@ def numerics_options(func):
         type=click.Choice(DTYPES),
         default="float64",
         show_default=True,
-        help="Floating-point type of the workload (torch and jax; autograd: float64 only). "
+        help="Floating-point type of the workload (torch and jax cast to it; autograd's "
+        "built-in models: float64 only, a plug-in: its own arrays' dtype, docs/plugins.md). "
         "The gradient check's tolerance follows it (docs/gpu.md).",
     )(func)
 

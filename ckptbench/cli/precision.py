@@ -4,6 +4,8 @@ user's own words before anything is measured."""
 
 from __future__ import annotations
 
+import re
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -28,9 +30,17 @@ def precision_value(text: str | None) -> float | None:
     if not 0 <= value < 1:
         raise click.BadParameter(
             f"{text!r}: the slowdown interval's half-width, as a fraction from 0% (off) to "
-            "below 100% (e.g. 5%)"
+            f"below 100%{percent_meant(str(text))}"
         )
     return value or None
+
+
+def percent_meant(text: str) -> str:
+    """'5' (typed for 5%, read 500%) -> ': write 5% (or 0.05)'; anything else -> ' (e.g. 5%)'."""
+    t = text.strip()
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", t) and 1 <= Decimal(t) < 100:
+        return f": write {t}% (or {(Decimal(t) / 100).normalize():f})"
+    return " (e.g. 5%)"
 
 
 def precision_option(ctx: click.Context, param: click.Parameter, value: str | None):

@@ -16,6 +16,7 @@ from ckptbench.cli.costs_file import shown_notes
 from ckptbench.cli.options import (
     BYTES,
     CASE_DEFAULTS,
+    LIMIT_BYTES,
     POS,
     SECONDS,
     SNAPS_HELP,
@@ -215,7 +216,7 @@ def _sections():
 )
 @click.option(
     "--memory-limit",
-    type=BYTES,
+    type=LIMIT_BYTES,
     default=None,
     help="Stop a mode whose RSS exceeds this (e.g. 2GiB) and report it out of memory.",
 )

@@ -223,7 +223,9 @@ class Case:
                 raise CaseError(f"strategy {spec.name!r} needs a byte budget (--budget)")
             _bytes_int("budget_bytes", self.budget_bytes)
         elif self.budget_bytes is not None:
-            raise CaseError("a byte budget (--budget) is only used by strategy 'optimal'")
+            raise CaseError(
+                f"a byte budget (--budget) is only used by strategy 'optimal', not {spec.name!r}"
+            )
         self._check_numerics()
         if not isinstance(self.trace, bool):  # "no" would be truthy
             raise CaseError(f"trace must be true or false, got {self.trace!r}")
@@ -247,9 +249,10 @@ class Case:
         backend = backend_spec(self.backend)
         if self.dtype not in backend.dtypes and not self._own_dtype(backend):
             runs = " or ".join(b.name for b in BACKENDS.values() if self.dtype in b.dtypes)
+            which = "'s built-in models compute" if backend.plugins_own_dtype else " computes"
             raise CaseError(
                 f"--dtype {self.dtype} needs --backend {runs} "
-                f"({self.backend} computes in {', '.join(backend.dtypes)} only)"
+                f"({self.backend}{which} in {', '.join(backend.dtypes)} only)"
             )
         if self.executor is not None and self.executor not in EXECUTORS:
             raise CaseError(
