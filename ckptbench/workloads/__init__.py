@@ -43,6 +43,7 @@ from ckptbench.workloads.chain import CHAIN_METHODS, is_chain
 from ckptbench.workloads.lstm import LSTM
 from ckptbench.workloads.rnn import RNN
 from ckptbench.workloads.stacks import STACKS
+from ckptbench.workloads.tracebacks import error_line
 
 __all__ = [
     "BUILTIN_CHAINS",
@@ -181,12 +182,6 @@ def factory_size_defaults(spec: str) -> dict[str, int]:
     return found
 
 
-def _summary(err: BaseException) -> str:
-    """``'TypeName: first line of the message'`` for an exception."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
-
-
 def _is_file_target(target: str) -> bool:
     return "/" in target or "\\" in target or target.endswith(".py")
 
@@ -247,7 +242,8 @@ def _load_file(target: str) -> Any:
         loader.exec_module(module)
     except Exception as err:
         sys.modules.pop(module_name, None)
-        raise WorkloadError(f"cannot import workload file {str(path)!r}: {_summary(err)}") from None
+        why = error_line(err)
+        raise WorkloadError(f"cannot import workload file {str(path)!r}: {why}") from None
     return module
 
 
@@ -263,7 +259,8 @@ def _import_module(target: str) -> Any:
     try:
         return importlib.import_module(target)
     except Exception as err:
-        raise WorkloadError(f"cannot import workload module {target!r}: {_summary(err)}") from None
+        why = error_line(err)
+        raise WorkloadError(f"cannot import workload module {target!r}: {why}") from None
 
 
 def plugin_paths(spec: str) -> tuple[str, ...]:
@@ -408,9 +405,9 @@ def _call_factory(spec: str, factory: Callable[..., Any], sizes: Sizes) -> Any:
         except TypeError as err:
             raise WorkloadError(
                 f"workload factory {spec!r} cannot be called with only size keywords "
-                f"({', '.join(SIZE_FIELDS)}): {_summary(err)}"
+                f"({', '.join(SIZE_FIELDS)}): {error_line(err)}"
             ) from None
     try:
         return factory(**kwargs)
     except Exception as err:
-        raise WorkloadError(f"workload factory {spec!r} raised {_summary(err)}") from None
+        raise WorkloadError(f"workload factory {spec!r} raised {error_line(err)}") from None
