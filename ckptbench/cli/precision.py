@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ckptbench.cli.options import InputError, parse_fraction
+from ckptbench.results.units import decimal_text
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case
@@ -39,7 +40,7 @@ def percent_meant(text: str) -> str:
     """'5' (typed for 5%, read 500%) -> ': write 5% (or 0.05)'; anything else -> ' (e.g. 5%)'."""
     t = text.strip()
     if re.fullmatch(r"[0-9]+(\.[0-9]+)?", t) and 1 <= Decimal(t) < 100:
-        return f": write {t}% (or {(Decimal(t) / 100).normalize():f})"
+        return f": write {t}% (or {decimal_text(Decimal(t) / 100)})"
     return " (e.g. 5%)"
 
 

@@ -107,16 +107,16 @@ def parse_fraction_text(text: str, *, positive: bool = False) -> float:
         raise ValueError(f"{text!r} must be above 0 (a zero tolerance fails on noise)")
     if 1 <= value < 1000 and not t.endswith("%"):  # '5' typed for 5%: never read 500%
         exact = Decimal(t)  # what was typed, never the float's digits ('1.1' / 100)
-        meant = f"write {t}%" + (f" (or {_decimal_text(exact / 100)})" if value < 100 else "")
+        meant = f"write {t}%" + (f" (or {decimal_text(exact / 100)})" if value < 100 else "")
         if value < 10:  # 500% is in range: it may be meant
-            meant += f", or {_decimal_text(exact * 100)}% if you mean it"
-        raise ValueError(f"{t} would be {_decimal_text(exact * 100)}%: {meant}")
+            meant += f", or {decimal_text(exact * 100)}% if you mean it"
+        raise ValueError(f"{t} would be {decimal_text(exact * 100)}%: {meant}")
     if not value < 10:
         raise ValueError(f"{text!r} is out of range (0% to below 1000%)")
     return value
 
 
-def _decimal_text(d: Decimal) -> str:
+def decimal_text(d: Decimal) -> str:
     """A decimal without exponent or trailing zeros: 0.05, 500, 0.011."""
     return f"{d.normalize():f}"
 
