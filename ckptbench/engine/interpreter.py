@@ -33,22 +33,14 @@ checked against the slot's step; an action kind the engine does not know is one
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ckptbench.backends.contract import CheckpointStats, ExecutorCounters
 from ckptbench.engine.clock import perf_counter
 from ckptbench.engine.handlers import BOTH_SWEEPS
-from ckptbench.engine.steps import UnrolledOps
-from ckptbench.schedules import (
-    OPTIMAL,
-    REVOLVE,
-    Action,
-    ActionKind,
-    StrategySpec,
-    check_int,
-    get_strategy,
-)
+from ckptbench.engine.loop_schedule import LoopSchedule, loop_schedule
+from ckptbench.engine.steps import StepOps, UnrolledOps
+from ckptbench.schedules import Action, ActionKind
 
 __all__ = [
     "HANDLED_KINDS",
@@ -85,109 +77,7 @@ def _unknown(act: Any) -> UnknownActionError:
     )
 
 
-class StepOps(Protocol):
-    """What a backend does for the engine; ``step`` i maps x_i to x_{i+1}.
-
-    ``tape`` objects are opaque to the engine; a ``state_bar`` is whatever ``reverse``
-    returns (``None`` stands for a zero cotangent, the one of x_l).
-    """
-
-    def advance(self, state: Any, start: int, stop: int, outputs: bool) -> Any:
-        """Untaped steps start..stop-1 from ``state``; with ``outputs`` also store each
-        step's readout (the first sweep)."""
-
-    def tape(self, state: Any, step: int, outputs: bool) -> tuple[Any, Any]:
-        """Step ``step`` on the framework's tape: ``(tape, x_{step+1})``; with ``outputs``
-        also store its readout."""
-
-    def reverse(self, tape: Any, state_bar: Any, step: int) -> Any:
-        """Run ``tape`` backwards from the cotangent of x_{step+1} (and of output ``step``);
-        add parameter and input cotangents to the backend's accumulators; return the
-        cotangent of x_step."""
-
-    def state_nbytes(self, state: Any) -> int:
-        """Bytes of one state (what a snapshot of it counts, unless the plan declares them)."""
-
-    # Optional: ``turn(state, state_bar, step) -> cotangent of x_step``, a YOUTURN (tape
-    # step ``step`` from ``state`` and reverse it at once) as one operation; the engine
-    # uses it where a backend has it (the JAX dispatcher: one compiled call, not two).
-    # ``readouts = False``: the steps have no readouts (a layer chain; no ``post`` calls).
-
-
-# ---------------------------------------------------------------------- the schedule
-
-
-@dataclass(frozen=True)
-class LoopSchedule:
-    """What a checkpointed loop runs: the strategy's action stream and its declared bytes."""
-
-    steps: int
-    snaps: int
-    strategy: StrategySpec
-    plan: Any = None  # the plan a planned strategy runs (its ``actions()``, ``summary()``)
-    tape_bytes: tuple[int, ...] = ()  # declared bytes of each step's tape
-    #: declared bytes of each state x_i (a plan's costs); empty: each stored state's own bytes
-    state_bytes: tuple[int, ...] = ()
-
-    def actions(self) -> Iterator[Action]:
-        """A fresh action stream (the engine asks once per first sweep): the strategy's,
-        for these steps and snaps or its plan."""
-        return self.strategy.actions_for(self, self.plan)
-
-    def tape_bytes_of(self, step: int) -> int:
-        return self.tape_bytes[step]
-
-    def state_bytes_of(self, step: int, state: Any, ops: StepOps) -> int:
-        """The bytes a snapshot of x_step counts: the declared ones, else the state's own."""
-        return self.state_bytes[step] if self.state_bytes else ops.state_nbytes(state)
-
-
-def loop_schedule(
-    steps: int,
-    snaps: int | None = None,
-    strategy: StrategySpec | str | None = None,
-    *,
-    plan: Any = None,
-    tape_bytes: int = 0,
-) -> LoopSchedule:
-    """Validate a loop's schedule arguments (the same one-line errors on every backend).
-
-    ``strategy`` defaults to revolve; a ``plan`` (made by a planned strategy before the loop
-    is built: :func:`ckptbench.schedules.plan_from`) means that strategy, optimal by default,
-    whose slots and tape bytes are the plan's. Otherwise ``snaps`` is needed and
-    ``tape_bytes`` declares one tape's bytes for ``peak_stored_bytes``. The engine never
-    plans: it runs the stream it is given.
-    """
-    steps = check_int("steps", steps)
-    strat = get_strategy(REVOLVE if strategy is None else strategy)
-    if plan is not None:
-        return _planned_schedule(steps, OPTIMAL if strategy is None else strat, plan, tape_bytes)
-    if strat.planned:
-        raise ValueError(
-            f"strategy {strat.name} needs a plan, or costs and budget_bytes to make one"
-        )
-    if not strat.ours:
-        raise ValueError(f"strategy {strat.name} is a framework's own checkpointing, not ours")
-    if snaps is None:
-        raise ValueError(f"strategy {strat.name} needs snaps")
-    snaps = check_int("snaps", snaps)
-    declared = check_int("tape_bytes", tape_bytes, minimum=0)
-    return LoopSchedule(steps, snaps, strat, None, (declared,) * steps)
-
-
-def _planned_schedule(steps: int, strat: StrategySpec, plan: Any, tape_bytes: int) -> LoopSchedule:
-    if not strat.planned:
-        raise ValueError(f"a plan runs a planned strategy such as optimal, not {strat.name}")
-    if tape_bytes:
-        raise ValueError("a plan declares its own tape bytes")
-    if not all(hasattr(plan, a) for a in ("actions", "steps", "slots", "costs")):
-        raise ValueError(f"plan must be a strategy's plan, got {type(plan).__name__}")
-    if plan.steps != steps:
-        raise ValueError(f"plan is for {plan.steps} steps, not steps={steps}")
-    tb, sb = plan.costs.tape_bytes, plan.costs.state_bytes
-    per_step = tuple(tb) if isinstance(tb, tuple) else (tb,) * steps
-    states = tuple(sb) if isinstance(sb, tuple) else (sb,) * steps
-    return LoopSchedule(steps, max(1, plan.slots), strat, plan, per_step, states)
+# ---------------------------------------------------------------------- the loops
 
 
 class ScheduledLoop:

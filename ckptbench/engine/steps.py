@@ -10,13 +10,42 @@ A framework that must switch its tape off wraps ``advance``. Imports nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["ChainSteps", "UnrolledOps"]
+__all__ = ["ChainSteps", "StepOps", "UnrolledOps"]
+
+
+class StepOps(Protocol):
+    """What a backend does for the engine; ``step`` i maps x_i to x_{i+1}.
+
+    ``tape`` objects are opaque to the engine; a ``state_bar`` is whatever ``reverse``
+    returns (``None`` stands for a zero cotangent, the one of x_l).
+    """
+
+    def advance(self, state: Any, start: int, stop: int, outputs: bool) -> Any:
+        """Untaped steps start..stop-1 from ``state``; with ``outputs`` also store each
+        step's readout (the first sweep)."""
+
+    def tape(self, state: Any, step: int, outputs: bool) -> tuple[Any, Any]:
+        """Step ``step`` on the framework's tape: ``(tape, x_{step+1})``; with ``outputs``
+        also store its readout."""
+
+    def reverse(self, tape: Any, state_bar: Any, step: int) -> Any:
+        """Run ``tape`` backwards from the cotangent of x_{step+1} (and of output ``step``);
+        add parameter and input cotangents to the backend's accumulators; return the
+        cotangent of x_step."""
+
+    def state_nbytes(self, state: Any) -> int:
+        """Bytes of one state (what a snapshot of it counts, unless the plan declares them)."""
+
+    # Optional: ``turn(state, state_bar, step) -> cotangent of x_step``, a YOUTURN (tape
+    # step ``step`` from ``state`` and reverse it at once) as one operation; the engine
+    # uses it where a backend has it (the JAX dispatcher: one compiled call, not two).
+    # ``readouts = False``: the steps have no readouts (a layer chain; no ``post`` calls).
 
 
 class UnrolledOps:
-    """The untaped part of :class:`ckptbench.engine.interpreter.StepOps` for a recurrence: a
+    """The untaped part of :class:`StepOps` for a recurrence: a
     subclass sets ``step``, ``post``, ``steps``, ``params``, ``inputs`` and gives
     ``check_state(state)`` (the first step's result against the initial state) and
     ``put(i, y)`` (store output i)."""
@@ -43,7 +72,7 @@ class UnrolledOps:
 
 
 class ChainSteps:
-    """The untaped part of :class:`ckptbench.engine.interpreter.StepOps` for a layer chain: a
+    """The untaped part of :class:`StepOps` for a layer chain: a
     subclass sets ``layer`` and ``params`` (one entry per layer). Step ``i`` is layer ``i``;
     there is no readout (``readouts = False``), the chain's output is x_L, which the taped
     last step (FIRSTURN) gives."""

@@ -53,7 +53,7 @@ __all__ = [
 
 
 class AutogradStepOps(UnrolledOps):
-    """The engine's step operations on autograd (see :class:`ckptbench.engine.interpreter.StepOps`).
+    """The engine's step operations on autograd (see :class:`ckptbench.engine.steps.StepOps`).
 
     Built once for the forward pass (``outputs`` collected into ``out``) and once per vjp
     (with the output cotangent ``g`` and the accumulators the vjp asked for).
@@ -109,7 +109,7 @@ class CheckpointedLoop(EngineLoop):
 
     The arguments are :func:`binomial_checkpoint`'s. ``stats`` holds the counters of the
     most recent call (updated after the reverse sweep). ``schedule`` (a
-    :class:`ckptbench.engine.interpreter.LoopSchedule`) is what it runs: with a plan (a
+    :class:`ckptbench.engine.loop_schedule.LoopSchedule`) is what it runs: with a plan (a
     :class:`schedules.optimal.planner.Plan`) that schedule, keeping tapes where it says so,
     ``snaps`` the plan's slot count and tape bytes the plan's; otherwise ``tape_bytes``
     declares one tape's bytes for ``peak_stored_bytes``.

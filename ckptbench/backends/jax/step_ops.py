@@ -1,5 +1,5 @@
 """The engine's step operations on JAX: what :mod:`ckptbench.backends.jax.dispatch`'s loop hands
-the shared interpreter (:class:`ckptbench.engine.interpreter.StepOps`).
+the shared interpreter (:class:`ckptbench.engine.steps.StepOps`).
 
 Each operation dispatches one or a few compiled executables (a run of ``n`` untaped steps:
 one call per set bit of ``n``), or, inside a fused window (:mod:`.fusion`), is recorded
@@ -33,7 +33,7 @@ def value_of(x: Any) -> Any:
 
 class JaxStepOps:
     """The engine's step operations on JAX (see
-    :class:`ckptbench.engine.interpreter.StepOps`; ``ex``: the loop's compiled pieces,
+    :class:`ckptbench.engine.steps.StepOps`; ``ex``: the loop's compiled pieces,
     ``dispatch._Executables``): every
     call dispatches one or a few compiled executables and returns device arrays; inside a
     fused window (``window`` set, :mod:`.fusion`) it records the operation instead and

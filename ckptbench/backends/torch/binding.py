@@ -72,7 +72,7 @@ class _Turn:
 
 
 class TorchStepOps(UnrolledOps):
-    """The engine's step operations on torch (see :class:`ckptbench.engine.interpreter.StepOps`).
+    """The engine's step operations on torch (see :class:`ckptbench.engine.steps.StepOps`).
 
     One per call: the forward builds it, ``backward`` sets the output cotangent ``g``
     and the input-cotangent buffer, and reads the parameter leaves' ``.grad``.

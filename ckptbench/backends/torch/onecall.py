@@ -135,7 +135,7 @@ class _Finish(torch.autograd.Function):
 
 class OneCallOps(UnrolledOps):
     """The engine's step operations for the one-call executor (see
-    :class:`ckptbench.engine.interpreter.StepOps`; ``reverse`` is autograd's own).
+    :class:`ckptbench.engine.steps.StepOps`; ``reverse`` is autograd's own).
 
     While ``recording`` (the first sweep) every step and readout is recorded on the caller's
     graph: an advance with tokens for what it saves, a tape with what it saves. Afterwards
