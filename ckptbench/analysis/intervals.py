@@ -68,6 +68,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ckptbench.analysis.interval_methods import (
+    rank_interval,
+    student_interval,
+    t_interval,
+    welch_half_width,
+)
+
 __all__ = [
     "CONFIDENCE",
     "INVOCATION_SD_OVERHEAD_BYTES",
@@ -162,94 +169,6 @@ def _mode(round_: Round, mode: str, r: int) -> Sequence[float]:
         raise IntervalError(f"round {r + 1} has no {mode!r} samples") from None
 
 
-def _u_null(m: int, n: int) -> np.ndarray:
-    """Exact null distribution of the Mann-Whitney U for sizes (m, n): P(U = 0..m*n).
-
-    Recurrence on the last observation of the pooled order: it belongs to the first sample
-    (probability m/(m+n)) and exceeds all n of the second, or to the second.
-    """
-    table = [[np.ones(1) for _ in range(n + 1)] for _ in range(m + 1)]
-    for a in range(1, m + 1):
-        for b in range(1, n + 1):
-            p = np.zeros(a * b + 1)
-            p[b:] += a / (a + b) * table[a - 1][b]
-            p[: a * (b - 1) + 1] += b / (a + b) * table[a][b - 1]
-            table[a][b] = p
-    return table[m][n]
-
-
-def _rank_interval(
-    values: np.ndarray, sizes: Sequence[tuple[int, int]], confidence: float
-) -> tuple[float, float] | None:
-    """Bauer's interval for a shift, stratified: order statistics k and N+1-k of the pooled
-    within-round differences (or of any monotone function of them, e.g. the ratios), with
-    k from the exact null of the summed U statistics. None when even the full range covers
-    less than ``confidence`` (too few iterations)."""
-    alpha = 1.0 - confidence
-    if sum(m * n for m, n in sizes) > 20000:  # normal approximation for large samples
-        mean = sum(m * n for m, n in sizes) / 2
-        var = sum(m * n * (m + n + 1) for m, n in sizes) / 12
-        from scipy.stats import norm
-
-        k = math.floor(mean - norm.ppf(1 - alpha / 2) * math.sqrt(var))
-    else:
-        dist = np.ones(1)
-        for m, n in sizes:
-            dist = np.convolve(dist, _u_null(m, n))
-        cdf = np.cumsum(dist)
-        # coverage of [D_(k), D_(N+1-k)] is 1 - 2 P(S <= k-1); the largest k that keeps it
-        k = int(np.searchsorted(cdf, alpha / 2 + 1e-12, side="right"))
-    if k < 1:
-        return None
-    d = np.sort(values)
-    return float(d[k - 1]), float(d[d.size - k])
-
-
-def _student_interval(
-    x: np.ndarray, y: np.ndarray, confidence: float
-) -> tuple[float, float] | None:
-    """Student's two-sample t interval of the ratio x / y on the log scale (pooled variance,
-    n + m - 2 degrees of freedom); None with fewer than three values in all, or no spread
-    among them (three equal times say nothing of the next)."""
-    lx, ly = np.log(x), np.log(y)
-    df = lx.size + ly.size - 2
-    if df < 1:
-        return None
-    from scipy.stats import t
-
-    centre = float(lx.mean() - ly.mean())
-    var = (float(((lx - lx.mean()) ** 2).sum()) + float(((ly - ly.mean()) ** 2).sum())) / df
-    if var == 0:
-        return None
-    half = float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(var * (1 / lx.size + 1 / ly.size))
-    return math.exp(centre - half), math.exp(centre + half)
-
-
-def t_interval(values: Sequence[float], confidence: float) -> tuple[float, float] | None:
-    n = len(values)
-    if n < 2 or statistics.stdev(values) == 0:
-        return None  # nothing to widen (and exp(log(x)) may round x by an ulp)
-    from scipy.stats import t
-
-    mean = statistics.fmean(values)
-    half = t.ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
-    return mean - half, mean + half
-
-
-def welch_half_width(parts: Sequence[tuple[float, float]], confidence: float) -> float:
-    """Half-width of a ``confidence`` t interval for a sum or difference of means: each part
-    ``(variance of its mean, degrees of freedom)``, Welch-Satterthwaite degrees of freedom
-    (Welch, "The generalization of 'Student's' problem ...", Biometrika 34, 1947); 0 when
-    the variances sum to 0."""
-    var = sum(v for v, _ in parts)
-    if var <= 0:
-        return 0.0
-    from scipy.stats import t
-
-    df = var**2 / sum(v**2 / d for v, d in parts)
-    return float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(var)
-
-
 def outlier_rounds(logs: Sequence[float]) -> tuple[int, ...]:
     """Indices of the rounds set aside as outliers, by the externally studentized residual
     with a Bonferroni bound (Cook & Weisberg, "Residuals and Influence in Regression", 1982,
@@ -329,8 +248,8 @@ def ratio_estimate(
     if len(rounds) == 1:
         pooled = ratios[0]
         value = float(np.median(pooled))
-        rank = _rank_interval(pooled, sizes, confidence)
-        student = None if rank is not None else _student_interval(x, y, confidence)
+        rank = rank_interval(pooled, sizes, confidence)
+        student = None if rank is not None else student_interval(x, y, confidence)
         if rank is not None:
             lo, hi = min(value, rank[0]), max(value, rank[1])
             how = "Bauer rank interval"
