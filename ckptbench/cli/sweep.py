@@ -60,13 +60,8 @@ def sweep(
         cfg = load_config(config)
     except ValueError as err:
         raise InputError(str(err)) from None
-    try:
-        for case in cfg.cases:
-            case.check_fits_memory()
-    except ValueError as err:
-        raise _in_config(config, err) from None
-    _check_plannable(config, cfg.cases)
-    cfg = _checked_plugins(cfg, config)
+    _check_cells(config, cfg.cases)
+    cfg, checked = _checked_plugins(cfg, config)
     if dry_run:
         _dry_run(cfg, out or Path("results") / cfg.name, resume, retry_failed)
         return
@@ -110,6 +105,7 @@ def sweep(
                 retry_failed=retry_failed,
                 progress=progress,
                 dask_address=dask_address,
+                checked_sources=checked,  # each cell's watch of its plug-in starts at the check
             )
     except ValueError as err:
         raise InputError(str(err)) from None
@@ -247,32 +243,41 @@ def _checked_plugins(cfg, config: Path):
     rules of the kind of model found (:func:`ckptbench.measure.tasks.check_plugins`), before
     anything is printed or measured: InputError with one line (where in ``config``) if one
     cannot be measured. Cells the check made one (an autograd plug-in's own dtype recorded
-    over a ``dtype`` axis) are measured once, with a note."""
-    from ckptbench.measure.tasks import check_plugins
+    over a ``dtype`` axis) are measured once, with a note. Beside it, the files each check
+    loaded with their digests, where the watch of every cell of that plug-in starts."""
+    from ckptbench.measure.tasks import checked_plugins
     from ckptbench.schedules.optimal import PlanError
     from ckptbench.sweep.grid import unique_cells
 
     with _checking("plug-ins"):
         try:
-            cases, merged = unique_cells(check_plugins(cfg.cases))
+            checked, sources = checked_plugins(cfg.cases)
+            cases, merged = unique_cells(checked)
         except PlanError as err:  # a plug-in's chain too long to plan: as a built-in's
             raise _in_config(config, err, "steps") from None
         except ValueError as err:
             raise _in_config(config, err, "model") from None
     said = (f"{merged} grid cell(s) the same as another once their plug-in was checked (an "
             "autograd plug-in computes in its own dtype) measured once",)  # fmt: skip
-    return dataclasses.replace(cfg, cases=cases, notes=cfg.notes + (said if merged else ()))
+    notes = cfg.notes + (said if merged else ())
+    return dataclasses.replace(cfg, cases=cases, notes=notes), sources
 
 
-def _check_plannable(config: Path, cases) -> None:
-    """A planned cell (``optimal``) whose plan would be too large to compute: refused as
-    ``run`` refuses it, before anything is measured (``planner.check_plannable``: from the
-    steps alone). A budget below the least is known only once step costs are measured: that
-    cell is the sweep's config error then (state ``invalid``)."""
+def _check_cells(config: Path, cases) -> None:
+    """Each cell within its memory limit (``Case.check_fits_memory``), and no planned cell
+    (``optimal``) whose plan would be too large to compute: refused as ``run`` refuses it,
+    before anything is measured (``planner.check_plannable``: from the steps alone). A
+    budget below the least is known only once step costs are measured: that cell is the
+    sweep's config error then (state ``invalid``)."""
     from ckptbench.schedules import get_strategy
     from ckptbench.schedules.optimal import PlanError, check_plannable
     from ckptbench.workloads import BUILTIN_CHAINS
 
+    try:
+        for case in cases:
+            case.check_fits_memory()
+    except ValueError as err:
+        raise _in_config(config, err) from None
     for case in cases:
         if get_strategy(case.strategy).planned:
             try:

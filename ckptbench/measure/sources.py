@@ -14,7 +14,10 @@ one mode only) is watched from that report on, hashed here. ``environment.plugin
 watched_since`` says where each file's watch started: ``check``, ``start`` (the run's
 start, for the plug-in's file where the check reported no digest of it) or ``round K
 MODE`` (the first report that listed it). A mode measured after a watched file changed is
-failed.
+failed. A sweep checks each plug-in once and gives every cell of it the check's files
+(:func:`plugin_key`); a Dask worker gets them relative to the submitting folder
+(:meth:`CheckedSources.for_workers`) and watches those it has (:meth:`CheckedSources.
+found_here`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ __all__ = [
     "CheckedSources",
     "file_digest",
     "plugin_changed",
+    "plugin_key",
     "record_worker",
     "start_watch",
 ]
@@ -76,6 +80,36 @@ class CheckedSources:
                              for p, d in digests.items()))  # fmt: skip
         total = report.get("user_files_total")
         return cls(files, total if isinstance(total, int) else len(files))
+
+    def for_workers(self) -> CheckedSources:
+        """These files as a Dask worker looks for them: a file under the current folder by
+        its path relative to it (resolved from each worker's own folder, as a relative
+        plug-in path is), any other by its absolute path."""
+        here = Path.cwd().resolve()
+        files = []
+        for path, digest in self.files:
+            resolved = Path(path).resolve()
+            inside = resolved.is_relative_to(here)
+            files.append((str(resolved.relative_to(here)) if inside else path, digest))
+        return CheckedSources(tuple(files), self.total)
+
+    def found_here(self) -> tuple[CheckedSources, tuple[str, ...]]:
+        """On a Dask worker: the files (of :meth:`for_workers`) this machine has, by their
+        absolute path here, watched from the check's digests (one that differs fails the
+        first mode, as in ``run``), and those it does not have (as sent): their watch can
+        start only at a report of this worker's, which the cell says."""
+        found, missing = [], []
+        for path, digest in self.files:
+            if os.path.isfile(path):
+                found.append((os.path.abspath(path), digest))
+            else:
+                missing.append(path)
+        return CheckedSources(tuple(found), self.total - len(missing)), tuple(missing)
+
+
+def plugin_key(model: str, backend: str) -> tuple[str, str]:
+    """Which plug-in check a sweep's cell shares (one per plug-in and backend)."""
+    return model.strip(), backend
 
 
 def start_watch(env: dict[str, Any], checked: CheckedSources | None) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ckptbench.measure.launch import raise_deferred, read_tail, start_worker, stop_worker
-from ckptbench.measure.sources import CheckedSources
+from ckptbench.measure.sources import CheckedSources, plugin_key
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, Mode
 from ckptbench.schedules import get_strategy
@@ -34,6 +34,7 @@ __all__ = [
     "check_plugin",
     "check_plugins",
     "checked_plugin",
+    "checked_plugins",
     "measure_costs",
     "probe_device",
     "profile_lines",
@@ -188,17 +189,27 @@ def check_plugins(
     of the kind of model the check found (a chain's executor, a peer for that kind, a plan
     it can compute), as a built-in's case does when its config is read.
     :class:`PluginError` (or ``PlanError``) with one line."""
+    return checked_plugins(cases, worker=worker)[0]
+
+
+def checked_plugins(
+    cases: Iterable[Case], *, worker: Sequence[str] | None = None
+) -> tuple[tuple[Case, ...], dict[tuple[str, str], CheckedSources]]:
+    """:func:`check_plugins`, with the user's files each check loaded and their digests
+    beside, by ``sources.plugin_key``: where the watch of every cell of that plug-in starts
+    (``run_case(checked_sources=...)``; a sweep checks each plug-in once)."""
     reports: dict[tuple[str, str], dict[str, Any]] = {}
     out = []
     for case in cases:
         if case.model.strip() in BUILTIN_WORKLOADS:
             out.append(case)
             continue
-        key = (case.model, case.backend)
+        key = plugin_key(case.model, case.backend)
         if key not in reports:
             reports[key] = _plugin_report(case, None, worker)
         out.append(_for_its_kind(_its_dtype(case, reports[key])[0], reports[key]))
-    return tuple(out)
+    checked = {k: CheckedSources.from_report(r) for k, r in reports.items()}
+    return tuple(out), {k: v for k, v in checked.items() if v is not None}
 
 
 def _its_dtype(case: Case, report: dict[str, Any]) -> tuple[Case, tuple[str, ...]]:

@@ -34,11 +34,12 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ckptbench.measure.launch import Interrupted, request_stop, stop_reason
+from ckptbench.measure.sources import CheckedSources
 from ckptbench.results.schema import Case, RunResult, result_from_dict, result_to_dict
 from ckptbench.sweep.cells import Attempt, cell_error
 from ckptbench.sweep.cluster import Cluster, SchedulerLost
@@ -81,12 +82,15 @@ _STOPPED: dict[str, int] = {}  # sweep token -> the signal its submitter got
 
 def _remote_cell(
     run_cell: RunCell | None, case_data: dict[str, Any], token: str = "",
-    plugin_sha256: str | None = None,
+    plugin_sha256: str | None = None, checked: CheckedSources | None = None,
 ) -> dict:  # fmt: skip
     """Runs on a Dask worker: measure one cell, return its JSON document (same schema) and
     the worker's address; a stop (:func:`_stop_cells`) returns the part measured so far.
     A plug-in cell first checks that the worker reads the plug-in the submitter checked
-    (``plugin_sha256``): a relative path resolves from each worker's own folder."""
+    (``plugin_sha256``): a relative path resolves from each worker's own folder. Its watch
+    of the plug-in's files starts at the check (``checked``, as ``for_workers`` sends them):
+    one that differs here fails the first mode, as in ``run``; those this worker does not
+    have are returned as ``not_found`` (the cell's note)."""
     try:
         from distributed import get_worker
 
@@ -96,6 +100,10 @@ def _remote_cell(
     case = Case.from_dict(case_data)
     if plugin_sha256 is not None:
         _same_plugin(case.model, plugin_sha256, address)
+    watch, missing = {}, ()
+    if checked is not None:
+        found, missing = checked.found_here()
+        watch = {"checked_sources": found}
     thread = threading.get_ident()
     _CELLS.setdefault(token, set()).add(thread)
     try:
@@ -103,17 +111,19 @@ def _remote_cell(
             raise Interrupted(_STOPPED[token])
         if run_cell is None:
             from ckptbench.measure.runner import run_case as run_cell
-        result = run_cell(case, out_path=None, progress=None)
+        result = run_cell(case, out_path=None, progress=None, **watch)
     except (Interrupted, KeyboardInterrupt) as err:
         partial = getattr(err, "result", None)
         doc = None
         if isinstance(partial, RunResult) and partial.modes:
             doc = result_to_dict(_with_host(partial))
-        return {"result": doc, "worker": address, "interrupted": stop_reason(err)}
+        return {"result": doc, "worker": address, "interrupted": stop_reason(err),
+                "not_found": list(missing)}  # fmt: skip
     finally:
         _CELLS.get(token, set()).discard(thread)
         request_stop(thread, None)
-    return {"result": result_to_dict(_with_host(result)), "worker": address}
+    return {"result": result_to_dict(_with_host(result)), "worker": address,
+            "not_found": list(missing)}  # fmt: skip
 
 
 def plugin_digest(case: Case) -> str | None:
@@ -191,6 +201,7 @@ def run_dask(
     done: Done,
     retrying: Callable[[int, str], None] = lambda index, why: None,
     poll_s: float = 0.2,
+    sources: Mapping[int, CheckedSources | None] | None = None,
 ) -> str | None:
     """Measure each (index, case) of ``jobs`` on ``cluster``, calling ``starting(index,
     attempt)`` when a cell is submitted, ``retrying(index, why)`` when its worker left and
@@ -199,8 +210,9 @@ def run_dask(
     Returns None when every cell ended, else why the sweep ended early (the scheduler went
     away, no workers left); cells in flight then were reported to ``done`` as lost and
     cells never started were not reported. A stop signal stops the cells in flight
-    (module docstring) and is re-raised with ``err.dask_stop``."""
-    d = _Dispatch(cluster, run_cell, jobs, starting, done, retrying)
+    (module docstring) and is re-raised with ``err.dask_stop``. ``sources``: by index, the
+    files its plug-in's check loaded, where each cell's watch starts on its worker."""
+    d = _Dispatch(cluster, run_cell, jobs, starting, done, retrying, sources or {})
     idle_since = None  # when cells last waited with no worker free or running
     try:
         while d.queue or d.running:
@@ -243,12 +255,14 @@ class _Dispatch:
     def __init__(
         self, cluster: Cluster, run_cell: RunCell | None, jobs: list[tuple[int, Case]],
         starting: Callable[[int, int], None], done: Done, retrying: Callable[[int, str], None],
+        sources: Mapping[int, CheckedSources | None],
     ) -> None:  # fmt: skip
         self.cluster, self.run_cell = cluster, run_cell
         self.starting, self.done, self.retrying = starting, done, retrying
         self.token = uuid.uuid4().hex[:12]
         self.cases = dict(jobs)
         self.digests = {i: plugin_digest(c) for i, c in jobs}  # read once, here
+        self.sources = {i: s.for_workers() for i, s in sources.items() if s is not None}
         self.free: deque[str] = deque(sorted(cluster.workers))
         self.queue: deque[int] = deque(i for i, _ in jobs)
         self.tries: dict[int, list[Attempt]] = {}
@@ -269,6 +283,7 @@ class _Dispatch:
                 case.to_dict(),
                 self.token,
                 self.digests.get(index),
+                self.sources.get(index),
                 key=f"ckptbench-{case.key}-{time.time_ns()}",
                 workers=[worker],
                 allow_other_workers=False,
@@ -371,11 +386,27 @@ def _collect(
     attempt = Attempt(worker, host, duration, error)
     tries.setdefault(index, []).append(attempt)
     attempts = tuple(tries[index])
+    notes = _not_found_notes(payload.get("not_found"), worker)
     if result is not None:  # the result records the worker that measured it and every attempt
         dask = {"worker": worker, "attempts": [a.to_dict() for a in attempts]}
+        dask.update({"notes": list(notes)} if notes else {})
         result = replace(result, environment={**result.environment, "dask": dask})
-    done(index, result, error if result is None else None, attempts, bool(interrupted))
+    done(index, result, error if result is None else None, attempts, bool(interrupted),
+         notes=tuple(f"{case.key}: {n}" for n in notes))  # fmt: skip
     return result
+
+
+def _not_found_notes(missing: Any, worker: str) -> tuple[str, ...]:
+    """What a cell says of the files its plug-in's check loaded that its worker does not
+    have (``not_found``, as sent: relative to the submitting folder where under it)."""
+    if not isinstance(missing, list) or not missing:
+        return ()
+    names = ", ".join(str(m) for m in missing)
+    return (
+        f"Dask worker {worker} has no {names}, which the plug-in check loaded here: the "
+        "watch of the files the plug-in imports started at the worker's first report, not "
+        "at the check (an edit between the two goes unseen)",
+    )
 
 
 def _stop(

@@ -41,11 +41,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ckptbench
 from ckptbench.results.folderlocks import locked_folder
@@ -75,6 +75,9 @@ from ckptbench.sweep.preflight import (
 )
 from ckptbench.sweep.progress import Progress, ProgressTracker, SweepProgress, cell_cost
 from ckptbench.sweep.saving import keep_unreadable, saved_outcome, set_aside, stopped_outcome
+
+if TYPE_CHECKING:
+    from ckptbench.measure.sources import CheckedSources
 
 __all__ = [
     "MANIFEST_KIND",
@@ -150,6 +153,7 @@ def run_sweep(
     dask_address: str | None = None,
     retry_failed: bool = False,
     dask_timeout_s: float | None = None,
+    checked_sources: Mapping[tuple[str, str], CheckedSources] | None = None,
 ) -> SweepOutcome:
     """Measure every cell of ``config`` into ``out_dir`` (see the module docstring).
 
@@ -159,11 +163,16 @@ def run_sweep(
     holds another sweep, or the Dask cluster cannot run the cells; with Dask, nothing is
     written before the scheduler and its workers were checked (within ``dask_timeout_s``,
     default ``sweep.cluster.CONNECT_TIMEOUT_S``).
+
+    ``checked_sources``: the files each plug-in check loaded, with their digests
+    (``tasks.check_plugins``, by ``sources.plugin_key``), given to every cell of that
+    plug-in, here or on a Dask worker, so that its watch starts at the check.
     """
     if dask_address is None:
         out = open_folder(out_dir)
         with locked_folder(out):
-            return _run_locked(config, out, resume, run_cell, progress, None, retry_failed)
+            return _run_locked(config, out, resume, run_cell, progress, None, retry_failed,
+                               checked_sources or {})  # fmt: skip
     from ckptbench.sweep.cluster import CONNECT_TIMEOUT_S, DaskError, connect
 
     try:
@@ -173,17 +182,19 @@ def run_sweep(
     with cluster:
         out = open_folder(out_dir)
         with locked_folder(out):
-            return _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed)
+            return _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed,
+                               checked_sources or {})  # fmt: skip
 
 
-def _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed):
+def _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed, checked):
     """:func:`run_sweep` once the folder's lock is held (and the cluster, if any, checked)."""
     check_manifest(out, config.name)
     remove_stale_temp_files(out, [MANIFEST_NAME, *(f"{c.key}.json" for c in config.cases)])
     previous = previous_manifest(out) if resume else {}
     cells, to_run = plan_cells(config, out, resume, retry_failed)
     remeasure = {i for i in to_run if cells[i].path.exists()}  # files this sweep replaces
-    book = _SweepBook(config, out, cells, _start_times(previous), progress, to_run, cluster)
+    book = _SweepBook(config, out, cells, _start_times(previous), progress, to_run, cluster,
+                      checked)  # fmt: skip
     ended_early = None
     if cluster is None:
         _run_here(book, run_cell or default_run_cell(), to_run, remeasure)
@@ -191,7 +202,10 @@ def _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed):
         from ckptbench.sweep.dask import run_dask
 
         jobs = [(i, cells[i].case) for i in to_run]
-        ended_early = run_dask(cluster, run_cell, jobs, book.starting, book.done, book.retrying)
+        sources = {i: s for i, case in jobs if (s := book.checked_of(case)) is not None}
+        watch = {"sources": sources} if sources else {}  # built-ins only: nothing to watch
+        ended_early = run_dask(cluster, run_cell, jobs, book.starting, book.done, book.retrying,
+                               **watch)  # fmt: skip
     return SweepOutcome(
         name=config.name,
         out_dir=out,
@@ -219,9 +233,10 @@ class _SweepBook:
     state is written to the manifest at once and reported to the progress tracker; the
     notes for the sweep's summary (results moved aside) are collected here."""
 
-    def __init__(self, config, out, cells, started, progress, to_run, cluster) -> None:
+    def __init__(self, config, out, cells, started, progress, to_run, cluster, checked) -> None:
         self.config, self.out, self.cells, self.started = config, out, cells, started
         self.cluster = cluster
+        self.checked: Mapping[tuple[str, str], CheckedSources] = checked  # by plug-in, backend
         self.notes: list[str] = []
         self.manifest_error: str | None = None
         self.manifest = _write_manifest(config, out, cells, started)  # at start: it must work
@@ -230,6 +245,12 @@ class _SweepBook:
         self.state = ProgressTracker(
             progress, [cells[i].case for i in to_run], self.clock0, workers
         )
+
+    def checked_of(self, case) -> CheckedSources | None:
+        """The files the check of this cell's plug-in loaded (None: a built-in)."""
+        from ckptbench.measure.sources import plugin_key
+
+        return self.checked.get(plugin_key(case.model, case.backend))
 
     def write(self) -> None:
         """The manifest, rewritten; where the folder stops taking it (read-only, full) the
@@ -273,10 +294,14 @@ class _SweepBook:
 
     def done(self, index: int, result: RunResult | None, error: str | None,
              attempts: tuple[Attempt, ...], interrupted: bool,
-             raw: Any = None, state: CellState | None = None) -> None:  # fmt: skip
+             raw: Any = None, state: CellState | None = None,
+             notes: tuple[str, ...] = ()) -> None:  # fmt: skip
         """A Dask cell ended: saved (its partial or earlier file set aside), or not (an
-        error unless ``state`` says); ``raw``, a foreign document its worker returned, kept.
-        The tries an earlier sweep of this folder recorded come first (``--resume``)."""
+        error unless ``state`` says); ``raw``, a foreign document its worker returned, kept;
+        ``notes``, what its worker said of it (files of the check it does not have), for
+        the sweep's summary. The tries an earlier sweep of this folder recorded come first
+        (``--resume``)."""
+        self.notes.extend(notes)
         last = attempts[-1] if attempts else Attempt("")
         attempts = (*self.cells[index].attempts, *attempts)
         if raw is not None:
@@ -312,9 +337,8 @@ def _run_here(book: _SweepBook, runner: RunCell, to_run: list[int], remeasure: s
         book.starting(index)
         t0 = time.monotonic()
         try:
-            outcome = _run_local(
-                runner, book.cells[index], book.state, index in remeasure, book.notes
-            )
+            outcome = _run_local(runner, book.cells[index], book.state, index in remeasure,
+                                 book.notes, book.checked_of(book.cells[index].case))  # fmt: skip
         except BaseException as err:  # a stop signal: record the saved part, then stop
             book.stopped(index, err, time.monotonic() - t0)
             raise
@@ -333,10 +357,12 @@ def _run_local(
     state: ProgressTracker,
     remeasure: bool = False,
     notes: list[str] | None = None,
+    checked: CheckedSources | None = None,
 ) -> CellOutcome:
     """Measure one cell. Its file is moved aside only when the plan re-measures it (a
     failed or partial result, ``remeasure``), and said; a file that appeared there while
-    the sweep ran was not written by it: it is kept and the cell is an error."""
+    the sweep ran was not written by it: it is kept and the cell is an error. ``checked``:
+    the files its plug-in's check loaded, where the cell's watch of them starts."""
     case = pending.case
 
     def on_mode(event: Any) -> None:
@@ -356,7 +382,8 @@ def _run_local(
     if (stuck := set_aside(pending, notes)) is not None:  # nothing measured, nothing lost
         return replace(pending, state=CellState.ERROR, error=f"{stuck}; not measured")
     try:
-        result = run_cell(case, out_path=pending.path, progress=on_mode)
+        watch = {} if checked is None else {"checked_sources": checked}
+        result = run_cell(case, out_path=pending.path, progress=on_mode, **watch)
     except Exception as err:  # a harness bug in one cell must not lose the sweep
         state, why = cell_error(err)  # or a plan the config makes impossible
         return replace(pending, state=state, error=why, duration_s=time.monotonic() - t0)
