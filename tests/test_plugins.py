@@ -191,7 +191,8 @@ def test_a_good_plugin_passes_and_keeps_the_given_sizes(tmp_path, monkeypatch):
     report = _check(_write(tmp_path, "good.py", AUTOGRAD))
     # the state each of the 5 steps starts from: batch 2 x hidden 8 float64
     assert report == {"sizes": SIZES, "notes": [], "problem": None, "chain": False,
-                      "state_bytes": [128] * 5, "dtypes": {"float64": "init's params"}}  # fmt: skip
+                      "state_bytes": [128] * 5, "dtypes": {"float64": "init's params"},
+                      "output_dtype": "float64", "loss_dtype": "float64"}  # fmt: skip
 
 
 def test_the_factorys_own_sizes_apply_where_no_option_was_given(tmp_path, monkeypatch):
@@ -447,7 +448,8 @@ def test_an_equinox_module_as_params_is_differentiated_by_every_strategy(tmp_pat
     spec = _write(tmp_path, "eqx_gru.py", JAX_EQX)
     assert _check(spec, "jax") == {"sizes": SIZES, "notes": [], "problem": None, "chain": False,
                                    "state_bytes": [128] * 5,
-                                   "dtypes": {"float64": "init's params"}}  # fmt: skip
+                                   "dtypes": {"float64": "init's params"},
+                                   "output_dtype": "float64", "loss_dtype": "float64"}  # fmt: skip
     assert _check(spec)["problem"] == "this plug-in returns JAX arrays: use --backend jax"
     case = Case(model=spec, steps=8, snaps=3, backend="jax", **SIZES)
     normal = make_built(case, "normal")

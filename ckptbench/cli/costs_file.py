@@ -23,8 +23,12 @@ class CostsWarning(str):
 
 def shown_notes(notes: Sequence[str], quiet: bool) -> list[tuple[str, str]]:
     """(kind, text) of each of a command's notes to print: "note", or "warning" for a
-    :class:`CostsWarning`, the only ones ``quiet`` keeps."""
-    warned = [("warning" if isinstance(n, CostsWarning) else "note", n) for n in notes]
+    :class:`CostsWarning` or a ``measure.tasks.PluginWarning`` (a plug-in recorded in
+    another dtype than asked), the only ones ``quiet`` keeps."""
+    from ckptbench.measure.tasks import PluginWarning
+
+    warns = (CostsWarning, PluginWarning)
+    warned = [("warning" if isinstance(n, warns) else "note", n) for n in notes]
     return [(kind, n) for kind, n in warned if kind == "warning" or not quiet]
 
 

@@ -120,7 +120,7 @@ def plan(
         notes = size_notes(click.get_current_context())
         if doc is not None and (note := costs_note(costs_file, doc, case)):
             notes += (note,)
-        for kind, note in shown_notes(notes, quiet):  # -q: a costs file's warning only
+        for kind, note in shown_notes(notes, quiet):  # -q: the warnings only (costs file, dtype)
             click.echo(f"{kind}: {note}", err=True)
         stack = case.model in BUILTIN_CHAINS
         check_plannable(steps, Costs.from_dict(doc) if doc is not None else None, per_step=stack)
@@ -156,7 +156,7 @@ def _checked(case: Case, quiet: bool, costs: dict | None = None, costs_file=None
     ctx = click.get_current_context()
     case, notes, _ = checked_in_worker(ctx, case, case.device, costs, costs_file,
                                        stopped="nothing planned")  # fmt: skip
-    for kind, note in shown_notes(notes, quiet):  # -q: a costs file's warning only
+    for kind, note in shown_notes(notes, quiet):  # -q: the warnings only (costs file, dtype)
         click.echo(f"{kind}: {note}", err=True)
     return case
 

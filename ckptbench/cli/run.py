@@ -329,11 +329,11 @@ def run(
     if mprof_dir is not None:
         rounds_up_to = target.max_rounds if target is not None else 0  # --precision adds rounds
         check_mprof_dir(mprof_dir, case, mode_list, out, max_rounds=rounds_up_to, force=force)
-    case, plugin_notes, sources = checked_in_worker(ctx, case, device, costs, costs_file)
+    case, plugin_notes, checked = checked_in_worker(ctx, case, device, costs, costs_file)
     notes += plugin_notes
 
     err_console = stderr_console()
-    for kind, note in shown_notes(notes, quiet):  # -q: a costs file's warning only
+    for kind, note in shown_notes(notes, quiet):  # -q: the warnings only (costs file, dtype)
         err_console.print(f"[yellow]{kind}[/yellow] {note}", highlight=False)
     guess = _round_seconds(case, mode_list)
     progress_cb, stop = mode_progress(
@@ -359,7 +359,8 @@ def run(
         retry_oom=retry_oom,
         precision=target,
         expect_oom=expect_oom,
-        checked_sources=sources,  # the watch of the plug-in's files starts at the check
+        checked_sources=checked.sources,  # the watch of the plug-in's files starts at the check
+        plugin_dtypes=checked.dtypes,  # the dtypes of what loss gets and of the loss
     )
     result, out = measured.result, measured.out
     show_result(result, fmt, quiet=quiet, out=out)

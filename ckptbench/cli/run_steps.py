@@ -30,7 +30,7 @@ from ckptbench.results.schema import Case, RunResult
 from ckptbench.schedules import get_strategy
 
 if TYPE_CHECKING:
-    from ckptbench.measure.sources import CheckedSources
+    from ckptbench.measure.tasks import PluginChecked
 
 __all__ = [
     "Measured",
@@ -93,14 +93,16 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
 def checked_in_worker(
     ctx, case: Case, device: str, costs: dict | None = None, costs_file=None, *,
     stopped: str = "nothing measured",
-) -> tuple[Case, tuple[str, ...], CheckedSources | None]:  # fmt: skip
+) -> tuple[Case, tuple[str, ...], PluginChecked]:  # fmt: skip
     """The device probe and the plug-in check, in a disposable worker, never in this
     process, on every backend: the plug-in's protocol once (and its factory's own sizes
     where no size option was given; a chain too long to plan from per-layer costs refused,
     unless ``costs`` were given). Returns the case with those sizes, the notes (with
     ``costs`` read from ``costs_file``: whether its states are the plug-in's, by the bytes
-    the check measured) and the user's files the check loaded, with their digests, where
-    the run's watch of them starts (``run_case(checked_sources=...)``); InputError on a
+    the check measured) and what the check found (``tasks.PluginChecked``: the user's files
+    it loaded, with their digests, where the run's watch of them starts,
+    ``run_case(checked_sources=...)``, and the dtypes of the loss and what it gets,
+    ``run_case(plugin_dtypes=...)``); InputError on a
     problem (naming ``device`` as typed), exit 128 + N when stopped by signal N, saying
     ``stopped`` (what the command then did not do). ``run`` and ``plan`` both check here."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
@@ -121,7 +123,7 @@ def checked_in_worker(
     except (Interrupted, KeyboardInterrupt) as err:
         click.echo(f"ckptbench: interrupted by {stop_reason(err)}; {stopped}", err=True)
         sys.exit(128 + getattr(err, "signum", 2))
-    return case, notes, checked.sources
+    return case, notes, checked
 
 
 @dataclass(frozen=True)

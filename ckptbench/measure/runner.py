@@ -17,7 +17,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from ckptbench.measure.rounds import Precision, next_round
 from ckptbench.measure.sources import CheckedSources, plugin_changed, record_worker, start_watch
 from ckptbench.measure.tasks import measure_costs
 from ckptbench.results.schema import (
+    DTYPE_EPSILON,
     MODES,
     Case,
     Mode,
@@ -52,8 +53,8 @@ __all__ = [
     "run_case",
 ]
 
-#: Machine epsilon of each ``--dtype`` (the spacing of floats just above 1).
-EPSILON: dict[str, float] = {"float64": 2.0**-52, "float32": 2.0**-23, "bfloat16": 2.0**-7}
+#: Machine epsilon of each dtype a case records (``results.schema.DTYPE_EPSILON``).
+EPSILON: dict[str, float] = DTYPE_EPSILON
 #: A checkpointed gradient may differ from the plain one by this many epsilons per step of
 #: the chain (max |difference| / max |plain gradient|): recomputation runs the same
 #: operations, but a compiler may fuse, and so round, them differently in a loop and in
@@ -209,6 +210,7 @@ def run_case(
     saved_elsewhere: Callable[[str, str], None] | None = None,
     expect_oom: Sequence[str] = (),
     checked_sources: CheckedSources | None = None,
+    plugin_dtypes: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Measure ``case`` in ``case.rounds`` rounds of each mode (a fresh process each),
     saving after every mode.
@@ -240,7 +242,9 @@ def run_case(
     ``checked_sources``: the plug-in check's files and digests
     (``tasks.checked_plugin(...).sources``), where the watch of the plug-in's source files
     starts (:func:`ckptbench.measure.sources.start_watch`); without them the watch of the
-    files it imports starts at the first worker's report.
+    files it imports starts at the first worker's report. ``plugin_dtypes``: the check's
+    ``output_dtype`` and ``loss_dtype`` (``tasks.checked_plugin(...).dtypes``), recorded
+    in ``environment.plugin``.
     """
     if len(set(modes)) != len(modes):
         raise ValueError("modes must not repeat")
@@ -248,6 +252,8 @@ def run_case(
         costs = _checked_plan(case, costs, worker)
     env = _environment(case)
     start_watch(env, checked_sources)
+    if isinstance(env.get("plugin"), dict) and plugin_dtypes:  # what loss gets, the loss's
+        env["plugin"].update({str(k): str(v) for k, v in plugin_dtypes.items()})
     if expect_oom:  # run --expect-oom: the gate reads it (a mode meant to exceed the limit)
         env["expect_oom"] = sorted(expect_oom)
     rec = Recording(case, env, out_path, replace_out, saved_elsewhere)

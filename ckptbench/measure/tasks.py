@@ -30,6 +30,7 @@ __all__ = [
     "CostsError",
     "PluginChecked",
     "PluginError",
+    "PluginWarning",
     "TaskError",
     "check_plugin",
     "check_plugins",
@@ -55,6 +56,12 @@ class CostsError(TaskError):
 
 class PluginError(ValueError):
     """The plug-in cannot be loaded (bad input: the CLI exits 2)."""
+
+
+class PluginWarning(str):
+    """A note of the plug-in check saying the run is recorded in another dtype than the
+    one asked (:func:`_its_dtype`): printed as a warning, and under ``-q`` too, as a costs
+    file's (``cli.costs_file.shown_notes``)."""
 
 
 def _last_line(text: str) -> str:
@@ -122,12 +129,16 @@ class PluginChecked:
     notes, and the bytes of the state each step starts from as the plug-in makes them
     (None: a built-in, whose sizes ckptbench knows, or a state whose leaves do not say);
     ``sources``: the user's files the check loaded, with their SHA-256, where ``run_case``
-    starts its watch (None: a built-in)."""
+    starts its watch (None: a built-in); ``dtypes``: the floating dtypes of what ``loss``
+    gets (``output_dtype``: post's outputs, a chain's last layer's) and of the loss itself
+    (``loss_dtype``), which may differ from the steps' (``case.dtype``; a loss in float32
+    under bfloat16 is common practice), recorded in ``environment.plugin``."""
 
     case: Case
     notes: tuple[str, ...] = ()
     state_bytes: tuple[int, ...] | None = None
     sources: CheckedSources | None = None
+    dtypes: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def check_plugin(
@@ -173,12 +184,32 @@ def checked_plugin(
         except (TypeError, ValueError) as err:
             raise PluginError(f"--model {case.model}: {err}") from None
     case, said = _its_dtype(case, report)
-    notes = tuple(str(n) for n in report.get("notes") or ()) + said
+    dtypes, loss_said = _loss_dtypes(case, report)
+    notes = tuple(str(n) for n in report.get("notes") or ()) + said + loss_said
     states = report.get("state_bytes")
     known = isinstance(states, list) and all(type(n) is int and n >= 0 for n in states)
     states = tuple(states) if known and len(states) == case.steps else None
     sources = CheckedSources.from_report(report)
-    return PluginChecked(_for_its_kind(case, report, costs), notes, states, sources)
+    return PluginChecked(_for_its_kind(case, report, costs), notes, states, sources, dtypes)
+
+
+def _loss_dtypes(case: Case, report: dict[str, Any]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The check's ``output_dtype`` and ``loss_dtype`` (each a floating dtype's name, where
+    it found one), and a note where they are not the steps' dtype: recorded, never refused
+    (a loss in float32 under bfloat16 steps is common practice)."""
+    dtypes = {k: report[k] for k in ("output_dtype", "loss_dtype")
+              if isinstance(report.get(k), str) and report[k].isprintable()}  # fmt: skip
+    other = {k: v for k, v in dtypes.items() if v != case.dtype}
+    if not other:
+        return dtypes, ()
+    what = {"output_dtype": "the outputs loss gets", "loss_dtype": "the loss"}
+    if len(set(other.values())) == 1:  # both, in one dtype
+        said = f"{' and '.join(what[k] for k in other)} in {next(iter(other.values()))}"
+    else:
+        said = " and ".join(f"{what[k]} in {v}" for k, v in other.items())
+    keys = ", ".join(f"environment.plugin.{k}" for k in other)
+    return dtypes, (f"--model {case.model} computes {said}, its steps in {case.dtype}: "
+                    f"recorded as {keys}; the case's dtype is the steps'",)  # fmt: skip
 
 
 def check_plugins(
@@ -217,13 +248,14 @@ def _its_dtype(case: Case, report: dict[str, Any]) -> tuple[Case, tuple[str, ...
     (each dtype with where it was first seen), and what to say of it.
 
     On a backend whose plug-ins keep their own dtype (autograd) the case records it, and
-    so its gradient tolerance: the least precise of those ckptbench knows where they mix
-    (said in a note), a note where it is not the dtype the case had, PluginError where
+    so its gradient tolerance (float16's too: ``results.schema.DTYPE_EPSILON``): the least
+    precise of those ckptbench knows where they mix (said in a note), a note where it is not
+    the dtype the case had (a :class:`PluginWarning`, shown under ``-q``), PluginError where
     another one than float64 (the default) was asked. Elsewhere ``--dtype`` cast ``init``'s
     arrays: a parameter or state in another dtype is PluginError (its results would be
     labelled with a dtype they were not measured in)."""
     from ckptbench.backends.registry import spec
-    from ckptbench.results.schema import DTYPE_BYTES, DTYPES
+    from ckptbench.results.schema import DTYPE_EPSILON
 
     found = report.get("dtypes")
     found = {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
@@ -240,16 +272,18 @@ def _its_dtype(case: Case, report: dict[str, Any]) -> tuple[Case, tuple[str, ...
         raise PluginError(f"--model {m}: {said(other)}, not the --dtype {asked} asked: "
                           f"ckptbench casts init's arrays to --dtype, and the plug-in's own "
                           f"arrays must keep to it (make them in x.dtype)")  # fmt: skip
-    known = sorted((d for d in found if d in DTYPES and d in DTYPE_BYTES),
-                   key=DTYPE_BYTES.__getitem__)  # fmt: skip
+    known = sorted(
+        (d for d in found if d in DTYPE_EPSILON), key=DTYPE_EPSILON.__getitem__, reverse=True
+    )  # least precise first
     dtype = known[0] if known else next(iter(found))
     if asked not in ("float64", dtype):
         raise PluginError(f"--model {m}: {said(dtype)}, not the --dtype {asked} asked: on "
                           f"--backend {case.backend} a plug-in's arrays keep their own dtype "
                           "(--dtype casts on torch and jax)")  # fmt: skip
-    if not known:  # float16, say: no gradient tolerance is known for it
-        return case, (f"--model {m} computes in {', '.join(found)}, which ckptbench has no "
-                      f"gradient tolerance for: recorded as {asked}",)  # fmt: skip
+    if not known:  # float8, say: no gradient tolerance is known for it
+        return case, (PluginWarning(f"--model {m} computes in {', '.join(found)}, which "
+                                    "ckptbench has no gradient tolerance for: recorded as "
+                                    f"{asked}"),)  # fmt: skip
     if len(found) > 1:
         mix = " and ".join(f"{d} ({w})" for d, w in found.items())
         note = f"--model {m} mixes {mix}: recorded as {dtype}, the least precise ckptbench knows"
@@ -258,7 +292,8 @@ def _its_dtype(case: Case, report: dict[str, Any]) -> tuple[Case, tuple[str, ...
                 f"{case.backend} nothing casts a plug-in's arrays)")  # fmt: skip
     else:
         return case, ()
-    return dataclasses.replace(case, dtype=dtype), (note,)
+    said_as = PluginWarning if dtype != asked else str  # -q shows another dtype than asked
+    return dataclasses.replace(case, dtype=dtype), (said_as(note),)
 
 
 def _plugin_report(

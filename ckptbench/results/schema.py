@@ -99,8 +99,15 @@ MAX_THREADS = 1024
 #: ``--dtype``: the floating-point types some registered backend computes in (float64:
 #: the default, and what a result without the field was measured in), from the registry.
 DTYPES: tuple[str, ...] = tuple(dict.fromkeys(d for b in BACKENDS.values() for d in b.dtypes))
-#: Bytes of one element of each dtype.
-DTYPE_BYTES: dict[str, int] = {"float64": 8, "float32": 4, "bfloat16": 2}
+#: Bytes of one element of each dtype ckptbench records (float16: an autograd plug-in's own).
+DTYPE_BYTES: dict[str, int] = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
+#: Machine epsilon of each of them (the spacing of floats just above 1: 2**-fraction bits),
+#: what the gradient check's tolerance is derived from (``measure.runner.grad_tolerance``).
+DTYPE_EPSILON: dict[str, float] = {
+    "float64": 2.0**-52, "float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10,
+}  # fmt: skip
+#: How a case's key names each dtype but the default float64.
+_DTYPE_TAGS = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 #: ``--executor``: how our schedules run (JAX's compiled: one XLA program running the action
 #: table; engine: the shared interpreter, on JAX dispatching compiled step pieces, on torch
 #: a backward call per taped step; torch's one-call: the interpreter inside one backward
@@ -242,11 +249,13 @@ class Case:
             _bytes_int("memory_limit_bytes", self.memory_limit_bytes)
 
     def _check_numerics(self) -> None:
-        if self.dtype not in DTYPES:
+        backend = backend_spec(self.backend)
+        own = isinstance(self.dtype, str) and self.dtype in DTYPE_EPSILON  # float16 too,
+        own = own and self._own_dtype(backend)  # where an autograd plug-in computes in it
+        if self.dtype not in DTYPES and not own:
             raise CaseError(
                 f"unknown dtype {str(self.dtype)[:40]!r} (choose from {', '.join(DTYPES)})"
             )
-        backend = backend_spec(self.backend)
         if self.dtype not in backend.dtypes and not self._own_dtype(backend):
             runs = " or ".join(b.name for b in BACKENDS.values() if self.dtype in b.dtypes)
             which = "'s built-in models compute" if backend.plugins_own_dtype else " computes"
@@ -308,7 +317,7 @@ class Case:
         backend = "" if self.backend == DEFAULT_BACKEND else f"-{self.backend}-{self.device}"
         budget = "" if self.budget_bytes is None else f"-m{self.budget_bytes}"
         if self.dtype != "float64":
-            budget += "-" + {"float32": "f32", "bfloat16": "bf16"}.get(self.dtype, self.dtype)
+            budget += "-" + _DTYPE_TAGS.get(self.dtype, self.dtype)
         if "executor" in ident:
             budget += f"-{self.executor}"
         return (

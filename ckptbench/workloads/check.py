@@ -68,7 +68,9 @@ def check_workload(case: Case, given_sizes: Iterable[str] | None = None) -> dict
     sizes (what a ``--costs`` file's ``state_bytes`` is checked against; None where a leaf
     has no ``nbytes``), ``dtypes`` each floating dtype of its parameters and states (every
     layer's output on a chain) with where it was first seen (``{"float32": "init's
-    params"}``: what ``measure.tasks`` records or refuses).
+    params"}``: what ``measure.tasks`` records or refuses), ``output_dtype`` and
+    ``loss_dtype`` the floating dtype of what ``loss`` gets (post's output, a chain's last
+    layer's) and of the loss (None where it has none): recorded, never refused.
     """
     sizes = case.sizes()
     notes: list[str] = []
@@ -91,7 +93,8 @@ def check_workload(case: Case, given_sizes: Iterable[str] | None = None) -> dict
         except WorkloadError as err:
             return {"sizes": sizes, "notes": notes, "problem": str(err)}
     return {"sizes": sizes, "notes": notes, "problem": None, "chain": ops.chain,
-            "state_bytes": ops.state_bytes, "dtypes": ops.dtypes}  # fmt: skip
+            "state_bytes": ops.state_bytes, "dtypes": ops.dtypes,
+            "output_dtype": ops.output_dtype, "loss_dtype": ops.loss_dtype}  # fmt: skip
 
 
 def _plugin_check(backend: str) -> PluginCheck:
@@ -135,6 +138,8 @@ class PluginCheck:
 
     chain = False  # whether the plug-in is a layer chain (known once it is loaded)
     state_bytes: list[int] | None = None  # the state each step starts from, in bytes
+    output_dtype: str | None = None  # what loss gets: post's output, a chain's last layer's
+    loss_dtype: str | None = None  # the loss's (float32 under bfloat16 steps, say)
 
     def nbytes(self, tree: Any) -> int | None:
         """The bytes of a state's arrays (None when a leaf does not say)."""
@@ -198,6 +203,7 @@ class PluginCheck:
             got = self.describe(loss) if hasattr(loss, "shape") else type(loss).__name__
             raise PluginProblem(f"loss must return a scalar, got {got}{self.at(self.user.loss)}")
         self._finite("the loss of one step", loss, self.user.loss)
+        self.output_dtype, self.loss_dtype = float_dtype(y), float_dtype(loss)
 
         def one_step(p: Any) -> Any:
             return wl.loss(self.stack([wl.post(p, wl.step(p, state0, x0))]))
@@ -232,6 +238,7 @@ class PluginCheck:
         if int(np.prod(getattr(loss, "shape", ()) or ())) != 1:
             raise PluginProblem(f"loss must return a scalar{self.at(self.user.loss)}")
         self._finite("the loss of the chain", loss, self.user.loss)
+        self.output_dtype, self.loss_dtype = float_dtype(x), float_dtype(loss)
         if not self.param_leaves(params):
             notes.append("no layer has parameters: the gradient measured is that of x_0 only")
         self._gradient(
@@ -352,9 +359,35 @@ class PluginCheck:
                     for x in leaves]  # fmt: skip
 
         if len(a) != len(b) or sig(a) != sig(b):
+            self._same_dtype(a, b)
             want = ", ".join(self.describe(x) for x in a)
             got = ", ".join(self.describe(x) for x in b)
             raise PluginProblem(
                 f"step must return a state like the one it got: expected ({want}), got "
                 f"({got}){self.at(self.user.step)}"
             )
+
+    def _same_dtype(self, before: list[Any], after: list[Any]) -> None:
+        """A step that keeps its state's shapes but not its dtype, said as the refusals of
+        ``measure.tasks`` say a dtype (in and out): on torch and JAX ``--dtype`` cast
+        ``init``'s arrays; on autograd a state's dtype is the plug-in's own."""
+        shapes = [tuple(getattr(x, "shape", ())) for x in before]
+        if len(before) != len(after) or shapes != [tuple(getattr(x, "shape", ())) for x in after]:
+            return
+        pairs = [(float_dtype(x), float_dtype(y)) for x, y in zip(before, after, strict=True)]
+        moved = {(a, b) for a, b in pairs if a != b}
+        if not moved or any(a is None or b is None for a, b in moved):
+            return  # not only floating dtypes: said with the shapes
+        ins, outs = (", ".join(sorted({str(pair[k]) for pair in moved})) for k in (0, 1))
+        from ckptbench.backends.registry import spec
+
+        said = f"step returned its state in {outs} from one in {ins}"
+        if spec(self.name).plugins_own_dtype:
+            why = (f"{said}: a step keeps its state's dtype (on --backend {self.name} nothing "
+                   "casts a plug-in's arrays: make the new state in the dtype of the one it "
+                   "got)")  # fmt: skip
+        else:
+            why = (f"{said}, not the --dtype {self.case.dtype} asked: ckptbench casts init's "
+                   "arrays to --dtype, and the plug-in's own arrays must keep to it (make "
+                   "them in x.dtype)")  # fmt: skip
+        raise PluginProblem(f"{why}{self.at(self.user.step)}")
