@@ -115,3 +115,14 @@ def test_the_announced_time_and_the_eta_count_the_two_rounds_the_time_cap_never_
     for mode in modes:
         clock.mode_done(1, mode)
     assert clock.eta_s() == 0.0  # the cap stops it now
+
+
+def test_a_result_or_manifest_given_as_costs_says_what_it_is(tmp_path: Path, capsys):
+    # `plan --costs results/run.json` said "unknown cost field 'case' (known: ...)"
+    save_result(make_result(CI_CASE, seed=2), tmp_path / "r.json")
+    manifest = {"kind": "ckptbench-sweep", "manifest_version": 1, "cells": []}
+    (tmp_path / "sweep.json").write_text(json.dumps(manifest))
+    for name, what in (("r.json", "result"), ("sweep.json", "sweep manifest")):
+        argv = ["plan", "--steps", "20", "--budget", "1MiB", "--costs", str(tmp_path / name)]
+        err = one_line_error(capsys, argv)
+        assert f"is a ckptbench {what}, not a costs file (plan --save-costs FILE" in err, err
