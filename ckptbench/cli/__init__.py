@@ -17,6 +17,7 @@ import click
 from ckptbench import __version__
 from ckptbench.cli import check, compare, plan, profile, run, schedule, sweep
 from ckptbench.cli.options import EXIT_OK, EXIT_USAGE, one_line
+from ckptbench.cli.readout import misread_output_option
 
 #: stdout's reader went away (`ckptbench schedule --actions | head -1`): 128 + SIGPIPE, as a
 #: process that SIGPIPE ends reports it; click says nothing and exited 1, a failure's status.
@@ -92,6 +93,9 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("ckptbench: aborted", err=True)
         sys.exit(130)
     except click.UsageError as e:
+        if isinstance(e, click.NoSuchOption) and (said := misread_output_option(e)):
+            click.echo(f"ckptbench: error: {said}", err=True)
+            sys.exit(EXIT_USAGE)
         if isinstance(e, _NO_ARGS_IS_HELP):  # bare `ckptbench`: the help, as click 8.1 gave
             click.echo(e.format_message())
             sys.exit(EXIT_OK)

@@ -17,6 +17,7 @@ from ckptbench.cli.options import (
     InputError,
     against_option,
     any_host_option,
+    file_arg,
     path_arg,
     quiet_option,
 )
@@ -67,7 +68,7 @@ def _sections():
 @any_host_option
 @click.option(
     "--summary",
-    type=path_arg(),
+    type=file_arg("summary.md"),
     default=None,
     help="Append the markdown summary here (done by itself when $GITHUB_STEP_SUMMARY is set).",
 )
@@ -82,7 +83,7 @@ def _sections():
 )
 @click.option(
     "--junit",
-    type=path_arg(),
+    type=file_arg("junit.xml"),
     default=None,
     help="Also write JUnit XML here (one testcase per check) for CI test reports.",
 )

@@ -9,6 +9,7 @@ from ckptbench.cli.options import (
     InputError,
     against_option,
     any_host_option,
+    file_arg,
     mprof_option,
     path_arg,
     quiet_option,
@@ -53,7 +54,7 @@ def _sections():
     "-o",
     "--output",
     "output",
-    type=path_arg(),
+    type=file_arg("report.html"),
     default=None,
     help="Write the report to this file instead of stdout (never replaces a file without --force).",
 )

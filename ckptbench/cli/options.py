@@ -11,6 +11,7 @@ import click
 
 from ckptbench.backends.registry import DEFAULT_BACKEND, backend_names, device_aliases
 from ckptbench.backends.registry import spec as backend_spec
+from ckptbench.cli.readout import READOUT
 from ckptbench.results.schema import Case
 from ckptbench.results.units import binary_twin, parse_duration, parse_fraction_text, parse_size
 from ckptbench.schedules import get_strategy, strategy_names
@@ -109,17 +110,32 @@ def timeout_option(help_text: str):
 
 class _PathName(click.Path):
     """A file or folder name; an empty one (``--out ""``, which the OS would read as the
-    current folder) is refused."""
+    current folder) is refused, and so is a name ending in '/' where a file is written
+    (``--out newdir/`` wrote a file named ``newdir``: pathlib drops the slash)."""
+
+    def __init__(self, *, example: str | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.example = example  # a file option: how a file in that folder is named
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and not value.strip():
             self.fail("an empty name is not a file or folder", param, ctx)
+        if self.example and isinstance(value, str) and value.endswith(("/", os.sep)):
+            named = f"{value + self.example!r}"
+            self.fail(f"{value!r} names a folder (it ends with '/'), and this option writes a "
+                      f"file: name the file, e.g. {named}", param, ctx)  # fmt: skip
         return super().convert(value, param, ctx)
 
 
 def path_arg(**kwargs) -> click.Path:
     """The type of every file or folder option: a :class:`pathlib.Path`, never empty."""
     return _PathName(path_type=Path, **kwargs)
+
+
+def file_arg(example: str, **kwargs) -> click.Path:
+    """The type of an option naming a file ckptbench writes: :func:`path_arg`, and a name
+    ending in '/' is refused (``example``: a file name to suggest in that folder)."""
+    return _PathName(path_type=Path, example=example, **kwargs)
 
 
 POS = click.IntRange(min=1)
@@ -325,7 +341,7 @@ def size_options(func):
         ),
         click.option(
             "--output",
-            type=POS,
+            type=READOUT,
             default=1,
             show_default=True,
             help="Readout size per step. Its cotangent (steps x batch x output) is needed by "

@@ -18,6 +18,7 @@ from ckptbench.cli.options import (
     check_backend,
     device_option,
     device_words,
+    file_arg,
     format_asked,
     numerics_options,
     path_arg,
@@ -59,7 +60,7 @@ def _sections():
 @click.option(
     "--save-costs",
     "save_file",
-    type=path_arg(dir_okay=False),
+    type=file_arg("costs.json", dir_okay=False),
     default=None,
     help="Write the costs planned with to this file (the --costs format; per layer on a "
     "chain; never replaces a file without --force).",

@@ -25,6 +25,7 @@ from ckptbench.cli.options import (
     ModelOption,
     backend_option,
     device_option,
+    file_arg,
     format_asked,
     mprof_option,
     numerics_options,
@@ -243,7 +244,7 @@ def _sections():
 )
 @click.option(
     "--out",
-    type=path_arg(),
+    type=file_arg("result.json"),
     default=None,
     help="Result JSON file (default: a new, unique name under results/). An existing file is "
     "never replaced without --force; a link, folder or device never.",

@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ckptbench.analysis.summary import round_estimates
 from ckptbench.results.schema import ModeResult
@@ -23,8 +23,10 @@ __all__ = ["Precision", "next_round"]
 class Precision:
     """``--precision``: add rounds until the slowdown's half-width (relative) is at most
     ``target_rel``, but no more than ``max_rounds`` in all and no new round after
-    ``max_time_s`` seconds of measuring."""
+    ``max_time_s`` seconds of measuring. ``min_rounds`` always run, however long they take
+    (one round's interval sees no process-to-process variation)."""
 
+    min_rounds: ClassVar[int] = 2
     target_rel: float
     max_rounds: int = 30
     max_time_s: float = 1800.0
@@ -32,8 +34,10 @@ class Precision:
     def __post_init__(self) -> None:
         if not 0 < self.target_rel < 1:
             raise ValueError(f"precision must be a fraction such as 3%, got {self.target_rel}")
-        if self.max_rounds < 2:
-            raise ValueError(f"max rounds must be at least 2, got {self.max_rounds}")
+        if self.max_rounds < self.min_rounds:
+            raise ValueError(
+                f"max rounds must be at least {self.min_rounds}, got {self.max_rounds}"
+            )
         if not 0 < self.max_time_s < math.inf:
             raise ValueError(f"max time must be a positive duration, got {self.max_time_s}")
 
@@ -60,8 +64,8 @@ def next_round(
     half = est.half_width_rel if est is not None else None
     elapsed = time.monotonic() - round_starts[0] if round_starts else 0.0
     mean_round = elapsed / done if done else 0.0
-    over_time = done >= 2 and elapsed + mean_round > precision.max_time_s
-    if done < 2:
+    over_time = done >= precision.min_rounds and elapsed + mean_round > precision.max_time_s
+    if done < precision.min_rounds:
         stopped = ""
     elif over_time:
         stopped = "max-time"

@@ -150,7 +150,7 @@ class JobClock:
             want = max(planned, int(done * (half / prec.target_rel) ** 2 + 0.999))
         want = min(want, max(prec.max_rounds, planned))
         by_time = int(prec.max_time_s / max(self.round_s(), 1e-9))
-        return max(min(want, max(by_time, 2)), done, 1)
+        return max(min(want, max(by_time, prec.min_rounds)), done, 1)
 
     def eta_s(self) -> float:
         left = self.rounds_expected() - len(self.done_rounds)
@@ -158,7 +158,11 @@ class JobClock:
         into = len(current) / max(len(self.modes), 1)  # the round in flight, roughly
         eta = max(left - into, 0.0) * self.round_s()
         if self.precision is not None:
-            eta = min(eta, max(self.precision.max_time_s + self.round_s() - self.elapsed(), 0))
+            # two rounds always run (measure.rounds.next_round), however long they take
+            least = self.precision.min_rounds - len(self.done_rounds) - into
+            two = max(least, 0.0) * self.round_s()
+            cap = self.precision.max_time_s + self.round_s() - self.elapsed()
+            eta = min(eta, max(cap, two, 0.0))
         return eta
 
     def summary(self) -> str:
@@ -210,8 +214,10 @@ def plan_line(
     if target is None:
         return head + f"{rounds} of ~{fmt_duration(round_s)}: about {fmt_duration(least)}.{busy}"
     cap = target.max_time_s
-    first = min(least, cap + round_s)
-    most = min(target.max_rounds * round_s, cap + round_s)
+    two = target.min_rounds * round_s  # these run however long: the cap never stops them
+    first = max(min(least, cap + round_s), two)
+    most = max(min(target.max_rounds * round_s, cap + round_s), two)
+    past = f", but the first {target.min_rounds} always run" if two > cap else ""
     span = (
         f"about {fmt_duration(first)}"
         if most - first < 30
@@ -221,8 +227,8 @@ def plan_line(
         f"{rounds} of ~{fmt_duration(round_s)}, then more until the slowdown is "
         f"within +/-{fmt_percent(target.target_rel, 0)} (at most {target.max_rounds} rounds; "
         "none that would "
-        f"end past --max-time {fmt_duration(cap)}): {span}.{busy} Ctrl-C keeps the complete "
-        "rounds."
+        f"end past --max-time {fmt_duration(cap)}{past}): {span}.{busy} Ctrl-C keeps the "
+        "complete rounds."
     )
 
 
