@@ -150,6 +150,6 @@ def test_a_dtype_axis_over_an_autograd_plugin_is_one_cell_once_checked(
     )
     code, out, err = run_cli(capsys, ["sweep", "s.toml", "--out", "sw", "--dry-run"])
     assert code == 0, err
-    assert "1 cells, 1 to measure" in out + err
+    assert "1 cell, 1 to measure" in out + err
     assert "1 grid cell(s) the same as another once their plug-in was checked" in out + err
     assert not (tmp_path / "sw").exists()

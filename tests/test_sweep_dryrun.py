@@ -116,3 +116,13 @@ def test_a_dry_run_says_which_grid_cells_were_clamped_or_merged(tmp_path: Path) 
     assert all(note in lines for note in notes), res.output
     assert "1 duplicate grid cell(s) measured once" in res.output
     assert lines[-1].startswith("sweep merged: 3 cells, 3 to measure")
+
+
+def test_a_one_cell_sweep_says_one_cell_not_one_cells(tmp_path: Path) -> None:
+    config = tmp_path / "one.toml"
+    config.write_text(CONFIG.replace("snaps = [2, 3, 4, 5]", "snaps = [3]"))
+    res = _dry(str(config), "--out", str(tmp_path / "out"))
+    assert res.exit_code == 0, res.output
+    assert "sweep tiny: 1 cell, 1 to measure" in res.output
+    assert "1 cell, 1 to measure (dry run)" in res.output
+    assert "1 cells" not in res.output

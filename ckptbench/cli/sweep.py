@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from ckptbench.cli.options import InputError, output_options, path_arg
+from ckptbench.results.units import count_text
 
 #: Sweeps over this many cells, or about this many hours, ask before they start.
 CONFIRM_CELLS, CONFIRM_HOURS = 200, 2.0
@@ -79,8 +80,8 @@ def sweep(
     if not quiet:
         some = f" ({len(todo)} to measure)" if len(todo) < len(cfg.cases) else ""
         console.print(
-            f"sweep {cfg.name}: {len(cfg.cases)} cells{some}, roughly {fmt_duration(seconds)} "
-            f"-> {out}",
+            f"sweep {cfg.name}: {count_text(len(cfg.cases), 'cell')}{some}, roughly "
+            f"{fmt_duration(seconds)} -> {out}",
             highlight=False,
         )
     if (len(todo) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
@@ -192,8 +193,8 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool) -> None:
         click.echo(note)
     total = fmt_duration(sum(estimates[i] for i in to_run))
     click.echo(
-        f"sweep {cfg.name}: {len(cfg.cases)} cells, {len(to_run)} to measure, roughly {total} "
-        f"-> {out}; dry run: nothing measured, nothing written"
+        f"sweep {cfg.name}: {count_text(len(cfg.cases), 'cell')}, {len(to_run)} to measure, "
+        f"roughly {total} -> {out}; dry run: nothing measured, nothing written"
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from ckptbench.render.format import cell_labels, fmt_duration
 from ckptbench.render.table import Column, Table
+from ckptbench.results.units import count_text
 from ckptbench.sweep.cells import CellOutcome, CellState
 
 __all__ = ["cell_action", "conflict_lines", "dry_run_table"]
@@ -53,7 +54,8 @@ def dry_run_table(
         Column("action", "what a sweep does", align="left"),
         Column("file", "file", align="left", priority=3),
     )
-    return Table(f"{len(records)} cells, {len(run)} to measure (dry run)", columns, records)
+    title = f"{count_text(len(records), 'cell')}, {len(run)} to measure (dry run)"
+    return Table(title, columns, records)
 
 
 def conflict_lines(cells: Sequence[CellOutcome]) -> list[str]:

@@ -179,3 +179,8 @@ def interval_text(
         step = Decimal(1).scaleb(-places)
         out.append(f"{d.quantize(step, rounding=rounding):f}")
     return out[0], out[1]
+
+
+def count_text(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``count_text(1, "cell")`` is "1 cell"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.results.schema import Case
+from ckptbench.results.units import count_text
 
 __all__ = ["Attempt", "CellOutcome", "CellState", "SweepOutcome", "cell_error", "one_line"]
 
@@ -205,7 +206,7 @@ class SweepOutcome:
         if self.invalid:
             counts.append(f"{len(self.invalid)} config errors")
         lines = [
-            f"sweep {self.name}: {len(self.cells)} cells, {', '.join(counts)} "
+            f"sweep {self.name}: {count_text(len(self.cells), 'cell')}, {', '.join(counts)} "
             f"in {self.elapsed_s:.0f} s; results in {self.out_dir}"
         ]
         if self.ended_early:
