@@ -126,3 +126,12 @@ def test_a_result_or_manifest_given_as_costs_says_what_it_is(tmp_path: Path, cap
         argv = ["plan", "--steps", "20", "--budget", "1MiB", "--costs", str(tmp_path / name)]
         err = one_line_error(capsys, argv)
         assert f"is a ckptbench {what}, not a costs file (plan --save-costs FILE" in err, err
+
+
+@pytest.mark.parametrize("zero", ["0", "0KiB", "0.0MiB"])
+def test_a_zero_memory_floor_is_refused_with_its_reason(capsys, tmp_path: Path, zero: str) -> None:
+    """``check --memory-floor 0`` said only "'0' must be positive"; a user wanting a gate on
+    --memory-tolerance alone is told why a floor is needed and what to give."""
+    err = one_line_error(capsys, ["check", str(tmp_path), "--memory-floor", zero])
+    assert "must be positive: a zero floor fails on noise" in err
+    assert "64KiB" in err

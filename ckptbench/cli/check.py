@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 
 from ckptbench.cli.options import (
-    BYTES,
     EXIT_OK,
     EXIT_USAGE,
+    FLOOR_BYTES,
     FRACTION,
     POSITIVE_FRACTION,
     InputError,
@@ -52,7 +52,7 @@ def _sections():
 )
 @click.option(
     "--memory-floor",
-    type=BYTES,
+    type=FLOOR_BYTES,
     default="256KiB",
     show_default=True,
     help="With --against: the least growth allowed, in bytes (exact peaks move by about "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 
 import click
@@ -61,13 +62,19 @@ SI_SIZES = "ckptbench.si_sizes"
 class _Bytes(click.ParamType):
     name = "SIZE"
 
-    def __init__(self, bare_min: int = BARE_BYTES_MIN) -> None:
+    def __init__(self, bare_min: int = BARE_BYTES_MIN, zero: str = "") -> None:
         self.bare_min = bare_min
+        self.zero = zero  # why this option refuses 0 (said with the refusal)
 
     def convert(self, value, param, ctx):
         if isinstance(value, int):
             return value
-        n = parse_bytes(str(value))
+        try:
+            n = parse_bytes(str(value))
+        except click.BadParameter as err:
+            if self.zero and _is_zero(str(value)):
+                self.fail(f"{str(value).strip()!r} must be positive: {self.zero}", param, ctx)
+            raise err
         if n < self.bare_min and str(value).strip().replace(".", "", 1).isdigit():
             text = str(value).strip()
             self.fail(
@@ -98,6 +105,19 @@ class _Seconds(click.ParamType):
 
 
 BYTES, SECONDS = _Bytes(), _Seconds()
+#: ``check --memory-floor``: 0 is refused with its reason.
+FLOOR_BYTES = _Bytes(
+    zero="a zero floor fails on noise (exact peaks move by about 0.03 MiB between processes); "
+    "a small one such as 64KiB gates on --memory-tolerance above it"
+)
+
+
+def _is_zero(text: str) -> bool:
+    """'0', '0B', '0.0MiB': a size of nothing, whatever its unit."""
+    digits = re.match(r"^\s*([0-9]*\.?[0-9]+)", text)
+    return digits is not None and float(digits.group(1)) == 0
+
+
 #: ``--memory-limit``: a bare number below 1 MiB is refused as a slip, as 8 is for --budget.
 LIMIT_BYTES = _Bytes(bare_min=BARE_LIMIT_MIN)
 
