@@ -246,6 +246,11 @@ def run_check(
             if sweep_configs(results)
             else "pass --config or check a sweep folder"
         )
+        if not against:  # status alone is gated: every way to give limits, named
+            why += (
+                "; or pass --against reference results to gate memory (and time, with "
+                "--time-tolerance)"
+            )
         report = replace(report, notes=(*report.notes, f"no [expect] thresholds: {why}"))
     return replace(
         report, sources=limit_sources(results, config, expect is not None, report.settings)
