@@ -186,12 +186,16 @@ def test_a_gate_without_thresholds_says_where_they_would_come_from(tmp_path: Pat
     (note,) = [n for n in run_check([tmp_path / "new"]).notes if "[expect]" in n]
     assert note == (
         "no [expect] thresholds: its sweep config has none (add an [expect] table, or pass "
-        "--config)"
+        "--config); or pass --against reference results to gate memory (and time, with "
+        "--time-tolerance)"
     )
     loose = tmp_path / "one.json"
     save_result(_sweep(1)[0], loose)
     (note,) = [n for n in run_check([loose]).notes if "[expect]" in n]
-    assert note == "no [expect] thresholds: pass --config or check a sweep folder"
+    assert note == (
+        "no [expect] thresholds: pass --config or check a sweep folder; or pass --against "
+        "reference results to gate memory (and time, with --time-tolerance)"
+    )
 
 
 def test_markdown_summary_of_a_passing_gate() -> None:

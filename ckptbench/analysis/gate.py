@@ -39,11 +39,10 @@ from ckptbench.analysis.cellchecks import (
     time_lines,
 )
 from ckptbench.analysis.expectations import ExpectSource, expect_for, manifest_expectations
-from ckptbench.analysis.limits import limit_sources, sweep_configs
+from ckptbench.analysis.limits import ConfigFiles, limit_sources, sweep_configs
 from ckptbench.analysis.pairing import diluted_cell, same_measurements
 from ckptbench.results.schema import RunResult
 from ckptbench.results.store import load_results, missing_cells
-from ckptbench.sweep.config import load_config
 from ckptbench.sweep.preflight import unlisted_results
 
 __all__ = [
@@ -193,10 +192,13 @@ def run_check(
     memory_floor_bytes: int = MEMORY_FLOOR_BYTES,
     time_tolerance: float | None = None,
     match_host: bool = True,
+    configs: ConfigFiles | None = None,
 ) -> GateReport:
     """Load and gate: ``results`` and ``against`` are files, sweep folders or manifests; the
     expectations come from ``config`` (a sweep TOML) or else from the results' sweep
-    manifest. Every input problem is a one-line ``ValueError``."""
+    manifest. Every input problem is a one-line ``ValueError``. ``configs``: the config
+    files already read (the CLI's, which found the sweeps' files first): each parsed once."""
+    configs = configs or ConfigFiles()
     current = load_results(results)
     reference = load_results(against) if against else None
     same = same_measurements(current, reference or [])
@@ -210,7 +212,7 @@ def run_check(
             f"the results hold the reference's own measurement of {mixed} beside a new one: "
             "pooled, the copy would dilute any change (check without the reference's copy)"
         )
-    expect: ExpectSource = load_config(config) if config else manifest_expectations(results)
+    expect: ExpectSource = configs.load(config) if config else manifest_expectations(results)
     report = check(
         current,
         reference,
@@ -246,7 +248,13 @@ def run_check(
             if sweep_configs(results)
             else "pass --config or check a sweep folder"
         )
+        if not against:  # status alone is gated: every way to give limits, named
+            why += (
+                "; or pass --against reference results to gate memory (and time, with "
+                "--time-tolerance)"
+            )
         report = replace(report, notes=(*report.notes, f"no [expect] thresholds: {why}"))
     return replace(
-        report, sources=limit_sources(results, config, expect is not None, report.settings)
+        report,
+        sources=limit_sources(results, config, expect is not None, report.settings, configs),
     )

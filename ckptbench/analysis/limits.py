@@ -13,9 +13,31 @@ from typing import Any
 from ckptbench.analysis.stats import percent_text
 from ckptbench.results.store import MANIFEST_NAME, read_manifest
 from ckptbench.results.units import size_text
-from ckptbench.sweep.config import SweepConfig, load_config
+from ckptbench.sweep.config import ConfigError, SweepConfig, load_config
 
-__all__ = ["config_sources", "limit_sources", "sweep_configs"]
+__all__ = ["ConfigFiles", "config_sources", "limit_sources", "sweep_configs"]
+
+
+class ConfigFiles:
+    """The sweep config files one ``check`` reads, each parsed once (by its path as given):
+    the ``--config`` file, and the files its sweeps ran from (their names compared with the
+    manifests', their ``[expect]`` with the copies). A file that does not load raises the
+    same error each time it is asked for."""
+
+    def __init__(self) -> None:
+        self._read: dict[Path, SweepConfig | ConfigError] = {}
+
+    def load(self, path: str | Path) -> SweepConfig:
+        key = Path(path)
+        if key not in self._read:
+            try:
+                self._read[key] = load_config(key)
+            except ConfigError as err:
+                self._read[key] = err
+        found = self._read[key]
+        if isinstance(found, ConfigError):
+            raise found
+        return found
 
 
 def sweep_configs(paths: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
@@ -32,11 +54,14 @@ def sweep_configs(paths: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any
     return out
 
 
-def recorded_config(manifest: Path, recorded: dict[str, Any]) -> Path | None:
+def recorded_config(
+    manifest: Path, recorded: dict[str, Any], configs: ConfigFiles | None = None
+) -> Path | None:
     """The config file a sweep ran from, where it still exists: found from the manifest's
     folder (``path_from_folder``), or for a manifest written before that, as its path was
     typed. A file of that path whose sweep has another name is not it (a ``small.toml``
-    where `check` runs is no sweep's config but its own)."""
+    where `check` runs is no sweep's config but its own). ``configs``: the files already
+    read (a new reader where None)."""
     relative = recorded.get("path_from_folder")
     if isinstance(relative, str) and relative:
         path = Path(os.path.normpath(manifest.parent / relative))  # 'ci.toml', not 'out/../'
@@ -45,16 +70,20 @@ def recorded_config(manifest: Path, recorded: dict[str, Any]) -> Path | None:
     if not path.name or not path.is_file():
         return None
     try:
-        named = load_config(path).name
+        named = (configs or ConfigFiles()).load(path).name
     except (OSError, ValueError):
         return path  # it no longer loads: said by limit_sources
     return path if named == recorded.get("name") else None
 
 
-def config_sources(paths: Sequence[str | Path]) -> tuple[Path, ...]:
+def config_sources(
+    paths: Sequence[str | Path], configs: ConfigFiles | None = None
+) -> tuple[Path, ...]:
     """The config files the sweeps in ``paths`` were run from, where they still exist (the
-    gate reads them to compare with the manifests' copies: inputs of ``check``)."""
-    found = (recorded_config(m, recorded) for m, recorded in sweep_configs(paths))
+    gate reads them to compare with the manifests' copies: inputs of ``check``), read
+    through ``configs`` where given (``check`` passes the reader its gate then uses)."""
+    configs = configs or ConfigFiles()
+    found = (recorded_config(m, recorded, configs) for m, recorded in sweep_configs(paths))
     return tuple(dict.fromkeys(p for p in found if p is not None))
 
 
@@ -81,12 +110,14 @@ def limit_sources(
     config: str | Path | None,
     has_expect: bool,
     settings: Mapping[str, Any],
+    configs: ConfigFiles | None = None,
 ) -> tuple[str, ...]:
     """Where the gate's limits come from, said before the verdicts: the [expect] table (a
     --config file, or the copy of the sweep's config recorded in its manifest) and the memory
     and time rules (``settings``: the gate report's); a warning when the config file on disk
     no longer matches that copy (the gate uses the copy: editing the file alone changes
-    nothing) or no longer loads."""
+    nothing) or no longer loads. ``configs``: the files already read (each is parsed once)."""
+    configs = configs or ConfigFiles()
     out = []
     if config is not None:
         out.append(f"limits: [expect] from --config {config}")
@@ -97,11 +128,11 @@ def limit_sources(
                 f"limits: [expect] from {manifest}, the copy of {source} made when the sweep "
                 "ran (--config FILE gates on a file instead)"
             )
-            path = recorded_config(manifest, recorded)
+            path = recorded_config(manifest, recorded, configs)
             if path is None:
                 continue
             try:
-                diffs = _expect_diff(recorded, load_config(path))
+                diffs = _expect_diff(recorded, configs.load(path))
             except (OSError, ValueError) as err:
                 out.append(
                     f"warning: {path} on disk no longer loads ({err}); the gate uses the "

@@ -93,7 +93,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
           summary, fmt, junit, force, quiet):  # fmt: skip
     """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
     from ckptbench.analysis.gate import run_check
-    from ckptbench.analysis.limits import config_sources
+    from ckptbench.analysis.limits import ConfigFiles, config_sources
     from ckptbench.render.formats import render
     from ckptbench.render.reports import check_report
     from ckptbench.results.store import StoreError, check_output
@@ -107,8 +107,9 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         targets.append((junit, "--junit", False))
     refuse_duplicates([path for path, _, _ in targets])
     inputs = [*results, *against, *([config] if config is not None else [])]
+    configs = ConfigFiles()  # each config file parsed once, here and by the gate
     try:
-        inputs += config_sources([*results, *against])  # read to compare with their copies
+        inputs += config_sources([*results, *against], configs)  # compared with their copies
     except StoreError as err:  # a damaged manifest: one line, before any verdict
         raise InputError(str(err)) from None
     for path, what, append in targets:  # refused before any verdict is printed (exit 2)
@@ -127,6 +128,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
             memory_floor_bytes=memory_floor,
             time_tolerance=time_tolerance,
             match_host=not any_host,
+            configs=configs,
         )
     except ValueError as err:
         raise InputError(str(err)) from None

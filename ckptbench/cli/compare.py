@@ -44,11 +44,11 @@ def _sections():
     "--format",
     "fmt",
     type=FormatChoice(_sections),
-    default="table",
+    default="text",
     show_default=True,
-    help="table (text): aligned text for a terminal; markdown, html (one self-contained page "
-    "with plots), csv (raw numbers in bytes and seconds), json, or any format registered in "
-    "ckptbench.render.formats.",
+    help="text (or its older name, table): aligned text for a terminal; markdown, html (one "
+    "self-contained page with plots), csv (raw numbers in bytes and seconds), json, or any "
+    "format registered in ckptbench.render.formats.",
 )
 @click.option(
     "-o",

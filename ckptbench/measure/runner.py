@@ -73,14 +73,34 @@ def grad_tolerance(dtype: str, steps: int) -> float:
     return min(GRAD_TOLERANCE_CAP, GRAD_EPS_PER_STEP * eps * max(1, int(steps)))
 
 
-def _grad_error(normal_path: str, ckpt_path: str) -> float | str | None:
+class _GradFiles:
+    """The gradient files one mode's checks read, each once (None where it cannot be read):
+    normal's is read for its own check and a checkpointed result's that ran first."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, Any] = {}
+
+    def load(self, path: str) -> Any:
+        import numpy as np
+
+        if path not in self.held:
+            try:
+                self.held[path] = np.load(path)
+            except OSError:
+                self.held[path] = None
+        return self.held[path]
+
+
+def _grad_error(
+    normal_path: str, ckpt_path: str, files: _GradFiles | None = None
+) -> float | str | None:
     """Max relative error of the checkpointed gradient, or why there is none to compare
     (a string: a gradient with non-finite entries); ``None`` when a file is missing."""
     import numpy as np
 
-    try:
-        a, b = np.load(ckpt_path), np.load(normal_path)
-    except OSError:
+    files = files or _GradFiles()
+    a, b = files.load(ckpt_path), files.load(normal_path)
+    if a is None or b is None:
         return None
     if a.shape != b.shape:
         return float("inf")
@@ -116,7 +136,9 @@ def _loss_not_finite(case: Case, result: ModeResult) -> ModeResult | None:
     )
 
 
-def _plain_verified(case: Case, result: ModeResult, grad_path: str | None) -> ModeResult:
+def _plain_verified(
+    case: Case, result: ModeResult, grad_path: str | None, files: _GradFiles | None = None
+) -> ModeResult:
     """Fail a baseline or normal result whose loss, or plain gradient (``grad_path``), is
     not finite: a plug-in whose NaN appears only after the check's first evaluation is
     then failed where it appears, not only in the checkpointed mode it cannot match."""
@@ -125,9 +147,8 @@ def _plain_verified(case: Case, result: ModeResult, grad_path: str | None) -> Mo
         return failed or result
     import numpy as np
 
-    try:
-        grad = np.load(grad_path)
-    except OSError:
+    grad = (files or _GradFiles()).load(grad_path)
+    if grad is None:
         return result
     bad = int(grad.size - np.count_nonzero(np.isfinite(grad)))
     if not bad:
@@ -365,9 +386,11 @@ def _run_round(rec: Recording, how: _Measuring, k: int, tmp: str) -> None:
         if changed is not None and result.status in (Status.OK, Status.FAILED):
             result = replace(result, status=Status.FAILED, error=changed)
         record_worker(env, reported, f"round {k + 1} {mode.value}")  # numpy, new imports
-        rec.results.append(_checked(case, k, mode, result, how.modes, grads))
+        files = _GradFiles()  # normal's gradient: read once for both checks below
+        rec.results.append(_checked(case, k, mode, result, how.modes, grads, files))
         if mode is Mode.NORMAL:  # checkpointed ran first this round: verify it now
-            _check_earlier(rec, k, grads)
+            _check_earlier(rec, k, grads, files)
+        del files  # not held while the next worker runs
         if result.status is Status.OUT_OF_MEMORY and not how.retry_oom:
             rec.out_of_memory[mode.value] = k + 1
             if k + 1 < case.rounds:
@@ -392,20 +415,23 @@ def _checked(
     result: ModeResult,
     modes: Sequence[Mode],
     grads: dict[Mode, str],
+    files: _GradFiles | None = None,
 ) -> ModeResult:
     """Verify a checkpointed result against this round's normal gradient, once both exist;
     fail any other whose loss (normal: or gradient) is not finite."""
     if not result.ok:
         return result
     if mode is not Mode.CHECKPOINTED:
-        return _plain_verified(case, result, grads[mode] if mode is Mode.NORMAL else None)
+        return _plain_verified(case, result, grads[mode] if mode is Mode.NORMAL else None, files)
     err = None
     if Mode.NORMAL in modes and os.path.exists(grads[Mode.NORMAL]):
-        err = _grad_error(grads[Mode.NORMAL], grads[mode])
+        err = _grad_error(grads[Mode.NORMAL], grads[mode], files)
     return _verify(case, result, err)
 
 
-def _check_earlier(rec: Recording, round_index: int, grads: dict[Mode, str]) -> None:
+def _check_earlier(
+    rec: Recording, round_index: int, grads: dict[Mode, str], files: _GradFiles | None = None
+) -> None:
     """Once normal's gradient of round ``round_index`` exists, verify the round's
     checkpointed result if it ran first (rounds rotate the order) and is still unchecked."""
     if not os.path.exists(grads[Mode.NORMAL]):
@@ -413,7 +439,7 @@ def _check_earlier(rec: Recording, round_index: int, grads: dict[Mode, str]) -> 
     for i, r in enumerate(rec.results):
         mine = r.round == round_index and r.mode is Mode.CHECKPOINTED
         if mine and r.ok and r.grad_max_rel_err is None:
-            err = _grad_error(grads[Mode.NORMAL], grads[Mode.CHECKPOINTED])
+            err = _grad_error(grads[Mode.NORMAL], grads[Mode.CHECKPOINTED], files)
             rec.results[i] = _verify(rec.case, r, err)
 
 

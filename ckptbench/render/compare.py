@@ -139,15 +139,15 @@ def compare_report(
 
 def render(
     comparison: Comparison,
-    fmt: str = "table",
+    fmt: str = "text",
     width: int | None = 120,
     *,
     verdicts: Any = None,
     missing: Sequence[tuple[str, str]] = (),
 ) -> str:
-    """The comparison in the format ``fmt`` of the registry (``render.formats``): ``table``
-    (plain text no wider than ``width`` where possible), ``markdown``, ``csv``, ``json``,
-    ``html`` (needs matplotlib), or any registered one."""
+    """The comparison in the format ``fmt`` of the registry (``render.formats``): ``text``
+    (or ``table``: plain text no wider than ``width`` where possible), ``markdown``,
+    ``csv``, ``json``, ``html`` (needs matplotlib), or any registered one."""
     f = get_format(fmt)
     report = compare_report(comparison, page=f.page, verdicts=verdicts, missing=missing)
     return f.render(report, width)
