@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from ckptbench.analysis import mode_peak_bytes
 from ckptbench.analysis.intervals import slowdown_estimate
 from ckptbench.cli import cli, main
-from ckptbench.cli.options import parse_bytes, parse_seconds
+from ckptbench.cli.values import parse_bytes, parse_seconds
 from ckptbench.results.schema import SCHEMA_VERSION, Mode, Status
 from ckptbench.results.store import load_result
 from ckptbench.schedules import optimal_forward_steps

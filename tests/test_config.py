@@ -251,7 +251,7 @@ def test_grid_axes_that_need_each_other_are_checked_as_cells(tmp_path):
 def test_sizes_and_durations_read_as_on_the_command_line(tmp_path: Path) -> None:
     """'8MiB' and '10m' in a config mean what --budget 8MiB and --timeout 10m mean (the
     options' parsers); numbers stay numbers; a bad size is one line naming its key."""
-    from ckptbench.cli.options import parse_bytes, parse_seconds
+    from ckptbench.cli.values import parse_bytes, parse_seconds
 
     config = parse_config(
         "[case]\nmodel = 'rnn'\nsteps = 20\nhidden = 8\ntimeout_s = '10m'\n"

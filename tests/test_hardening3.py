@@ -384,7 +384,7 @@ def test_a_sweep_never_moves_a_result_it_did_not_write(tmp_path: Path) -> None:
 
 
 def test_sizes_are_parsed_exactly():
-    from ckptbench.cli.options import parse_bytes
+    from ckptbench.cli.values import parse_bytes
 
     assert parse_bytes(str(2**62 - 1)) == 2**62 - 1  # was refused as too large
     assert parse_bytes(str(2**53 + 1)) == 2**53 + 1  # was 2**53

@@ -9,7 +9,7 @@ from _cli import one_line_error
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
-from ckptbench.cli.options import BYTES
+from ckptbench.cli.values import BYTES
 
 
 def test_a_memory_limit_without_a_unit_is_refused_as_a_slip(capsys, tmp_path):
@@ -18,7 +18,7 @@ def test_a_memory_limit_without_a_unit_is_refused_as_a_slip(capsys, tmp_path):
     small = ["--steps", "5", "--hidden", "4", "--batch", "2", "--modes", "baseline",
              "--rounds", "1", "--warmup", "0", "--out", str(tmp_path / "r.json")]  # fmt: skip
     err = one_line_error(capsys, ["run", "--memory-limit", "2000", *small])
-    from ckptbench.cli.options import LIMIT_BYTES
+    from ckptbench.cli.values import LIMIT_BYTES
 
     assert "2000 would be 2000 bytes (a size without a unit is bytes): write 2000MiB" in err
     assert LIMIT_BYTES.convert("2000B", None, None) == 2000  # said in bytes: taken as such

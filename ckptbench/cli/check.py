@@ -11,9 +11,6 @@ import click
 from ckptbench.cli.options import (
     EXIT_OK,
     EXIT_USAGE,
-    FLOOR_BYTES,
-    FRACTION,
-    POSITIVE_FRACTION,
     InputError,
     against_option,
     any_host_option,
@@ -22,6 +19,7 @@ from ckptbench.cli.options import (
     quiet_option,
 )
 from ckptbench.cli.outputs import FormatChoice, note_writers, probe_writable, refuse_duplicates
+from ckptbench.cli.values import FLOOR_BYTES, FRACTION, POSITIVE_FRACTION
 
 
 def _sections():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from ckptbench.cli.options import (
-    FRACTION,
     InputError,
     against_option,
     any_host_option,
@@ -26,6 +25,7 @@ from ckptbench.cli.outputs import (
     write_bytes,
     write_mprof,
 )
+from ckptbench.cli.values import FRACTION
 
 
 def _sections():

@@ -10,7 +10,6 @@ import click
 
 from ckptbench.cli.costs_file import costs_note, read_costs, shown_notes
 from ckptbench.cli.options import (
-    BYTES,
     EXIT_FAILED,
     POS,
     InputError,
@@ -24,7 +23,6 @@ from ckptbench.cli.options import (
     path_arg,
     quiet_option,
     relative_model,
-    size_notes,
     size_options,
     stdout_console,
     steps_option,
@@ -32,6 +30,7 @@ from ckptbench.cli.options import (
 )
 from ckptbench.cli.outputs import check_side_output, input_files, json_and_format_options
 from ckptbench.cli.run_steps import checked_in_worker
+from ckptbench.cli.values import BYTES, size_notes
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, TargetError, write_atomic
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ckptbench.cli.options import InputError, parse_fraction
+from ckptbench.cli.options import InputError
+from ckptbench.cli.values import parse_fraction
 from ckptbench.results.units import decimal_text
 
 if TYPE_CHECKING:

@@ -14,11 +14,8 @@ import click
 
 from ckptbench.cli.costs_file import shown_notes
 from ckptbench.cli.options import (
-    BYTES,
     CASE_DEFAULTS,
-    LIMIT_BYTES,
     POS,
-    SECONDS,
     SNAPS_HELP,
     GroupedCommand,
     InputError,
@@ -52,6 +49,7 @@ from ckptbench.cli.run_steps import (
     report_outcome,
     show_result,
 )
+from ckptbench.cli.values import BYTES, LIMIT_BYTES, SECONDS
 from ckptbench.results.schema import MAX_THREADS, Case
 from ckptbench.schedules import strategy_names
 

@@ -21,10 +21,10 @@ from ckptbench.cli.options import (
     check_backend,
     device_words,
     given_sizes,
-    size_notes,
     stdout_console,
 )
 from ckptbench.cli.precision import precision_target
+from ckptbench.cli.values import size_notes
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, RunResult
 from ckptbench.schedules import get_strategy

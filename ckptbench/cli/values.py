@@ -1,0 +1,127 @@
+"""Option values as people type them: sizes ('2GiB'), durations ('5m') and fractions ('5%')
+as click parameter types, each refusal one line naming what was typed.
+
+The parsing is :mod:`ckptbench.results.units`' (pure, shared with a sweep config); here
+are the command line's rules on top: a bare number below :data:`BARE_BYTES_MIN` is a slip,
+a decimal unit is noted (:func:`size_notes`), and an option that refuses 0 says why.
+"""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from ckptbench.results.units import binary_twin, parse_duration, parse_fraction_text, parse_size
+
+
+def parse_bytes(text: str) -> int:
+    """'2GiB', '500MB', '1.5g', '1048576' -> bytes (:func:`ckptbench.results.units.parse_size`)."""
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+def parse_seconds(text: str) -> float:
+    """'5ms', '0.005', '2s', '10m' -> seconds (:func:`ckptbench.results.units.parse_duration`)."""
+    try:
+        return parse_duration(text)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+#: A size without a unit below this is refused as a likely slip ('--budget 8' for 8MiB).
+BARE_BYTES_MIN = 1024
+#: The same for a memory limit: no worker runs in under 1 MiB, so '--memory-limit 2000' is
+#: 2000 MiB meant, never a limit every mode would exceed at start-up.
+BARE_LIMIT_MIN = 2**20
+#: Where the sizes typed in a decimal unit are noted (``ctx.meta``), for :func:`size_notes`.
+SI_SIZES = "ckptbench.si_sizes"
+
+
+class _Bytes(click.ParamType):
+    name = "SIZE"
+
+    def __init__(self, bare_min: int = BARE_BYTES_MIN, zero: str = "") -> None:
+        self.bare_min = bare_min
+        self.zero = zero  # why this option refuses 0 (said with the refusal)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            n = parse_bytes(str(value))
+        except click.BadParameter as err:
+            if self.zero and _is_zero(str(value)):
+                self.fail(f"{str(value).strip()!r} must be positive: {self.zero}", param, ctx)
+            raise err
+        if n < self.bare_min and str(value).strip().replace(".", "", 1).isdigit():
+            text = str(value).strip()
+            self.fail(
+                f"{text} would be {n} bytes (a size without a unit is bytes): "
+                f"write {text}MiB, or {text}B if you mean bytes",
+                param,
+                ctx,
+            )
+        if ctx is not None and param is not None and (twin := binary_twin(str(value))):
+            name, text = param.opts[0] if param.opts else param.name, str(value).strip()
+            ctx.meta.setdefault(SI_SIZES, []).append(
+                f"{name} {text} is {n} B: its unit counts powers of 1000 (SI); "
+                f"{twin} would be {parse_bytes(twin)} B"
+            )
+        return n
+
+
+def size_notes(ctx: click.Context) -> tuple[str, ...]:
+    """A note for each size option typed in a decimal unit ('--budget 8MB')."""
+    return tuple(ctx.meta.get(SI_SIZES, ()))
+
+
+class _Seconds(click.ParamType):
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):
+        return value if isinstance(value, float) else parse_seconds(str(value))
+
+
+BYTES, SECONDS = _Bytes(), _Seconds()
+#: ``check --memory-floor``: 0 is refused with its reason.
+FLOOR_BYTES = _Bytes(
+    zero="a zero floor fails on noise (exact peaks move by about 0.03 MiB between processes); "
+    "a small one such as 64KiB gates on --memory-tolerance above it"
+)
+
+
+def _is_zero(text: str) -> bool:
+    """'0', '0B', '0.0MiB': a size of nothing, whatever its unit."""
+    digits = re.match(r"^\s*([0-9]*\.?[0-9]+)", text)
+    return digits is not None and float(digits.group(1)) == 0
+
+
+#: ``--memory-limit``: a bare number below 1 MiB is refused as a slip, as 8 is for --budget.
+LIMIT_BYTES = _Bytes(bare_min=BARE_LIMIT_MIN)
+
+
+def parse_fraction(text: str, *, positive: bool = False) -> float:
+    """'5%' or '0.05' -> 0.05 (:func:`ckptbench.results.units.parse_fraction_text`)."""
+    try:
+        return parse_fraction_text(str(text), positive=positive)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+class _Fraction(click.ParamType):
+    name = "FRACTION"
+
+    def __init__(self, *, positive: bool = False) -> None:
+        self.positive = positive
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        return parse_fraction(value, positive=self.positive)
+
+
+FRACTION = _Fraction()
+POSITIVE_FRACTION = _Fraction(positive=True)
