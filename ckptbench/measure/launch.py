@@ -28,6 +28,7 @@ tasks (plug-in check, device probe, step costs, line profile) run through the sa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import select
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import ckptbench
-from ckptbench.measure import noise, orphans
+from ckptbench.measure import noise, orphans, senders
 from ckptbench.measure import peaks as measure
 from ckptbench.measure.follow import (
     ModeEvents,
@@ -141,7 +142,9 @@ def stop_on_signals() -> Iterator[None]:
     except one this process was started with ignored: ``nohup ckptbench sweep ... &`` asks
     that a closed terminal's SIGHUP not stop it (Python likewise leaves an ignored SIGINT
     ignored). The command line measures within it, so within it, on Linux, this process
-    also adopts what its workers orphan, to kill it (``orphans.adopting``)."""
+    also adopts what its workers orphan, to kill it (``orphans.adopting``), and takes a stop
+    signal only from outside its workers: one a worker's code sent fails that worker's mode
+    or task instead (``ckptbench.measure.senders``)."""
 
     def handler(signum: int, frame: Any) -> None:
         if _DEFERRED["on"]:  # starting a worker: raise once its process is ours to stop
@@ -155,8 +158,10 @@ def stop_on_signals() -> Iterator[None]:
         sig = getattr(signal, name, None)
         if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
             previous[sig] = signal.signal(sig, handler)
+    # Ctrl-C too, where Python handles it: a plug-in could send SIGINT as well
+    ours = [*previous, *([signal.SIGINT] if callable(signal.getsignal(signal.SIGINT)) else [])]
     try:
-        with orphans.adopting():
+        with orphans.adopting(), senders.watching(ours):
             yield
     finally:
         for sig, old in previous.items():
@@ -225,19 +230,24 @@ class Channel:
 def stop_worker(proc: subprocess.Popen) -> None:
     """Stop the worker and everything in its process group (what a plug-in forked too):
     SIGTERM, up to :data:`KILL_GRACE_S` for the worker to exit, then SIGKILL to the group,
-    so leftovers die even when they ignore SIGTERM; then SIGKILL to any process still
-    carrying the worker's token, and to every one this process adopted from it (a
-    plug-in's daemon that left the group with ``setsid`` and outlived its parent;
-    ``ckptbench.measure.orphans``)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(KILL_GRACE_S)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+    so leftovers die even when they ignore SIGTERM. Each signal goes to the worker's pid as
+    well, and the SIGKILL to what descended from it when it was stopped: a worker (or its
+    child) that moved to another group, ckptbench's own included, is stopped all the same.
+    Then SIGKILL to any process still carrying the worker's token, and to every one this
+    process adopted from it (a plug-in's daemon that left the group and outlived its
+    parent; ``ckptbench.measure.orphans``). Returns once the worker is reaped."""
+    descendants = orphans.descendants(proc.pid) if proc.poll() is None else []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        if proc.poll() is None:  # not reaped yet: the pid is still the worker's
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, sig)
+        if sig == signal.SIGTERM:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(KILL_GRACE_S)
+    orphans.kill_all(descendants)
+    proc.wait()
     orphans.kill_carrying(getattr(proc, "ckptbench_env", {}))
     orphans.worker_ended(proc.pid)
 
@@ -309,15 +319,16 @@ def start_worker(
     try:
         with _signals_deferred(), orphans.launching() as started:
             env = child_env(case)
-            proc = subprocess.Popen(
-                list(worker or default_worker_command()),
-                stdin=subprocess.PIPE,
-                stdout=stdout,
-                stderr=stderr,
-                env=env,
-                pass_fds=(write_fd,),
-                process_group=0,  # its own group: stopping it stops what it spawned
-            )
+            with senders.unblocked():  # the worker starts with no stop signal blocked
+                proc = subprocess.Popen(
+                    list(worker or default_worker_command()),
+                    stdin=subprocess.PIPE,
+                    stdout=stdout,
+                    stderr=stderr,
+                    env=env,
+                    pass_fds=(write_fd,),
+                    process_group=0,  # its own group: stopping it stops what it spawned
+                )
             started(proc.pid)
             proc.ckptbench_env = env  # type: ignore[attr-defined]  # its token, for stop_worker
             with contextlib.suppress(BrokenPipeError):
@@ -336,6 +347,7 @@ def _supervise(case, mode, fields, err_file, worker, round_index, progress):
     started = time.perf_counter()
     started_unix = time.time()
     probe = noise.BusyProbe.start()
+    signalled = senders.count()  # the stop signals its workers sent ckptbench so far
     try:
         proc, channel = start_worker(case, fields, worker, subprocess.DEVNULL, err_file)
     except OSError as err:
@@ -380,7 +392,12 @@ def _supervise(case, mode, fields, err_file, worker, round_index, progress):
     stopped = Stopped(
         sampler.limit_exceeded, sampler.exceeded_rss_bytes, timed_out, proc.returncode, err_text
     )
-    return mode_outcome(case, events, stopped, common)
+    result, reported = mode_outcome(case, events, stopped, common)
+    if sent := senders.since(signalled):  # a plug-in tried to stop ckptbench: not the user
+        error = senders.describe(sent) + (f"; {result.error}" if result.error else "")
+        status = Status.FAILED if result.status is Status.OK else result.status
+        return dataclasses.replace(result, status=status, error=error), None
+    return result, reported
 
 
 def _follow(proc: subprocess.Popen, channel: Channel, sampler: Any, events: ModeEvents) -> bool:

@@ -17,9 +17,12 @@ Which children are a worker's leftovers: those of this process that are not a li
 (:func:`launching` holds the list, and a lock while one starts), were started no earlier than
 the worker that ended, and are in a process group other than this process's own (a worker
 is started in a group of its own; what ckptbench or a library runs beside it, ``git`` or a
-resource tracker, stays in ckptbench's). A plug-in process that joined ckptbench's own
-group on purpose is not found; nothing short of a container would hold code bent on
-escaping.
+resource tracker, stays in ckptbench's, and nothing tells such a child from one adopted).
+A plug-in process that joined ckptbench's own group (``os.setpgid(0,
+os.getpgid(os.getppid()))``) is found while it still descends from the worker when the
+worker is stopped (``launch.stop_worker`` kills the worker's descendants by pid, whatever
+their group) or by its token; one that also dropped the token and was orphaned before is
+not: nothing short of a container would hold code bent on escaping.
 
 Not a subreaper elsewhere: a Dask worker running a sweep's cell never enters
 ``stop_on_signals`` (its tasks run off the main thread). It is a long-lived process that can
@@ -42,6 +45,7 @@ blocks or ignores SIGUSR2 or SIGALRM disarms that backstop (not the watchdog).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import os
@@ -56,10 +60,13 @@ __all__ = [
     "PARENT_DEATH_SIGNAL",
     "WORKER_TOKEN_VAR",
     "adopting",
+    "descendants",
     "die_with_parent",
     "end_worker",
+    "kill_all",
     "kill_carrying",
     "launching",
+    "was_worker",
     "worker_ended",
 ]
 
@@ -86,6 +93,8 @@ _ADOPTING = {"on": False}
 #: Workers started and not yet reaped: pid -> their start (``psutil`` create time).
 _LIVE: dict[int, float] = {}
 _LIVE_LOCK = threading.Lock()
+#: The pids of the last workers started, reaped or not (:func:`was_worker`).
+_RECENT: collections.deque[int] = collections.deque(maxlen=64)
 
 
 def _prctl_subreaper(on: bool) -> bool | None:
@@ -132,10 +141,16 @@ def _started(pid: int) -> None:
     """Note the worker ``pid`` (a child, not yet reaped) as live, with its start time."""
     import psutil
 
+    _RECENT.append(pid)
     try:
         _LIVE[pid] = psutil.Process(pid).create_time()
     except psutil.Error:
         _LIVE[pid] = 0.0  # it cannot be read: every child not live is a leftover then
+
+
+def was_worker(pid: int) -> bool:
+    """Whether ``pid`` is one of the last workers this process started (reaped or not)."""
+    return pid in _RECENT
 
 
 def worker_ended(pid: int) -> None:
@@ -198,6 +213,26 @@ def _reap(pids: list[int]) -> None:
         if not left or time.monotonic() > deadline:
             return
         time.sleep(0.01)
+
+
+def descendants(pid: int) -> list[Any]:
+    """The processes descended from ``pid`` now (``psutil.Process``), whatever their group."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def kill_all(processes: list[Any]) -> None:
+    """SIGKILL each of ``processes`` (from :func:`descendants`) still running; psutil
+    checks that its pid was not reused meanwhile."""
+    import psutil
+
+    for p in processes:
+        with contextlib.suppress(psutil.Error, OSError):
+            p.kill()
 
 
 def kill_carrying(env: dict[str, Any]) -> int:

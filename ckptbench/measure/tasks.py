@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ckptbench.measure import senders
 from ckptbench.measure.launch import raise_deferred, read_tail, start_worker, stop_worker
 from ckptbench.measure.sources import CheckedSources, plugin_key
 from ckptbench.results.chains import chain_executor
@@ -82,6 +83,7 @@ def run_task(
     after ``ready``. :class:`TaskError` when the worker reports a failure, exits without a
     result or runs out of time. ``Interrupted``/``KeyboardInterrupt`` stop it and propagate.
     """
+    signalled = senders.count()
     with tempfile.TemporaryFile() as err_file:
         proc, channel = start_worker(case, {"mode": Mode.BASELINE.value, **fields}, worker,
                                      subprocess.DEVNULL, err_file)  # fmt: skip
@@ -113,6 +115,8 @@ def run_task(
             stop_worker(proc)
             channel.close()
         tail = _last_line(read_tail(err_file))
+    if sent := senders.since(signalled):  # a plug-in tried to stop ckptbench: not the user
+        raise TaskError(senders.describe(sent))
     if timed_out:
         raise TaskError(f"the worker did not finish within {timeout_s:g} s and was stopped")
     if report is None:
