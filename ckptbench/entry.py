@@ -17,9 +17,6 @@ __all__ = ["main"]
 def main() -> None:
     """Import :mod:`ckptbench.cli` and run it; Ctrl-C while importing exits 130."""
     try:
-        # numpy's BLAS threads start with the stop signals blocked, so that ckptbench can
-        # tell who sent one (ckptbench.measure.senders): a plug-in's worker is not the user
-        importlib.import_module("ckptbench.measure.senders").import_blocked()
         cli = importlib.import_module("ckptbench.cli")
     except KeyboardInterrupt:
         sys.stderr.write("ckptbench: interrupted while starting\n")

@@ -27,6 +27,9 @@ EXIT_BROKEN_PIPE = 141
 EXIT_IO_ERROR = 74
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG})
 
+#: The commands that start workers (their stop signals are told apart by sender).
+STARTS_WORKERS = frozenset({"run", "plan", "sweep", "profile"})
+
 #: click >= 8.2 raises this for a group called without a command (8.1 printed the help)
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
@@ -34,6 +37,18 @@ _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 class _Commands(click.Group):
     """The command group; a pipe closed early ends it with :data:`EXIT_BROKEN_PIPE` before
     click's own handling (exit 1, a failure's status) sees it."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """The command, and for one that starts workers numpy imported first with the stop
+        signals blocked (before its options parse: ``--format`` reads the renderers, which
+        import numpy), so no numpy thread takes a signal a worker sent
+        (``ckptbench.measure.senders``)."""
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if name in STARTS_WORKERS:
+            from ckptbench.measure.senders import import_blocked
+
+            import_blocked()
+        return name, cmd, rest
 
     def invoke(self, ctx: click.Context):
         try:

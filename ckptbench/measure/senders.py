@@ -15,11 +15,11 @@ the kernel, ckptbench itself) is the user's stop, handed to the main thread's ha
 
 What stays as before: a signal that reaches a thread started before the block with the
 signal unblocked (Python's own handler then runs, with no sender; numpy's BLAS thread pool
-was one, so the console script imports numpy with them blocked, :func:`import_blocked`),
-one whose sender has exited and been reaped before it is looked up (microseconds), and
-every platform without ``sigtimedwait`` (macOS). A worker must not inherit the blocked
-mask: the launcher starts it inside :func:`unblocked`. A process ckptbench starts
-otherwise within the block (``git``) inherits it.
+was one, so the commands that start workers import numpy first, with the signals blocked:
+:func:`import_blocked`), one whose sender has exited and been reaped before it is looked
+up (microseconds), and every platform without ``sigtimedwait`` (macOS). A worker must not
+inherit the blocked mask: the launcher starts it inside :func:`unblocked`. A process
+ckptbench starts otherwise within the block (``git``) inherits it.
 """
 
 from __future__ import annotations
