@@ -81,6 +81,12 @@ class CheckedSources:
         total = report.get("user_files_total")
         return cls(files, total if isinstance(total, int) else len(files))
 
+    def digest_of(self, path: str | os.PathLike[str]) -> str | None:
+        """The SHA-256 the check read of the file ``path`` (None: not among its files, or
+        unreadable then)."""
+        real = os.path.realpath(path)
+        return next((d for f, d in self.files if os.path.realpath(f) == real), None)
+
     def for_workers(self) -> CheckedSources:
         """These files as a Dask worker looks for them: a file under the current folder by
         its path relative to it (resolved from each worker's own folder, as a relative

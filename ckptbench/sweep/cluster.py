@@ -196,6 +196,7 @@ class Cluster:
         self.requires = requires
         self.timeout_s = timeout_s
         self._quiet = quiet
+        self.scheduler_id: str | None = None  # the scheduler's id at connect (a restart's is new)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -219,6 +220,32 @@ class Cluster:
             raise
         except Exception as err:  # OSError, TimeoutError, CommClosedError, a closed client
             raise SchedulerLost(one_line(err)) from None
+
+    def restarted(self) -> bool:
+        """True (once) when the scheduler at the address is not the one connected to: its id
+        changed, so it was restarted, and the client reconnected to the new one (Dask then
+        cancels every future the client had, and workers that lost their scheduler closed).
+        :class:`SchedulerLost` when it does not answer."""
+        now = self.ask_id()
+        if now is None or self.scheduler_id is None or now == self.scheduler_id:
+            self.scheduler_id = self.scheduler_id or now
+            return False
+        self.scheduler_id = now
+        return True
+
+    def ask_id(self) -> str | None:
+        """The scheduler's id, asked now (None where its answer has none)."""
+        try:
+            try:
+                info = self.client.scheduler_info(n_workers=0)  # no worker list: cheap
+            except TypeError:  # a distributed before 2025 takes no n_workers
+                info = self.client.scheduler_info()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as err:
+            raise SchedulerLost(one_line(err)) from None
+        got = info.get("id") if isinstance(info, dict) else None
+        return got if isinstance(got, str) else None
 
     def probe(self, workers: list[str] | None = None) -> dict[str, WorkerInfo]:
         """Ask ``workers`` (all the scheduler knows when None) what they run, together; where
@@ -344,6 +371,7 @@ def connect(address: str, cases: Iterable[Case], timeout_s: float = CONNECT_TIME
         if not infos:
             raise DaskError(f"Dask scheduler {address} has no workers")
         cluster.workers.update(infos)
+        cluster.scheduler_id = cluster.ask_id()
     except BaseException:
         cluster.close()
         raise

@@ -18,8 +18,13 @@ What happens when something goes away (docs/cluster.md):
   attempt was lost is reported with the cause.
 * **The scheduler goes away**: :func:`run_dask` returns why, after reporting the cells in
   flight as lost; cells never started stay pending for ``--resume``.
+* **The scheduler restarts** (its id changes; the client reconnects, Dask cancels the
+  cells in flight, and workers close when their scheduler connection breaks): the cells in
+  flight were not measured; they go back to the queue for a worker that joins the new
+  scheduler, and stay pending for ``--resume`` when none does (:meth:`_Dispatch.
+  follow_scheduler`).
 * **A stop signal** (Ctrl-C, SIGTERM) in the submitting process: every worker is asked to
-  stop this sweep's cells (:func:`_stop_cells`: the measurement's process group is stopped
+  stop this sweep's cells (``sweep.onworker.stop_cells``: the measurement's process group is stopped
   and the mode in flight kept as interrupted, as in a local sweep), the partial results are
   collected and saved, the futures cancelled, and the signal re-raised with a
   :class:`StopReport` attached as ``err.dask_stop``.
@@ -29,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import threading
 import time
 import uuid
@@ -38,11 +42,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ckptbench.measure.launch import Interrupted, request_stop, stop_reason
+from ckptbench.measure.launch import Interrupted, stop_reason
 from ckptbench.measure.sources import CheckedSources
-from ckptbench.results.schema import Case, RunResult, result_from_dict, result_to_dict
+from ckptbench.results.schema import Case, RunResult, result_from_dict
 from ckptbench.sweep.cells import Attempt, cell_error
 from ckptbench.sweep.cluster import Cluster, SchedulerLost
+from ckptbench.sweep.onworker import plugin_digest, remote_cell, stop_cells
 
 __all__ = ["ATTEMPTS", "REJOIN_WAIT_S", "STOP_WAIT_S", "Done", "StopReport", "run_dask"]
 
@@ -74,103 +79,6 @@ class StopReport:
 Done = Callable[..., None]
 
 
-# --------------------------------------------------------------------------- on a worker
-
-_CELLS: dict[str, set[int]] = {}  # sweep token -> threads measuring its cells here
-_STOPPED: dict[str, int] = {}  # sweep token -> the signal its submitter got
-
-
-def _remote_cell(
-    run_cell: RunCell | None, case_data: dict[str, Any], token: str = "",
-    plugin_sha256: str | None = None, checked: CheckedSources | None = None,
-) -> dict:  # fmt: skip
-    """Runs on a Dask worker: measure one cell, return its JSON document (same schema) and
-    the worker's address; a stop (:func:`_stop_cells`) returns the part measured so far.
-    A plug-in cell first checks that the worker reads the plug-in the submitter checked
-    (``plugin_sha256``): a relative path resolves from each worker's own folder. Its watch
-    of the plug-in's files starts at the check (``checked``, as ``for_workers`` sends them):
-    one that differs here fails the first mode, as in ``run``; those this worker does not
-    have are returned as ``not_found`` (the cell's note)."""
-    try:
-        from distributed import get_worker
-
-        address = get_worker().address
-    except (ImportError, ValueError):  # pragma: no cover - always on a worker here
-        address = ""
-    case = Case.from_dict(case_data)
-    if plugin_sha256 is not None:
-        _same_plugin(case.model, plugin_sha256, address)
-    watch, missing = {}, ()
-    if checked is not None:
-        found, missing = checked.found_here()
-        watch = {"checked_sources": found}
-    thread = threading.get_ident()
-    _CELLS.setdefault(token, set()).add(thread)
-    try:
-        if token in _STOPPED:
-            raise Interrupted(_STOPPED[token])
-        if run_cell is None:
-            from ckptbench.measure.runner import run_case as run_cell
-        result = run_cell(case, out_path=None, progress=None, **watch)
-    except (Interrupted, KeyboardInterrupt) as err:
-        partial = getattr(err, "result", None)
-        doc = None
-        if isinstance(partial, RunResult) and partial.modes:
-            doc = result_to_dict(_with_host(partial))
-        return {"result": doc, "worker": address, "interrupted": stop_reason(err),
-                "not_found": list(missing)}  # fmt: skip
-    finally:
-        _CELLS.get(token, set()).discard(thread)
-        request_stop(thread, None)
-    return {"result": result_to_dict(_with_host(result)), "worker": address,
-            "not_found": list(missing)}  # fmt: skip
-
-
-def plugin_digest(case: Case) -> str | None:
-    """The SHA-256 of a plug-in cell's source as the submitting machine reads it (None: a
-    built-in, or a module it cannot find; the worker's own check then decides)."""
-    if ":" not in case.model:
-        return None
-    from ckptbench.workloads import plugin_provenance  # reads the file, never imports it
-
-    return (plugin_provenance(case.model) or {}).get("sha256")
-
-
-def _same_plugin(model: str, expected: str, worker: str) -> None:
-    """On the worker: RuntimeError (the cell's error, reported, nothing measured) unless its
-    plug-in source has the SHA-256 the submitter read."""
-    from ckptbench.workloads import plugin_provenance
-
-    here = plugin_provenance(model) or {}
-    got = here.get("sha256")
-    if got == expected:
-        return
-    seen = (
-        f"reads {here.get('path', model)} with SHA-256 {got[:12]}"
-        if got
-        else ("cannot find or read it")
-    )
-    raise RuntimeError(
-        f"worker {worker or '?'} {seen}, the submitting machine {expected[:12]}: not measured "
-        "(a relative plug-in path resolves from each worker's folder; start the workers "
-        "there, or give an installed module)"
-    )
-
-
-def _with_host(result: RunResult) -> RunResult:
-    return result if result.host else replace(result, host=socket.gethostname())
-
-
-def _stop_cells(token: str, signum: int) -> int:
-    """Runs on each worker (``Client.run``): stop every cell of sweep ``token`` there, now
-    and when one starts later; how many were running."""
-    _STOPPED[token] = signum
-    threads = list(_CELLS.get(token, ()))
-    for thread in threads:
-        request_stop(thread, signum)
-    return len(threads)
-
-
 # --------------------------------------------------------------------------- the loop
 
 
@@ -199,17 +107,19 @@ def run_dask(
     jobs: list[tuple[int, Case]],
     starting: Callable[[int, int], None],
     done: Done,
-    retrying: Callable[[int, str], None] = lambda index, why: None,
+    retrying: Callable[..., None] = lambda index, why, *again: None,
     poll_s: float = 0.2,
     sources: Mapping[int, CheckedSources | None] | None = None,
 ) -> str | None:
     """Measure each (index, case) of ``jobs`` on ``cluster``, calling ``starting(index,
-    attempt)`` when a cell is submitted, ``retrying(index, why)`` when its worker left and
-    it goes back in the queue, and ``done(...)`` when it finished, failed or was lost.
+    attempt)`` when a cell is submitted, ``retrying(index, why[, again])`` when its worker
+    left (or its scheduler restarted: ``again`` says when it is measured again) and it goes
+    back in the queue, and ``done(...)`` when it finished, failed or was lost.
 
     Returns None when every cell ended, else why the sweep ended early (the scheduler went
-    away, no workers left); cells in flight then were reported to ``done`` as lost and
-    cells never started were not reported. A stop signal stops the cells in flight
+    away or restarted, no workers left); cells in flight then were reported to ``done`` as
+    lost (not measured, pending, where the scheduler restarted) and cells never started
+    were not reported. A stop signal stops the cells in flight
     (module docstring) and is re-raised with ``err.dask_stop``. ``sources``: by index, the
     files its plug-in's check loaded, where each cell's watch starts on its worker."""
     d = _Dispatch(cluster, run_cell, jobs, starting, done, retrying, sources or {})
@@ -221,6 +131,9 @@ def run_dask(
                 time.sleep(poll_s)
             try:
                 alive = cluster.alive()
+                if d.follow_scheduler(alive):  # the client reconnects: its cells held until
+                    time.sleep(poll_s)  # it knows whether the scheduler is the same one
+                    continue
             except SchedulerLost as err:
                 for future in list(d.running):
                     d.lose(future, "the Dask scheduler went away while the cell ran", False)
@@ -235,6 +148,12 @@ def run_dask(
             if time.monotonic() - idle_since < min(cluster.timeout_s, REJOIN_WAIT_S):
                 continue  # a nanny restarts its killed worker within a few seconds
             d.report_unretried()
+            if d.restarted is not None:  # and no worker joined the new scheduler since
+                return (
+                    f"the Dask scheduler at {cluster.address} restarted (its id changed) and "
+                    "its workers closed with it: start workers again and run the sweep with "
+                    "--resume"
+                )
             refused = f"; refused: {_refused(cluster)}" if cluster.refused else ""
             return f"Dask scheduler {cluster.address} has no workers left{refused}"
     except BaseException as err:
@@ -261,7 +180,8 @@ class _Dispatch:
         self.starting, self.done, self.retrying = starting, done, retrying
         self.token = uuid.uuid4().hex[:12]
         self.cases = dict(jobs)
-        self.digests = {i: plugin_digest(c) for i, c in jobs}  # read once, here
+        # the plug-in's digest a worker's copy must have: the check's, else read once here
+        self.digests = {i: plugin_digest(c, sources.get(i)) for i, c in jobs}
         self.sources = {i: s.for_workers() for i, s in sources.items() if s is not None}
         self.free: deque[str] = deque(sorted(cluster.workers))
         self.queue: deque[int] = deque(i for i, _ in jobs)
@@ -269,6 +189,9 @@ class _Dispatch:
         self.running: dict[Any, tuple[int, str, float]] = {}
         self.submitted: list[Any] = []
         self.known = set(cluster.workers)
+        self.restarted: str | None = None  # why, while no worker joined a restarted scheduler
+        self.after_restart: set[int] = set()  # queued again by a restart: pending, not lost
+        self.not_lost: dict[int, int] = {}  # cell -> its attempts a scheduler restart ended
 
     def submit_to_free(self) -> None:
         """Send queued cells to the free workers, one cell each, pinned to it."""
@@ -276,14 +199,17 @@ class _Dispatch:
             worker = self.free.popleft()
             index = self.queue.popleft()
             self.starting(index, len(self.tries.get(index, ())) + 1)
+            self.after_restart.discard(index)
             case = self.cases[index]
+            digest, at_check = self.digests[index]
             future = self.cluster.client.submit(
-                _remote_cell,
+                remote_cell,
                 self.run_cell,
                 case.to_dict(),
                 self.token,
-                self.digests.get(index),
+                digest,
                 self.sources.get(index),
+                at_check,
                 key=f"ckptbench-{case.key}-{time.time_ns()}",
                 workers=[worker],
                 allow_other_workers=False,
@@ -300,17 +226,55 @@ class _Dispatch:
             future.cancel()
         attempt = Attempt(worker, self.cluster.host(worker), time.monotonic() - t0, why)
         self.tries.setdefault(index, []).append(attempt)
-        if retry and len(self.tries[index]) < ATTEMPTS:
+        if retry and len(self.tries[index]) - self.not_lost.get(index, 0) < ATTEMPTS:
             self.queue.appendleft(index)
             self.retrying(index, why)
             return
         self.done(index, None, _lost_message(self.tries[index]), tuple(self.tries[index]), False)
 
+    def follow_scheduler(self, alive: set[str]) -> bool:
+        """Whether the scheduler was restarted (its id changed), asked where that may be
+        why cells stopped: a cell cancelled when the client lost its connection (once it is
+        connected again), a cell's worker gone, or cells waiting with no worker. Dask
+        cancelled the cells in flight and their workers closed with the old scheduler: each
+        goes back to the front of the queue, not measured, for a worker that joins the new
+        one (when none does, it stays pending for ``--resume``); that try is not counted
+        among its :data:`ATTEMPTS`. True while the client reconnects (nothing is decided
+        then: it is connected again soon, or ``alive()`` gives up); :class:`SchedulerLost`
+        when the scheduler does not answer."""
+        client = self.cluster.client
+        if getattr(client, "status", "running") == "connecting":
+            return True
+        cut = [f for f in self.running if _connection_lost(f, client)]
+        gone = any(w not in alive for _, w, _ in self.running.values())
+        idle = self.queue and not self.running and not (set(self.free) & alive)
+        if not (cut or gone or idle) or not self.cluster.restarted():
+            return False
+        why = (f"the Dask scheduler at {self.cluster.address} restarted (its id changed) "
+               "while the cell ran: not measured")  # fmt: skip
+        self.restarted = why
+        for future, (index, worker, t0) in list(self.running.items()):
+            del self.running[future]
+            with contextlib.suppress(Exception):
+                future.cancel()
+            attempt = Attempt(worker, self.cluster.host(worker), time.monotonic() - t0, why)
+            self.tries.setdefault(index, []).append(attempt)
+            self.not_lost[index] = self.not_lost.get(index, 0) + 1
+            self.after_restart.add(index)
+            self.queue.appendleft(index)
+            self.retrying(index, why, "measuring it again if a worker joins the new scheduler")
+        return False
+
     def collect_finished(self, alive: set[str]) -> None:
         """Report the finished cells and free their workers (those still alive); a cell the
-        cluster cancelled is lost and retried."""
+        cluster cancelled is lost and retried (one cancelled when the client lost the
+        scheduler, once it is connected again to the same one: :meth:`follow_scheduler`)."""
         for future in [f for f in self.running if f.done()]:
             index, worker, t0 = self.running[future]
+            if _connection_lost(future, self.cluster.client):
+                self.lose(future, f"the connection to the Dask scheduler broke while the cell "
+                          f"ran on {worker}", retry=True)  # fmt: skip
+                continue
             if future.status == "cancelled":  # not by us: the cluster dropped it
                 self.lose(future, f"Dask cancelled the cell on {worker}", retry=True)
                 continue
@@ -333,16 +297,38 @@ class _Dispatch:
             self.known.add(worker)
             if worker not in busy and self.cluster.admit(worker):
                 self.free.append(worker)
+                self.restarted = None  # a worker joined (the new scheduler, if it restarted)
         self.free = deque(w for w in self.free if w in alive)
         self.known &= alive  # one that comes back under its address is probed again
         for worker in set(self.cluster.workers) - alive:  # left: the ETA counts who is here
             del self.cluster.workers[worker]
 
     def report_unretried(self) -> None:
-        """Report the queued cells that were lost and have no one left to retry them."""
+        """Report the queued cells that were lost and have no one left to retry them; those
+        a scheduler restart sent back are not measured: pending, for ``--resume``."""
         for index in [i for i in self.queue if self.tries.get(i)]:
             tries = tuple(self.tries[index])
+            if index in self.after_restart:
+                why = f"{tries[-1].error}; `--resume` measures it"
+                self.done(index, None, why, tries, True)
+                continue
             self.done(index, None, _lost_message(self.tries[index]), tries, False)
+
+
+def _connection_lost(future: Any, client: Any) -> bool:
+    """A future the client cancelled when it lost its connection to the scheduler (its
+    reason; a client still reconnecting where a distributed gives none)."""
+    if future.status != "cancelled":
+        return False
+    try:
+        future.result(timeout=5)  # cancelled already: it raises at once
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as err:  # its CancelledError, with the reason where it has one
+        reason = getattr(err, "reason", None)
+        if reason is not None:
+            return reason == "scheduler-connection-lost"
+    return getattr(client, "status", "running") == "connecting"
 
 
 def _refused(cluster: Cluster) -> str:
@@ -392,7 +378,7 @@ def _collect(
         dask.update({"notes": list(notes)} if notes else {})
         result = replace(result, environment={**result.environment, "dask": dask})
     done(index, result, error if result is None else None, attempts, bool(interrupted),
-         notes=tuple(f"{case.key}: {n}" for n in notes))  # fmt: skip
+         notes=notes)  # fmt: skip
     return result
 
 
@@ -418,7 +404,7 @@ def _stop(
     client = cluster.client
     deadline = time.monotonic() + STOP_WAIT_S  # the whole stop, the request to workers too
     with contextlib.suppress(Exception):  # a frozen worker holds the request to its timeout
-        client.sync(client._run, _stop_cells, token, int(signum), on_error="ignore",
+        client.sync(client._run, stop_cells, token, int(signum), on_error="ignore",
                     callback_timeout=min(cluster.timeout_s, STOP_WAIT_S))  # fmt: skip
     while any(not f.done() for f in running) and time.monotonic() < deadline:
         time.sleep(0.05)

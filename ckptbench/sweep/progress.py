@@ -56,6 +56,7 @@ class SweepProgress:
     workers: int = 1
     attempt: int = 1
     reason: str = ""
+    again: str = ""  # "cell-retry": when it is measured again (at once where empty)
 
     def line(self) -> str:
         """One progress line, e.g. ``[3/13] lstm-l1000-s4-uniform-... done (measured) 45 s,
@@ -68,7 +69,7 @@ class SweepProgress:
             again = f" (attempt {self.attempt})" if self.attempt > 1 else ""
             text = f"{where} started{again}"
         elif self.event == "cell-retry":
-            text = f"{where} lost ({self.reason}); measuring it again"
+            text = f"{where} lost ({self.reason}); {self.again or 'measuring it again'}"
         elif self.event == "mode-iteration" and self.iteration is not None:
             it = self.iteration
             kind = "warm-up" if it.warmup else "iteration"
@@ -193,9 +194,9 @@ class ProgressTracker:
         self.running += 1
         self.emit("cell-start", case, attempt=attempt)
 
-    def cell_retry(self, case: Case, reason: str) -> None:
+    def cell_retry(self, case: Case, reason: str, again: str = "") -> None:
         self.running = max(0, self.running - 1)
-        self.emit("cell-retry", case, reason=reason)
+        self.emit("cell-retry", case, reason=reason, again=again)
 
     def cell_done(self, outcome: CellOutcome) -> None:
         self.done += 1

@@ -30,7 +30,8 @@ Semantics (what ``ckptbench sweep`` promises):
   Python, backends) are checked before the folder is created; a cell whose worker leaves is
   measured again once on another worker (the manifest keeps both attempts); a scheduler
   that goes away ends the sweep early (:attr:`SweepOutcome.ended_early`, exit 1, cells in
-  flight marked); a stop signal stops the cells on the workers and saves their modes in
+  flight marked), one that restarts (its id changed) leaves them pending unless a worker
+  joins it; a stop signal stops the cells on the workers and saves their modes in
   flight as interrupted (``ckptbench.sweep.dask``, docs/cluster.md). ``distributed`` is
   imported only on this path.
 
@@ -212,7 +213,7 @@ def _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed, 
         manifest_path=book.manifest,
         cells=tuple(book.cells),
         elapsed_s=time.monotonic() - book.clock0,
-        notes=tuple(book.notes),
+        notes=(*book.notes, *book.worker_notes()),
         ended_early=ended_early,
         manifest_error=book.manifest_error,
     )
@@ -238,6 +239,7 @@ class _SweepBook:
         self.cluster = cluster
         self.checked: Mapping[tuple[str, str], CheckedSources] = checked  # by plug-in, backend
         self.notes: list[str] = []
+        self.said: dict[str, list[str]] = {}  # what Dask workers said of cells -> the cells
         self.manifest_error: str | None = None
         self.manifest = _write_manifest(config, out, cells, started)  # at start: it must work
         self.clock0 = time.monotonic()
@@ -299,9 +301,10 @@ class _SweepBook:
         """A Dask cell ended: saved (its partial or earlier file set aside), or not (an
         error unless ``state`` says); ``raw``, a foreign document its worker returned, kept;
         ``notes``, what its worker said of it (files of the check it does not have), for
-        the sweep's summary. The tries an earlier sweep of this folder recorded come first
-        (``--resume``)."""
-        self.notes.extend(notes)
+        the sweep's summary, once per worker (:meth:`worker_notes`). The tries an earlier
+        sweep of this folder recorded come first (``--resume``)."""
+        for note in notes:
+            self.said.setdefault(note, []).append(self.cells[index].key)
         last = attempts[-1] if attempts else Attempt("")
         attempts = (*self.cells[index].attempts, *attempts)
         if raw is not None:
@@ -325,10 +328,19 @@ class _SweepBook:
             )
         self.finished(index, outcome)
 
-    def retrying(self, index: int, why: str) -> None:  # back in the queue: not running
+    def worker_notes(self) -> list[str]:
+        """What Dask workers said of their cells, each once (a note names its worker), with
+        the cells it concerns; every result keeps its own in ``environment.dask.notes``."""
+        out = []
+        for note, keys in self.said.items():
+            more = f" and {len(keys) - 1} more cell(s) measured there" if len(keys) > 1 else ""
+            out.append(f"{keys[0]}{more}: {note}")
+        return out
+
+    def retrying(self, index: int, why: str, again: str = "") -> None:  # queued: not running
         self.cells[index] = replace(self.cells[index], state=CellState.PENDING, error=why)
         self.write()
-        self.state.cell_retry(self.cells[index].case, why)
+        self.state.cell_retry(self.cells[index].case, why, again)
 
 
 def _run_here(book: _SweepBook, runner: RunCell, to_run: list[int], remeasure: set[int]) -> None:
