@@ -90,3 +90,23 @@ def test_summary_still_appends_to_markdown_and_plain_text(tmp_path, capsys):
         assert code == 0, err
         text = target.read_text()
         assert text.startswith(start) and "ckptbench check" in text[len(start) :]
+
+
+def test_compare_mprof_names_the_host_of_each_timeline(tmp_path, capsys):
+    """Two results of one cell from two machines: --plots named each timeline's host, --mprof
+    wrote the second machine's as '-2', which host it was told nowhere (and swapped with the
+    order of the arguments)."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    save_result(make_result(CI_CASE, seed=1, host="laptop"), a)
+    save_result(make_result(CI_CASE, seed=2, host="ci-runner"), b)
+    code, _, err = run_cli(capsys, ["compare", str(a), str(b), "--mprof", str(tmp_path / "m")])
+    assert code == 0, err
+    names = sorted(p.name for p in (tmp_path / "m").iterdir())
+    assert names and all(("-laptop" in n) != ("-ci-runner" in n) for n in names), names
+    assert not any(n.endswith("-2.dat") for n in names), names
+    code, _, err = run_cli(capsys, ["compare", str(b), str(a), "--mprof", str(tmp_path / "m2")])
+    assert code == 0, err
+    for n in names:  # each file holds its own host's timeline, whatever the order given
+        assert (tmp_path / "m" / n).read_text().splitlines()[1:] == (
+            (tmp_path / "m2" / n).read_text().splitlines()[1:]
+        ), n
