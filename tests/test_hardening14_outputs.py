@@ -110,3 +110,25 @@ def test_compare_mprof_names_the_host_of_each_timeline(tmp_path, capsys):
         assert (tmp_path / "m" / n).read_text().splitlines()[1:] == (
             (tmp_path / "m2" / n).read_text().splitlines()[1:]
         ), n
+
+
+def test_a_json_file_in_a_sweep_folder_that_is_no_result_is_not_called_one(tmp_path, capsys):
+    """`plan --save-costs sw/costs.json` or `compare ... -o sw/report.json` in a sweep folder:
+    compare said 'is not a cell of its folder's sweep manifest (not in the tables; pass the
+    file itself to compare it)', and passing it is refused: it is no result."""
+    from ckptbench.sweep.config import parse_config
+    from ckptbench.sweep.run import run_sweep
+
+    def run_cell(case, *, out_path=None, progress=None):
+        return make_result(case, seed=case.snaps)
+
+    sw = tmp_path / "sw"
+    run_sweep(parse_config(CONFIG, "t.toml"), sw, run_cell=run_cell)
+    (sw / "costs.json").write_text('{\n "forward_time_s": 1e-05\n}\n')
+    code, _, err = run_cli(capsys, ["compare", str(sw)])
+    assert code == 0, err
+    assert "pass the file itself" not in err
+    assert f"compare: {sw / 'costs.json'} is not a ckptbench result (not read)" in err
+    code, out, err = run_cli(capsys, ["check", str(sw)])
+    assert "so not gated: " not in out + err
+    assert f"not ckptbench results (not read): {sw / 'costs.json'}" in out + err
