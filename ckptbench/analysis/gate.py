@@ -43,7 +43,7 @@ from ckptbench.analysis.limits import ConfigFiles, limit_sources, sweep_configs
 from ckptbench.analysis.pairing import diluted_cell, same_measurements
 from ckptbench.results.schema import RunResult
 from ckptbench.results.store import load_results, missing_cells
-from ckptbench.sweep.preflight import unlisted_results
+from ckptbench.sweep.preflight import unlisted_other_json, unlisted_results
 
 __all__ = [
     "GateReport",
@@ -239,6 +239,9 @@ def run_check(
     if unlisted:  # a cell of a larger config, or a copied file: read as nothing, said
         names = ", ".join(str(p) for p in unlisted)
         note = f"not cells of their folder's sweep manifest, so not gated: {names}"
+        report = replace(report, notes=(*report.notes, note))
+    if others := unlisted_other_json([*results, *(against or ())]):  # a costs file, a report
+        note = f"not ckptbench results (not read): {', '.join(map(str, others))}"
         report = replace(report, notes=(*report.notes, note))
     if lost:  # a deleted cell, or a sweep stopped between cells, fails the gate
         report = replace(report, lines=(*report.lines, *lost))

@@ -105,7 +105,7 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     except ValueError as err:
         raise InputError(str(err)) from None
     note_writers([*results, *(against or ())], "compare")
-    from ckptbench.sweep.preflight import unlisted_results
+    from ckptbench.sweep.preflight import unlisted_other_json, unlisted_results
 
     for path in unlisted_results([*results, *(against or ())]):
         click.echo(
@@ -113,6 +113,8 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
             "pass the file itself to compare it)",
             err=True,
         )
+    for path in unlisted_other_json([*results, *(against or ())]):  # a costs file, a report
+        click.echo(f"compare: {path} is not a ckptbench result (not read)", err=True)
     if missing:  # as `check` does: a cell the manifest lists but the folder lacks is named
         for line in (missing_lead(missing), *(f"{key}: {what}" for key, what in missing)):
             click.echo(f"compare: {line}", err=True)

@@ -78,16 +78,21 @@ def write_mprof(
 def mprof_files(results: Sequence[Any], folder: str | os.PathLike[str]) -> list[tuple[str, Any]]:
     """(path, mode result) of every mprof file :func:`export_mprof` writes for ``results``
     into ``folder``: one per (result, round, mode) with a timeline. Names are
-    :func:`mprof_name`; a name met twice (reruns of one case) gets a ``-2``, ``-3`` ...
-    suffix, so no file is written twice."""
+    :func:`mprof_name`, with ``-<host>`` when the results come from several machines (as
+    ``--plots`` names its timelines); a name met twice (reruns of one case) gets a ``-2``,
+    ``-3`` ... suffix, so no file is written twice."""
     files: list[tuple[str, Any]] = []
     seen: dict[str, int] = {}
+    several_hosts = len({r.host for r in results}) > 1
     for result in results:
         rounds = result.case.rounds > 1
         for m in result.modes:
             if len(m.timeline) < 1:
                 continue
             name = mprof_name(result.case.key, m.mode.value, m.round if rounds else None)
+            if several_hosts:
+                host = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.host)
+                name = name.replace(".dat", f"-{host}.dat")
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:
                 name = name.replace(".dat", f"-{seen[name]}.dat")

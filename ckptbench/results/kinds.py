@@ -19,7 +19,15 @@ from typing import Any
 
 from ckptbench.results.files import InputFileError, read_json_limited
 
-__all__ = ["MANIFEST", "MANIFEST_KIND", "RESULT", "document_kind", "kind_of", "wrote_mprof"]
+__all__ = [
+    "MANIFEST",
+    "MANIFEST_KIND",
+    "RESULT",
+    "document_kind",
+    "kind_of",
+    "not_text",
+    "wrote_mprof",
+]
 
 #: The ``kind`` of a sweep manifest document.
 MANIFEST_KIND = "ckptbench-sweep"
@@ -85,3 +93,35 @@ def wrote_mprof(path: str | os.PathLike[str]) -> bool:
     p = Path(path)
     named = p.name.startswith("mprofile_") and p.suffix == ".dat"
     return named and _MPROF_HEAD.match(_head(p)) is not None
+
+
+_MARKUP_HEAD = re.compile(rb"^\s*<(?:\?xml|!doctype html|html)\b", re.IGNORECASE)
+#: The most of a file :func:`not_text` parses to see whether it is one JSON document
+_JSON_BYTES = 64 * 2**20
+
+
+def not_text(path: str | os.PathLike[str]) -> str | None:
+    """What ``path`` is when it is no text that markdown may be appended to (``check
+    --summary``): "a binary file" (a NUL byte or no UTF-8 in its head: a plot), "an mprof
+    timeline ckptbench wrote", "an XML or HTML document" (JUnit, compare's page) or "a JSON
+    document" (the whole file parses: a costs file, a JSON report); None for any other
+    file, an empty one too."""
+    head = _head(path)
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:  # a character cut by the head's end is still text
+        if err.start < len(head) - 3 or len(head) < _HEAD_BYTES:
+            return "a binary file"
+    if b"\0" in head:
+        return "a binary file"
+    if wrote_mprof(path):
+        return "an mprof timeline ckptbench wrote"
+    if _MARKUP_HEAD.match(head):
+        return "an XML or HTML document"
+    if head.lstrip()[:1] in (b"{", b"["):
+        try:
+            read_json_limited(path, _JSON_BYTES, "file")
+        except (InputFileError, OSError):
+            return None
+        return "a JSON document"
+    return None

@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.results.files import InputFileError, read_json_limited
-from ckptbench.results.kinds import MANIFEST, MANIFEST_KIND, RESULT, document_kind, wrote_mprof
+from ckptbench.results.kinds import (
+    MANIFEST,
+    MANIFEST_KIND,
+    RESULT,
+    document_kind,
+    not_text,
+    wrote_mprof,
+)
 from ckptbench.results.manifestcheck import manifest_problem
 from ckptbench.results.resultcheck import result_problem
 from ckptbench.results.schema import Case, CaseError, RunResult, result_from_dict, write_atomic
@@ -89,6 +96,15 @@ def _kind(path: Path) -> str | None:
     return document_kind(path, MAX_RESULT_BYTES)
 
 
+def _same_file(st: os.stat_result | None, other: Path) -> bool:
+    """Whether the existing file of ``st`` is ``other`` under another name (a hard link)."""
+    try:
+        o = os.stat(other)
+    except OSError:
+        return False
+    return st is not None and (st.st_dev, st.st_ino) == (o.st_dev, o.st_ino)
+
+
 def check_output(
     path: str | os.PathLike[str],
     what: str,
@@ -101,12 +117,13 @@ def check_output(
     hint: str = "pass --force to replace it",
 ) -> None:
     """The rule for every file ckptbench writes (``what`` names the option): never through a
-    link or over a non-regular file, never an input of the command (nor a ``*.json`` in an
-    input folder), never a cell's path a sweep manifest beside it lists (saved or not), never
-    a result or manifest (known by content: ``kinds.document_kind``) unless it writes a
-    ``result`` itself, never an existing file without ``replace`` unless it ``append``s;
-    a ``result`` replaces only a result, an ``mprof`` timeline only one ckptbench wrote.
-    One-line StoreError."""
+    link or over a non-regular file, never an input of the command (by any of its names: a
+    hard link too; nor a ``*.json`` in an input folder), never a cell's path a sweep
+    manifest beside it lists (saved or not), never a result or manifest (known by content:
+    ``kinds.document_kind``) unless it writes a ``result`` itself, never an existing file
+    without ``replace`` unless it ``append``s, and that only to text (``kinds.not_text``:
+    never to a JSON or XML document, a plot, a timeline); a ``result`` replaces only a
+    result, an ``mprof`` timeline only one ckptbench wrote. One-line StoreError."""
     p = Path(path)
     try:
         st = os.lstat(p)
@@ -121,7 +138,11 @@ def check_output(
     real = p.resolve()
     for raw in inputs:
         q = Path(raw).resolve()
-        if real == q or (q.is_dir() and q in real.parents and real.suffix == ".json"):
+        if (
+            real == q
+            or _same_file(st, q)
+            or (q.is_dir() and q in real.parents and real.suffix == ".json")
+        ):
             raise StoreError(f"{what} {p}: is an input of this command; nothing written")
     if (key := _sweep_cell(p)) is not None:  # saved or not: `sweep --resume` measures those
         raise StoreError(f"{what} {p}: is cell {key} of the sweep in {p.parent} (not even "
@@ -139,6 +160,9 @@ def check_output(
             f"{what} {p}: is a sweep manifest; a result never replaces one (not even with "
             "--force): use another file name"
         )
+    if append and (other := not_text(p)) is not None:  # --force or not: it replaces nothing
+        raise StoreError(f"{what} {p}: is {other}; {what} appends markdown to a text file "
+                         "only: use another file name")  # fmt: skip
     if not replace and not append:
         raise StoreError(f"{what} {p}: exists; {hint}")
     if result and st.st_size and kind != RESULT:  # empty: mktemp's, say

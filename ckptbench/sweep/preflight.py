@@ -9,9 +9,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ckptbench.results.kinds import RESULT, document_kind
 from ckptbench.results.schema import MODES, SETTINGS_FIELDS, Case, RunResult
 from ckptbench.results.store import (
     MANIFEST_NAME,
+    MAX_RESULT_BYTES,
     StoreError,
     cell_path,
     load_result,
@@ -27,6 +29,7 @@ __all__ = [
     "plan_cells",
     "previous_manifest",
     "remove_stale_temp_files",
+    "unlisted_other_json",
     "unlisted_results",
 ]
 
@@ -162,12 +165,28 @@ def unlisted_results(paths: Iterable[str | Path]) -> list[Path]:
     """Result files in the sweep folders among ``paths`` that their manifest does not list
     (a cell of an earlier, larger config; a file copied in): a folder is read as its
     manifest's cells, so these are left out of every table, and the reader says so."""
-    out: list[Path] = []
+    return [f for f, result in _unlisted_json(paths) if result]
+
+
+def unlisted_other_json(paths: Iterable[str | Path]) -> list[Path]:
+    """The ``*.json`` files in the sweep folders among ``paths`` that are no ckptbench
+    result (a costs file ``plan --save-costs`` wrote there, a JSON report): never read as
+    cells, and named by the readers as what they are, not as results to pass by name."""
+    return [f for f, result in _unlisted_json(paths) if not result]
+
+
+def _unlisted_json(paths: Iterable[str | Path]) -> list[tuple[Path, bool]]:
+    """Each ``*.json`` of the sweep folders among ``paths`` that is neither the manifest nor
+    a cell it lists, and whether it is a result (``kinds.document_kind``: by its content,
+    a result cut short too)."""
+    out: list[tuple[Path, bool]] = []
     for raw in paths:
         folder = Path(raw)
         listed = manifest_cells(folder / MANIFEST_NAME) if folder.is_dir() else None
         if listed is None:
             continue
         known = {f.name for f, _ in listed}
-        out += [f for f in sorted(folder.glob("*.json")) if f.name not in {*known, MANIFEST_NAME}]
+        for f in sorted(folder.glob("*.json")):
+            if f.name not in {*known, MANIFEST_NAME}:
+                out.append((f, document_kind(f, MAX_RESULT_BYTES) == RESULT))
     return out
