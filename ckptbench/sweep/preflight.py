@@ -12,6 +12,7 @@ from typing import Any
 from ckptbench.results.schema import MODES, SETTINGS_FIELDS, Case, RunResult
 from ckptbench.results.store import (
     MANIFEST_NAME,
+    ManifestFiles,
     StoreError,
     cell_path,
     load_result,
@@ -158,14 +159,18 @@ def plan_cells(
     return cells, to_run
 
 
-def unlisted_results(paths: Iterable[str | Path]) -> list[Path]:
+def unlisted_results(
+    paths: Iterable[str | Path], manifests: ManifestFiles | None = None
+) -> list[Path]:
     """Result files in the sweep folders among ``paths`` that their manifest does not list
     (a cell of an earlier, larger config; a file copied in): a folder is read as its
-    manifest's cells, so these are left out of every table, and the reader says so."""
+    manifest's cells, so these are left out of every table, and the reader says so.
+    ``manifests``: each read once."""
     out: list[Path] = []
     for raw in paths:
         folder = Path(raw)
-        listed = manifest_cells(folder / MANIFEST_NAME) if folder.is_dir() else None
+        listed = (manifest_cells(folder / MANIFEST_NAME, manifests=manifests)
+                  if folder.is_dir() else None)  # fmt: skip
         if listed is None:
             continue
         known = {f.name for f, _ in listed}
