@@ -36,13 +36,15 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptbench.measure.launch import Interrupted, request_stop, stop_reason
-from ckptbench.measure.sources import CheckedSources
 from ckptbench.results.schema import Case, RunResult, result_from_dict, result_to_dict
 from ckptbench.sweep.cells import Attempt, cell_error
 from ckptbench.sweep.cluster import Cluster, SchedulerLost
+
+if TYPE_CHECKING:
+    from ckptbench.measure.tasks import PluginChecked
 
 __all__ = ["ATTEMPTS", "REJOIN_WAIT_S", "STOP_WAIT_S", "Done", "StopReport", "run_dask"]
 
@@ -82,15 +84,17 @@ _STOPPED: dict[str, int] = {}  # sweep token -> the signal its submitter got
 
 def _remote_cell(
     run_cell: RunCell | None, case_data: dict[str, Any], token: str = "",
-    plugin_sha256: str | None = None, checked: CheckedSources | None = None,
+    plugin_sha256: str | None = None, checked: PluginChecked | None = None,
 ) -> dict:  # fmt: skip
     """Runs on a Dask worker: measure one cell, return its JSON document (same schema) and
     the worker's address; a stop (:func:`_stop_cells`) returns the part measured so far.
     A plug-in cell first checks that the worker reads the plug-in the submitter checked
-    (``plugin_sha256``): a relative path resolves from each worker's own folder. Its watch
-    of the plug-in's files starts at the check (``checked``, as ``for_workers`` sends them):
-    one that differs here fails the first mode, as in ``run``; those this worker does not
-    have are returned as ``not_found`` (the cell's note)."""
+    (``plugin_sha256``): a relative path resolves from each worker's own folder. It gets
+    what the check found (``checked``, as ``PluginChecked.for_workers`` sends it), as in
+    ``run``: its watch of the plug-in's files starts at the check, one that differs here
+    failing the first mode, and it records the dtypes of the loss and of what it gets.
+    The check's files this worker does not have are returned as ``not_found`` (the
+    cell's note)."""
     try:
         from distributed import get_worker
 
@@ -100,10 +104,13 @@ def _remote_cell(
     case = Case.from_dict(case_data)
     if plugin_sha256 is not None:
         _same_plugin(case.model, plugin_sha256, address)
-    watch, missing = {}, ()
+    given: dict[str, Any] = {}
+    missing: tuple[str, ...] = ()
     if checked is not None:
-        found, missing = checked.found_here()
-        watch = {"checked_sources": found}
+        found = None
+        if checked.sources is not None:
+            found, missing = checked.sources.found_here()
+        given = checked.run_options(found)
     thread = threading.get_ident()
     _CELLS.setdefault(token, set()).add(thread)
     try:
@@ -111,7 +118,7 @@ def _remote_cell(
             raise Interrupted(_STOPPED[token])
         if run_cell is None:
             from ckptbench.measure.runner import run_case as run_cell
-        result = run_cell(case, out_path=None, progress=None, **watch)
+        result = run_cell(case, out_path=None, progress=None, **given)
     except (Interrupted, KeyboardInterrupt) as err:
         partial = getattr(err, "result", None)
         doc = None
@@ -201,7 +208,7 @@ def run_dask(
     done: Done,
     retrying: Callable[[int, str], None] = lambda index, why: None,
     poll_s: float = 0.2,
-    sources: Mapping[int, CheckedSources | None] | None = None,
+    checks: Mapping[int, PluginChecked | None] | None = None,
 ) -> str | None:
     """Measure each (index, case) of ``jobs`` on ``cluster``, calling ``starting(index,
     attempt)`` when a cell is submitted, ``retrying(index, why)`` when its worker left and
@@ -210,9 +217,9 @@ def run_dask(
     Returns None when every cell ended, else why the sweep ended early (the scheduler went
     away, no workers left); cells in flight then were reported to ``done`` as lost and
     cells never started were not reported. A stop signal stops the cells in flight
-    (module docstring) and is re-raised with ``err.dask_stop``. ``sources``: by index, the
-    files its plug-in's check loaded, where each cell's watch starts on its worker."""
-    d = _Dispatch(cluster, run_cell, jobs, starting, done, retrying, sources or {})
+    (module docstring) and is re-raised with ``err.dask_stop``. ``checks``: by index, what
+    its plug-in's check found, given to the cell on its worker as ``run`` gives it."""
+    d = _Dispatch(cluster, run_cell, jobs, starting, done, retrying, checks or {})
     idle_since = None  # when cells last waited with no worker free or running
     try:
         while d.queue or d.running:
@@ -255,14 +262,14 @@ class _Dispatch:
     def __init__(
         self, cluster: Cluster, run_cell: RunCell | None, jobs: list[tuple[int, Case]],
         starting: Callable[[int, int], None], done: Done, retrying: Callable[[int, str], None],
-        sources: Mapping[int, CheckedSources | None],
+        checks: Mapping[int, PluginChecked | None],
     ) -> None:  # fmt: skip
         self.cluster, self.run_cell = cluster, run_cell
         self.starting, self.done, self.retrying = starting, done, retrying
         self.token = uuid.uuid4().hex[:12]
         self.cases = dict(jobs)
         self.digests = {i: plugin_digest(c) for i, c in jobs}  # read once, here
-        self.sources = {i: s.for_workers() for i, s in sources.items() if s is not None}
+        self.checks = {i: c.for_workers() for i, c in checks.items() if c is not None}
         self.free: deque[str] = deque(sorted(cluster.workers))
         self.queue: deque[int] = deque(i for i, _ in jobs)
         self.tries: dict[int, list[Attempt]] = {}
@@ -283,7 +290,7 @@ class _Dispatch:
                 case.to_dict(),
                 self.token,
                 self.digests.get(index),
-                self.sources.get(index),
+                self.checks.get(index),
                 key=f"ckptbench-{case.key}-{time.time_ns()}",
                 workers=[worker],
                 allow_other_workers=False,
