@@ -15,9 +15,9 @@ watched_since`` says where each file's watch started: ``check``, ``start`` (the 
 start, for the plug-in's file where the check reported no digest of it) or ``round K
 MODE`` (the first report that listed it). A mode measured after a watched file changed is
 failed. A sweep checks each plug-in once (per backend, and per dtype where the backend
-casts: :func:`plugin_key`) and gives every cell of it the check's files; a Dask worker gets them relative to the submitting folder
-(:meth:`CheckedSources.for_workers`) and watches those it has (:meth:`CheckedSources.
-found_here`).
+casts: :func:`plugin_key`) and gives every cell of it the check's files; a Dask worker gets
+them relative to the submitting folder (:meth:`CheckedSources.for_workers`) and watches
+those it has (:meth:`CheckedSources.found_here`).
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ class PluginChecked:
         passes it: where the watch of its files starts (``checked_sources``; ``sources``
         in place of the check's own: those a Dask worker found) and the dtypes to record
         (``plugin_dtypes``); only those the check has."""
-        sources = sources or self.sources
+        sources = self.sources if sources is None else sources
         options: dict[str, Any] = {} if sources is None else {"checked_sources": sources}
         return options | ({"plugin_dtypes": dict(self.dtypes)} if self.dtypes else {})
 
