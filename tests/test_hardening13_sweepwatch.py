@@ -21,6 +21,7 @@ from _cli import run_cli
 from _synthetic import make_result
 
 from ckptbench.measure.sources import CheckedSources
+from ckptbench.measure.tasks import PluginChecked
 from ckptbench.results.store import MANIFEST_NAME
 from ckptbench.sweep.config import parse_config
 from ckptbench.sweep.run import run_sweep
@@ -123,8 +124,9 @@ def test_a_sweep_gives_each_plugin_cell_the_checks_files(tmp_path: Path) -> None
         given[case.key] = watch.get("checked_sources")
         return make_result(case)
 
+    check = PluginChecked(config.cases[0], sources=checked)
     run_sweep(config, tmp_path / "out", run_cell=run_cell,
-              checked_sources={("uses.py:make", "autograd"): checked})  # fmt: skip
+              plugin_checks={("uses.py:make", "autograd", None): check})  # fmt: skip
     plugin_cells = [c.key for c in config.cases if c.model == "uses.py:make"]
     assert len(plugin_cells) == 2
     assert {k: v for k, v in given.items() if k in plugin_cells} == dict.fromkeys(

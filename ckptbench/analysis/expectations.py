@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ckptbench.results.manifests import expectations_from_manifests, manifest_keys
 from ckptbench.results.schema import Case
+from ckptbench.results.store import ManifestFiles
 from ckptbench.sweep.config import Expect, SweepConfig
 
 __all__ = ["ExpectSource", "expect_for", "manifest_expectations"]
@@ -29,12 +30,15 @@ def expect_for(source: ExpectSource, case: Case) -> Expect | None:
     return source(case)
 
 
-def manifest_expectations(results: Sequence[str | Path]) -> ExpectSource:
+def manifest_expectations(
+    results: Sequence[str | Path], manifests: ManifestFiles | None = None
+) -> ExpectSource:
     """The ``[expect]`` recorded in the sweep manifests among ``results``, for the cells
     those manifests list only: a loose result file given beside a sweep folder is not held
-    to that sweep's thresholds (None: no manifest records any)."""
-    table = expectations_from_manifests(results)
+    to that sweep's thresholds (None: no manifest records any). ``manifests``: each read
+    once."""
+    table = expectations_from_manifests(results, manifests)
     if table is None:
         return None
-    keys = manifest_keys(results)
+    keys = manifest_keys(results, manifests)
     return lambda case: expect_for(table, case) if case.key in keys else None

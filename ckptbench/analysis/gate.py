@@ -197,10 +197,12 @@ def run_check(
     """Load and gate: ``results`` and ``against`` are files, sweep folders or manifests; the
     expectations come from ``config`` (a sweep TOML) or else from the results' sweep
     manifest. Every input problem is a one-line ``ValueError``. ``configs``: the config
-    files already read (the CLI's, which found the sweeps' files first): each parsed once."""
+    files and sweep manifests already read (the CLI's, which found the sweeps' files
+    first): each config parsed once, each manifest read once."""
     configs = configs or ConfigFiles()
-    current = load_results(results)
-    reference = load_results(against) if against else None
+    manifests = configs.manifests  # each sweep manifest read once, here and by the limits
+    current = load_results(results, manifests)
+    reference = load_results(against, manifests) if against else None
     same = same_measurements(current, reference or [])
     if same and len(same) == len(current):
         raise ValueError(
@@ -212,7 +214,9 @@ def run_check(
             f"the results hold the reference's own measurement of {mixed} beside a new one: "
             "pooled, the copy would dilute any change (check without the reference's copy)"
         )
-    expect: ExpectSource = configs.load(config) if config else manifest_expectations(results)
+    expect: ExpectSource = (
+        configs.load(config) if config else manifest_expectations(results, manifests)
+    )
     report = check(
         current,
         reference,
@@ -224,7 +228,7 @@ def run_check(
     )
     lost = [
         GateLine(key, "", "present", False, f"listed in the sweep manifest; {what} is missing")
-        for key, what in missing_cells(results)
+        for key, what in missing_cells(results, manifests)
     ]
     if same:  # e.g. cells a --resume kept from a copy of the reference
         report = replace(
@@ -235,12 +239,13 @@ def run_check(
                 f"changes are zero by construction: {', '.join(same)}",
             ),
         )
-    unlisted = unlisted_results([*results, *(against or ())])
+    unlisted = unlisted_results([*results, *(against or ())], manifests)
     if unlisted:  # a cell of a larger config, or a copied file: read as nothing, said
         names = ", ".join(str(p) for p in unlisted)
         note = f"not cells of their folder's sweep manifest, so not gated: {names}"
         report = replace(report, notes=(*report.notes, note))
-    if others := unlisted_other_json([*results, *(against or ())]):  # a costs file, a report
+    # a costs file, a JSON report
+    if others := unlisted_other_json([*results, *(against or ())], manifests):
         note = f"not ckptbench results (not read): {', '.join(map(str, others))}"
         report = replace(report, notes=(*report.notes, note))
     if lost:  # a deleted cell, or a sweep stopped between cells, fails the gate
@@ -248,7 +253,7 @@ def run_check(
     if expect is None:
         why = (
             "its sweep config has none (add an [expect] table, or pass --config)"
-            if sweep_configs(results)
+            if sweep_configs(results, manifests)
             else "pass --config or check a sweep folder"
         )
         if not against:  # status alone is gated: every way to give limits, named

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.analysis.stats import percent_text
-from ckptbench.results.store import MANIFEST_NAME, read_manifest
+from ckptbench.results.store import MANIFEST_NAME, ManifestFiles
 from ckptbench.results.units import size_text
 from ckptbench.sweep.config import ConfigError, SweepConfig, load_config
 
@@ -22,10 +22,12 @@ class ConfigFiles:
     """The sweep config files one ``check`` reads, each parsed once (by its path as given):
     the ``--config`` file, and the files its sweeps ran from (their names compared with the
     manifests', their ``[expect]`` with the copies). A file that does not load raises the
-    same error each time it is asked for."""
+    same error each time it is asked for. Beside them, ``manifests``: the sweep manifests
+    the same check reads, each read once (``results.store.ManifestFiles``)."""
 
     def __init__(self) -> None:
         self._read: dict[Path, SweepConfig | ConfigError] = {}
+        self.manifests = ManifestFiles()
 
     def load(self, path: str | Path) -> SweepConfig:
         key = Path(path)
@@ -40,15 +42,19 @@ class ConfigFiles:
         return found
 
 
-def sweep_configs(paths: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
-    """(manifest path, its recorded config) for the sweep folders or manifests in ``paths``."""
+def sweep_configs(
+    paths: Sequence[str | Path], manifests: ManifestFiles | None = None
+) -> list[tuple[Path, dict[str, Any]]]:
+    """(manifest path, its recorded config) for the sweep folders or manifests in ``paths``
+    (``manifests``: each read once; a new reader where None)."""
+    manifests = manifests or ManifestFiles()
     out = []
     for raw in paths:
         p = Path(raw)
         manifest = p / MANIFEST_NAME if p.is_dir() else p
         if manifest.name != MANIFEST_NAME or not manifest.is_file():
             continue
-        data = read_manifest(manifest) or {}
+        data = manifests.read(manifest) or {}
         if isinstance(data.get("config"), dict):
             out.append((manifest, data["config"]))
     return out
@@ -83,7 +89,8 @@ def config_sources(
     gate reads them to compare with the manifests' copies: inputs of ``check``), read
     through ``configs`` where given (``check`` passes the reader its gate then uses)."""
     configs = configs or ConfigFiles()
-    found = (recorded_config(m, recorded, configs) for m, recorded in sweep_configs(paths))
+    found = (recorded_config(m, recorded, configs)
+             for m, recorded in sweep_configs(paths, configs.manifests))  # fmt: skip
     return tuple(dict.fromkeys(p for p in found if p is not None))
 
 
@@ -122,7 +129,7 @@ def limit_sources(
     if config is not None:
         out.append(f"limits: [expect] from --config {config}")
     elif has_expect:
-        for manifest, recorded in sweep_configs(results):
+        for manifest, recorded in sweep_configs(results, configs.manifests):
             source = recorded.get("source") or "its config"
             out.append(
                 f"limits: [expect] from {manifest}, the copy of {source} made when the sweep "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from ckptbench.cli.costs_file import shown_notes
 from ckptbench.cli.options import InputError, output_options, path_arg
 from ckptbench.results.units import count_text
 
@@ -64,7 +65,8 @@ def sweep(
     _check_cells(config, cfg.cases)
     cfg, checked = _checked_plugins(cfg, config)
     if dry_run:
-        _dry_run(cfg, out or Path("results") / cfg.name, resume, retry_failed)
+        _dry_run(cfg, out or Path("results") / cfg.name, resume, retry_failed,
+                 _check_notes(checked))  # fmt: skip
         return
     if dask_address is None:  # on a cluster the devices are the workers'
         _check_devices(config, cfg.cases)
@@ -77,6 +79,8 @@ def sweep(
     hours = seconds / 3600
     for note in cfg.notes if not quiet else ():
         console.print(f"[dim]{note}[/dim]", highlight=False)
+    for kind, note in shown_notes(_check_notes(checked), quiet):  # -q: the dtype warnings
+        console.print(f"[yellow]{kind}[/yellow] {note}", highlight=False)
     if not quiet:
         some = f" ({len(todo)} to measure)" if len(todo) < len(cfg.cases) else ""
         console.print(
@@ -106,7 +110,7 @@ def sweep(
                 retry_failed=retry_failed,
                 progress=progress,
                 dask_address=dask_address,
-                checked_sources=checked,  # each cell's watch of its plug-in starts at the check
+                plugin_checks=checked,  # each cell gets its plug-in's check, as run's case
             )
     except ValueError as err:
         raise InputError(str(err)) from None
@@ -169,7 +173,7 @@ def _out_is_a_folder(out: Path) -> None:
         raise InputError(f"--out {out}: exists and is not a folder (results go into a folder)")
 
 
-def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool) -> None:
+def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -> None:
     """``--dry-run``: the plan a sweep into ``out`` would make (``sweep.preflight.plan_cells``:
     refused where the sweep would be), printed as a table; the folder is read, never created."""
     from ckptbench.render.console import stdout_console
@@ -191,6 +195,8 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool) -> None:
         click.echo(line)
     for note in cfg.notes:  # as the sweep says them: cells the grid clamped or merged
         click.echo(note)
+    for kind, note in shown_notes(check_notes, quiet=False):  # the plug-in checks'
+        click.echo(f"{kind} {note}")
     total = fmt_duration(sum(estimates[i] for i in to_run))
     click.echo(
         f"sweep {cfg.name}: {count_text(len(cfg.cases), 'cell')}, {len(to_run)} to measure, "
@@ -244,15 +250,16 @@ def _checked_plugins(cfg, config: Path):
     rules of the kind of model found (:func:`ckptbench.measure.tasks.check_plugins`), before
     anything is printed or measured: InputError with one line (where in ``config``) if one
     cannot be measured. Cells the check made one (an autograd plug-in's own dtype recorded
-    over a ``dtype`` axis) are measured once, with a note. Beside it, the files each check
-    loaded with their digests, where the watch of every cell of that plug-in starts."""
+    over a ``dtype`` axis) are measured once, with a note. Beside it, each check's outcome
+    by ``sources.plugin_key`` (``tasks.checked_plugins``): its notes, said once before the
+    sweep measures, and what every cell of that plug-in gives ``run_case``."""
     from ckptbench.measure.tasks import checked_plugins
     from ckptbench.schedules.optimal import PlanError
     from ckptbench.sweep.grid import unique_cells
 
     with _checking("plug-ins"):
         try:
-            checked, sources = checked_plugins(cfg.cases)
+            checked, checks = checked_plugins(cfg.cases)
             cases, merged = unique_cells(checked)
         except PlanError as err:  # a plug-in's chain too long to plan: as a built-in's
             raise _in_config(config, err, "steps") from None
@@ -261,7 +268,14 @@ def _checked_plugins(cfg, config: Path):
     said = (f"{merged} grid cell(s) the same as another once their plug-in was checked (an "
             "autograd plug-in computes in its own dtype) measured once",)  # fmt: skip
     notes = cfg.notes + (said if merged else ())
-    return dataclasses.replace(cfg, cases=cases, notes=notes), sources
+    return dataclasses.replace(cfg, cases=cases, notes=notes), checks
+
+
+def _check_notes(checks) -> list[str]:
+    """The notes of a sweep's plug-in checks, each once (a plug-in checked on two backends
+    says a note of its own file once): said before it measures, as ``run`` says its own,
+    a ``tasks.PluginWarning`` (recorded in another dtype than asked) under ``-q`` too."""
+    return list(dict.fromkeys(n for check in checks.values() for n in check.notes))
 
 
 def _check_cells(config: Path, cases) -> None:

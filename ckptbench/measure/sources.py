@@ -14,10 +14,10 @@ one mode only) is watched from that report on, hashed here. ``environment.plugin
 watched_since`` says where each file's watch started: ``check``, ``start`` (the run's
 start, for the plug-in's file where the check reported no digest of it) or ``round K
 MODE`` (the first report that listed it). A mode measured after a watched file changed is
-failed. A sweep checks each plug-in once and gives every cell of it the check's files
-(:func:`plugin_key`); a Dask worker gets them relative to the submitting folder
-(:meth:`CheckedSources.for_workers`) and watches those it has (:meth:`CheckedSources.
-found_here`).
+failed. A sweep checks each plug-in once (per backend, and per dtype where the backend
+casts: :func:`plugin_key`) and gives every cell of it the check's files; a Dask worker gets
+them relative to the submitting folder (:meth:`CheckedSources.for_workers`) and watches
+those it has (:meth:`CheckedSources.found_here`).
 """
 
 from __future__ import annotations
@@ -26,17 +26,22 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ckptbench.results.schema import Case
 
 __all__ = [
     "MAX_HASHED_BYTES",
     "CheckedSources",
+    "PluginKey",
     "file_digest",
     "plugin_changed",
     "plugin_key",
     "record_worker",
     "start_watch",
 ]
+
 
 #: A file larger than this is not hashed (no source a user edits; its digest is null).
 MAX_HASHED_BYTES = 64 * 2**20
@@ -113,9 +118,20 @@ class CheckedSources:
         return CheckedSources(tuple(found), self.total - len(missing)), tuple(missing)
 
 
-def plugin_key(model: str, backend: str) -> tuple[str, str]:
-    """Which plug-in check a sweep's cell shares (one per plug-in and backend)."""
-    return model.strip(), backend
+#: Which plug-in check a sweep's cell shares: (model, backend, dtype or None).
+PluginKey = tuple[str, str, str | None]
+
+
+def plugin_key(case: Case) -> PluginKey:
+    """Which plug-in check a sweep's cell shares: one per plug-in and backend, and per
+    dtype where the backend casts a plug-in's arrays to it (torch, JAX: what the check
+    finds, the dtypes of the loss and what it gets, follows the dtype asked). Where a
+    plug-in keeps its own dtype (autograd) the dtype asked changes nothing the check sees,
+    and the check itself sets the cell's (``tasks.checked_plugins``): None."""
+    from ckptbench.backends.registry import spec
+
+    own = spec(case.backend).plugins_own_dtype
+    return case.model.strip(), case.backend, None if own else case.dtype
 
 
 def start_watch(env: dict[str, Any], checked: CheckedSources | None) -> None:

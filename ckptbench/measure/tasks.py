@@ -21,7 +21,7 @@ from typing import Any
 
 from ckptbench.measure import senders
 from ckptbench.measure.launch import raise_deferred, read_tail, start_worker, stop_worker
-from ckptbench.measure.sources import CheckedSources, plugin_key
+from ckptbench.measure.sources import CheckedSources, PluginKey, plugin_key
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, Mode
 from ckptbench.schedules import get_strategy
@@ -144,6 +144,22 @@ class PluginChecked:
     sources: CheckedSources | None = None
     dtypes: dict[str, str] = dataclasses.field(default_factory=dict)
 
+    def run_options(self, sources: CheckedSources | None = None) -> dict[str, Any]:
+        """What ``run_case`` takes of this check for a case of its plug-in, as ``run``
+        passes it: where the watch of its files starts (``checked_sources``; ``sources``
+        in place of the check's own: those a Dask worker found) and the dtypes to record
+        (``plugin_dtypes``); only those the check has."""
+        sources = self.sources if sources is None else sources
+        options: dict[str, Any] = {} if sources is None else {"checked_sources": sources}
+        return options | ({"plugin_dtypes": dict(self.dtypes)} if self.dtypes else {})
+
+    def for_workers(self) -> PluginChecked:
+        """This check as a Dask worker gets it: its files relative to the submitting folder
+        (``CheckedSources.for_workers``)."""
+        if self.sources is None:
+            return self
+        return dataclasses.replace(self, sources=self.sources.for_workers())
+
 
 def check_plugin(
     case: Case,
@@ -187,6 +203,14 @@ def checked_plugin(
                                                 if k in case.sizes()})  # fmt: skip
         except (TypeError, ValueError) as err:
             raise PluginError(f"--model {case.model}: {err}") from None
+    return _outcome(case, report, costs)
+
+
+def _outcome(
+    case: Case, report: dict[str, Any], costs: dict[str, Any] | None = None
+) -> PluginChecked:
+    """What a check's ``report`` makes of ``case`` (its sizes already the check's): its
+    dtype, the kind of model, the notes, state bytes, files and loss dtypes."""
     case, said = _its_dtype(case, report)
     dtypes, loss_said = _loss_dtypes(case, report)
     notes = tuple(str(n) for n in report.get("notes") or ()) + said + loss_said
@@ -229,22 +253,29 @@ def check_plugins(
 
 def checked_plugins(
     cases: Iterable[Case], *, worker: Sequence[str] | None = None
-) -> tuple[tuple[Case, ...], dict[tuple[str, str], CheckedSources]]:
-    """:func:`check_plugins`, with the user's files each check loaded and their digests
-    beside, by ``sources.plugin_key``: where the watch of every cell of that plug-in starts
-    (``run_case(checked_sources=...)``; a sweep checks each plug-in once)."""
-    reports: dict[tuple[str, str], dict[str, Any]] = {}
+) -> tuple[tuple[Case, ...], dict[PluginKey, PluginChecked]]:
+    """:func:`check_plugins`, with each check's outcome beside, by ``sources.plugin_key``
+    (one check per plug-in and backend, and per dtype where the backend casts to it): its
+    notes, each once, for all its cells (a sweep says them once, before it measures), and
+    what every cell of it gives ``run_case`` (:meth:`PluginChecked.run_options`: the files
+    its watch starts from, the dtypes of the loss and what it gets, recorded as ``run``
+    records them). Its ``case`` is the first cell checked, its ``state_bytes`` that cell's."""
+    reports: dict[PluginKey, dict[str, Any]] = {}
+    checks: dict[PluginKey, PluginChecked] = {}
     out = []
     for case in cases:
         if case.model.strip() in BUILTIN_WORKLOADS:
             out.append(case)
             continue
-        key = plugin_key(case.model, case.backend)
+        key = plugin_key(case)
         if key not in reports:
             reports[key] = _plugin_report(case, None, worker)
-        out.append(_for_its_kind(_its_dtype(case, reports[key])[0], reports[key]))
-    checked = {k: CheckedSources.from_report(r) for k, r in reports.items()}
-    return tuple(out), {k: v for k, v in checked.items() if v is not None}
+        one = _outcome(case, reports[key])
+        out.append(one.case)
+        first = checks.setdefault(key, one)
+        new = tuple(n for n in one.notes if n not in first.notes)  # another dtype asked
+        checks[key] = dataclasses.replace(first, notes=first.notes + new) if new else first
+    return tuple(out), checks
 
 
 def _its_dtype(case: Case, report: dict[str, Any]) -> tuple[Case, tuple[str, ...]]:

@@ -8,37 +8,46 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ckptbench.results.store import MANIFEST_NAME, StoreError, manifest_cells, read_manifest
+from ckptbench.results.store import (
+    MANIFEST_NAME,
+    ManifestFiles,
+    StoreError,
+    manifest_cells,
+    read_manifest,
+)
 from ckptbench.sweep.config import Expect
 
 __all__ = ["expectations_from_manifests", "manifest_keys"]
 
 
-def manifest_keys(paths: Iterable[str | os.PathLike[str]]) -> frozenset[str]:
+def manifest_keys(
+    paths: Iterable[str | os.PathLike[str]], manifests: ManifestFiles | None = None
+) -> frozenset[str]:
     """The cell keys the sweep manifests among ``paths`` (a folder or its ``sweep.json``)
     list: the cells their recorded ``[expect]`` applies to (a loose file given beside a
-    sweep folder is not one of them)."""
+    sweep folder is not one of them). ``manifests``: each read once."""
     keys: set[str] = set()
     for raw in paths:
         p = Path(raw)
         manifest = p / MANIFEST_NAME if p.is_dir() else p
         if manifest.name == MANIFEST_NAME and manifest.exists():
-            keys.update(key for _, key in manifest_cells(manifest) or ())
+            keys.update(key for _, key in manifest_cells(manifest, manifests=manifests) or ())
     return frozenset(keys)
 
 
 def expectations_from_manifests(
-    paths: Iterable[str | os.PathLike[str]],
+    paths: Iterable[str | os.PathLike[str]], manifests: ManifestFiles | None = None
 ) -> dict[str, Expect] | None:
     """The ``[expect]`` tables recorded in the sweep manifests among ``paths`` (a folder or
-    its ``sweep.json``), as {strategy or "*": Expect}; None when there is none."""
+    its ``sweep.json``), as {strategy or "*": Expect}; None when there is none.
+    ``manifests``: each read once."""
     found: dict[str, Expect] | None = None
     for raw in paths:
         p = Path(raw)
         manifest = p / MANIFEST_NAME if p.is_dir() else p
         if manifest.name != MANIFEST_NAME or not manifest.exists():
             continue
-        data = read_manifest(manifest)
+        data = read_manifest(manifest) if manifests is None else manifests.read(manifest)
         try:
             if data is None:
                 raise KeyError("kind")

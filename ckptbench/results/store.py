@@ -45,6 +45,7 @@ __all__ = [
     "MANIFEST_KIND",
     "MANIFEST_NAME",
     "MANIFEST_VERSION",
+    "ManifestFiles",
     "StoreError",
     "cell_path",
     "check_output",
@@ -206,15 +207,49 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     return data
 
 
-def missing_cells(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str]]:
+class ManifestFiles:
+    """The sweep manifests one command reads (``check``: its inputs, results, ``[expect]``,
+    missing cells, unlisted files and limits), each read once, by its path as given (a
+    folder meaning its ``sweep.json``): the same document, or the same :class:`StoreError`,
+    each time it is asked for. The functions here that read manifests take one
+    (``manifests=``); without it each reads the file itself."""
+
+    def __init__(self) -> None:
+        self._read: dict[Path, dict[str, Any] | StoreError | None] = {}
+
+    def read(self, path: str | os.PathLike[str]) -> dict[str, Any] | None:
+        """:func:`read_manifest`, read once."""
+        key = Path(path)
+        if key.is_dir():
+            key = key / MANIFEST_NAME
+        if key not in self._read:
+            try:
+                self._read[key] = read_manifest(key)
+            except StoreError as err:
+                self._read[key] = err
+        found = self._read[key]
+        if isinstance(found, StoreError):
+            raise found
+        return found
+
+
+def _reader(manifests: ManifestFiles | None):
+    """How a manifest is read: through ``manifests`` where given."""
+    return read_manifest if manifests is None else manifests.read
+
+
+def missing_cells(
+    paths: Iterable[str | os.PathLike[str]], manifests: ManifestFiles | None = None
+) -> list[tuple[str, str]]:
     """(key, files and state) of every cell a sweep manifest among ``paths`` lists without its
     result file: deleted, or never measured (a sweep stopped between cells, an error). A cell
     several manifests list in one state is one entry naming each file ('a/k.json, b/k.json')."""
     found: dict[tuple[str, str], dict[Path, str]] = {}  # (key, state) -> file shown, by path
+    read = _reader(manifests)
     for raw in paths:
         manifest = Path(raw) / MANIFEST_NAME if Path(raw).is_dir() else Path(raw)
         try:
-            data = read_manifest(manifest) if manifest.name == MANIFEST_NAME else None
+            data = read(manifest) if manifest.name == MANIFEST_NAME else None
         except StoreError:
             continue
         cells = [c for c in (data or {}).get("cells", []) if isinstance(c, dict) and c.get("file")]
@@ -233,11 +268,13 @@ def _sweep_cell(p: Path) -> str | None:
     return None
 
 
-def manifest_cells(path: Path, *, saved: bool = True) -> list[tuple[Path, str]] | None:
+def manifest_cells(
+    path: Path, *, saved: bool = True, manifests: ManifestFiles | None = None
+) -> list[tuple[Path, str]] | None:
     """(file, key) of every cell a manifest lists whose file is present (every cell it lists
     unless ``saved``), or None if ``path`` is no manifest; :class:`StoreError` when it is a
     damaged one (its folder is then never read as loose files)."""
-    data = read_manifest(path)
+    data = _reader(manifests)(path)
     if data is None:
         return None
     cells = [c for c in data.get("cells", []) if isinstance(c, dict) and c.get("file")]
@@ -301,30 +338,32 @@ def measurement_id(result: RunResult) -> tuple[Any, ...]:
     return (result.case.key, result.host, result.created, samples)
 
 
-def load_results(paths: Iterable[str | os.PathLike[str]]) -> list[RunResult]:
+def load_results(
+    paths: Iterable[str | os.PathLike[str]], manifests: ManifestFiles | None = None
+) -> list[RunResult]:
     """Load result files. A folder means its sweep manifest's cells (or every ``*.json`` in
     it); a manifest file means its cells. One-line :class:`StoreError` on a bad or foreign
     file, a missing path, or when nothing is found; on a file a manifest lists for one cell
     that holds another cell's result (copied or misfiled); and on two files holding the same
     measurement (:func:`measurement_id`: a copy would pool as another invocation). A file
-    named twice is read once."""
+    named twice is read once; a manifest read through ``manifests`` where given."""
     files: list[tuple[Path, str | None, Path | None]] = []  # file, manifest's key, manifest
     for raw in paths:
         if os.fspath(raw) == "":  # Path("") is the current folder: never meant
             raise StoreError("an empty path is not a result file or folder")
         p = Path(raw)
         if p.is_dir():
-            listed = manifest_cells(p / MANIFEST_NAME)
+            listed = manifest_cells(p / MANIFEST_NAME, manifests=manifests)
             if listed is not None:
                 files.extend((f, key, p / MANIFEST_NAME) for f, key in listed)
             else:
                 files.extend((f, None, None) for f in sorted(p.glob("*.json")))
             if listed == [] or (listed is None and not any(p.glob("*.json"))):
-                lost = missing_cells([p])
+                lost = missing_cells([p], manifests)
                 why = f" (its manifest lists {len(lost)} cells, none saved)" if lost else ""
                 raise StoreError(f"{p}: no result files in this folder{why}")
         elif p.exists():
-            listed = manifest_cells(p) if p.name == MANIFEST_NAME else None
+            listed = manifest_cells(p, manifests=manifests) if p.name == MANIFEST_NAME else None
             if listed is not None:
                 files.extend((f, key, p) for f, key in listed)
             else:

@@ -40,14 +40,16 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptbench.measure.launch import Interrupted, stop_reason
-from ckptbench.measure.sources import CheckedSources
 from ckptbench.results.schema import Case, RunResult, result_from_dict
 from ckptbench.sweep.cells import Attempt, cell_error
 from ckptbench.sweep.cluster import Cluster, SchedulerLost
 from ckptbench.sweep.onworker import plugin_digest, remote_cell, stop_cells
+
+if TYPE_CHECKING:
+    from ckptbench.measure.tasks import PluginChecked
 
 __all__ = ["ATTEMPTS", "REJOIN_WAIT_S", "STOP_WAIT_S", "Done", "StopReport", "run_dask"]
 
@@ -109,7 +111,7 @@ def run_dask(
     done: Done,
     retrying: Callable[..., None] = lambda index, why, *again: None,
     poll_s: float = 0.2,
-    sources: Mapping[int, CheckedSources | None] | None = None,
+    checks: Mapping[int, PluginChecked | None] | None = None,
 ) -> str | None:
     """Measure each (index, case) of ``jobs`` on ``cluster``, calling ``starting(index,
     attempt)`` when a cell is submitted, ``retrying(index, why[, again])`` when its worker
@@ -120,9 +122,9 @@ def run_dask(
     away or restarted, no workers left); cells in flight then were reported to ``done`` as
     lost (not measured, pending, where the scheduler restarted) and cells never started
     were not reported. A stop signal stops the cells in flight
-    (module docstring) and is re-raised with ``err.dask_stop``. ``sources``: by index, the
-    files its plug-in's check loaded, where each cell's watch starts on its worker."""
-    d = _Dispatch(cluster, run_cell, jobs, starting, done, retrying, sources or {})
+    (module docstring) and is re-raised with ``err.dask_stop``. ``checks``: by index, what
+    its plug-in's check found, given to the cell on its worker as ``run`` gives it."""
+    d = _Dispatch(cluster, run_cell, jobs, starting, done, retrying, checks or {})
     idle_since = None  # when cells last waited with no worker free or running
     try:
         while d.queue or d.running:
@@ -174,15 +176,17 @@ class _Dispatch:
     def __init__(
         self, cluster: Cluster, run_cell: RunCell | None, jobs: list[tuple[int, Case]],
         starting: Callable[[int, int], None], done: Done, retrying: Callable[[int, str], None],
-        sources: Mapping[int, CheckedSources | None],
+        checks: Mapping[int, PluginChecked | None],
     ) -> None:  # fmt: skip
         self.cluster, self.run_cell = cluster, run_cell
         self.starting, self.done, self.retrying = starting, done, retrying
         self.token = uuid.uuid4().hex[:12]
         self.cases = dict(jobs)
         # the plug-in's digest a worker's copy must have: the check's, else read once here
-        self.digests = {i: plugin_digest(c, sources.get(i)) for i, c in jobs}
-        self.sources = {i: s.for_workers() for i, s in sources.items() if s is not None}
+        self.digests = {
+            i: plugin_digest(c, getattr(checks.get(i), "sources", None)) for i, c in jobs
+        }
+        self.checks = {i: c.for_workers() for i, c in checks.items() if c is not None}
         self.free: deque[str] = deque(sorted(cluster.workers))
         self.queue: deque[int] = deque(i for i, _ in jobs)
         self.tries: dict[int, list[Attempt]] = {}
@@ -208,7 +212,7 @@ class _Dispatch:
                 case.to_dict(),
                 self.token,
                 digest,
-                self.sources.get(index),
+                self.checks.get(index),
                 at_check,
                 key=f"ckptbench-{case.key}-{time.time_ns()}",
                 workers=[worker],

@@ -14,11 +14,14 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptbench.measure.launch import Interrupted, request_stop, stop_reason
 from ckptbench.measure.sources import CheckedSources, file_digest
 from ckptbench.results.schema import Case, RunResult, result_to_dict
+
+if TYPE_CHECKING:
+    from ckptbench.measure.tasks import PluginChecked
 
 __all__ = ["plugin_digest", "remote_cell", "stop_cells"]
 
@@ -37,16 +40,19 @@ _WHERE = (
 
 def remote_cell(
     run_cell: RunCell | None, case_data: dict[str, Any], token: str = "",
-    plugin_sha256: str | None = None, checked: CheckedSources | None = None,
+    plugin_sha256: str | None = None, checked: PluginChecked | None = None,
     plugin_at_check: bool = False,
 ) -> dict:  # fmt: skip
     """Runs on a Dask worker: measure one cell, return its JSON document (same schema) and
     the worker's address; a stop (:func:`stop_cells`) returns the part measured so far.
     A plug-in cell first checks that the worker reads the plug-in with ``plugin_sha256``
     (the check's digest where ``plugin_at_check``, else the submitting machine's) and each
-    file of ``checked`` (as ``for_workers`` sends them) with the check's digest: one that
-    differs is the cell's error, nothing measured. Its watch of those files starts at the
-    check; those this worker does not have are returned as ``not_found`` (the cell's note)."""
+    file the check loaded (``checked``, what the plug-in check found, as ``for_workers``
+    sends it) with the check's digest: one that differs is the cell's error, nothing
+    measured. It gets what ``run`` gets of the check: its watch of those files starts at
+    the check, and it records the dtypes of the loss and of what it gets
+    (``PluginChecked.run_options``); the files this worker does not have are returned as
+    ``not_found`` (the cell's note)."""
     try:
         from distributed import get_worker
 
@@ -56,11 +62,14 @@ def remote_cell(
     case = Case.from_dict(case_data)
     if plugin_sha256 is not None:
         same_plugin(case.model, plugin_sha256, address, plugin_at_check)
-    watch, missing = {}, ()
+    given: dict[str, Any] = {}
+    missing: tuple[str, ...] = ()
     if checked is not None:
-        same_sources(checked, address)
-        found, missing = checked.found_here()
-        watch = {"checked_sources": found}
+        found = None
+        if checked.sources is not None:
+            same_sources(checked.sources, address)
+            found, missing = checked.sources.found_here()
+        given = checked.run_options(found)
     thread = threading.get_ident()
     _CELLS.setdefault(token, set()).add(thread)
     try:
@@ -68,7 +77,7 @@ def remote_cell(
             raise Interrupted(_STOPPED[token])
         if run_cell is None:
             from ckptbench.measure.runner import run_case as run_cell
-        result = run_cell(case, out_path=None, progress=None, **watch)
+        result = run_cell(case, out_path=None, progress=None, **given)
     except (Interrupted, KeyboardInterrupt) as err:
         partial = getattr(err, "result", None)
         doc = None

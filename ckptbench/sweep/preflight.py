@@ -14,6 +14,7 @@ from ckptbench.results.schema import MODES, SETTINGS_FIELDS, Case, RunResult
 from ckptbench.results.store import (
     MANIFEST_NAME,
     MAX_RESULT_BYTES,
+    ManifestFiles,
     StoreError,
     cell_path,
     load_result,
@@ -161,28 +162,36 @@ def plan_cells(
     return cells, to_run
 
 
-def unlisted_results(paths: Iterable[str | Path]) -> list[Path]:
+def unlisted_results(
+    paths: Iterable[str | Path], manifests: ManifestFiles | None = None
+) -> list[Path]:
     """Result files in the sweep folders among ``paths`` that their manifest does not list
     (a cell of an earlier, larger config; a file copied in): a folder is read as its
-    manifest's cells, so these are left out of every table, and the reader says so."""
-    return [f for f, result in _unlisted_json(paths) if result]
+    manifest's cells, so these are left out of every table, and the reader says so.
+    ``manifests``: each read once."""
+    return [f for f, result in _unlisted_json(paths, manifests) if result]
 
 
-def unlisted_other_json(paths: Iterable[str | Path]) -> list[Path]:
+def unlisted_other_json(
+    paths: Iterable[str | Path], manifests: ManifestFiles | None = None
+) -> list[Path]:
     """The ``*.json`` files in the sweep folders among ``paths`` that are no ckptbench
     result (a costs file ``plan --save-costs`` wrote there, a JSON report): never read as
     cells, and named by the readers as what they are, not as results to pass by name."""
-    return [f for f, result in _unlisted_json(paths) if not result]
+    return [f for f, result in _unlisted_json(paths, manifests) if not result]
 
 
-def _unlisted_json(paths: Iterable[str | Path]) -> list[tuple[Path, bool]]:
+def _unlisted_json(
+    paths: Iterable[str | Path], manifests: ManifestFiles | None = None
+) -> list[tuple[Path, bool]]:
     """Each ``*.json`` of the sweep folders among ``paths`` that is neither the manifest nor
     a cell it lists, and whether it is a result (``kinds.document_kind``: by its content,
     a result cut short too)."""
     out: list[tuple[Path, bool]] = []
     for raw in paths:
         folder = Path(raw)
-        listed = manifest_cells(folder / MANIFEST_NAME) if folder.is_dir() else None
+        listed = (manifest_cells(folder / MANIFEST_NAME, manifests=manifests)
+                  if folder.is_dir() else None)  # fmt: skip
         if listed is None:
             continue
         known = {f.name for f, _ in listed}

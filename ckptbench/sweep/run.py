@@ -78,7 +78,8 @@ from ckptbench.sweep.progress import Progress, ProgressTracker, SweepProgress, c
 from ckptbench.sweep.saving import keep_unreadable, saved_outcome, set_aside, stopped_outcome
 
 if TYPE_CHECKING:
-    from ckptbench.measure.sources import CheckedSources
+    from ckptbench.measure.sources import PluginKey
+    from ckptbench.measure.tasks import PluginChecked
 
 __all__ = [
     "MANIFEST_KIND",
@@ -154,7 +155,7 @@ def run_sweep(
     dask_address: str | None = None,
     retry_failed: bool = False,
     dask_timeout_s: float | None = None,
-    checked_sources: Mapping[tuple[str, str], CheckedSources] | None = None,
+    plugin_checks: Mapping[PluginKey, PluginChecked] | None = None,
 ) -> SweepOutcome:
     """Measure every cell of ``config`` into ``out_dir`` (see the module docstring).
 
@@ -165,15 +166,17 @@ def run_sweep(
     written before the scheduler and its workers were checked (within ``dask_timeout_s``,
     default ``sweep.cluster.CONNECT_TIMEOUT_S``).
 
-    ``checked_sources``: the files each plug-in check loaded, with their digests
-    (``tasks.check_plugins``, by ``sources.plugin_key``), given to every cell of that
-    plug-in, here or on a Dask worker, so that its watch starts at the check.
+    ``plugin_checks``: each plug-in check's outcome (``tasks.checked_plugins``, by
+    ``sources.plugin_key``), given to every cell of that plug-in, here or on a Dask worker,
+    as ``run`` gives its own to ``run_case`` (``PluginChecked.run_options``): its watch of
+    the plug-in's files starts at the check, and it records the dtypes of the loss and of
+    what the loss gets.
     """
     if dask_address is None:
         out = open_folder(out_dir)
         with locked_folder(out):
             return _run_locked(config, out, resume, run_cell, progress, None, retry_failed,
-                               checked_sources or {})  # fmt: skip
+                               plugin_checks or {})  # fmt: skip
     from ckptbench.sweep.cluster import CONNECT_TIMEOUT_S, DaskError, connect
 
     try:
@@ -184,7 +187,7 @@ def run_sweep(
         out = open_folder(out_dir)
         with locked_folder(out):
             return _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed,
-                               checked_sources or {})  # fmt: skip
+                               plugin_checks or {})  # fmt: skip
 
 
 def _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed, checked):
@@ -203,10 +206,10 @@ def _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed, 
         from ckptbench.sweep.dask import run_dask
 
         jobs = [(i, cells[i].case) for i in to_run]
-        sources = {i: s for i, case in jobs if (s := book.checked_of(case)) is not None}
-        watch = {"sources": sources} if sources else {}  # built-ins only: nothing to watch
+        checks = {i: c for i, case in jobs if (c := book.checked_of(case)) is not None}
+        given = {"checks": checks} if checks else {}  # built-ins only: nothing to give
         ended_early = run_dask(cluster, run_cell, jobs, book.starting, book.done, book.retrying,
-                               **watch)  # fmt: skip
+                               **given)  # fmt: skip
     return SweepOutcome(
         name=config.name,
         out_dir=out,
@@ -237,7 +240,7 @@ class _SweepBook:
     def __init__(self, config, out, cells, started, progress, to_run, cluster, checked) -> None:
         self.config, self.out, self.cells, self.started = config, out, cells, started
         self.cluster = cluster
-        self.checked: Mapping[tuple[str, str], CheckedSources] = checked  # by plug-in, backend
+        self.checked: Mapping[PluginKey, PluginChecked] = checked  # by sources.plugin_key
         self.notes: list[str] = []
         self.said: dict[str, list[str]] = {}  # what Dask workers said of cells -> the cells
         self.manifest_error: str | None = None
@@ -248,11 +251,11 @@ class _SweepBook:
             progress, [cells[i].case for i in to_run], self.clock0, workers
         )
 
-    def checked_of(self, case) -> CheckedSources | None:
-        """The files the check of this cell's plug-in loaded (None: a built-in)."""
+    def checked_of(self, case) -> PluginChecked | None:
+        """What the check of this cell's plug-in found (None: a built-in)."""
         from ckptbench.measure.sources import plugin_key
 
-        return self.checked.get(plugin_key(case.model, case.backend))
+        return self.checked.get(plugin_key(case))
 
     def write(self) -> None:
         """The manifest, rewritten; where the folder stops taking it (read-only, full) the
@@ -369,12 +372,14 @@ def _run_local(
     state: ProgressTracker,
     remeasure: bool = False,
     notes: list[str] | None = None,
-    checked: CheckedSources | None = None,
+    checked: PluginChecked | None = None,
 ) -> CellOutcome:
     """Measure one cell. Its file is moved aside only when the plan re-measures it (a
     failed or partial result, ``remeasure``), and said; a file that appeared there while
     the sweep ran was not written by it: it is kept and the cell is an error. ``checked``:
-    the files its plug-in's check loaded, where the cell's watch of them starts."""
+    what its plug-in's check found, given to ``run_cell`` as ``run`` gives it
+    (``PluginChecked.run_options``: where the cell's watch of the plug-in's files starts,
+    the dtypes of the loss and of what it gets)."""
     case = pending.case
 
     def on_mode(event: Any) -> None:
@@ -394,8 +399,8 @@ def _run_local(
     if (stuck := set_aside(pending, notes)) is not None:  # nothing measured, nothing lost
         return replace(pending, state=CellState.ERROR, error=f"{stuck}; not measured")
     try:
-        watch = {} if checked is None else {"checked_sources": checked}
-        result = run_cell(case, out_path=pending.path, progress=on_mode, **watch)
+        given = {} if checked is None else checked.run_options()
+        result = run_cell(case, out_path=pending.path, progress=on_mode, **given)
     except Exception as err:  # a harness bug in one cell must not lose the sweep
         state, why = cell_error(err)  # or a plan the config makes impossible
         return replace(pending, state=state, error=why, duration_s=time.monotonic() - t0)
