@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from _cli import one_line_error, run_cli
@@ -104,6 +105,86 @@ def test_rounds_the_file_says_why_it_lacks_are_not_missing():
     assert _missing(replace(full, modes=tuple(late))) == []
     early = _without(replace(full, modes=tuple(late)), Mode.CHECKPOINTED, 0)
     assert _missing(early) == ["checkpointed: 1 of 3 planned rounds (round 1 missing)"]
+
+
+# ------------------------------------------------------- 2. one unreadable cell of a folder
+
+
+def _sweep_folder(tmp_path: Path) -> Path:
+    """A three-cell sweep folder measured by a fake cell runner."""
+    from ckptbench.sweep.config import parse_config
+    from ckptbench.sweep.run import run_sweep
+
+    config = parse_config(
+        'name = "t"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\n[grid]\nsnaps = [2, 3, 4]\n',
+        source="t.toml",
+    )
+    out = tmp_path / "sw"
+    run_sweep(config, out, run_cell=lambda case, **_: make_result(case))
+    return out
+
+
+def _break(out: Path) -> tuple[Path, Path, Path]:
+    """The folder's cells: one of schema version 4, one cut short, one intact."""
+    s2, s3, s4 = (next(out.glob(f"rnn-l20-s{s}-*.json")) for s in (2, 3, 4))
+    doc = json.loads(s2.read_text())
+    s2.write_text(json.dumps({**doc, "schema_version": 4}))
+    text = s3.read_text()
+    s3.write_text(text[: len(text) // 2])
+    return s2, s3, s4
+
+
+def test_compare_shows_the_readable_cells_and_names_each_unreadable_one(tmp_path, capsys):
+    out = _sweep_folder(tmp_path)
+    s2, s3, _ = _break(out)
+    code, text, err = run_cli(capsys, ["compare", str(out), "--format", "markdown"])
+    assert code == 0, err
+    assert "| rnn l=20 s=4 revolve |" in text  # the readable cell is shown
+    v4 = f"{s2}: schema_version 4 is not supported (this ckptbench reads 3)"
+    cut = f"{s3}: not JSON ("
+    for stream in (text, err):
+        assert "2 cell file(s) could not be read" in stream
+        assert v4 in stream and cut in stream
+    # every cell unreadable: nothing to compare, each named, exit 2
+    s4 = next(out.glob("rnn-l20-s4-*.json"))
+    s4.write_text("{")
+    code, _, err = run_cli(capsys, ["compare", str(out)])
+    assert code == 2 and err.count(": not JSON (") == 2 and v4 in err and "Traceback" not in err
+
+
+def test_check_gates_the_readable_cells_and_fails_each_unreadable_one(tmp_path, capsys):
+    out = _sweep_folder(tmp_path)
+    s2, s3, _ = _break(out)
+    junit, summary = tmp_path / "j.xml", tmp_path / "s.md"
+    argv = ["check", str(out), "--junit", str(junit), "--summary", str(summary)]
+    code, text, err = run_cli(capsys, argv)
+    assert code == 1, err
+    assert text.startswith("ckptbench check: FAILED (2 of 3 checks, 2 of 3 cells)")
+    lines = text.splitlines()
+    passed = "status: all modes measured"
+    assert any(x.startswith("ok   rnn-l20-s4-") and x.endswith(passed) for x in lines)
+    v4 = f"readable: {s2}: schema_version 4 is not supported (this ckptbench reads 3)"
+    assert any(x.startswith(f"FAIL {s2.stem} ") and x.endswith(v4) for x in lines)
+    assert any(x.startswith(f"FAIL {s3.stem} readable: {s3}: not JSON (") for x in lines)
+    xml, md = junit.read_text(), summary.read_text()
+    assert xml.count("<failure ") == 2 and 'name="readable"' in xml and str(s2) in xml
+    assert md.count("| **FAIL** |") == 4  # failures, then all checks
+    assert f"`{s3.stem}` | readable | {s3}: not JSON (" in md
+    # every cell unreadable: still a failed check, not bad input
+    next(out.glob("rnn-l20-s4-*.json")).write_text("{")
+    code, text, _ = run_cli(capsys, ["check", str(out)])
+    assert code == 1 and text.startswith("ckptbench check: FAILED (3 of 3 checks, 3 of 3 cells)")
+
+
+def test_a_broken_file_given_by_name_is_still_one_line(tmp_path, capsys):
+    out = _sweep_folder(tmp_path)
+    s2, s3, _ = _break(out)
+    for command in ("compare", "check"):
+        err = one_line_error(capsys, [command, str(s2)])
+        assert err == (
+            f"ckptbench: error: {s2}: schema_version 4 is not supported (this ckptbench reads 3)\n"
+        )
+        assert "not JSON (" in one_line_error(capsys, [command, str(s3)])
 
 
 # --------------------------------------------------------- 3. HTML through markdown
