@@ -19,7 +19,9 @@ of iterations, its step evaluations, the bytes its schedule stored at most
 compiled program holds and its compile time (``program_rss_bytes``, ``compile_time_s``;
 JAX), its device peak and overhead on a GPU (``peak_device_bytes``,
 ``device_overhead_bytes``; NA on a CPU), and the cell's slowdown and memory savings with
-their 95% intervals and its device memory savings (the same on the rows of one file).
+their 95% intervals and its device memory savings (the same on the rows of one file),
+and ``rounds_missing``: the modes the file lacks in rounds its case plans with no stop
+recorded ('normal: 1 of 2 planned rounds (round 2 missing)'; NA where none is missing).
 Every figure is the result's typed summary (``RunResult.summary``, computed from the raw
 samples by :func:`ckptbench.results.summary.compute`; docs/architecture.md, "Noise and
 rounds"), as ``compare`` reads it. Several files of one
@@ -73,6 +75,7 @@ def _cell(s: CellSummary, interruption: str | None) -> dict[str, Any]:
         "time_unstable": bool(s.time_unstable),
         "interrupted_round": s.interrupted_round,
         "interruption": interruption,
+        "rounds_missing": "; ".join(x.text for x in s.rounds_missing) or None,
         "cell_evaluations": s.step_evaluations,
         "cell_evaluations_optimal": s.step_evaluations_optimal,
         "forward_steps": s.forward_steps,
@@ -275,6 +278,8 @@ def _cell_status(tidy: Any, first: Any) -> Any:
         if row["interruption"] is not None and not pd.isna(row["interruption"]):
             note = f"{row['interruption']} ({complete_rounds_text(row['rounds_complete'])})"
             status[run] = f"{note}; {status[run]}" if run in status.index else note
+        if isinstance(lost := row["rounds_missing"], str):  # no stop recorded: said too
+            status[run] = f"{status[run]}; {lost}" if run in status.index else lost
     return status
 
 

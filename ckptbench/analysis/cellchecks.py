@@ -130,8 +130,12 @@ def status_line(result: RunResult) -> GateLine:
         for (mode, status), ks in rounds.items()
     ]
     cut = result.interrupted_round
+    lost = result.summary.rounds_missing  # no stop recorded: a gate passes no such cell
     if missing:
         detail, ok = f"incomplete: {result.absent_modes}", False
+    elif lost:
+        gone = "; ".join(x.text for x in lost)
+        detail, ok = f"incomplete: {gone}; the file records no stop", False
     elif cut is not None and not [m for m in wrong if m.status is not Status.INTERRUPTED]:
         detail, ok = result.stop_text or "", False
     elif bad:

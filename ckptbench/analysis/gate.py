@@ -2,9 +2,11 @@
 
 What is checked, per cell (``case.key`` on one host):
 
-* **status** — every mode measured OK and the file holds all three modes (a failed, crashed,
-  timed-out or partial cell fails the gate); a cell the sweep manifest lists whose file is
-  missing fails too (``present``);
+* **status** — every mode measured OK and the file holds all three modes in every planned
+  round (a failed, crashed, timed-out or partial cell fails the gate); a cell the sweep
+  manifest lists whose file is missing fails too (``present``), and so does a cell file of
+  a folder that cannot be read (``readable``: cut short, another schema version), while
+  the folder's other cells are gated;
 * **expectations** — the config's ``[expect]`` thresholds (``memory_savings_min``,
   ``slowdown_max``, ``grad_max_rel_err_max``, ``forward_steps_exact``: the counted advances
   and taped steps equal the planned schedule's, for revolve the binomial optimum);
@@ -42,7 +44,7 @@ from ckptbench.analysis.expectations import ExpectSource, expect_for, manifest_e
 from ckptbench.analysis.limits import ConfigFiles, limit_sources, sweep_configs
 from ckptbench.analysis.pairing import diluted_cell, same_measurements
 from ckptbench.results.schema import RunResult
-from ckptbench.results.store import load_results, missing_cells
+from ckptbench.results.store import load_readable, load_results, missing_cells
 from ckptbench.sweep.preflight import unlisted_other_json, unlisted_results
 
 __all__ = [
@@ -120,10 +122,13 @@ def check(
     expect: ExpectSource = None,
     *,
     match_host: bool = True,
+    unreadable: Sequence[GateLine] = (),
 ) -> GateReport:
-    """Gate ``results`` (see the module docstring). Raises ``ValueError`` on bad input:
-    no results, negative tolerances, or a reference of which no cell matches."""
-    if not results:
+    """Gate ``results`` (see the module docstring); ``unreadable``: the failed lines of
+    cells a folder holds that could not be read, gated first. Raises ``ValueError`` on bad
+    input: no results (nor unreadable cells), negative tolerances, or a reference of which
+    no cell matches."""
+    if not results and not unreadable:
         raise ValueError("no results to check")
     if not 0 <= memory_tolerance < 10:
         raise ValueError(
@@ -133,7 +138,7 @@ def check(
         raise ValueError(f"memory floor must be >= 0 bytes, got {memory_floor_bytes!r}")
     if time_tolerance is not None and not 0 < time_tolerance < 10:
         raise ValueError(f"time tolerance must be a fraction such as 0.25, got {time_tolerance!r}")
-    lines: list[GateLine] = []
+    lines: list[GateLine] = list(unreadable)
     notes: list[str] = []
     shared = Counter((r.case.key, r.host) for r in results)
     for r in results:
@@ -144,7 +149,7 @@ def check(
         if shared[r.case.key, r.host] > 1:  # several files of one cell: say whose line
             own = [replace(x, detail=f"{x.detail} [the run of {r.created}]") for x in own]
         lines.extend(own)
-    if reference:
+    if reference and results:  # none readable: the unreadable lines fail the gate
         pairing = pair(results, reference, match_host=match_host)
         single_process = blind = False
         for ref_cell, cur_cell in pairing.pairs():
@@ -201,7 +206,8 @@ def run_check(
     first): each config parsed once, each manifest read once."""
     configs = configs or ConfigFiles()
     manifests = configs.manifests  # each sweep manifest read once, here and by the limits
-    current = load_results(results, manifests)
+    current, broken = load_readable(results, manifests)  # a broken cell of a folder fails
+    unreadable = [GateLine(u.key, "", "readable", False, u.problem) for u in broken]
     reference = load_results(against, manifests) if against else None
     same = same_measurements(current, reference or [])
     if same and len(same) == len(current):
@@ -220,6 +226,7 @@ def run_check(
     report = check(
         current,
         reference,
+        unreadable=unreadable,
         memory_tolerance=memory_tolerance,
         memory_floor_bytes=memory_floor_bytes,
         time_tolerance=time_tolerance,

@@ -18,7 +18,13 @@ from ckptbench.cli.options import (
     path_arg,
     quiet_option,
 )
-from ckptbench.cli.outputs import FormatChoice, note_writers, probe_writable, refuse_duplicates
+from ckptbench.cli.outputs import (
+    FormatChoice,
+    append_text,
+    note_writers,
+    probe_writable,
+    refuse_duplicates,
+)
 from ckptbench.cli.values import FLOOR_BYTES, FRACTION, POSITIVE_FRACTION
 
 
@@ -137,9 +143,8 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     for path, what, _ in targets:
         if what == "--junit":
             continue
-        try:
-            with open(path, "a", encoding="utf-8") as fh:
-                fh.write(md + "\n")
+        try:  # the old content and the new part, atomically: never half a summary
+            append_text(path, md + "\n")
         except OSError as err:
             problems.append(f"{what} {path}: cannot write ({err.strerror or err})")
     if junit is not None:

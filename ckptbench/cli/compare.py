@@ -83,14 +83,20 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     """Tabulate results; with --against, memory deltas and time ratios with intervals."""
     from ckptbench.analysis import compare as compare_results
     from ckptbench.render import render
-    from ckptbench.render.compare import missing_lead
+    from ckptbench.render.compare import missing_lead, unreadable_lead
     from ckptbench.render.console import stdout_console
     from ckptbench.render.formats import get_format
     from ckptbench.results.schema import write_atomic
-    from ckptbench.results.store import load_results, missing_cells
+    from ckptbench.results.store import load_readable, load_results, missing_cells
 
-    try:
-        after = load_results(results)
+    try:  # a broken cell of a folder is named, the others shown; a file given by name stops
+        after, broken = load_readable(results)
+        unreadable = [u.problem for u in broken]
+        if not after:
+            for line in unreadable:
+                click.echo(f"compare: {line}", err=True)
+            n = len(unreadable)
+            raise InputError(f"no results to compare: {n} cell file(s) could not be read")
         before = load_results(against) if against else None
         comparison = compare_results(after, before, min_effect=min_effect, match_host=not any_host)
         missing = missing_cells(results)
@@ -101,6 +107,7 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
             width=stdout_console().width,
             verdicts=expect_verdicts(after, results) if page else None,
             missing=missing,
+            unreadable=unreadable,
         )
     except ValueError as err:
         raise InputError(str(err)) from None
@@ -117,6 +124,9 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         click.echo(f"compare: {path} is not a ckptbench result (not read)", err=True)
     if missing:  # as `check` does: a cell the manifest lists but the folder lacks is named
         for line in (missing_lead(missing), *(f"{key}: {what}" for key, what in missing)):
+            click.echo(f"compare: {line}", err=True)
+    if unreadable:  # as `check` does: each is a failed check there
+        for line in (unreadable_lead(unreadable), *unreadable):
             click.echo(f"compare: {line}", err=True)
     inputs = [*results, *against]
     if output is not None:

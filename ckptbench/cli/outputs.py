@@ -200,6 +200,31 @@ def write_bytes(path: Path, data: bytes, option: str, force: bool) -> None:
         raise InputError(f"{option} {path}: cannot write ({err.strerror or err})") from None
 
 
+def append_text(path: Path, text: str) -> None:
+    """Append ``text`` to ``path`` (``check --summary``, ``$GITHUB_STEP_SUMMARY``) so that a
+    stop mid-write (Ctrl-C, SIGTERM) never leaves half of it: a regular file, or none yet,
+    is rewritten whole, its content and ``text`` in a new file renamed over it
+    (``write_atomic``: the old file stays whole until the rename); anything else it may be
+    (checked first by ``store.check_output``, which refuses a FIFO or a device) is appended
+    to as a stream. ``OSError`` when it cannot be written."""
+    import stat
+
+    from ckptbench.results.schema import write_atomic
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+        return
+    before = path.read_bytes() if st is not None else b""
+    write_atomic(path, before + text.encode("utf-8"), replace=True)
+    if st is not None and stat.S_IMODE(st.st_mode) != stat.S_IMODE(os.stat(path).st_mode):
+        os.chmod(path, stat.S_IMODE(st.st_mode))  # the new file keeps the old one's mode
+
+
 class FormatChoice(click.ParamType):
     """``--format``: a name (or alias) from the formats registry (``render.formats``) that
     shows a report of ``sections`` (a callable giving the section kinds, read when the

@@ -28,6 +28,7 @@ from ckptbench.results.schema import (
 )
 
 __all__ = [
+    "MISSING_ROUNDS",
     "NOT_MEASURED",
     "NO_SAVINGS",
     "ONE_ROUND",
@@ -52,6 +53,13 @@ NO_SAVINGS = (
 NOT_MEASURED = (
     "modes that did not measure ok in every round: their times, memory and the ratios over "
     "them are not shown (see their status)"
+)
+#: A mode the file lacks in rounds the case plans, and no stop, ``--precision`` or memory
+#: limit recorded to say why (a record deleted, files merged by hand): its figures, and the
+#: ratios over them, come from the rounds present (``CellSummary.rounds_missing``).
+MISSING_ROUNDS = (
+    "rounds the case plans are missing from the file, and it records no stop: the figures "
+    "come from the rounds present (`ckptbench check` fails the cell)"
 )
 #: One round's intervals (``ckptbench.analysis.intervals``) come from its iterations alone:
 #: they cannot see how much a mode's time moves between fresh processes (several percent,
@@ -154,6 +162,7 @@ def caveats(result: RunResult) -> list[Caveat]:
             failed.setdefault(m.mode.value, set()).add(m.status.value)
     for mode, statuses in failed.items():
         out.append(Caveat(NOT_MEASURED, None, f"{mode} {', '.join(sorted(statuses))}"))
+    out += [Caveat(MISSING_ROUNDS, None, lost.text) for lost in s.rounds_missing]
     per_round = s.slowdown.per_round or ()
     for k in s.slowdown.set_aside:
         ratio = f" {per_round[k - 1]:.3f}x" if k <= len(per_round) else ""

@@ -31,7 +31,14 @@ from ckptbench.render.formats.model import (
 )
 from ckptbench.render.table import Column, Table
 
-__all__ = ["SECTIONS", "compare_report", "format_names", "missing_lead", "render"]
+__all__ = [
+    "SECTIONS",
+    "compare_report",
+    "format_names",
+    "missing_lead",
+    "render",
+    "unreadable_lead",
+]
 
 #: The section kinds a comparison's report is made of (its formats: ``format_names``). The
 #: [expect] verdicts join them on the HTML page only, so a format that shows nothing but
@@ -107,19 +114,38 @@ def _missing(missing: Sequence[tuple[str, str]]) -> list[Section]:
     return [Prose(items, "Missing cells", "list")]
 
 
+def unreadable_lead(unreadable: Sequence[str]) -> str:
+    """The line above the cell files of a folder that could not be read
+    (``store.load_readable``): the other cells are shown, these are not."""
+    return (
+        f"{len(unreadable)} cell file(s) could not be read (not in the tables; `ckptbench "
+        "check` fails them):"
+    )
+
+
+def _unreadable(unreadable: Sequence[str]) -> list[Section]:
+    if not unreadable:
+        return []
+    items = (unreadable_lead(unreadable), *unreadable)
+    return [Prose(items, "Unreadable cells", "list", css="warn")]
+
+
 def compare_report(
     comparison: Comparison,
     *,
     page: bool = False,
     verdicts: Any = None,
     missing: Sequence[tuple[str, str]] = (),
+    unreadable: Sequence[str] = (),
 ) -> Report:
     """The report of ``comparison``; ``page``: the full page (summary, provenance, the
-    ``verdicts`` of [expect], plots) that a page format such as HTML shows."""
+    ``verdicts`` of [expect], plots) that a page format such as HTML shows; ``unreadable``:
+    the problems of cell files that could not be read, named after the summary."""
     if page:
         from ckptbench.render.html import page_sections
 
         sections = page_sections(comparison, verdicts, missing=missing)
+        sections[1:1] = _unreadable(unreadable)
         return Report("ckptbench report", (*sections, Data(_data(comparison))))
     results = comparison.after
     sections: list[Section] = [TableSection(cells_table(results), "Cells")]
@@ -133,7 +159,7 @@ def compare_report(
     if comparison.has_before:
         sections.append(TableSection(delta_table(comparison), "Before → after", notes=False))
         sections.append(Prose((rule_text(comparison), *unmatched_lines(comparison))))
-    sections += _missing(missing)
+    sections += _missing(missing) + _unreadable(unreadable)
     return Report("ckptbench compare", (*sections, Data(_data(comparison))))
 
 
@@ -144,10 +170,13 @@ def render(
     *,
     verdicts: Any = None,
     missing: Sequence[tuple[str, str]] = (),
+    unreadable: Sequence[str] = (),
 ) -> str:
     """The comparison in the format ``fmt`` of the registry (``render.formats``): ``text``
     (or ``table``: plain text no wider than ``width`` where possible), ``markdown``,
     ``csv``, ``json``, ``html`` (needs matplotlib), or any registered one."""
     f = get_format(fmt)
-    report = compare_report(comparison, page=f.page, verdicts=verdicts, missing=missing)
+    report = compare_report(
+        comparison, page=f.page, verdicts=verdicts, missing=missing, unreadable=unreadable
+    )
     return f.render(report, width)

@@ -27,6 +27,8 @@ from typing import Any
 __all__ = [
     "Column",
     "Table",
+    "md_cell",
+    "md_text",
     "to_csv",
     "to_html",
     "to_markdown",
@@ -251,10 +253,20 @@ def to_text(table: Table, width: int | None = None) -> str:
     return "\n".join(out)
 
 
-def to_markdown(table: Table) -> str:
-    def esc(text: str) -> str:
-        return text.replace("|", "\\|")
+def md_text(text: str) -> str:
+    """``text`` as markdown shows it, never as HTML: ``&``, ``<`` and ``>`` as entities (a
+    host name or file name edited to ``<script>`` reaches a CI job summary as text)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
+
+def md_cell(text: str) -> str:
+    """``text`` as one markdown table cell: as :func:`md_text`, its pipes escaped, its lines
+    joined."""
+    return " ".join(md_text(text).replace("|", "\\|").splitlines())
+
+
+def to_markdown(table: Table) -> str:
+    esc = md_cell
     cols = table.shown
     out = []
     if table.show_header:

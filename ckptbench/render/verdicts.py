@@ -10,6 +10,7 @@ from ckptbench.analysis.cellchecks import GateLine
 from ckptbench.analysis.gate import GateReport
 from ckptbench.analysis.stats import percent_text
 from ckptbench.render.format import fmt_size
+from ckptbench.render.table import md_cell, md_text
 
 __all__ = ["check_junit", "check_markdown", "check_text", "gate_rule"]
 
@@ -22,11 +23,6 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 def _xml(text: str) -> str:
     """``text`` as XML can hold it: each character it cannot, written as ``\\xNN``."""
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def _md(text: str) -> str:
-    """``text`` as one markdown table cell: its pipes escaped, its lines joined."""
-    return " ".join(text.replace("|", "\\|").splitlines())
 
 
 def _cell(line: GateLine) -> str:
@@ -67,13 +63,13 @@ def check_markdown(report: GateReport) -> str:
 
     def row(line: GateLine) -> str:
         mark = "pass" if line.passed else "**FAIL**"
-        cell = f"`{line.key}`" + (f" ({_md(line.host)})" if line.host else "")
-        return f"| {mark} | {cell} | {line.check} | {_md(line.detail)} |"
+        cell = f"`{line.key}`" + (f" ({md_cell(line.host)})" if line.host else "")
+        return f"| {mark} | {cell} | {line.check} | {md_cell(line.detail)} |"
 
     head = "| result | cell | check | numbers |\n|---|---|---|---|"
     out = [f"### {report.headline}", ""]
     if report.sources:
-        out += [f"- {line}" for line in report.sources] + [""]
+        out += [f"- {md_text(line)}" for line in report.sources] + [""]
     if report.failures:
         out += ["#### Failures", "", head, *(row(f) for f in report.failures), ""]
     out += ["<details><summary>All checks</summary>", "", head]
@@ -81,7 +77,7 @@ def check_markdown(report: GateReport) -> str:
     out += ["", "</details>", ""]
     if rule := gate_rule(report):
         out.append(rule)
-    out += [f"- {n}" for n in report.notes]
+    out += [f"- {md_text(n)}" for n in report.notes]
     return "\n".join(out).rstrip() + "\n"
 
 

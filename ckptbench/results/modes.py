@@ -1,18 +1,19 @@
-"""The modes a case is measured in, the outcome of one mode's measurement, and how a mode's
-rounds pool into one result. Imports nothing of ckptbench (the schema and the summary
-both build on it)."""
+"""The modes a case is measured in, the outcome of one mode's measurement, how a mode's
+rounds pool into one result, and the planned rounds a file lacks with no reason recorded.
+Imports nothing of ckptbench (the schema and the summary both build on it)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import ModeResult
 
-__all__ = ["MODES", "Mode", "Status", "complete_rounds", "pool_rounds"]
+__all__ = ["MODES", "MissingRounds", "Mode", "Status", "complete_rounds", "missing_rounds",
+           "pool_rounds"]  # fmt: skip
 
 
 class Mode(Enum):
@@ -80,3 +81,75 @@ def pool_rounds(rounds: tuple[ModeResult, ...]) -> ModeResult:
         trace=next((r.trace for r in rounds if r.trace is not None), None),
         round=0,
     )
+
+
+@dataclass(frozen=True)
+class MissingRounds:
+    """A mode the file holds in fewer of the case's planned rounds than it should, with no
+    reason recorded (:func:`missing_rounds`): ``present`` of ``planned`` rounds, and the
+    1-based rounds it lacks."""
+
+    mode: Mode
+    present: int
+    planned: int
+    absent: tuple[int, ...]
+
+    @property
+    def text(self) -> str:
+        """'normal: 1 of 2 planned rounds (round 2 missing)'."""
+        gone = ", ".join(map(str, self.absent[:5])) + (", ..." if len(self.absent) > 5 else "")
+        s = "s" * (len(self.absent) > 1)
+        return (
+            f"{self.mode.value}: {self.present} of {self.planned} planned rounds "
+            f"(round{s} {gone} missing)"
+        )
+
+
+def _whole(value: Any) -> int | None:
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    return value if ok else None
+
+
+def missing_rounds(
+    results: Sequence[ModeResult], planned: int, environment: Mapping[str, Any] | None
+) -> tuple[MissingRounds, ...]:
+    """Each mode the results hold in some round but not in every round of the ``planned``
+    ones (0 to ``planned - 1``, up to the last round any mode holds) that the run should
+    have measured it in: a record deleted or lost (files merged, edited). Rounds the file
+    says why it lacks are not missing: those
+    from the round a stop cut (``environment.interrupted``, or a mode ``interrupted``; a
+    file saved mid-run too), those after ``--precision`` stopped early
+    (``environment.precision.rounds``), and a mode's rounds after it ran out of memory (its
+    own ``out-of-memory`` round, ``environment.skipped_after_oom``). A mode absent from
+    every round is not here: it was not measured (``RunResult.absent_modes``)."""
+    env = environment if isinstance(environment, Mapping) else {}
+    # up to the last round the file holds: trailing rounds no mode holds are not counted
+    # (results built by hand, as the tests' synthetic ones, plan more rounds than they hold)
+    upto = min(planned, max((r.round for r in results), default=-1) + 1)
+    stop = env.get("interrupted")
+    if isinstance(stop, Mapping) and (cut := _whole(stop.get("round"))) is not None:
+        upto = min(upto, cut - 1)  # the cut round (1-based) and after
+    cut_rounds = [r.round for r in results if r.status is Status.INTERRUPTED]
+    if cut_rounds:
+        upto = min(upto, min(cut_rounds))
+    prec = env.get("precision")
+    if isinstance(prec, Mapping) and (ran := _whole(prec.get("rounds"))) is not None:
+        upto = min(upto, ran)
+    skipped = env.get("skipped_after_oom")
+    skipped = skipped if isinstance(skipped, Mapping) else {}
+    out = []
+    for mode in MODES:
+        held = {r.round for r in results if r.mode is mode}
+        if not held:
+            continue
+        last = upto
+        oom = [r.round for r in results if r.mode is mode and r.status is Status.OUT_OF_MEMORY]
+        if oom:
+            last = min(last, min(oom) + 1)
+        if (first := _whole(skipped.get(mode.value))) is not None:
+            last = min(last, first)  # its 1-based first round over the limit: later skipped
+        absent = tuple(k + 1 for k in range(max(last, 0)) if k not in held)
+        if absent:
+            present = len({k for k in held if 0 <= k < planned})
+            out.append(MissingRounds(mode, present, planned, absent))
+    return tuple(out)

@@ -24,7 +24,7 @@ import json
 import os
 import stat
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +47,10 @@ __all__ = [
     "MANIFEST_VERSION",
     "ManifestFiles",
     "StoreError",
+    "Unreadable",
     "cell_path",
     "check_output",
+    "load_readable",
     "load_result",
     "load_results",
     "manifest_cells",
@@ -338,6 +340,17 @@ def measurement_id(result: RunResult) -> tuple[Any, ...]:
     return (result.case.key, result.host, result.created, samples)
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """A cell file a folder or manifest yields that cannot be read (cut short, another
+    schema version, damaged): its path, the cell's key where a manifest names it (else the
+    file's stem) and the one-line problem (:func:`load_readable`)."""
+
+    path: Path
+    key: str
+    problem: str
+
+
 def load_results(
     paths: Iterable[str | os.PathLike[str]], manifests: ManifestFiles | None = None
 ) -> list[RunResult]:
@@ -347,7 +360,34 @@ def load_results(
     that holds another cell's result (copied or misfiled); and on two files holding the same
     measurement (:func:`measurement_id`: a copy would pool as another invocation). A file
     named twice is read once; a manifest read through ``manifests`` where given."""
+    results, _ = _load(paths, lenient=False, manifests=manifests)
+    if not results:
+        raise StoreError("no results to compare")
+    return results
+
+
+def load_readable(
+    paths: Iterable[str | os.PathLike[str]], manifests: ManifestFiles | None = None
+) -> tuple[list[RunResult], list[Unreadable]]:
+    """As :func:`load_results`, but a cell file that a folder or manifest yields and that
+    cannot be read is returned as :class:`Unreadable` instead of stopping the whole read
+    (``compare`` shows the others and names it, ``check`` fails it); a file given by name
+    that cannot be read is still a :class:`StoreError`. No result at all is not an error
+    here when some cell was unreadable (the caller says so)."""
+    results, unreadable = _load(paths, lenient=True, manifests=manifests)
+    if not results and not unreadable:
+        raise StoreError("no results to compare")
+    return results, unreadable
+
+
+def _load(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    lenient: bool,
+    manifests: ManifestFiles | None = None,
+) -> tuple[list[RunResult], list[Unreadable]]:
     files: list[tuple[Path, str | None, Path | None]] = []  # file, manifest's key, manifest
+    named: set[Path] = set()  # given by name, not found in a folder or manifest
     for raw in paths:
         if os.fspath(raw) == "":  # Path("") is the current folder: never meant
             raise StoreError("an empty path is not a result file or folder")
@@ -368,17 +408,25 @@ def load_results(
                 files.extend((f, key, p) for f, key in listed)
             else:
                 files.append((p, None, None))
+                named.add(p.resolve())
         else:
             raise StoreError(f"{p}: no such file or folder")
     seen: set[Path] = set()
     measured: dict[tuple[Any, ...], Path] = {}
-    results = []
+    results: list[RunResult] = []
+    unreadable: list[Unreadable] = []
     for f, key, manifest in files:
         real = f.resolve()
         if real in seen:
             continue
         seen.add(real)
-        result = load_result(f)
+        try:
+            result = load_result(f)
+        except StoreError as err:  # one broken cell of a folder: the others are still read
+            if not lenient or real in named:
+                raise
+            unreadable.append(Unreadable(f, key or f.stem, str(err)))
+            continue
         if key and result.case.key != key:
             raise StoreError(
                 f"{f}: holds the result of cell {result.case.key}, but {manifest} lists it for "
@@ -393,6 +441,4 @@ def load_results(
             )
         measured[ident] = f
         results.append(result)
-    if not results:
-        raise StoreError("no results to compare")
-    return results
+    return results, unreadable

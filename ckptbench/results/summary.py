@@ -60,7 +60,7 @@ from ckptbench.results.modefigures import (
     median_cpu_share,
     mode_figures,
 )
-from ckptbench.results.modes import Mode, Status, complete_rounds
+from ckptbench.results.modes import MissingRounds, Mode, Status, complete_rounds, missing_rounds
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case, ModeResult
@@ -126,6 +126,9 @@ class CellSummary:
     #: the same ratio round by round (each round's floor from its own baseline and plain
     #: iterations) with its 95% interval, which also holds ``vs_floor``
     floor_ratio: Ratio | None = None
+    #: modes the file lacks in some of the case's planned rounds with no stop recorded
+    #: (:func:`ckptbench.results.modes.missing_rounds`): their figures come from fewer rounds
+    rounds_missing: tuple[MissingRounds, ...] = ()
 
     def mode(self, mode: Mode) -> ModeFigures:
         """``mode``'s figures; empty ones (status None) when it was not measured."""
@@ -133,8 +136,9 @@ class CellSummary:
 
     @property
     def ok(self) -> bool:
-        """Every mode ok and no round interrupted."""
-        return all(m.ok for m in self.modes) and self.interrupted_round is None
+        """Every mode ok, no round interrupted and none missing."""
+        ok = all(m.ok for m in self.modes) and self.interrupted_round is None
+        return ok and not self.rounds_missing
 
     @property
     def on_device(self) -> bool:
@@ -283,6 +287,7 @@ def compute(
         floor_time_s=floor,
         vs_floor=vs_floor,
         floor_ratio=_floor_ratio(floor_est, vs_floor),
+        rounds_missing=missing_rounds(modes, case.rounds, environment),
     )
 
 

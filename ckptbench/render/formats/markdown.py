@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from ckptbench.render.formats import Format
 from ckptbench.render.formats.model import Prose, Report, TableSection, Verdicts
-from ckptbench.render.table import to_markdown
+from ckptbench.render.table import md_text, to_markdown
 
 
 def _table(s: TableSection) -> str:
     parts = [f"## {s.heading}"] if s.heading else []
-    parts += [to_markdown(s.table), *(f"\n{n}" for n in s.table.notes if s.notes)]
+    parts += [to_markdown(s.table), *(f"\n{md_text(n)}" for n in s.table.notes if s.notes)]
     return "\n".join(parts)
 
 
 def _prose(p: Prose) -> str:
     parts = [f"## {p.heading}", ""] if p.heading else []
-    body = list(p.lines) or [f"{k}: {v}" for k, v in p.pairs]
+    body = [md_text(x) for x in p.lines] or [md_text(f"{k}: {v}") for k, v in p.pairs]
     parts += [f"- {line}" for line in body] if p.style == "list" else body
     return "\n".join(parts)
 
