@@ -80,9 +80,9 @@ def sweep(
     if not quiet:
         some = f" ({len(todo)} to measure)" if len(todo) < len(cfg.cases) else ""
         console.print(
-            f"sweep {cfg.name}: {count_text(len(cfg.cases), 'cell')}{some}, roughly "
-            f"{fmt_duration(seconds)} -> {out}",
+            f"sweep {cfg.name}: {_cells_text(cfg)}{some}, roughly {fmt_duration(seconds)} -> {out}",
             highlight=False,
+            markup=False,  # '[grid]' and '[case]' are words, not rich's markup
         )
     if (len(todo) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
         try:
@@ -124,6 +124,12 @@ def sweep(
             f"(above); `--resume` does not retry them ({config})"
         )
     sys.exit(outcome.exit_code)
+
+
+def _cells_text(cfg) -> str:
+    """'12 cells', or '1 cell (no [grid] axes: the [case] alone)' for a config without axes."""
+    alone = "" if cfg.axes else " (no [grid] axes: the [case] alone)"
+    return f"{count_text(len(cfg.cases), 'cell')}{alone}"
 
 
 def _check_destination(out: Path, dask_address: str | None) -> str | None:
@@ -193,7 +199,7 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool) -> None:
         click.echo(note)
     total = fmt_duration(sum(estimates[i] for i in to_run))
     click.echo(
-        f"sweep {cfg.name}: {count_text(len(cfg.cases), 'cell')}, {len(to_run)} to measure, "
+        f"sweep {cfg.name}: {_cells_text(cfg)}, {len(to_run)} to measure, "
         f"roughly {total} -> {out}; dry run: nothing measured, nothing written"
     )
 

@@ -1,0 +1,66 @@
+"""A newcomer's audit (session T): what they typed, what ckptbench answered, and what it
+answers now.
+
+1. A sweep config with only ``[case]`` was "empty grid: add a [grid] table ..."; it is one
+   cell now (asv's benchmark without ``params``), and the sweep's first line says so.
+2. ``run --sample-interval 1h`` was accepted and sampled each worker once, as it started;
+   an interval over 10 s, or not below ``--timeout``, is refused before anything runs.
+3. ``run --out /new/dir/x.json`` and ``compare -o new/rep.html`` made the folders without a
+   word (documented for ``check --junit`` only); every output's missing folder is made and
+   said in one line, so a typo in a path is seen.
+4. ``run --memory-limit 30MiB``, below what an idle worker holds, started every mode and
+   failed each "while starting"; the run stops at the first such worker, in one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from _cli import run_cli
+
+from ckptbench.sweep.config import ConfigError, parse_config
+
+FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
+TINY = ["--model", "rnn", "--steps", "20", "--snaps", "4", "--rounds", "1"]
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
+    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
+                "FAKE_SCALE", "FAKE_CPU_SHARE"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+# ------------------------------------------------------------- 1: a config without [grid]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[case]\nsteps = 10\n", "[case]\nsteps = 10\n[grid]\n", "grid = []\n[case]\nsteps = 10\n"],
+    ids=["no-grid", "empty-grid", "empty-list"],
+)
+def test_a_config_without_grid_axes_is_one_cell_the_case_alone(text: str) -> None:
+    cfg = parse_config(text, source="one.toml")
+    assert len(cfg.cases) == 1 and cfg.cases[0].steps == 10 and cfg.axes == ()
+
+
+def test_an_empty_table_among_several_grid_tables_is_refused() -> None:
+    # it adds the bare [case] as a cell: most likely a table whose axes were forgotten
+    text = "[case]\nsteps = 10\n[[grid]]\n[[grid]]\nsnaps = [2]\n"
+    with pytest.raises(ConfigError, match="among several needs at least one axis") as err:
+        parse_config(text, source="two.toml")
+    assert "two.toml:3:" in str(err.value)
+    with pytest.raises(ConfigError, match="empty grid: the axis has no values"):
+        parse_config("[grid]\nsnaps = []\n")
+
+
+def test_a_one_cell_sweep_says_it_is_the_case_alone(tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "one.toml").write_text("name = 'one'\n[case]\nmodel = 'rnn'\nsteps = 20\n")
+    code, out, err = run_cli(capsys, ["sweep", "one.toml", "--dry-run"])
+    assert code == 0, err
+    assert "sweep one: 1 cell (no [grid] axes: the [case] alone), 1 to measure" in out
