@@ -64,3 +64,34 @@ def test_a_one_cell_sweep_says_it_is_the_case_alone(tmp_path: Path, capsys, monk
     code, out, err = run_cli(capsys, ["sweep", "one.toml", "--dry-run"])
     assert code == 0, err
     assert "sweep one: 1 cell (no [grid] axes: the [case] alone), 1 to measure" in out
+
+
+# ------------------------------------------------------------- 2: --sample-interval
+
+
+def test_a_sample_interval_no_mode_can_use_is_refused_before_anything_runs(
+    fake, tmp_path: Path, capsys, monkeypatch
+):
+    from _cli import one_line_error
+
+    monkeypatch.chdir(tmp_path)
+    err = one_line_error(capsys, ["run", *TINY, "--sample-interval", "1h", "--out", "a.json"])
+    assert "--sample-interval 3600 s is above the longest it takes, 10 s" in err
+    assert "the exact peak is read in the worker whatever the interval" in err
+    argv = ["run", *TINY, "--timeout", "2s", "--sample-interval", "2s", "--out", "b.json"]
+    err = one_line_error(capsys, argv)
+    assert "--sample-interval 2 s is not below --timeout 2 s" in err
+    assert not list(tmp_path.iterdir())  # nothing measured, nothing written
+    # a sweep config's sample_interval_s, in the config's words and line
+    (tmp_path / "s.toml").write_text("[case]\nsteps = 20\nsample_interval_s = '1m'\n")
+    err = one_line_error(capsys, ["sweep", "s.toml", "--dry-run"])
+    assert "s.toml:3: sample_interval_s 60 s is above the longest it takes, 10 s" in err
+
+
+def test_the_longest_sample_interval_is_taken() -> None:
+    from ckptbench.measure.launch import MAX_SAMPLE_INTERVAL_S, sample_interval_problem
+
+    assert sample_interval_problem(MAX_SAMPLE_INTERVAL_S, 900.0) is None
+    assert sample_interval_problem(0.005, None) is None
+    assert sample_interval_problem(9.0, 10.0) is None
+    assert sample_interval_problem(10.5, None) is not None

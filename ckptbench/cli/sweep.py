@@ -271,11 +271,13 @@ def _checked_plugins(cfg, config: Path):
 
 
 def _check_cells(config: Path, cases) -> None:
-    """Each cell within its memory limit (``Case.check_fits_memory``), and no planned cell
+    """Each cell within its memory limit (``Case.check_fits_memory``) and sampled usefully
+    (``launch.sample_interval_problem``), and no planned cell
     (``optimal``) whose plan would be too large to compute: refused as ``run`` refuses it,
     before anything is measured (``planner.check_plannable``: from the steps alone). A
     budget below the least is known only once step costs are measured: that cell is the
     sweep's config error then (state ``invalid``)."""
+    from ckptbench.measure.launch import sample_interval_problem
     from ckptbench.schedules import get_strategy
     from ckptbench.schedules.optimal import PlanError, check_plannable
     from ckptbench.workloads import BUILTIN_CHAINS
@@ -285,6 +287,9 @@ def _check_cells(config: Path, cases) -> None:
             case.check_fits_memory()
     except ValueError as err:
         raise _in_config(config, err) from None
+    for case in cases:
+        if (why := sample_interval_problem(case.sample_interval_s, case.timeout_s)) is not None:
+            raise _in_config(config, ValueError(why), "sample_interval_s")
     for case in cases:
         if get_strategy(case.strategy).planned:
             try:
