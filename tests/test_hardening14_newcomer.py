@@ -95,3 +95,36 @@ def test_the_longest_sample_interval_is_taken() -> None:
     assert sample_interval_problem(0.005, None) is None
     assert sample_interval_problem(9.0, 10.0) is None
     assert sample_interval_problem(10.5, None) is not None
+
+
+# ------------------------------------------------------------- 3: folders made for outputs
+
+
+def test_a_folder_made_for_an_output_is_said(fake, tmp_path: Path, capsys, monkeypatch):
+    import json
+
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.results.schema import save_result
+
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, ["run", *TINY, "--out", "runs/new/x.json"])
+    assert code == 0, err
+    assert "note: created folder runs/new for --out\n" in err
+    assert (tmp_path / "runs/new/x.json").is_file()
+    code, _, err = run_cli(capsys, ["run", *TINY, "--out", "runs/new/y.json"])
+    assert code == 0 and "created folder" not in err  # it exists now: nothing said
+    save_result(make_result(CI_CASE, seed=1), tmp_path / "r.json")
+    code, _, err = run_cli(capsys, ["compare", "r.json", "-o", "rep/r.html"])
+    assert code == 0 and "note: created folder rep for -o\n" in err, err
+    code, _, err = run_cli(capsys, ["compare", "r.json", "--plots", "figs"])
+    assert code == 0 and "note: created folder figs for --plots\n" in err, err
+    code, _, err = run_cli(capsys, ["check", "r.json", "--junit", "ci/junit.xml"])
+    assert code == 0 and "note: created folder ci for --junit\n" in err, err
+    costs = {"forward_time_s": 1e-4, "taped_time_s": 3e-4, "state_bytes": 4096,
+             "tape_bytes": 40000, "fixed_time_s": 0.0}  # fmt: skip
+    (tmp_path / "c.json").write_text(json.dumps(costs))
+    argv = ["plan", "--model", "rnn", "--steps", "20", "--budget", "64KiB", "--costs",
+            "c.json", "--save-costs", "saved/costs.json"]  # fmt: skip
+    code, _, err = run_cli(capsys, argv)
+    assert code == 0 and "note: created folder saved for --save-costs\n" in err, err

@@ -72,6 +72,8 @@ def sweep(
     made = [p for p in (out, *out.parents) if not p.exists()]  # what opening it creates
     dask_address = _check_destination(out, dask_address)
     console = stderr_console()
+    if made and out.is_dir():  # said as every output's folder is: a typo is seen
+        click.echo(f"note: created folder {out} for --out", err=True)
     todo = _cells_to_measure(cfg, out, resume, retry_failed)
     seconds = sum(estimated_seconds(c) for c in todo)
     hours = seconds / 3600
