@@ -128,3 +128,59 @@ def test_a_folder_made_for_an_output_is_said(fake, tmp_path: Path, capsys, monke
             "c.json", "--save-costs", "saved/costs.json"]  # fmt: skip
     code, _, err = run_cli(capsys, argv)
     assert code == 0 and "note: created folder saved for --save-costs\n" in err, err
+
+
+# ------------------------------------------------------------- 4: a limit no worker starts in
+
+
+def test_a_memory_limit_no_worker_starts_under_stops_the_run_at_the_first(
+    fake, tmp_path: Path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    fake.setenv("FAKE_ALLOC", "baseline:64,normal:64,checkpointed:64")  # before "ready"
+    started = []
+    real = __import__("ckptbench.measure.launch", fromlist=["run_mode"]).run_mode
+
+    def counted(case, mode, *args, **kwargs):
+        started.append(mode.value)
+        return real(case, mode, *args, **kwargs)
+
+    monkeypatch.setattr("ckptbench.measure.runner.run_mode", counted)
+    argv = ["run", *TINY, "--memory-limit", "48MiB", "--out", "r.json"]
+    code, _, err = run_cli(capsys, argv)
+    assert code == 2 and "Traceback" not in err, err
+    lines = err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("measuring rnn 20 steps"), err  # the plan
+    err = lines[1]
+    assert started == ["baseline"]  # not every mode to the same failure
+    assert "--memory-limit 48.0 MiB is below what a worker holds before measuring" in err
+    assert "the first one (baseline) was stopped while starting (RSS " in err
+    # in MiB, or in bytes where the RSS caught just over the limit reads '48.0 MiB' too
+    assert any(f"exceeded the memory limit of {v})" in err for v in ("48.0 MiB", "50,331,648 B"))
+    assert "nothing measured, no file written" in err
+    assert "the baseline's exact peak, in a run without --memory-limit" in err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_limit_a_later_mode_exceeds_while_starting_is_still_its_result(fake, tmp_path):
+    # the baseline started and measured: normal's out-of-memory is the run's result, kept
+    from ckptbench.cli import main
+    from ckptbench.results.schema import Mode, Status
+    from ckptbench.results.store import load_result
+
+    fake.setenv("FAKE_ALLOC", "normal:300")
+    out = tmp_path / "r.json"
+    with pytest.raises(SystemExit) as exc:
+        main(["run", *TINY, "--memory-limit", "200MiB", "--out", str(out)])
+    assert exc.value.code == 1
+    result = load_result(out)
+    assert result.mode(Mode.BASELINE).ok
+    assert result.mode(Mode.NORMAL).status is Status.OUT_OF_MEMORY
+
+
+def test_a_sweep_cell_no_worker_starts_in_is_a_config_error() -> None:
+    from ckptbench.measure.follow import LimitBelowStart
+    from ckptbench.sweep.cells import CellState, cell_error
+
+    state, why = cell_error(LimitBelowStart("--memory-limit 30.0 MiB is below ..."))
+    assert state is CellState.INVALID and why.startswith("config error: --memory-limit")

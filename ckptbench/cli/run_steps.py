@@ -145,6 +145,7 @@ def measure(case, err_console, progress, stop, *, out, force, **run_options) -> 
     (closed by ``stop`` before any message). A plan that cannot be made is an InputError,
     step costs that cannot be measured exit 1, a stop by signal is said and, where nothing
     was measured, exits 128 + N."""
+    from ckptbench.measure.follow import LimitBelowStart
     from ckptbench.measure.launch import Interrupted, stop_on_signals
     from ckptbench.measure.runner import run_case
     from ckptbench.measure.tasks import CostsError
@@ -172,7 +173,7 @@ def measure(case, err_console, progress, stop, *, out, force, **run_options) -> 
                 progress=progress,
                 **run_options,
             )
-    except PlanError as err:
+    except (PlanError, LimitBelowStart) as err:  # nothing measured, no file written
         stop()
         raise InputError(str(err)) from None
     except CostsError as err:

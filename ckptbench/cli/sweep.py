@@ -122,7 +122,7 @@ def sweep(
         click.echo(f"continue with: ckptbench sweep {config} --out {out}{dask} --resume")
     if outcome.invalid:
         click.echo(
-            f"change the config: {len(outcome.invalid)} cell(s) have no plan as configured "
+            f"change the config: {len(outcome.invalid)} cell(s) cannot be measured as configured "
             f"(above); `--resume` does not retry them ({config})"
         )
     sys.exit(outcome.exit_code)
