@@ -56,6 +56,11 @@ def test_an_empty_table_among_several_grid_tables_is_refused() -> None:
     assert "two.toml:3:" in str(err.value)
     with pytest.raises(ConfigError, match="empty grid: the axis has no values"):
         parse_config("[grid]\nsnaps = []\n")
+    # neither [case] nor [grid] (an empty file) is still no sweep: one cell of defaults
+    # would be a guess
+    for text in ("", "name = 'x'\n", "[expect]\nslowdown_max = 2.0\n"):
+        with pytest.raises(ConfigError, match=r"nothing to measure: give a \[case\] table"):
+            parse_config(text, source="e.toml")
 
 
 def test_a_one_cell_sweep_says_it_is_the_case_alone(tmp_path: Path, capsys, monkeypatch):

@@ -199,6 +199,8 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
     if not isinstance(description, str):
         raise r.error(f"must be a string, got {description!r}", key="description")
 
+    if "case" not in doc and "grid" not in doc:  # an empty file, a FIFO read as nothing
+        raise r.error("nothing to measure: give a [case] table (alone: one cell) or a [grid]")
     base = _parse_base(r, doc.get("case", {}))
     subgrids = _parse_grid(r, doc.get("grid"), base)
     expect, by_strategy = _parse_expect(r, doc.get("expect", {}))
