@@ -525,10 +525,11 @@ def test_every_accepted_value_is_readable_on_the_way_out(tmp_path):
 
 
 def test_the_memory_limit_holds_whatever_the_sampling_interval(fake, tmp_path):
+    # 10 s, the longest interval taken (1h is refused): one sample, as the worker starts
     fake.setenv("FAKE_ALLOC", "normal:300")  # touches 300 MiB, reports small peaks
     out = tmp_path / "r.json"
     res = invoke(["run", "--model", "rnn", *TINY, "--memory-limit", "200MiB",
-                  "--sample-interval", "1h", "--out", str(out)])  # fmt: skip
+                  "--sample-interval", "10s", "--out", str(out)])  # fmt: skip
     assert res.exit_code == 1
     assert load_result(out).mode(Mode.NORMAL).status is Status.OUT_OF_MEMORY
 
@@ -537,7 +538,7 @@ def test_an_exact_iteration_peak_over_the_limit_is_out_of_memory(fake, tmp_path)
     fake.setenv("FAKE_SCALE", "2000")  # reported exact peaks of 2.5 GiB, nothing sampled
     out = tmp_path / "r.json"
     res = invoke(["run", "--model", "rnn", *TINY, "--memory-limit", "1GiB",
-                  "--sample-interval", "1h", "--out", str(out)])  # fmt: skip
+                  "--sample-interval", "10s", "--out", str(out)])  # fmt: skip
     assert res.exit_code == 1
     normal = load_result(out).mode(Mode.NORMAL)
     assert normal.status is Status.OUT_OF_MEMORY and "exceeded the memory limit" in normal.error

@@ -62,20 +62,28 @@ def test_an_out_of_memory_says_whether_the_worker_had_started_and_tells_rss_from
     assert "RSS 12.0 MiB exceeded the memory limit of 10.0 MiB; the worker was stopped;" in err
 
 
-def test_rounds_stop_once_every_mode_is_over_the_memory_limit(tmp_path):
+def test_rounds_stop_once_every_mode_is_over_the_memory_limit(tmp_path, monkeypatch):
     """Every mode over --memory-limit in round 1 and skipped afterwards: the run went on
     through all its planned rounds, measuring nothing, and said "--precision not reached
-    ... after 6 rounds, stopped by no slowdown"."""
+    ... after 6 rounds, stopped by no slowdown". The fake worker's iterations report exact
+    peaks of 50 MiB and more, over a limit its start stays below (a limit no worker starts
+    under stops the run at the first: tests/test_hardening14_newcomer.py)."""
     import json
+    import sys
+    from pathlib import Path
 
     from click.testing import CliRunner
 
     from ckptbench.cli import cli
 
+    fake = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: fake)
+    for var in ("FAKE_ALLOC", "FAKE_SCALE", "FAKE_SLEEP"):
+        monkeypatch.delenv(var, raising=False)
     out = tmp_path / "r.json"
     res = CliRunner().invoke(cli, ["run", "--steps", "6", "--hidden", "4", "--batch", "2",
                                    "--repeats", "1", "--warmup", "0", "--rounds", "3",
-                                   "--precision", "5%", "--memory-limit", "4MiB",
+                                   "--precision", "5%", "--memory-limit", "49MiB",
                                    "--out", str(out)])  # fmt: skip
     assert res.exit_code == 1, res.output
     doc = json.loads(out.read_text())

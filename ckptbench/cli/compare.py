@@ -18,6 +18,7 @@ from ckptbench.cli.outputs import (
     check_mprof_files,
     check_side_output,
     expect_verdicts,
+    make_folder,
     note_writers,
     probe_writable,
     refuse_duplicates,
@@ -145,6 +146,11 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         check_side_output(path, "--plots", inputs, force)
     if output is not None:  # before any plot is written: a refusal leaves nothing behind
         probe_writable(output, "-o")
+    if figures:
+        try:
+            make_folder(plots, "--plots")
+        except OSError as err:
+            raise InputError(f"--plots {plots}: {err.strerror or err}") from None
     for path, fig in figures:
         write_bytes(path, fig, "--plots", force)
         if not quiet:

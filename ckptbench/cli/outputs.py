@@ -41,12 +41,13 @@ def check_out(path: Path, force: bool, inputs=()) -> None:
 
 def probe_writable(path: Path, what: str) -> None:
     """Before anything is measured or any verdict printed: ``path``'s folder exists (made,
-    parents too, as for every file ckptbench writes) and takes a new file, and an existing
-    ``path`` opens for appending (nothing written); one line and exit 2 otherwise."""
+    parents too, and said, as for every file ckptbench writes: :func:`make_folder`) and
+    takes a new file, and an existing ``path`` opens for appending (nothing written); one
+    line and exit 2 otherwise."""
     import tempfile
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent, what)
         fd, probe = tempfile.mkstemp(prefix=".ckptbench-probe-", dir=path.parent)
         os.close(fd)
         os.unlink(probe)
@@ -54,6 +55,16 @@ def probe_writable(path: Path, what: str) -> None:
             os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
     except OSError as err:
         raise InputError(f"{what} {path}: cannot write there ({err.strerror or err})") from None
+
+
+def make_folder(folder: Path, what: str) -> None:
+    """``folder`` made for the output ``what`` (parents too), said in one line on stderr when
+    it was missing ('note: created folder X for --out'), so a typo in a path is seen; OSError
+    if it cannot be."""
+    missing = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    if missing:
+        click.echo(f"note: created folder {folder} for {what}", err=True)
 
 
 def claim_out(ctx: click.Context, path: Path) -> None:
@@ -94,7 +105,7 @@ def check_mprof_dir(
                 f"--out {out}: is also one of --mprof's timeline files; nothing measured"
             )
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        make_folder(folder, "--mprof")
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(13, "the folder is not writable")
         for name in names:
@@ -135,6 +146,7 @@ def write_mprof(results, folder: Path, quiet: bool = False, replace: bool = Fals
 
     command = shlex.join(["ckptbench", *sys.argv[1:]])
     try:
+        make_folder(folder, "--mprof")
         for path in export_mprof(results, folder, command, replace=replace):
             if not quiet:
                 click.echo(f"wrote {path}", err=True)

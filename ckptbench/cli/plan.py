@@ -28,7 +28,12 @@ from ckptbench.cli.options import (
     steps_option,
     timeout_option,
 )
-from ckptbench.cli.outputs import check_side_output, input_files, json_and_format_options
+from ckptbench.cli.outputs import (
+    check_side_output,
+    input_files,
+    json_and_format_options,
+    make_folder,
+)
 from ckptbench.cli.run_steps import checked_in_worker
 from ckptbench.cli.values import BYTES, size_notes
 from ckptbench.results.chains import chain_executor
@@ -199,6 +204,7 @@ def _show(
     costs = Costs.from_dict(doc)
     if save_file is not None:  # first: measured costs are kept even when no plan fits
         try:
+            make_folder(save_file.parent, "--save-costs")
             write_atomic(save_file, json.dumps(costs.as_dict(), indent=1) + "\n", replace=force)
         except TargetError as err:  # it appeared, or became a link, while measuring
             raise InputError(f"--save-costs {err}") from None

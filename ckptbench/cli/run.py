@@ -225,7 +225,7 @@ def _sections():
     default="5ms",
     show_default=True,
     help="How often the parent samples each worker's RSS for the timeline and the sampled "
-    "peak (the exact peak is read inside the worker).",
+    "peak (the exact peak is read inside the worker); at most 10s, and below --timeout.",
 )
 @click.option(
     "--modes",

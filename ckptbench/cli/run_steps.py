@@ -70,9 +70,13 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
     """The case of the options, checked here (its effective values, memory, backend), with
     the notes to print, the step costs read from ``costs_file`` (None: measured, or not
     used by the strategy) and the precision target. InputError with one line otherwise."""
+    from ckptbench.measure.launch import sample_interval_problem
+
     strategy, device = fields["strategy"], fields["device"]
     try:
         case, notes = chain_executor(Case(**fields)).effective()
+        if (why := sample_interval_problem(case.sample_interval_s, case.timeout_s)) is not None:
+            raise InputError(why)
         notes = snaps_notes(ctx, notes) + size_notes(ctx)
         case.check_fits_memory()
         check_backend(case)
@@ -141,6 +145,7 @@ def measure(case, err_console, progress, stop, *, out, force, **run_options) -> 
     (closed by ``stop`` before any message). A plan that cannot be made is an InputError,
     step costs that cannot be measured exit 1, a stop by signal is said and, where nothing
     was measured, exits 128 + N."""
+    from ckptbench.measure.follow import LimitBelowStart
     from ckptbench.measure.launch import Interrupted, stop_on_signals
     from ckptbench.measure.runner import run_case
     from ckptbench.measure.tasks import CostsError
@@ -168,7 +173,7 @@ def measure(case, err_console, progress, stop, *, out, force, **run_options) -> 
                 progress=progress,
                 **run_options,
             )
-    except PlanError as err:
+    except (PlanError, LimitBelowStart) as err:  # nothing measured, no file written
         stop()
         raise InputError(str(err)) from None
     except CostsError as err:

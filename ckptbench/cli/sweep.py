@@ -74,6 +74,8 @@ def sweep(
     made = [p for p in (out, *out.parents) if not p.exists()]  # what opening it creates
     dask_address = _check_destination(out, dask_address)
     console = stderr_console()
+    if made and out.is_dir():  # said as every output's folder is: a typo is seen
+        click.echo(f"note: created folder {out} for --out", err=True)
     todo = _cells_to_measure(cfg, out, resume, retry_failed)
     seconds = sum(estimated_seconds(c) for c in todo)
     hours = seconds / 3600
@@ -84,9 +86,9 @@ def sweep(
     if not quiet:
         some = f" ({len(todo)} to measure)" if len(todo) < len(cfg.cases) else ""
         console.print(
-            f"sweep {cfg.name}: {count_text(len(cfg.cases), 'cell')}{some}, roughly "
-            f"{fmt_duration(seconds)} -> {out}",
+            f"sweep {cfg.name}: {_cells_text(cfg)}{some}, roughly {fmt_duration(seconds)} -> {out}",
             highlight=False,
+            markup=False,  # '[grid]' and '[case]' are words, not rich's markup
         )
     if (len(todo) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
         try:
@@ -124,10 +126,16 @@ def sweep(
         click.echo(f"continue with: ckptbench sweep {config} --out {out}{dask} --resume")
     if outcome.invalid:
         click.echo(
-            f"change the config: {len(outcome.invalid)} cell(s) have no plan as configured "
+            f"change the config: {len(outcome.invalid)} cell(s) cannot be measured as configured "
             f"(above); `--resume` does not retry them ({config})"
         )
     sys.exit(outcome.exit_code)
+
+
+def _cells_text(cfg) -> str:
+    """'12 cells', or '1 cell (no [grid] axes: the [case] alone)' for a config without axes."""
+    alone = "" if cfg.axes else " (no [grid] axes: the [case] alone)"
+    return f"{count_text(len(cfg.cases), 'cell')}{alone}"
 
 
 def _check_destination(out: Path, dask_address: str | None) -> str | None:
@@ -199,7 +207,7 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -
         click.echo(f"{kind} {note}")
     total = fmt_duration(sum(estimates[i] for i in to_run))
     click.echo(
-        f"sweep {cfg.name}: {count_text(len(cfg.cases), 'cell')}, {len(to_run)} to measure, "
+        f"sweep {cfg.name}: {_cells_text(cfg)}, {len(to_run)} to measure, "
         f"roughly {total} -> {out}; dry run: nothing measured, nothing written"
     )
 
@@ -279,11 +287,13 @@ def _check_notes(checks) -> list[str]:
 
 
 def _check_cells(config: Path, cases) -> None:
-    """Each cell within its memory limit (``Case.check_fits_memory``), and no planned cell
+    """Each cell within its memory limit (``Case.check_fits_memory``) and sampled usefully
+    (``launch.sample_interval_problem``), and no planned cell
     (``optimal``) whose plan would be too large to compute: refused as ``run`` refuses it,
     before anything is measured (``planner.check_plannable``: from the steps alone). A
     budget below the least is known only once step costs are measured: that cell is the
     sweep's config error then (state ``invalid``)."""
+    from ckptbench.measure.launch import sample_interval_problem
     from ckptbench.schedules import get_strategy
     from ckptbench.schedules.optimal import PlanError, check_plannable
     from ckptbench.workloads import BUILTIN_CHAINS
@@ -293,6 +303,9 @@ def _check_cells(config: Path, cases) -> None:
             case.check_fits_memory()
     except ValueError as err:
         raise _in_config(config, err) from None
+    for case in cases:
+        if (why := sample_interval_problem(case.sample_interval_s, case.timeout_s)) is not None:
+            raise _in_config(config, ValueError(why), "sample_interval_s")
     for case in cases:
         if get_strategy(case.strategy).planned:
             try:

@@ -15,11 +15,14 @@ from ckptbench.results.schema import Case, Iteration, Mode, ModeResult, Status
 from ckptbench.results.units import size_text
 
 __all__ = [
+    "WHILE_STARTING",
+    "LimitBelowStart",
     "ModeEvents",
     "Progress",
     "RunEvent",
     "Stopped",
     "interrupted_result",
+    "limit_below_start",
     "mode_outcome",
     "worker_environment",
 ]
@@ -116,6 +119,33 @@ class Stopped:
     stderr: str
 
 
+#: How an out-of-memory mode's error says its worker was stopped before its ready event.
+WHILE_STARTING = " while starting, before its first iteration"
+
+
+class LimitBelowStart(ValueError):
+    """The run's first worker went over ``--memory-limit`` before its first iteration: every
+    mode's worker starts the same way (the interpreter, the framework, the workload's
+    arrays), so no mode can be measured under that limit, and the run stops there, as
+    hyperfine stops at a command whose first run fails. Nothing is saved; ``run`` exits 2,
+    a sweep's cell is a config error (``sweep.cells.cell_error``)."""
+
+
+def limit_below_start(case: Case, result: ModeResult) -> LimitBelowStart | None:
+    """The :class:`LimitBelowStart` of a run whose first mode gave ``result``, or None where
+    that worker reached its first iteration (or did not run out of memory)."""
+    error = result.error or ""
+    if result.status is not Status.OUT_OF_MEMORY or WHILE_STARTING not in error:
+        return None
+    return LimitBelowStart(
+        f"--memory-limit {size_text(case.memory_limit_bytes or 0)} is below what a worker "
+        f"holds before measuring: the first one ({result.mode.value}) was stopped while "
+        f"starting ({error.split(';')[0]}), and every mode's worker starts the same way, so "
+        "none can be measured under it; nothing measured, no file written; give more than "
+        "an idle worker's peak (the baseline's exact peak, in a run without --memory-limit)"
+    )
+
+
 def mode_outcome(
     case: Case, events: ModeEvents, stopped: Stopped, common: dict[str, Any]
 ) -> tuple[ModeResult, dict[str, Any] | None]:
@@ -134,7 +164,7 @@ def mode_outcome(
     if stopped.sampled_over_limit or events.over:
         rss = max([stopped.sampled_rss or 0, *events.over])
         # before "ready": the interpreter, the framework or the workload's arrays alone
-        when = "" if events.ready else " while starting, before its first iteration"
+        when = "" if events.ready else WHILE_STARTING
         got, limit = size_text(rss), size_text(case.memory_limit_bytes or 0)
         if got == limit:  # 10.0 MiB over a limit of 10.0 MiB: the bytes tell them apart
             got, limit = f"{rss:,} B", f"{case.memory_limit_bytes or 0:,} B"

@@ -25,6 +25,7 @@ from typing import Any
 import ckptbench
 from ckptbench.measure import noise
 from ckptbench.measure import peaks as measure
+from ckptbench.measure.follow import limit_below_start
 from ckptbench.measure.launch import Interrupted, Progress, RunEvent, run_mode
 from ckptbench.measure.recording import Recording, record_interruption, round_order
 from ckptbench.measure.rounds import Precision, next_round
@@ -385,6 +386,8 @@ def _run_round(rec: Recording, how: _Measuring, k: int, tmp: str) -> None:
             changed = _plugin_changed(rec, k, mode, "while it ran")
         if changed is not None and result.status in (Status.OK, Status.FAILED):
             result = replace(result, status=Status.FAILED, error=changed)
+        if not rec.results and (below := limit_below_start(case, result)) is not None:
+            raise below  # before the first save: nothing written, nothing moved aside
         record_worker(env, reported, f"round {k + 1} {mode.value}")  # numpy, new imports
         files = _GradFiles()  # normal's gradient: read once for both checks below
         rec.results.append(_checked(case, k, mode, result, how.modes, grads, files))

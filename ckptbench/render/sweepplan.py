@@ -21,7 +21,7 @@ def cell_action(cell: CellOutcome, measured: bool) -> str:
     if cell.state is CellState.CONFLICT:
         return "conflict: left alone (why: below)"
     if cell.state is CellState.INVALID:
-        return "skip: no plan as configured (change the config)"
+        return "skip: cannot be measured as configured (change the config)"
     if cell.state is CellState.KEPT:
         return (
             "keep (measured OK)"

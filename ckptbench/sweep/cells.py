@@ -33,11 +33,13 @@ def one_line(err: BaseException) -> str:
 
 def cell_error(err: Exception) -> tuple[CellState, str]:
     """The state and error of a cell whose runner raised ``err``: a plan that cannot exist
-    as configured (a budget below the least, a plan too large: ``PlanError``) is the
-    config's error, never retried by ``--resume``; anything else an error to retry."""
+    as configured (a budget below the least, a plan too large: ``PlanError``) or a memory
+    limit no worker starts under (``follow.LimitBelowStart``) is the config's error, never
+    retried by ``--resume``; anything else an error to retry."""
+    from ckptbench.measure.follow import LimitBelowStart
     from ckptbench.schedules.optimal import PlanError
 
-    if isinstance(err, PlanError):
+    if isinstance(err, (PlanError, LimitBelowStart)):
         first = (str(err).strip().splitlines() or ["no plan"])[0]
         return CellState.INVALID, f"config error: {first}; change the config to measure it"
     return CellState.ERROR, one_line(err)

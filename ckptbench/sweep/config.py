@@ -11,6 +11,7 @@ enforces::
     steps = 1000
 
     [grid]                          # axes: lists; cells = Cartesian product, first axis outermost
+                                    # (optional: without axes the [case] alone is one cell)
     strategy = ["revolve", "uniform"]
     snaps = [4, 8, 16]
 
@@ -198,6 +199,8 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
     if not isinstance(description, str):
         raise r.error(f"must be a string, got {description!r}", key="description")
 
+    if "case" not in doc and "grid" not in doc:  # an empty file, a FIFO read as nothing
+        raise r.error("nothing to measure: give a [case] table (alone: one cell) or a [grid]")
     base = _parse_base(r, doc.get("case", {}))
     subgrids = _parse_grid(r, doc.get("grid"), base)
     expect, by_strategy = _parse_expect(r, doc.get("expect", {}))
@@ -295,17 +298,27 @@ def _parse_base(r: _Reader, table: Any) -> dict[str, Any]:
 
 
 def _parse_grid(r: _Reader, grid: Any, base: Mapping[str, Any]) -> list[dict[str, list[Any]]]:
-    if grid is None:
-        raise r.error("empty grid: add a [grid] table with at least one axis, e.g. snaps = [16]")
-    subgrids = grid if isinstance(grid, list) else [grid]
-    if not subgrids:
-        raise r.error("empty grid: no [[grid]] tables", key="grid")
+    """The sub-grids' axes, read and checked. No grid (no ``[grid]``, an empty one, ``grid =
+    []``) is one sub-grid without axes: one cell, the ``[case]`` as written (asv's benchmark
+    without ``params``). An empty table among several ``[[grid]]`` tables is refused: it adds
+    the bare ``[case]`` as a cell, most likely a table whose axes were forgotten."""
+    subgrids = [] if grid is None else grid if isinstance(grid, list) else [grid]
+    if not any(subgrids):  # no axes anywhere: the [case] alone
+        if any(not isinstance(sub, dict) for sub in subgrids):
+            raise r.error("must be a table of axes (name = [values])", key="grid")
+        return [{}]
     parsed = []
     for index, sub in enumerate(subgrids):
         if not isinstance(sub, dict):
             raise r.error("must be a table of axes (name = [values])", key="grid")
         if not sub:
-            raise r.error("empty grid: a grid table needs at least one axis", "grid", None, index)
+            raise r.error(
+                "a [[grid]] table among several needs at least one axis (a config without "
+                "axes is one cell: the [case] alone)",
+                "grid",
+                None,
+                index,
+            )
         axes: dict[str, list[Any]] = {}
         for key, values in sub.items():
             if key not in CASE_FIELDS:
