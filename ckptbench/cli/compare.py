@@ -84,7 +84,6 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     """Tabulate results; with --against, memory deltas and time ratios with intervals."""
     from ckptbench.analysis import compare as compare_results
     from ckptbench.render import render
-    from ckptbench.render.compare import missing_lead, unreadable_lead
     from ckptbench.render.console import stdout_console
     from ckptbench.render.formats import get_format
     from ckptbench.results.schema import write_atomic
@@ -113,22 +112,7 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     except ValueError as err:
         raise InputError(str(err)) from None
     note_writers([*results, *(against or ())], "compare")
-    from ckptbench.sweep.preflight import unlisted_other_json, unlisted_results
-
-    for path in unlisted_results([*results, *(against or ())]):
-        click.echo(
-            f"compare: {path} is not a cell of its folder's sweep manifest (not in the tables; "
-            "pass the file itself to compare it)",
-            err=True,
-        )
-    for path in unlisted_other_json([*results, *(against or ())]):  # a costs file, a report
-        click.echo(f"compare: {path} is not a ckptbench result (not read)", err=True)
-    if missing:  # as `check` does: a cell the manifest lists but the folder lacks is named
-        for line in (missing_lead(missing), *(f"{key}: {what}" for key, what in missing)):
-            click.echo(f"compare: {line}", err=True)
-    if unreadable:  # as `check` does: each is a failed check there
-        for line in (unreadable_lead(unreadable), *unreadable):
-            click.echo(f"compare: {line}", err=True)
+    _say_not_shown([*results, *(against or ())], missing, unreadable)
     inputs = [*results, *against]
     if output is not None:
         check_side_output(output, "-o", inputs, force)
@@ -166,3 +150,27 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
             click.echo(f"wrote {output}")
     else:
         click.echo(text)
+
+
+def _say_not_shown(paths: list, missing: list, unreadable: list[str]) -> None:
+    """On stderr, what the tables leave out of the folders among ``paths``: result files
+    their manifest does not list, JSON files that are no result, cells the manifest lists
+    but the folder lacks, and cell files that cannot be read (``check`` fails the last
+    two)."""
+    from ckptbench.render.compare import missing_lead, unreadable_lead
+    from ckptbench.sweep.preflight import unlisted_other_json, unlisted_results
+
+    for path in unlisted_results(paths):
+        click.echo(
+            f"compare: {path} is not a cell of its folder's sweep manifest (not in the tables; "
+            "pass the file itself to compare it)",
+            err=True,
+        )
+    for path in unlisted_other_json(paths):  # a costs file, a report
+        click.echo(f"compare: {path} is not a ckptbench result (not read)", err=True)
+    if missing:
+        for line in (missing_lead(missing), *(f"{key}: {what}" for key, what in missing)):
+            click.echo(f"compare: {line}", err=True)
+    if unreadable:
+        for line in (unreadable_lead(unreadable), *unreadable):
+            click.echo(f"compare: {line}", err=True)

@@ -79,17 +79,7 @@ def sweep(
     todo = _cells_to_measure(cfg, out, resume, retry_failed)
     seconds = sum(estimated_seconds(c) for c in todo)
     hours = seconds / 3600
-    for note in cfg.notes if not quiet else ():
-        console.print(f"[dim]{note}[/dim]", highlight=False)
-    for kind, note in shown_notes(_check_notes(checked), quiet):  # -q: the dtype warnings
-        console.print(f"[yellow]{kind}[/yellow] {note}", highlight=False)
-    if not quiet:
-        some = f" ({len(todo)} to measure)" if len(todo) < len(cfg.cases) else ""
-        console.print(
-            f"sweep {cfg.name}: {_cells_text(cfg)}{some}, roughly {fmt_duration(seconds)} -> {out}",
-            highlight=False,
-            markup=False,  # '[grid]' and '[case]' are words, not rich's markup
-        )
+    _say_start(console, cfg, checked, len(todo), fmt_duration(seconds), out, quiet)
     if (len(todo) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
         try:
             _confirm(config, len(todo), fmt_duration(seconds))
@@ -130,6 +120,22 @@ def sweep(
             f"(above); `--resume` does not retry them ({config})"
         )
     sys.exit(outcome.exit_code)
+
+
+def _say_start(console, cfg, checked, todo: int, roughly: str, out: Path, quiet: bool) -> None:
+    """The config's notes, the plug-in checks' (their warnings under ``-q`` too) and the
+    start line: the cells, how many to measure (``todo``), roughly how long, where."""
+    for note in cfg.notes if not quiet else ():
+        console.print(f"[dim]{note}[/dim]", highlight=False)
+    for kind, note in shown_notes(_check_notes(checked), quiet):  # -q: the dtype warnings
+        console.print(f"[yellow]{kind}[/yellow] {note}", highlight=False)
+    if not quiet:
+        some = f" ({todo} to measure)" if todo < len(cfg.cases) else ""
+        console.print(
+            f"sweep {cfg.name}: {_cells_text(cfg)}{some}, roughly {roughly} -> {out}",
+            highlight=False,
+            markup=False,  # '[grid]' and '[case]' are words, not rich's markup
+        )
 
 
 def _cells_text(cfg) -> str:
