@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.analysis.stats import percent_text
+from ckptbench.results.readonce import ReadOnce
 from ckptbench.results.store import MANIFEST_NAME, ManifestFiles
 from ckptbench.results.units import size_text
 from ckptbench.sweep.config import ConfigError, SweepConfig, load_config
@@ -26,20 +27,11 @@ class ConfigFiles:
     the same check reads, each read once (``results.store.ManifestFiles``)."""
 
     def __init__(self) -> None:
-        self._read: dict[Path, SweepConfig | ConfigError] = {}
+        self._once: ReadOnce[SweepConfig] = ReadOnce(load_config, ConfigError)
         self.manifests = ManifestFiles()
 
     def load(self, path: str | Path) -> SweepConfig:
-        key = Path(path)
-        if key not in self._read:
-            try:
-                self._read[key] = load_config(key)
-            except ConfigError as err:
-                self._read[key] = err
-        found = self._read[key]
-        if isinstance(found, ConfigError):
-            raise found
-        return found
+        return self._once.get(Path(path))
 
 
 def sweep_configs(

@@ -38,6 +38,7 @@ from ckptbench.results.kinds import (
     wrote_mprof,
 )
 from ckptbench.results.manifestcheck import manifest_problem
+from ckptbench.results.readonce import ReadOnce
 from ckptbench.results.resultcheck import result_problem
 from ckptbench.results.schema import Case, CaseError, RunResult, result_from_dict, write_atomic
 
@@ -217,22 +218,12 @@ class ManifestFiles:
     (``manifests=``); without it each reads the file itself."""
 
     def __init__(self) -> None:
-        self._read: dict[Path, dict[str, Any] | StoreError | None] = {}
+        self._once: ReadOnce[dict[str, Any] | None] = ReadOnce(read_manifest, StoreError)
 
     def read(self, path: str | os.PathLike[str]) -> dict[str, Any] | None:
         """:func:`read_manifest`, read once."""
         key = Path(path)
-        if key.is_dir():
-            key = key / MANIFEST_NAME
-        if key not in self._read:
-            try:
-                self._read[key] = read_manifest(key)
-            except StoreError as err:
-                self._read[key] = err
-        found = self._read[key]
-        if isinstance(found, StoreError):
-            raise found
-        return found
+        return self._once.get(key / MANIFEST_NAME if key.is_dir() else key)
 
 
 def _reader(manifests: ManifestFiles | None):
