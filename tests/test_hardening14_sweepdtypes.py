@@ -270,3 +270,22 @@ def test_check_reads_the_sweep_manifest_once(tmp_path, monkeypatch):
     res = CliRunner().invoke(cli, ["check", "bare"], catch_exceptions=False)
     assert "its sweep config has none" in res.output
     assert reads == ["bare/sweep.json"]
+
+
+def test_compare_reads_the_sweep_manifest_once(tmp_path, monkeypatch):
+    """`compare` reads a folder's sweep.json as `check` does, once: its cells, the cells it
+    lacks, its [expect] for a page format, and the files it does not list (was one read for
+    each, and one more for each folder of --against)."""
+    monkeypatch.chdir(tmp_path)
+    config = parse_config(CHECKED, source="ci.toml")
+    run_sweep(config, "out", run_cell=lambda case, **_: make_result(case))
+    run_sweep(config, "ref", run_cell=lambda case, **_: make_result(case, seed=5))
+    reads = _manifest_reads(monkeypatch)
+    for args, manifests in (
+        (["out", "--format", "html", "-o", "r.html"], ["out/sweep.json"]),
+        (["out", "--against", "ref"], ["out/sweep.json", "ref/sweep.json"]),
+    ):
+        reads.clear()
+        res = CliRunner().invoke(cli, ["compare", *args], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        assert sorted(reads) == manifests, (args, reads)

@@ -87,32 +87,33 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     from ckptbench.render.console import stdout_console
     from ckptbench.render.formats import get_format
     from ckptbench.results.schema import write_atomic
-    from ckptbench.results.store import load_readable, load_results, missing_cells
+    from ckptbench.results.store import ManifestFiles, load_readable, load_results, missing_cells
 
+    manifests = ManifestFiles()  # each sweep manifest read once by this command
     try:  # a broken cell of a folder is named, the others shown; a file given by name stops
-        after, broken = load_readable(results)
+        after, broken = load_readable(results, manifests)
         unreadable = [u.problem for u in broken]
         if not after:
             for line in unreadable:
                 click.echo(f"compare: {line}", err=True)
             n = len(unreadable)
             raise InputError(f"no results to compare: {n} cell file(s) could not be read")
-        before = load_results(against) if against else None
+        before = load_results(against, manifests) if against else None
         comparison = compare_results(after, before, min_effect=min_effect, match_host=not any_host)
-        missing = missing_cells(results)
+        missing = missing_cells(results, manifests)
         page = get_format(fmt).page  # the full report: the [expect] verdicts too
         text = render(
             comparison,
             fmt,
             width=stdout_console().width,
-            verdicts=expect_verdicts(after, results) if page else None,
+            verdicts=expect_verdicts(after, results, manifests) if page else None,
             missing=missing,
             unreadable=unreadable,
         )
     except ValueError as err:
         raise InputError(str(err)) from None
     note_writers([*results, *(against or ())], "compare")
-    _say_not_shown([*results, *(against or ())], missing, unreadable)
+    _say_not_shown([*results, *(against or ())], missing, unreadable, manifests)
     inputs = [*results, *against]
     if output is not None:
         check_side_output(output, "-o", inputs, force)
@@ -152,21 +153,21 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         click.echo(text)
 
 
-def _say_not_shown(paths: list, missing: list, unreadable: list[str]) -> None:
+def _say_not_shown(paths: list, missing: list, unreadable: list[str], manifests) -> None:
     """On stderr, what the tables leave out of the folders among ``paths``: result files
     their manifest does not list, JSON files that are no result, cells the manifest lists
     but the folder lacks, and cell files that cannot be read (``check`` fails the last
-    two)."""
+    two). ``manifests``: the command's, each read once."""
     from ckptbench.render.compare import missing_lead, unreadable_lead
     from ckptbench.sweep.preflight import unlisted_other_json, unlisted_results
 
-    for path in unlisted_results(paths):
+    for path in unlisted_results(paths, manifests):
         click.echo(
             f"compare: {path} is not a cell of its folder's sweep manifest (not in the tables; "
             "pass the file itself to compare it)",
             err=True,
         )
-    for path in unlisted_other_json(paths):  # a costs file, a report
+    for path in unlisted_other_json(paths, manifests):  # a costs file, a report
         click.echo(f"compare: {path} is not a ckptbench result (not read)", err=True)
     if missing:
         for line in (missing_lead(missing), *(f"{key}: {what}" for key, what in missing)):

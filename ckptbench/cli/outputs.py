@@ -154,12 +154,13 @@ def write_mprof(results, folder: Path, quiet: bool = False, replace: bool = Fals
         raise InputError(f"--mprof {folder}: {getattr(err, 'strerror', None) or err}") from None
 
 
-def expect_verdicts(after, paths):
-    """The gate's [expect] checks of the results, for the report (None without a manifest)."""
+def expect_verdicts(after, paths, manifests=None):
+    """The gate's [expect] checks of the results, for the report (None without a manifest;
+    ``manifests``: each read once, ``results.store.ManifestFiles``)."""
     from ckptbench.analysis.expectations import manifest_expectations
     from ckptbench.analysis.gate import check as gate_check
 
-    expect = manifest_expectations(paths)
+    expect = manifest_expectations(paths, manifests)
     return gate_check(after, expect=expect) if expect is not None else None
 
 
