@@ -213,8 +213,13 @@ def test_byte_identical_copies_are_not_independent_invocations(tmp_path: Path, c
     folder.mkdir()
     for i in range(6):
         shutil.copy(tmp_path / "r1.json", folder / f"c{i}.json")
-    for command in (["compare", str(folder)], ["check", str(folder)]):
-        err = one_line_error(capsys, command)
+    # a folder's copies: no copy is read as the cell (test_hardening16_setaside)
+    code, _, err = run_cli(capsys, ["compare", str(folder)])
+    assert code == 2 and "6 copies of one measurement" in err and "c1.json" in err
+    code, out, _ = run_cli(capsys, ["check", str(folder)])
+    assert code == 1 and "unique: " in out and "c1.json" in out
+    for command in ("compare", "check"):  # given by name: one line, as before
+        err = one_line_error(capsys, [command, str(folder / "c0.json"), str(folder / "c1.json")])
         assert "the same measurement as" in err and "c1.json" in err
     with pytest.raises(StoreError, match="same measurement"):
         load_results([tmp_path / "r1.json", folder / "c0.json"])
@@ -250,9 +255,14 @@ def test_a_cell_file_holding_another_cells_result_is_refused(tmp_path: Path, cap
     assert code == 0, err
     revolve, uniform = sorted(out.glob("lstm-*.json"), key=lambda p: "uniform" in p.name)
     shutil.copy(revolve, uniform)
+    # set aside, named; the folder's other cell still read (test_hardening16_setaside)
     for command in (["check", str(out)], ["compare", str(out)], ["check", str(out / "sweep.json")]):
-        err = one_line_error(capsys, command)
-        assert uniform.name in err and "holds the result of cell" in err
+        code, out_text, err = run_cli(capsys, command)
+        assert code == (1 if command[0] == "check" else 0), err
+        said = out_text if command[0] == "check" else err
+        assert uniform.name in said and "holds the result of cell" in said
+    with pytest.raises(StoreError, match="holds the result of cell"):  # read whole: refused
+        load_results([out])
 
 
 # --------------------------------------------------------------------------- item 4: writers

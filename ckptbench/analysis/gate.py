@@ -5,8 +5,10 @@ What is checked, per cell (``case.key`` on one host):
 * **status** — every mode measured OK and the file holds all three modes in every planned
   round (a failed, crashed, timed-out or partial cell fails the gate); a cell the sweep
   manifest lists whose file is missing fails too (``present``), and so does a cell file of
-  a folder that cannot be read (``readable``: cut short, another schema version), while
-  the folder's other cells are gated;
+  a folder that cannot be read (``readable``: cut short, another schema version), one
+  holding another cell's result than its manifest lists it for (``filed``: misfiled, or
+  copied from another sweep) and a measurement in more than one of a folder's files
+  (``unique``: no copy is gated as the cell), while the folder's other cells are gated;
 * **expectations** — the config's ``[expect]`` thresholds (``memory_savings_min``,
   ``slowdown_max``, ``grad_max_rel_err_max``, ``forward_steps_exact``: the counted advances
   and taped steps equal the planned schedule's, for revolve the binomial optimum);
@@ -125,9 +127,9 @@ def check(
     unreadable: Sequence[GateLine] = (),
 ) -> GateReport:
     """Gate ``results`` (see the module docstring); ``unreadable``: the failed lines of
-    cells a folder holds that could not be read, gated first. Raises ``ValueError`` on bad
-    input: no results (nor unreadable cells), negative tolerances, or a reference of which
-    no cell matches."""
+    cells a folder holds that were set aside (unreadable, misfiled, copied), gated first.
+    Raises ``ValueError`` on bad input: no results (nor cells set aside), negative
+    tolerances, or a reference of which no cell matches."""
     if not results and not unreadable:
         raise ValueError("no results to check")
     if not 0 <= memory_tolerance < 10:
@@ -206,8 +208,9 @@ def run_check(
     first): each config parsed once, each manifest read once."""
     configs = configs or ConfigFiles()
     manifests = configs.manifests  # each sweep manifest read once, here and by the limits
-    current, broken = load_readable(results, manifests)  # a broken cell of a folder fails
-    unreadable = [GateLine(u.key, "", "readable", False, u.problem) for u in broken]
+    # a broken, misfiled or copied cell of a folder fails; the others are gated
+    current, aside = load_readable(results, manifests)
+    unreadable = [GateLine(u.key, "", u.check, False, u.problem) for u in aside]
     reference = load_results(against, manifests) if against else None
     same = same_measurements(current, reference or [])
     if same and len(same) == len(current):

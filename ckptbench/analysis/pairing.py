@@ -27,7 +27,7 @@ from ckptbench.analysis.stats import (
     time_change,
 )
 from ckptbench.results.schema import MODES, SETTINGS_FIELDS, Case, Iteration, Mode, RunResult
-from ckptbench.results.store import measurement_id
+from ckptbench.results.setaside import measurement_id
 
 __all__ = [
     "RUN_SETTINGS",

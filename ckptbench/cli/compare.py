@@ -84,20 +84,20 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     """Tabulate results; with --against, memory deltas and time ratios with intervals."""
     from ckptbench.analysis import compare as compare_results
     from ckptbench.render import render
+    from ckptbench.render.compare import set_aside_counts
     from ckptbench.render.console import stdout_console
     from ckptbench.render.formats import get_format
     from ckptbench.results.schema import write_atomic
     from ckptbench.results.store import ManifestFiles, load_readable, load_results, missing_cells
 
     manifests = ManifestFiles()  # each sweep manifest read once by this command
-    try:  # a broken cell of a folder is named, the others shown; a file given by name stops
-        after, broken = load_readable(results, manifests)
-        unreadable = [u.problem for u in broken]
+    try:  # a broken, misfiled or copied cell of a folder is named, the others shown; a
+        # file given by name stops
+        after, set_aside = load_readable(results, manifests)
         if not after:
-            for line in unreadable:
-                click.echo(f"compare: {line}", err=True)
-            n = len(unreadable)
-            raise InputError(f"no results to compare: {n} cell file(s) could not be read")
+            for cell in set_aside:
+                click.echo(f"compare: {cell.problem}", err=True)
+            raise InputError(f"no results to compare: {set_aside_counts(set_aside)}")
         before = load_results(against, manifests) if against else None
         comparison = compare_results(after, before, min_effect=min_effect, match_host=not any_host)
         missing = missing_cells(results, manifests)
@@ -108,12 +108,12 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
             width=stdout_console().width,
             verdicts=expect_verdicts(after, results, manifests) if page else None,
             missing=missing,
-            unreadable=unreadable,
+            set_aside=set_aside,
         )
     except ValueError as err:
         raise InputError(str(err)) from None
     note_writers([*results, *(against or ())], "compare")
-    _say_not_shown([*results, *(against or ())], missing, unreadable, manifests)
+    _say_not_shown([*results, *(against or ())], missing, set_aside, manifests)
     inputs = [*results, *against]
     if output is not None:
         check_side_output(output, "-o", inputs, force)
@@ -153,12 +153,13 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         click.echo(text)
 
 
-def _say_not_shown(paths: list, missing: list, unreadable: list[str], manifests) -> None:
+def _say_not_shown(paths: list, missing: list, set_aside: list, manifests) -> None:
     """On stderr, what the tables leave out of the folders among ``paths``: result files
     their manifest does not list, JSON files that are no result, cells the manifest lists
-    but the folder lacks, and cell files that cannot be read (``check`` fails the last
-    two). ``manifests``: the command's, each read once."""
-    from ckptbench.render.compare import missing_lead, unreadable_lead
+    but the folder lacks, and cells set aside (a file that cannot be read, a misfiled one, a
+    measurement in several files); ``check`` fails the last two kinds. ``manifests``: the
+    command's, each read once."""
+    from ckptbench.render.compare import missing_lead, set_aside_groups
     from ckptbench.sweep.preflight import unlisted_other_json, unlisted_results
 
     for path in unlisted_results(paths, manifests):
@@ -172,6 +173,6 @@ def _say_not_shown(paths: list, missing: list, unreadable: list[str], manifests)
     if missing:
         for line in (missing_lead(missing), *(f"{key}: {what}" for key, what in missing)):
             click.echo(f"compare: {line}", err=True)
-    if unreadable:
-        for line in (unreadable_lead(unreadable), *unreadable):
+    for _, lines in set_aside_groups(set_aside):
+        for line in lines:
             click.echo(f"compare: {line}", err=True)

@@ -37,7 +37,8 @@ __all__ = [
     "format_names",
     "missing_lead",
     "render",
-    "unreadable_lead",
+    "set_aside_counts",
+    "set_aside_groups",
 ]
 
 #: The section kinds a comparison's report is made of (its formats: ``format_names``). The
@@ -114,20 +115,46 @@ def _missing(missing: Sequence[tuple[str, str]]) -> list[Section]:
     return [Prose(items, "Missing cells", "list")]
 
 
-def unreadable_lead(unreadable: Sequence[str]) -> str:
-    """The line above the cell files of a folder that could not be read
-    (``store.load_readable``): the other cells are shown, these are not."""
-    return (
-        f"{len(unreadable)} cell file(s) could not be read (not in the tables; `ckptbench "
-        "check` fails them):"
-    )
+#: The cells a folder read set aside (``store.load_readable``), by the check ``check``
+#: fails them on: the section's title and what its lead says of them.
+_SET_ASIDE = {
+    "readable": ("Unreadable cells", "{n} cell file(s) could not be read"),
+    "filed": ("Misfiled cells", "{n} cell file(s) are misfiled: they hold another cell's result"),
+    "unique": (
+        "Copied measurements",
+        "{n} measurement(s) are copied into several files; none is picked",
+    ),
+}
 
 
-def _unreadable(unreadable: Sequence[str]) -> list[Section]:
-    if not unreadable:
-        return []
-    items = (unreadable_lead(unreadable), *unreadable)
-    return [Prose(items, "Unreadable cells", "list", css="warn")]
+def _kinds(set_aside: Sequence[Any]) -> list[tuple[str, str, list[str]]]:
+    """(title, what is said of them, problems) of each kind of cell in ``set_aside``."""
+    groups: dict[str, list[str]] = {}
+    for cell in set_aside:
+        groups.setdefault(cell.check, []).append(cell.problem)
+    out = []
+    for check, problems in groups.items():
+        title, said = _SET_ASIDE.get(check, ("Cells set aside", "{n} cell(s) set aside"))
+        out.append((title, said.format(n=len(problems)), problems))
+    return out
+
+
+def set_aside_groups(set_aside: Sequence[Any]) -> list[tuple[str, tuple[str, ...]]]:
+    """(title, lines) of each kind of cell a folder read set aside (``store.CellProblem``:
+    its ``check`` and one-line ``problem``): a lead, then one line each. The other cells
+    are shown, these are not; ``check`` fails them."""
+    lead = "(not in the tables; `ckptbench check` fails them):"
+    return [(title, (f"{said} {lead}", *problems)) for title, said, problems in _kinds(set_aside)]
+
+
+def set_aside_counts(set_aside: Sequence[Any]) -> str:
+    """'2 cell file(s) could not be read; 1 ...': what the leads say, in one line."""
+    return "; ".join(said for _, said, _ in _kinds(set_aside))
+
+
+def _set_aside(set_aside: Sequence[Any]) -> list[Section]:
+    groups = set_aside_groups(set_aside)
+    return [Prose(lines, title, "list", css="warn") for title, lines in groups]
 
 
 def compare_report(
@@ -136,16 +163,16 @@ def compare_report(
     page: bool = False,
     verdicts: Any = None,
     missing: Sequence[tuple[str, str]] = (),
-    unreadable: Sequence[str] = (),
+    set_aside: Sequence[Any] = (),
 ) -> Report:
     """The report of ``comparison``; ``page``: the full page (summary, provenance, the
-    ``verdicts`` of [expect], plots) that a page format such as HTML shows; ``unreadable``:
-    the problems of cell files that could not be read, named after the summary."""
+    ``verdicts`` of [expect], plots) that a page format such as HTML shows; ``set_aside``:
+    the cells a folder read set aside (``store.CellProblem``), named after the summary."""
     if page:
         from ckptbench.render.html import page_sections
 
         sections = page_sections(comparison, verdicts, missing=missing)
-        sections[1:1] = _unreadable(unreadable)
+        sections[1:1] = _set_aside(set_aside)
         return Report("ckptbench report", (*sections, Data(_data(comparison))))
     results = comparison.after
     sections: list[Section] = [TableSection(cells_table(results), "Cells")]
@@ -159,7 +186,7 @@ def compare_report(
     if comparison.has_before:
         sections.append(TableSection(delta_table(comparison), "Before → after", notes=False))
         sections.append(Prose((rule_text(comparison), *unmatched_lines(comparison))))
-    sections += _missing(missing) + _unreadable(unreadable)
+    sections += _missing(missing) + _set_aside(set_aside)
     return Report("ckptbench compare", (*sections, Data(_data(comparison))))
 
 
@@ -170,13 +197,13 @@ def render(
     *,
     verdicts: Any = None,
     missing: Sequence[tuple[str, str]] = (),
-    unreadable: Sequence[str] = (),
+    set_aside: Sequence[Any] = (),
 ) -> str:
     """The comparison in the format ``fmt`` of the registry (``render.formats``): ``text``
     (or ``table``: plain text no wider than ``width`` where possible), ``markdown``,
     ``csv``, ``json``, ``html`` (needs matplotlib), or any registered one."""
     f = get_format(fmt)
     report = compare_report(
-        comparison, page=f.page, verdicts=verdicts, missing=missing, unreadable=unreadable
+        comparison, page=f.page, verdicts=verdicts, missing=missing, set_aside=set_aside
     )
     return f.render(report, width)

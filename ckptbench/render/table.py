@@ -19,6 +19,7 @@ import csv
 import html
 import io
 import math
+import re
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -253,16 +254,31 @@ def to_text(table: Table, width: int | None = None) -> str:
     return "\n".join(out)
 
 
+#: What markdown would read as more than text, anywhere in a line: a backslash (it would
+#: escape the next character, ours too), ``<`` (every HTML tag, comment and autolink starts
+#: with it) and ``&`` where it starts something like an entity (``&lt;``, ``&#60;``).
+_MD_INLINE = re.compile(r"[\\<]|&(?=#?[0-9A-Za-z]+;)")
+#: ``>`` first on a line (after blanks): a block quote. Elsewhere it is text.
+_MD_QUOTE = re.compile(r"^([ \t]*)>", re.MULTILINE)
+
+
+def _md_inline(text: str) -> str:
+    return _MD_INLINE.sub(lambda m: "\\" + m.group(), text)
+
+
 def md_text(text: str) -> str:
-    """``text`` as markdown shows it, never as HTML: ``&``, ``<`` and ``>`` as entities (a
-    host name or file name edited to ``<script>`` reaches a CI job summary as text)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """``text`` as markdown shows it, never as HTML, with CommonMark's backslash escapes
+    (which GitHub renders as the character itself): every backslash and ``<``, an ``&``
+    that would start an entity, a ``>`` that would start a block quote. A host or file name
+    edited to ``<script>`` reaches a CI job summary as text, and "need >= 25x" reads as
+    itself in the raw markdown too (not ``&gt;``)."""
+    return _MD_QUOTE.sub(r"\1\\>", _md_inline(text))
 
 
 def md_cell(text: str) -> str:
-    """``text`` as one markdown table cell: as :func:`md_text`, its pipes escaped, its lines
-    joined."""
-    return " ".join(md_text(text).replace("|", "\\|").splitlines())
+    """``text`` as one markdown table cell (inline only: no block quote there): as
+    :func:`md_text`, its pipes escaped, its lines joined."""
+    return " ".join(_md_inline(text).replace("|", "\\|").splitlines())
 
 
 def to_markdown(table: Table) -> str:

@@ -24,7 +24,7 @@ import json
 import os
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +41,23 @@ from ckptbench.results.manifestcheck import manifest_problem
 from ckptbench.results.readonce import ReadOnce
 from ckptbench.results.resultcheck import result_problem
 from ckptbench.results.schema import Case, CaseError, RunResult, result_from_dict, write_atomic
+from ckptbench.results.setaside import (
+    FILED,
+    READABLE,
+    CellProblem,
+    copies,
+    measurement_id,
+    misfiled,
+    same_measurement,
+)
 
 __all__ = [
     "MANIFEST_KIND",
     "MANIFEST_NAME",
     "MANIFEST_VERSION",
+    "CellProblem",
     "ManifestFiles",
     "StoreError",
-    "Unreadable",
     "cell_path",
     "check_output",
     "load_readable",
@@ -321,27 +330,6 @@ def load_result(path: str | os.PathLike[str]) -> RunResult:
         raise StoreError(str(err)) from None
 
 
-def measurement_id(result: RunResult) -> tuple[Any, ...]:
-    """What makes a result one measurement: its cell, host, creation time and samples. Two
-    files with one id are copies of one invocation, never two invocations."""
-    samples = tuple(
-        (m.mode.value, m.round, tuple((it.wall_time_s, it.peak_rss_bytes) for it in m.iterations))
-        for m in result.modes
-    )
-    return (result.case.key, result.host, result.created, samples)
-
-
-@dataclass(frozen=True)
-class Unreadable:
-    """A cell file a folder or manifest yields that cannot be read (cut short, another
-    schema version, damaged): its path, the cell's key where a manifest names it (else the
-    file's stem) and the one-line problem (:func:`load_readable`)."""
-
-    path: Path
-    key: str
-    problem: str
-
-
 def load_results(
     paths: Iterable[str | os.PathLike[str]], manifests: ManifestFiles | None = None
 ) -> list[RunResult]:
@@ -359,26 +347,27 @@ def load_results(
 
 def load_readable(
     paths: Iterable[str | os.PathLike[str]], manifests: ManifestFiles | None = None
-) -> tuple[list[RunResult], list[Unreadable]]:
-    """As :func:`load_results`, but a cell file that a folder or manifest yields and that
-    cannot be read is returned as :class:`Unreadable` instead of stopping the whole read
-    (``compare`` shows the others and names it, ``check`` fails it); a file given by name
-    that cannot be read is still a :class:`StoreError`. No result at all is not an error
-    here when some cell was unreadable (the caller says so)."""
-    results, unreadable = _load(paths, lenient=True, manifests=manifests)
-    if not results and not unreadable:
+) -> tuple[list[RunResult], list[CellProblem]]:
+    """As :func:`load_results`, but a cell that a folder or manifest yields is set aside as a
+    :class:`CellProblem` instead of stopping the whole read (``compare`` shows the others and
+    names it, ``check`` fails it) when its file cannot be read, holds another cell's result
+    than the manifest lists it for, or holds the same measurement as another such file (then
+    no copy is read: none is picked over the others). A file given by name that cannot be
+    read, or with a copy among the others, is still a :class:`StoreError`. No result at all
+    is not an error here when some cell was set aside (the caller says so)."""
+    results, problems = _load(paths, lenient=True, manifests=manifests)
+    if not results and not problems:
         raise StoreError("no results to compare")
-    return results, unreadable
+    return results, problems
 
 
-def _load(
-    paths: Iterable[str | os.PathLike[str]],
-    *,
-    lenient: bool,
-    manifests: ManifestFiles | None = None,
-) -> tuple[list[RunResult], list[Unreadable]]:
-    files: list[tuple[Path, str | None, Path | None]] = []  # file, manifest's key, manifest
-    named: set[Path] = set()  # given by name, not found in a folder or manifest
+def _cell_files(
+    paths: Iterable[str | os.PathLike[str]], manifests: ManifestFiles | None
+) -> tuple[list[tuple[Path, str | None, Path | None]], set[Path]]:
+    """(file, the key its manifest lists it for, that manifest) of every file ``paths``
+    yields, and the files among them given by name (not found in a folder or manifest)."""
+    files: list[tuple[Path, str | None, Path | None]] = []
+    named: set[Path] = set()
     for raw in paths:
         if os.fspath(raw) == "":  # Path("") is the current folder: never meant
             raise StoreError("an empty path is not a result file or folder")
@@ -402,10 +391,23 @@ def _load(
                 named.add(p.resolve())
         else:
             raise StoreError(f"{p}: no such file or folder")
+    return files, named
+
+
+def _load(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    lenient: bool,
+    manifests: ManifestFiles | None = None,
+) -> tuple[list[RunResult], list[CellProblem]]:
+    """The results of ``paths`` and, when ``lenient``, the cells a folder or manifest yields
+    that are set aside (:mod:`ckptbench.results.setaside`); a file given by name is never set
+    aside, nor its copy: a StoreError, as every problem is when not ``lenient``."""
+    files, named = _cell_files(paths, manifests)
     seen: set[Path] = set()
-    measured: dict[tuple[Any, ...], Path] = {}
-    results: list[RunResult] = []
-    unreadable: list[Unreadable] = []
+    measured: dict[tuple[Any, ...], tuple[Path, RunResult]] = {}
+    copied: dict[tuple[Any, ...], list[Path]] = {}  # one measurement in several files
+    problems: list[CellProblem] = []
     for f, key, manifest in files:
         real = f.resolve()
         if real in seen:
@@ -416,20 +418,21 @@ def _load(
         except StoreError as err:  # one broken cell of a folder: the others are still read
             if not lenient or real in named:
                 raise
-            unreadable.append(Unreadable(f, key or f.stem, str(err)))
+            problems.append(CellProblem((f,), key or f.stem, READABLE, str(err)))
             continue
-        if key and result.case.key != key:
-            raise StoreError(
-                f"{f}: holds the result of cell {result.case.key}, but {manifest} lists it for "
-                f"cell {key} (a copied or misfiled result; measure that cell again)"
-            )
+        if key and result.case.key != key:  # only a manifest's files have a key
+            if not lenient:
+                raise StoreError(misfiled(f, key, manifest, result))
+            problems.append(CellProblem((f,), key, FILED, misfiled(f, key, manifest, result)))
+            continue
         ident = measurement_id(result)
         if ident in measured:
-            raise StoreError(
-                f"{f}: the same measurement as {measured[ident]} (one cell, host, creation time "
-                f"{result.created or '-'} and samples): a copy would pool as another "
-                "invocation; pass one of them"
-            )
-        measured[ident] = f
-        results.append(result)
-    return results, unreadable
+            first = measured[ident][0]
+            if not lenient or real in named or first.resolve() in named:
+                raise StoreError(same_measurement(f, first, result))
+            copied.setdefault(ident, [first]).append(f)
+            continue
+        measured[ident] = (f, result)
+    results = [r for ident, (_, r) in measured.items() if ident not in copied]  # no copy picked
+    problems += [copies(fs, measured[ident][1]) for ident, fs in copied.items()]
+    return results, problems
