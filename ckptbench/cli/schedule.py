@@ -50,6 +50,11 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
     from ckptbench.render import closed_form_table, schedule_table
     from ckptbench.schedules import advances_within, make_schedule, replay
 
+    if steps > MAX_STEPS:  # its counts (t grows as steps**2 at one slot) would not print
+        raise InputError(
+            "--steps is over 10**1000: the counts of a longer schedule have more digits than "
+            "ckptbench prints"
+        )
     spec = get_strategy(strategy)
     ctx = click.get_current_context()
     typed = ctx.get_parameter_source("snaps") not in (None, click.core.ParameterSource.DEFAULT)
@@ -102,3 +107,6 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
 
 #: Schedules up to this many step evaluations are enumerated (about 2 s here).
 ENUMERATE_LIMIT = 5_000_000
+#: The longest schedule whose closed forms are shown: Python prints integers of up to 4300
+#: digits, and t(l, 1) = l(l-1)/2 has twice the digits of l.
+MAX_STEPS = 10**1000
