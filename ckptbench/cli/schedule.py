@@ -43,7 +43,7 @@ from ckptbench.schedules import get_strategy
 def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, repeat: int):
     """Show a checkpointing schedule's cost: r, t, evaluations, peak snapshots.
 
-    The figures come from the closed-form Griewank-Walther formulas for any size; the
+    The figures come from the closed-form Griewank-Walther formulas up to 10**1000 steps; the
     schedule is enumerated (and replayed to check it) only up to 5,000,000 step evaluations,
     or for --actions/--time, which refuse larger schedules.
     """
