@@ -98,8 +98,30 @@ cli.add_command(compare.compare)
 cli.add_command(check.check)
 
 
+def _replace_unencodable() -> None:
+    """stdout and stderr write '?' for a character their encoding lacks: under an ASCII or
+    Latin-1 locale (``PYTHONIOENCODING=ascii``) run's headline ('—') raised
+    UnicodeEncodeError after measuring, a traceback and exit 1."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict":
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                stream.reconfigure(errors="replace")
+
+
+def _drop_odd_sizes() -> None:
+    """A ``COLUMNS`` or ``LINES`` of digits int() refuses ('²') is dropped: rich and
+    :func:`ckptbench.render.console.plain_width` read them with ``isdigit`` and ``int``, and
+    the ValueError ended a command with exit 2 and "invalid literal for int()"."""
+    for name in ("COLUMNS", "LINES"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and not value.isdecimal():
+            del os.environ[name]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; usage errors become one line on stderr with exit status 2."""
+    _replace_unencodable()
+    _drop_odd_sizes()
     try:
         rv = cli.main(args=argv, prog_name="ckptbench", standalone_mode=False)
     except click.exceptions.Exit as e:

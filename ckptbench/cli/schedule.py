@@ -43,13 +43,18 @@ from ckptbench.schedules import get_strategy
 def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, repeat: int):
     """Show a checkpointing schedule's cost: r, t, evaluations, peak snapshots.
 
-    The figures come from the closed-form Griewank-Walther formulas for any size; the
+    The figures come from the closed-form Griewank-Walther formulas up to 10**1000 steps; the
     schedule is enumerated (and replayed to check it) only up to 5,000,000 step evaluations,
     or for --actions/--time, which refuse larger schedules.
     """
     from ckptbench.render import closed_form_table, schedule_table
     from ckptbench.schedules import advances_within, make_schedule, replay
 
+    if steps > MAX_STEPS:  # its counts (t grows as steps**2 at one slot) would not print
+        raise InputError(
+            "--steps is over 10**1000: the counts of a longer schedule have more digits than "
+            "ckptbench prints"
+        )
     spec = get_strategy(strategy)
     ctx = click.get_current_context()
     typed = ctx.get_parameter_source("snaps") not in (None, click.core.ParameterSource.DEFAULT)
@@ -102,3 +107,6 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
 
 #: Schedules up to this many step evaluations are enumerated (about 2 s here).
 ENUMERATE_LIMIT = 5_000_000
+#: The longest schedule whose closed forms are shown: Python prints integers of up to 4300
+#: digits, and t(l, 1) = l(l-1)/2 has twice the digits of l.
+MAX_STEPS = 10**1000

@@ -8,7 +8,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["manifest_problem"]
+__all__ = ["MANIFEST_VERSION", "manifest_problem"]
+
+#: The manifest layout this ckptbench writes and reads (a newer one may mean other things).
+MANIFEST_VERSION = 1
 
 #: The [expect] thresholds recorded in a manifest's config, by kind of value.
 _POSITIVE = ("memory_savings_min", "slowdown_max", "grad_max_rel_err_max")
@@ -17,9 +20,14 @@ _FLAGS = ("forward_steps_exact",)
 
 def manifest_problem(data: dict[str, Any]) -> str | None:
     """What is wrong with a manifest document's fields ("cells[2].file is not a file name in
-    its folder"), or None: ``cells`` a list of objects whose ``file`` is a plain file name
-    and ``key`` a string; ``config`` an object whose ``expect`` (and each
-    ``expect_by_strategy`` table) holds positive finite numbers and true/false flags."""
+    its folder"), or None: ``manifest_version`` this ckptbench's, ``cells`` a list of objects
+    whose ``file`` is a plain file name and ``key`` a string; ``config`` an object whose
+    ``expect`` (and each ``expect_by_strategy`` table) holds positive finite numbers and
+    true/false flags."""
+    version = data.get("manifest_version")
+    if type(version) is not int or version != MANIFEST_VERSION:
+        return (f"manifest_version {_short(version)} is not supported (this ckptbench reads "
+                f"{MANIFEST_VERSION})")  # fmt: skip
     cells = data.get("cells", [])
     if not isinstance(cells, list):
         return f"cells is {_kind(cells)}, not a list"

@@ -855,9 +855,18 @@ def writer_lock(path: str | os.PathLike[str], what: str = "--out") -> Iterator[N
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+    except OSError as err:  # a full disk: said naming the file, before anything is measured
+        _drop_lock(lock, fd)
+        raise TargetError(f"{what} {p}: cannot write {lock.name} ({err.strerror})") from None
+    try:
         yield
     finally:
-        with contextlib.suppress(OSError):
-            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
-                os.unlink(lock)
-        os.close(fd)
+        _drop_lock(lock, fd)
+
+
+def _drop_lock(lock: Path, fd: int) -> None:
+    """Remove ``lock`` if it is still the file ``fd`` holds, and close ``fd``."""
+    with contextlib.suppress(OSError):
+        if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+            os.unlink(lock)
+    os.close(fd)

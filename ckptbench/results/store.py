@@ -37,7 +37,7 @@ from ckptbench.results.kinds import (
     not_text,
     wrote_mprof,
 )
-from ckptbench.results.manifestcheck import manifest_problem
+from ckptbench.results.manifestcheck import MANIFEST_VERSION, manifest_problem
 from ckptbench.results.readonce import ReadOnce
 from ckptbench.results.resultcheck import result_problem
 from ckptbench.results.schema import Case, CaseError, RunResult, result_from_dict, write_atomic
@@ -74,7 +74,6 @@ __all__ = [
 ]
 
 MANIFEST_NAME = "sweep.json"
-MANIFEST_VERSION = 1
 
 
 class StoreError(ValueError):

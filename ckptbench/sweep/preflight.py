@@ -84,10 +84,8 @@ def check_manifest(out_dir: Path, name: str) -> None:
         return
     try:
         data = read_manifest(path)
-    except StoreError:
-        raise SweepError(
-            f"{path}: unreadable sweep manifest; move it away or use another --out"
-        ) from None
+    except StoreError as err:  # it names the file and what is wrong with it
+        raise SweepError(f"{err}; move it away or use another --out") from None
     if data is None:
         raise SweepError(
             f"{path}: is not a sweep manifest (a result?); move it away or use another --out"

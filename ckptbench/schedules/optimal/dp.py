@@ -100,7 +100,10 @@ def least_storage(sb: np.ndarray, tb: np.ndarray) -> int:
     """The smallest storage peak of any schedule (exact in the given units). With x_i stored,
     the rest [i, l) needs only its largest tape (restore x_i for every step); before storing,
     a schedule can only keep tapes. So the least peak is min(sum of tapes, min over k of
-    tapes 0..k-1 kept + state x_k + largest tape of k..l-1)."""
+    tapes 0..k-1 kept + state x_k + largest tape of k..l-1). Summed in Python integers: a
+    costs file's bytes (each up to 2**62) add up past int64, which wrapped to a negative
+    peak."""
+    sb, tb = np.asarray(sb, dtype=object), np.asarray(tb, dtype=object)
     kept = np.concatenate([[0], np.cumsum(tb)[:-1]])
     largest_after = np.maximum.accumulate(tb[::-1])[::-1]
     return int(min(int(tb.sum()), int((kept + sb + largest_after).min())))
