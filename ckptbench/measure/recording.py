@@ -3,11 +3,14 @@ unfinished until the run's last save, and what a stopped run leaves in it.
 
 Every save is atomic (:func:`ckptbench.results.schema.save_or_beside`). A file saved mid-run
 reads as a run stopped there (the next mode ``interrupted``, ``environment.interrupted.by``
-:data:`UNFINISHED`) until the last save, so a run killed outright never leaves a file that
-reads as finished; a run stopped by a signal records by what and in which round
-(:func:`record_interruption`). With ``--force`` the file being replaced is moved aside
-(``NAME.<UTC time>.replaced``) until the run's last save, so an interrupted rerun loses
-nothing. No printing: the CLI is told through callbacks.
+:data:`UNFINISHED`, ``environment.finished`` false) until the last save, so a run killed
+outright never leaves a file that reads as finished; a run stopped by a signal records by
+what and in which round (:func:`record_interruption`); the last save records how many
+rounds the run measured and why no more (:meth:`Recording.finish`), so a file with fewer
+rounds than planned tells a run that stopped early by design (``--precision``) from one
+whose rounds went missing (``results.modes.missing_rounds``). With ``--force`` the file
+being replaced is moved aside (``NAME.<UTC time>.replaced``) until the run's last save, so
+an interrupted rerun loses nothing. No printing: the CLI is told through callbacks.
 """
 
 from __future__ import annotations
@@ -92,7 +95,8 @@ class Recording:
             if mode is not None:
                 modes += (ModeResult(mode=mode, status=Status.INTERRUPTED, error=UNFINISHED,
                                      round=k, iterations_planned=self.case.repeats),)  # fmt: skip
-            doc = replace(doc, modes=modes, environment={**self.env, "interrupted": cut})
+            env = {**self.env, "interrupted": cut, "finished": False}
+            doc = replace(doc, modes=modes, environment=env)
         at, why = save_or_beside(doc, self.where, replace=self.saved or self.replace_out)
         if why is not None:
             if self.saved and self.where.is_file():  # this run's own earlier, partial save
@@ -108,6 +112,25 @@ class Recording:
             if self.saved_elsewhere is not None:
                 self.saved_elsewhere(str(at), why)
         self.saved = True
+
+    def finish(self, rounds: int, modes: int, precise: bool) -> None:
+        """The run's last save, after ``rounds`` rounds of its ``modes`` modes (``precise``:
+        with ``--precision``): ``environment.finished`` says how many rounds it ran and why
+        no more (``results.modes.finished_record``), and ``--precision``'s record how it
+        stopped where the loop, not it, ended the run."""
+        prec = self.env.get("precision") if precise else None
+        why = "planned"
+        if len(self.out_of_memory) == modes:  # every mode skipped: a round measures nothing
+            why = "out-of-memory"
+        elif isinstance(prec, dict) and prec.get("stopped") != "running":
+            why = str(prec.get("stopped"))
+        elif isinstance(prec, dict):  # it would have gone on: the plug-in's source changed
+            why = "plugin-changed"
+        if isinstance(prec, dict) and why in ("out-of-memory", "plugin-changed"):
+            prec.update(rounds=rounds, stopped=why)
+        self.env["finished"] = {"rounds": rounds, "why": why}
+        if self.results:
+            self.save()
 
 
 def record_interruption(rec: Recording, err: BaseException, modes: Sequence[Mode]) -> None:
@@ -128,6 +151,7 @@ def record_interruption(rec: Recording, err: BaseException, modes: Sequence[Mode
         why = f"stopped by {stop_reason(err)} before this mode started"
         partial = ModeResult(mode=mode, status=Status.INTERRUPTED, error=why, round=k,
                              iterations_planned=rec.case.repeats)  # fmt: skip
+    rec.env["finished"] = False
     rec.env["interrupted"] = {
         "by": stop_reason(err),
         "round": (partial.round if partial is not None else len(rec.round_starts)) + 1,

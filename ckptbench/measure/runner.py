@@ -245,7 +245,9 @@ def run_case(
     With ``precision``, rounds are added after ``case.rounds`` until the slowdown's 95%
     interval is within the target (:func:`ckptbench.measure.rounds.next_round`); the
     result's case then says how many rounds ran, and the environment's ``precision`` how
-    the run stopped.
+    the run stopped. The last save records the rounds run and why no more
+    (``environment.finished``, :meth:`Recording.finish`); every earlier one says the run
+    has not finished.
 
     The first save never replaces an existing ``out_path`` unless ``replace_out``; later
     saves replace only the file this run wrote. A save that fails at ``out_path`` (the file
@@ -292,13 +294,10 @@ def run_case(
             ):
                 _run_round(rec, how, k, tmp)
                 k += 1
-            if precision is not None and len(rec.out_of_memory) == len(modes):
-                rec.env["precision"].update(rounds=k, stopped="out-of-memory")
-            if rec.results:
-                rec.save()  # finished: with how --precision stopped, no longer "unfinished"
-                if rec.aside is not None and rec.where == rec.out:  # replaced, as --force asked
-                    with contextlib.suppress(OSError):
-                        rec.aside.unlink()
+            rec.finish(k, len(modes), precision is not None)  # how many rounds, why no more
+            if rec.aside is not None and rec.where == rec.out:  # replaced, as --force asked
+                with contextlib.suppress(OSError):
+                    rec.aside.unlink()
         except (Interrupted, KeyboardInterrupt) as err:
             record_interruption(rec, err, modes)
             err.kept_aside = rec.aside  # type: ignore[attr-defined]  # what --force replaced

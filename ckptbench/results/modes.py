@@ -1,6 +1,7 @@
 """The modes a case is measured in, the outcome of one mode's measurement, how a mode's
-rounds pool into one result, and the planned rounds a file lacks with no reason recorded.
-Imports nothing of ckptbench (the schema and the summary both build on it)."""
+rounds pool into one result, whether the run that wrote a file finished, and the planned
+rounds a file lacks with no reason recorded. Imports nothing of ckptbench (the schema and
+the summary both build on it)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ckptbench.results.schema import ModeResult
 
-__all__ = ["MODES", "MissingRounds", "Mode", "Status", "complete_rounds", "missing_rounds",
-           "pool_rounds"]  # fmt: skip
+__all__ = ["MODES", "UNFINISHED", "MissingRounds", "Mode", "Status", "complete_rounds",
+           "finished_record", "missing_rounds", "pool_rounds", "recorded_stop"]  # fmt: skip
+
+#: What a file saved mid-run says stopped it (``environment.interrupted.by``), until the
+#: run's last save replaces it: read later, the run was killed outright (SIGKILL, a power
+#: cut) or is still measuring (``ckptbench.measure.recording``).
+UNFINISHED = "nothing recorded: saved mid-run, and never finished (killed, or still running)"
 
 
 class Mode(Enum):
@@ -110,23 +116,65 @@ def _whole(value: Any) -> int | None:
     return value if ok else None
 
 
+def finished_record(environment: Mapping[str, Any] | None) -> Mapping[str, Any] | bool | None:
+    """Whether the run that wrote a file finished, as its ``environment.finished`` says:
+    False in every save before the run's last (saved mid-run, or stopped by a signal), the
+    run's ``{"rounds": N, "why": ...}`` in its last save: N rounds ran, and no more because
+    every ``planned`` one had; ``--precision`` was ``reached`` or stopped at ``max-time``,
+    ``max-rounds`` or ``no-slowdown`` (its ``precision.stopped``); every mode was over the
+    memory limit (``out-of-memory``); or the plug-in changed mid-run (``plugin-changed``).
+    None where the file does not say (written before ckptbench recorded it, or built by
+    hand): such a file is read as before, by what else it records."""
+    env = environment if isinstance(environment, Mapping) else {}
+    end = env.get("finished")
+    if end is False:
+        return False
+    if isinstance(end, Mapping) and _whole(end.get("rounds")) is not None:
+        return end
+    return None
+
+
+def recorded_stop(
+    results: Sequence[ModeResult], environment: Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
+    """The stop a file records (``environment.interrupted``: by what, the 1-based round it
+    cut), or None. A file whose run says it did not finish (:func:`finished_record` False)
+    and records no stop otherwise reads as saved mid-run (:data:`UNFINISHED`), cut in the
+    round of a mode ``interrupted``, else in its last round where a mode the file holds is
+    absent from it, else before the next one."""
+    env = environment if isinstance(environment, Mapping) else {}
+    stop = env.get("interrupted")
+    if isinstance(stop, Mapping) or finished_record(env) is not False:
+        return stop if isinstance(stop, Mapping) else None
+    cut = [r.round for r in results if r.status is Status.INTERRUPTED]
+    last = max((r.round for r in results), default=-1)
+    whole = {r.mode for r in results} <= {r.mode for r in results if r.round == last}
+    return {"by": UNFINISHED, "round": min(cut) + 1 if cut else last + (2 if whole else 1)}
+
+
 def missing_rounds(
     results: Sequence[ModeResult], planned: int, environment: Mapping[str, Any] | None
 ) -> tuple[MissingRounds, ...]:
     """Each mode the results hold in some round but not in every round of the ``planned``
-    ones (0 to ``planned - 1``, up to the last round any mode holds) that the run should
-    have measured it in: a record deleted or lost (files merged, edited). Rounds the file
-    says why it lacks are not missing: those
-    from the round a stop cut (``environment.interrupted``, or a mode ``interrupted``; a
-    file saved mid-run too), those after ``--precision`` stopped early
-    (``environment.precision.rounds``), and a mode's rounds after it ran out of memory (its
-    own ``out-of-memory`` round, ``environment.skipped_after_oom``). A mode absent from
-    every round is not here: it was not measured (``RunResult.absent_modes``)."""
+    ones (0 to ``planned - 1``) that the run should have measured it in: a record deleted
+    or lost (files merged, edited, cut). Which rounds it should have: those the run says it
+    ran, in its last save (``environment.finished.rounds``: a file that holds fewer rounds
+    in every mode is missing the rest); in a file that does not say (written before that was
+    recorded, or built by hand), up to the last round any mode holds. Rounds the file says
+    why it lacks are not missing: those from the round a stop cut
+    (``environment.interrupted``, or a mode ``interrupted``; a file saved mid-run too), those
+    after ``--precision`` stopped early (``environment.precision.rounds``), and a mode's
+    rounds after it ran out of memory (its own ``out-of-memory`` round,
+    ``environment.skipped_after_oom``). A mode absent from every round is not here: it was
+    not measured (``RunResult.absent_modes``)."""
     env = environment if isinstance(environment, Mapping) else {}
-    # up to the last round the file holds: trailing rounds no mode holds are not counted
-    # (results built by hand, as the tests' synthetic ones, plan more rounds than they hold)
-    upto = min(planned, max((r.round for r in results), default=-1) + 1)
-    stop = env.get("interrupted")
+    end = finished_record(env)
+    if isinstance(end, Mapping):  # the run said how many rounds it ran: every one is held
+        upto = min(planned, end["rounds"])
+    else:  # not said: trailing rounds no mode holds are not counted (a file cut by an
+        # earlier ckptbench, a result built by hand, as the tests' synthetic ones)
+        upto = min(planned, max((r.round for r in results), default=-1) + 1)
+    stop = recorded_stop(results, env)
     if isinstance(stop, Mapping) and (cut := _whole(stop.get("round"))) is not None:
         upto = min(upto, cut - 1)  # the cut round (1-based) and after
     cut_rounds = [r.round for r in results if r.status is Status.INTERRUPTED]

@@ -71,8 +71,9 @@ def result_problem(data: Any, source: str) -> str | None:
 
 def _read_fields_problem(data: dict[str, Any]) -> str | None:
     """What ckptbench reads beyond the typed fields: the host (printed in tables, JUnit and
-    markdown: one line of printable text) and the two environment entries the gate and the
-    report act on (``run --expect-oom``'s modes, the round a stop signal cut)."""
+    markdown: one line of printable text) and the environment entries the gate and the
+    report act on (``run --expect-oom``'s modes, the round a stop signal cut, whether the
+    run finished)."""
     host = data.get("host", "")
     if not host.isprintable():
         return f"host must be printable text on one line, got {short_json(host)}"
@@ -89,6 +90,14 @@ def _read_fields_problem(data: dict[str, Any]) -> str | None:
                 "environment.interrupted must be an object whose round is a whole number "
                 f">= 1, got {short_json(stop)}"
             )
+    end = env.get("finished", False)
+    if end is not False and not (
+        isinstance(end, dict) and _is_round(end.get("rounds")) and isinstance(end.get("why"), str)
+    ):
+        return (
+            "environment.finished must be false (the run did not finish) or an object with "
+            f"rounds (a whole number >= 1) and why (text), got {short_json(end)}"
+        )
     return None
 
 

@@ -25,7 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
 from ckptbench.backends.registry import spec as backend_spec
-from ckptbench.results.modes import MODES, Mode, Status, complete_rounds, pool_rounds
+from ckptbench.results.modes import (
+    MODES,
+    UNFINISHED,
+    Mode,
+    Status,
+    complete_rounds,
+    pool_rounds,
+    recorded_stop,
+)
 from ckptbench.results.units import MAX_BYTES
 from ckptbench.schedules import Setting, get_strategy
 
@@ -58,10 +66,6 @@ __all__ = [
     "writer_lock",
 ]
 
-#: What a file saved mid-run says stopped it (``environment.interrupted.by``), until the
-#: run's last save replaces it: read later, the run was killed outright (SIGKILL, a power
-#: cut) or is still measuring (``ckptbench.measure.recording``).
-UNFINISHED = "nothing recorded: saved mid-run, and never finished (killed, or still running)"
 #: What compare and check say of such a file (``RunResult.saved_mid_run``).
 SAVED_MID_RUN = "saved mid-run and never finished (killed outright, or still running)"
 
@@ -519,8 +523,7 @@ class RunResult:
         cut = [m.round for m in self.modes if m.status is Status.INTERRUPTED]
         if cut:
             return min(cut) + 1
-        stop = (self.environment or {}).get("interrupted") or {}
-        return stop.get("round")
+        return (recorded_stop(self.modes, self.environment) or {}).get("round")
 
     @property
     def interruption(self) -> str | None:
@@ -532,8 +535,9 @@ class RunResult:
 
     @property
     def saved_mid_run(self) -> bool:
-        """A file saved mid-run whose run never finished (:data:`UNFINISHED`)."""
-        return ((self.environment or {}).get("interrupted") or {}).get("by") == UNFINISHED
+        """A file saved mid-run whose run never finished (:data:`UNFINISHED`; or, with no
+        stop recorded, whose ``environment.finished`` is false: ``modes.recorded_stop``)."""
+        return (recorded_stop(self.modes, self.environment) or {}).get("by") == UNFINISHED
 
     @property
     def stop_text(self) -> str | None:

@@ -60,7 +60,14 @@ from ckptbench.results.modefigures import (
     median_cpu_share,
     mode_figures,
 )
-from ckptbench.results.modes import MissingRounds, Mode, Status, complete_rounds, missing_rounds
+from ckptbench.results.modes import (
+    MissingRounds,
+    Mode,
+    Status,
+    complete_rounds,
+    missing_rounds,
+    recorded_stop,
+)
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case, ModeResult
@@ -272,7 +279,7 @@ def compute(
         memory_savings_bound=savings_bound(noise.get(Mode.NORMAL), noise.get(Mode.CHECKPOINTED)),
         rounds=len(started),
         rounds_complete=len(started - set(cut)),
-        interrupted_round=min(cut) + 1 if cut else _stopped_before(environment),
+        interrupted_round=min(cut) + 1 if cut else _stopped_before(modes, environment),
         noise=estimates["noise"],
         time_unstable=estimates["time_unstable"],
         forward_steps=counts.steps_advanced,
@@ -298,5 +305,7 @@ def _floor_ratio(estimate: Estimate | None, vs_floor: float | None) -> Ratio | N
     return Ratio.of(estimate, None, per_round=tuple(estimate.per_round))
 
 
-def _stopped_before(environment: Mapping[str, Any] | None) -> int | None:
-    return ((environment or {}).get("interrupted") or {}).get("round")
+def _stopped_before(
+    modes: Sequence[ModeResult], environment: Mapping[str, Any] | None
+) -> int | None:
+    return (recorded_stop(modes, environment) or {}).get("round")

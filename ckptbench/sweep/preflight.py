@@ -6,10 +6,12 @@ continues, and which cells are kept, measured or in conflict (see
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ckptbench.results.kinds import RESULT, document_kind
+from ckptbench.results.modes import missing_rounds
 from ckptbench.results.schema import MODES, SETTINGS_FIELDS, Case, RunResult
 from ckptbench.results.store import (
     MANIFEST_NAME,
@@ -23,12 +25,14 @@ from ckptbench.results.store import (
 )
 from ckptbench.sweep.cells import CellOutcome, CellState
 from ckptbench.sweep.config import SweepConfig
+from ckptbench.sweep.saving import first_error
 
 __all__ = [
     "SweepError",
     "check_manifest",
     "plan_cells",
     "previous_manifest",
+    "remeasure_reason",
     "remove_stale_temp_files",
     "unlisted_other_json",
     "unlisted_results",
@@ -64,11 +68,25 @@ def _code_diff(saved: RunResult, case: Case) -> str:
     return f"plug-in source {then['sha256'][:12]} vs {now['sha256'][:12]} now"
 
 
-def _complete(result: RunResult) -> bool:
-    """The runner measures every mode and saves after each: fewer modes, or a mode a stop
-    signal cut (status interrupted, in any round), means the sweep was stopped in it, and
-    ``--resume`` measures it again (its file moved aside, kept)."""
-    return {m.mode for m in result.modes} >= set(MODES) and result.interruption is None
+def remeasure_reason(result: RunResult, retry_failed: bool = False) -> str | None:
+    """Why ``--resume`` measures a cell whose file reads back again (its file moved aside,
+    kept, and said: :func:`ckptbench.sweep.saving.set_aside`), or None to keep it. The
+    runner measures every mode and saves after each, saying in the file until its last
+    save that the run has not finished: a mode missing, a stop (a signal cut a mode, or a
+    file saved mid-run and never finished: killed outright), or rounds missing that the file
+    gives no reason for (``results.modes.missing_rounds``: one its run says it measured, a
+    record lost) is an incomplete cell; with ``retry_failed``, a mode not ok too."""
+    absent = [m.value for m in MODES if m not in {r.mode for r in result.modes}]
+    lost = missing_rounds(result.modes, result.case.rounds, result.environment)
+    if absent:
+        return f"incomplete: no {', '.join(absent)}"
+    if result.stop_text is not None:
+        return result.stop_text
+    if lost:
+        return f"incomplete: {'; '.join(x.text for x in lost)}"
+    if retry_failed and not result.ok:
+        return f"failed: {first_error(result)}"
+    return None
 
 
 def remove_stale_temp_files(out_dir: Path, names: Iterable[str]) -> None:
@@ -145,8 +163,8 @@ def plan_cells(
         if diff:
             msg = f"{path}: measured with other settings ({diff}); delete it to re-measure"
             cells.append(CellOutcome(case, path, CellState.CONFLICT, error=msg))
-        elif not _complete(saved) or (retry_failed and not saved.ok):
-            cells.append(pending)
+        elif (why := remeasure_reason(saved, retry_failed)) is not None:
+            cells.append(replace(pending, error=f"measured again: {why}"))
             to_run.append(index)
         else:
             kept = CellOutcome(case, path, CellState.KEPT, ok=saved.ok, host=saved.host)

@@ -196,12 +196,11 @@ def _run_locked(config, out, resume, run_cell, progress, cluster, retry_failed, 
     remove_stale_temp_files(out, [MANIFEST_NAME, *(f"{c.key}.json" for c in config.cases)])
     previous = previous_manifest(out) if resume else {}
     cells, to_run = plan_cells(config, out, resume, retry_failed)
-    remeasure = {i for i in to_run if cells[i].path.exists()}  # files this sweep replaces
     book = _SweepBook(config, out, cells, _start_times(previous), progress, to_run, cluster,
                       checked)  # fmt: skip
     ended_early = None
     if cluster is None:
-        _run_here(book, run_cell or default_run_cell(), to_run, remeasure)
+        _run_here(book, run_cell or default_run_cell(), to_run)
     else:
         from ckptbench.sweep.dask import run_dask
 
@@ -242,6 +241,8 @@ class _SweepBook:
         self.cluster = cluster
         self.checked: Mapping[PluginKey, PluginChecked] = checked  # by sources.plugin_key
         self.notes: list[str] = []
+        #: the cells whose file this sweep replaces, and why (``preflight.remeasure_reason``)
+        self.again = {i: cells[i].error or "" for i in to_run if cells[i].path.exists()}
         self.said: dict[str, list[str]] = {}  # what Dask workers said of cells -> the cells
         self.manifest_error: str | None = None
         self.manifest = _write_manifest(config, out, cells, started)  # at start: it must work
@@ -314,7 +315,7 @@ class _SweepBook:
             error = f"{error}; {keep_unreadable(self.cells[index], raw)}"
         if result is not None:
             # a partial file (or one that appeared) aside; where it cannot be, never replaced
-            stuck = set_aside(self.cells[index], self.notes)
+            stuck = set_aside(self.cells[index], self.notes, self.again.get(index))
             outcome = saved_outcome(self.cells[index], result, last.duration_s or 0.0,
                                     last.worker, attempts, replace_file=stuck is None)  # fmt: skip
             if interrupted:  # the part measured before the stop: pending again, as locally
@@ -346,13 +347,13 @@ class _SweepBook:
         self.state.cell_retry(self.cells[index].case, why, again)
 
 
-def _run_here(book: _SweepBook, runner: RunCell, to_run: list[int], remeasure: set[int]) -> None:
+def _run_here(book: _SweepBook, runner: RunCell, to_run: list[int]) -> None:
     """Measure the cells ``to_run`` one after another in this process's workers."""
     for index in to_run:
         book.starting(index)
         t0 = time.monotonic()
         try:
-            outcome = _run_local(runner, book.cells[index], book.state, index in remeasure,
+            outcome = _run_local(runner, book.cells[index], book.state, book.again.get(index),
                                  book.notes, book.checked_of(book.cells[index].case))  # fmt: skip
         except BaseException as err:  # a stop signal: record the saved part, then stop
             book.stopped(index, err, time.monotonic() - t0)
@@ -370,12 +371,12 @@ def _run_local(
     run_cell: RunCell,
     pending: CellOutcome,
     state: ProgressTracker,
-    remeasure: bool = False,
+    remeasure: str | None = None,
     notes: list[str] | None = None,
     checked: PluginChecked | None = None,
 ) -> CellOutcome:
     """Measure one cell. Its file is moved aside only when the plan re-measures it (a
-    failed or partial result, ``remeasure``), and said; a file that appeared there while
+    failed or incomplete result, ``remeasure``: why), and said; a file that appeared there while
     the sweep ran was not written by it: it is kept and the cell is an error. ``checked``:
     what its plug-in's check found, given to ``run_cell`` as ``run`` gives it
     (``PluginChecked.run_options``: where the cell's watch of the plug-in's files starts,
@@ -389,14 +390,14 @@ def _run_local(
             state.emit("mode-iteration", case, mode=event.mode, iteration=event)
 
     t0 = time.monotonic()
-    if pending.path.exists() and not remeasure:
+    if pending.path.exists() and remeasure is None:
         return replace(
             pending,
             state=CellState.ERROR,
             error=f"{pending.path.name} appeared while the sweep ran (not written by it); "
             "kept it and did not measure this cell",
         )
-    if (stuck := set_aside(pending, notes)) is not None:  # nothing measured, nothing lost
+    if (stuck := set_aside(pending, notes, remeasure)) is not None:  # nothing measured or lost
         return replace(pending, state=CellState.ERROR, error=f"{stuck}; not measured")
     try:
         given = {} if checked is None else checked.run_options()

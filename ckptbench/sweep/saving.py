@@ -91,9 +91,11 @@ def keep_unreadable(pending: CellOutcome, raw: Any) -> str:
     return f"what it returned is kept in {kept.name}"
 
 
-def set_aside(pending: CellOutcome, notes: list[str] | None) -> str | None:
+def set_aside(pending: CellOutcome, notes: list[str] | None, why: str | None = None) -> str | None:
     """Re-measuring a partial or failed cell: keep its old file beside the new one, and say
-    so in ``notes``; why it could not be moved (the folder went read-only), else None."""
+    so in ``notes`` in one line, with ``why`` it is measured again ('measured again:
+    incomplete: normal: 1 of 2 planned rounds (round 2 missing)'); why it could not be moved
+    (the folder went read-only), else None."""
     if pending.path.exists():
         aside = kept_beside(pending.path, "replaced")
         try:
@@ -101,5 +103,6 @@ def set_aside(pending: CellOutcome, notes: list[str] | None) -> str | None:
         except OSError as err:
             return f"its earlier result could not be moved aside ({err.strerror or err})"
         if notes is not None:
-            notes.append(f"{pending.key}: its earlier result was moved to {aside.name}")
+            said = f"{why}; " if why else ""
+            notes.append(f"{pending.key}: {said}its earlier result was moved to {aside.name}")
     return None
