@@ -149,6 +149,7 @@ def measure(case, err_console, progress, stop, *, out, force, **run_options) -> 
     from ckptbench.measure.launch import Interrupted, stop_on_signals
     from ckptbench.measure.runner import run_case
     from ckptbench.measure.tasks import CostsError
+    from ckptbench.render.console import escaped
     from ckptbench.schedules.optimal import PlanError
 
     saved_as = out
@@ -158,8 +159,8 @@ def measure(case, err_console, progress, stop, *, out, force, **run_options) -> 
         nonlocal saved_as
         saved_as = Path(path)
         err_console.print(
-            f"[yellow]warning[/yellow] cannot save the result as asked ({why}); saved it "
-            f"as {path} instead",
+            f"[yellow]warning[/yellow] {escaped(f'cannot save the result as asked ({why}); ')}"
+            f"{escaped(f'saved it as {path} instead')}",
             highlight=False,
         )
 
@@ -196,6 +197,7 @@ def measure(case, err_console, progress, stop, *, out, force, **run_options) -> 
 def _say_interrupted(err_console, err: BaseException, result, out: Path) -> None:
     """One line on a run stopped by a signal: what was measured and where it is saved."""
     from ckptbench.measure.launch import stop_reason
+    from ckptbench.render.console import escaped
     from ckptbench.render.run import interruption_line
 
     saved = result is not None and result.modes
@@ -207,8 +209,10 @@ def _say_interrupted(err_console, err: BaseException, result, out: Path) -> None
     if (aside := getattr(err, "kept_aside", None)) is not None:  # run --force, interrupted
         where += f"; the result it was replacing is kept as {aside}"
     err_console.print(
-        f"[yellow]interrupted[/yellow] by {stop_reason(err)}: workers stopped; {where}"
-        + (f" ({cut})" if cut else ""),
+        "[yellow]interrupted[/yellow] "
+        + escaped(
+            f"by {stop_reason(err)}: workers stopped; {where}" + (f" ({cut})" if cut else "")
+        ),
         highlight=False,
     )
 
@@ -216,6 +220,7 @@ def _say_interrupted(err_console, err: BaseException, result, out: Path) -> None
 def show_result(result, fmt: str, *, quiet: bool, out: Path) -> None:
     """Print the run's report in format ``fmt`` on stdout (a terminal format at the
     console's width and colours, with where the result was saved)."""
+    from ckptbench.render.console import escaped
     from ckptbench.render.formats import get_format
     from ckptbench.render.reports import run_report
 
@@ -225,7 +230,7 @@ def show_result(result, fmt: str, *, quiet: bool, out: Path) -> None:
         console = stdout_console()
         shown.show(report, console)
         if not quiet and result.modes:
-            console.print(f"[dim]saved {out}[/dim]")
+            console.print(f"[dim]{escaped(f'saved {out}')}[/dim]")
     else:
         click.echo(shown.render(report, stdout_console().width))
 
@@ -236,13 +241,14 @@ def report_outcome(result, expect_oom, err_console) -> int:
     exit status: 0 when every other mode is ok and every expected one ran out."""
     from ckptbench.measure.runner import expected_oom
     from ckptbench.render import failure_lines, warning_lines
+    from ckptbench.render.console import escaped
 
     for line in warning_lines(result):
-        err_console.print(f"[yellow]warning[/yellow] {line}", highlight=False)
+        err_console.print(f"[yellow]warning[/yellow] {escaped(line)}", highlight=False)
     expected, unmet = expected_oom(result, expect_oom)
     for line in failure_lines(result):
         if not any(line.startswith(f"{m}:") for m in expected):
-            err_console.print(f"[red]failed[/red] {line}", highlight=False)
+            err_console.print(f"[red]failed[/red] {escaped(line)}", highlight=False)
     for m in expected:
         err_console.print(f"expected: {m} exceeded the memory limit, as --expect-oom said")
     for m in unmet:

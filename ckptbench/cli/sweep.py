@@ -125,10 +125,12 @@ def sweep(
 def _say_start(console, cfg, checked, todo: int, roughly: str, out: Path, quiet: bool) -> None:
     """The config's notes, the plug-in checks' (their warnings under ``-q`` too) and the
     start line: the cells, how many to measure (``todo``), roughly how long, where."""
+    from ckptbench.render.console import escaped
+
     for note in cfg.notes if not quiet else ():
-        console.print(f"[dim]{note}[/dim]", highlight=False)
+        console.print(f"[dim]{escaped(note)}[/dim]", highlight=False)
     for kind, note in shown_notes(_check_notes(checked), quiet):  # -q: the dtype warnings
-        console.print(f"[yellow]{kind}[/yellow] {note}", highlight=False)
+        console.print(f"[yellow]{kind}[/yellow] {escaped(note)}", highlight=False)
     if not quiet:
         some = f" ({todo} to measure)" if todo < len(cfg.cases) else ""
         console.print(
@@ -238,7 +240,7 @@ def _progress_printer(console, *, quiet: bool, show_iterations: bool):
         if event.event in ("cell-start", "cell-retry", "cell-done") or (
             event.event == "mode-iteration" and show_iterations
         ):
-            console.print(event.line(), highlight=False)
+            console.print(event.line(), highlight=False, markup=False)
 
     return progress
 
