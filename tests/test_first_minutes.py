@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import io
 from dataclasses import replace
+from pathlib import Path
 
+from click.testing import CliRunner
 from rich.console import Console
 
-from ckptbench.cli.run_steps import report_outcome
+from ckptbench.cli import cli
+from ckptbench.cli.run_steps import report_outcome, show_result
 from ckptbench.results.schema import Mode, Status
-from tests._synthetic import make_result
+from ckptbench.sweep.cells import CellOutcome, CellState, SweepOutcome
+from tests._synthetic import TINY_SWEEP_TEXT, make_result
 
 HINT = "TorchMissingError: --backend torch needs PyTorch; pip install 'ckptbench[torch]'"
 
@@ -44,3 +48,30 @@ def test_report_prose_keeps_its_brackets():
     show_text(Report("r", (Prose(("plugins/[v2]/gru.py:make [/b] 1.3x [1.2, 1.4]",)),)),
               Console(file=buf, width=120))  # fmt: skip
     assert "plugins/[v2]/gru.py:make [/b] 1.3x [1.2, 1.4]" in buf.getvalue()
+
+
+def test_run_says_how_to_turn_its_file_into_a_report(capsys):
+    out = Path("results") / "run-lstm-x.json"
+    show_result(make_result(), "text", quiet=False, out=out)
+    text = capsys.readouterr().out
+    assert f"saved {out}" in text
+    assert f"ckptbench compare {out} --format html -o report.html" in text
+
+
+def test_sweep_says_how_to_read_and_gate_its_folder(tmp_path, monkeypatch):
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY_SWEEP_TEXT)
+    out = tmp_path / "res"
+
+    def fake_run_sweep(cfg, out_dir, **_kw):
+        cells = tuple(
+            CellOutcome(c, out_dir / f"{c.key}.json", CellState.MEASURED, ok=True)
+            for c in cfg.cases
+        )
+        return SweepOutcome(cfg.name, out_dir, out_dir / "sweep.json", cells, 1.0)
+
+    monkeypatch.setattr("ckptbench.sweep.run.run_sweep", fake_run_sweep)
+    res = CliRunner().invoke(cli, ["sweep", str(config), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert f"ckptbench compare {out}" in res.output
+    assert f"ckptbench check {out}" in res.output

@@ -5,6 +5,7 @@ exit status; the measuring itself is :func:`ckptbench.measure.runner.run_case`'s
 
 from __future__ import annotations
 
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,8 +230,9 @@ def show_result(result, fmt: str, *, quiet: bool, out: Path) -> None:
     if shown.show is not None:  # a terminal format: the console's width and colours
         console = stdout_console()
         shown.show(report, console)
-        if not quiet and result.modes:
-            console.print(f"[dim]{escaped(f'saved {out}')}[/dim]")
+        if not quiet and result.modes:  # and where the file goes next: a page to share
+            page = f"ckptbench compare {shlex.quote(str(out))} --format html -o report.html"
+            console.print(f"[dim]{escaped(f'saved {out}; a page with plots: {page}')}[/dim]")
     else:
         click.echo(shown.render(report, stdout_console().width))
 

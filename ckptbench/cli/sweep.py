@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shlex
 import sys
 from pathlib import Path
 
@@ -111,6 +112,13 @@ def sweep(
         sys.exit(128 + getattr(err, "signum", 2))
     for line in outcome.summary_lines():
         click.echo(line)
+    if outcome.result_paths and not quiet:  # where the folder goes next
+        where = shlex.quote(str(out))
+        click.echo(
+            f"next: ckptbench compare {where} (a table; --format html -o report.html: a page "
+            f"with plots), ckptbench check {where} (the CI gate: every mode ok, the "
+            "config's [expect])"
+        )
     if outcome.resumable or outcome.ended_early:
         dask = f" --dask {dask_address}" if dask_address else ""
         click.echo(f"continue with: ckptbench sweep {config} --out {out}{dask} --resume")
