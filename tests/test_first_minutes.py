@@ -75,3 +75,13 @@ def test_sweep_says_how_to_read_and_gate_its_folder(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert f"ckptbench compare {out}" in res.output
     assert f"ckptbench check {out}" in res.output
+
+
+def test_compare_text_says_what_its_columns_are():
+    from ckptbench.analysis import compare as comparison_of
+    from ckptbench.render.compare import render
+
+    text = render(comparison_of([make_result(rounds=3)]), "text", width=200)
+    assert "+MiB: a mode's exact peak over the forward-only baseline's" in text
+    assert "slowdown: ckpt time / normal time" in text
+    assert "savings: normal +MiB / ckpt +MiB" in text
