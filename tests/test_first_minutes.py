@@ -85,3 +85,13 @@ def test_compare_text_says_what_its_columns_are():
     assert "+MiB: a mode's exact peak over the forward-only baseline's" in text
     assert "slowdown: ckpt time / normal time" in text
     assert "savings: normal +MiB / ckpt +MiB" in text
+
+
+def test_top_level_help_is_a_map_in_workflow_order():
+    text = CliRunner().invoke(cli, ["--help"], terminal_width=80).output
+    listed = text.split("Commands:")[1].splitlines()
+    rows = [line.split()[0] for line in listed if line.startswith("  ") and line.split()]
+    assert rows[:7] == ["run", "plan", "schedule", "profile", "sweep", "compare", "check"]
+    assert not any(line.rstrip().endswith("...") for line in listed)
+    assert "ckptbench compare" in text and "--format html" in text
+    assert "ckptbench COMMAND --help" in text
