@@ -95,3 +95,13 @@ def test_top_level_help_is_a_map_in_workflow_order():
     assert not any(line.rstrip().endswith("...") for line in listed)
     assert "ckptbench compare" in text and "--format html" in text
     assert "ckptbench COMMAND --help" in text
+
+
+def test_max_time_without_a_unit_below_a_minute_is_refused_as_a_slip():
+    """'--max-time 4' (the default reads 4m) ran as 4 seconds: two rounds and a slowdown
+    interval of +/-14742%. It is refused before anything runs, as '--budget 8' is."""
+    # an unknown model too: the old code would otherwise start measuring
+    res = CliRunner().invoke(cli, ["run", "--max-time", "4", "--model", "no-such-model"])
+    assert res.exit_code == 2
+    assert "4 would be 4 s (a duration without a unit is seconds): write 4m" in res.output
+    assert "or 4s if you mean it" in res.output

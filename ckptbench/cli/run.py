@@ -49,7 +49,7 @@ from ckptbench.cli.run_steps import (
     report_outcome,
     show_result,
 )
-from ckptbench.cli.values import BYTES, LIMIT_BYTES, SECONDS
+from ckptbench.cli.values import BYTES, CAP_SECONDS, LIMIT_BYTES, SECONDS
 from ckptbench.results.schema import MAX_THREADS, Case
 from ckptbench.schedules import strategy_names
 
@@ -275,7 +275,7 @@ def _sections():
 )
 @click.option(
     "--max-time",
-    type=SECONDS,
+    type=CAP_SECONDS,
     default="4m",
     show_default=True,
     help="With --precision: the time cap of the whole measurement. No round starts that would "
