@@ -34,9 +34,36 @@ STARTS_WORKERS = frozenset({"run", "plan", "sweep", "profile"})
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
+#: The commands as ``ckptbench --help`` lists them: in the order a user meets them, each in
+#: a line that an 80-column terminal shows whole (click cuts a longer one with "...").
+COMMAND_MAP = {
+    "run": "Measure one case: baseline, normal, checkpointed (start here).",
+    "plan": "The fastest schedule within a byte budget, predicted.",
+    "schedule": "A schedule's counts and actions, from formulas; measures nothing.",
+    "profile": "One gradient's memory, line by line.",
+    "sweep": "Measure every cell of a TOML config, saved cell by cell.",
+    "compare": "Tables or an HTML report (plots) from result files.",
+    "check": "CI gate: exit 1 on a regression or an unmet [expect].",
+}
+
+_EPILOG = """\b
+Example: a first look (about a minute), then its report as a page with plots:
+  ckptbench run --model lstm --steps 300 --snaps 8 --rounds 3
+  ckptbench compare results/run-lstm-*.json --format html -o report.html
+
+\b
+Every option of a command: ckptbench COMMAND --help
+Docs: README.md; docs/usage.md (files, reports, CI), docs/plugins.md (your model)."""
+
+
 class _Commands(click.Group):
     """The command group; a pipe closed early ends it with :data:`EXIT_BROKEN_PIPE` before
-    click's own handling (exit 1, a failure's status) sees it."""
+    click's own handling (exit 1, a failure's status) sees it. ``--help`` lists the
+    commands in :data:`COMMAND_MAP`'s order."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        known = [name for name in COMMAND_MAP if name in self.commands]
+        return known + sorted(set(self.commands) - set(known))
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
         """The command, and for one that starts workers numpy imported first with the stop
@@ -75,7 +102,7 @@ def _quiet_stdout() -> None:
 @click.group(
     cls=_Commands,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Example:\n\n  ckptbench run --model lstm --steps 1000 --snaps 31",
+    epilog=_EPILOG,
 )
 @click.version_option(__version__, prog_name="ckptbench")
 def cli() -> None:
@@ -96,6 +123,8 @@ cli.add_command(profile.profile)
 cli.add_command(sweep.sweep)
 cli.add_command(compare.compare)
 cli.add_command(check.check)
+for _name, _text in COMMAND_MAP.items():
+    cli.commands[_name].short_help = _text
 
 
 def _replace_unencodable() -> None:

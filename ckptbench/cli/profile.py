@@ -107,4 +107,4 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
     console = stdout_console()
     console.print(profile_table(doc, top))
     for line in profile_lines(doc):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)

@@ -49,7 +49,7 @@ from ckptbench.cli.run_steps import (
     report_outcome,
     show_result,
 )
-from ckptbench.cli.values import BYTES, LIMIT_BYTES, SECONDS
+from ckptbench.cli.values import BYTES, CAP_SECONDS, LIMIT_BYTES, SECONDS
 from ckptbench.results.schema import MAX_THREADS, Case
 from ckptbench.schedules import strategy_names
 
@@ -275,7 +275,7 @@ def _sections():
 )
 @click.option(
     "--max-time",
-    type=SECONDS,
+    type=CAP_SECONDS,
     default="4m",
     show_default=True,
     help="With --precision: the time cap of the whole measurement. No round starts that would "
@@ -299,7 +299,7 @@ def run(
     mprof_dir, as_json, fmt, quiet, verbose, progress_lines, trace,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
-    from ckptbench.render.console import mode_progress, plan_line, stderr_console
+    from ckptbench.render.console import escaped, mode_progress, plan_line, stderr_console
     from ckptbench.results.schema import snaps_ignored
 
     fmt = format_asked(as_json, fmt)
@@ -333,7 +333,7 @@ def run(
 
     err_console = stderr_console()
     for kind, note in shown_notes(notes, quiet):  # -q: the warnings only (costs file, dtype)
-        err_console.print(f"[yellow]{kind}[/yellow] {note}", highlight=False)
+        err_console.print(f"[yellow]{kind}[/yellow] {escaped(note)}", highlight=False)
     guess = _round_seconds(case, mode_list)
     progress_cb, stop = mode_progress(
         err_console,

@@ -5,6 +5,7 @@ exit status; the measuring itself is :func:`ckptbench.measure.runner.run_case`'s
 
 from __future__ import annotations
 
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +150,7 @@ def measure(case, err_console, progress, stop, *, out, force, **run_options) -> 
     from ckptbench.measure.launch import Interrupted, stop_on_signals
     from ckptbench.measure.runner import run_case
     from ckptbench.measure.tasks import CostsError
+    from ckptbench.render.console import escaped
     from ckptbench.schedules.optimal import PlanError
 
     saved_as = out
@@ -158,8 +160,8 @@ def measure(case, err_console, progress, stop, *, out, force, **run_options) -> 
         nonlocal saved_as
         saved_as = Path(path)
         err_console.print(
-            f"[yellow]warning[/yellow] cannot save the result as asked ({why}); saved it "
-            f"as {path} instead",
+            f"[yellow]warning[/yellow] {escaped(f'cannot save the result as asked ({why}); ')}"
+            f"{escaped(f'saved it as {path} instead')}",
             highlight=False,
         )
 
@@ -196,6 +198,7 @@ def measure(case, err_console, progress, stop, *, out, force, **run_options) -> 
 def _say_interrupted(err_console, err: BaseException, result, out: Path) -> None:
     """One line on a run stopped by a signal: what was measured and where it is saved."""
     from ckptbench.measure.launch import stop_reason
+    from ckptbench.render.console import escaped
     from ckptbench.render.run import interruption_line
 
     saved = result is not None and result.modes
@@ -207,8 +210,10 @@ def _say_interrupted(err_console, err: BaseException, result, out: Path) -> None
     if (aside := getattr(err, "kept_aside", None)) is not None:  # run --force, interrupted
         where += f"; the result it was replacing is kept as {aside}"
     err_console.print(
-        f"[yellow]interrupted[/yellow] by {stop_reason(err)}: workers stopped; {where}"
-        + (f" ({cut})" if cut else ""),
+        "[yellow]interrupted[/yellow] "
+        + escaped(
+            f"by {stop_reason(err)}: workers stopped; {where}" + (f" ({cut})" if cut else "")
+        ),
         highlight=False,
     )
 
@@ -216,6 +221,7 @@ def _say_interrupted(err_console, err: BaseException, result, out: Path) -> None
 def show_result(result, fmt: str, *, quiet: bool, out: Path) -> None:
     """Print the run's report in format ``fmt`` on stdout (a terminal format at the
     console's width and colours, with where the result was saved)."""
+    from ckptbench.render.console import escaped
     from ckptbench.render.formats import get_format
     from ckptbench.render.reports import run_report
 
@@ -224,8 +230,9 @@ def show_result(result, fmt: str, *, quiet: bool, out: Path) -> None:
     if shown.show is not None:  # a terminal format: the console's width and colours
         console = stdout_console()
         shown.show(report, console)
-        if not quiet and result.modes:
-            console.print(f"[dim]saved {out}[/dim]")
+        if not quiet and result.modes:  # and where the file goes next: a page to share
+            page = f"ckptbench compare {shlex.quote(str(out))} --format html -o report.html"
+            console.print(f"[dim]{escaped(f'saved {out}; a page with plots: {page}')}[/dim]")
     else:
         click.echo(shown.render(report, stdout_console().width))
 
@@ -236,13 +243,14 @@ def report_outcome(result, expect_oom, err_console) -> int:
     exit status: 0 when every other mode is ok and every expected one ran out."""
     from ckptbench.measure.runner import expected_oom
     from ckptbench.render import failure_lines, warning_lines
+    from ckptbench.render.console import escaped
 
     for line in warning_lines(result):
-        err_console.print(f"[yellow]warning[/yellow] {line}", highlight=False)
+        err_console.print(f"[yellow]warning[/yellow] {escaped(line)}", highlight=False)
     expected, unmet = expected_oom(result, expect_oom)
     for line in failure_lines(result):
         if not any(line.startswith(f"{m}:") for m in expected):
-            err_console.print(f"[red]failed[/red] {line}", highlight=False)
+            err_console.print(f"[red]failed[/red] {escaped(line)}", highlight=False)
     for m in expected:
         err_console.print(f"expected: {m} exceeded the memory limit, as --expect-oom said")
     for m in unmet:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shlex
 import sys
 from pathlib import Path
 
@@ -111,6 +112,13 @@ def sweep(
         sys.exit(128 + getattr(err, "signum", 2))
     for line in outcome.summary_lines():
         click.echo(line)
+    if outcome.result_paths and not quiet:  # where the folder goes next
+        where = shlex.quote(str(out))
+        click.echo(
+            f"next: ckptbench compare {where} (a table; --format html -o report.html: a page "
+            f"with plots), ckptbench check {where} (the CI gate: every mode ok, the "
+            "config's [expect])"
+        )
     if outcome.resumable or outcome.ended_early:
         dask = f" --dask {dask_address}" if dask_address else ""
         click.echo(f"continue with: ckptbench sweep {config} --out {out}{dask} --resume")
@@ -125,10 +133,12 @@ def sweep(
 def _say_start(console, cfg, checked, todo: int, roughly: str, out: Path, quiet: bool) -> None:
     """The config's notes, the plug-in checks' (their warnings under ``-q`` too) and the
     start line: the cells, how many to measure (``todo``), roughly how long, where."""
+    from ckptbench.render.console import escaped
+
     for note in cfg.notes if not quiet else ():
-        console.print(f"[dim]{note}[/dim]", highlight=False)
+        console.print(f"[dim]{escaped(note)}[/dim]", highlight=False)
     for kind, note in shown_notes(_check_notes(checked), quiet):  # -q: the dtype warnings
-        console.print(f"[yellow]{kind}[/yellow] {note}", highlight=False)
+        console.print(f"[yellow]{kind}[/yellow] {escaped(note)}", highlight=False)
     if not quiet:
         some = f" ({todo} to measure)" if todo < len(cfg.cases) else ""
         console.print(
@@ -238,7 +248,7 @@ def _progress_printer(console, *, quiet: bool, show_iterations: bool):
         if event.event in ("cell-start", "cell-retry", "cell-done") or (
             event.event == "mode-iteration" and show_iterations
         ):
-            console.print(event.line(), highlight=False)
+            console.print(event.line(), highlight=False, markup=False)
 
     return progress
 

@@ -81,11 +81,27 @@ def size_notes(ctx: click.Context) -> tuple[str, ...]:
 class _Seconds(click.ParamType):
     name = "DURATION"
 
+    def __init__(self, bare_min: float = 0.0) -> None:
+        self.bare_min = bare_min  # a number without a unit below this is refused as a slip
+
     def convert(self, value, param, ctx):
-        return value if isinstance(value, float) else parse_seconds(str(value))
+        if isinstance(value, float):
+            return value
+        seconds, text = parse_seconds(str(value)), str(value).strip()
+        if seconds < self.bare_min and text.replace(".", "", 1).isdigit():
+            self.fail(
+                f"{text} would be {text} s (a duration without a unit is seconds): write "
+                f"{text}m, or {text}s if you mean it",
+                param,
+                ctx,
+            )
+        return seconds
 
 
 BYTES, SECONDS = _Bytes(), _Seconds()
+#: ``run --max-time``, the whole job's cap (default 4m): '--max-time 4' is 4m meant, never a
+#: 4-second cap that still runs two rounds and quotes their interval.
+CAP_SECONDS = _Seconds(bare_min=60.0)
 #: ``check --memory-floor``: 0 is refused with its reason.
 FLOOR_BYTES = _Bytes(
     zero="a zero floor fails on noise (exact peaks move by about 0.03 MiB between processes); "

@@ -32,6 +32,7 @@ from ckptbench.render.formats.model import (
 from ckptbench.render.table import Column, Table
 
 __all__ = [
+    "LEGEND",
     "SECTIONS",
     "compare_report",
     "format_names",
@@ -45,6 +46,16 @@ __all__ = [
 #: [expect] verdicts join them on the HTML page only, so a format that shows nothing but
 #: verdicts (junit) would have nothing to render and is no choice here.
 SECTIONS = (TableSection, Prose, Figure, Data)
+
+
+#: What the text table's columns are (the HTML page says it in its own words, and run's
+#: table in its legend).
+LEGEND = (
+    "+MiB: a mode's exact peak over the forward-only baseline's; slowdown: ckpt time / normal "
+    "time; savings: normal +MiB / ckpt +MiB; [95%]: 95% intervals over the rounds; evals "
+    "(opt): step evaluations (the schedule's optimum); vs floor: ckpt time / (normal time + "
+    "the extra evaluations at the forward-only step time)"
+)
 
 
 def format_names() -> list[str]:
@@ -175,7 +186,8 @@ def compare_report(
         sections[1:1] = _set_aside(set_aside)
         return Report("ckptbench report", (*sections, Data(_data(comparison))))
     results = comparison.after
-    sections: list[Section] = [TableSection(cells_table(results), "Cells")]
+    table = cells_table(results)
+    sections: list[Section] = [TableSection(replace(table, notes=(*table.notes, LEGEND)), "Cells")]
     pooled = invocations_table(results)
     if pooled is not None:
         sections.append(TableSection(pooled, "Invocations of one cell"))

@@ -22,6 +22,7 @@ from ckptbench.results.schema import Case, Mode
 __all__ = [
     "PLAIN_WIDTH",
     "JobClock",
+    "escaped",
     "mode_progress",
     "plain_width",
     "plan_line",
@@ -39,6 +40,15 @@ def plain_width() -> int:
     else :data:`PLAIN_WIDTH`."""
     text = os.environ.get("COLUMNS", "").strip()
     return min(max(int(text), 20), 10_000) if text.isdigit() and int(text) > 0 else PLAIN_WIDTH
+
+
+def escaped(text: object) -> str:
+    """``text`` as rich markup that prints as written: in a line like ``pip install
+    'ckptbench[torch]'`` or a plug-in's error, ``[torch]`` is a word, not a style, and a
+    ``[/x]`` no markup error (a traceback)."""
+    from rich.markup import escape
+
+    return escape(str(text))
 
 
 def stdout_console() -> Console:
@@ -317,7 +327,7 @@ class _ModeProgress:
 
     def say(self, text: str) -> None:
         if not self.quiet:
-            self.console.print(text, highlight=False, soft_wrap=not self.live_on)
+            self.console.print(text, highlight=False, markup=False, soft_wrap=not self.live_on)
 
     def round_line(self, round_index: int) -> str:
         """A finished round: one short line on a terminal (it scrolls away above the live
@@ -335,7 +345,7 @@ class _ModeProgress:
         clock = self.clock
         if clock.t0 is None:  # measuring starts: say what and how long, then show progress
             if self.announce and not self.quiet:
-                self.console.print(self.announce, highlight=False)
+                self.console.print(self.announce, highlight=False, markup=False)
             if self.live_on:
                 self.display.start()
         clock.started()

@@ -61,9 +61,11 @@ def show_text(report: Report, console) -> None:
             console.print(_rows(s))
         elif isinstance(s, Prose):
             for line in s.lines:
-                console.print(line, highlight=False)
+                console.print(line, highlight=False, markup=False)  # '[torch]' is a word
         elif isinstance(s, Verdicts):
-            console.print(check_text(s.report, quiet=s.quiet), highlight=False, end="")
+            console.print(
+                check_text(s.report, quiet=s.quiet), highlight=False, markup=False, end=""
+            )
 
 
 FORMAT = Format(
