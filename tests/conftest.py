@@ -17,6 +17,7 @@ import os
 import re
 
 import pytest
+from _fake import use_fake_worker
 
 os.environ["CKPTBENCH_PRECISION"] = "off"
 os.environ.pop("COLUMNS", None)
@@ -43,3 +44,9 @@ def pytest_collection_modifyitems(config, items):
             f"{len(unmarked)} tests skip without a framework but carry no torch/jax marker "
             f"(CI would never run them; use tests/_frameworks.py): {unmarked[:5]}"
         )
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """The fake worker measures (``tests/_fake.py``), no ``FAKE_*`` variable set."""
+    return use_fake_worker(monkeypatch)
