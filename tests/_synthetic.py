@@ -36,6 +36,13 @@ repeats = 3
 snaps = [2, 3, 4]
 """
 
+#: One cell of a tiny RNN with an ``[expect]`` the gate checks (check and sweep tests)
+GATED_SWEEP_TEXT = (
+    'name = "tiny"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\nbatch = 2\ninput = 4\n'
+    "warmup = 0\nrepeats = 1\nrounds = 1\n[[grid]]\nsnaps = [4]\n"
+    "[expect]\nmemory_savings_min = 1.5\n"
+)
+
 
 def make_result(
     case: Case = CI_CASE,

@@ -359,19 +359,19 @@ def test_a_loss_that_turns_nan_later_fails_every_mode_that_computes_it(capsys, t
 
 
 def test_a_plain_gradient_that_is_not_finite_fails_the_normal_mode(tmp_path):
-    from ckptbench.measure.runner import _checked
+    from ckptbench.measure.gradcheck import checked
 
     case = Case(steps=4, snaps=2)
     grads = {m: str(tmp_path / f"{m.value}.npy") for m in Mode}
     np.save(grads[Mode.NORMAL], np.array([1.0, np.inf, np.nan, 2.0]))
     normal = ModeResult(mode=Mode.NORMAL, status=Status.OK, loss=1.0)
-    got = _checked(case, 0, Mode.NORMAL, normal, tuple(Mode), grads)
+    got = checked(case, 0, Mode.NORMAL, normal, tuple(Mode), grads)
     assert not got.ok and got.error.startswith("the plain gradient is not finite: 2 of 4 entries")
     baseline = ModeResult(mode=Mode.BASELINE, status=Status.OK, loss=float("inf"))
-    got = _checked(case, 0, Mode.BASELINE, baseline, tuple(Mode), grads)
+    got = checked(case, 0, Mode.BASELINE, baseline, tuple(Mode), grads)
     assert not got.ok and got.error.startswith("the loss is not finite (inf) in float64")
     np.save(grads[Mode.NORMAL], np.ones(4))
-    assert _checked(case, 0, Mode.NORMAL, normal, tuple(Mode), grads) == normal
+    assert checked(case, 0, Mode.NORMAL, normal, tuple(Mode), grads) == normal
 
 
 # ---------------------------------------------------------------- too long to plan

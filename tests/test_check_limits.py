@@ -5,33 +5,23 @@ their size. The fake worker measures; nothing here is timed."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from _synthetic import CI_CASE, make_result
+from _fake import use_fake_worker
+from _synthetic import CI_CASE, GATED_SWEEP_TEXT, make_result
 from click.testing import CliRunner
 
 from ckptbench.analysis.gate import check
 from ckptbench.cli import cli
 from ckptbench.results.units import size_text
 
-FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
-CONFIG = (
-    'name = "tiny"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\nbatch = 2\ninput = 4\n'
-    "warmup = 0\nrepeats = 1\nrounds = 1\n[[grid]]\nsnaps = [4]\n"
-    "[expect]\nmemory_savings_min = 1.5\n"
-)
-
 
 @pytest.fixture
 def swept(monkeypatch, tmp_path):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_SCALE",
-                "GITHUB_STEP_SUMMARY"):  # fmt: skip
-        monkeypatch.delenv(var, raising=False)
+    use_fake_worker(monkeypatch, "GITHUB_STEP_SUMMARY")
     monkeypatch.chdir(tmp_path)
-    Path("ci.toml").write_text(CONFIG)
+    Path("ci.toml").write_text(GATED_SWEEP_TEXT)
     for out in ("out", "ref"):  # the results to check and a reference measured apart
         res = CliRunner().invoke(cli, ["sweep", "ci.toml", "--out", out], catch_exceptions=False)
         assert res.exit_code == 0, res.output
@@ -52,7 +42,7 @@ def test_check_says_where_the_limits_come_from_and_warns_of_an_edited_config(swe
     lines = res.output.splitlines()
     assert lines[1].startswith("limits: [expect] from out/sweep.json, the copy of ci.toml made")
     assert "warning" not in res.output
-    Path("ci.toml").write_text(CONFIG.replace("1.5", "3.0"))
+    Path("ci.toml").write_text(GATED_SWEEP_TEXT.replace("1.5", "3.0"))
     res = invoke(["check", "out"])
     assert (
         "warning: ci.toml on disk differs from that copy (memory_savings_min 3.0 in the file, "

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -18,17 +17,6 @@ from ckptbench.cli.values import parse_bytes, parse_seconds
 from ckptbench.results.schema import SCHEMA_VERSION, Mode, Status
 from ckptbench.results.store import load_result
 from ckptbench.schedules import optimal_forward_steps
-
-FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
-                "FAKE_SCALE", "FAKE_CPU_SHARE"):  # fmt: skip
-        monkeypatch.delenv(var, raising=False)
-    return monkeypatch
 
 
 def invoke(args):

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from _fake import use_fake_worker
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
 from ckptbench.results.store import load_result
 
 TESTS = Path(__file__).parent
-FAKE = [sys.executable, str(TESTS / "fake_worker.py")]
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
+    use_fake_worker(monkeypatch)
     monkeypatch.setenv("FAKE_ALLOC", "normal:40")  # a timeline with a visible peak
     return monkeypatch
 

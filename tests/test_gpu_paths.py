@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from _frameworks import needing, needs
 
-from ckptbench.measure.runner import EPSILON, _grad_error, _verify, grad_tolerance
+from ckptbench.measure.gradcheck import EPSILON, grad_error, grad_tolerance, verify
 from ckptbench.results.schema import Case, CaseError, Mode, ModeResult, Status, result_from_dict
 from ckptbench.sweep.config import load_config
 
@@ -72,23 +72,23 @@ def _ckpt(loss: float = 1.0) -> ModeResult:
 
 def test_a_float32_gradient_passes_within_its_tolerance_and_fails_beyond():
     case = Case(backend="jax", dtype="float32", steps=1000, snaps=31)
-    assert _verify(case, _ckpt(), 1e-4).ok  # 1e-8 used to fail this for every dtype
-    bad = _verify(case, _ckpt(), 0.5)
+    assert verify(case, _ckpt(), 1e-4).ok  # 1e-8 used to fail this for every dtype
+    bad = verify(case, _ckpt(), 0.5)
     assert not bad.ok and "gradient differs" in bad.error and "float32 tolerance" in bad.error
-    assert not _verify(Case(steps=1000, snaps=31), _ckpt(), 1e-4).ok  # float64: tighter
+    assert not verify(Case(steps=1000, snaps=31), _ckpt(), 1e-4).ok  # float64: tighter
 
 
 def test_non_finite_losses_and_gradients_are_reported_as_such(tmp_path):
     case = Case(backend="torch", dtype="bfloat16", steps=10, snaps=3)
-    nan_loss = _verify(case, _ckpt(math.nan), 0.0)
+    nan_loss = verify(case, _ckpt(math.nan), 0.0)
     assert not nan_loss.ok and "loss is not finite (nan) in bfloat16" in nan_loss.error
     assert "differs" not in nan_loss.error
     normal, ckpt = tmp_path / "n.npy", tmp_path / "c.npy"
     np.save(normal, np.ones(4))
     np.save(ckpt, np.array([1.0, np.inf, np.nan, 1.0]))
-    err = _grad_error(str(normal), str(ckpt))
+    err = grad_error(str(normal), str(ckpt))
     assert err == "the checkpointed gradient has 2 of 4 entries not finite (inf or nan)"
-    res = _verify(case, _ckpt(), err)
+    res = verify(case, _ckpt(), err)
     assert not res.ok and res.error.startswith("gradient not finite: the checkpointed")
     assert "differs" not in res.error
 

@@ -29,19 +29,9 @@ from ckptbench.results.schema import Case, Mode, Status
 from ckptbench.results.store import load_result
 
 TESTS = Path(__file__).parent
-FAKE = [sys.executable, str(TESTS / "fake_worker.py")]
 ROOT = TESTS.parent
 #: Only a safety net for waiting on processes; never a performance limit.
 WAIT_S = 30
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
-                "FAKE_SCALE", "FAKE_CPU_SHARE", "FAKE_ITER_SLEEP", "FAKE_SPOOF"):  # fmt: skip
-        monkeypatch.delenv(var, raising=False)
-    return monkeypatch
 
 
 def invoke(args):

@@ -269,13 +269,13 @@ def test_a_wide_character_in_a_name_keeps_the_columns_aligned_on_screen():
 
 @pytest.mark.parametrize(("dtype", "hint"), [("float64", False), ("float32", True)])
 def test_a_non_finite_loss_suggests_a_wider_dtype_only_where_there_is_one(dtype, hint, tmp_path):
-    from ckptbench.measure.runner import _checked
+    from ckptbench.measure.gradcheck import checked
     from ckptbench.results.schema import Case, Mode, ModeResult, Status
 
     case = Case(
         steps=4, snaps=2, dtype=dtype, backend="torch" if dtype != "float64" else "autograd"
     )
     baseline = ModeResult(mode=Mode.BASELINE, status=Status.OK, loss=float("inf"))
-    got = _checked(case, 0, Mode.BASELINE, baseline, tuple(Mode), {})
+    got = checked(case, 0, Mode.BASELINE, baseline, tuple(Mode), {})
     assert not got.ok and got.error.endswith("smaller inputs")
     assert ("a wider --dtype" in got.error) is hint

@@ -87,10 +87,14 @@ def _run(folder: Path, plugin: str, *extra: str, check=False) -> subprocess.Comp
     if check:
         (folder / "checked").touch()
     (folder / "hostile.py").write_text(PLUGIN + plugin)
-    return subprocess.run(  # the stop signals as in a terminal, whatever this run inherited
+    # the stop signals as in a terminal, whatever this run inherited; in a session of its
+    # own, as a shell's job is in a group of its own: a worker that joins ckptbench's group
+    # then joins that one, never the test run's, and no signal to it reaches pytest
+    return subprocess.run(
         [sys.executable, "-c", MAIN_AS_IN_A_TERMINAL, "run", "--model", "hostile.py:make",
          "--steps", "10", "--snaps", "3", "--rounds", "1", "--out", "r.json", *extra],
         cwd=folder, env=_env(), capture_output=True, text=True, timeout=WAIT_S,
+        start_new_session=True,
     )  # fmt: skip
 
 

@@ -4,7 +4,6 @@ typed, what ckptbench answered, and what it answers now."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,17 +11,6 @@ from _cli import one_line_error, run_cli
 from _synthetic import CI_CASE, make_result
 
 from ckptbench.results.schema import save_result
-
-FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
-                "FAKE_SCALE", "FAKE_CPU_SHARE"):  # fmt: skip
-        monkeypatch.delenv(var, raising=False)
-    return monkeypatch
 
 
 def test_a_file_option_ending_in_a_slash_is_refused_not_written_as_a_file(

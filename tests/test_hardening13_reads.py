@@ -5,12 +5,12 @@ a round). The fake worker measures; nothing here is timed."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from _synthetic import CI_CASE, make_result
+from _fake import use_fake_worker
+from _synthetic import CI_CASE, GATED_SWEEP_TEXT, make_result
 from click.testing import CliRunner
 
 import ckptbench.sweep.config as sweep_config
@@ -18,20 +18,10 @@ from ckptbench.cli import cli
 from ckptbench.measure.runner import run_case
 from ckptbench.results.schema import Case, Mode, Status, save_result
 
-FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
-CONFIG = (
-    'name = "tiny"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\nbatch = 2\ninput = 4\n'
-    "warmup = 0\nrepeats = 1\nrounds = 1\n[[grid]]\nsnaps = [4]\n"
-    "[expect]\nmemory_savings_min = 1.5\n"
-)
-
 
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_SCALE",
-                "FAKE_GRAD_NOISE", "GITHUB_STEP_SUMMARY"):  # fmt: skip
-        monkeypatch.delenv(var, raising=False)
+    use_fake_worker(monkeypatch, "GITHUB_STEP_SUMMARY")
     monkeypatch.chdir(tmp_path)
     return monkeypatch
 
@@ -79,7 +69,7 @@ def _counted(monkeypatch):
 def test_check_parses_each_config_file_once(fake):
     """The sweep's config was parsed to find it (an input), again to say where the limits
     come from and a third time to compare it with the manifest's copy; --config twice."""
-    Path("ci.toml").write_text(CONFIG)
+    Path("ci.toml").write_text(GATED_SWEEP_TEXT)
     for out in ("out", "ref"):
         assert invoke(["sweep", "ci.toml", "--out", out]).exit_code == 0
         fake.setenv("FAKE_SCALE", "1.0001")  # the reference is not the same measurement
@@ -90,7 +80,7 @@ def test_check_parses_each_config_file_once(fake):
         res = invoke(["check", *args])
         assert res.exit_code == 0, res.output
         assert parsed == ["ci.toml"], args
-    Path("ci.toml").write_text(CONFIG.replace("1.5", "3.0"))  # the warning still comes
+    Path("ci.toml").write_text(GATED_SWEEP_TEXT.replace("1.5", "3.0"))  # the warning still comes
     parsed.clear()
     res = invoke(["check", "out"])
     assert parsed == ["ci.toml"]

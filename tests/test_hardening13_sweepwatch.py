@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -186,15 +184,11 @@ def test_a_helper_edited_between_the_check_and_a_cell_fails_the_cell(
 def test_on_dask_a_helper_edited_between_the_check_and_a_cell_fails_the_cell(
     tmp_path: Path,
 ) -> None:
-    from test_sweep_dask import SAFETY_TIMEOUT_S, cluster
+    from test_sweep_dask import cluster, dask_sweep
 
     _folder(tmp_path, edit=1, snaps="[3]")
     with cluster(1, cwd=tmp_path) as c:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ckptbench", "sweep", "w.toml", "--out", "out",
-             "--dask", c.address, "-q"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=SAFETY_TIMEOUT_S,
-        )  # fmt: skip
+        proc = dask_sweep(c, "w.toml", tmp_path, "-q")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert "the file helper.py the plug-in imports changed" in proc.stdout
@@ -214,14 +208,10 @@ def test_on_dask_a_checked_file_the_worker_lacks_is_said_in_a_note(tmp_path: Pat
         (folder / name / "helper.py").write_text("SCALE = 1.0\n")
         (folder / "helpers_dir.txt").write_text(name)
     (there / "uses.py").write_text((here / "uses.py").read_text())
-    from test_sweep_dask import SAFETY_TIMEOUT_S, cluster
+    from test_sweep_dask import cluster, dask_sweep
 
     with cluster(1, cwd=there) as c:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ckptbench", "sweep", "w.toml", "--out", "out",
-             "--dask", c.address, "-q"],
-            cwd=here, capture_output=True, text=True, timeout=SAFETY_TIMEOUT_S,
-        )  # fmt: skip
+        proc = dask_sweep(c, "w.toml", here, "-q")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (note,) = [line for line in proc.stdout.splitlines() if line.startswith("note ")]
     assert "has no h/helper.py, which the plug-in check loaded here" in note

@@ -33,7 +33,7 @@ import psutil
 import pytest
 from _synthetic import make_result
 from test_hardening13_sweepwatch import USES_HELPER, _folder
-from test_sweep_dask import CELLS, SAFETY_TIMEOUT_S, _manifest, _wait_for, cluster
+from test_sweep_dask import CELLS, SAFETY_TIMEOUT_S, _manifest, _wait_for, cluster, dask_sweep
 
 import ckptbench.sweep.cluster as cluster_module
 from ckptbench.measure.sources import CheckedSources
@@ -365,11 +365,7 @@ def test_a_workers_copy_of_a_checked_helper_that_differs_is_named_not_changed(
         (folder / "helpers_dir.txt").write_text("h")
     (there / "uses.py").write_text((here / "uses.py").read_text())
     with cluster(1, cwd=there) as c:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ckptbench", "sweep", "w.toml", "--out", "out",
-             "--dask", c.address, "-q"],
-            cwd=here, capture_output=True, text=True, timeout=SAFETY_TIMEOUT_S,
-        )  # fmt: skip
+        proc = dask_sweep(c, "w.toml", here, "-q")
         worker = c.worker_addresses[c.worker_pids[0]]
     assert proc.returncode == 1, proc.stdout + proc.stderr
     text = proc.stdout + proc.stderr

@@ -14,7 +14,6 @@ answers now.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,17 +21,7 @@ from _cli import run_cli
 
 from ckptbench.sweep.config import ConfigError, parse_config
 
-FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
 TINY = ["--model", "rnn", "--steps", "20", "--snaps", "4", "--rounds", "1"]
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
-                "FAKE_SCALE", "FAKE_CPU_SHARE"):  # fmt: skip
-        monkeypatch.delenv(var, raising=False)
-    return monkeypatch
 
 
 # ------------------------------------------------------------- 1: a config without [grid]

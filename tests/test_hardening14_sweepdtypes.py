@@ -18,8 +18,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -201,15 +199,11 @@ def test_a_torch_sweep_records_a_float32_loss_under_bfloat16(
 
 @pytest.mark.slow
 def test_on_dask_a_sweep_warns_and_records_the_dtypes(tmp_path):
-    from test_sweep_dask import SAFETY_TIMEOUT_S, cluster
+    from test_sweep_dask import cluster, dask_sweep
 
     _folder(tmp_path, snaps="[2]")
     with cluster(1, cwd=tmp_path) as c:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ckptbench", "sweep", "d.toml", "--out", "out",
-             "--dask", c.address, "-q"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=SAFETY_TIMEOUT_S,
-        )  # fmt: skip
+        proc = dask_sweep(c, "d.toml", tmp_path, "-q")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stderr.splitlines() == [WARNING], proc.stderr
     _recorded_float32(_results(tmp_path / "out"), cells=1)

@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 from _cli import run_cli
+from _fake import use_fake_worker
 from _synthetic import make_result
 from click.testing import CliRunner
 
@@ -33,7 +34,6 @@ from ckptbench.sweep.config import ConfigError, parse_config
 from ckptbench.sweep.run import run_sweep
 
 TESTS = Path(__file__).parent
-FAKE = [sys.executable, str(TESTS / "fake_worker.py")]
 ROOT = TESTS.parent
 #: Only a safety net for waiting on processes; never a performance limit.
 WAIT_S = 60
@@ -47,12 +47,7 @@ COSTS = {"forward_time_s": 0.001, "taped_time_s": 0.003, "state_bytes": 4096, "t
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
-                "FAKE_SCALE", "FAKE_CPU_SHARE", "FAKE_ITER_SLEEP", "FAKE_SPOOF",
-                "FAKE_PLUGIN_BAD", "FAKE_CUDA", "GITHUB_STEP_SUMMARY"):  # fmt: skip
-        monkeypatch.delenv(var, raising=False)
-    return monkeypatch
+    return use_fake_worker(monkeypatch, "GITHUB_STEP_SUMMARY")
 
 
 def invoke(args):

@@ -21,16 +21,6 @@ from ckptbench.cli import cli
 from ckptbench.results.schema import result_to_dict, save_result
 from ckptbench.results.store import StoreError, load_result, load_results
 
-FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_ITER_SLEEP"):
-        monkeypatch.delenv(var, raising=False)
-    return monkeypatch
-
 
 def invoke(args):
     return CliRunner().invoke(cli, args, catch_exceptions=False)

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from _cli import one_line_error
+from _fake import use_fake_worker
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
 from ckptbench.sweep.config import ConfigError, parse_config
 
-FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
 EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 TINY = ["--steps", "6", "--snaps", "3", "--hidden", "8", "--batch", "2", "--input", "4",
         "--rounds", "1", "--warmup", "0", "--repeats", "1", "-q"]  # fmt: skip
@@ -30,9 +29,7 @@ CONFIG = (
 
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_CUDA"):
-        monkeypatch.delenv(var, raising=False)
+    use_fake_worker(monkeypatch)
     monkeypatch.chdir(tmp_path)
     return monkeypatch
 

@@ -25,18 +25,8 @@ from ckptbench.render.table import to_text
 from ckptbench.results.schema import Case, Mode, Status
 from ckptbench.results.store import load_result
 
-FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
 CASE = Case(model="rnn", steps=20, snaps=4, hidden=8, batch=2, input=4, warmup=0, repeats=1,
             rounds=4)  # fmt: skip
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
-                "FAKE_SCALE", "FAKE_CPU_SHARE", "FAKE_ITER_SLEEP"):  # fmt: skip
-        monkeypatch.delenv(var, raising=False)
-    return monkeypatch
 
 
 def _stop_at(round_index: int, mode: Mode, phase: str, signum=signal.SIGTERM):

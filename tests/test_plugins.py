@@ -23,7 +23,6 @@ from ckptbench.results.schema import Case
 from ckptbench.workloads import plugin_provenance
 
 TESTS = Path(__file__).parent
-FAKE = [sys.executable, str(TESTS / "fake_worker.py")]
 TINY = ["--steps", "20", "--hidden", "8", "--batch", "2", "--input", "4", "--rounds", "1",
         "--warmup", "0", "--repeats", "1", "--precision", "off"]  # fmt: skip
 SIZES = {"hidden": 8, "batch": 2, "input": 4, "output": 1}
@@ -89,14 +88,6 @@ def _check(spec: str, backend: str = "autograd", given=None, **kw):
 
     case = Case(model=spec, steps=5, snaps=2, backend=backend, **{**SIZES, **kw})
     return check_workload(case, given)
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_PLUGIN_BAD", "FAKE_CUDA"):
-        monkeypatch.delenv(var, raising=False)
-    return monkeypatch
 
 
 def _lines(text: str) -> list[str]:

@@ -4,7 +4,6 @@ slowdown's interval is narrow enough (CliRunner with the fake worker, no timing)
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,17 +14,7 @@ from ckptbench.measure.runner import Precision
 from ckptbench.results.schema import Mode, Status
 from ckptbench.results.store import load_result
 
-FAKE = [sys.executable, str(Path(__file__).parent / "fake_worker.py")]
 SMALL = ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--warmup", "0"]
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
-    for var in ("FAKE_CRASH", "FAKE_FAIL", "FAKE_SLEEP", "FAKE_ALLOC", "FAKE_GRAD_NOISE",
-                "FAKE_SCALE", "FAKE_CPU_SHARE", "FAKE_ITER_SLEEP"):  # fmt: skip
-        monkeypatch.delenv(var, raising=False)
-    return monkeypatch
 
 
 def invoke(args):

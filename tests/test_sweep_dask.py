@@ -264,6 +264,16 @@ def _sweep(
     )  # fmt: skip
 
 
+def dask_sweep(c: Cluster, config: str, cwd: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``ckptbench sweep CONFIG --out out --dask ADDRESS EXTRA...`` run to its end in ``cwd``
+    on the cluster ``c``, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "ckptbench", "sweep", config, "--out", "out",
+         "--dask", c.address, *extra],
+        cwd=cwd, capture_output=True, text=True, timeout=SAFETY_TIMEOUT_S,
+    )  # fmt: skip
+
+
 def _wait_for(predicate, what: str):
     """Poll until ``predicate()`` is truthy (its value); the limit only stops a hang."""
     deadline = time.monotonic() + SAFETY_TIMEOUT_S
@@ -396,11 +406,7 @@ def test_a_plugin_the_workers_read_differently_is_not_measured(tmp_path: Path) -
         "repeats = 1\nrounds = 1\n[grid]\nsnaps = [3]\n"
     )
     with cluster(1, cwd=there) as c:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ckptbench", "sweep", "p.toml", "--out", "out",
-             "--dask", c.address],
-            cwd=here, capture_output=True, text=True, timeout=SAFETY_TIMEOUT_S,
-        )  # fmt: skip
+        proc = dask_sweep(c, "p.toml", here)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "SHA-256" in proc.stdout + proc.stderr and "not measured" in proc.stdout + proc.stderr
     assert sorted(p.name for p in (here / "out").glob("*.json")) == [MANIFEST_NAME]

@@ -106,7 +106,7 @@ DTYPES: tuple[str, ...] = tuple(dict.fromkeys(d for b in BACKENDS.values() for d
 #: Bytes of one element of each dtype ckptbench records (float16: an autograd plug-in's own).
 DTYPE_BYTES: dict[str, int] = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
 #: Machine epsilon of each of them (the spacing of floats just above 1: 2**-fraction bits),
-#: what the gradient check's tolerance is derived from (``measure.runner.grad_tolerance``).
+#: what the gradient check's tolerance is derived from (``measure.gradcheck.grad_tolerance``).
 DTYPE_EPSILON: dict[str, float] = {
     "float64": 2.0**-52, "float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10,
 }  # fmt: skip
