@@ -106,3 +106,36 @@ def test_compare_shows_the_floors_interval(tmp_path):
     row = read_results([tmp_path]).iloc[0]
     low, high = result.summary.floor_ratio.interval
     assert (row["vs_floor_low"], row["vs_floor_high"]) == pytest.approx((low, high))
+
+
+def test_one_rounds_floor_interval_is_in_runs_line_as_in_compare(tmp_path, capsys):
+    """One round of three iterations a mode: compare printed 'vs floor [95%] 1.41x [1.04,
+    1.67]' and run's floor line '1.41x the floor' with no interval."""
+    import json
+
+    from _cli import run_cli
+
+    result = make_result(CI_CASE, seed=4)
+    s = result.summary
+    assert s.floor_ratio.rounds == 1 and s.floor_ratio.interval is not None
+    (line,) = [x for x in explain_lines(result) if x.startswith("recomputation floor")]
+    lo, hi = interval_text(*s.floor_ratio.interval, 2)
+    assert f"x the floor [{lo}, {hi}]" in line and "(rounds" not in line
+    from ckptbench.results.schema import save_result
+
+    save_result(result, tmp_path / "r.json")
+    code, out, _ = run_cli(capsys, ["compare", str(tmp_path / "r.json"), "--format", "json"])
+    (row,) = json.loads(out)
+    assert code == 0 and (row["vs_floor_low"], row["vs_floor_high"]) == pytest.approx(
+        s.floor_ratio.interval
+    )
+
+
+def test_a_floor_ratio_just_under_one_never_reads_1_00x_below_it():
+    result = make_result(CI_CASE, seed=4, time_cv=0.0)
+    s = result.summary
+    ckpt = _median([it.wall_time_s for it in result.mode(Mode.CHECKPOINTED).iterations])
+    result = _scaled(result, {(0, Mode.CHECKPOINTED): 0.998 * s.floor_time_s / ckpt})
+    assert result.summary.vs_floor == pytest.approx(0.998)
+    (line,) = [x for x in explain_lines(result) if x.startswith("recomputation floor")]
+    assert "0.998x the floor" in line and "below it" in line

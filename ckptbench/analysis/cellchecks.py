@@ -49,6 +49,13 @@ def _typical(tc: Any) -> str:
     return "process medians (geometric mean)" if several else "median"
 
 
+def _limit(v: float) -> str:
+    """An [expect] limit as written: '25', '1e-08', and every digit of a longer one ('%g'
+    read 1.2940938 as 1.29409, below a figure of 1.2940932 that had passed it)."""
+    short = f"{v:g}"
+    return short if float(short) == v else repr(float(v))
+
+
 def _need(value: str, condition: str, passed: bool) -> str:
     """Both sides of a threshold: '23.10x, need >= 25x' (failed) or '30.20x (need >= 25x)'."""
     return f"{value} (need {condition})" if passed else f"{value}, need {condition}"
@@ -75,7 +82,7 @@ def expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
         add(
             "memory_savings_min",
             ok,
-            _need(got or f"{figure_apart(v, least)}x", f">= {least:g}x", ok),
+            _need(got or f"{figure_apart(v, least)}x", f">= {_limit(least)}x", ok),
         )
     if (most := expect.slowdown_max) is not None:  # on the estimate, its interval shown
         v, ci = s.slowdown.value, s.slowdown.interval
@@ -84,12 +91,12 @@ def expect_lines(result: RunResult, expect: Expect) -> list[GateLine]:
         if v is not None and ci:
             wide = " (the interval reaches past the limit)" if ok and ci[1] > most else ""
             got += f" [{', '.join(interval_text(ci[0], ci[1], 2))}]{wide}"
-        add("slowdown_max", ok, _need(got, f"<= {most:g}x", ok))
+        add("slowdown_max", ok, _need(got, f"<= {_limit(most)}x", ok))
     if (most := expect.grad_max_rel_err_max) is not None:
         v = s.grad_max_rel_err
         ok = v is not None and v <= most
         got = figure_apart(v, most, "e") if v is not None else _fmt(v)
-        add("grad_max_rel_err_max", ok, _need(got, f"<= {most:g}", ok))
+        add("grad_max_rel_err_max", ok, _need(got, f"<= {_limit(most)}", ok))
     if expect.forward_steps_exact:
         ckpt = result.mode(Mode.CHECKPOINTED)
         counts = s.mode(Mode.CHECKPOINTED).counters

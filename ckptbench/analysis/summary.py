@@ -7,8 +7,11 @@ Definitions (the numbers ckptbench prints):
 * peak of a mode = median over its measured iterations of the exact per-iteration peak RSS;
 * overhead of a mode = its peak minus the baseline's peak (what differentiation adds to the
   forward-only floor in an identical fresh process);
-* slowdown = median iteration time of checkpointed / median iteration time of normal;
-* memory savings = overhead of normal / overhead of checkpointed.
+* slowdown = checkpointed time / normal time: each round's Hodges-Lehmann ratio, their
+  geometric mean (:func:`round_estimates`; the median times' ratio only where no round
+  gives one);
+* memory savings = overhead of normal / overhead of checkpointed, each round against its
+  own baseline, the median over rounds (:func:`round_estimates`).
 
 A ratio of times comes only from modes measured ok in every round given (a round cut by a
 stop aside): a mode that failed in one round shows no time, and its other rounds alone would

@@ -5,6 +5,7 @@ the terminal's width. Elsewhere (logs, files, CI): plain text, tables fit ``COLU
 from __future__ import annotations
 
 import os
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -334,9 +335,9 @@ class _ModeProgress:
         display), with the job's summary in a log."""
         got = [r for r in self.clock.results if r.round == round_index]
         times = []
-        for r in got:
+        for r in got:  # each mode's median iteration, as the table's time/iter
             t = [it.wall_time_s for it in r.iterations]
-            times.append(f"{r.mode.value} {sorted(t)[len(t) // 2]:.2f} s" if t else
+            times.append(f"{r.mode.value} {statistics.median(t):.2f} s" if t else
                          f"{r.mode.value} {r.status.value}")  # fmt: skip
         line = f"round {round_index + 1}: {', '.join(times)}"
         return line if self.live_on else f"{line}; {self.clock.summary()}"

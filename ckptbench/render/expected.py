@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ckptbench.analysis.stats import figure_apart
 from ckptbench.render.format import fmt_bytes, fmt_interval, fmt_overhead, fmt_size, fmt_time
 from ckptbench.results.schema import Mode, RunResult
 
@@ -86,7 +87,7 @@ def floor_line(result: RunResult) -> str | None:
         f"recomputation floor: {fmt_time(floor)} (plain {fmt_time(plain.median)} + "
         f"{max(ev - steps, 0)} extra evaluations x {base.median / steps * 1e6:.1f} µs, the "
         f"forward-only step); checkpointed {fmt_time(s.mode(Mode.CHECKPOINTED).time.median)}, "
-        f"{s.vs_floor:.2f}x the floor{_rounds(s.floor_ratio)}"
+        f"{figure_apart(s.vs_floor, 1.0)}x the floor{_rounds(s.floor_ratio)}"
         + (
             " (below it: its taped steps cost less than the plain gradient, or a recomputed "
             "step less than a forward-only one; the floor is an estimate)"
@@ -97,9 +98,13 @@ def floor_line(result: RunResult) -> str | None:
 
 
 def _rounds(r: Ratio | None) -> str:
-    """`` [low, high] (rounds 1.09x, 1.00x)``: the floor ratio's interval and each round's
-    (each round's floor from its own workers), with two rounds or more."""
-    if r is None or r.interval is None or r.rounds < 2 or not r.per_round:
+    """`` [low, high] (rounds 1.09x, 1.00x)``: the floor ratio's interval (compare's ``vs
+    floor [95%]``, one round's too) and, with two rounds or more, each round's (each round's
+    floor from its own workers)."""
+    if r is None or r.interval is None:
         return ""
+    shown = f" {fmt_interval(r.low, r.high)}"
+    if r.rounds < 2 or not r.per_round:
+        return shown
     rounds = ", ".join(f"{v:.2f}x" for v in r.per_round)
-    return f" {fmt_interval(r.low, r.high)} (rounds {rounds})"
+    return f"{shown} (rounds {rounds})"
