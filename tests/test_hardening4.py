@@ -440,7 +440,9 @@ def test_the_run_table_says_what_its_brackets_are():
     table = run_table(make_result(CI_CASE.with_(rounds=3), rounds=3))
     ratios = (  # 2026-11-29: what the two quoted ratios divide, wherever they are shown
         "slowdown: checkpointed time / normal time; savings: normal's overhead / "
-        "checkpointed's overhead (each over the baseline)"
+        "checkpointed's overhead (each over the baseline); each ratio is taken within a round "
+        "and pooled (slowdown: geometric mean, savings: median), so it is not the table's "
+        "columns divided"
     )
     assert table.notes == (
         "[low, high]: 95% intervals over 3 rounds (overhead: the iterations' peaks and a "

@@ -209,7 +209,9 @@ def run_table(result: RunResult) -> Table:
     )
     ratios = (  # what the two quoted ratios are, where they are shown
         "slowdown: checkpointed time / normal time; savings: normal's overhead / "
-        "checkpointed's overhead (each over the baseline)"
+        "checkpointed's overhead (each over the baseline); each ratio is taken within a round "
+        "and pooled (slowdown: geometric mean, savings: median), so it is not the table's "
+        "columns divided"
         if any(r["mode"] == Mode.CHECKPOINTED.value for r in records)
         else ""
     )
