@@ -1,0 +1,46 @@
+"""The seventeenth audit's minor findings, a hostile user's: plot files that are all links
+to one file were called "written twice", not links; a sweep manifest listing no cells was
+called a folder with no result files; a cell's unknown state and an [expect] of an unknown
+strategy were read silently; a tiny time was written as hundreds of digits; an empty entry
+of ``run --modes`` was dropped silently; narrow ``compare`` notes contradicted each other;
+``--mprof /proc`` named no file; ``plan`` asked for a budget ``--budget`` refuses; a result
+or manifest of another version did not say newer or older. Nothing here measures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _cli import one_line_error, run_cli
+from _synthetic import CI_CASE, make_result
+
+from ckptbench.results.schema import save_result
+
+
+@pytest.fixture(autouse=True)
+def _no_step_summary(monkeypatch):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+def _result(tmp_path: Path) -> Path:
+    path = tmp_path / "r.json"
+    save_result(make_result(CI_CASE), path)
+    return path
+
+
+# ------------------------------------------------------------ 1. plots linked to one file
+
+
+def test_plot_files_linked_to_one_file_are_named_as_links(tmp_path, capsys):
+    """Each --plots file a link to one file: 'would write the file twice', not the rule
+    every output keeps (and one linked plot file gets): ckptbench never writes through one."""
+    result, plots, target = _result(tmp_path), tmp_path / "p", tmp_path / "one.png"
+    code, _, err = run_cli(capsys, ["compare", str(result), "--plots", str(plots), "-q"])
+    assert code == 0, err
+    target.write_bytes(b"not a plot")
+    for png in plots.glob("*.png"):
+        png.unlink()
+        png.symlink_to(target)
+    err = one_line_error(capsys, ["compare", str(result), "--plots", str(plots), "--force"])
+    assert "is a symbolic link; ckptbench never writes through one" in err, err
+    assert "twice" not in err and target.read_bytes() == b"not a plot"
