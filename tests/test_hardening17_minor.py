@@ -8,6 +8,7 @@ or manifest of another version did not say newer or older. Nothing here measures
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,36 @@ def test_plot_files_linked_to_one_file_are_named_as_links(tmp_path, capsys):
     err = one_line_error(capsys, ["compare", str(result), "--plots", str(plots), "--force"])
     assert "is a symbolic link; ckptbench never writes through one" in err, err
     assert "twice" not in err and target.read_bytes() == b"not a plot"
+
+
+# ------------------------------------------------------------ 2. a manifest of no cells
+
+
+def _manifest_folder(folder: Path, cells: list, doc: dict | None = None) -> Path:
+    """``folder`` holding CI_CASE's result and a sweep manifest of ``cells`` (``doc``: its
+    other fields, replaced after it is written)."""
+    from ckptbench.results.store import write_manifest
+
+    folder.mkdir()
+    save_result(make_result(CI_CASE), folder / f"{CI_CASE.key}.json")
+    config = {"name": "s", "expect": {"memory_savings_min": 1.0}, "expect_by_strategy": {}}
+    path = write_manifest(folder, {"config": config, "cells": cells})
+    if doc:
+        path.write_text(json.dumps({**json.loads(path.read_text()), **doc}))
+    return folder
+
+
+def test_a_manifest_listing_no_cells_is_not_called_a_folder_without_results(tmp_path, capsys):
+    """A sweep.json of no cells beside a result file: 'no result files in this folder'."""
+    folder = _manifest_folder(tmp_path / "m", [])
+    for command in ("check", "compare"):
+        err = one_line_error(capsys, [command, str(folder)])
+        assert "no result files" not in err
+        assert "its sweep manifest lists no cells; 1 result file here it does not list" in err
+    lost = {"key": "k", "file": "k.json", "state": "pending", "case": CI_CASE.to_dict()}
+    folder = _manifest_folder(tmp_path / "m2", [lost])
+    err = one_line_error(capsys, ["compare", str(folder)])
+    assert "its sweep manifest lists 1 cell, none saved; 1 result file here it does not" in err
+    (tmp_path / "empty").mkdir()
+    err = one_line_error(capsys, ["compare", str(tmp_path / "empty")])
+    assert "empty: no result files in this folder" in err
