@@ -78,3 +78,28 @@ def test_a_manifest_listing_no_cells_is_not_called_a_folder_without_results(tmp_
     (tmp_path / "empty").mkdir()
     err = one_line_error(capsys, ["compare", str(tmp_path / "empty")])
     assert "empty: no result files in this folder" in err
+
+
+# ------------------------------------------------------------ 3. unchecked manifest fields
+
+
+def _cell(state: str = "measured") -> dict:
+    file = f"{CI_CASE.key}.json"
+    return {"key": CI_CASE.key, "file": file, "state": state, "case": CI_CASE.to_dict()}
+
+
+def test_a_manifest_cell_state_or_expect_strategy_ckptbench_does_not_know_is_refused(
+    tmp_path, capsys
+):
+    """A cell state 'weird' and an expect_by_strategy table of no strategy were read
+    silently (check passed); a config with that table is refused."""
+    weird = _manifest_folder(tmp_path / "w", [_cell("weird")])
+    config = {"name": "s", "expect": {}, "expect_by_strategy": {"nosuch": {}}}
+    nosuch = _manifest_folder(tmp_path / "n", [_cell()], {"config": config})
+    for command in ("check", "compare"):
+        err = one_line_error(capsys, [command, str(weird)])
+        assert "cells[0].state is 'weird', not a cell state ckptbench knows (measured," in err
+        err = one_line_error(capsys, [command, str(nosuch)])
+        assert "config.expect_by_strategy has a table of an unknown strategy, 'nosuch'" in err
+    code, out, err = run_cli(capsys, ["check", str(_manifest_folder(tmp_path / "ok", [_cell()]))])
+    assert code == 0, out + err
