@@ -103,3 +103,26 @@ def test_a_manifest_cell_state_or_expect_strategy_ckptbench_does_not_know_is_ref
         assert "config.expect_by_strategy has a table of an unknown strategy, 'nosuch'" in err
     code, out, err = run_cli(capsys, ["check", str(_manifest_folder(tmp_path / "ok", [_cell()]))])
     assert code == 0, out + err
+
+
+# ------------------------------------------------------------ 4. tiny and huge times
+
+
+def test_tiny_and_huge_predicted_times_are_short(tmp_path, capsys, monkeypatch):
+    """A costs file's forward_time_s of 1e-320 was written as a 330-character decimal, so
+    plan hid the predicted time column even 250 columns wide."""
+    from ckptbench.render.format import fmt_seconds
+
+    assert fmt_seconds(1e-320) == "1.00e-320 s" and fmt_seconds(3.2e15) == "3.20e+15 s"
+    assert [fmt_seconds(x) for x in (1e-9, 0.000012, 0.903, 999999999.0, 0.0)] == [
+        "0.00000000100 s", "0.0000120 s", "0.903 s", "999999999 s", "0.00 s"
+    ]  # fmt: skip
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"forward_time_s": 1e-320, "taped_time_s": 1e-320,
+                                 "state_bytes": 1024, "tape_bytes": 4096}))  # fmt: skip
+    monkeypatch.setenv("COLUMNS", "250")
+    argv = ["plan", "--costs", str(costs), "--steps", "100", "--budget", "1MiB"]
+    code, out, err = run_cli(capsys, argv)
+    assert code == 0, err
+    assert "predicted time" in out and "not shown" not in out + err, out
+    assert max(len(line) for line in out.splitlines()) < 250
