@@ -126,3 +126,14 @@ def test_tiny_and_huge_predicted_times_are_short(tmp_path, capsys, monkeypatch):
     assert code == 0, err
     assert "predicted time" in out and "not shown" not in out + err, out
     assert max(len(line) for line in out.splitlines()) < 250
+
+
+# ------------------------------------------------------------ 5. an empty --modes entry
+
+
+@pytest.mark.parametrize("modes", ["baseline,,normal", "baseline,normal,", ",checkpointed"])
+def test_an_empty_modes_entry_is_refused(tmp_path, capsys, modes):
+    """'baseline,,normal' ran baseline and normal, the empty entry dropped silently."""
+    out = tmp_path / "r.json"
+    err = one_line_error(capsys, ["run", "--steps", "10", "--modes", modes, "--out", str(out)])
+    assert f"--modes {modes!r} has an empty entry" in err and not out.exists()
