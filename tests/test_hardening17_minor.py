@@ -137,3 +137,26 @@ def test_an_empty_modes_entry_is_refused(tmp_path, capsys, modes):
     out = tmp_path / "r.json"
     err = one_line_error(capsys, ["run", "--steps", "10", "--modes", modes, "--out", str(out)])
     assert f"--modes {modes!r} has an empty entry" in err and not out.exists()
+
+
+# ------------------------------------------------------------ 6. narrow compare notes
+
+
+def test_a_column_left_out_is_not_also_said_shown_without_its_interval(
+    tmp_path, capsys, monkeypatch
+):
+    """At COLUMNS=10 compare said 'not shown at this width: ..., ckpt +MiB, normal +MiB'
+    and then 'shown without their intervals at this width: normal +MiB, ckpt +MiB'."""
+    result = _result(tmp_path)
+    for columns in ("10", "40", "80"):
+        monkeypatch.setenv("COLUMNS", columns)
+        code, out, err = run_cli(capsys, ["compare", str(result)])
+        assert code == 0, err
+        notes = " ".join(out.split("Warnings:")[0].split())  # the notes, unwrapped
+        left_out = notes.split("not shown at this width: ")[1].split(" shown without")[0]
+        if "shown without their intervals at this width: " in notes:
+            narrowed = notes.split("shown without their intervals at this width: ")[1]
+            for head in ("normal +MiB", "ckpt +MiB"):
+                assert not (head in left_out and head in narrowed), (columns, notes)
+        else:
+            assert columns == "10" and "ckpt +MiB" in left_out, notes
