@@ -9,6 +9,7 @@ or manifest of another version did not say newer or older. Nothing here measures
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,15 @@ def test_a_column_left_out_is_not_also_said_shown_without_its_interval(
                 assert not (head in left_out and head in narrowed), (columns, notes)
         else:
             assert columns == "10" and "ckpt +MiB" in left_out, notes
+
+
+# ------------------------------------------------------------ 7. --mprof names its file
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_an_mprof_file_that_cannot_be_written_is_named(tmp_path, capsys):
+    """`compare r.json --mprof /proc`: '--mprof /proc: No such file or directory', which
+    file it tried to write not said (/proc itself exists)."""
+    err = one_line_error(capsys, ["compare", str(_result(tmp_path)), "--mprof", "/proc", "-q"])
+    name = f"mprofile_{CI_CASE.key}_baseline_r0.dat"
+    assert f"--mprof /proc/{name}: cannot write (No such file or directory)" in err, err
