@@ -173,3 +173,21 @@ def test_an_mprof_file_that_cannot_be_written_is_named(tmp_path, capsys):
     err = one_line_error(capsys, ["compare", str(_result(tmp_path)), "--mprof", "/proc", "-q"])
     name = f"mprofile_{CI_CASE.key}_baseline_r0.dat"
     assert f"--mprof /proc/{name}: cannot write (No such file or directory)" in err, err
+
+
+# ------------------------------------------------------------ 8. a budget past --budget's
+
+
+def test_plan_never_asks_for_a_budget_that_budget_refuses(tmp_path, capsys):
+    """Costs whose least budget is 2**63 B: 'the smallest budget that works is 8388608 TiB
+    (9223372036854775808 B)', which --budget refuses (its limit is 2**62 bytes)."""
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"forward_time_s": 0.001, "taped_time_s": 0.002,
+                                 "state_bytes": 2**62, "tape_bytes": 2**62}))  # fmt: skip
+    argv = ["plan", "--costs", str(costs), "--steps", "20", "--budget", "1GiB", "-q"]
+    code, _, err = run_cli(capsys, argv)
+    assert code == 2, err
+    line = next(x for x in err.splitlines() if x.startswith("ckptbench: error:"))
+    assert "can be planned within a budget below 2**62 bytes (the limit of --budget)" in line
+    assert "the least storage peak is 8388608 TiB (9223372036854775808 B)" in line
+    assert "smallest budget that works" not in line
