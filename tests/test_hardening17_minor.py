@@ -191,3 +191,33 @@ def test_plan_never_asks_for_a_budget_that_budget_refuses(tmp_path, capsys):
     assert "can be planned within a budget below 2**62 bytes (the limit of --budget)" in line
     assert "the least storage peak is 8388608 TiB (9223372036854775808 B)" in line
     assert "smallest budget that works" not in line
+
+
+# ------------------------------------------------------------ 9. newer or older versions
+
+
+@pytest.mark.parametrize(
+    ("version", "words"),
+    [
+        (4, "schema_version 4 is from a newer ckptbench (this one reads 3): upgrade ckptbench"),
+        (2, "schema_version 2 is from an older ckptbench (this one reads 3): read it with that"),
+        (0, "schema_version 0 is not supported (this ckptbench reads 3)"),
+        ("3", "schema_version '3' is not supported (this ckptbench reads 3)"),
+    ],
+)
+def test_a_result_of_another_version_says_newer_or_older(tmp_path, capsys, version, words):
+    """schema_version 4 (a newer ckptbench's) and 2 (an older one's) both read 'is not
+    supported (this ckptbench reads 3)': which way to go, upgrade or not, was not said."""
+    path = _result(tmp_path)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "schema_version": version}))
+    for command in ("compare", "check"):
+        assert f"{path}: {words}" in one_line_error(capsys, [command, str(path)])
+
+
+def test_a_manifest_of_a_newer_version_says_upgrade(tmp_path, capsys):
+    newer = _manifest_folder(tmp_path / "v2", [_cell()], {"manifest_version": 2})
+    err = one_line_error(capsys, ["check", str(newer)])
+    assert "manifest_version 2 is from a newer ckptbench (this one reads 1): upgrade" in err
+    never = _manifest_folder(tmp_path / "v0", [_cell()], {"manifest_version": 0})
+    err = one_line_error(capsys, ["check", str(never)])  # no ckptbench wrote 0: not 'older'
+    assert "manifest_version 0 is not supported (this ckptbench reads 1)" in err

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ckptbench.results.schema import unsupported_version
 from ckptbench.schedules import STRATEGIES
 from ckptbench.sweep.cells import CellState
 
@@ -31,8 +32,7 @@ def manifest_problem(data: dict[str, Any]) -> str | None:
     true/false flags."""
     version = data.get("manifest_version")
     if type(version) is not int or version != MANIFEST_VERSION:
-        return (f"manifest_version {_short(version)} is not supported (this ckptbench reads "
-                f"{MANIFEST_VERSION})")  # fmt: skip
+        return unsupported_version("manifest_version", version, MANIFEST_VERSION)
     cells = data.get("cells", [])
     if not isinstance(cells, list):
         return f"cells is {_kind(cells)}, not a list"
