@@ -173,7 +173,7 @@ def test_run_check_reads_expectations_from_the_sweep_manifest(tmp_path: Path) ->
     # bad input is a ValueError (exit 2 in the CLI), not a failed gate
     foreign = tmp_path / "foreign.json"
     foreign.write_text('{"schema_version": 1}')
-    with pytest.raises(ValueError, match="schema_version 1 is not supported"):
+    with pytest.raises(ValueError, match="schema_version 1 is from an older ckptbench"):
         run_check([foreign])
 
 

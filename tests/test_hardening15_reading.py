@@ -125,6 +125,12 @@ def _sweep_folder(tmp_path: Path) -> Path:
     return out
 
 
+#: What a result of a newer layout reads as.
+NEWER = (
+    "schema_version 4 is from a newer ckptbench (this one reads 3): upgrade ckptbench to read it"
+)
+
+
 def _break(out: Path) -> tuple[Path, Path, Path]:
     """The folder's cells: one of schema version 4, one cut short, one intact."""
     s2, s3, s4 = (next(out.glob(f"rnn-l20-s{s}-*.json")) for s in (2, 3, 4))
@@ -141,7 +147,7 @@ def test_compare_shows_the_readable_cells_and_names_each_unreadable_one(tmp_path
     code, text, err = run_cli(capsys, ["compare", str(out), "--format", "markdown"])
     assert code == 0, err
     assert "| rnn l=20 s=4 revolve |" in text  # the readable cell is shown
-    v4 = f"{s2}: schema_version 4 is not supported (this ckptbench reads 3)"
+    v4 = f"{s2}: {NEWER}"
     cut = f"{s3}: not JSON ("
     for stream in (text, err):
         assert "2 cell file(s) could not be read" in stream
@@ -164,7 +170,7 @@ def test_check_gates_the_readable_cells_and_fails_each_unreadable_one(tmp_path, 
     lines = text.splitlines()
     passed = "status: all modes measured"
     assert any(x.startswith("ok   rnn-l20-s4-") and x.endswith(passed) for x in lines)
-    v4 = f"readable: {s2}: schema_version 4 is not supported (this ckptbench reads 3)"
+    v4 = f"readable: {s2}: {NEWER}"
     assert any(x.startswith(f"FAIL {s2.stem} ") and x.endswith(v4) for x in lines)
     assert any(x.startswith(f"FAIL {s3.stem} readable: {s3}: not JSON (") for x in lines)
     xml, md = junit.read_text(), summary.read_text()
@@ -182,9 +188,7 @@ def test_a_broken_file_given_by_name_is_still_one_line(tmp_path, capsys):
     s2, s3, _ = _break(out)
     for command in ("compare", "check"):
         err = one_line_error(capsys, [command, str(s2)])
-        assert err == (
-            f"ckptbench: error: {s2}: schema_version 4 is not supported (this ckptbench reads 3)\n"
-        )
+        assert err == f"ckptbench: error: {s2}: {NEWER}\n"
         assert "not JSON (" in one_line_error(capsys, [command, str(s3)])
 
 

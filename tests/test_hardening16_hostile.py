@@ -76,7 +76,7 @@ def test_a_manifest_of_another_version_is_refused(tmp_path, capsys):
     folder = _sweep_folder(tmp_path / "v2", 2)
     for command in ("check", "compare"):
         err = one_line_error(capsys, [command, str(folder)])
-        assert "manifest_version 2 is not supported (this ckptbench reads 1)" in err
+        assert "manifest_version 2 is from a newer ckptbench (this one reads 1): upgrade" in err
 
 
 # ------------------------------------------------------------ 3. a full disk at --out

@@ -126,9 +126,9 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     refuse_folder_clashes({"--plots": plots, "--mprof": mprof_dir}, targets)
     if mprof_dir is not None:  # before anything is written, as -o and --plots are
         targets += check_mprof_files(after, mprof_dir, inputs, force)
-    refuse_duplicates(targets)
-    for path, _ in figures:
+    for path, _ in figures:  # a link is named as one, before two links to one file
         check_side_output(path, "--plots", inputs, force)
+    refuse_duplicates(targets)
     if output is not None:  # before any plot is written: a refusal leaves nothing behind
         probe_writable(output, "-o")
     if figures:

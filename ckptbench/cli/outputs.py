@@ -150,8 +150,11 @@ def write_mprof(results, folder: Path, quiet: bool = False, replace: bool = Fals
         for path in export_mprof(results, folder, command, replace=replace):
             if not quiet:
                 click.echo(f"wrote {path}", err=True)
-    except (OSError, ValueError) as err:
-        raise InputError(f"--mprof {folder}: {getattr(err, 'strerror', None) or err}") from None
+    except OSError as err:  # the file it was writing (export_mprof), or the folder
+        where = err.filename or folder
+        raise InputError(f"--mprof {where}: cannot write ({err.strerror or err})") from None
+    except ValueError as err:
+        raise InputError(f"--mprof {folder}: {err}") from None
 
 
 def expect_verdicts(after, paths, manifests=None):

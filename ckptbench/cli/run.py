@@ -90,9 +90,11 @@ def _parse_modes(text: str, trace: bool = False):
     if trace and Mode.CHECKPOINTED.value not in [m.strip() for m in text.split(",")]:
         raise InputError("--trace records the checkpointed mode; --modes must include it")
 
-    names = [m.strip() for m in text.split(",") if m.strip()]
-    if not names:
+    names = [m.strip() for m in text.split(",")]
+    if not any(names):
         raise InputError("--modes is empty")
+    if not all(names):  # 'baseline,,normal': a mode left out, or a stray comma
+        raise InputError(f"--modes {text!r} has an empty entry: use baseline, normal, checkpointed")
     known = [m.value for m in Mode]
     for name in names:
         if name not in known:

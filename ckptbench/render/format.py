@@ -179,10 +179,13 @@ def fmt_time(seconds: float | None, digits: int = 3, unit: bool = True) -> str:
 def fmt_seconds(seconds: float | None) -> str:
     """Seconds at three significant digits, trailing zeros kept: '1.32 s', '1.00 s',
     '0.0742 s', '0.000456 s' (a prediction for a small model is not '0.000 s' beside another
-    '0.000 s', and '1 s' not beside '0.903 s'); never in exponent notation."""
+    '0.000 s', and '1 s' not beside '0.903 s'); in exponent notation only below 1 ns or from
+    1e9 s ('1.00e-320 s': a costs file's time, as a decimal, ran to 330 characters)."""
     if missing(seconds):
         return "-"
     text = f"{seconds:#.3g}"
+    if seconds and not 1e-9 <= abs(seconds) < 1e9:
+        return f"{seconds:.2e} s"
     if "e" in text:  # below 1e-4 or from 1000 s: plain decimals at three significant digits
         digits = max(0, 2 - math.floor(math.log10(abs(seconds)))) if seconds else 0
         text = f"{seconds:.{digits}f}"

@@ -108,12 +108,16 @@ def export_mprof(
     replace: bool = False,
 ) -> list[str]:
     """Write the mprof files of :func:`mprof_files` into ``folder``; their paths. An existing
-    file is never replaced unless ``replace`` (the caller checks what it replaces)."""
+    file is never replaced unless ``replace`` (the caller checks what it replaces); an
+    OSError names the file it was writing (``filename``), not a temp file or the folder."""
     os.makedirs(folder, exist_ok=True)
     written: list[str] = []
     for path, m in mprof_files(results, folder):
         start = m.started_unix_s if m.started_unix_s is not None else 0.0
-        write_mprof(path, m.timeline, start_time=start, command=command, replace=replace)
+        try:
+            write_mprof(path, m.timeline, start_time=start, command=command, replace=replace)
+        except OSError as err:
+            raise OSError(err.errno, err.strerror or str(err), path) from None
         written.append(path)
     return written
 

@@ -183,7 +183,9 @@ def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column], l
         if total(trial) <= width:
             cols = trial
             dropped.remove(col)
-    return cols, dropped, numbered, shortened
+    gone = {c.key for c in dropped}  # narrowed or numbered, then left out: named once, as out
+    numbered = [n for n in numbered if n.column.key not in gone]
+    return cols, dropped, numbered, [c for c in shortened if c.key not in gone]
 
 
 def _cells(text: str) -> int:

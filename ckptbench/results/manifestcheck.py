@@ -8,6 +8,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ckptbench.results.schema import unsupported_version
+from ckptbench.schedules import STRATEGIES
+from ckptbench.sweep.cells import CellState
+
 __all__ = ["MANIFEST_VERSION", "manifest_problem"]
 
 #: The manifest layout this ckptbench writes and reads (a newer one may mean other things).
@@ -16,6 +20,8 @@ MANIFEST_VERSION = 1
 #: The [expect] thresholds recorded in a manifest's config, by kind of value.
 _POSITIVE = ("memory_savings_min", "slowdown_max", "grad_max_rel_err_max")
 _FLAGS = ("forward_steps_exact",)
+#: The states a sweep records of a cell.
+_STATES = tuple(state.value for state in CellState)
 
 
 def manifest_problem(data: dict[str, Any]) -> str | None:
@@ -26,8 +32,7 @@ def manifest_problem(data: dict[str, Any]) -> str | None:
     true/false flags."""
     version = data.get("manifest_version")
     if type(version) is not int or version != MANIFEST_VERSION:
-        return (f"manifest_version {_short(version)} is not supported (this ckptbench reads "
-                f"{MANIFEST_VERSION})")  # fmt: skip
+        return unsupported_version("manifest_version", version, MANIFEST_VERSION)
     cells = data.get("cells", [])
     if not isinstance(cells, list):
         return f"cells is {_kind(cells)}, not a list"
@@ -39,6 +44,9 @@ def manifest_problem(data: dict[str, Any]) -> str | None:
             return f"cells[{i}].file is not a file name in its folder ({_short(name)})"
         if not isinstance(cell.get("key", ""), str):
             return f"cells[{i}].key is {_kind(cell['key'])}, not a string"
+        if "state" in cell and cell["state"] not in _STATES:
+            return (f"cells[{i}].state is {_short(cell['state'])}, not a cell state ckptbench "
+                    f"knows ({', '.join(_STATES)})")  # fmt: skip
     config = data.get("config", {})
     if not isinstance(config, dict):
         return f"config is {_kind(config)}, not an object"
@@ -46,6 +54,9 @@ def manifest_problem(data: dict[str, Any]) -> str | None:
     by_strategy = config.get("expect_by_strategy", {})
     if not isinstance(by_strategy, dict):
         return f"config.expect_by_strategy is {_kind(by_strategy)}, not an object"
+    if (unknown := next((k for k in by_strategy if k not in STRATEGIES), None)) is not None:
+        return (f"config.expect_by_strategy has a table of an unknown strategy, "
+                f"{_short(unknown)} (choose from {', '.join(STRATEGIES)})")  # fmt: skip
     tables |= {f"expect_by_strategy.{k}": v for k, v in by_strategy.items()}
     for where, table in tables.items():
         if not isinstance(table, dict):

@@ -61,6 +61,7 @@ __all__ = [
     "result_to_dict",
     "save_or_beside",
     "save_result",
+    "unsupported_version",
     "version_problem",
     "write_atomic",
     "writer_lock",
@@ -635,10 +636,21 @@ def version_problem(data: dict[str, Any], source: str) -> str | None:
     version = data.get("schema_version")
     if version == SCHEMA_VERSION:
         return None
-    return (
-        f"{source}: schema_version {version!r} is not supported (this ckptbench reads "
-        f"{SCHEMA_VERSION})"
-    )
+    return f"{source}: {unsupported_version('schema_version', version, SCHEMA_VERSION)}"
+
+
+def unsupported_version(name: str, version: Any, reads: int) -> str:
+    """Why a document's ``name`` (schema_version, manifest_version) ``version`` is not read by
+    this ckptbench, which reads ``reads``: a newer ckptbench wrote it (upgrade), an older one
+    did, or it is no version a ckptbench writes."""
+    if type(version) is int and version > reads:
+        return (f"{name} {version} is from a newer ckptbench (this one reads {reads}): "
+                "upgrade ckptbench to read it")  # fmt: skip
+    if type(version) is int and version >= 1:
+        return (f"{name} {version} is from an older ckptbench (this one reads {reads}): read it "
+                "with that version, or measure again")  # fmt: skip
+    text = repr(version) if len(repr(version)) <= 40 else repr(version)[:37] + "..."
+    return f"{name} {text} is not supported (this ckptbench reads {reads})"
 
 
 def result_from_dict(data: dict[str, Any], source: str = "result") -> RunResult:

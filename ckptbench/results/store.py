@@ -50,6 +50,7 @@ from ckptbench.results.setaside import (
     misfiled,
     same_measurement,
 )
+from ckptbench.results.units import count_text
 
 __all__ = [
     "MANIFEST_KIND",
@@ -378,9 +379,7 @@ def _cell_files(
             else:
                 files.extend((f, None, None) for f in sorted(p.glob("*.json")))
             if listed == [] or (listed is None and not any(p.glob("*.json"))):
-                lost = missing_cells([p], manifests)
-                why = f" (its manifest lists {len(lost)} cells, none saved)" if lost else ""
-                raise StoreError(f"{p}: no result files in this folder{why}")
+                raise StoreError(f"{p}: {_no_cells(p, manifests)}")
         elif p.exists():
             listed = manifest_cells(p, manifests=manifests) if p.name == MANIFEST_NAME else None
             if listed is not None:
@@ -391,6 +390,18 @@ def _cell_files(
         else:
             raise StoreError(f"{p}: no such file or folder")
     return files, named
+
+
+def _no_cells(folder: Path, manifests: ManifestFiles | None) -> str:
+    """Why ``folder`` yields no result file: no ``*.json`` at all, or a sweep manifest that
+    lists no cells, or none saved, with the result files there it does not list."""
+    listed = manifest_cells(folder / MANIFEST_NAME, saved=False, manifests=manifests)
+    if listed is None:
+        return "no result files in this folder"
+    why = f"lists {count_text(len(listed), 'cell')}, none saved" if listed else "lists no cells"
+    others = sum(_kind(f) == RESULT for f in folder.glob("*.json"))
+    unlisted = f"; {count_text(others, 'result file')} here it does not list (pass one by name)"
+    return f"its sweep manifest {why}" + (unlisted if others else "")
 
 
 def _load(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from ckptbench.results.units import size_text
+from ckptbench.results.units import MAX_BYTES, size_text
 from ckptbench.schedules.actions import Action, ActionKind, ScheduleError, check_int
 from ckptbench.schedules.cost_model import Prediction, predict
 from ckptbench.schedules.optimal.costs import Costs, PlanError, costs_from_json
@@ -162,7 +162,8 @@ def min_budget_bytes(costs: Costs, steps: int, levels: int = DEFAULT_LEVELS) -> 
 def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
     """:class:`PlanError` naming the smallest budget that works when the planner has no plan
     within ``budget``: none fits at all (below the least storage peak any schedule has), or
-    one fits but the planner's memory quanta round it over (it then says so)."""
+    one fits but the planner's memory quanta round it over (it then says so); or none that
+    no budget can be, 2**62 B and more (:data:`~ckptbench.results.units.MAX_BYTES`)."""
     import numpy as np
 
     from ckptbench.schedules.optimal import dp
@@ -172,6 +173,11 @@ def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
         return
     _, _, sb, tb = costs.per_step(steps)
     exact = dp.least_storage(np.asarray(sb, dtype=np.int64), np.asarray(tb, dtype=np.int64))
+    if least >= MAX_BYTES:  # no budget to name: every budget is below it (Case, --budget)
+        raise PlanError(
+            f"no schedule of {steps} steps can be planned within a budget below 2**62 bytes "
+            f"(the limit of --budget): the least storage peak is {_bytes(exact)}"
+        )
     if budget_bytes < exact:
         if least > exact:  # name the budget that plans, not one refused by the next line
             raise PlanError(
