@@ -125,12 +125,14 @@ def _numbered(col: Column, records: Sequence[dict[str, Any]]) -> tuple[Column, _
     return shown, _Numbered(col, texts)
 
 
-def _fit(table: Table, width: int | None) -> tuple[list[Column], list[Column], list[_Numbered]]:
-    """The columns that fit ``width``, those left out, and a label column shown as row
-    numbers (its legend). Steps, cheapest first: use a column's narrow text, then a label
-    column's row numbers, or leave out the column with the highest priority number; when
-    only priority-1 columns are left, the rightmost (never the first). Then a column left
-    out comes back where a later step made room for it. A value is never cut: its column
+def _fit(
+    table: Table, width: int | None
+) -> tuple[list[Column], list[Column], list[_Numbered], list[Column]]:
+    """The columns that fit ``width``, those left out, a label column shown as row numbers (its
+    legend), and the columns shown in their narrow text. Steps, cheapest first: use a column's
+    narrow text, then a label column's row numbers, or leave out the column with the highest
+    priority number; when only priority-1 columns are left, the rightmost (never the first). Then a
+    column left out comes back where a later step made room for it. A value is never cut: its column
     is whole, numbered with a legend, or left out and named."""
     cols = list(table.shown)
     dropped: list[Column] = []
