@@ -105,3 +105,23 @@ def test_max_time_without_a_unit_below_a_minute_is_refused_as_a_slip():
     assert res.exit_code == 2
     assert "4 would be 4 s (a duration without a unit is seconds): write 4m" in res.output
     assert "or 4s if you mean it" in res.output
+
+
+def test_a_refused_plugin_leaves_no_folder_made_for_its_output(tmp_path, monkeypatch):
+    """2026-11-29 (layer-stack audit): `run` makes --out's folder before the plug-in check, and
+    a plug-in refused there left that folder behind, empty; now a refusal removes the folders
+    the command made while they are empty, and leaves one that holds anything."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "badplug.py").write_text("def broken():\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["run", "--model", "badplug:broken", "--steps", "10", "--snaps", "2", "--out"]
+    res = CliRunner().invoke(cli, [*args, "newdir/sub/x.json"])
+    assert res.exit_code == 2, res.output
+    assert "created folder newdir/sub for --out" in res.output
+    assert not (tmp_path / "newdir").exists()
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "other.txt").write_text("mine")
+    res = CliRunner().invoke(cli, [*args, "kept/sub/x.json"])
+    assert res.exit_code == 2, res.output
+    assert not (tmp_path / "kept" / "sub").exists()
+    assert (tmp_path / "kept" / "other.txt").read_text() == "mine"

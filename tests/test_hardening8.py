@@ -251,7 +251,8 @@ def test_an_ignored_costs_file_is_not_judged(tmp_path, monkeypatch):
     for 24 steps, not 10', exit 2; usage.md says an option a strategy ignores is said once."""
     import json
 
-    from test_hardening2 import FAKE, TINY
+    from _fake import FAKE
+    from test_hardening2 import TINY
 
     monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(FAKE))
     costs = tmp_path / "cnn.json"

@@ -16,7 +16,8 @@ import click
 
 from ckptbench import __version__
 from ckptbench.cli import check, compare, plan, profile, run, schedule, sweep
-from ckptbench.cli.options import EXIT_OK, EXIT_USAGE, one_line
+from ckptbench.cli.options import EXIT_OK, EXIT_USAGE, InputError, one_line
+from ckptbench.cli.outputs import remove_made_folders
 from ckptbench.cli.readout import misread_output_option
 
 #: stdout's reader went away (`ckptbench schedule --actions | head -1`): 128 + SIGPIPE, as a
@@ -80,6 +81,9 @@ class _Commands(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except InputError:  # refused: no empty folder of its outputs left behind
+            remove_made_folders(ctx)
+            raise
         except BrokenPipeError:
             _quiet_stdout()
             raise SystemExit(EXIT_BROKEN_PIPE) from None

@@ -57,14 +57,35 @@ def probe_writable(path: Path, what: str) -> None:
         raise InputError(f"{what} {path}: cannot write there ({err.strerror or err})") from None
 
 
+#: ``click.Context.meta`` key: the folders this command made, innermost first
+#: (:func:`remove_made_folders`).
+MADE_FOLDERS = "ckptbench.made_folders"
+
+
 def make_folder(folder: Path, what: str) -> None:
     """``folder`` made for the output ``what`` (parents too), said in one line on stderr when
     it was missing ('note: created folder X for --out'), so a typo in a path is seen; OSError
-    if it cannot be."""
-    missing = not folder.exists()
+    if it cannot be. Each folder made is recorded in the command's context, so one left
+    empty by a refusal is removed again (:func:`remove_made_folders`)."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
     folder.mkdir(parents=True, exist_ok=True)
     if missing:
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:
+            ctx.find_root().meta.setdefault(MADE_FOLDERS, []).extend(missing)
         click.echo(f"note: created folder {folder} for {what}", err=True)
+
+
+def remove_made_folders(ctx: click.Context) -> None:
+    """The folders this command made (:func:`make_folder`) removed where they are still
+    empty: a command refused after making its output's folder (a plug-in refused at its
+    check, say) leaves nothing behind. A folder holding anything stays, and so do those
+    above it."""
+    for folder in ctx.find_root().meta.pop(MADE_FOLDERS, []):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def claim_out(ctx: click.Context, path: Path) -> None:
