@@ -11,6 +11,7 @@ and what it answers now.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,64 @@ def test_a_sweep_over_a_framework_that_raises_on_import_is_one_line(
     err = one_line_error(capsys, ["sweep", str(config), "--out", str(tmp_path / "out")])
     assert "--backend torch needs PyTorch" in err and CUDART in err, err
     assert "pip install 'ckptbench[torch]'" in err, err
+
+
+# ------------------------------------- 2: intervals from two rounds on a noisy machine
+
+
+#: an interval's end in exponent form, '[6.9e-36, 2.8e+34]'
+EXPONENT_END = re.compile(r"[\[ ][0-9.]+e[+-][0-9]+[,\]]")
+
+
+def noisy_two_rounds():
+    """Two rounds whose checkpointed times differ 300 000-fold: a true, absurd interval."""
+    from dataclasses import replace
+
+    from _synthetic import CI_CASE, make_result
+
+    result = make_result(CI_CASE, seed=3, rounds=2, time_cv=0.0)
+    modes = []
+    for m in result.modes:
+        if m.mode.value == "checkpointed":
+            f = 1e-3 if m.round == 0 else 300.0
+            m = replace(m, iterations=tuple(
+                replace(i, wall_time_s=i.wall_time_s * f, cpu_time_s=i.cpu_time_s * f)
+                for i in m.iterations
+            ))  # fmt: skip
+        modes.append(m)
+    return replace(result, modes=tuple(modes))
+
+
+def test_interval_ends_far_off_the_estimate_read_as_bounds() -> None:
+    from ckptbench.results.units import half_width_text, interval_text, relative_text
+
+    assert interval_text(0.0000012, 512539.87, 2, center=0.8) == ("<0.008", ">80")
+    assert interval_text(0.5, 512539.87, 2, center=1.31) == ("0.50", ">100")
+    assert interval_text(1.25, 1.37, 2, center=1.31) == ("1.25", "1.37")
+    assert interval_text(0.0000012, 512539.87, 2) == ("0.0000012", "512539.87")  # no estimate
+    assert half_width_text(643697.473) == ">+/-1000%" and half_width_text(0.046) == "+/-4.6%"
+    assert relative_text(6.3e34) == ">1000%" and relative_text(0.1) == "10.0%"
+
+
+def test_run_and_compare_print_a_hopeless_interval_readably_and_keep_it_exact(tmp_path) -> None:
+    import json
+
+    from ckptbench.analysis import compare
+    from ckptbench.render import compare_report, warning_lines
+    from ckptbench.render.formats import get_format
+    from ckptbench.render.reports import run_report
+    from ckptbench.results.schema import result_to_dict
+
+    result = noisy_two_rounds()
+    low, high = result.summary.slowdown.interval
+    assert low < 1e-30 and high > 1e30  # the exact ends, as computed
+    text = get_format("text").render(run_report(result), 200)
+    assert "0.44x [<0.005, >40]" in text and not EXPONENT_END.search(text), text
+    assert "<x, >y: an end more than 100x off the estimate" in text, text
+    warned = " ".join(warning_lines(result))
+    assert "(up to >1000%)" in warned and "00000000" not in warned, warned
+    compared = get_format("text").render(compare_report(compare([result])), 200)
+    assert "0.44x [<0.005, >40]" in compared and not EXPONENT_END.search(compared), compared
+    doc = json.loads(get_format("json").render(run_report(result), None))
+    assert doc == json.loads(json.dumps(result_to_dict(result)))
+    assert doc["summary"]["slowdown_ci"] == [low, high]

@@ -52,7 +52,8 @@ SECTIONS = (TableSection, Prose, Figure, Data)
 #: table in its legend).
 LEGEND = (
     "+MiB: a mode's exact peak over the forward-only baseline's; slowdown: ckpt time / normal "
-    "time; savings: normal +MiB / ckpt +MiB; [95%]: 95% intervals over the rounds; evals "
+    "time; savings: normal +MiB / ckpt +MiB; [95%]: 95% intervals over the rounds (<x, >y: "
+    "an end more than 100x off the estimate); evals "
     "(opt): step evaluations (the schedule's optimum); vs floor: ckpt time / (normal time + "
     "the extra evaluations at the forward-only step time)"
 )

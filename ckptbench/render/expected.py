@@ -102,4 +102,4 @@ def _rounds(r: Ratio | None) -> str:
     if r is None or r.interval is None or r.rounds < 2 or not r.per_round:
         return ""
     rounds = ", ".join(f"{v:.2f}x" for v in r.per_round)
-    return f" {fmt_interval(r.low, r.high)} (rounds {rounds})"
+    return f" {fmt_interval(r.low, r.high, center=r.value)} (rounds {rounds})"
