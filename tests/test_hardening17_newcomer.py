@@ -124,3 +124,36 @@ def test_run_and_compare_print_a_hopeless_interval_readably_and_keep_it_exact(tm
     doc = json.loads(get_format("json").render(run_report(result), None))
     assert doc == json.loads(json.dumps(result_to_dict(result)))
     assert doc["summary"]["slowdown_ci"] == [low, high]
+
+
+# ------------------------------- 3: compare's narrow table keeps a failed cell's status
+
+
+def test_a_narrow_compare_keeps_the_status_of_failed_cells_and_no_column_of_one_host() -> None:
+    from dataclasses import replace
+
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.analysis import compare
+    from ckptbench.render import compare_report
+    from ckptbench.render.formats import get_format
+    from ckptbench.results.schema import Status
+
+    failed = {m: Status.FAILED for m in ("baseline", "normal", "checkpointed")}
+    results = [
+        make_result(replace(CI_CASE, hidden=32), seed=1, rounds=2, status=failed),
+        make_result(CI_CASE, seed=2, rounds=2),
+    ]
+    text = get_format("text").render(compare_report(compare(results)), 100)
+    table = text.split("\n\n")[0]
+    header = table.splitlines()[1]
+    assert "status" in header and "base, normal, ckpt failed" in table, table
+    assert "host" not in header and "on host host-a" in table, table
+    assert "not shown at this width" not in table or "host" not in table.split("width:")[1]
+    wide = get_format("text").render(compare_report(compare(results)), 250).split("\n\n")[0]
+    assert "baseline: failed, normal: failed, checkpointed: failed" in wide, wide
+    assert "host" not in wide.splitlines()[1], wide  # the note names it
+    # several hosts: a column again, kept like the figures
+    two = [results[0], replace(results[1], host="host-b")]
+    wide = get_format("text").render(compare_report(compare(two)), 250).split("\n\n")[0]
+    assert "host" in wide.splitlines()[1], wide
