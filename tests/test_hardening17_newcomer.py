@@ -157,3 +157,32 @@ def test_a_narrow_compare_keeps_the_status_of_failed_cells_and_no_column_of_one_
     two = [results[0], replace(results[1], host="host-b")]
     wide = get_format("text").render(compare_report(compare(two)), 250).split("\n\n")[0]
     assert "host" in wide.splitlines()[1], wide
+
+
+# ------------------------------------------- 4: a choice mistyped gets a suggestion
+
+
+@pytest.mark.parametrize(
+    ("argv", "near"),
+    [
+        (["run", "--backend", "pytorch"], "torch"),
+        (["run", "--backend", "Torch"], "torch"),
+        (["plan", "--backend", "jaxlib", "--budget", "8MiB"], "jax"),
+        (["run", "--strategy", "revolv"], "revolve"),
+        (["run", "--strategy", "binomial"], "revolve"),
+        (["run", "--device", "cuda:0"], "cuda"),
+        (["run", "--dtype", "fp32"], "float32"),
+        (["run", "--format", "jsn"], "json"),
+        (["compare", ".", "--format", "htm"], "html"),
+        (["compare", ".", "--format", "md"], "markdown"),
+        (["profile", "--mode", "checkpoint"], "checkpointed"),
+    ],
+)
+def test_a_mistyped_choice_is_answered_with_the_nearest(capsys, argv, near) -> None:
+    err = one_line_error(capsys, argv)
+    assert f"(Did you mean '{near}'?)" in err, err
+
+
+def test_a_choice_with_nothing_near_gets_no_guess(capsys) -> None:
+    err = one_line_error(capsys, ["run", "--backend", "tensorflow"])
+    assert "is not one of" in err and "Did you mean" not in err, err

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from ckptbench.cli.options import InputError
+from ckptbench.cli.values import did_you_mean
 
 
 def input_files(model: str | None, *paths: str | os.PathLike[str] | None) -> list[str]:
@@ -259,7 +260,9 @@ class FormatChoice(click.ParamType):
     def convert(self, value, param, ctx):
         if value in self.choices():
             return value
-        self.fail(f"{value!r} is not one of {', '.join(map(repr, self.choices()))}", param, ctx)
+        choices = self.choices()
+        said = f"{value!r} is not one of {', '.join(map(repr, choices))}"
+        self.fail(said + did_you_mean(value, choices), param, ctx)
 
 
 def json_and_format_options(sections, what: str, json_help: str):
