@@ -186,3 +186,22 @@ def test_a_mistyped_choice_is_answered_with_the_nearest(capsys, argv, near) -> N
 def test_a_choice_with_nothing_near_gets_no_guess(capsys) -> None:
     err = one_line_error(capsys, ["run", "--backend", "tensorflow"])
     assert "is not one of" in err and "Did you mean" not in err, err
+
+
+# ----------------------------- 5: --format table, the old name of text, not offered
+
+
+@pytest.mark.parametrize("command", ["run", "plan", "compare", "check"])
+def test_help_offers_the_formats_by_their_names_and_still_takes_the_old_one(
+    capsys, command
+) -> None:
+    from _cli import run_cli
+
+    from ckptbench.cli.outputs import FormatChoice
+    from ckptbench.render.reports import RUN_SECTIONS
+
+    code, out, _ = run_cli(capsys, [command, "--help"])
+    assert code == 0
+    metavar = out.split("--format ", 1)[1].split()[0]
+    assert "text" in metavar and "table" not in metavar, metavar
+    assert FormatChoice(lambda: RUN_SECTIONS).convert("table", None, None) == "table"

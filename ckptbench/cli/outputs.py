@@ -249,18 +249,20 @@ class FormatChoice(click.ParamType):
     def __init__(self, sections):
         self.sections = sections
 
-    def choices(self) -> list[str]:
+    def choices(self, *, aliases: bool = True) -> list[str]:
+        """The formats' names, and their older names (accepted, never offered: ``table``
+        is text's)."""
         from ckptbench.render.formats import names_for
 
-        return names_for(self.sections())
+        return names_for(self.sections(), aliases=aliases)
 
     def get_metavar(self, param, ctx=None) -> str:
-        return "[" + "|".join(self.choices()) + "]"
+        return "[" + "|".join(self.choices(aliases=False)) + "]"
 
     def convert(self, value, param, ctx):
         if value in self.choices():
             return value
-        choices = self.choices()
+        choices = self.choices(aliases=False)
         said = f"{value!r} is not one of {', '.join(map(repr, choices))}"
         self.fail(said + did_you_mean(value, choices), param, ctx)
 
