@@ -205,3 +205,31 @@ def test_help_offers_the_formats_by_their_names_and_still_takes_the_old_one(
     metavar = out.split("--format ", 1)[1].split()[0]
     assert "text" in metavar and "table" not in metavar, metavar
     assert FormatChoice(lambda: RUN_SECTIONS).convert("table", None, None) == "table"
+
+
+# --------------------- 6: plan's and profile's columns said under their tables, as run's
+
+
+def test_plan_says_what_tapes_kept_and_its_peak_are(tmp_path, capsys) -> None:
+    import json
+
+    from _cli import run_cli
+
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"forward_time_s": 0.0004, "taped_time_s": 0.0026,
+                                 "state_bytes": 65536, "tape_bytes": 450000}))  # fmt: skip
+    argv = ["plan", "--steps", "300", "--budget", "4MiB", "--costs", str(costs)]
+    code, out, err = run_cli(capsys, argv)
+    assert code == 0, err
+    assert "tapes kept (peak)" in out
+    assert "tapes kept (peak): steps taped ahead and kept until their reverse" in out, out
+
+
+def test_profile_says_what_a_negative_increment_is() -> None:
+    from ckptbench.render.profile import profile_table
+    from ckptbench.render.table import to_text
+
+    row = {"file": "m.py", "line": 3, "function": "step", "occurrences": 50, "source": "x = 1"}
+    doc = {"rows": [{**row, "increment_mib": 12.5}, {**row, "line": 4, "increment_mib": -3.0}]}
+    text = to_text(profile_table(doc, 10), 120)
+    assert "-3.00" in text and "increment MiB: " in text and "negative: " in text, text
