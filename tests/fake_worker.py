@@ -10,7 +10,8 @@ FAKE_SLEEP=<mode>:<seconds> sleeps (timeouts); FAKE_ALLOC=<mode>:<MiB> touches m
 waits (memory limits); FAKE_GRAD_NOISE=<x> perturbs the checkpointed gradient;
 FAKE_SCALE=<x> multiplies every reported peak overhead (regressions); FAKE_CPU_SHARE=<x>
 reports CPU time = x * wall time (a busy machine). Side tasks: ``check`` passes unless
-FAKE_PLUGIN_BAD=<message>; ``device`` reports no problem with the device only with FAKE_CUDA=1.
+FAKE_PLUGIN_BAD=<message>; ``device`` reports no problem with the CPU, and with a GPU only
+with FAKE_CUDA=1.
 """
 
 import json
@@ -46,7 +47,7 @@ def main() -> int:
         emit({"event": "result", "ok": not bad, "error": bad})
         return 0
     if task == "device":
-        cuda = os.environ.get("FAKE_CUDA") == "1"
+        cuda = os.environ.get("FAKE_CUDA") == "1" or case.get("device") == "cpu"
         problem = None if cuda else "torch 0.fake (a CPU-only build) sees no CUDA device here"
         emit({"event": "result", "ok": True, "problem": problem})
         return 0

@@ -219,7 +219,9 @@ def noise_verdicts(
                 None,
                 slowdown.half_width_rel,
                 half_width_max,
-                f"slowdown interval [{', '.join(interval_text(slowdown.low, slowdown.high, 2))}] "
+                "slowdown interval ["
+                + ", ".join(interval_text(slowdown.low, slowdown.high, 2, center=slowdown.value))
+                + "] "
                 "is wider than "
                 f"+/-{percent_text(half_width_max)} of {slowdown.value:.2f}",
             )

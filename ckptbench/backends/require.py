@@ -39,10 +39,13 @@ def require(
     error: type[ImportError] = MissingPackageError,
 ) -> ModuleType:
     """``import package``, or raise ``error`` with one line naming what needs it (``what``,
-    e.g. ``--backend torch``), the package (as ``shown``, e.g. PyTorch) and how to install
-    it (``hint``)."""
+    e.g. ``--backend torch``), the package (as ``shown``, e.g. PyTorch), why it cannot be
+    imported (the import's own error: a package missing, or installed but raising on import,
+    e.g. a CUDA library not found) and how to install it (``hint``)."""
     try:
         return importlib.import_module(package)
-    except ImportError as err:
+    except Exception as err:  # an install broken another way (OSError, RuntimeError) too
         why = str(err) or type(err).__name__
+        if not isinstance(err, ImportError):
+            why = f"{type(err).__name__}: {why}"
         raise error(missing_message(what, shown or package, why, hint)) from None

@@ -13,9 +13,7 @@ import click
 from ckptbench.backends.registry import DEFAULT_BACKEND, backend_names, device_aliases
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.cli.readout import READOUT
-from ckptbench.cli.values import (
-    SECONDS,
-)
+from ckptbench.cli.values import SECONDS, SuggestingChoice
 from ckptbench.results.schema import Case
 from ckptbench.schedules import get_strategy, strategy_names
 
@@ -169,7 +167,7 @@ any_host_option = click.option(
 #: --backend: the registered backends (ckptbench.backends.registry).
 backend_option = click.option(
     "--backend",
-    type=click.Choice(backend_names()),
+    type=SuggestingChoice(backend_names()),
     default=DEFAULT_BACKEND,
     show_default=True,
     help="Library that computes the gradient (torch: pip install '.[torch]').",
@@ -199,7 +197,7 @@ def device_words(ctx: click.Context, device: str, text: str) -> str:
 #: --device: every device some backend runs on; Case validation pairs it with the backend.
 device_option = click.option(
     "--device",
-    type=click.Choice(
+    type=SuggestingChoice(
         sorted({d for n in backend_names() for d in backend_spec(n).devices} | set(DEVICE_ALIASES))
     ),
     default="cpu",
@@ -311,7 +309,7 @@ def numerics_options(func):
 
     func = click.option(
         "--executor",
-        type=click.Choice(EXECUTORS),
+        type=SuggestingChoice(EXECUTORS),
         default=None,
         help="How our schedules run. --backend jax: compiled (one XLA program running the "
         "action table; the default on the CPU) or engine (the shared interpreter dispatching "
@@ -322,7 +320,7 @@ def numerics_options(func):
     )(func)
     return click.option(
         "--dtype",
-        type=click.Choice(DTYPES),
+        type=SuggestingChoice(DTYPES),
         default="float64",
         show_default=True,
         help="Floating-point type of the workload (torch and jax cast to it; autograd's "

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from ckptbench.cli.options import InputError
+from ckptbench.cli.values import did_you_mean
 
 
 def input_files(model: str | None, *paths: str | os.PathLike[str] | None) -> list[str]:
@@ -272,18 +273,22 @@ class FormatChoice(click.ParamType):
     def __init__(self, sections):
         self.sections = sections
 
-    def choices(self) -> list[str]:
+    def choices(self, *, aliases: bool = True) -> list[str]:
+        """The formats' names, and their older names (accepted, never offered: ``table``
+        is text's)."""
         from ckptbench.render.formats import names_for
 
-        return names_for(self.sections())
+        return names_for(self.sections(), aliases=aliases)
 
     def get_metavar(self, param, ctx=None) -> str:
-        return "[" + "|".join(self.choices()) + "]"
+        return "[" + "|".join(self.choices(aliases=False)) + "]"
 
     def convert(self, value, param, ctx):
         if value in self.choices():
             return value
-        self.fail(f"{value!r} is not one of {', '.join(map(repr, self.choices()))}", param, ctx)
+        choices = self.choices(aliases=False)
+        said = f"{value!r} is not one of {', '.join(map(repr, choices))}"
+        self.fail(said + did_you_mean(value, choices), param, ctx)
 
 
 def json_and_format_options(sections, what: str, json_help: str):

@@ -19,6 +19,7 @@ from ckptbench.cli.options import (
     timeout_option,
 )
 from ckptbench.cli.run_steps import snaps_notes
+from ckptbench.cli.values import SuggestingChoice
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case
 
@@ -31,14 +32,14 @@ from ckptbench.results.schema import Case
 @click.option("--snaps", type=POS, default=5, show_default=True, help=SNAPS_HELP)
 @click.option(
     "--strategy",
-    type=click.Choice(SNAPS_STREAMS),
+    type=SuggestingChoice(SNAPS_STREAMS),
     default="revolve",
     show_default=True,
     help="The schedule the checkpointed mode runs.",
 )
 @click.option(
     "--mode",
-    type=click.Choice(["checkpointed", "normal", "baseline"]),
+    type=SuggestingChoice(["checkpointed", "normal", "baseline"]),
     default="checkpointed",
     show_default=True,
     help="Which gradient to profile: checkpointed, normal (plain) or baseline (forward only).",

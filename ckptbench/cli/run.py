@@ -49,7 +49,7 @@ from ckptbench.cli.run_steps import (
     report_outcome,
     show_result,
 )
-from ckptbench.cli.values import BYTES, CAP_SECONDS, LIMIT_BYTES, SECONDS
+from ckptbench.cli.values import BYTES, CAP_SECONDS, LIMIT_BYTES, SECONDS, SuggestingChoice
 from ckptbench.results.schema import MAX_THREADS, Case
 from ckptbench.schedules import strategy_names
 
@@ -154,7 +154,7 @@ def _sections():
 )
 @click.option(
     "--strategy",
-    type=click.Choice(strategy_names()),
+    type=SuggestingChoice(strategy_names()),
     default="revolve",
     show_default=True,
     help=strategy_help(strategy_names()),
@@ -287,7 +287,7 @@ def _sections():
 @click.option(
     "--expect-oom",
     multiple=True,
-    type=click.Choice(["baseline", "normal", "checkpointed"]),
+    type=SuggestingChoice(["baseline", "normal", "checkpointed"]),
     help="This mode is meant to exceed --memory-limit (e.g. normal, to show that only the "
     "checkpointed gradient fits): its out-of-memory is the result, exit 0; if it fits, exit 1.",
 )

@@ -99,23 +99,23 @@ def checked_in_worker(
     ctx, case: Case, device: str, costs: dict | None = None, costs_file=None, *,
     stopped: str = "nothing measured",
 ) -> tuple[Case, tuple[str, ...], PluginChecked]:  # fmt: skip
-    """The device probe and the plug-in check, in a disposable worker, never in this
-    process, on every backend: the plug-in's protocol once (and its factory's own sizes
-    where no size option was given; a chain too long to plan from per-layer costs refused,
-    unless ``costs`` were given). Returns the case with those sizes, the notes (with
-    ``costs`` read from ``costs_file``: whether its states are the plug-in's, by the bytes
-    the check measured) and what the check found (``tasks.PluginChecked``: the user's files
-    it loaded, with their digests, where the run's watch of them starts,
-    ``run_case(checked_sources=...)``, and the dtypes of the loss and what it gets,
-    ``run_case(plugin_dtypes=...)``); InputError on a
-    problem (naming ``device`` as typed), exit 128 + N when stopped by signal N, saying
-    ``stopped`` (what the command then did not do). ``run`` and ``plan`` both check here."""
+    """The device probe (:func:`imports_framework`) and the plug-in check, in a disposable
+    worker, never in this process, on every backend: the plug-in's protocol once (and its
+    factory's own sizes where no size option was given; a chain too long to plan from
+    per-layer costs refused, unless ``costs`` were given). Returns the case with those
+    sizes, the notes (with ``costs`` read from ``costs_file``: whether its states are the
+    plug-in's, by the bytes the check measured) and what the check found
+    (``tasks.PluginChecked``: the user's files it loaded, with their digests, where the
+    run's watch of them starts, ``run_case(checked_sources=...)``, and the dtypes of the
+    loss and what it gets, ``run_case(plugin_dtypes=...)``); InputError on a problem
+    (naming ``device`` as typed), exit 128 + N when stopped by signal N, saying ``stopped``
+    (what the command then did not do). ``run`` and ``plan`` both check here."""
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
     from ckptbench.measure.tasks import checked_plugin, probe_device
 
     try:
         with stop_on_signals():
-            if device != "cpu" and (why := probe_device(case)) is not None:
+            if imports_framework(case) and (why := probe_device(case)) is not None:
                 raise InputError(device_words(ctx, device, f"--device {device}: {why}"))
             checked = checked_plugin(case, given_sizes=given_sizes(ctx), costs=costs)
             case, notes = checked.case, checked.notes
@@ -129,6 +129,16 @@ def checked_in_worker(
         click.echo(f"ckptbench: interrupted by {stop_reason(err)}; {stopped}", err=True)
         sys.exit(128 + getattr(err, "signum", 2))
     return case, notes, checked
+
+
+def imports_framework(case: Case) -> bool:
+    """Whether ``run`` and ``plan`` ask a disposable worker before measuring: on an
+    accelerator (can the framework compute there?) and on a backend installed as an extra
+    (one with an install hint: torch, JAX), whose package may be found yet raise on import
+    (a CUDA library missing), on the CPU too. One import in a worker, about as long as a
+    worker's start-up (``BackendSpec.worker_start_s``); a broken install is then one line
+    and exit 2 instead of every worker failing (``measure.tasks.probe_device``)."""
+    return case.device != "cpu" or bool(registry.spec(case.backend).install_hint)
 
 
 @dataclass(frozen=True)

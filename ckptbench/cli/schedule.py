@@ -15,6 +15,7 @@ from ckptbench.cli.options import (
     stdout_console,
     strategy_help,
 )
+from ckptbench.cli.values import SuggestingChoice
 from ckptbench.schedules import get_strategy
 
 
@@ -26,7 +27,7 @@ from ckptbench.schedules import get_strategy
 @click.option("--snaps", type=POS, required=True, help=SNAPS_HELP)
 @click.option(
     "--strategy",
-    type=click.Choice(SNAPS_STREAMS),
+    type=SuggestingChoice(SNAPS_STREAMS),
     default="revolve",
     show_default=True,
     help=strategy_help(SNAPS_STREAMS),

@@ -254,14 +254,16 @@ def _progress_printer(console, *, quiet: bool, show_iterations: bool):
 
 
 def _check_devices(config: Path, cases) -> None:
-    """Each accelerator the cells name, asked once per backend of a disposable worker
-    (``measure.tasks.probe_device``), as ``run`` asks: InputError with one line where one
-    cannot compute here, before anything is printed or measured."""
+    """Each accelerator the cells name, and each backend installed as an extra, asked once
+    per backend of a disposable worker (``measure.tasks.probe_device``), as ``run`` asks
+    (``run_steps.imports_framework``): InputError with one line where one cannot compute
+    here or its framework cannot be imported, before anything is printed or measured."""
+    from ckptbench.cli.run_steps import imports_framework
     from ckptbench.measure.tasks import probe_device
 
     first = {}
     for case in cases:
-        if case.device != "cpu":
+        if imports_framework(case):
             first.setdefault((case.backend, case.device), case)
     with _checking("devices"):
         for (backend, device), case in first.items():

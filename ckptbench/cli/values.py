@@ -1,5 +1,6 @@
 """Option values as people type them: sizes ('2GiB'), durations ('5m') and fractions ('5%')
-as click parameter types, each refusal one line naming what was typed.
+as click parameter types, each refusal one line naming what was typed; a choice mistyped
+answered with the nearest ('pytorch' -> 'torch': :class:`SuggestingChoice`).
 
 The parsing is :mod:`ckptbench.results.units`' (pure, shared with a sweep config); here
 are the command line's rules on top: a bare number below :data:`BARE_BYTES_MIN` is a slip,
@@ -8,6 +9,7 @@ a decimal unit is noted (:func:`size_notes`), and an option that refuses 0 says 
 
 from __future__ import annotations
 
+import difflib
 import re
 
 import click
@@ -141,3 +143,64 @@ class _Fraction(click.ParamType):
 
 FRACTION = _Fraction()
 POSITIVE_FRACTION = _Fraction(positive=True)
+
+
+#: What people type for a choice that goes by another name here: suggested, never accepted
+#: for it (only where that name is a choice of the option).
+CHOICE_ALIASES = {
+    "pytorch": "torch",
+    "pt": "torch",
+    "jaxlib": "jax",
+    "flax": "jax",
+    "numpy": "autograd",
+    "binomial": "revolve",
+    "treeverse": "revolve",
+    "sqrt": "uniform",
+    "fp64": "float64",
+    "double": "float64",
+    "f64": "float64",
+    "fp32": "float32",
+    "float": "float32",
+    "f32": "float32",
+    "bf16": "bfloat16",
+    "md": "markdown",
+    "txt": "text",
+    "htm": "html",
+    "cuda:0": "cuda",
+    "nvidia": "cuda",
+}
+
+
+def nearest_choice(value: object, choices: list[str] | tuple[str, ...]) -> str | None:
+    """The choice ``value`` most likely meant: its own name in another case, a known other
+    name (:data:`CHOICE_ALIASES`), or the nearest by ``difflib``; None where none is near."""
+    typed = str(value).strip().lower()
+    by_case = {c.lower(): c for c in choices}
+    if typed in by_case:
+        return by_case[typed]
+    alias = CHOICE_ALIASES.get(typed)
+    if alias in choices:
+        return alias
+    near = difflib.get_close_matches(typed, list(by_case), n=1, cutoff=0.6)
+    return by_case[near[0]] if near else None
+
+
+def did_you_mean(value: object, choices: list[str] | tuple[str, ...]) -> str:
+    """ " (Did you mean 'torch'?)" as click words an option name's, or ''."""
+    near = nearest_choice(value, choices)
+    return f" (Did you mean {near!r}?)" if near is not None else ""
+
+
+class SuggestingChoice(click.Choice):
+    """``click.Choice`` whose refusal names the nearest choice: '--backend pytorch' is
+    "'pytorch' is not one of 'autograd', 'jax', 'torch'. (Did you mean 'torch'?)", as click
+    answers a mistyped option name."""
+
+    def convert(self, value, param, ctx):
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as err:
+            hint = did_you_mean(value, [str(c) for c in self.choices])
+            if not hint:
+                raise
+            self.fail(f"{err.message}{hint}", param, ctx)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ckptbench.backends.require import MissingPackageError
 from ckptbench.measure import senders
 from ckptbench.measure.launch import raise_deferred, read_tail, start_worker, stop_worker
 from ckptbench.measure.sources import CheckedSources, PluginKey, plugin_key
@@ -371,11 +372,15 @@ def _for_its_kind(case: Case, report: dict[str, Any], costs: dict[str, Any] | No
 
 def probe_device(case: Case, *, worker: Sequence[str] | None = None) -> str | None:
     """Why the case's backend cannot compute on its device here (None when it can), asked
-    of a disposable worker: ckptbench's own process never imports torch or JAX."""
+    of a disposable worker: ckptbench's own process never imports torch or JAX. A
+    framework that is not installed, or raises on import, is a ``MissingPackageError``
+    (a ``ValueError``: one line, with the install command)."""
     try:
         report = run_task(case, {"task": "device"}, worker=worker, timeout_s=case.timeout_s)
     except TaskError as err:
         return f"cannot ask {case.backend} about {case.device}: {err}"
+    if report.get("missing"):
+        raise MissingPackageError(str(report["missing"]))
     problem = report.get("problem")
     return None if problem is None else str(problem)
 

@@ -20,7 +20,8 @@ measures the step costs the planner needs (``ckptbench.measure.stepcosts``, repo
 (``ckptbench.workloads.check``: ``init``, one ``step``, ``post``, ``loss`` and their gradient;
 reported as ``problem``, ``sizes`` and ``notes``, with ``user_files`` and their SHA-256,
 ``user_sha256``, where the runner's watch of them starts), ``"device"`` asks the case's
-framework whether it can compute on the case's device (``registry.device_problem``),
+framework whether it can compute on the case's device (``registry.device_problem``;
+``missing``: why the framework cannot be imported, ``require.MissingPackageError``'s line),
 ``"profile"`` profiles one gradient line by line (``ckptbench.measure.lineprofile``). Whatever a
 plug-in raises at import, ``SystemExit`` and ``KeyboardInterrupt`` included, is reported as
 one ``result`` event; after it the worker exits at once (``os._exit``), so threads a plug-in
@@ -53,6 +54,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ckptbench.backends import Built, registry
+from ckptbench.backends.require import MissingPackageError
 from ckptbench.engine import clock
 from ckptbench.measure import orphans
 from ckptbench.measure import peaks as measure
@@ -209,8 +211,11 @@ def _side_task(task: str, case: Case, job: dict[str, Any]) -> dict[str, Any]:
         from ckptbench.workloads.check import check_workload
 
         return {"ok": True, **check_workload(case, job.get("given_sizes")), **hashed_user_files()}
-    if task == "device":
-        return {"ok": True, "problem": registry.device_problem(case)}
+    if task == "device":  # a framework that cannot be imported is said as such
+        try:
+            return {"ok": True, "problem": registry.device_problem(case)}
+        except MissingPackageError as err:
+            return {"ok": True, "problem": None, "missing": str(err)}
     if task == "profile":
         from ckptbench.measure.lineprofile import profile_job
 

@@ -26,6 +26,7 @@ from ckptbench.results.schema import (
     Status,
     complete_rounds_text,
 )
+from ckptbench.results.units import half_width_text, relative_text
 
 __all__ = [
     "MISSING_ROUNDS",
@@ -176,7 +177,7 @@ def caveats(result: RunResult) -> list[Caveat]:
            "out-of-memory": "every mode exceeding --memory-limit"}  # fmt: skip
     if prec.get("stopped") in why:
         half = prec.get("half_width_rel")
-        got = "no interval" if half is None else f"+/-{half:.1%}"
+        got = "no interval" if half is None else half_width_text(half)
         within = half is not None and half <= prec["target_rel"]  # the planned rounds cut
         out.append(
             Caveat(
@@ -236,7 +237,8 @@ def grouped_warning_lines(
         if values:
             first = items[0][1]
             v = min(values) if first.worst_is_low else max(values)
-            worst = f" ({'down to' if first.worst_is_low else 'up to'} {v:{first.value_fmt}})"
+            shown = relative_text(v) if first.value_fmt == ".1%" else f"{v:{first.value_fmt}}"
+            worst = f" ({'down to' if first.worst_is_low else 'up to'} {shown})"
         if labels is None:
             where = _where([c for _, c in items])
         else:

@@ -25,7 +25,7 @@ from ckptbench.render.format import (
     told_apart,
 )
 from ckptbench.render.table import Column, Table
-from ckptbench.results.schema import RunResult
+from ckptbench.results.schema import RunResult, Status
 
 __all__ = [
     "cells_table",
@@ -75,9 +75,24 @@ def _ci(name: str, digits: int, star: bool = False):
     return text
 
 
+#: a mode's name in a narrow status, as the table's headers shorten it
+_MODE_SHORT = {"baseline": "base", "normal": "normal", "checkpointed": "ckpt"}
+
+
 def _status_short(v: Any, _r: dict[str, Any]) -> str:
-    """'interrupted in round 3' for 'interrupted in round 3 (2 complete rounds)'."""
-    return str(v).split(" (")[0] if v else "-"
+    """'interrupted in round 3' for 'interrupted in round 3 (2 complete rounds)'; the modes
+    of one status together, 'base, normal, ckpt failed' for 'baseline: failed, normal:
+    failed, checkpointed: failed'."""
+    if not v:
+        return "-"
+    text = str(v).split(" (")[0]
+    parts = [p.partition(": ") for p in text.split(", ")]
+    if not all(sep and m in _MODE_SHORT for m, sep, _ in parts):
+        return text
+    by_status: dict[str, list[str]] = {}
+    for mode, _, status in parts:
+        by_status.setdefault(status, []).append(_MODE_SHORT[mode])
+    return "; ".join(f"{', '.join(modes)} {status}" for status, modes in by_status.items())
 
 
 def _over(mode: str, narrow: bool = False):
@@ -120,13 +135,14 @@ def cells_table(results: Sequence[RunResult]) -> Table:
         for row, label, short in zip(rows, labels, shorts, strict=True)
     ]
     hosts = {r.host for r in results}
+    host_priority = 1 if len(hosts) > 1 else 0 if len(results) > 1 else 9
     on_gpu = 1 if frame["device_memory_savings"].notna().any() else 0
     identity = ("key", "model", "steps", "snaps", "strategy", "hidden", "batch")
     raw = [Column(k, priority=0) for k in (*identity, "budget_bytes", "dtype", "executor")]
     columns = (
         Column("label", "cell", align="left", narrow=_short, narrow_priority=2, number_priority=2),
-        # a column that reads the same in every row goes first (the note below names it)
-        Column("host", "host", lambda v, _r: v or "-", "left", priority=9 if len(hosts) < 2 else 1),
+        # one host: named in the note below (several cells), or left out first (one cell)
+        Column("host", "host", lambda v, _r: v or "-", "left", priority=host_priority),
         *raw,
         Column("baseline_peak_bytes", "base MiB", _mib, priority=5),
         Column("baseline_peak_spread_bytes", "base spread", _mib, priority=5),
@@ -177,8 +193,10 @@ def cells_table(results: Sequence[RunResult]) -> Table:
             lambda v, _r: "-" if missing(v) else f"{v:.1e}",
             priority=4,
         ),
-        Column("status", "status", align="left", narrow=_status_short, narrow_priority=4),
-    )
+        # a failed cell's figures read '-': its status, which says why, goes last
+        Column("status", "status", align="left", narrow=_status_short, narrow_priority=4,
+               keep=any(r.get("status") != Status.OK.value for r in records)),
+    )  # fmt: skip
     common = common_fields([r.case for r in results])
     if len(hosts) == 1 and len(results) > 1:
         common = f"{common} on host {next(iter(hosts)) or '-'}".strip()
@@ -279,6 +297,13 @@ def _delta_text(v: Any, r: dict[str, Any]) -> str:
     )
 
 
+def _time_interval(v: Any, r: dict[str, Any]) -> str:
+    """new/old's 95% interval, '[0.962, 1.041]' (an end far off new/old as a bound)."""
+    if missing(v):
+        return "-"
+    return fmt_interval(v, r["time_ratio_high"], 3, center=r.get("time_ratio"))
+
+
 def delta_table(comparison: Comparison) -> Table:
     """One row per paired (cell, host, mode): memory delta and time test."""
     labels = cell_labels([cell.case for cell in comparison.cells])
@@ -319,9 +344,6 @@ def delta_table(comparison: Comparison) -> Table:
     def n(v: Any, r: dict[str, Any]) -> str:
         return "-" if missing(v) else f"{v}v{r['n_after']}"
 
-    def interval(v: Any, r: dict[str, Any]) -> str:
-        return "-" if missing(v) else fmt_interval(v, r["time_ratio_high"], 3)
-
     def processes(v: Any, r: dict[str, Any]) -> str:
         return "-" if missing(v) else f"{v}v{r['processes_after']}"
 
@@ -345,7 +367,7 @@ def delta_table(comparison: Comparison) -> Table:
         Column("time_before_s", "time before s", num(".4f"), priority=3),
         Column("time_after_s", "after s", num(".4f"), priority=2),
         Column("time_change", "change", num("+.1%")),
-        Column("time_ratio_low", "new/old 95%", interval, priority=2),
+        Column("time_ratio_low", "new/old 95%", _time_interval, priority=2),
         Column("time_ratio", priority=0),
         Column("time_ratio_high", priority=0),
         Column("processes_before", "processes", processes, priority=4),

@@ -53,7 +53,8 @@ SECTIONS = (TableSection, Prose, Figure, Data)
 LEGEND = (
     "+MiB: a mode's exact peak over the forward-only baseline's; slowdown: ckpt time / normal "
     "time; savings: normal +MiB / ckpt +MiB (both per round, then the rounds' geometric mean "
-    "and median: not the shown columns divided); [95%]: 95% intervals over the rounds; evals "
+    "and median: not the shown columns divided); [95%]: 95% intervals over the rounds (<x, "
+    ">y: an end more than 100x off the estimate); evals "
     "(opt): step evaluations (the schedule's optimum); vs floor: ckpt time / (normal time + "
     "the extra evaluations at the forward-only step time)"
 )

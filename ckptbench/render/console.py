@@ -19,6 +19,7 @@ from ckptbench.render.format import (
     setting_text,
 )
 from ckptbench.results.schema import Case, Mode
+from ckptbench.results.units import half_width_text
 
 __all__ = [
     "PLAIN_WIDTH",
@@ -195,8 +196,8 @@ class JobClock:
             lo, hi = slow.as_list()
             goal = f" (goal {fmt_percent(self.precision.target_rel, 0)})" if self.precision else ""
             parts.append(
-                f"slowdown {slow.value:.2f}x {fmt_interval(lo, hi)} "
-                f"+/-{slow.half_width_rel:.1%}{goal}"
+                f"slowdown {slow.value:.2f}x {fmt_interval(lo, hi, center=slow.value)} "
+                f"{half_width_text(slow.half_width_rel)}{goal}"
             )
         sav = self.estimate.get("memory_savings")
         if sav is not None:

@@ -103,7 +103,7 @@ def _rounds(r: Ratio | None) -> str:
     floor from its own workers)."""
     if r is None or r.interval is None:
         return ""
-    shown = f" {fmt_interval(r.low, r.high)}"
+    shown = f" {fmt_interval(r.low, r.high, center=r.value)}"
     if r.rounds < 2 or not r.per_round:
         return shown
     rounds = ", ".join(f"{v:.2f}x" for v in r.per_round)

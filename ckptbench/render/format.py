@@ -153,19 +153,21 @@ def ratio_digits(v: float, digits: int) -> int:
 
 def fmt_ratio_ci(v: float | None, ci: Sequence[float] | None, digits: int = 2) -> str:
     """A ratio with its 95% interval: '1.17x [1.10, 1.25]', or just '1.17x' without one
-    (the interval in the ratio's decimals)."""
+    (the interval in the ratio's decimals; ends far off the ratio as bounds:
+    :func:`fmt_interval`)."""
     if not missing(v):
         digits = ratio_digits(v, digits)
     text = fmt_ratio(v, digits)
     if missing(v) or not ci:
         return text
-    return f"{text} {fmt_interval(ci[0], ci[1], digits)}"
+    return f"{text} {fmt_interval(ci[0], ci[1], digits, center=v)}"
 
 
-def fmt_interval(low: float, high: float, digits: int = 2) -> str:
+def fmt_interval(low: float, high: float, digits: int = 2, *, center: float | None = None) -> str:
     """'[1.10, 1.25]', the ends rounded outward (``results.units.interval_text``): the printed
-    interval holds the computed one."""
-    lo, hi = interval_text(low, high, digits)
+    interval holds the computed one; with the estimate ``center``, an end more than a factor
+    100 from it is a bound, '0.80x [<0.008, >80]' (``units.OFF_SCALE``)."""
+    lo, hi = interval_text(low, high, digits, center=center)
     return f"[{lo}, {hi}]"
 
 

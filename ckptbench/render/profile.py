@@ -40,8 +40,13 @@ def profile_table(doc: dict[str, Any], top: int) -> Table:
         Column("occurrences", "runs"),
         Column("source", "source", _source, align="left", priority=2),
     )
+    legend = (  # what the figures are, as run's table says its columns
+        "increment MiB: the change in traced memory (tracemalloc) while the line ran, summed "
+        "over its runs (negative: it freed more than it allocated, e.g. a tape or state "
+        "released); runs: how often it ran",
+    )
     return Table(f"memory by line, top {len(records)} of {len(doc.get('rows', []))}", columns,
-                 records)  # fmt: skip
+                 records, notes=legend)  # fmt: skip
 
 
 def profile_lines(doc: dict[str, Any]) -> list[str]:

@@ -24,6 +24,7 @@ from ckptbench.render.format import (
 )
 from ckptbench.render.table import Column, Table
 from ckptbench.results.schema import Case, Mode, RunResult, Status
+from ckptbench.results.units import half_width_text, off_scale
 from ckptbench.schedules import (
     get_strategy,
 )
@@ -201,9 +202,15 @@ def run_table(result: RunResult) -> Table:
     columns = _run_columns(result.summary.on_device)
     s = result.summary  # no slowdown where a mode failed in a round: the rounds kept
     rounds = s.slowdown.rounds or s.memory_savings.rounds or s.rounds_complete
+    far = any(  # an end shown as a bound, '[<0.008, >80]'
+        r.interval is not None and off_scale(r.value, *r.interval) != (None, None)
+        for r in (s.slowdown, s.memory_savings)
+    )
     legend = (  # what the brackets are, where the table shows any
         f"[low, high]: 95% intervals over {rounds} rounds (overhead: the iterations' peaks "
-        "and a rerun's spread); baseline is the forward pass alone"
+        "and a rerun's spread"
+        + ("; <x, >y: an end more than 100x off the estimate" if far else "")
+        + "); baseline is the forward pass alone"
         if rounds > 1
         else ()
     )
@@ -356,11 +363,11 @@ def _precision_line(result: RunResult) -> str | None:
     if prec.get("stopped") == "reached":
         return (
             f"--precision {fmt_percent(prec['target_rel'])} reached: slowdown interval "
-            f"+/-{prec['half_width_rel']:.1%} after {prec['rounds']} rounds"
+            f"{half_width_text(prec['half_width_rel'])} after {prec['rounds']} rounds"
         )
     if prec.get("stopped") in ("max-time", "max-rounds"):
         half = prec.get("half_width_rel")
-        got = "no interval" if half is None else f"slowdown interval +/-{half:.1%}"
+        got = "no interval" if half is None else f"slowdown interval {half_width_text(half)}"
         cap = (
             f"time cap (--max-time {fmt_duration(prec['max_time_s'])})"
             if prec["stopped"] == "max-time"

@@ -116,4 +116,9 @@ def plan_table(
         Column("note", "note", _text, "left"),
     )
     records = [dict(r) for r in rows]
-    return Table(title, columns, tuple(records))
+    legend = (  # what the counts are, as run's table says its columns
+        "tapes kept (peak): steps taped ahead and kept until their reverse instead of "
+        "recomputed (the most held at once); advances: untaped step evaluations, the first "
+        "sweep included; predicted time and peak: the cost model's, from the step costs above",
+    )
+    return Table(title, columns, tuple(records), notes=legend)

@@ -58,6 +58,9 @@ class Column:
     #: row's text in a legend under the table, before the columns of this priority go
     #: (0: never)
     number_priority: int = 0
+    #: a priority-1 column left out only after every other (a failed cell's status, which
+    #: says why its figures read '-')
+    keep: bool = False
 
     def value(self, record: dict[str, Any]) -> Any:
         return record.get(self.key)
@@ -131,8 +134,9 @@ def _fit(
     """The columns that fit ``width``, those left out, a label column shown as row numbers (its
     legend), and the columns shown in their narrow text. Steps, cheapest first: use a column's
     narrow text, then a label column's row numbers, or leave out the column with the highest
-    priority number; when only priority-1 columns are left, the rightmost (never the first). Then a
-    column left out comes back where a later step made room for it. A value is never cut: its column
+    priority number; when only priority-1 columns are left, the rightmost (never the first; one
+    marked ``keep`` after the others). Then a column left out comes back where a later step
+    made room for it. A value is never cut: its column
     is whole, numbered with a legend, or left out and named."""
     cols = list(table.shown)
     dropped: list[Column] = []
@@ -162,7 +166,8 @@ def _fit(
             if c.number_priority and c.narrow is None and len(table.records) > 1
         ]
         if not steps and len(cols) > 1:  # still too wide: the rightmost goes, named, never cut
-            steps = [(1, 0, cols[-1])]
+            last = [c for c in cols[1:] if not c.keep] or cols[1:]
+            steps = [(1, 0, last[-1])]
         if not steps:
             break
         _, how, col = max(steps, key=lambda s: (s[0], s[1], cols.index(s[2])))

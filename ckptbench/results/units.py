@@ -9,6 +9,7 @@ through the two writers, so a size reads the same everywhere. Parse errors are
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal
 from fractions import Fraction
@@ -150,18 +151,69 @@ def exact_size_text(n: int) -> str:
     return min([*texts, f"{n}B"], key=len)
 
 
+#: An end of a ratio's interval more than this factor from its estimate is printed as a
+#: bound: two rounds on a busy machine gave a slowdown of 0.80x [0.0000012, 512539.87], true
+#: and unreadable; it reads 0.80x [<0.008, >80] (the exact ends stay in the result file).
+OFF_SCALE = 100
+#: A relative width above this (1000%) is printed as '>1000%' (+/-64369747.3% said nothing more).
+HUGE_RELATIVE = 10.0
+
+
+def relative_text(fraction: float) -> str:
+    """A relative width as a percentage with one decimal, '4.6%', or '>1000%' above
+    :data:`HUGE_RELATIVE`."""
+    return f">{HUGE_RELATIVE:.0%}" if fraction > HUGE_RELATIVE else f"{fraction:.1%}"
+
+
+def half_width_text(fraction: float) -> str:
+    """An interval's half-width relative to its estimate: '+/-4.6%', or '>+/-1000%'."""
+    if fraction > HUGE_RELATIVE:
+        return f">+/-{HUGE_RELATIVE:.0%}"
+    return f"+/-{fraction:.1%}"
+
+
+def off_scale(center: float | None, low: float, high: float) -> tuple[str | None, str | None]:
+    """'<X' for a low end below ``center`` / OFF_SCALE and '>Y' for a high end above
+    ``center`` * OFF_SCALE (X and Y those limits at one significant digit, rounded so each
+    stays true), None for an end on the scale (or no positive ``center``)."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR
+
+    if center is None or not math.isfinite(center) or center <= 0:
+        return None, None
+
+    def limit(v: float, rounding: str) -> str:
+        d = Decimal(repr(v))
+        return decimal_text(d.quantize(Decimal(1).scaleb(d.adjusted()), rounding=rounding))
+
+    lo_limit, hi_limit = center / OFF_SCALE, center * OFF_SCALE
+    lo = f"<{limit(lo_limit, ROUND_CEILING)}" if low < lo_limit else None
+    hi = f">{limit(hi_limit, ROUND_FLOOR)}" if high > hi_limit else None
+    return lo, hi
+
+
 def interval_text(
-    low: float, high: float, digits: int, *, significant: bool = True
+    low: float,
+    high: float,
+    digits: int,
+    *,
+    significant: bool = True,
+    center: float | None = None,
 ) -> tuple[str, str]:
     """An interval's ends with ``digits`` decimals, rounded outward (the low end down, the
     high end up), so the printed interval holds the computed one: a savings interval from
     0.954 reads [0.95, ...], not [1.0, ...], which hid a bound below 1. An end too small for
     the decimals keeps two significant digits, rounded the same way (unless not
-    ``significant``: a few KiB of an overhead interval in MiB read 0.0)."""
-    from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+    ``significant``: a few KiB of an overhead interval in MiB read 0.0). With the ratio's
+    estimate ``center``, an end more than a factor :data:`OFF_SCALE` from it reads as a
+    bound, '<0.008' or '>80' (still true, and readable)."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR
 
     out = []
-    for v, rounding in ((low, ROUND_FLOOR), (high, ROUND_CEILING)):
+    bounds = off_scale(center, low, high)
+    for v, rounding, bound in ((low, ROUND_FLOOR, bounds[0]), (high, ROUND_CEILING, bounds[1])):
+        if bound is not None:
+            out.append(bound)
+            continue
         d = Decimal(repr(float(v)))
         if not d.is_finite():
             out.append(str(v))

@@ -52,9 +52,9 @@ class _JaxBackend:
 
     def device_problem(self, case: Case) -> str | None:
         device = case.device
+        require_jax()  # on the CPU too: a JAX that raises on import is said before measuring
         if device == "cpu":
             return None
-        require_jax()
         from ckptbench.backends.jax.device import resolve_device
 
         try:
