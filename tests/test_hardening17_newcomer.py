@@ -22,9 +22,12 @@ CUDART = "libcudart.so.12: cannot open shared object file"
 
 
 def broken_package(tmp_path: Path, monkeypatch, name: str, raises: str) -> None:
-    """A package ``name`` on the workers' PYTHONPATH whose import raises ``raises``."""
+    """A package ``name`` on the workers' PYTHONPATH whose import raises ``raises``, also
+    found (never imported) by ckptbench's own up-front check where the real one is not
+    installed (CI's first step has neither torch nor JAX)."""
     (tmp_path / "fake" / name).mkdir(parents=True)
     (tmp_path / "fake" / name / "__init__.py").write_text(f"raise {raises}\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "fake"))
     path = os.pathsep.join(p for p in (str(tmp_path / "fake"), os.environ.get("PYTHONPATH")) if p)
     monkeypatch.setenv("PYTHONPATH", path)
     monkeypatch.chdir(tmp_path)
