@@ -129,6 +129,25 @@ def test_tiny_and_huge_predicted_times_are_short(tmp_path, capsys, monkeypatch):
     assert max(len(line) for line in out.splitlines()) < 250
 
 
+def test_plans_title_writes_a_step_cost_as_its_size_and_says_what_a_quantum_is(
+    tmp_path, capsys, monkeypatch
+):
+    """2026-11-29: plan's title wrote its step costs in ms at three decimals ('untaped 0.000
+    ms' for 1e-320 s, as for 0.0004 s), and its note column's 'memory quantum 2048 B' was
+    said nowhere."""
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"forward_time_s": 4e-7, "taped_time_s": 2e-3,
+                                 "state_bytes": 3000, "tape_bytes": 70001}))  # fmt: skip
+    monkeypatch.setenv("COLUMNS", "250")
+    argv = ["plan", "--costs", str(costs), "--steps", "100", "--budget", "1MiB"]
+    code, out, err = run_cli(capsys, argv)
+    assert code == 0, err
+    assert "untaped 0.400 µs, taped + reverse 2.00 ms" in out, out
+    table = out.split("tapes kept (peak):")[0]
+    assert "memory quantum" in table, out  # 3000 B and 70001 B: planned in quanta
+    assert "memory quantum: the optimal planner counted bytes in units" in out, out
+
+
 # ------------------------------------------------------------ 5. an empty --modes entry
 
 

@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from ckptbench.render.format import fmt_seconds, fmt_size
+from ckptbench.render.format import fmt_per_step, fmt_seconds, fmt_size
 from ckptbench.render.table import Column, Table
 from ckptbench.schedules import ReplayStats, get_strategy, optimal_forward_steps
 
@@ -96,7 +96,7 @@ def plan_table(
         f"plans for {steps} steps within {fmt_size(budget_bytes)}; step costs"
         + (f" ({how})" if how else "")
         + ": untaped "
-        f"{fwd * 1e3:.3f} ms, taped + reverse {taped * 1e3:.3f} ms, state "
+        f"{fmt_per_step(fwd)}, taped + reverse {fmt_per_step(taped)}, state "
         f"{fmt_size(state)}, tape {fmt_size(tape)}"
         + ("" if homogeneous else " (first step; costs vary per step)")
     )
@@ -119,6 +119,13 @@ def plan_table(
     legend = (  # what the counts are, as run's table says its columns
         "tapes kept (peak): steps taped ahead and kept until their reverse instead of "
         "recomputed (the most held at once); advances: untaped step evaluations, the first "
-        "sweep included; predicted time and peak: the cost model's, from the step costs above",
+        "sweep included; predicted time and peak: the cost model's, from the step costs above"
+        + (
+            "; memory quantum: the optimal planner counted bytes in units of this size, each "
+            "state and tape rounded up: its plan fits (its peak is in exact bytes) but a faster "
+            "one that fills the budget more tightly can be missed"
+            if any(r.get("note") for r in records)
+            else ""
+        ),
     )
     return Table(title, columns, tuple(records), notes=legend)
