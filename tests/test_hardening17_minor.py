@@ -109,6 +109,19 @@ def test_a_manifest_cell_state_or_expect_strategy_ckptbench_does_not_know_is_ref
 # ------------------------------------------------------------ 4. tiny and huge times
 
 
+def _plan_wide(tmp_path, capsys, monkeypatch, forward_s, taped_s, state_b, tape_b):
+    """``plan`` of 100 steps within 1 MiB from one step's costs, 250 columns wide: (stdout,
+    stderr), exit 0 asserted."""
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"forward_time_s": forward_s, "taped_time_s": taped_s,
+                                 "state_bytes": state_b, "tape_bytes": tape_b}))  # fmt: skip
+    monkeypatch.setenv("COLUMNS", "250")
+    argv = ["plan", "--costs", str(costs), "--steps", "100", "--budget", "1MiB"]
+    code, out, err = run_cli(capsys, argv)
+    assert code == 0, err
+    return out, err
+
+
 def test_tiny_and_huge_predicted_times_are_short(tmp_path, capsys, monkeypatch):
     """A costs file's forward_time_s of 1e-320 was written as a 330-character decimal, so
     plan hid the predicted time column even 250 columns wide."""
@@ -118,13 +131,7 @@ def test_tiny_and_huge_predicted_times_are_short(tmp_path, capsys, monkeypatch):
     assert [fmt_seconds(x) for x in (1e-9, 0.000012, 0.903, 999999999.0, 0.0)] == [
         "0.00000000100 s", "0.0000120 s", "0.903 s", "999999999 s", "0.00 s"
     ]  # fmt: skip
-    costs = tmp_path / "costs.json"
-    costs.write_text(json.dumps({"forward_time_s": 1e-320, "taped_time_s": 1e-320,
-                                 "state_bytes": 1024, "tape_bytes": 4096}))  # fmt: skip
-    monkeypatch.setenv("COLUMNS", "250")
-    argv = ["plan", "--costs", str(costs), "--steps", "100", "--budget", "1MiB"]
-    code, out, err = run_cli(capsys, argv)
-    assert code == 0, err
+    out, err = _plan_wide(tmp_path, capsys, monkeypatch, 1e-320, 1e-320, 1024, 4096)
     assert "predicted time" in out and "not shown" not in out + err, out
     assert max(len(line) for line in out.splitlines()) < 250
 
@@ -135,13 +142,7 @@ def test_plans_title_writes_a_step_cost_as_its_size_and_says_what_a_quantum_is(
     """2026-11-29: plan's title wrote its step costs in ms at three decimals ('untaped 0.000
     ms' for 1e-320 s, as for 0.0004 s), and its note column's 'memory quantum 2048 B' was
     said nowhere."""
-    costs = tmp_path / "costs.json"
-    costs.write_text(json.dumps({"forward_time_s": 4e-7, "taped_time_s": 2e-3,
-                                 "state_bytes": 3000, "tape_bytes": 70001}))  # fmt: skip
-    monkeypatch.setenv("COLUMNS", "250")
-    argv = ["plan", "--costs", str(costs), "--steps", "100", "--budget", "1MiB"]
-    code, out, err = run_cli(capsys, argv)
-    assert code == 0, err
+    out, _ = _plan_wide(tmp_path, capsys, monkeypatch, 4e-7, 2e-3, 3000, 70001)
     assert "untaped 0.400 µs, taped + reverse 2.00 ms" in out, out
     table = out.split("tapes kept (peak):")[0]
     assert "memory quantum" in table, out  # 3000 B and 70001 B: planned in quanta
