@@ -167,9 +167,8 @@ def relative_text(fraction: float) -> str:
 
 def half_width_text(fraction: float) -> str:
     """An interval's half-width relative to its estimate: '+/-4.6%', or '>+/-1000%'."""
-    if fraction > HUGE_RELATIVE:
-        return f">+/-{HUGE_RELATIVE:.0%}"
-    return f"+/-{fraction:.1%}"
+    text = relative_text(fraction)
+    return f">+/-{text[1:]}" if text.startswith(">") else f"+/-{text}"
 
 
 def off_scale(center: float | None, low: float, high: float) -> tuple[str | None, str | None]:
