@@ -414,15 +414,15 @@ def _load(
     that are set aside (:mod:`ckptbench.results.setaside`); a file given by name is never set
     aside, nor its copy: a StoreError, as every problem is when not ``lenient``."""
     files, named = _cell_files(paths, manifests)
-    seen: set[Path] = set()
+    seen: dict[Path, str | None] = {}  # each file read, and the cell a manifest read it for
     measured: dict[tuple[Any, ...], tuple[Path, RunResult]] = {}
     copied: dict[tuple[Any, ...], list[Path]] = {}  # one measurement in several files
     problems: list[CellProblem] = []
     for f, key, manifest in files:
         real = f.resolve()
-        if real in seen:
-            continue
-        seen.add(real)
+        if real in seen and (seen[real] == key or None in (seen[real], key)):
+            continue  # one file named twice: read once; listed for two cells, it is misfiled
+        seen.setdefault(real, key)
         try:
             result = load_result(f)
         except StoreError as err:  # one broken cell of a folder: the others are still read
