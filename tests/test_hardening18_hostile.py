@@ -69,3 +69,86 @@ def test_a_file_named_twice_is_still_read_once(tmp_path, capsys):
     code, text, err = run_cli(capsys, ["check", str(out), str(_cell(out, 2))])
     assert code == 0, text + err
     assert text.startswith("ckptbench check: PASSED (3 checks on 3 cells;")
+
+
+# ---------------------------------------- 2. markdown: links, images, code, emphasis, blocks
+
+
+def _rendered(markdown: str):
+    from test_hardening16_markdown import _rendered as rendered
+
+    return rendered(markdown)
+
+
+#: Markup the sixteenth audit's escapes let through: an image loads its URL in a CI job
+#: summary, a link and emphasis are more than text, a code span showed our escapes as
+#: backslashes ('\\<b>' for '<b>'), a line starting '* ' or '1. ' became a list (its mark
+#: gone), one starting '[a]: ' a link's definition (the line gone).
+MARKUP = [
+    "![x](http://example.com/p.png)",
+    "[click](http://example.com)",
+    "[a][b] and ![c][]",
+    "`<b>x</b>`",
+    "a `b | c` d",
+    "*em* **strong** _u_ __d__",
+    "* time figures marked * are unstable (see the lines above)",
+    "1. first",
+    "12) twelfth",
+    "# heading",
+    "+ plus",
+    "x\n---",
+    "x\n===",
+    "[a]: http://example.com",
+    "- - -",
+]
+
+
+def _random_markup(n: int) -> list[str]:
+    import random
+
+    rng = random.Random(18)
+    alphabet, first = "\\<>&|`*_[]()!#+-=.1 ab:/", "\\<>&|`*_[]!#+-=1ab "
+    tails = ("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20))) for _ in range(n))
+    return [rng.choice(first) + tail for tail in tails]
+
+
+@pytest.mark.parametrize("text", MARKUP + _random_markup(400))
+def test_markdown_shows_markup_as_its_text(text):
+    """Old: '![x](http://...)' rendered <img src=...>, '[click](...)' <a>, '`<b>`' showed
+    '\\<b>', '* time figures marked *' a nested list without its '*'."""
+    pytest.importorskip("markdown_it")
+    from ckptbench.render.table import md_cell, md_text
+
+    words = " ".join
+    para = _rendered(md_text(text))
+    item = _rendered("- " + md_text(text))
+    cell = _rendered(f"| h |\n|---|\n| {md_cell(text)} |")
+    for seen in (para, item, cell):
+        assert seen.tags <= {"p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td"}, (
+            text,
+            seen.tags,
+        )
+    for seen in (para, item):
+        assert words("".join(seen.text).split()) == words(text.split()), text
+    assert words("".join(cell.text).split()) == words(("h " + text).split()), text
+
+
+def test_compare_markdown_keeps_the_unstable_mark_and_a_hosts_image_as_text(tmp_path, capsys):
+    import json
+
+    from _synthetic import CI_CASE
+
+    from ckptbench.results.schema import result_to_dict
+
+    pytest.importorskip("markdown_it")
+    host = "![x](http://example.com/p.png)"
+    doc = result_to_dict(make_result(CI_CASE, time_cv=0.5))
+    doc["host"] = host
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(doc))
+    code, out, err = run_cli(capsys, ["compare", str(path), "--format", "markdown"])
+    assert code == 0, err
+    assert "- \\* time figures marked * are unstable" in out
+    seen = _rendered(out)
+    assert "img" not in seen.tags and host in "".join(seen.text)
+    assert "* time figures marked * are unstable" in "".join(seen.text)
