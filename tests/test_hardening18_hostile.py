@@ -152,3 +152,48 @@ def test_compare_markdown_keeps_the_unstable_mark_and_a_hosts_image_as_text(tmp_
     seen = _rendered(out)
     assert "img" not in seen.tags and host in "".join(seen.text)
     assert "* time figures marked * are unstable" in "".join(seen.text)
+
+
+# ------------------------------------------------ 3. a manifest's text printed in one line
+
+
+def _edit_manifest(out: Path, **cell) -> None:
+    import json
+
+    path = out / "sweep.json"
+    doc = json.loads(path.read_text())
+    doc["cells"][0].update(cell)
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("key", "evil\nFAIL forged", "cells[0].key must be printable text on one line"),
+        ("file", "a\nFAIL forged.json", "cells[0].file is not a file name in its folder"),
+    ],
+)
+def test_a_manifests_key_or_file_on_two_lines_is_refused(tmp_path, capsys, field, value, said):
+    """Old: 'FAIL evil' and 'FAIL forged filed: ...' on lines of their own, the forged one
+    reading as another cell's verdict (a key); the file's name broken over two lines."""
+    out = _sweep(tmp_path)
+    _edit_manifest(out, **{field: value})
+    for argv in (["check", str(out)], ["compare", str(out)]):
+        code, text, err = run_cli(capsys, argv)
+        assert code == 2, text + err
+        assert err.count("\n") == 1 and said in err and "FAIL forged" not in text, err
+
+
+def test_a_manifests_error_on_two_lines_is_shown_on_one(tmp_path, capsys):
+    """Old: 'FAIL <key> present: ... (state error: e1' and 'FAIL forged) is missing'."""
+    out = _sweep(tmp_path)
+    _edit_manifest(out, state="error", error="e1\nFAIL forged")
+    s2 = _cell(out, 2)
+    s2.unlink()
+    code, text, err = run_cli(capsys, ["check", str(out)])
+    assert code == 1, text + err
+    assert f"{s2} (state error: e1 FAIL forged) is missing\n" in text
+    assert "\nFAIL forged" not in text
+    code, text, err = run_cli(capsys, ["compare", str(out)])
+    assert code == 0, err
+    assert "(state error: e1 FAIL forged)" in err and "\nFAIL forged" not in err

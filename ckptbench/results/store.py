@@ -257,7 +257,8 @@ def missing_cells(
         cells = [c for c in (data or {}).get("cells", []) if isinstance(c, dict) and c.get("file")]
         for c in cells:
             if not (f := manifest.parent / c["file"]).exists():
-                why = f"{c.get('state', '?')}" + (f": {c['error']}" if c.get("error") else "")
+                said = " ".join(str(c.get("error") or "").split())  # one line, as it is shown
+                why = f"{c.get('state', '?')}" + (f": {said}" if said else "")
                 found.setdefault((str(c.get("key", c["file"])), why), {})[f.resolve()] = str(f)
     return [(key, f"{', '.join(fs.values())} (state {why})") for (key, why), fs in found.items()]
 
