@@ -265,27 +265,45 @@ def to_text(table: Table, width: int | None = None) -> str:
 
 #: What markdown would read as more than text, anywhere in a line: a backslash (it would
 #: escape the next character, ours too), ``<`` (every HTML tag, comment and autolink starts
-#: with it) and ``&`` where it starts something like an entity (``&lt;``, ``&#60;``).
-_MD_INLINE = re.compile(r"[\\<]|&(?=#?[0-9A-Za-z]+;)")
-#: ``>`` first on a line (after blanks): a block quote. Elsewhere it is text.
-_MD_QUOTE = re.compile(r"^([ \t]*)>", re.MULTILINE)
+#: with it), ``&`` where it starts something like an entity (``&lt;``, ``&#60;``), a
+#: backtick (a code span, which would show our escapes as backslashes), a ``]`` that ends a
+#: link's or an image's text (``](``, ``][``: ``![x](http://...)`` loads an image), and a
+#: ``*`` or ``_`` that could open emphasis (followed by a non-blank; ``_`` not inside a
+#: word: ``my_model`` and ``0.02*`` read as themselves).
+_MD_INLINE = re.compile(r"[\\<`]|&(?=#?[0-9A-Za-z]+;)|\](?=[(\[])|\*(?=\S)|(?<![^\W_])_(?=\S)")
+#: First on a line (after blanks), what would start a block: ``>`` a block quote, ``-``,
+#: ``+`` or ``*`` and a blank a list item (our "* time figures marked * are unstable"
+#: read as a nested list, its '*' gone), ``#`` a heading, a line of ``-`` or ``=`` a rule
+#: or a heading's underline, ``[`` a link's definition (the line gone), ``1.`` or ``1)``
+#: a numbered item; elsewhere they are text.
+_MD_BLOCK = re.compile(
+    r"^([ \t]*)(?:(>|\[|[-+*](?=[ \t]|$)|#{1,6}(?=[ \t]|$)|[-=](?=[-= \t]*$))"
+    r"|(\d{1,9})(?=[.)]([ \t]|$)))",
+    re.MULTILINE,
+)
 
 
 def _md_inline(text: str) -> str:
     return _MD_INLINE.sub(lambda m: "\\" + m.group(), text)
 
 
+def _md_block(m: re.Match[str]) -> str:
+    lead, mark, number = m.group(1), m.group(2), m.group(3)
+    return f"{lead}\\{mark}" if mark is not None else f"{lead}{number}\\"
+
+
 def md_text(text: str) -> str:
-    """``text`` as markdown shows it, never as HTML, with CommonMark's backslash escapes
-    (which GitHub renders as the character itself): every backslash and ``<``, an ``&``
-    that would start an entity, a ``>`` that would start a block quote. A host or file name
-    edited to ``<script>`` reaches a CI job summary as text, and "need >= 25x" reads as
-    itself in the raw markdown too (not ``&gt;``)."""
-    return _MD_QUOTE.sub(r"\1\\>", _md_inline(text))
+    """``text`` as markdown shows it, never as HTML nor as markup, with CommonMark's
+    backslash escapes (which GitHub renders as the character itself): every backslash,
+    ``<`` and backtick, an ``&`` that would start an entity, what would make a link, an
+    image or emphasis, a mark that would start a block quote, list or heading. A host or
+    file name edited to ``<script>`` or ``![x](http://...)`` reaches a CI job summary as
+    text, and "need >= 25x" reads as itself in the raw markdown too (not ``&gt;``)."""
+    return _MD_BLOCK.sub(_md_block, _md_inline(text))
 
 
 def md_cell(text: str) -> str:
-    """``text`` as one markdown table cell (inline only: no block quote there): as
+    """``text`` as one markdown table cell (inline only: no block there): as
     :func:`md_text`, its pipes escaped, its lines joined."""
     return " ".join(_md_inline(text).replace("|", "\\|").splitlines())
 

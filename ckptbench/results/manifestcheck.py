@@ -44,6 +44,8 @@ def manifest_problem(data: dict[str, Any]) -> str | None:
             return f"cells[{i}].file is not a file name in its folder ({_short(name)})"
         if not isinstance(cell.get("key", ""), str):
             return f"cells[{i}].key is {_kind(cell['key'])}, not a string"
+        if not cell.get("key", "").isprintable():  # printed in check's lines: one line each
+            return f"cells[{i}].key must be printable text on one line, got {_short(cell['key'])}"
         if "state" in cell and cell["state"] not in _STATES:
             return (f"cells[{i}].state is {_short(cell['state'])}, not a cell state ckptbench "
                     f"knows ({', '.join(_STATES)})")  # fmt: skip
@@ -87,6 +89,7 @@ def _plain_name(name: Any) -> bool:
         and "/" not in name
         and "\\" not in name
         and "\0" not in name
+        and name.isprintable()  # named in one line; ckptbench's own names are
     )
 
 

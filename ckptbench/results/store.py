@@ -257,7 +257,8 @@ def missing_cells(
         cells = [c for c in (data or {}).get("cells", []) if isinstance(c, dict) and c.get("file")]
         for c in cells:
             if not (f := manifest.parent / c["file"]).exists():
-                why = f"{c.get('state', '?')}" + (f": {c['error']}" if c.get("error") else "")
+                said = " ".join(str(c.get("error") or "").split())  # one line, as it is shown
+                why = f"{c.get('state', '?')}" + (f": {said}" if said else "")
                 found.setdefault((str(c.get("key", c["file"])), why), {})[f.resolve()] = str(f)
     return [(key, f"{', '.join(fs.values())} (state {why})") for (key, why), fs in found.items()]
 
@@ -414,15 +415,15 @@ def _load(
     that are set aside (:mod:`ckptbench.results.setaside`); a file given by name is never set
     aside, nor its copy: a StoreError, as every problem is when not ``lenient``."""
     files, named = _cell_files(paths, manifests)
-    seen: set[Path] = set()
+    seen: dict[Path, str | None] = {}  # each file read, and the cell a manifest read it for
     measured: dict[tuple[Any, ...], tuple[Path, RunResult]] = {}
     copied: dict[tuple[Any, ...], list[Path]] = {}  # one measurement in several files
     problems: list[CellProblem] = []
     for f, key, manifest in files:
         real = f.resolve()
-        if real in seen:
-            continue
-        seen.add(real)
+        if real in seen and (seen[real] == key or None in (seen[real], key)):
+            continue  # one file named twice: read once; listed for two cells, it is misfiled
+        seen.setdefault(real, key)
         try:
             result = load_result(f)
         except StoreError as err:  # one broken cell of a folder: the others are still read
