@@ -1,0 +1,75 @@
+"""The eighteenth audit, of the side outputs: ``compare`` checks every file it will write
+(``-o``, ``--plots``, ``--mprof``: each folder takes a new file, every timeline can be
+formatted) before it writes any, so a refusal is one line with nothing left behind.
+Synthetic results; nothing here is measured or timed."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from _cli import one_line_error
+from _synthetic import CI_CASE, make_result
+
+from ckptbench.results.schema import save_result
+
+
+@pytest.fixture(autouse=True)
+def _no_step_summary(monkeypatch):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+def _unwritable(tmp_path):
+    """A folder no new file can be made in: read-only to a user; to root (who writes any
+    mode), one missing under /proc, where no folder can be made."""
+    if os.geteuid() != 0:
+        folder = tmp_path / "ro"
+        folder.mkdir(mode=0o555)
+        return folder
+    return "/proc/ckptbench-no-such-folder"
+
+
+@pytest.mark.parametrize("output", [False, True])
+def test_compare_refuses_an_unwritable_mprof_folder_before_writing_a_plot(tmp_path, capsys, output):
+    """``compare r.json --plots P --mprof U`` wrote the three plots (and said so), then
+    stopped at the first timeline: 'cannot write (Operation not permitted)', exit 2 with
+    the plots left behind. The folder is probed with the others now: one line, nothing
+    written, no folder made (nor -o's)."""
+    save_result(make_result(CI_CASE, seed=1), tmp_path / "r.json")
+    plots, mprof = tmp_path / "plots", _unwritable(tmp_path)
+    argv = ["compare", str(tmp_path / "r.json"), "--plots", str(plots), "--mprof", str(mprof)]
+    if output:
+        argv += ["-o", str(tmp_path / "new" / "report.txt")]
+    err = one_line_error(capsys, argv)
+    assert err.startswith(f"ckptbench: error: --mprof {mprof}: cannot write there ("), err
+    assert not plots.exists() and not (tmp_path / "new").exists()
+
+
+def test_compare_refuses_a_timeline_mprof_cannot_write_before_writing_anything(tmp_path, capsys):
+    """A result whose timeline holds a negative RSS sample (a damaged or hand-edited file)
+    loads and plots; its mprof file cannot be written. compare wrote the plots and the
+    first mode's timeline, then refused: now every timeline is formatted before any file
+    is written."""
+    save_result(make_result(CI_CASE, seed=1), tmp_path / "r.json")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    t, _ = doc["modes"][1]["timeline"][1]
+    doc["modes"][1]["timeline"][1] = [t, -5]
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    plots, mprof = tmp_path / "plots", tmp_path / "mprof"
+    argv = ["compare", str(tmp_path / "bad.json"), "--plots", str(plots), "--mprof", str(mprof)]
+    err = one_line_error(capsys, argv)
+    assert err == f"ckptbench: error: --mprof {mprof}: bad timeline sample ({t!r} s, -5 bytes)\n"
+    assert not plots.exists() and not mprof.exists()
+
+
+def test_compare_refuses_an_unwritable_plots_folder_before_writing_a_timeline(tmp_path, capsys):
+    """--plots probed as --mprof and -o are, in their words ('cannot write there'; it
+    said '--plots P: No such file or directory' when making the folder failed), before a
+    timeline or the report is written."""
+    save_result(make_result(CI_CASE, seed=1), tmp_path / "r.json")
+    plots, mprof = _unwritable(tmp_path), tmp_path / "mprof"
+    argv = ["compare", str(tmp_path / "r.json"), "--plots", str(plots), "--mprof", str(mprof)]
+    err = one_line_error(capsys, [*argv, "-o", str(tmp_path / "report.txt")])
+    assert err.startswith(f"ckptbench: error: --plots {plots}: cannot write there ("), err
+    assert not mprof.exists() and not (tmp_path / "report.txt").exists()
