@@ -73,3 +73,15 @@ def test_compare_refuses_an_unwritable_plots_folder_before_writing_a_timeline(tm
     err = one_line_error(capsys, [*argv, "-o", str(tmp_path / "report.txt")])
     assert err.startswith(f"ckptbench: error: --plots {plots}: cannot write there ("), err
     assert not mprof.exists() and not (tmp_path / "report.txt").exists()
+
+
+def test_check_refuses_an_unwritable_junit_in_one_line_making_no_folder(tmp_path, capsys):
+    """``check r.json --summary new/s.md --junit U/j.xml`` made (and said it made) --summary's
+    folder while probing, then refused --junit: two lines for one refusal. Every file is
+    checked first now, and a folder made only as its file is written."""
+    save_result(make_result(CI_CASE, seed=1), tmp_path / "r.json")
+    summary, junit = tmp_path / "new" / "s.md", f"{_unwritable(tmp_path)}/j.xml"
+    argv = ["check", str(tmp_path / "r.json"), "--summary", str(summary), "--junit", junit]
+    err = one_line_error(capsys, argv)
+    assert err.startswith(f"ckptbench: error: --junit {junit}: cannot write there ("), err
+    assert not summary.parent.exists()
