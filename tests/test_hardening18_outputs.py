@@ -5,11 +5,12 @@ Synthetic results; nothing here is measured or timed."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 
 import pytest
-from _cli import one_line_error
+from _cli import one_line_error, run_cli
 from _synthetic import CI_CASE, make_result
 
 from ckptbench.results.schema import save_result
@@ -85,3 +86,49 @@ def test_check_refuses_an_unwritable_junit_in_one_line_making_no_folder(tmp_path
     err = one_line_error(capsys, argv)
     assert err.startswith(f"ckptbench: error: --junit {junit}: cannot write there ("), err
     assert not summary.parent.exists()
+
+
+# ------------------------------------------------------------ --summary, appended in place
+
+
+def test_summary_is_appended_in_place_so_another_hard_link_sees_it(tmp_path, capsys):
+    """``check --summary s.md`` wrote the old text and the new part to a new file renamed
+    over s.md: a second hard link (and a reader holding the file open, as a CI runner may)
+    kept the old file without the summary. It is appended in place now: one inode, both
+    names see the text."""
+    save_result(make_result(CI_CASE, seed=1), tmp_path / "r.json")
+    summary, link = tmp_path / "s.md", tmp_path / "link.md"
+    summary.write_text("# earlier step\n")
+    os.link(summary, link)
+    inode = summary.stat().st_ino
+    code, _, err = run_cli(capsys, ["check", str(tmp_path / "r.json"), "--summary", str(summary)])
+    assert code == 0, err
+    assert summary.stat().st_ino == inode and summary.stat().st_nlink == 2
+    assert link.read_text().startswith("# earlier step\n### ckptbench check: PASSED")
+    assert link.read_text() == summary.read_text()
+
+
+def test_a_summary_write_that_fails_half_way_is_cut_back(tmp_path, capsys, monkeypatch):
+    """In place, yet never half a summary: a write that fails after part of the text went
+    in (a full disk) leaves the file as it was, and says so in one line (exit 2)."""
+    save_result(make_result(CI_CASE, seed=1), tmp_path / "r.json")
+    summary = tmp_path / "s.md"
+    summary.write_text("# earlier step\n")
+    write, calls = os.write, []
+
+    def full_disk(fd, data):  # as a disk filling up: part of it written, then ENOSPC
+        if calls[:1] != [fd] and (calls or b"### ckptbench check" not in bytes(data)):
+            return write(fd, data)  # not the summary's file
+        calls.append(fd)
+        if len(calls) == 1:
+            return write(fd, bytes(data)[:10])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "write", full_disk)
+        code, _, err = run_cli(
+            capsys, ["check", str(tmp_path / "r.json"), "--summary", str(summary)]
+        )
+    assert code == 2
+    assert err == f"ckptbench: error: --summary {summary}: cannot write (No space left on device)\n"
+    assert summary.read_text() == "# earlier step\n" and len(calls) == 2

@@ -145,7 +145,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     for path, what, _ in targets:
         if what == "--junit":
             continue
-        try:  # the old content and the new part, atomically: never half a summary
+        try:  # appended in place, whole or not at all (outputs.append_text)
             make_folder(path.parent, what)
             append_text(path, md + "\n")
         except OSError as err:

@@ -45,7 +45,9 @@ def probe_writable(path: Path, what: str, make: bool = True) -> None:
     """Before anything is measured or any verdict printed: ``path``'s folder exists (made,
     parents too, and said, as for every file ckptbench writes: :func:`make_folder`; without
     ``make``, only found makeable: the writer makes it) and takes a new file, and an
-    existing ``path`` opens for appending (nothing written); one line and exit 2 otherwise."""
+    existing ``path`` opens for appending (nothing written); one line and exit 2 otherwise.
+    The folder is asked even for a file appended to in place: a file such as /proc/version
+    opens for appending yet takes no write, and only its folder tells."""
     try:
         if make:
             make_folder(path.parent, what)
@@ -270,28 +272,53 @@ def write_bytes(path: Path, data: bytes, option: str, force: bool) -> None:
 
 
 def append_text(path: Path, text: str) -> None:
-    """Append ``text`` to ``path`` (``check --summary``, ``$GITHUB_STEP_SUMMARY``) so that a
-    stop mid-write (Ctrl-C, SIGTERM) never leaves half of it: a regular file, or none yet,
-    is rewritten whole, its content and ``text`` in a new file renamed over it
-    (``write_atomic``: the old file stays whole until the rename); anything else it may be
-    (checked first by ``store.check_output``, which refuses a FIFO or a device) is appended
-    to as a stream. ``OSError`` when it cannot be written."""
+    """Append ``text`` to ``path`` (``check --summary``, ``$GITHUB_STEP_SUMMARY``) in place:
+    the file keeps its identity (its inode: another hard link to it, a reader holding it
+    open, its owner, mode and attributes all see the one file), and ``O_APPEND`` keeps
+    another appender's text (a read and a rename would drop what was appended between).
+    All of it is written (one ``write`` for a summary's few KiB), then fsynced; a write that
+    fails or is stopped (a full disk, Ctrl-C) is cut back to the file's old length, so no
+    half summary is left (only a kill between two parts of a short write could leave one,
+    the price of keeping the file). A file not there yet is written whole, atomically
+    (``write_atomic``); anything else it may be (checked first by ``store.check_output``,
+    which refuses a FIFO or a device) is appended to as a stream. ``OSError`` when it cannot
+    be written."""
+    from ckptbench.results.schema import TargetError, write_atomic
+
+    data = text.encode("utf-8")
+    for _ in range(2):  # a file made by another between the two tries is appended to
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            try:
+                write_atomic(path, data, replace=False)
+                return
+            except TargetError:  # it appeared meanwhile: append to it
+                continue
+        try:
+            _append(fd, data)
+        finally:
+            os.close(fd)
+        return
+    raise FileExistsError(errno.EEXIST, "appeared and vanished while written", str(path))
+
+
+def _append(fd: int, data: bytes) -> None:
+    """``data`` appended to the open ``fd`` and fsynced; on any failure or stop, a regular
+    file is cut back to its length before (where no other appender wrote since)."""
     import stat
 
-    from ckptbench.results.schema import write_atomic
-
+    st = os.fstat(fd)
+    done = 0
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(text)
-        return
-    before = path.read_bytes() if st is not None else b""
-    write_atomic(path, before + text.encode("utf-8"), replace=True)
-    if st is not None and stat.S_IMODE(st.st_mode) != stat.S_IMODE(os.stat(path).st_mode):
-        os.chmod(path, stat.S_IMODE(st.st_mode))  # the new file keeps the old one's mode
+        while done < len(data):
+            done += os.write(fd, data[done:])
+        if stat.S_ISREG(st.st_mode):
+            os.fsync(fd)
+    except BaseException:
+        if stat.S_ISREG(st.st_mode) and os.fstat(fd).st_size == st.st_size + done:
+            os.ftruncate(fd, st.st_size)
+        raise
 
 
 class FormatChoice(click.ParamType):
