@@ -132,3 +132,29 @@ def test_a_summary_write_that_fails_half_way_is_cut_back(tmp_path, capsys, monke
     assert code == 2
     assert err == f"ckptbench: error: --summary {summary}: cannot write (No space left on device)\n"
     assert summary.read_text() == "# earlier step\n" and len(calls) == 2
+
+
+# ------------------------------------------------------------ schedule's --steps, run's
+
+
+def test_schedule_says_when_its_steps_are_more_than_run_takes(capsys):
+    """``schedule --steps`` takes up to 10**1000 (the closed forms, in Python's integers; no
+    result is written) where run, plan and sweep take at most 2**31 (a result's counts are
+    64-bit): the difference is deliberate, and was said nowhere, so a schedule printed for
+    2**31 + 1 steps read as one run could measure. It says so now, in its help and on
+    stderr past run's limit (the figures still on stdout, exit 0)."""
+    from ckptbench.results.schema import MAX_STEPS
+
+    code, out, err = run_cli(capsys, ["schedule", "--steps", str(MAX_STEPS), "--snaps", "10"])
+    assert code == 0 and err == "", err
+    code, out, err = run_cli(capsys, ["schedule", "--steps", str(MAX_STEPS + 1), "--snaps", "10"])
+    assert code == 0 and "closed form" in out
+    assert err == (
+        f"note: --steps {MAX_STEPS + 1} is over 2**31 (2,147,483,648), the most run, plan and "
+        "sweep take (the evaluation counts of a longer chain exceed a 64-bit integer): these "
+        "figures are the formulas' alone\n"
+    )
+    code, _, err = run_cli(capsys, ["run", "--steps", str(MAX_STEPS + 1), "--snaps", "10"])
+    assert code == 2 and "at most 2**31" in err  # run's limit, which the note names
+    code, out, _ = run_cli(capsys, ["schedule", "--help"])
+    assert code == 0 and "run, plan and sweep take at most 2**31" in " ".join(out.split())
