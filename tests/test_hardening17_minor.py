@@ -189,10 +189,19 @@ def test_a_column_left_out_is_not_also_said_shown_without_its_interval(
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
 def test_an_mprof_file_that_cannot_be_written_is_named(tmp_path, capsys):
     """`compare r.json --mprof /proc`: '--mprof /proc: No such file or directory', which
-    file it tried to write not said (/proc itself exists)."""
+    file it tried to write not said (/proc itself exists). A folder that takes no file is
+    refused before anything is written now (test_hardening18_outputs), in its own name; a
+    write that fails after that check still names its file."""
+    from ckptbench.render.mprof import export_mprof
+
     err = one_line_error(capsys, ["compare", str(_result(tmp_path)), "--mprof", "/proc", "-q"])
+    assert (
+        err == "ckptbench: error: --mprof /proc: cannot write there (No such file or directory)\n"
+    )
     name = f"mprofile_{CI_CASE.key}_baseline_r0.dat"
-    assert f"--mprof /proc/{name}: cannot write (No such file or directory)" in err, err
+    with pytest.raises(OSError) as exc:
+        export_mprof([make_result(CI_CASE, seed=1)], "/proc", "ckptbench compare")
+    assert exc.value.filename == f"/proc/{name}", exc.value
 
 
 # ------------------------------------------------------------ 8. a budget past --budget's

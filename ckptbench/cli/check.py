@@ -21,6 +21,7 @@ from ckptbench.cli.options import (
 from ckptbench.cli.outputs import (
     FormatChoice,
     append_text,
+    make_folder,
     note_writers,
     probe_writable,
     refuse_duplicates,
@@ -121,7 +122,8 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
             check_output(path, what, inputs=inputs, replace=force, append=append)
         except StoreError as err:
             raise InputError(str(err)) from None
-        probe_writable(path, what)
+    for path, what, _ in targets:  # folders made as each file is written, once all pass
+        probe_writable(path, what, make=False)
     note_writers([*results, *against], "check")
     try:
         report = run_check(
@@ -143,7 +145,8 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     for path, what, _ in targets:
         if what == "--junit":
             continue
-        try:  # the old content and the new part, atomically: never half a summary
+        try:  # appended in place, whole or not at all (outputs.append_text)
+            make_folder(path.parent, what)
             append_text(path, md + "\n")
         except OSError as err:
             problems.append(f"{what} {path}: cannot write ({err.strerror or err})")
@@ -151,6 +154,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         from ckptbench.results.schema import write_atomic
 
         try:
+            make_folder(junit.parent, "--junit")
             write_atomic(junit, render(shown, "junit"), replace=force)
             if not quiet:
                 click.echo(f"wrote {junit}", err=True)

@@ -20,6 +20,7 @@ from ckptbench.cli.outputs import (
     expect_verdicts,
     make_folder,
     note_writers,
+    probe_folder,
     probe_writable,
     refuse_duplicates,
     refuse_folder_clashes,
@@ -114,7 +115,41 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         raise InputError(str(err)) from None
     note_writers([*results, *(against or ())], "compare")
     _say_not_shown([*results, *(against or ())], missing, set_aside, manifests)
-    inputs = [*results, *against]
+    figures = _check_outputs(after, before, output, plots, mprof_dir, [*results, *against], force)
+    if figures:
+        _make_folder(plots, "--plots")
+    for path, fig in figures:
+        write_bytes(path, fig, "--plots", force)
+        if not quiet:
+            click.echo(f"wrote {path}", err=True)
+    if mprof_dir is not None:
+        write_mprof(after, mprof_dir, quiet, replace=force)
+    if output is not None:
+        _make_folder(output.parent, "-o")
+        try:
+            write_atomic(output, text, replace=force)
+        except OSError as err:
+            raise InputError(f"-o {output}: cannot write ({err.strerror or err})") from None
+        if not quiet:
+            click.echo(f"wrote {output}")
+    else:
+        click.echo(text)
+
+
+def _make_folder(folder, what: str) -> None:
+    """``folder`` made for ``what`` and said (``outputs.make_folder``); exit 2 if it cannot."""
+    try:
+        make_folder(folder, what)
+    except OSError as err:
+        raise InputError(f"{what} {folder}: {err.strerror or err}") from None
+
+
+def _check_outputs(after, before, output, plots, mprof_dir, inputs, force) -> list:
+    """Every file compare will write (-o, --plots, --mprof) checked before any is: none
+    replaces what it must not (``store.check_output``), none is written twice, every
+    timeline can be formatted, and each folder takes a new file (or, missing, could be made:
+    each is made as it is written); one line
+    and exit 2 otherwise, with nothing written. The plots to write, (path, PNG bytes)."""
     if output is not None:
         check_side_output(output, "-o", inputs, force)
     figures = []
@@ -124,33 +159,18 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
         figures = plot_files(after, before or (), plots)
     targets = [p for p, _ in figures] + ([output] if output is not None else [])
     refuse_folder_clashes({"--plots": plots, "--mprof": mprof_dir}, targets)
-    if mprof_dir is not None:  # before anything is written, as -o and --plots are
+    if mprof_dir is not None:
         targets += check_mprof_files(after, mprof_dir, inputs, force)
     for path, _ in figures:  # a link is named as one, before two links to one file
         check_side_output(path, "--plots", inputs, force)
     refuse_duplicates(targets)
-    if output is not None:  # before any plot is written: a refusal leaves nothing behind
-        probe_writable(output, "-o")
+    if output is not None:  # folders made as each is written, once all are checked
+        probe_writable(output, "-o", make=False)
     if figures:
-        try:
-            make_folder(plots, "--plots")
-        except OSError as err:
-            raise InputError(f"--plots {plots}: {err.strerror or err}") from None
-    for path, fig in figures:
-        write_bytes(path, fig, "--plots", force)
-        if not quiet:
-            click.echo(f"wrote {path}", err=True)
+        probe_folder(plots, "--plots")
     if mprof_dir is not None:
-        write_mprof(after, mprof_dir, quiet, replace=force)
-    if output is not None:
-        try:
-            write_atomic(output, text, replace=force)
-        except OSError as err:
-            raise InputError(f"-o {output}: cannot write ({err.strerror or err})") from None
-        if not quiet:
-            click.echo(f"wrote {output}")
-    else:
-        click.echo(text)
+        probe_folder(mprof_dir, "--mprof")
+    return figures
 
 
 def _say_not_shown(paths: list, missing: list, set_aside: list, manifests) -> None:

@@ -3,6 +3,7 @@ before anything is measured and written without replacing what they must not."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
@@ -40,22 +41,47 @@ def check_out(path: Path, force: bool, inputs=()) -> None:
     probe_writable(path, "--out")
 
 
-def probe_writable(path: Path, what: str) -> None:
+def probe_writable(path: Path, what: str, make: bool = True) -> None:
     """Before anything is measured or any verdict printed: ``path``'s folder exists (made,
-    parents too, and said, as for every file ckptbench writes: :func:`make_folder`) and
-    takes a new file, and an existing ``path`` opens for appending (nothing written); one
-    line and exit 2 otherwise."""
-    import tempfile
-
+    parents too, and said, as for every file ckptbench writes: :func:`make_folder`; without
+    ``make``, only found makeable: the writer makes it) and takes a new file, and an
+    existing ``path`` opens for appending (nothing written); one line and exit 2 otherwise.
+    The folder is asked even for a file appended to in place: a file such as /proc/version
+    opens for appending yet takes no write, and only its folder tells."""
     try:
-        make_folder(path.parent, what)
-        fd, probe = tempfile.mkstemp(prefix=".ckptbench-probe-", dir=path.parent)
-        os.close(fd)
-        os.unlink(probe)
+        if make:
+            make_folder(path.parent, what)
+        _probe(path.parent)
         if path.exists():
             os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
     except OSError as err:
         raise InputError(f"{what} {path}: cannot write there ({err.strerror or err})") from None
+
+
+def probe_folder(folder: Path, what: str) -> None:
+    """Before anything is written: the folder option ``what`` (``--plots``, ``--mprof``)
+    takes a new file, or is missing and could be made (nothing is made: the writer makes it,
+    and says so, :func:`make_folder`); one line and exit 2 otherwise."""
+    try:
+        _probe(folder)
+    except OSError as err:
+        raise InputError(f"{what} {folder}: cannot write there ({err.strerror or err})") from None
+
+
+def _probe(folder: Path) -> None:
+    """A new file made in ``folder`` and removed, or, where it is missing, a new folder in
+    the nearest folder above it that exists; OSError if it cannot be (nothing left)."""
+    import tempfile
+
+    there = next(p for p in (folder, *folder.parents) if p.exists())  # the root exists
+    if not there.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+    if there == folder:
+        fd, probe = tempfile.mkstemp(prefix=".ckptbench-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    else:
+        os.rmdir(tempfile.mkdtemp(prefix=".ckptbench-probe-", dir=there))
 
 
 #: ``click.Context.meta`` key: the folders this command made, innermost first
@@ -146,10 +172,13 @@ def check_mprof_files(results, folder: Path, inputs, force: bool) -> list[str]:
     """--mprof of results read (``compare``), checked before anything is written: the files
     :func:`write_mprof` will write, none replacing anything but (with ``force``) a timeline
     ckptbench wrote (``store.check_output``); their paths. Exit 2 otherwise."""
-    from ckptbench.render.mprof import mprof_files
+    from ckptbench.render.mprof import MprofError, mprof_documents
     from ckptbench.results.store import StoreError, check_output
 
-    paths = [path for path, _ in mprof_files(results, folder)]
+    try:  # every timeline formatted first: one that cannot be is refused, nothing written
+        paths = [path for path, _ in mprof_documents(results, folder, _mprof_command())]
+    except MprofError as err:
+        raise InputError(f"--mprof {folder}: {err}") from None
     try:
         for path in paths:
             check_output(path, "--mprof", inputs=inputs, replace=force, mprof=True,
@@ -159,17 +188,21 @@ def check_mprof_files(results, folder: Path, inputs, force: bool) -> list[str]:
     return paths
 
 
+def _mprof_command() -> str:
+    """The command line an mprof file records (its ``CMDLINE``)."""
+    import shlex
+
+    return shlex.join(["ckptbench", *sys.argv[1:]])
+
+
 def write_mprof(results, folder: Path, quiet: bool = False, replace: bool = False) -> None:
     """--mprof: the RSS timelines as mprof files (``replace``: over files checked first);
     one line and exit 2 if they cannot be."""
-    import shlex
-
     from ckptbench.render.mprof import export_mprof
 
-    command = shlex.join(["ckptbench", *sys.argv[1:]])
     try:
         make_folder(folder, "--mprof")
-        for path in export_mprof(results, folder, command, replace=replace):
+        for path in export_mprof(results, folder, _mprof_command(), replace=replace):
             if not quiet:
                 click.echo(f"wrote {path}", err=True)
     except OSError as err:  # the file it was writing (export_mprof), or the folder
@@ -239,28 +272,53 @@ def write_bytes(path: Path, data: bytes, option: str, force: bool) -> None:
 
 
 def append_text(path: Path, text: str) -> None:
-    """Append ``text`` to ``path`` (``check --summary``, ``$GITHUB_STEP_SUMMARY``) so that a
-    stop mid-write (Ctrl-C, SIGTERM) never leaves half of it: a regular file, or none yet,
-    is rewritten whole, its content and ``text`` in a new file renamed over it
-    (``write_atomic``: the old file stays whole until the rename); anything else it may be
-    (checked first by ``store.check_output``, which refuses a FIFO or a device) is appended
-    to as a stream. ``OSError`` when it cannot be written."""
+    """Append ``text`` to ``path`` (``check --summary``, ``$GITHUB_STEP_SUMMARY``) in place:
+    the file keeps its identity (its inode: another hard link to it, a reader holding it
+    open, its owner, mode and attributes all see the one file), and ``O_APPEND`` keeps
+    another appender's text (a read and a rename would drop what was appended between).
+    All of it is written (one ``write`` for a summary's few KiB), then fsynced; a write that
+    fails or is stopped (a full disk, Ctrl-C) is cut back to the file's old length, so no
+    half summary is left (only a kill between two parts of a short write could leave one,
+    the price of keeping the file). A file not there yet is written whole, atomically
+    (``write_atomic``); anything else it may be (checked first by ``store.check_output``,
+    which refuses a FIFO or a device) is appended to as a stream. ``OSError`` when it cannot
+    be written."""
+    from ckptbench.results.schema import TargetError, write_atomic
+
+    data = text.encode("utf-8")
+    for _ in range(2):  # a file made by another between the two tries is appended to
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            try:
+                write_atomic(path, data, replace=False)
+                return
+            except TargetError:  # it appeared meanwhile: append to it
+                continue
+        try:
+            _append(fd, data)
+        finally:
+            os.close(fd)
+        return
+    raise FileExistsError(errno.EEXIST, "appeared and vanished while written", str(path))
+
+
+def _append(fd: int, data: bytes) -> None:
+    """``data`` appended to the open ``fd`` and fsynced; on any failure or stop, a regular
+    file is cut back to its length before (where no other appender wrote since)."""
     import stat
 
-    from ckptbench.results.schema import write_atomic
-
+    st = os.fstat(fd)
+    done = 0
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(text)
-        return
-    before = path.read_bytes() if st is not None else b""
-    write_atomic(path, before + text.encode("utf-8"), replace=True)
-    if st is not None and stat.S_IMODE(st.st_mode) != stat.S_IMODE(os.stat(path).st_mode):
-        os.chmod(path, stat.S_IMODE(st.st_mode))  # the new file keeps the old one's mode
+        while done < len(data):
+            done += os.write(fd, data[done:])
+        if stat.S_ISREG(st.st_mode):
+            os.fsync(fd)
+    except BaseException:
+        if stat.S_ISREG(st.st_mode) and os.fstat(fd).st_size == st.st_size + done:
+            os.ftruncate(fd, st.st_size)
+        raise
 
 
 class FormatChoice(click.ParamType):

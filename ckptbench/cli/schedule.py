@@ -23,7 +23,13 @@ from ckptbench.schedules import get_strategy
     epilog="Example:\n\n  ckptbench schedule --steps 100000 --snaps 50 --time\n\n"
     "  ckptbench schedule --steps 10 --snaps 3 --actions"
 )
-@click.option("--steps", type=POS, required=True, help="Number of steps l.")
+@click.option(
+    "--steps",
+    type=POS,
+    required=True,
+    help="Number of steps l, up to 10**1000: a schedule is only computed here, while run, plan "
+    "and sweep take at most 2**31 (the counts of a longer chain exceed a 64-bit integer).",
+)
 @click.option("--snaps", type=POS, required=True, help=SNAPS_HELP)
 @click.option(
     "--strategy",
@@ -44,17 +50,26 @@ from ckptbench.schedules import get_strategy
 def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, repeat: int):
     """Show a checkpointing schedule's cost: r, t, evaluations, peak snapshots.
 
-    The figures come from the closed-form Griewank-Walther formulas up to 10**1000 steps; the
-    schedule is enumerated (and replayed to check it) only up to 5,000,000 step evaluations,
-    or for --actions/--time, which refuse larger schedules.
+    The figures come from the closed-form Griewank-Walther formulas up to 10**1000 steps
+    (beyond the 2**31 that run, plan and sweep take, and said so); the schedule is
+    enumerated (and replayed to check it) only up to 5,000,000 step evaluations, or for
+    --actions/--time, which refuse larger schedules.
     """
     from ckptbench.render import closed_form_table, schedule_table
+    from ckptbench.results.schema import MAX_STEPS as MEASURED_STEPS
     from ckptbench.schedules import advances_within, make_schedule, replay
 
     if steps > MAX_STEPS:  # its counts (t grows as steps**2 at one slot) would not print
         raise InputError(
             "--steps is over 10**1000: the counts of a longer schedule have more digits than "
             "ckptbench prints"
+        )
+    if steps > MEASURED_STEPS:  # deliberate: the formulas hold, no result is written
+        click.echo(
+            f"note: --steps {steps} is over 2**31 ({MEASURED_STEPS:,}), the most run, plan and "
+            "sweep take (the evaluation counts of a longer chain exceed a 64-bit integer): "
+            "these figures are the formulas' alone",
+            err=True,
         )
     spec = get_strategy(strategy)
     ctx = click.get_current_context()

@@ -29,6 +29,7 @@ __all__ = [
     "MprofError",
     "export_mprof",
     "format_mprof",
+    "mprof_documents",
     "mprof_files",
     "mprof_name",
     "write_mprof",
@@ -100,6 +101,19 @@ def mprof_files(results: Sequence[Any], folder: str | os.PathLike[str]) -> list[
     return files
 
 
+def mprof_documents(
+    results: Sequence[Any], folder: str | os.PathLike[str], command: str
+) -> list[tuple[str, str]]:
+    """(path, text) of every file of :func:`mprof_files`, each text formatted
+    (:func:`format_mprof`) before any file is written: :class:`MprofError` names a
+    timeline that cannot be, with nothing written."""
+    documents = []
+    for path, m in mprof_files(results, folder):
+        start = m.started_unix_s if m.started_unix_s is not None else 0.0
+        documents.append((path, format_mprof(m.timeline, start_time=start, command=command)))
+    return documents
+
+
 def export_mprof(
     results: Sequence[Any],
     folder: str | os.PathLike[str],
@@ -109,13 +123,13 @@ def export_mprof(
 ) -> list[str]:
     """Write the mprof files of :func:`mprof_files` into ``folder``; their paths. An existing
     file is never replaced unless ``replace`` (the caller checks what it replaces); an
-    OSError names the file it was writing (``filename``), not a temp file or the folder."""
+    OSError names the file it was writing (``filename``), not a temp file or the folder; a
+    timeline that cannot be written is :class:`MprofError` before any file is."""
     os.makedirs(folder, exist_ok=True)
     written: list[str] = []
-    for path, m in mprof_files(results, folder):
-        start = m.started_unix_s if m.started_unix_s is not None else 0.0
+    for path, text in mprof_documents(results, folder, command):  # every text, then files
         try:
-            write_mprof(path, m.timeline, start_time=start, command=command, replace=replace)
+            write_atomic(path, text, replace=replace)
         except OSError as err:
             raise OSError(err.errno, err.strerror or str(err), path) from None
         written.append(path)
