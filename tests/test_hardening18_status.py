@@ -70,3 +70,88 @@ def test_a_stopped_run_is_still_interrupted_in_the_status_column(tmp_path):
     assert cells_frame([result]).iloc[0]["status"] == (
         "interrupted before round 2 (1 complete round)"
     )
+
+
+# ------------------------------------- 3. a cell waiting to be measured again is no error
+
+
+def _two_incomplete(tmp_path: Path):
+    """A sweep folder of two cells, each file missing its second round of normal: both
+    measured again by ``--resume``."""
+    from _synthetic import TINY_SWEEP_TEXT
+
+    from ckptbench.results.modes import Mode
+    from ckptbench.results.store import cell_path
+    from ckptbench.sweep.config import parse_config
+
+    text = TINY_SWEEP_TEXT.replace("repeats = 3", "repeats = 3\nrounds = 2")
+    config = parse_config(text.replace("[2, 3, 4]", "[2, 3]"), source="tiny.toml")
+    for i, case in enumerate(config.cases):
+        r = make_result(case, rounds=2, seed=i)
+        lost = tuple(m for m in r.modes if (m.mode, m.round) != (Mode.NORMAL, 1))
+        save_result(replace(r, modes=lost), cell_path(tmp_path, case))
+    return config
+
+
+WHY = "incomplete: normal: 1 of 2 planned rounds (round 2 missing)"
+
+
+def test_a_cell_waiting_to_be_measured_again_records_why_not_an_error(tmp_path):
+    """While ``--resume`` measured one cell, the manifest said of it and of the one waiting
+    ``error: "measured again: incomplete: ..."``: a failure claimed of a cell not measured
+    yet. The reason is ``remeasure_reason``, and a cell once measured carries none."""
+    import json
+
+    from ckptbench.sweep.run import run_sweep
+
+    config = _two_incomplete(tmp_path)
+    seen: list[list[dict]] = []
+
+    def run_cell(case, **_):
+        seen.append(json.loads((tmp_path / "sweep.json").read_text())["cells"])
+        return make_result(case, rounds=2, seed=9)
+
+    outcome = run_sweep(config, tmp_path, resume=True, run_cell=run_cell)
+    running, waiting = seen[0]
+    assert (running["state"], waiting["state"]) == ("running", "pending")
+    for cell in (running, waiting):
+        assert cell["error"] is None and cell["remeasure_reason"] == WHY, cell
+    done = json.loads((tmp_path / "sweep.json").read_text())["cells"]
+    assert [(c["state"], c["error"], c["remeasure_reason"]) for c in done] == [
+        ("measured", None, None)
+    ] * 2
+    notes = [line for line in outcome.summary_lines() if line.startswith("note ")]
+    assert len(notes) == 2 and all(f": measured again: {WHY}; its earlier" in n for n in notes)
+
+
+@pytest.mark.parametrize("older", [True, False], ids=["older-manifest", "this-manifest"])
+def test_readers_say_why_a_listed_cell_without_its_file_was_to_be_measured_again(
+    tmp_path, capsys, older
+):
+    """A sweep killed after it moved a cell's file aside: the manifest lists the cell
+    running, its file gone. ``compare`` and ``check`` say why it was being measured again,
+    from an older manifest's ``error`` as from ``remeasure_reason``; ``--resume`` measures
+    it."""
+    import json
+
+    from ckptbench.sweep.run import run_sweep
+
+    config = _two_incomplete(tmp_path)
+    run_sweep(config, tmp_path, resume=True, run_cell=lambda case, **_: make_result(case))
+    manifest = json.loads((tmp_path / "sweep.json").read_text())
+    cell = manifest["cells"][1]
+    cell.update(state="running", error=None, remeasure_reason=WHY)
+    if older:
+        cell.pop("remeasure_reason")
+        cell["error"] = f"measured again: {WHY}"
+    (tmp_path / "sweep.json").write_text(json.dumps(manifest))
+    (tmp_path / cell["file"]).unlink()
+    said = f"(state running: measured again: {WHY})"
+    code, shown, _ = run_cli(capsys, ["compare", str(tmp_path)])
+    assert code == 0 and said in " ".join(shown.split()), shown
+    code, shown, _ = run_cli(capsys, ["check", str(tmp_path)])
+    assert code == 1 and f"running: measured again: {WHY}" in shown, shown
+    calls: list[str] = []
+    run_sweep(config, tmp_path, resume=True,
+              run_cell=lambda case, **_: calls.append(case.key) or make_result(case))  # fmt: skip
+    assert calls == [cell["key"]]

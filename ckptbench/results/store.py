@@ -257,9 +257,19 @@ def missing_cells(
         cells = [c for c in (data or {}).get("cells", []) if isinstance(c, dict) and c.get("file")]
         for c in cells:
             if not (f := manifest.parent / c["file"]).exists():
-                why = f"{c.get('state', '?')}" + (f": {c['error']}" if c.get("error") else "")
+                why = f"{c.get('state', '?')}{_cell_said(c)}"
                 found.setdefault((str(c.get("key", c["file"])), why), {})[f.resolve()] = str(f)
     return [(key, f"{', '.join(fs.values())} (state {why})") for (key, why), fs in found.items()]
+
+
+def _cell_said(cell: dict[str, Any]) -> str:
+    """': ' and a manifest cell's error, or why it waits to be measured again (its
+    ``remeasure_reason``; an older manifest's ``error`` said 'measured again: ...'), or ''."""
+    if isinstance(error := cell.get("error"), str) and error:
+        return f": {error}"
+    if isinstance(why := cell.get("remeasure_reason"), str) and why:
+        return f": measured again: {why}"
+    return ""
 
 
 def _sweep_cell(p: Path) -> str | None:
