@@ -155,3 +155,28 @@ def test_readers_say_why_a_listed_cell_without_its_file_was_to_be_measured_again
     run_sweep(config, tmp_path, resume=True,
               run_cell=lambda case, **_: calls.append(case.key) or make_result(case))  # fmt: skip
     assert calls == [cell["key"]]
+
+
+# ------------------------------------------- 2. sweep --dry-run says why it measures again
+
+
+def test_dry_run_says_why_a_cell_is_measured_again_as_resume_does(tmp_path, capsys):
+    """``--dry-run --resume`` said 'measure again (incomplete or failed; ...)' of a cell whose
+    file misses a round, where ``--resume`` says 'incomplete: normal: 1 of 2 planned rounds
+    (round 2 missing)': the table says why is below, and the line below says it."""
+    from _synthetic import TINY_SWEEP_TEXT
+
+    from ckptbench.sweep.run import run_sweep
+
+    config = _two_incomplete(tmp_path / "d")
+    text = TINY_SWEEP_TEXT.replace("repeats = 3", "repeats = 3\nrounds = 2")
+    (tmp_path / "tiny.toml").write_text(text.replace("[2, 3, 4]", "[2, 3]"))
+    argv = ["sweep", str(tmp_path / "tiny.toml"), "--out", str(tmp_path / "d"), "--resume"]
+    code, shown, err = run_cli(capsys, [*argv, "--dry-run"])
+    assert code == 0, err
+    lines = shown.splitlines()
+    for case in config.cases:
+        assert f"measure again: {case.key}: {WHY}" in lines, shown
+    assert "incomplete or failed" not in shown
+    said = run_sweep(config, tmp_path / "d", resume=True, run_cell=lambda c, **_: make_result(c))
+    assert all(f": measured again: {WHY}; " in n for n in said.notes)  # the same words

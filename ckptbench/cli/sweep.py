@@ -202,7 +202,7 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -
     refused where the sweep would be), printed as a table; the folder is read, never created."""
     from ckptbench.render.console import stdout_console
     from ckptbench.render.format import fmt_duration
-    from ckptbench.render.sweepplan import conflict_lines, dry_run_table
+    from ckptbench.render.sweepplan import conflict_lines, dry_run_table, remeasure_lines
     from ckptbench.sweep.preflight import SweepError, check_manifest, plan_cells
     from ckptbench.sweep.progress import estimated_seconds
 
@@ -215,7 +215,7 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -
     estimates = [estimated_seconds(c) for c in cfg.cases]
     console = stdout_console()
     console.print(dry_run_table(cells, to_run, estimates))
-    for line in conflict_lines(cells):
+    for line in (*remeasure_lines(cells, to_run), *conflict_lines(cells)):
         click.echo(line)
     for note in cfg.notes:  # as the sweep says them: cells the grid clamped or merged
         click.echo(note)
