@@ -180,3 +180,36 @@ def test_dry_run_says_why_a_cell_is_measured_again_as_resume_does(tmp_path, caps
     assert "incomplete or failed" not in shown
     said = run_sweep(config, tmp_path / "d", resume=True, run_cell=lambda c, **_: make_result(c))
     assert all(f": measured again: {WHY}; " in n for n in said.notes)  # the same words
+
+
+# ------------------------------------------ 4. a manifest given by name that lists no cells
+
+
+@pytest.mark.parametrize("saved", [False, True], ids=["no-cells", "none-saved"])
+def test_a_manifest_given_by_name_says_what_its_folder_says(tmp_path, capsys, saved):
+    """``compare d/sweep.json`` said 'no results to compare' where ``compare d`` says its
+    sweep manifest lists no cells (or lists some, none saved)."""
+    from _cli import one_line_error
+
+    from ckptbench.sweep.run import run_sweep
+
+    config = _two_incomplete(tmp_path)
+    run_sweep(config, tmp_path, resume=True, run_cell=lambda case, **_: make_result(case))
+    manifest = tmp_path / "sweep.json"
+    if saved:
+        for case in config.cases:
+            (tmp_path / f"{case.key}.json").unlink()
+        why = "its sweep manifest lists 2 cells, none saved"
+    else:
+        import json
+
+        data = json.loads(manifest.read_text())
+        manifest.write_text(json.dumps({**data, "cells": []}))
+        why = (
+            "its sweep manifest lists no cells; 2 result files here it does not list "
+            "(pass one by name)"
+        )
+    for command in ("compare", "check"):
+        assert one_line_error(capsys, [command, str(tmp_path)]).endswith(f": {why}\n")
+        err = one_line_error(capsys, [command, str(manifest)])
+        assert err.endswith(f"{manifest}: {why}\n"), err

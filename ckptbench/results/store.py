@@ -392,6 +392,8 @@ def _cell_files(
                 raise StoreError(f"{p}: {_no_cells(p, manifests)}")
         elif p.exists():
             listed = manifest_cells(p, manifests=manifests) if p.name == MANIFEST_NAME else None
+            if listed == []:  # as its folder says it: no cells, or none saved
+                raise StoreError(f"{p}: {_no_cells(p.parent, manifests)}")
             if listed is not None:
                 files.extend((f, key, p) for f, key in listed)
             else:
