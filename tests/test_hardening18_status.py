@@ -213,3 +213,57 @@ def test_a_manifest_given_by_name_says_what_its_folder_says(tmp_path, capsys, sa
         assert one_line_error(capsys, [command, str(tmp_path)]).endswith(f": {why}\n")
         err = one_line_error(capsys, [command, str(manifest)])
         assert err.endswith(f"{manifest}: {why}\n"), err
+
+
+# ------------------------------ 5. a refusal does not say it created a folder it removes
+
+
+def _refused(capsys, argv: list[str]) -> str:
+    """``ckptbench ARGV``'s refusal: exit 2, one line, and no folder said made."""
+    from _cli import one_line_error
+
+    err = one_line_error(capsys, argv)
+    assert "created folder" not in err, err
+    return err
+
+
+def test_a_refused_command_says_no_folder_it_removes(tmp_path, capsys, monkeypatch):
+    """A command refused after it made its output's folder printed 'note: created folder X
+    for --out' before its error line, then removed X: the refusal is its one line now."""
+    monkeypatch.chdir(tmp_path)
+    save_result(make_result(CI_CASE), tmp_path / "r.json")
+    (tmp_path / "empty").mkdir()
+    bad = "/proc/no-such-process/m"  # no folder can be made there
+    tiny = ["--model", "rnn", "--steps", "20", "--snaps", "3", "--hidden", "8"]
+    err = _refused(capsys, ["run", *tiny, "--out", "nd/x.json", "--mprof", bad])
+    assert "--mprof" in err
+    err = _refused(capsys, ["compare", "r.json", "-o", "nd/r.html", "--plots", bad])
+    assert "--plots" in err
+    err = _refused(capsys, ["check", "r.json", "--junit", "nd/j.xml", "--against", "empty"])
+    assert "empty: no result files in this folder" in err
+    assert not (tmp_path / "nd").exists()
+
+
+def test_a_sweep_refused_at_its_question_says_nothing_before_its_line(
+    tmp_path, capsys, monkeypatch
+):
+    """A sweep too long to start unasked, off a terminal, said the folder it made and its
+    start line, then refused and removed the folder: now the refusal alone."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
+    long = '[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\nrepeats = 1000000\nrounds = 10\n'
+    (tmp_path / "long.toml").write_text(f'name = "long"\n{long}')
+    err = _refused(capsys, ["sweep", "long.toml", "--out", "nd/sub"])
+    assert "pass --yes to run them" in err
+    assert not (tmp_path / "nd").exists()
+
+
+def test_a_kept_folder_is_said_before_what_is_written_there(tmp_path, capsys, monkeypatch):
+    """The note comes once the command is past its checks, before the files it writes."""
+    monkeypatch.chdir(tmp_path)
+    save_result(make_result(CI_CASE), tmp_path / "r.json")
+    code, _, err = run_cli(capsys, ["compare", "r.json", "-o", "rep/r.html", "-q"])
+    assert code == 0 and err.startswith("note: created folder rep for -o\n"), err
+    code, _, err = run_cli(capsys, ["check", "r.json", "--junit", "ci/j.xml"])
+    lines = err.splitlines()
+    assert lines[:2] == ["note: created folder ci for --junit", "wrote ci/j.xml"], err

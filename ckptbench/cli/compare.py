@@ -23,6 +23,7 @@ from ckptbench.cli.outputs import (
     probe_writable,
     refuse_duplicates,
     refuse_folder_clashes,
+    say_made_folders,
     write_bytes,
     write_mprof,
 )
@@ -136,6 +137,7 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
             make_folder(plots, "--plots")
         except OSError as err:
             raise InputError(f"--plots {plots}: {err.strerror or err}") from None
+    say_made_folders()  # past its checks: the folders made for -o and --plots are kept
     for path, fig in figures:
         write_bytes(path, fig, "--plots", force)
         if not quiet:

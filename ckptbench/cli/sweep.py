@@ -75,20 +75,20 @@ def sweep(
     made = [p for p in (out, *out.parents) if not p.exists()]  # what opening it creates
     dask_address = _check_destination(out, dask_address)
     console = stderr_console()
-    if made and out.is_dir():  # said as every output's folder is: a typo is seen
-        click.echo(f"note: created folder {out} for --out", err=True)
     todo = _cells_to_measure(cfg, out, resume, retry_failed)
     seconds = sum(estimated_seconds(c) for c in todo)
     hours = seconds / 3600
-    _say_start(console, cfg, checked, len(todo), fmt_duration(seconds), out, quiet)
     if (len(todo) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
-        try:
+        try:  # before anything is said: a refusal is its one line
             _confirm(config, len(todo), fmt_duration(seconds))
         except BaseException:  # not confirmed: leave no folder it made behind (if still empty)
             with contextlib.suppress(OSError):
                 for folder in made:
                     folder.rmdir()
             raise
+    if made and out.is_dir():  # kept: said as every output's folder is, so a typo is seen
+        click.echo(f"note: created folder {out} for --out", err=True)
+    _say_start(console, cfg, checked, len(todo), fmt_duration(seconds), out, quiet)
     show_iterations = not quiet and (verbose or progress_lines or console.is_terminal)
     progress = _progress_printer(console, quiet=quiet, show_iterations=show_iterations)
 
