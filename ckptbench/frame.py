@@ -21,7 +21,9 @@ JAX), its device peak and overhead on a GPU (``peak_device_bytes``,
 ``device_overhead_bytes``; NA on a CPU), and the cell's slowdown and memory savings with
 their 95% intervals and its device memory savings (the same on the rows of one file),
 and ``rounds_missing``: the modes the file lacks in rounds its case plans with no stop
-recorded ('normal: 1 of 2 planned rounds (round 2 missing)'; NA where none is missing).
+recorded ('normal: 1 of 2 planned rounds (round 2 missing)'; NA where none is missing),
+``interruption`` ('interrupted in round 3' where a stop cut the run) and ``saved_mid_run``
+(the file was saved mid-run by a run that never finished: killed, or still measuring).
 Every figure is the result's typed summary (``RunResult.summary``, computed from the raw
 samples by :func:`ckptbench.results.summary.compute`; docs/architecture.md, "Noise and
 rounds"), as ``compare`` reads it. Several files of one
@@ -61,7 +63,7 @@ CASE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Case))
 _INT = ("_bytes", "iterations", "evaluations", "forward_steps", "rounds", "run")
 
 
-def _cell(s: CellSummary, interruption: str | None) -> dict[str, Any]:
+def _cell(s: CellSummary, result: RunResult) -> dict[str, Any]:
     return {
         "slowdown": s.slowdown.value,
         "slowdown_low": s.slowdown.low,
@@ -74,7 +76,8 @@ def _cell(s: CellSummary, interruption: str | None) -> dict[str, Any]:
         "rounds_complete": s.rounds_complete,
         "time_unstable": bool(s.time_unstable),
         "interrupted_round": s.interrupted_round,
-        "interruption": interruption,
+        "interruption": result.interruption,
+        "saved_mid_run": result.saved_mid_run,
         "rounds_missing": "; ".join(x.text for x in s.rounds_missing) or None,
         "cell_evaluations": s.step_evaluations,
         "cell_evaluations_optimal": s.step_evaluations_optimal,
@@ -113,7 +116,7 @@ def tidy_records(results: Sequence[RunResult]) -> list[dict[str, Any]]:
         s = r.summary
         case = {name: getattr(r.case, name) for name in CASE_COLUMNS}
         case["executor_used"] = r.case.executor_ran
-        cell = _cell(s, r.interruption)
+        cell = _cell(s, r)
         for mode in MODES:
             m, f = r.mode(mode), s.mode(mode)
             if m is None:
@@ -184,8 +187,8 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
     memory limit) and median time, and the cell's figures with their 95% intervals
     (``_low``/``_high``), whether its time figures are unstable (the warnings' ``*``), its
     backend and device (device overhead and savings: GPU cells only). ``status`` is 'ok' or
-    the modes that were not, after 'interrupted in round N (K complete rounds)' where it was
-    stopped (figures of the complete rounds, ``rounds_complete`` of ``rounds``); ``source``."""
+    the modes that were not, after where a run was stopped or never finished (figures of the
+    complete rounds, ``rounds_complete`` of ``rounds``: ``_cell_status``); ``source``."""
     import pandas as pd
 
     tidy = results_frame(results)
@@ -262,8 +265,9 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
 
 def _cell_status(tidy: Any, first: Any) -> Any:
     """Per run, the modes that were not ok (``mode: status``, comma-separated), after
-    'interrupted ... (K complete rounds)' where ckptbench was stopped; runs with neither
-    are missing (``cells_frame`` fills them with 'ok')."""
+    'interrupted ... (K complete rounds)' where ckptbench was stopped, or 'never finished (K
+    complete rounds)' for a file saved mid-run (as the warning and ``check`` say it); runs
+    with neither are missing (``cells_frame`` fills them with 'ok')."""
     import pandas as pd
 
     bad = tidy[tidy["status"] != "ok"].groupby("run", sort=True)
@@ -276,7 +280,8 @@ def _cell_status(tidy: Any, first: Any) -> Any:
     )
     for run, row in first.iterrows():  # an interruption is a note, its complete rounds count
         if row["interruption"] is not None and not pd.isna(row["interruption"]):
-            note = f"{row['interruption']} ({complete_rounds_text(row['rounds_complete'])})"
+            head = "never finished" if bool(row["saved_mid_run"]) else row["interruption"]
+            note = f"{head} ({complete_rounds_text(row['rounds_complete'])})"
             status[run] = f"{note}; {status[run]}" if run in status.index else note
         if isinstance(lost := row["rounds_missing"], str):  # no stop recorded: said too
             status[run] = f"{status[run]}; {lost}" if run in status.index else lost

@@ -124,9 +124,7 @@ def test_check_says_a_file_saved_mid_run_was_never_finished_as_compare_does(tmp_
     ), out
     shown = CliRunner().invoke(cli, ["compare", str(tmp_path / "kill.json")]).output
     assert "interrupted before round 2, 1 complete round)" in shown.replace("\n    ", " ")
-    assert (
-        cells_frame([killed]).iloc[0]["status"] == "interrupted before round 2 (1 complete round)"
-    )
+    assert cells_frame([killed]).iloc[0]["status"] == "never finished (1 complete round)"
 
 
 def test_compare_blames_both_sides_when_a_mode_failed_before_and_after():

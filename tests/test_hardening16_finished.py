@@ -82,7 +82,7 @@ def test_a_run_killed_between_rounds_leaves_a_file_that_says_it_did_not_finish(
         "before round 2 (1 complete round kept)"
     ), status
     code, shown, _ = run_cli(capsys, ["compare", str(out), "--format", "markdown"])
-    assert code == 0 and "interrupted before round 2 (1 complete round)" in shown
+    assert code == 0 and "never finished (1 complete round)" in shown
     assert "saved mid-run and never finished" in shown
 
 

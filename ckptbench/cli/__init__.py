@@ -17,7 +17,7 @@ import click
 from ckptbench import __version__
 from ckptbench.cli import check, compare, plan, profile, run, schedule, sweep
 from ckptbench.cli.options import EXIT_OK, EXIT_USAGE, InputError, one_line
-from ckptbench.cli.outputs import remove_made_folders
+from ckptbench.cli.outputs import remove_made_folders, say_made_folders
 from ckptbench.cli.readout import misread_output_option
 
 #: stdout's reader went away (`ckptbench schedule --actions | head -1`): 128 + SIGPIPE, as a
@@ -95,6 +95,8 @@ class _Commands(click.Group):
             message = f"ckptbench: error: cannot write{where} ({err.strerror})"
             click.echo(one_line(message), err=True)
             raise SystemExit(EXIT_IO_ERROR) from None
+        finally:  # kept (not refused): the folders made for its outputs, said if not yet
+            say_made_folders(ctx)
 
 
 def _quiet_stdout() -> None:

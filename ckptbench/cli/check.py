@@ -25,6 +25,7 @@ from ckptbench.cli.outputs import (
     note_writers,
     probe_writable,
     refuse_duplicates,
+    say_made_folders,
 )
 from ckptbench.cli.values import FLOOR_BYTES, FRACTION, POSITIVE_FRACTION
 
@@ -138,6 +139,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         )
     except ValueError as err:
         raise InputError(str(err)) from None
+    say_made_folders()  # past its checks: the folders made for its outputs are kept
     shown = check_report(report, quiet=quiet)
     md = render(check_report(report), "markdown")
     click.echo(render(shown, fmt))

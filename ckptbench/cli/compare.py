@@ -24,6 +24,7 @@ from ckptbench.cli.outputs import (
     probe_writable,
     refuse_duplicates,
     refuse_folder_clashes,
+    say_made_folders,
     write_bytes,
     write_mprof,
 )
@@ -142,6 +143,7 @@ def _make_folder(folder, what: str) -> None:
         make_folder(folder, what)
     except OSError as err:
         raise InputError(f"{what} {folder}: {err.strerror or err}") from None
+    say_made_folders()  # past its checks (``_check_outputs``): said before its files are
 
 
 def _check_outputs(after, before, output, plots, mprof_dir, inputs, force) -> list:

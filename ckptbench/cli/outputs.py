@@ -84,23 +84,45 @@ def _probe(folder: Path) -> None:
         os.rmdir(tempfile.mkdtemp(prefix=".ckptbench-probe-", dir=there))
 
 
-#: ``click.Context.meta`` key: the folders this command made, innermost first
-#: (:func:`remove_made_folders`).
+#: ``click.Context.meta`` keys: the folders this command made, innermost first
+#: (:func:`remove_made_folders`), the notes that say so, not said yet, and whether the
+#: command is past its checks (a folder made then is said at once; :func:`say_made_folders`).
 MADE_FOLDERS = "ckptbench.made_folders"
+MADE_NOTES = "ckptbench.made_folder_notes"
+PAST_CHECKS = "ckptbench.past_checks"
 
 
 def make_folder(folder: Path, what: str) -> None:
     """``folder`` made for the output ``what`` (parents too), said in one line on stderr when
     it was missing ('note: created folder X for --out'), so a typo in a path is seen; OSError
     if it cannot be. Each folder made is recorded in the command's context, so one left
-    empty by a refusal is removed again (:func:`remove_made_folders`)."""
+    empty by a refusal is removed again, unsaid (:func:`remove_made_folders`); the note is
+    said once the command is past its checks (:func:`say_made_folders`)."""
     missing = [p for p in (folder, *folder.parents) if not p.exists()]
     folder.mkdir(parents=True, exist_ok=True)
     if missing:
+        note = f"note: created folder {folder} for {what}"
         ctx = click.get_current_context(silent=True)
-        if ctx is not None:
-            ctx.find_root().meta.setdefault(MADE_FOLDERS, []).extend(missing)
-        click.echo(f"note: created folder {folder} for {what}", err=True)
+        if ctx is None:  # no command to refuse it: said at once
+            click.echo(note, err=True)
+            return
+        meta = ctx.find_root().meta
+        meta.setdefault(MADE_FOLDERS, []).extend(missing)
+        meta.setdefault(MADE_NOTES, []).append(note)
+        if meta.get(PAST_CHECKS):  # past its checks: said at once, before its files
+            say_made_folders(ctx)
+
+
+def say_made_folders(ctx: click.Context | None = None) -> None:
+    """Say the folders this command made (:func:`make_folder`) and has not said yet: once it
+    is past its checks (``run`` before it measures) or done, never before a refusal's line
+    (a refusal removes them, :func:`remove_made_folders`, and they go unsaid)."""
+    ctx = ctx or click.get_current_context(silent=True)
+    if ctx is None:
+        return
+    ctx.find_root().meta[PAST_CHECKS] = True  # folders made from now on are said at once
+    for note in ctx.find_root().meta.pop(MADE_NOTES, []):
+        click.echo(note, err=True)
 
 
 def remove_made_folders(ctx: click.Context) -> None:
@@ -108,6 +130,7 @@ def remove_made_folders(ctx: click.Context) -> None:
     empty: a command refused after making its output's folder (a plug-in refused at its
     check, say) leaves nothing behind. A folder holding anything stays, and so do those
     above it."""
+    ctx.find_root().meta.pop(MADE_NOTES, None)  # removed: nothing to say of them
     for folder in ctx.find_root().meta.pop(MADE_FOLDERS, []):
         try:
             folder.rmdir()
@@ -202,6 +225,7 @@ def write_mprof(results, folder: Path, quiet: bool = False, replace: bool = Fals
 
     try:
         make_folder(folder, "--mprof")
+        say_made_folders()  # said before its files are
         for path in export_mprof(results, folder, _mprof_command(), replace=replace):
             if not quiet:
                 click.echo(f"wrote {path}", err=True)

@@ -39,6 +39,7 @@ from ckptbench.cli.outputs import (
     claim_out,
     input_files,
     json_and_format_options,
+    say_made_folders,
     write_mprof,
 )
 from ckptbench.cli.precision import precision_option
@@ -332,6 +333,7 @@ def run(
         check_mprof_dir(mprof_dir, case, mode_list, out, max_rounds=rounds_up_to, force=force)
     case, plugin_notes, checked = checked_in_worker(ctx, case, device, costs, costs_file)
     notes += plugin_notes
+    say_made_folders(ctx)  # past its checks: the folders made for --out and --mprof are kept
 
     err_console = stderr_console()
     for kind, note in shown_notes(notes, quiet):  # -q: the warnings only (costs file, dtype)

@@ -75,20 +75,20 @@ def sweep(
     made = [p for p in (out, *out.parents) if not p.exists()]  # what opening it creates
     dask_address = _check_destination(out, dask_address)
     console = stderr_console()
-    if made and out.is_dir():  # said as every output's folder is: a typo is seen
-        click.echo(f"note: created folder {out} for --out", err=True)
     todo = _cells_to_measure(cfg, out, resume, retry_failed)
     seconds = sum(estimated_seconds(c) for c in todo)
     hours = seconds / 3600
-    _say_start(console, cfg, checked, len(todo), fmt_duration(seconds), out, quiet)
     if (len(todo) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
-        try:
+        try:  # before anything is said: a refusal is its one line
             _confirm(config, len(todo), fmt_duration(seconds))
         except BaseException:  # not confirmed: leave no folder it made behind (if still empty)
             with contextlib.suppress(OSError):
                 for folder in made:
                     folder.rmdir()
             raise
+    if made and out.is_dir():  # kept: said as every output's folder is, so a typo is seen
+        click.echo(f"note: created folder {out} for --out", err=True)
+    _say_start(console, cfg, checked, len(todo), fmt_duration(seconds), out, quiet)
     show_iterations = not quiet and (verbose or progress_lines or console.is_terminal)
     progress = _progress_printer(console, quiet=quiet, show_iterations=show_iterations)
 
@@ -202,7 +202,7 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -
     refused where the sweep would be), printed as a table; the folder is read, never created."""
     from ckptbench.render.console import stdout_console
     from ckptbench.render.format import fmt_duration
-    from ckptbench.render.sweepplan import conflict_lines, dry_run_table
+    from ckptbench.render.sweepplan import conflict_lines, dry_run_table, remeasure_lines
     from ckptbench.sweep.preflight import SweepError, check_manifest, plan_cells
     from ckptbench.sweep.progress import estimated_seconds
 
@@ -215,7 +215,7 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -
     estimates = [estimated_seconds(c) for c in cfg.cases]
     console = stdout_console()
     console.print(dry_run_table(cells, to_run, estimates))
-    for line in conflict_lines(cells):
+    for line in (*remeasure_lines(cells, to_run), *conflict_lines(cells)):
         click.echo(line)
     for note in cfg.notes:  # as the sweep says them: cells the grid clamped or merged
         click.echo(note)

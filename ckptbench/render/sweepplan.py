@@ -12,12 +12,13 @@ from ckptbench.render.table import Column, Table
 from ckptbench.results.units import count_text
 from ckptbench.sweep.cells import CellOutcome, CellState
 
-__all__ = ["cell_action", "conflict_lines", "dry_run_table"]
+__all__ = ["cell_action", "conflict_lines", "dry_run_table", "remeasure_lines"]
 
 
 def cell_action(cell: CellOutcome, measured: bool) -> str:
-    """What the sweep does with one cell: 'measure', 'measure again (...)', 'keep (...)' or
-    'conflict: ...' (the reason: :func:`conflict_lines`)."""
+    """What the sweep does with one cell: 'measure', 'measure again (...)' (why:
+    :func:`remeasure_lines`), 'keep (...)' or 'conflict: ...' (the reason:
+    :func:`conflict_lines`)."""
     if cell.state is CellState.CONFLICT:
         return "conflict: left alone (why: below)"
     if cell.state is CellState.INVALID:
@@ -29,7 +30,7 @@ def cell_action(cell: CellOutcome, measured: bool) -> str:
             else ("keep (a failed measurement; --retry-failed measures it again)")
         )
     if measured and cell.path.exists():
-        return "measure again (incomplete or failed; the old file kept aside)"
+        return "measure again (the old file kept aside; why: below)"
     return "measure"
 
 
@@ -61,3 +62,13 @@ def dry_run_table(
 def conflict_lines(cells: Sequence[CellOutcome]) -> list[str]:
     """Why each conflicting cell is left alone, one line each (the sweep's own words)."""
     return [f"conflict: {c.error}" for c in cells if c.state is CellState.CONFLICT]
+
+
+def remeasure_lines(cells: Sequence[CellOutcome], to_run: Sequence[int]) -> list[str]:
+    """Why each cell whose file is there is measured again, one line each, in the words
+    ``--resume`` says it (``sweep.preflight.remeasure_reason``): 'measure again: KEY:
+    incomplete: normal: 1 of 2 planned rounds (round 2 missing)'."""
+    again = [cells[i] for i in to_run if cells[i].path.exists()]
+    return [
+        f"measure again: {c.key}: {c.remeasure_reason or 'incomplete or failed'}" for c in again
+    ]

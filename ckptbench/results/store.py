@@ -257,10 +257,19 @@ def missing_cells(
         cells = [c for c in (data or {}).get("cells", []) if isinstance(c, dict) and c.get("file")]
         for c in cells:
             if not (f := manifest.parent / c["file"]).exists():
-                said = " ".join(str(c.get("error") or "").split())  # one line, as it is shown
-                why = f"{c.get('state', '?')}" + (f": {said}" if said else "")
+                why = f"{c.get('state', '?')}{_cell_said(c)}"
                 found.setdefault((str(c.get("key", c["file"])), why), {})[f.resolve()] = str(f)
     return [(key, f"{', '.join(fs.values())} (state {why})") for (key, why), fs in found.items()]
+
+
+def _cell_said(cell: dict[str, Any]) -> str:
+    """': ' and a manifest cell's error, or why it waits to be measured again (its
+    ``remeasure_reason``; an older manifest's ``error`` said so), on one line; or ''."""
+    if isinstance(error := cell.get("error"), str) and error.split():
+        return ": " + " ".join(error.split())
+    if isinstance(why := cell.get("remeasure_reason"), str) and why.split():
+        return ": measured again: " + " ".join(why.split())
+    return ""
 
 
 def _sweep_cell(p: Path) -> str | None:
@@ -383,6 +392,8 @@ def _cell_files(
                 raise StoreError(f"{p}: {_no_cells(p, manifests)}")
         elif p.exists():
             listed = manifest_cells(p, manifests=manifests) if p.name == MANIFEST_NAME else None
+            if listed == []:  # as its folder says it: no cells, or none saved
+                raise StoreError(f"{p}: {_no_cells(p.parent, manifests)}")
             if listed is not None:
                 files.extend((f, key, p) for f, key in listed)
             else:

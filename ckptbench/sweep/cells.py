@@ -79,7 +79,9 @@ class Attempt:
 
 @dataclass(frozen=True)
 class CellOutcome:
-    """What happened to one cell."""
+    """What happened to one cell. ``remeasure_reason``: why ``--resume`` measures a cell
+    whose file reads back again (``preflight.remeasure_reason``), while it waits or runs; a
+    cell measured, failed or lost has none (its ``error`` says what went wrong)."""
 
     case: Case
     path: Path
@@ -90,6 +92,7 @@ class CellOutcome:
     error: str | None = None
     duration_s: float | None = None
     attempts: tuple[Attempt, ...] = ()  # Dask: every try, in order (the last one counts)
+    remeasure_reason: str | None = None
 
     @property
     def key(self) -> str:
@@ -104,6 +107,11 @@ class CellOutcome:
             "host": self.host,
             "worker": self.worker,
             "error": self.error,
+            "remeasure_reason": (
+                self.remeasure_reason
+                if self.state in (CellState.PENDING, CellState.RUNNING)
+                else None
+            ),
             "duration_s": self.duration_s,
             "attempts": [a.to_dict() for a in self.attempts],
             "case": self.case.to_dict(),

@@ -164,7 +164,7 @@ def plan_cells(
             msg = f"{path}: measured with other settings ({diff}); delete it to re-measure"
             cells.append(CellOutcome(case, path, CellState.CONFLICT, error=msg))
         elif (why := remeasure_reason(saved, retry_failed)) is not None:
-            cells.append(replace(pending, error=f"measured again: {why}"))
+            cells.append(replace(pending, remeasure_reason=why))
             to_run.append(index)
         else:
             kept = CellOutcome(case, path, CellState.KEPT, ok=saved.ok, host=saved.host)

@@ -242,7 +242,7 @@ class _SweepBook:
         self.checked: Mapping[PluginKey, PluginChecked] = checked  # by sources.plugin_key
         self.notes: list[str] = []
         #: the cells whose file this sweep replaces, and why (``preflight.remeasure_reason``)
-        self.again = {i: cells[i].error or "" for i in to_run if cells[i].path.exists()}
+        self.again = {i: cells[i].remeasure_reason or "" for i in to_run if cells[i].path.exists()}
         self.said: dict[str, list[str]] = {}  # what Dask workers said of cells -> the cells
         self.manifest_error: str | None = None
         self.manifest = _write_manifest(config, out, cells, started)  # at start: it must work

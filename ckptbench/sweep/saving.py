@@ -55,6 +55,7 @@ def saved_outcome(
         error=error,
         duration_s=duration,
         attempts=attempts,
+        remeasure_reason=None,  # measured: the file it re-measured is said in the notes
     )
 
 
@@ -93,9 +94,9 @@ def keep_unreadable(pending: CellOutcome, raw: Any) -> str:
 
 def set_aside(pending: CellOutcome, notes: list[str] | None, why: str | None = None) -> str | None:
     """Re-measuring a partial or failed cell: keep its old file beside the new one, and say
-    so in ``notes`` in one line, with ``why`` it is measured again ('measured again:
-    incomplete: normal: 1 of 2 planned rounds (round 2 missing)'); why it could not be moved
-    (the folder went read-only), else None."""
+    so in ``notes`` in one line, with ``why`` it is measured again ('incomplete: normal: 1 of
+    2 planned rounds (round 2 missing)', said after 'measured again: '); why it could not be
+    moved (the folder went read-only), else None."""
     if pending.path.exists():
         aside = kept_beside(pending.path, "replaced")
         try:
@@ -103,6 +104,6 @@ def set_aside(pending: CellOutcome, notes: list[str] | None, why: str | None = N
         except OSError as err:
             return f"its earlier result could not be moved aside ({err.strerror or err})"
         if notes is not None:
-            said = f"{why}; " if why else ""
+            said = f"measured again: {why}; " if why else ""
             notes.append(f"{pending.key}: {said}its earlier result was moved to {aside.name}")
     return None
