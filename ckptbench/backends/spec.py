@@ -77,6 +77,10 @@ class BackendSpec:
     recording_executors: tuple[str, ...] = ()
     #: why ``run --trace`` cannot record it action by action (empty: it can)
     untraced: str = ""
+    #: every worker first runs a miniature of the case in all three modes, so the library
+    #: code each mode maps in on first use is resident in every mode before the measured
+    #: iterations (``ckptbench.measure.priming``; torch: libtorch's pages, MiBs per mode)
+    primes_modes: bool = False
     #: about how long a worker takes to start on the CPU (interpreter, framework import), s;
     #: for estimates only (``sweep.progress.estimated_seconds``)
     worker_start_s: float = 3.0

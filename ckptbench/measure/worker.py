@@ -35,9 +35,12 @@ thread polling the parent's pid kills the processes carrying the worker's token 
 worker's process group; on Linux ``PR_SET_PDEATHSIG`` arms a SIGALRM backstop for a
 watchdog that cannot run.
 
-Per iteration: ``malloc_trim(0)``, reset VmHWM through ``/proc/self/clear_refs``, run loss +
-gradient, read VmHWM. Its wall, process and measuring-thread CPU times are read from
-``ckptbench.engine.clock``, imported before any plug-in: a plug-in that replaces
+Before the case's gradient is built, a backend that asks for it (torch) runs a miniature of
+the case once in every mode (``ckptbench.measure.priming``), so each mode's measured
+iterations start with the same library code resident. Per iteration: ``malloc_trim(0)``,
+reset VmHWM through ``/proc/self/clear_refs``, run loss + gradient, read VmHWM. Its wall,
+process and measuring-thread CPU times are read from ``ckptbench.engine.clock``, imported
+before any plug-in: a plug-in that replaces
 ``time.perf_counter`` does not move them. The worker imports only the backend it measures
 (no pandas, rich or click, and no torch for autograd cases nor autograd for torch cases).
 """
@@ -58,6 +61,7 @@ from ckptbench.backends.require import MissingPackageError
 from ckptbench.engine import clock
 from ckptbench.measure import orphans
 from ckptbench.measure import peaks as measure
+from ckptbench.measure.priming import prime
 from ckptbench.results.schema import Case, Mode
 
 #: How often the watchdog checks that the parent is still alive.
@@ -109,6 +113,7 @@ def run_job(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict
         return _measure_costs(case, emit)
     if task is not None:
         return _side_task(task, case, job)
+    prime(case)  # every mode's code resident before this mode's data is built
     built = build(case, mode, job.get("costs"))
     meter = measure.PeakMeter()
     measure.trim_heap()

@@ -60,6 +60,7 @@ SPEC = BackendSpec(
         ),
     ),
     install_hint=INSTALL_HINT,
+    primes_modes=True,  # measure/priming.py: libtorch's code pages, resident in every mode
 )
 
 
