@@ -47,6 +47,7 @@ from ckptbench.analysis.limits import ConfigFiles, limit_sources, sweep_configs
 from ckptbench.analysis.pairing import diluted_cell, same_measurements
 from ckptbench.results.schema import RunResult
 from ckptbench.results.store import load_readable, load_results, missing_cells
+from ckptbench.results.units import count_text
 from ckptbench.sweep.preflight import unlisted_other_json, unlisted_results
 
 __all__ = [
@@ -96,15 +97,15 @@ class GateReport:
     def headline(self) -> str:
         """'ckptbench check: PASSED (12 checks on 2 cells)' or FAILED with the counts."""
         n_cells, n_checks = len(self.cells), len(self.lines)
-        counts = f"{n_checks} check{'s' * (n_checks != 1)} on {n_cells} cell{'s' * (n_cells != 1)}"
+        counts = f"{count_text(n_checks, 'check')} on {count_text(n_cells, 'cell')}"
         if self.passed:  # status lines alone gate no figure: said in the verdict itself
             only = all(x.check in ("status", "present") for x in self.lines)
             return f"ckptbench check: PASSED ({counts}{'; status only, no limits' * only})"
         hosts = self._hosts()
         failed_cells = len({c for f in self.failures for c in _cells_of(f, hosts)})
         return (
-            f"ckptbench check: FAILED ({len(self.failures)} of {n_checks} checks, "
-            f"{failed_cells} of {n_cells} cells)"
+            f"ckptbench check: FAILED ({len(self.failures)} of {count_text(n_checks, 'check')}, "
+            f"{failed_cells} of {count_text(n_cells, 'cell')})"
         )
 
 

@@ -231,7 +231,7 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -
 def _confirm(config: Path, cells: int, duration: str) -> None:
     """Ask before a large sweep starts: InputError when not on a terminal (pass --yes) or
     when the answer is no."""
-    size = f"{cells} cells, roughly {duration}"
+    size = f"{count_text(cells, 'cell')}, roughly {duration}"
     if not sys.stdin.isatty():
         raise InputError(f"{config}: {size}; pass --yes to run them")
     if not click.confirm(f"{size}: run them?", err=True):
