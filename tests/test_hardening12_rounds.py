@@ -123,7 +123,8 @@ def test_check_says_a_file_saved_mid_run_was_never_finished_as_compare_does(tmp_
         "before round 2 (1 complete round kept)" in out
     ), out
     shown = CliRunner().invoke(cli, ["compare", str(tmp_path / "kill.json")]).output
-    assert "interrupted before round 2, 1 complete round)" in shown.replace("\n    ", " ")
+    assert "still running): the figures come from the complete rounds: " in shown  # its
+    assert "(1 complete round)" in shown.replace("\n    ", " ")  # rounds, as the status says
     assert cells_frame([killed]).iloc[0]["status"] == "never finished (1 complete round)"
 
 

@@ -33,3 +33,47 @@ def test_checks_failed_headline_of_one_check_and_one_cell_is_singular():
     assert report.headline == "ckptbench check: FAILED (1 of 1 check, 1 of 1 cell)"
     two = GateReport((*report.lines, GateLine("k2", "h", "status", True, "ok")))
     assert two.headline == "ckptbench check: FAILED (1 of 2 checks, 1 of 2 cells)"
+
+
+# ------------------------------------------- 2. a file saved mid-run: what the warning knows
+
+
+def _kept(rounds_kept: int, environment: dict):
+    """A 3-round result holding its first ``rounds_kept`` rounds, with ``environment``."""
+    from dataclasses import replace
+
+    from _synthetic import CI_CASE, make_result
+
+    r = make_result(CI_CASE.with_(rounds=3), rounds=3, seed=19)
+    modes = tuple(m for m in r.modes if m.round < rounds_kept)
+    return replace(r, modes=modes, environment={**r.environment, **environment})
+
+
+def test_the_warning_for_a_file_saved_mid_run_says_its_complete_rounds_as_the_status(
+    tmp_path: Path, monkeypatch
+):
+    """compare's warning said '(interrupted before round 2, 1 complete round)' for a file
+    saved before its last round, where nothing interrupted it that the file records and the
+    status column says 'never finished (1 complete round)'."""
+    from ckptbench.frame import cells_frame
+    from ckptbench.render.caveats import warning_lines
+    from ckptbench.results.schema import save_result
+
+    result = _kept(1, {"finished": False})
+    (line,) = [w for w in warning_lines(result) if "saved mid-run" in w]
+    assert line.endswith("the figures come from the complete rounds: 1 complete round"), line
+    assert "interrupted" not in line
+    assert cells_frame([result]).iloc[0]["status"] == "never finished (1 complete round)"
+    save_result(result, tmp_path / "mid.json")
+    monkeypatch.setenv("COLUMNS", "250")
+    res = CliRunner().invoke(cli, ["compare", str(tmp_path / "mid.json")])
+    assert res.exit_code == 0 and "interrupted before round 2" not in res.output, res.output
+
+
+def test_the_warning_for_a_stopped_run_says_what_stopped_it_where_recorded():
+    """Where the file records the signal that stopped ckptbench, the warning names it."""
+    from ckptbench.render.caveats import warning_lines
+
+    result = _kept(2, {"finished": False, "interrupted": {"by": "SIGTERM", "round": 3}})
+    (line,) = [w for w in warning_lines(result) if "ckptbench was stopped" in w]
+    assert line.endswith(": interrupted before round 3 by SIGTERM, 2 complete rounds"), line

@@ -60,7 +60,7 @@ def test_a_mode_cut_in_round_3_keeps_its_two_complete_rounds_everywhere(fake, tm
     assert interruption_line(result) not in explain_lines(result)  # said by the warning
     assert (
         "ckptbench was stopped: the figures come from the complete rounds: interrupted in "
-        "round 3, 2 complete rounds" in warning_lines(result)
+        "round 3 by SIGTERM, 2 complete rounds" in warning_lines(result)
     )
     # compare's table and read_results say the same
     cells = cells_frame([result])

@@ -133,16 +133,23 @@ def _noise(result: RunResult) -> list[Caveat]:
 
 
 def _stopped(result: RunResult, cut: str) -> Caveat:
-    """Where a run was stopped (or saved mid-run) and what its figures come from: its
-    complete rounds, or with none, what it measured before the stop."""
+    """Where a run was stopped and by what ('interrupted in round 3 by SIGTERM, 2 complete
+    rounds'), or for a file saved mid-run its complete rounds alone ('1 complete round', as
+    compare's status column says it: nothing stopped it that the file records), and what
+    its figures come from: its complete rounds, or with none, what it measured before."""
     complete = result.rounds_complete
     what = (
         "the figures come from the complete rounds"
         if complete
         else "no round completed: the figures come from the part of a round the file holds"
     )
-    head = SAVED_MID_RUN if result.saved_mid_run else "ckptbench was stopped"
-    return Caveat(f"{head}: {what}", None, f"{cut}, {complete_rounds_text(complete)}")
+    rounds = complete_rounds_text(complete)
+    if result.saved_mid_run:
+        return Caveat(f"{SAVED_MID_RUN}: {what}", None, rounds)
+    stop = (result.environment or {}).get("interrupted")
+    by = stop.get("by") if isinstance(stop, dict) else None
+    by = f" by {by}" if isinstance(by, str) and by else ""
+    return Caveat(f"ckptbench was stopped: {what}", None, f"{cut}{by}, {rounds}")
 
 
 def caveats(result: RunResult) -> list[Caveat]:
