@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from _cli import one_line_error
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
@@ -77,3 +79,27 @@ def test_the_warning_for_a_stopped_run_says_what_stopped_it_where_recorded():
     result = _kept(2, {"finished": False, "interrupted": {"by": "SIGTERM", "round": 3}})
     (line,) = [w for w in warning_lines(result) if "ckptbench was stopped" in w]
     assert line.endswith(": interrupted before round 3 by SIGTERM, 2 complete rounds"), line
+
+
+# ----------------------------------- 3. --against a path that does not exist (no change)
+
+
+@pytest.mark.parametrize("command", ["check", "compare"])
+@pytest.mark.parametrize("absent", ["gone", "gone/", "gone/r.json"])
+def test_against_a_path_that_does_not_exist_says_so(tmp_path: Path, capsys, command, absent):
+    """Reported as 'no result files in this folder' for `--against /nonexist`, which was
+    an empty folder on that machine: a path that does not exist already says so; kept."""
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.results.schema import save_result
+
+    save_result(make_result(CI_CASE, seed=3), tmp_path / "r.json")
+    against = f"{tmp_path}/{absent}"
+    err = one_line_error(capsys, [command, str(tmp_path / "r.json"), "--against", against])
+    assert err.endswith(f"{against.rstrip('/')}: no such file or folder\n"), err
+    assert "no result files" not in err
+    (tmp_path / "empty").mkdir()  # an empty folder that exists says what it lacks
+    err = one_line_error(
+        capsys, [command, str(tmp_path / "r.json"), "--against", str(tmp_path / "empty")]
+    )
+    assert err.endswith("empty: no result files in this folder\n"), err
