@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ckptbench.results.schema import RunResult, kept_beside, save_or_beside, write_atomic
@@ -29,9 +30,13 @@ def saved_outcome(
     worker: str = "",
     attempts: tuple[Attempt, ...] = (),
     replace_file: bool = True,
+    saved_at: tuple[str, str] | None = None,
 ) -> CellOutcome:
     """A measured cell's outcome, its result saved at its path (``replace_file``: over a file
-    there) or, where that fails, beside it and said."""
+    there) or, where that fails, beside it and said. ``saved_at`` (where, why): the cell
+    runner could not save it at its path and saved it there instead: said, not saved again
+    (a second copy the summary would not name, or a file that appeared at its path
+    replaced)."""
     if result.case.key != pending.case.key:
         return replace(
             pending,
@@ -41,7 +46,10 @@ def saved_outcome(
         )
     if not result.host:
         result = replace(result, host=socket.gethostname())
-    at, why = save_or_beside(result, pending.path, replace=replace_file)
+    if saved_at is not None:
+        at, why = Path(saved_at[0]), saved_at[1]
+    else:
+        at, why = save_or_beside(result, pending.path, replace=replace_file)
     if why is not None:  # measured, but not saved where the manifest expects it: never lost
         state, error = CellState.ERROR, f"measured, but saved as {at} ({why})"
     else:

@@ -1,0 +1,118 @@
+"""The nineteenth audit, a hostile one: a sweep's result saved beside a cell's path, files
+moved aside under a name the clock gave twice, ``environment.finished`` contradicting its
+case, choice errors echoing what was typed, markdown reading more than the text.
+Synthetic results where nothing needs measuring; nothing is timed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _synthetic import make_result
+
+
+@pytest.fixture(autouse=True)
+def _no_step_summary(monkeypatch):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+def _config(name: str = "sw", snaps: str = "[2]"):
+    from ckptbench.sweep.config import parse_config
+
+    return parse_config(
+        f'name = "{name}"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\n'
+        f"[grid]\nsnaps = {snaps}\n",
+        source="t.toml",
+    )
+
+
+def _saving_runner(before_first_save=None):
+    """A cell runner that saves as ``run_case`` does (``measure.recording.Recording``: at
+    its path, or beside it and said through ``saved_elsewhere``); ``before_first_save(path)``
+    runs first (a file appears there meanwhile)."""
+    from ckptbench.measure.recording import Recording
+
+    def run_cell(case, *, out_path=None, progress=None, saved_elsewhere=None, **_):
+        made = make_result(case)
+        if before_first_save is not None:
+            before_first_save(Path(out_path))
+        rec = Recording(case, dict(made.environment), out_path, False, saved_elsewhere)
+        for mode in made.modes:
+            rec.results.append(mode)
+            rec.save((0, None))
+        rec.finish(case.rounds, len(made.modes), False)
+        return rec.snapshot()
+
+    return run_cell
+
+
+# ------------------------------------- 1. a cell's result saved beside its path: one copy
+
+
+def test_a_result_saved_beside_a_dangling_link_is_saved_once_and_named(tmp_path):
+    """A dangling symlink at the cell's path: the runner saved the result beside it, and the
+    sweep saved it a second time under another name; its outcome named only the second."""
+    from ckptbench.results.store import cell_path
+    from ckptbench.sweep.run import run_sweep
+
+    config = _config()
+    out = tmp_path / "sw"
+    out.mkdir()
+    path = cell_path(out, config.cases[0])
+    path.symlink_to(tmp_path / "nowhere.json")
+    outcome = run_sweep(config, out, run_cell=_saving_runner())
+    copies = sorted(p for p in out.glob(f"{path.stem}.*.json"))
+    assert len(copies) == 1, [p.name for p in copies]
+    (cell,) = outcome.errors
+    assert cell.error.startswith(f"measured, but saved as {copies[0]} ("), cell.error
+    assert "is a symbolic link" in cell.error
+    assert path.is_symlink() and not path.exists()  # never written through
+
+
+def test_a_file_that_appears_at_a_cells_path_mid_run_is_not_replaced(tmp_path):
+    """Someone's file appeared at the cell's path while it was measured: the runner saved
+    beside it, then the sweep saved the result over that file."""
+    from ckptbench.sweep.run import run_sweep
+
+    def appear(path: Path) -> None:
+        path.write_text("someone's data\n")
+
+    out = tmp_path / "sw"
+    outcome = run_sweep(_config(), out, run_cell=_saving_runner(appear))
+    (cell,) = outcome.errors
+    assert cell.path.read_text() == "someone's data\n"
+    copies = sorted(out.glob(f"{cell.path.stem}.*.json"))
+    assert len(copies) == 1, [p.name for p in copies]
+    assert cell.error.startswith(f"measured, but saved as {copies[0]} ("), cell.error
+
+
+def test_a_stopped_cell_whose_part_was_saved_beside_its_path_names_it(tmp_path):
+    """Stopped after its first mode, saved beside a dangling link at its path: the manifest
+    said 'stopped ... before its first mode', and nothing named the file that holds it."""
+    import json
+
+    from ckptbench.measure.launch import Interrupted
+    from ckptbench.measure.recording import Recording
+    from ckptbench.results.store import cell_path
+    from ckptbench.sweep.run import run_sweep
+
+    def run_cell(case, *, out_path=None, progress=None, saved_elsewhere=None, **_):
+        made = make_result(case)
+        rec = Recording(case, dict(made.environment), out_path, False, saved_elsewhere)
+        rec.results.append(made.modes[0])
+        rec.save((0, made.modes[1].mode))
+        err = Interrupted(15)
+        err.result = rec.snapshot()
+        raise err
+
+    config = _config()
+    out = tmp_path / "sw"
+    out.mkdir()
+    path = cell_path(out, config.cases[0])
+    path.symlink_to(tmp_path / "nowhere.json")
+    with pytest.raises(Interrupted):
+        run_sweep(config, out, run_cell=run_cell)
+    (copy,) = out.glob(f"{path.stem}.*.json")
+    (cell,) = json.loads((out / "sweep.json").read_text())["cells"]
+    said = f"stopped by SIGTERM; measured, but saved as {copy} ("
+    assert cell["error"].startswith(said), cell["error"]
