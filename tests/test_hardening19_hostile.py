@@ -116,3 +116,77 @@ def test_a_stopped_cell_whose_part_was_saved_beside_its_path_names_it(tmp_path):
     (cell,) = json.loads((out / "sweep.json").read_text())["cells"]
     said = f"stopped by SIGTERM; measured, but saved as {copy} ("
     assert cell["error"].startswith(said), cell["error"]
+
+
+# ------------------------------- 2. a file moved aside never goes over one kept there before
+
+
+@pytest.fixture
+def frozen_clock(monkeypatch):
+    """The clock the names of files kept aside read, stopped: every name it gives is the
+    same, ``<name>.20260101T000000000000.<kind>``."""
+    from datetime import UTC, datetime
+
+    from ckptbench.results import schema
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2026, 1, 1, tzinfo=tz or UTC)
+
+    monkeypatch.setattr(schema, "datetime", Frozen)
+    return "20260101T000000000000"
+
+
+def test_resume_moving_a_result_aside_never_overwrites_one_kept_there(tmp_path, frozen_clock):
+    """``sweep --resume --retry-failed`` moved the failed result to the clock's
+    ``.replaced`` name with ``rename``, over the file an earlier resume had kept there."""
+    from ckptbench.results.schema import Status
+    from ckptbench.sweep.run import run_sweep
+
+    config = _config()
+    out = tmp_path / "sw"
+    failed = {"normal": Status.FAILED}
+    run_sweep(config, out, run_cell=lambda case, **_: make_result(case, status=failed))
+    (cell,) = out.glob("rnn-*.json")
+    measured = cell.read_text()
+    earlier = cell.with_name(f"{cell.name}.{frozen_clock}.replaced")
+    earlier.write_text("kept by an earlier resume\n")
+    outcome = run_sweep(config, out, resume=True, retry_failed=True,
+                        run_cell=lambda case, **_: make_result(case))  # fmt: skip
+    assert earlier.read_text() == "kept by an earlier resume\n"
+    moved = cell.with_name(f"{cell.name}.{frozen_clock}-1.replaced")
+    assert moved.read_text() == measured
+    assert f"{cell.stem}: " in outcome.notes[0] and outcome.notes[0].endswith(moved.name)
+    assert [c.state.value for c in outcome.cells] == ["measured"]
+
+
+def test_force_moving_a_result_aside_never_overwrites_one_kept_there(tmp_path, frozen_clock):
+    """``run --force`` moved the result it replaces aside (until its last save) with
+    ``rename``, over a file kept under the same name."""
+    from ckptbench.measure.recording import Recording
+
+    made = make_result(_config().cases[0])
+    out = tmp_path / "r.json"
+    out.write_text("the result --force replaces\n")
+    earlier = tmp_path / f"r.json.{frozen_clock}.replaced"
+    earlier.write_text("kept before\n")
+    rec = Recording(made.case, dict(made.environment), out, True, None)
+    rec.results.append(made.modes[0])
+    rec.save((0, made.modes[1].mode))
+    assert earlier.read_text() == "kept before\n"
+    assert rec.aside == tmp_path / f"r.json.{frozen_clock}-1.replaced"
+    assert rec.aside.read_text() == "the result --force replaces\n"
+
+
+def test_a_move_aside_does_not_follow_a_link(tmp_path, frozen_clock):
+    from ckptbench.results.schema import move_aside
+
+    target = tmp_path / "target.json"
+    target.write_text("{}\n")
+    link = tmp_path / "cell.json"
+    link.symlink_to(target.name)
+    aside = move_aside(link, "replaced")
+    assert aside.is_symlink() and not link.exists() and target.read_text() == "{}\n"
+    link.write_text("again\n")
+    assert move_aside(link, "replaced").name == f"cell.json.{frozen_clock}-1.replaced"

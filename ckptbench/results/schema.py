@@ -7,6 +7,7 @@ This module never prints; errors are ``ValueError`` with one-line messages.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import hashlib
@@ -56,6 +57,10 @@ __all__ = [
     "being_written",
     "check_target",
     "complete_rounds_text",
+    "kept_beside",
+    "move_aside",
+    "move_over_nothing",
+    "names_beside",
     "pool_rounds",
     "result_from_dict",
     "result_to_dict",
@@ -771,11 +776,56 @@ def fit_name(name: str, limit: int) -> str:
     return name if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
 
 
-def kept_beside(path: Path, kind: str) -> Path:
-    """A new name beside ``path`` for a file kept there, ``<name>.<UTC time>.<kind>``, cut
-    to fit a 255-byte name (a replaced result, an unreadable answer)."""
-    tail = f".{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}.{kind}"
+def kept_beside(path: Path, kind: str, stamp: str | None = None) -> Path:
+    """A new name beside ``path`` for a file kept there, ``<name>.<UTC time>.<kind>`` (or
+    ``stamp`` in place of the time), cut to fit a 255-byte name (a replaced result, an
+    unreadable answer)."""
+    tail = f".{stamp or datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}.{kind}"
     return path.with_name(fit_name(path.name, NAME_MAX - len(tail.encode())) + tail)
+
+
+#: where a file system takes no hard links: a move checks the name is free, then renames
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK}
+
+
+def move_over_nothing(src: Path, dst: Path) -> None:
+    """Move ``src`` (a link itself, not what it points to) to ``dst``, never over anything
+    there: hard-linked, which fails if ``dst`` exists (FileExistsError), then unlinked."""
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError as err:
+        if err.errno not in _NO_LINKS:
+            raise
+        if os.path.lexists(dst):
+            raise FileExistsError(errno.EEXIST, "File exists", str(dst)) from None
+        os.rename(src, dst)
+        return
+    try:
+        os.unlink(src)
+    except OSError:
+        os.unlink(dst)  # left as it was
+        raise
+
+
+def names_beside(path: Path, kind: str) -> Iterator[Path]:
+    """The names :func:`kept_beside` gives, the clock's first, then with a counter
+    (``<name>.<UTC time>-1.<kind>``, up to 99): one to use when the one before exists."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    for n in range(100):
+        yield kept_beside(path, kind, stamp if n == 0 else f"{stamp}-{n}")
+
+
+def move_aside(path: Path, kind: str) -> Path:
+    """Move ``path`` to a new name beside it (:func:`names_beside`), never over a file kept
+    there before (a name the clock gave twice). Returns the new name; OSError when it
+    cannot be moved."""
+    for aside in names_beside(path, kind):
+        try:
+            move_over_nothing(path, aside)
+        except FileExistsError:
+            continue
+        return aside
+    raise FileExistsError(errno.EEXIST, "every name beside it is taken", str(path))
 
 
 def save_or_beside(result: RunResult, path: Path, *, replace: bool) -> tuple[Path, str | None]:

@@ -5,19 +5,26 @@ returned that does not read back kept beside the cell's file; the part a stop si
 saved, its cell pending again so that ``--resume`` measures it.
 
 Every write is atomic and none goes over a file a sweep did not mean to replace
-(:func:`ckptbench.results.schema.save_or_beside`, :func:`~ckptbench.results.schema.kept_beside`).
+(:func:`ckptbench.results.schema.save_or_beside`, :func:`~ckptbench.results.schema.move_aside`).
 Used by the sweep's bookkeeping (:mod:`ckptbench.sweep.run`), locally and with Dask alike.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ckptbench.results.schema import RunResult, kept_beside, save_or_beside, write_atomic
+from ckptbench.results.schema import (
+    RunResult,
+    move_aside,
+    names_beside,
+    save_or_beside,
+    write_atomic,
+)
 from ckptbench.sweep.cells import Attempt, CellOutcome, CellState, one_line
 
 __all__ = ["first_error", "keep_unreadable", "saved_outcome", "set_aside", "stopped_outcome"]
@@ -91,12 +98,15 @@ def first_error(result: RunResult) -> str:
 
 def keep_unreadable(pending: CellOutcome, raw: Any) -> str:
     """Write ``raw`` beside the cell's file (a new name, never over one); where it went."""
-    kept = kept_beside(pending.path, "unreadable")
     try:
-        write_atomic(kept, json.dumps(raw, default=str) + "\n", replace=False)
+        text = json.dumps(raw, default=str) + "\n"
+        for kept in names_beside(pending.path, "unreadable"):  # never over a file kept there
+            if not os.path.lexists(kept):
+                write_atomic(kept, text, replace=False)
+                return f"what it returned is kept in {kept.name}"
+        raise FileExistsError(f"{pending.path.name}: every name beside it is taken")
     except (OSError, TypeError, ValueError) as err:
         return f"what it returned could not be kept ({one_line(err)})"
-    return f"what it returned is kept in {kept.name}"
 
 
 def set_aside(pending: CellOutcome, notes: list[str] | None, why: str | None = None) -> str | None:
@@ -105,9 +115,8 @@ def set_aside(pending: CellOutcome, notes: list[str] | None, why: str | None = N
     incomplete: normal: 1 of 2 planned rounds (round 2 missing)'); why it could not be moved
     (the folder went read-only), else None."""
     if pending.path.exists():
-        aside = kept_beside(pending.path, "replaced")
-        try:
-            pending.path.rename(aside)
+        try:  # never over a file kept there before (the clock can give a name twice)
+            aside = move_aside(pending.path, "replaced")
         except OSError as err:
             return f"its earlier result could not be moved aside ({err.strerror or err})"
         if notes is not None:
