@@ -190,3 +190,57 @@ def test_a_move_aside_does_not_follow_a_link(tmp_path, frozen_clock):
     assert aside.is_symlink() and not link.exists() and target.read_text() == "{}\n"
     link.write_text("again\n")
     assert move_aside(link, "replaced").name == f"cell.json.{frozen_clock}-1.replaced"
+
+
+# ---------------------- 3. environment.finished: 'planned' with fewer rounds, an unknown why
+
+
+def _finished_file(tmp_path: Path, finished, rounds_held: int = 1) -> Path:
+    """A result whose case plans 2 rounds (no --precision), holding ``rounds_held`` of
+    them, its ``environment.finished`` as given."""
+    from dataclasses import replace
+
+    from ckptbench.results.schema import Case, save_result
+
+    case = Case(model="rnn", steps=20, snaps=3, hidden=8, rounds=2)
+    made = make_result(case, rounds=rounds_held)
+    path = tmp_path / "r.json"
+    save_result(replace(made, environment={**made.environment, "finished": finished}), path)
+    return path
+
+
+def test_planned_with_fewer_rounds_than_planned_reads_as_incomplete(tmp_path, capsys):
+    """``{"rounds": 1, "why": "planned"}`` in a file whose case planned 2 rounds read as ok
+    in check and compare: 'planned' says every planned round ran."""
+    from _cli import run_cli
+
+    path = _finished_file(tmp_path, {"rounds": 1, "why": "planned"})
+    code, text, err = run_cli(capsys, ["check", str(path)])
+    assert code == 1, text + err
+    assert "status: incomplete: baseline: 1 of 2 planned rounds (round 2 missing);" in text
+    code, text, err = run_cli(capsys, ["compare", str(path), "--format", "csv"])
+    assert code == 0, err
+    assert "1 of 2 planned rounds" in text
+
+
+@pytest.mark.parametrize("why", ["out-of-memory", "max-time"])
+def test_a_run_that_said_why_it_stopped_early_is_not_incomplete(tmp_path, capsys, why):
+    from _cli import run_cli
+
+    path = _finished_file(tmp_path, {"rounds": 1, "why": why})
+    code, text, err = run_cli(capsys, ["check", str(path)])
+    assert code == 0, text + err
+
+
+@pytest.mark.parametrize("why", ["banana", "", "PLANNED"])
+def test_an_unknown_why_is_a_malformed_file(tmp_path, capsys, why):
+    """An unknown ``why`` read as ok; every other malformed ``finished`` is refused."""
+    from _cli import run_cli
+
+    path = _finished_file(tmp_path, {"rounds": 2, "why": why}, rounds_held=2)
+    for command in (["check", str(path)], ["compare", str(path)]):
+        code, text, err = run_cli(capsys, command)
+        assert code == 2, text + err
+        (line,) = err.strip().splitlines()
+        assert line.startswith(f"ckptbench: error: {path}: malformed result: environment.")
+        assert "why (one of planned, reached, max-time," in line
