@@ -244,3 +244,64 @@ def test_an_unknown_why_is_a_malformed_file(tmp_path, capsys, why):
         (line,) = err.strip().splitlines()
         assert line.startswith(f"ckptbench: error: {path}: malformed result: environment.")
         assert "why (one of planned, reached, max-time," in line
+
+
+# ------------------------------------------ 4. choice errors: a full stop, a value cut short
+
+LONG = "torchx" * 900  # 5400 characters, as a paste into the wrong place
+
+
+def test_format_choice_error_has_the_full_stop_of_the_others(tmp_path, capsys):
+    """``--format mrkdown`` said "... 'text' (Did you mean 'markdown'?)", where every other
+    choice error says "... 'torch'. (Did you mean 'torch'?)"."""
+    from _cli import run_cli
+
+    code, _, err = run_cli(capsys, ["compare", str(tmp_path), "--format", "mrkdown"])
+    assert code == 2
+    assert err.strip().endswith(
+        "'mrkdown' is not one of 'csv', 'html', 'json', 'markdown', 'text'. "
+        "(Did you mean 'markdown'?)"
+    ), err
+    code, _, err = run_cli(capsys, ["compare", str(tmp_path), "--format", "zzz"])
+    assert err.strip().endswith("'zzz' is not one of 'csv', 'html', 'json', 'markdown', 'text'.")
+    code, _, err = run_cli(capsys, ["run", "--backend", "pytorch"])
+    assert err.strip().endswith(
+        "'pytorch' is not one of 'autograd', 'jax', 'torch'. (Did you mean 'torch'?)"
+    ), err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--backend", LONG],
+        ["run", "--device", LONG],
+        ["run", "--strategy", LONG],
+        ["run", "--modes", LONG],
+        ["compare", ".", "--format", LONG],
+        ["schedule", "--steps", "5", "--snaps", "2", "--strategy", LONG],
+    ],
+)
+def test_a_long_mistyped_choice_is_cut_in_its_error(capsys, args):
+    """A 5400-character value was echoed whole: a 5500-character error line."""
+    from _cli import run_cli
+
+    code, text, err = run_cli(capsys, args)
+    assert code == 2, text + err
+    (line,) = err.strip().splitlines()
+    assert f"{LONG[:60]!r}... (5400 characters)" in line, line
+    assert len(line) < 400, len(line)
+
+
+@pytest.mark.parametrize("key", ["strategy", "backend", "device", "dtype", "executor"])
+def test_a_long_mistyped_choice_in_a_config_is_cut_in_its_error(tmp_path, capsys, key):
+    from _cli import run_cli
+
+    config = tmp_path / "long.toml"
+    config.write_text(
+        f'name = "t"\n[case]\nmodel = "rnn"\nsteps = 6\n{key} = "{LONG}"\n[grid]\nsnaps = [2]\n'
+    )
+    code, text, err = run_cli(capsys, ["sweep", str(config), "--out", str(tmp_path / "o")])
+    assert code == 2, text + err
+    (line,) = err.strip().splitlines()
+    assert f"unknown {key} {LONG[:60]!r}... (5400 characters)" in line, line
+    assert len(line) - len(str(config)) < 400, len(line)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
 from ckptbench.backends.registry import spec as backend_spec
+from ckptbench.results.files import shown_value
 from ckptbench.results.modes import (
     MODES,
     UNFINISHED,
@@ -213,11 +214,11 @@ class Case:
         try:
             spec = get_strategy(self.strategy)
         except ValueError as err:
-            raise CaseError(str(err)) from None
+            raise CaseError(_cut_echo(err, self.strategy)) from None
         try:
             backend = backend_spec(self.backend)
         except ValueError as err:
-            raise CaseError(str(err)) from None
+            raise CaseError(_cut_echo(err, self.backend)) from None
         if self.device not in backend.devices:
             runs = ", ".join(b.name for b in BACKENDS.values() if self.device in b.devices)
             known = dict.fromkeys(d for b in BACKENDS.values() for d in b.devices)
@@ -227,7 +228,7 @@ class Case:
                 else f"; no backend has it (devices: {', '.join(known)})"
             )
             raise CaseError(
-                f"unknown device {self.device!r} for --backend {self.backend} "
+                f"unknown device {shown_value(self.device)} for --backend {self.backend} "
                 f"(choose from {', '.join(backend.devices)}){where}"
             )
         if not spec.runs_on(backend):
@@ -266,7 +267,7 @@ class Case:
             isinstance(self.dtype, str) and self.dtype in DTYPE_EPSILON and self._own_dtype(backend)
         ):
             raise CaseError(
-                f"unknown dtype {str(self.dtype)[:40]!r} (choose from {', '.join(DTYPES)})"
+                f"unknown dtype {shown_value(self.dtype)} (choose from {', '.join(DTYPES)})"
             )
         if self.dtype not in backend.dtypes and not self._own_dtype(backend):
             runs = " or ".join(b.name for b in BACKENDS.values() if self.dtype in b.dtypes)
@@ -276,9 +277,8 @@ class Case:
                 f"({self.backend}{which} in {', '.join(backend.dtypes)} only)"
             )
         if self.executor is not None and self.executor not in EXECUTORS:
-            raise CaseError(
-                f"unknown executor {str(self.executor)[:40]!r} (choose from {', '.join(EXECUTORS)})"
-            )
+            choose = ", ".join(EXECUTORS)
+            raise CaseError(f"unknown executor {shown_value(self.executor)} (choose from {choose})")
         if self.executor is not None and self.executor not in backend.executors:
             runs = " or ".join(b.name for b in BACKENDS.values() if self.executor in b.executors)
             raise CaseError(
@@ -696,6 +696,13 @@ def _executor_as_run(case: Case, environment: Any) -> Case:
     if not get_strategy(case.strategy).ours or ran not in backend_spec(case.backend).executors:
         return case
     return replace(case, executor=ran)
+
+
+def _cut_echo(err: Exception, value: object) -> str:
+    """``err``'s message, the value typed that it quotes cut to a readable length
+    (:func:`ckptbench.results.files.shown_value`)."""
+    said = str(err)
+    return said.replace(repr(value), shown_value(value)) if isinstance(value, str) else said
 
 
 class TargetError(OSError):
