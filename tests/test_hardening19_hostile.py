@@ -305,3 +305,83 @@ def test_a_long_mistyped_choice_in_a_config_is_cut_in_its_error(tmp_path, capsys
     (line,) = err.strip().splitlines()
     assert f"unknown {key} {LONG[:60]!r}... (5400 characters)" in line, line
     assert len(line) - len(str(config)) < 400, len(line)
+
+
+# ----------------------------- 5. markdown: strikethrough, an indent that makes a code block
+
+
+def _rendered_gfm(markdown: str):
+    """What markdown-it (raw HTML allowed, tables and GitHub's strikethrough on) makes."""
+    from markdown_it import MarkdownIt
+    from test_hardening16_markdown import _Seen
+
+    md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+    seen = _Seen()
+    seen.feed(md.render(markdown))
+    seen.close()
+    return seen
+
+
+#: Old: '~~gone~~' rendered <s>gone</s>, a line indented 4 columns a code block that
+#: showed our escapes ('\\<b>' for '<b>').
+MARKUP = [
+    "a ~~gone~~ b",
+    "~~x~~",
+    "host ~~a~~|~~b~~",
+    "    <b>indented</b>",
+    "\t*em* in a tab",
+    "  \t x",
+    "ok\n\n    <b>code</b> after a blank line",
+    "ok\n\n\t`tick`",
+    "~~~\ncode\n~~~",
+    "      > quoted",
+]
+
+
+def _random_lines(n: int) -> list[str]:
+    import random
+
+    rng = random.Random(19)
+    alphabet, first = "\\<>&|`*_~[]()!#+-=.1 ab\t", [" ", "  ", "    ", "\t", "~", "~~", "a"]
+    out = []
+    for _ in range(n):
+        lines = [
+            rng.choice(first) + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
+            for _ in range(rng.randint(1, 3))
+        ]
+        out.append(("\n\n" if rng.random() < 0.5 else "\n").join(lines))
+    return out
+
+
+@pytest.mark.parametrize("text", MARKUP + _random_lines(400))
+def test_markdown_shows_strikethrough_and_indents_as_text(text):
+    pytest.importorskip("markdown_it")
+    from ckptbench.render.table import md_cell, md_text
+
+    words = " ".join
+    para = _rendered_gfm(md_text(text))
+    item = _rendered_gfm("- " + md_text(text))
+    cell = _rendered_gfm(f"| h |\n|---|\n| {md_cell(text)} |")
+    for seen in (para, item, cell):
+        assert seen.tags <= {"p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td"}, (
+            text,
+            seen.tags,
+        )
+    for seen in (para, item):
+        assert words("".join(seen.text).split()) == words(text.split()), text
+    assert words("".join(cell.text).split()) == words(("h " + text).split()), text
+
+
+def test_markdown_escapes_a_tilde_or_an_indent_only_where_markdown_reads_more():
+    from ckptbench.render.table import md_cell, md_text
+
+    assert md_text("a ~~gone~~ b") == "a \\~\\~gone\\~~ b"
+    assert md_cell("~~x~~|y") == "\\~\\~x\\~~\\|y"
+    assert md_text("~/runs/a.json") == "~/runs/a.json"  # no strikethrough to close
+    assert md_text("~5 MiB or ~3 MiB") == "~5 MiB or ~3 MiB"  # none after a non-blank
+    assert md_text("    <b>") == "   &#32;\\<b>"
+    assert md_text("\tx") == "&#9;x"
+    assert md_text("   x") == "   x"  # 3 columns: a paragraph's
+    assert md_text("ok\n    continued") == "ok\n    continued"  # a paragraph's next line
+    assert md_text("ok\n\n    code") == "ok\n\n   &#32;code"
+    assert md_cell("    x") == "    x"  # a cell holds no block
