@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from ckptbench.cli.options import InputError
-from ckptbench.cli.values import did_you_mean
+from ckptbench.cli.values import not_a_choice
 
 
 def input_files(model: str | None, *paths: str | os.PathLike[str] | None) -> list[str]:
@@ -368,9 +368,7 @@ class FormatChoice(click.ParamType):
     def convert(self, value, param, ctx):
         if value in self.choices():
             return value
-        choices = self.choices(aliases=False)
-        said = f"{value!r} is not one of {', '.join(map(repr, choices))}"
-        self.fail(said + did_you_mean(value, choices), param, ctx)
+        self.fail(not_a_choice(value, self.choices(aliases=False)), param, ctx)
 
 
 def json_and_format_options(sections, what: str, json_help: str):

@@ -50,7 +50,14 @@ from ckptbench.cli.run_steps import (
     report_outcome,
     show_result,
 )
-from ckptbench.cli.values import BYTES, CAP_SECONDS, LIMIT_BYTES, SECONDS, SuggestingChoice
+from ckptbench.cli.values import (
+    BYTES,
+    CAP_SECONDS,
+    LIMIT_BYTES,
+    SECONDS,
+    SuggestingChoice,
+    shown_value,
+)
 from ckptbench.results.schema import MAX_THREADS, Case
 from ckptbench.schedules import strategy_names
 
@@ -95,16 +102,19 @@ def _parse_modes(text: str, trace: bool = False):
     if not any(names):
         raise InputError("--modes is empty")
     if not all(names):  # 'baseline,,normal': a mode left out, or a stray comma
-        raise InputError(f"--modes {text!r} has an empty entry: use baseline, normal, checkpointed")
+        raise InputError(
+            f"--modes {shown_value(text)} has an empty entry: use baseline, normal, checkpointed"
+        )
     known = [m.value for m in Mode]
     for name in names:
         if name not in known:
             near = difflib.get_close_matches(name, known, n=1)
-            guess = f" ({name!r}: did you mean {near[0]}?)" if near else ""
-            raise InputError(f"--modes {text!r}{guess}: use baseline, normal, checkpointed")
+            guess = f" ({shown_value(name)}: did you mean {near[0]}?)" if near else ""
+            said = f"--modes {shown_value(text)}{guess}"
+            raise InputError(f"{said}: use baseline, normal, checkpointed")
     modes = tuple(Mode(m) for m in names)
     if len(set(modes)) != len(modes):
-        raise InputError(f"--modes {text!r} names a mode twice")
+        raise InputError(f"--modes {shown_value(text)} names a mode twice")
     return modes
 
 

@@ -14,6 +14,7 @@ import re
 
 import click
 
+from ckptbench.results.files import shown_value
 from ckptbench.results.units import binary_twin, parse_duration, parse_fraction_text, parse_size
 
 
@@ -191,16 +192,22 @@ def did_you_mean(value: object, choices: list[str] | tuple[str, ...]) -> str:
     return f" (Did you mean {near!r}?)" if near is not None else ""
 
 
+def not_a_choice(value: object, choices: list[str] | tuple[str, ...]) -> str:
+    """The refusal "'pytorch' is not one of 'autograd', 'jax', 'torch'. (Did you mean
+    'torch'?)", in click's words, the value cut (:func:`shown_value`), the nearest choice
+    where one is near."""
+    listed = ", ".join(map(repr, choices))
+    said = f"is not {listed}." if len(choices) == 1 else f"is not one of {listed}."
+    return f"{shown_value(value)} {said}{did_you_mean(value, choices)}"
+
+
 class SuggestingChoice(click.Choice):
     """``click.Choice`` whose refusal names the nearest choice: '--backend pytorch' is
     "'pytorch' is not one of 'autograd', 'jax', 'torch'. (Did you mean 'torch'?)", as click
-    answers a mistyped option name."""
+    answers a mistyped option name; a long value is cut (:func:`not_a_choice`)."""
 
     def convert(self, value, param, ctx):
         try:
             return super().convert(value, param, ctx)
-        except click.BadParameter as err:
-            hint = did_you_mean(value, [str(c) for c in self.choices])
-            if not hint:
-                raise
-            self.fail(f"{err.message}{hint}", param, ctx)
+        except click.BadParameter:
+            self.fail(not_a_choice(value, [str(c) for c in self.choices]), param, ctx)

@@ -32,7 +32,8 @@ from ckptbench.results.schema import (
     ModeResult,
     RunResult,
     Status,
-    kept_beside,
+    move_aside,
+    move_over_nothing,
     save_or_beside,
 )
 
@@ -83,10 +84,8 @@ class Recording:
         if self.where is None:
             return
         if not self.saved and self.replace_out and self.where.is_file():
-            aside = kept_beside(self.where, "replaced")
             with contextlib.suppress(OSError):  # kept (and --force honoured) as before
-                self.where.rename(aside)
-                self.aside = aside
+                self.aside = move_aside(self.where, "replaced")  # never over a kept file
         doc = self.snapshot()
         if unfinished is not None and "interrupted" not in self.env:
             k, mode = unfinished
@@ -104,8 +103,8 @@ class Recording:
                     self.where.unlink()
                     why += "; the partial result saved there earlier is removed"
             if self.aside is not None and not self.where.exists():  # --force: put it back
-                with contextlib.suppress(OSError):
-                    self.aside.rename(self.where)
+                with contextlib.suppress(OSError):  # not over one that appeared meanwhile
+                    move_over_nothing(self.aside, self.where)
                     self.aside = None
                     why += "; the result it was to replace is left in place"
             self.where = at

@@ -269,8 +269,14 @@ def to_text(table: Table, width: int | None = None) -> str:
 #: backtick (a code span, which would show our escapes as backslashes), a ``]`` that ends a
 #: link's or an image's text (``](``, ``][``: ``![x](http://...)`` loads an image), and a
 #: ``*`` or ``_`` that could open emphasis (followed by a non-blank; ``_`` not inside a
-#: word: ``my_model`` and ``0.02*`` read as themselves).
-_MD_INLINE = re.compile(r"[\\<`]|&(?=#?[0-9A-Za-z]+;)|\](?=[(\[])|\*(?=\S)|(?<![^\W_])_(?=\S)")
+#: word: ``my_model`` and ``0.02*`` read as themselves), and a ``~`` that could open
+#: GitHub's strikethrough (followed by a non-blank, and only before a ``~`` that could
+#: close it: ``~/runs/a.json`` reads as itself).
+_MD_INLINE = re.compile(
+    r"[\\<`]|&(?=#?[0-9A-Za-z]+;)|\](?=[(\[])|\*(?=\S)|(?<![^\W_])_(?=\S)|~(?=\S)"
+)
+#: A ``~`` that could close a strikethrough: after a non-blank.
+_MD_TILDE_CLOSE = re.compile(r"(?<=\S)~")
 #: First on a line (after blanks), what would start a block: ``>`` a block quote, ``-``,
 #: ``+`` or ``*`` and a blank a list item (our "* time figures marked * are unstable"
 #: read as a nested list, its '*' gone), ``#`` a heading, a line of ``-`` or ``=`` a rule
@@ -284,7 +290,34 @@ _MD_BLOCK = re.compile(
 
 
 def _md_inline(text: str) -> str:
-    return _MD_INLINE.sub(lambda m: "\\" + m.group(), text)
+    close = max((m.start() for m in _MD_TILDE_CLOSE.finditer(text)), default=-1)
+
+    def escaped(m: re.Match[str]) -> str:
+        tilde_alone = m.group() == "~" and m.start() >= close  # nothing after can close it
+        return m.group() if tilde_alone else "\\" + m.group()
+
+    return _MD_INLINE.sub(escaped, text)
+
+
+def _md_indented(text: str) -> str:
+    """A line indented 4 columns or more where a block starts (the first line, or one
+    after a blank line) would be an indented code block, which shows our escapes as
+    backslashes: the blank that reaches the fourth column is written as a character
+    reference (``   &#32;x``, ``&#9;x`` for a tab), so the line is a paragraph's."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        starts = i == 0 or not lines[i - 1].strip(" \t")
+        if not starts or not line.strip(" \t"):
+            continue
+        column = 0
+        for k, char in enumerate(line[:4]):  # a tab goes to the next multiple of 4
+            column = column + 4 - column % 4 if char == "\t" else column + (char == " ")
+            if char not in " \t":
+                break
+            if column >= 4:
+                lines[i] = line[:k] + ("&#9;" if char == "\t" else "&#32;") + line[k + 1 :]
+                break
+    return "\n".join(lines)
 
 
 def _md_block(m: re.Match[str]) -> str:
@@ -296,10 +329,11 @@ def md_text(text: str) -> str:
     """``text`` as markdown shows it, never as HTML nor as markup, with CommonMark's
     backslash escapes (which GitHub renders as the character itself): every backslash,
     ``<`` and backtick, an ``&`` that would start an entity, what would make a link, an
-    image or emphasis, a mark that would start a block quote, list or heading. A host or
+    image, emphasis or strikethrough, a mark that would start a block quote, list or
+    heading, an indent that would start a code block. A host or
     file name edited to ``<script>`` or ``![x](http://...)`` reaches a CI job summary as
     text, and "need >= 25x" reads as itself in the raw markdown too (not ``&gt;``)."""
-    return _MD_BLOCK.sub(_md_block, _md_inline(text))
+    return _md_indented(_MD_BLOCK.sub(_md_block, _md_inline(text)))
 
 
 def md_cell(text: str) -> str:

@@ -33,6 +33,7 @@ __all__ = [
     "read_regular_file",
     "read_text_limited",
     "short_json",
+    "shown_value",
 ]
 
 
@@ -266,6 +267,19 @@ def _describe(tp: Any) -> str:
     return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(
         tp, getattr(tp, "__name__", str(tp))
     )
+
+
+#: The most of a value typed that an error echoes (a pasted file's worth is cut).
+SHOWN_CHARS = 60
+
+
+def shown_value(value: object) -> str:
+    """A value typed as an error quotes it: its repr, cut after :data:`SHOWN_CHARS`
+    characters ("'torchxtorchx...torchx'... (5400 characters)")."""
+    text = str(value)
+    if len(text) <= SHOWN_CHARS:
+        return repr(text)
+    return f"{text[:SHOWN_CHARS]!r}... ({len(text)} characters)"
 
 
 def short_json(value: Any) -> str:

@@ -13,8 +13,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ckptbench.results.schema import ModeResult
 
-__all__ = ["MODES", "UNFINISHED", "MissingRounds", "Mode", "Status", "complete_rounds",
-           "finished_record", "missing_rounds", "pool_rounds", "recorded_stop"]  # fmt: skip
+__all__ = ["FINISHED_WHY", "MODES", "UNFINISHED", "MissingRounds", "Mode", "Status",
+           "complete_rounds", "finished_record", "missing_rounds", "pool_rounds",
+           "recorded_stop"]  # fmt: skip
+
+#: Why a finished run measured no more rounds (``environment.finished.why``, written by
+#: ``measure.recording.Recording.finish``; :func:`finished_record` says what each means).
+FINISHED_WHY = ("planned", "reached", "max-time", "max-rounds", "no-slowdown",
+                "out-of-memory", "plugin-changed")  # fmt: skip
 
 #: What a file saved mid-run says stopped it (``environment.interrupted.by``), until the
 #: run's last save replaces it: read later, the run was killed outright (SIGKILL, a power
@@ -159,7 +165,8 @@ def missing_rounds(
     ones (0 to ``planned - 1``) that the run should have measured it in: a record deleted
     or lost (files merged, edited, cut). Which rounds it should have: those the run says it
     ran, in its last save (``environment.finished.rounds``: a file that holds fewer rounds
-    in every mode is missing the rest); in a file that does not say (written before that was
+    in every mode is missing the rest; one whose ``why`` is ``planned`` ran every planned
+    round, whatever number it says); in a file that does not say (written before that was
     recorded, or built by hand), up to the last round any mode holds. Rounds the file says
     why it lacks are not missing: those from the round a stop cut
     (``environment.interrupted``, or a mode ``interrupted``; a file saved mid-run too), those
@@ -169,7 +176,9 @@ def missing_rounds(
     not measured (``RunResult.absent_modes``)."""
     env = environment if isinstance(environment, Mapping) else {}
     end = finished_record(env)
-    if isinstance(end, Mapping):  # the run said how many rounds it ran: every one is held
+    if isinstance(end, Mapping) and end.get("why") == "planned":  # it ran every planned one
+        upto = planned  # (fewer said: a contradiction, read as the rounds it lacks)
+    elif isinstance(end, Mapping):  # the run said how many rounds it ran: every one is held
         upto = min(planned, end["rounds"])
     else:  # not said: trailing rounds no mode holds are not counted (a file cut by an
         # earlier ckptbench, a result built by hand, as the tests' synthetic ones)

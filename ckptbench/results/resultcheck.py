@@ -17,6 +17,7 @@ from typing import Any
 
 from ckptbench.results.files import fields_problem, short_json
 from ckptbench.results.kinds import MANIFEST_KIND
+from ckptbench.results.modes import FINISHED_WHY
 from ckptbench.results.schema import Mode, RunResult, Status, version_problem
 
 __all__ = ["result_problem"]
@@ -92,11 +93,12 @@ def _read_fields_problem(data: dict[str, Any]) -> str | None:
             )
     end = env.get("finished", False)
     if end is not False and not (
-        isinstance(end, dict) and _is_round(end.get("rounds")) and isinstance(end.get("why"), str)
+        isinstance(end, dict) and _is_round(end.get("rounds")) and end.get("why") in FINISHED_WHY
     ):
         return (
             "environment.finished must be false (the run did not finish) or an object with "
-            f"rounds (a whole number >= 1) and why (text), got {short_json(end)}"
+            f"rounds (a whole number >= 1) and why (one of {', '.join(FINISHED_WHY)}), got "
+            f"{short_json(end)}"
         )
     return None
 

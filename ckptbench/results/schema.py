@@ -7,6 +7,7 @@ This module never prints; errors are ``ValueError`` with one-line messages.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import hashlib
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
 from ckptbench.backends.registry import spec as backend_spec
+from ckptbench.results.files import shown_value
 from ckptbench.results.modes import (
     MODES,
     UNFINISHED,
@@ -56,6 +58,10 @@ __all__ = [
     "being_written",
     "check_target",
     "complete_rounds_text",
+    "kept_beside",
+    "move_aside",
+    "move_over_nothing",
+    "names_beside",
     "pool_rounds",
     "result_from_dict",
     "result_to_dict",
@@ -208,11 +214,11 @@ class Case:
         try:
             spec = get_strategy(self.strategy)
         except ValueError as err:
-            raise CaseError(str(err)) from None
+            raise CaseError(_cut_echo(err, self.strategy)) from None
         try:
             backend = backend_spec(self.backend)
         except ValueError as err:
-            raise CaseError(str(err)) from None
+            raise CaseError(_cut_echo(err, self.backend)) from None
         if self.device not in backend.devices:
             runs = ", ".join(b.name for b in BACKENDS.values() if self.device in b.devices)
             known = dict.fromkeys(d for b in BACKENDS.values() for d in b.devices)
@@ -222,7 +228,7 @@ class Case:
                 else f"; no backend has it (devices: {', '.join(known)})"
             )
             raise CaseError(
-                f"unknown device {self.device!r} for --backend {self.backend} "
+                f"unknown device {shown_value(self.device)} for --backend {self.backend} "
                 f"(choose from {', '.join(backend.devices)}){where}"
             )
         if not spec.runs_on(backend):
@@ -261,7 +267,7 @@ class Case:
             isinstance(self.dtype, str) and self.dtype in DTYPE_EPSILON and self._own_dtype(backend)
         ):
             raise CaseError(
-                f"unknown dtype {str(self.dtype)[:40]!r} (choose from {', '.join(DTYPES)})"
+                f"unknown dtype {shown_value(self.dtype)} (choose from {', '.join(DTYPES)})"
             )
         if self.dtype not in backend.dtypes and not self._own_dtype(backend):
             runs = " or ".join(b.name for b in BACKENDS.values() if self.dtype in b.dtypes)
@@ -271,9 +277,8 @@ class Case:
                 f"({self.backend}{which} in {', '.join(backend.dtypes)} only)"
             )
         if self.executor is not None and self.executor not in EXECUTORS:
-            raise CaseError(
-                f"unknown executor {str(self.executor)[:40]!r} (choose from {', '.join(EXECUTORS)})"
-            )
+            choose = ", ".join(EXECUTORS)
+            raise CaseError(f"unknown executor {shown_value(self.executor)} (choose from {choose})")
         if self.executor is not None and self.executor not in backend.executors:
             runs = " or ".join(b.name for b in BACKENDS.values() if self.executor in b.executors)
             raise CaseError(
@@ -693,6 +698,13 @@ def _executor_as_run(case: Case, environment: Any) -> Case:
     return replace(case, executor=ran)
 
 
+def _cut_echo(err: Exception, value: object) -> str:
+    """``err``'s message, the value typed that it quotes cut to a readable length
+    (:func:`ckptbench.results.files.shown_value`)."""
+    said = str(err)
+    return said.replace(repr(value), shown_value(value)) if isinstance(value, str) else said
+
+
 class TargetError(OSError):
     """A file may not be written where it was asked: it exists, or is not a regular file."""
 
@@ -771,11 +783,56 @@ def fit_name(name: str, limit: int) -> str:
     return name if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
 
 
-def kept_beside(path: Path, kind: str) -> Path:
-    """A new name beside ``path`` for a file kept there, ``<name>.<UTC time>.<kind>``, cut
-    to fit a 255-byte name (a replaced result, an unreadable answer)."""
-    tail = f".{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}.{kind}"
+def kept_beside(path: Path, kind: str, stamp: str | None = None) -> Path:
+    """A new name beside ``path`` for a file kept there, ``<name>.<UTC time>.<kind>`` (or
+    ``stamp`` in place of the time), cut to fit a 255-byte name (a replaced result, an
+    unreadable answer)."""
+    tail = f".{stamp or datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}.{kind}"
     return path.with_name(fit_name(path.name, NAME_MAX - len(tail.encode())) + tail)
+
+
+#: where a file system takes no hard links: a move checks the name is free, then renames
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK}
+
+
+def move_over_nothing(src: Path, dst: Path) -> None:
+    """Move ``src`` (a link itself, not what it points to) to ``dst``, never over anything
+    there: hard-linked, which fails if ``dst`` exists (FileExistsError), then unlinked."""
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError as err:
+        if err.errno not in _NO_LINKS:
+            raise
+        if os.path.lexists(dst):
+            raise FileExistsError(errno.EEXIST, "File exists", str(dst)) from None
+        os.rename(src, dst)
+        return
+    try:
+        os.unlink(src)
+    except OSError:
+        os.unlink(dst)  # left as it was
+        raise
+
+
+def names_beside(path: Path, kind: str) -> Iterator[Path]:
+    """The names :func:`kept_beside` gives, the clock's first, then with a counter
+    (``<name>.<UTC time>-1.<kind>``, up to 99): one to use when the one before exists."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    for n in range(100):
+        yield kept_beside(path, kind, stamp if n == 0 else f"{stamp}-{n}")
+
+
+def move_aside(path: Path, kind: str) -> Path:
+    """Move ``path`` to a new name beside it (:func:`names_beside`), never over a file kept
+    there before (a name the clock gave twice). Returns the new name; OSError when it
+    cannot be moved."""
+    for aside in names_beside(path, kind):
+        try:
+            move_over_nothing(path, aside)
+        except FileExistsError:
+            continue
+        return aside
+    raise FileExistsError(errno.EEXIST, "every name beside it is taken", str(path))
 
 
 def save_or_beside(result: RunResult, path: Path, *, replace: bool) -> tuple[Path, str | None]:

@@ -5,18 +5,26 @@ returned that does not read back kept beside the cell's file; the part a stop si
 saved, its cell pending again so that ``--resume`` measures it.
 
 Every write is atomic and none goes over a file a sweep did not mean to replace
-(:func:`ckptbench.results.schema.save_or_beside`, :func:`~ckptbench.results.schema.kept_beside`).
+(:func:`ckptbench.results.schema.save_or_beside`, :func:`~ckptbench.results.schema.move_aside`).
 Used by the sweep's bookkeeping (:mod:`ckptbench.sweep.run`), locally and with Dask alike.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from ckptbench.results.schema import RunResult, kept_beside, save_or_beside, write_atomic
+from ckptbench.results.schema import (
+    RunResult,
+    move_aside,
+    names_beside,
+    save_or_beside,
+    write_atomic,
+)
 from ckptbench.sweep.cells import Attempt, CellOutcome, CellState, one_line
 
 __all__ = ["first_error", "keep_unreadable", "saved_outcome", "set_aside", "stopped_outcome"]
@@ -29,9 +37,13 @@ def saved_outcome(
     worker: str = "",
     attempts: tuple[Attempt, ...] = (),
     replace_file: bool = True,
+    saved_at: tuple[str, str] | None = None,
 ) -> CellOutcome:
     """A measured cell's outcome, its result saved at its path (``replace_file``: over a file
-    there) or, where that fails, beside it and said."""
+    there) or, where that fails, beside it and said. ``saved_at`` (where, why): the cell
+    runner could not save it at its path and saved it there instead: said, not saved again
+    (a second copy the summary would not name, or a file that appeared at its path
+    replaced)."""
     if result.case.key != pending.case.key:
         return replace(
             pending,
@@ -41,7 +53,10 @@ def saved_outcome(
         )
     if not result.host:
         result = replace(result, host=socket.gethostname())
-    at, why = save_or_beside(result, pending.path, replace=replace_file)
+    if saved_at is not None:
+        at, why = Path(saved_at[0]), saved_at[1]
+    else:
+        at, why = save_or_beside(result, pending.path, replace=replace_file)
     if why is not None:  # measured, but not saved where the manifest expects it: never lost
         state, error = CellState.ERROR, f"measured, but saved as {at} ({why})"
     else:
@@ -84,12 +99,15 @@ def first_error(result: RunResult) -> str:
 
 def keep_unreadable(pending: CellOutcome, raw: Any) -> str:
     """Write ``raw`` beside the cell's file (a new name, never over one); where it went."""
-    kept = kept_beside(pending.path, "unreadable")
     try:
-        write_atomic(kept, json.dumps(raw, default=str) + "\n", replace=False)
+        text = json.dumps(raw, default=str) + "\n"
+        for kept in names_beside(pending.path, "unreadable"):  # never over a file kept there
+            if not os.path.lexists(kept):
+                write_atomic(kept, text, replace=False)
+                return f"what it returned is kept in {kept.name}"
+        raise FileExistsError(f"{pending.path.name}: every name beside it is taken")
     except (OSError, TypeError, ValueError) as err:
         return f"what it returned could not be kept ({one_line(err)})"
-    return f"what it returned is kept in {kept.name}"
 
 
 def set_aside(pending: CellOutcome, notes: list[str] | None, why: str | None = None) -> str | None:
@@ -98,9 +116,8 @@ def set_aside(pending: CellOutcome, notes: list[str] | None, why: str | None = N
     2 planned rounds (round 2 missing)', said after 'measured again: '); why it could not be
     moved (the folder went read-only), else None."""
     if pending.path.exists():
-        aside = kept_beside(pending.path, "replaced")
-        try:
-            pending.path.rename(aside)
+        try:  # never over a file kept there before (the clock can give a name twice)
+            aside = move_aside(pending.path, "replaced")
         except OSError as err:
             return f"its earlier result could not be moved aside ({err.strerror or err})"
         if notes is not None:
