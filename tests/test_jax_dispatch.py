@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -64,23 +65,59 @@ def no_host_reads(jax):
         ArrayImpl._value, ArrayImpl.__array__ = value, array
 
 
-def test_a_gradient_reads_nothing_back_before_it_returns():
-    from ckptbench.backends.jax.dispatch import engine_checkpoint
+def _plan(state0):
+    """A plan of FUSED_STEPS that keeps tapes (in runs, which fused windows fold)."""
     from ckptbench.schedules.optimal.planner import Costs, plan_optimal
 
-    jax, wl, params, state0, inputs = _problem(60)
     sb = sum(a.nbytes for a in state0)
-    plan = plan_optimal(Costs(1.0, 3.0, sb, 4 * sb), 60, 6 * sb + 8 * sb)
-    assert plan.prediction.tapes_kept > 0  # kept tapes held as device arrays, too
-    for loop in (
-        engine_checkpoint(wl.step, wl.post, 60, 5, "revolve"),
-        engine_checkpoint(wl.step, wl.post, 60, plan=plan),
-        engine_checkpoint(wl.step, wl.post, 60, 5, "revolve", fuse_span=8),  # fused windows
-        engine_checkpoint(wl.step, wl.post, 60, plan=plan, fuse_span=8),
-    ):
-        loop.value_and_grad(wl.loss, params, state0, inputs)  # compiles (reads shapes only)
-        with no_host_reads(jax) as reads:
-            value, (gp, gs, gx) = loop.value_and_grad(wl.loss, params, state0, inputs)
+    return plan_optimal(Costs(1.0, 3.0, sb, 4 * sb), FUSED_STEPS, 6 * sb + 8 * sb)
+
+
+#: The two streams the fused-window tests run: Revolve's and a plan's that keeps tapes.
+STREAMS = ("revolve", "plan")
+
+
+@pytest.fixture(scope="module")
+def loops():
+    """The engine loops of FUSED_STEPS (Revolve with 6 snapshots, the plan) unfused (span
+    0) and fused (span 16), each compiled by one gradient, for the tests that only run
+    them again: compiling them is most of this file's time. ``segments[stream, span]``:
+    the runs of kept tapes :func:`~ckptbench.backends.jax.fusion.tape_runs` folded while
+    compiling the loop's windows. A test that compiles more into a loop (another variant)
+    puts the loop's compiled windows back afterwards (``monkeypatch``)."""
+    from ckptbench.backends.jax import fusion
+    from ckptbench.backends.jax.dispatch import engine_checkpoint
+
+    jax, wl, params, state0, inputs = _problem(FUSED_STEPS)
+    plan = _plan(state0)
+    real, built, segments = fusion.tape_runs, {}, {}
+    with pytest.MonkeyPatch.context() as patch:
+        for stream in STREAMS:
+            kwargs = {"plan": plan} if stream == "plan" else {"snaps": 6, "strategy": "revolve"}
+            for span in (0, 16):
+                folded: list = []
+
+                def counting(nodes, wanted, folded=folded):
+                    grouped = real(nodes, wanted)
+                    folded.extend(g for g in grouped if g[0] == "segment")
+                    return grouped
+
+                patch.setattr(fusion, "tape_runs", counting)
+                loop = engine_checkpoint(wl.step, wl.post, FUSED_STEPS, fuse_span=span, **kwargs)
+                jax.block_until_ready(loop.value_and_grad(wl.loss, params, state0, inputs))
+                built[stream, span], segments[stream, span] = loop, len(folded)
+    return SimpleNamespace(
+        jax=jax, wl=wl, args=(params, state0, inputs), plan=plan, loop=built, segments=segments
+    )
+
+
+def test_a_gradient_reads_nothing_back_before_it_returns(loops):
+    jax, wl = loops.jax, loops.wl
+    assert loops.plan.prediction.tapes_kept > 0  # kept tapes held as device arrays, too
+    for (_, span), loop in loops.loop.items():  # unfused and fused windows, both streams
+        assert bool(loop._ex.fused) == (span > 0)
+        with no_host_reads(jax) as reads:  # compiled by the fixture (it read shapes only)
+            value, (gp, gs, gx) = loop.value_and_grad(wl.loss, *loops.args)
             assert reads == []
             jax.block_until_ready((value, gp, gs, gx))
             assert reads == []
@@ -147,20 +184,20 @@ def _unfused_dispatches(actions) -> int:
 
 
 @pytest.mark.parametrize("span", [1, 4, 16])
-def test_fused_windows_give_the_unfused_gradient_counters_and_bytes_in_fewer_calls(span):
+def test_fused_windows_give_the_unfused_gradient_counters_and_bytes_in_fewer_calls(loops, span):
     from ckptbench.backends.jax.dispatch import engine_checkpoint
     from ckptbench.backends.jax.fusion import fusion_windows
     from ckptbench.schedules import make_schedule
-    from ckptbench.schedules.optimal.planner import Costs, plan_optimal
 
-    jax, wl, params, state0, inputs = _problem(FUSED_STEPS)
-    sb = sum(a.nbytes for a in state0)
-    plan = plan_optimal(Costs(1.0, 3.0, sb, 4 * sb), FUSED_STEPS, 6 * sb + 8 * sb)
-    for kwargs in ({"snaps": 6, "strategy": "revolve"}, {"plan": plan}):
-        plain = engine_checkpoint(wl.step, wl.post, FUSED_STEPS, fuse_span=0, **kwargs)
-        fused = engine_checkpoint(wl.step, wl.post, FUSED_STEPS, fuse_span=span, **kwargs)
-        want = plain.value_and_grad(wl.loss, params, state0, inputs)
-        got = fused.value_and_grad(wl.loss, params, state0, inputs)
+    jax, wl = loops.jax, loops.wl
+    for stream in STREAMS:
+        kwargs = {"plan": loops.plan} if stream == "plan" else {"snaps": 6, "strategy": "revolve"}
+        plain = loops.loop[stream, 0]
+        fused = loops.loop.get((stream, span))
+        if fused is None:
+            fused = engine_checkpoint(wl.step, wl.post, FUSED_STEPS, fuse_span=span, **kwargs)
+        want = plain.value_and_grad(wl.loss, *loops.args)
+        got = fused.value_and_grad(wl.loss, *loops.args)
         leaves = zip(jax.tree_util.tree_leaves(want), jax.tree_util.tree_leaves(got), strict=True)
         for w, g in leaves:
             w, g = np.asarray(w), np.asarray(g)
@@ -178,7 +215,7 @@ def test_fused_windows_give_the_unfused_gradient_counters_and_bytes_in_fewer_cal
         assert fused.dispatches < plain.dispatches
         # a second gradient compiles nothing more and gives the same
         compiled = len(fused._ex.fused)
-        again = fused.value_and_grad(wl.loss, params, state0, inputs)
+        again = fused.value_and_grad(wl.loss, *loops.args)
         assert len(fused._ex.fused) == compiled <= len(windows) + 1  # + the first sweep
         np.testing.assert_array_equal(np.asarray(again[0]), np.asarray(got[0]))
     assert make_schedule  # the stream the windows were read from is the strategy's own
@@ -198,31 +235,24 @@ def _compiled_programs(loop) -> list:
 
 
 @pytest.mark.parametrize("span", [0, 16])
-def test_every_loop_the_engine_compiles_has_a_known_trip_count_and_nothing_branches(span):
+def test_every_loop_the_engine_compiles_has_a_known_trip_count_and_nothing_branches(loops, span):
     """What a GPU would pay for: XLA copies the predicate of a while loop whose trip count
     it cannot prove back to the host at every iteration, and a conditional's too. Every
     program the engine runs (the step pieces, every fused window) is read in its optimised
     HLO: each while loop carries XLA's known trip count, and there is no conditional."""
     import re
 
-    from ckptbench.backends.jax.dispatch import engine_checkpoint
-    from ckptbench.schedules.optimal.planner import Costs, plan_optimal
-
-    jax, wl, params, state0, inputs = _problem(FUSED_STEPS)
-    sb = sum(a.nbytes for a in state0)
-    plan = plan_optimal(Costs(1.0, 3.0, sb, 4 * sb), FUSED_STEPS, 6 * sb + 8 * sb)
     whiles = 0
-    for kwargs in ({"snaps": 6, "strategy": "revolve"}, {"plan": plan}):
-        loop = engine_checkpoint(wl.step, wl.post, FUSED_STEPS, fuse_span=span, **kwargs)
-        jax.block_until_ready(loop.value_and_grad(wl.loss, params, state0, inputs))
+    for stream in STREAMS:
+        loop = loops.loop[stream, span]  # compiled by one gradient
         programs = _compiled_programs(loop)
         assert len(programs) > 5 and (span == 0) == (not loop._ex.fused)
         for program in programs:
             text = program.as_text()
-            loops = re.findall(r"= .*\bwhile\(.*", text)
-            assert all("known_trip_count" in line for line in loops), loops
+            found = re.findall(r"= .*\bwhile\(.*", text)
+            assert all("known_trip_count" in line for line in found), found
             assert not re.search(r"= .*\bconditional\(", text)
-            whiles += len(loops)
+            whiles += len(found)
     assert whiles > 0  # the scans are loops the check saw
 
 
@@ -305,7 +335,7 @@ def test_the_worker_runs_the_engine_executor_and_counts_its_dispatches(monkeypat
 
     if span is not None:  # fusion is on by default on an accelerator only: force it here
         monkeypatch.setattr(JaxEngineLoop, "span_on", lambda self, platform: span)
-    case = Case(backend="jax", executor="engine", steps=40, snaps=5, seed=3, **SMALL)
+    case = Case(backend="jax", executor="engine", steps=20, snaps=5, seed=3, **SMALL)
     ckpt = registry.build(case, Mode.CHECKPOINTED)
     normal = registry.build(case, Mode.NORMAL)
     want = normal.flatten(normal.gradient(normal.params)[1])
@@ -379,14 +409,12 @@ def test_a_window_folds_each_run_of_kept_tapes_it_reverses_into_one_segment():
 
 
 @pytest.mark.parametrize("inputs_grad", [True, False])
-def test_folded_runs_give_the_unfolded_gradient(monkeypatch, inputs_grad):
+def test_folded_runs_give_the_unfolded_gradient(monkeypatch, loops, inputs_grad):
     from ckptbench.backends.jax import fusion
-    from ckptbench.backends.jax.dispatch import engine_checkpoint
-    from ckptbench.schedules.optimal.planner import Costs, plan_optimal
 
-    jax, wl, params, state0, inputs = _problem(FUSED_STEPS)
-    sb = sum(a.nbytes for a in state0)
-    plan = plan_optimal(Costs(1.0, 3.0, sb, 4 * sb), FUSED_STEPS, 6 * sb + 8 * sb)
+    jax, wl = loops.jax, loops.wl
+    loop = loops.loop["plan", 16]  # its folded windows compiled (with the input cotangent)
+    monkeypatch.setattr(loop._ex, "fused", dict(loop._ex.fused))  # what this test compiles
     folded = []
     real = fusion.tape_runs
 
@@ -399,12 +427,11 @@ def test_folded_runs_give_the_unfolded_gradient(monkeypatch, inputs_grad):
     results = {}
     for fold in (True, False):
         folded.clear()
-        loop = engine_checkpoint(wl.step, wl.post, FUSED_STEPS, plan=plan, fuse_span=16)
-        loop.fold_runs = fold
-        results[fold] = loop.value_and_grad(
-            wl.loss, params, state0, inputs, inputs_grad=inputs_grad
-        )
-        assert bool(folded) == fold
+        monkeypatch.setattr(loop, "fold_runs", fold)
+        results[fold] = loop.value_and_grad(wl.loss, *loops.args, inputs_grad=inputs_grad)
+        compiled_before = fold and inputs_grad  # by the fixture, counted there
+        assert bool(loops.segments["plan", 16] if compiled_before else folded) == fold
+        assert any(key[1] == fold for key in loop._ex.fused)  # folded or not: two programs
     pairs = zip(*(jax.tree_util.tree_leaves(results[f]) for f in (True, False)), strict=True)
     for a, b in pairs:
         a, b = np.asarray(a), np.asarray(b)
@@ -438,14 +465,12 @@ def _count_compiles(name: str, _secs: float, **_kw) -> None:
 
 
 @pytest.mark.parametrize("kind", ["recurrence", "fused", "chain"])
-def test_a_gradient_compiles_nothing_once_its_pieces_are_compiled(kind):
+def test_a_gradient_compiles_nothing_once_its_pieces_are_compiled(loops, kind):
     """The worker compiles every piece in one gradient, then calls ``jax.clear_caches()``:
     a later gradient that compiled anything (an eager op outside the pieces) would put
     compilation into a measured iteration's time and peak (it did for chains: 0.27 s and
     12 MiB in the first iteration of a 6-layer mlp-stack)."""
-    from ckptbench.backends.jax.dispatch import engine_checkpoint
-
-    jax, wl, params, state0, inputs = _problem(40)
+    jax = loops.jax
     if kind == "chain":
         from ckptbench.backends.jax.chain import chain_checkpoint
         from ckptbench.backends.jax.workloads import load_jax_workload
@@ -457,13 +482,11 @@ def test_a_gradient_compiles_nothing_once_its_pieces_are_compiled(kind):
 
         def gradient():
             return loop.value_and_grad(wl.loss, layers, x0)
-    else:
-        loop = engine_checkpoint(
-            wl.step, wl.post, 40, 5, "revolve", fuse_span=8 if kind == "fused" else 0
-        )
+    else:  # Revolve's stream unfused or in fused windows, compiled by the fixture's gradient
+        recurrence = loops.loop["revolve", 16 if kind == "fused" else 0]
 
         def gradient():
-            return loop.value_and_grad(wl.loss, params, state0, inputs)
+            return recurrence.value_and_grad(loops.wl.loss, *loops.args)
 
     jax.monitoring.register_event_duration_secs_listener(_count_compiles)
     jax.block_until_ready(gradient())
