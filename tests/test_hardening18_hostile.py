@@ -117,12 +117,18 @@ def test_markdown_shows_markup_as_its_text(text):
     """Old: '![x](http://...)' rendered <img src=...>, '[click](...)' <a>, '`<b>`' showed
     '\\<b>', '* time figures marked *' a nested list without its '*'."""
     pytest.importorskip("markdown_it")
+    shown_as_text(text, _rendered)
+
+
+def shown_as_text(text: str, rendered) -> None:
+    """``text`` escaped for markdown and ``rendered`` (to its tags and text) as a paragraph,
+    a list item and a table cell: no tag but those, and the same words as ``text``."""
     from ckptbench.render.table import md_cell, md_text
 
     words = " ".join
-    para = _rendered(md_text(text))
-    item = _rendered("- " + md_text(text))
-    cell = _rendered(f"| h |\n|---|\n| {md_cell(text)} |")
+    para = rendered(md_text(text))
+    item = rendered("- " + md_text(text))
+    cell = rendered(f"| h |\n|---|\n| {md_cell(text)} |")
     for seen in (para, item, cell):
         assert seen.tags <= {"p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td"}, (
             text,
