@@ -103,3 +103,15 @@ def test_against_a_path_that_does_not_exist_says_so(tmp_path: Path, capsys, comm
         capsys, [command, str(tmp_path / "r.json"), "--against", str(tmp_path / "empty")]
     )
     assert err.endswith("empty: no result files in this folder\n"), err
+
+
+# ------------------------------------------------------ 4. one round, in run's own lines
+def test_precision_that_adds_no_rounds_to_one_round_says_1_round(fake, tmp_path):
+    """`run --rounds 1 --precision 1% --modes baseline,normal` said 'runs 1 rounds'."""
+    argv = ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--rounds", "1",
+            "--out", str(tmp_path / "r.json"), "--precision", "1%",
+            "--modes", "baseline,normal"]  # fmt: skip
+    res = CliRunner().invoke(cli, argv, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "runs 1 round and adds none" in res.output, res.output
+

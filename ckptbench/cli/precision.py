@@ -12,7 +12,7 @@ import click
 
 from ckptbench.cli.options import InputError
 from ckptbench.cli.values import parse_fraction
-from ckptbench.results.units import decimal_text
+from ckptbench.results.units import count_text, decimal_text
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case
@@ -108,6 +108,6 @@ def precision_target(
         return None, ()
     return None, (  # nothing for added rounds to narrow: say so, add none
         f"--precision {fmt_percent(precision)} narrows the slowdown's interval, which needs "
-        f"the normal and checkpointed modes; --modes {modes} runs {case.rounds} rounds and "
-        "adds none",
+        f"the normal and checkpointed modes; --modes {modes} runs "
+        f"{count_text(case.rounds, 'round')} and adds none",
     )

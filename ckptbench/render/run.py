@@ -24,7 +24,7 @@ from ckptbench.render.format import (
 )
 from ckptbench.render.table import Column, Table
 from ckptbench.results.schema import Case, Mode, RunResult, Status
-from ckptbench.results.units import half_width_text, off_scale
+from ckptbench.results.units import count_text, half_width_text, off_scale
 from ckptbench.schedules import (
     get_strategy,
 )
@@ -105,7 +105,7 @@ def gradient_text(result: RunResult) -> str | None:
         return None
     ok = [m for m in result.mode_rounds(Mode.CHECKPOINTED) if m.ok]
     checked = sum(m.grad_max_rel_err is not None for m in ok)
-    part = f" (checked in {checked} of {len(ok)} rounds)" if checked < len(ok) else ""
+    part = f" (checked in {checked} of {count_text(len(ok), 'round')})" if checked < len(ok) else ""
     if err == 0:
         return f"gradient equal to plain{part}"
     return f"gradient within {err:.2g} of plain{part}"
