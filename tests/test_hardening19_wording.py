@@ -114,4 +114,3 @@ def test_precision_that_adds_no_rounds_to_one_round_says_1_round(fake, tmp_path)
     res = CliRunner().invoke(cli, argv, catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert "runs 1 round and adds none" in res.output, res.output
-
