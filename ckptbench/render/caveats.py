@@ -146,9 +146,7 @@ def _stopped(result: RunResult, cut: str) -> Caveat:
     rounds = complete_rounds_text(complete)
     if result.saved_mid_run:
         return Caveat(f"{SAVED_MID_RUN}: {what}", None, rounds)
-    stop = (result.environment or {}).get("interrupted")
-    by = stop.get("by") if isinstance(stop, dict) else None
-    by = f" by {by}" if isinstance(by, str) and by else ""
+    by = f" by {result.stopped_by}" if result.stopped_by else ""
     return Caveat(f"ckptbench was stopped: {what}", None, f"{cut}{by}, {rounds}")
 
 

@@ -73,8 +73,7 @@ def rounds_text(result: RunResult) -> str:
     started, complete = result.rounds_started, result.rounds_complete
     if result.interrupted_round is None:
         return f", {started} rounds" if started > 1 else ""
-    by = ((result.environment or {}).get("interrupted") or {}).get("by")
-    by = f" by {by}" if by else ""
+    by = f" by {result.stopped_by}" if result.stopped_by else ""
     plural = "s" if complete != 1 else ""
     return f", {complete} complete round{plural} ({result.interruption}{by})"
 

@@ -540,6 +540,14 @@ class RunResult:
         return f"interrupted {'before' if cut > self.rounds_started else 'in'} round {cut}"
 
     @property
+    def stopped_by(self) -> str | None:
+        """What the file records stopped its run (``environment.interrupted.by``: 'SIGTERM',
+        or :data:`UNFINISHED` for a file saved mid-run by an older ckptbench), or None."""
+        stop = (self.environment or {}).get("interrupted")
+        by = stop.get("by") if isinstance(stop, dict) else None
+        return by if isinstance(by, str) and by else None
+
+    @property
     def saved_mid_run(self) -> bool:
         """A file saved mid-run whose run never finished (:data:`UNFINISHED`; or, with no
         stop recorded, whose ``environment.finished`` is false: ``modes.recorded_stop``)."""
