@@ -163,12 +163,9 @@ def measure(case, err_console, progress, stop, *, out, force, **run_options) -> 
     from ckptbench.render.console import escaped
     from ckptbench.schedules.optimal import PlanError
 
-    saved_as = out
     code = None
 
-    def saved_elsewhere(path: str, why: str) -> None:
-        nonlocal saved_as
-        saved_as = Path(path)
+    def saved_elsewhere(path: str, why: str) -> None:  # said at once; the result says where
         err_console.print(
             f"[yellow]warning[/yellow] {escaped(f'cannot save the result as asked ({why}); ')}"
             f"{escaped(f'saved it as {path} instead')}",
@@ -196,13 +193,19 @@ def measure(case, err_console, progress, stop, *, out, force, **run_options) -> 
         stop()  # the live display goes before the message
         result = getattr(err, "result", None)  # None: stopped while measuring step costs
         code = 128 + getattr(err, "signum", 2)
-        _say_interrupted(err_console, err, result, saved_as)
+        _say_interrupted(err_console, err, result, _saved_in(result, out))
         if result is None:
             stop()
             sys.exit(code)
     finally:
         stop()
-    return Measured(result, saved_as, code)
+    return Measured(result, _saved_in(result, out), code)
+
+
+def _saved_in(result, out: Path) -> Path:
+    """The file ``result`` is saved in: ``out``, or where the runner saved it instead."""
+    saved_as = getattr(result, "saved_as", None)
+    return out if saved_as is None else Path(saved_as.path)
 
 
 def _say_interrupted(err_console, err: BaseException, result, out: Path) -> None:

@@ -55,7 +55,7 @@ from ckptbench.measure.follow import (
     mode_outcome,
 )
 from ckptbench.measure.orphans import WORKER_TOKEN_VAR
-from ckptbench.results.schema import Case, Mode, ModeResult, Status
+from ckptbench.results.schema import Case, Mode, ModeResult, RunResult, Status
 from ckptbench.workloads import plugin_paths
 
 __all__ = [
@@ -110,11 +110,21 @@ def sample_interval_problem(interval_s: float, timeout_s: float | None) -> str |
 
 
 class Interrupted(BaseException):
-    """ckptbench was asked to stop (SIGTERM, SIGHUP); ``signum`` says which."""
+    """ckptbench was asked to stop (SIGTERM, SIGHUP); ``signum`` says which. Re-raised by
+    :func:`ckptbench.measure.runner.run_case` with what the stop left: ``result``, the part
+    measured (None: nothing yet; its ``saved_as`` says where it was saved when not at the
+    path asked for), and ``kept_aside``, the file ``--force`` was replacing, kept. Pickles
+    with both (a Dask worker's exception travels)."""
+
+    result: RunResult | None = None
+    kept_aside: Path | None = None
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+    def __reduce__(self):  # the signal, not its name, rebuilds it; then what it carries
+        return type(self), (self.signum,), self.__dict__
 
 
 def stop_reason(err: BaseException) -> str:

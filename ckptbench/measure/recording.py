@@ -10,7 +10,9 @@ rounds the run measured and why no more (:meth:`Recording.finish`), so a file wi
 rounds than planned tells a run that stopped early by design (``--precision``) from one
 whose rounds went missing (``results.modes.missing_rounds``). With ``--force`` the file
 being replaced is moved aside (``NAME.<UTC time>.replaced``) until the run's last save, so
-an interrupted rerun loses nothing. No printing: the CLI is told through callbacks.
+an interrupted rerun loses nothing. A save that fails at the path asked for goes beside it,
+and the result says where and why (``RunResult.saved_as``, on every snapshot from then on,
+the partial one a stop carries included). No printing: the CLI is told through callbacks.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ckptbench.results.schema import (
     Mode,
     ModeResult,
     RunResult,
+    SavedAs,
     Status,
     move_aside,
     move_over_nothing,
@@ -50,9 +53,11 @@ class Recording:
     """A run's result as it grows: the modes measured so far, the environment, the rounds
     planned and started, the modes out of memory (mode -> 1-based round it first exceeded
     the limit), and where the result is saved (see
-    :func:`ckptbench.measure.runner.run_case`)."""
+    :func:`ckptbench.measure.runner.run_case`): ``saved_as``, where and why when not at
+    ``out_path``; ``saved_elsewhere(path, why)``, an optional notice at the moment it is."""
 
-    def __init__(self, case: Case, env: dict[str, Any], out_path, replace_out, saved_elsewhere):
+    def __init__(self, case: Case, env: dict[str, Any], out_path, replace_out,
+                 saved_elsewhere=None):  # fmt: skip
         self.case, self.env = case, env
         self.host = socket.gethostname()
         self.created = datetime.now(UTC).isoformat(timespec="seconds")
@@ -65,6 +70,7 @@ class Recording:
         #: the file ``--force`` replaces, moved aside until this run's last save at ``out``
         self.aside: Path | None = None
         self.out = self.where
+        self.saved_as: SavedAs | None = None  # where, when not at ``out``, and why
 
     def snapshot(self) -> RunResult:  # its figures: RunResult.summary, from these modes
         case = self.case
@@ -75,6 +81,7 @@ class Recording:
             created=self.created,
             host=self.host,
             tool_version=ckptbench.__version__,
+            saved_as=self.saved_as,
         )
 
     def save(self, unfinished: tuple[int, Mode | None] | None = None) -> None:
@@ -107,7 +114,7 @@ class Recording:
                     move_over_nothing(self.aside, self.where)
                     self.aside = None
                     why += "; the result it was to replace is left in place"
-            self.where = at
+            self.where, self.saved_as = at, SavedAs(at, why)
             if self.saved_elsewhere is not None:
                 self.saved_elsewhere(str(at), why)
         self.saved = True

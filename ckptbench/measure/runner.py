@@ -110,10 +110,13 @@ def run_case(
     The first save never replaces an existing ``out_path`` unless ``replace_out``; later
     saves replace only the file this run wrote. A save that fails at ``out_path`` (the file
     appeared meanwhile, the folder went away) goes beside it under a new name
-    (:func:`ckptbench.results.schema.save_or_beside`), and so do the later saves;
-    ``saved_elsewhere`` is called once with the new path and why. On :class:`Interrupted`
-    (or Ctrl-C) the partial mode is saved with status ``interrupted`` and the exception is
-    re-raised with the saved result attached as ``err.result``.
+    (:func:`ckptbench.results.schema.save_or_beside`), and so do the later saves: the
+    returned result says where and why (``RunResult.saved_as``, a ``SavedAs``; None when it
+    was saved at ``out_path``, or nowhere asked), and ``saved_elsewhere(path, why)``, when
+    given, is told at the moment it happens (``run`` warns then, mid-run). On
+    :class:`Interrupted` (or Ctrl-C) the partial mode is saved with status ``interrupted``
+    and the exception is re-raised with the saved result attached as ``err.result`` (its
+    ``saved_as`` likewise) and the file ``--force`` was replacing as ``err.kept_aside``.
 
     Strategy ``optimal`` plans with ``costs`` (a ``planner.Costs`` document); without them the
     step costs are first measured in a fresh worker (:func:`measure_costs`, which raises

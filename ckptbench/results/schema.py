@@ -53,6 +53,7 @@ __all__ = [
     "Mode",
     "ModeResult",
     "RunResult",
+    "SavedAs",
     "Status",
     "TargetError",
     "being_written",
@@ -487,6 +488,16 @@ class ModeResult:
 
 
 @dataclass(frozen=True)
+class SavedAs:
+    """Where a result was saved when not at the path asked for (:func:`save_or_beside`:
+    beside it, or in the temporary folder), and why not there. Carried by the result a
+    runner returns (:attr:`RunResult.saved_as`), never written into a document."""
+
+    path: Path
+    why: str
+
+
+@dataclass(frozen=True)
 class RunResult:
     """One case measured in all modes, with the environment; its figures are
     :attr:`summary` (typed, computed from the raw samples, written into the file)."""
@@ -501,6 +512,12 @@ class RunResult:
     #: the file it was read from (``store.load_result``; "" for one measured here): tells
     #: the invocations of one cell apart where they are shown; not part of the document
     source: str = field(default="", compare=False, repr=False, metadata={"stored": False})
+    #: where the runner saved it when not at the path it was given (None: there, or nowhere
+    #: asked): a sweep names that file and never saves the result a second time; not part
+    #: of the document
+    saved_as: SavedAs | None = field(
+        default=None, compare=False, repr=False, metadata={"stored": False}
+    )
 
     def mode_rounds(self, mode: Mode) -> tuple[ModeResult, ...]:
         """Every complete round's result of ``mode`` (every round's where none is complete:
@@ -615,8 +632,11 @@ def result_to_dict(result: RunResult) -> dict[str, Any]:
     """The JSON document of a result (schema_version first); its ``summary`` is written
     from :attr:`RunResult.summary` (the stable keys of ``CellSummary.as_dict``), after the
     environment, where it has always been."""
-    data = _jsonable(asdict(result))
-    data.pop("source")  # where it was read from, not what it holds
+    raw = asdict(result)
+    for f in fields(RunResult):  # where it was read from or saved, not what it holds
+        if not f.metadata.get("stored", True):
+            raw.pop(f.name)
+    data = _jsonable(raw)
     ordered = {"schema_version": data.pop("schema_version")}
     for key, value in data.items():
         ordered[key] = value

@@ -40,7 +40,6 @@ This module never prints: progress goes to a callback; the outcome is returned.
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -161,9 +160,10 @@ def run_sweep(
     """Measure every cell of ``config`` into ``out_dir`` (see the module docstring).
 
     ``run_cell(case, out_path=PATH|None, progress=CALLBACK|None) -> RunResult`` measures one
-    cell; the default is :func:`measure.runner.run_case`. One that takes ``saved_elsewhere``
-    is told by it where it saved the result when not at ``out_path`` (``run_case`` does):
-    the cell's outcome names that file, and the result is not saved a second time. Raises
+    cell; the default is :func:`measure.runner.run_case`. A result that says it was saved
+    elsewhere than ``out_path`` (``RunResult.saved_as``, as ``run_case`` returns it, and on
+    a stop the partial ``err.result``) is not saved a second time: the cell's outcome names
+    that file. One that says nothing is saved at its path by the sweep. Raises
     :class:`SweepError` before measuring anything when the folder holds results of this
     sweep and ``resume`` is False, holds another sweep, or the Dask cluster cannot run the
     cells; with Dask, nothing is written before the scheduler and its workers were checked
@@ -292,10 +292,10 @@ class _SweepBook:
         """A stop signal during a local cell: record the part it saved, the cell pending
         again so that ``--resume`` measures it (or that it is pending, when no mode was
         measured)."""
-        partial = getattr(err, "result", None)
-        saved_at = getattr(err, "saved_at", None)  # saved beside its path: said where
+        partial = getattr(err, "result", None)  # its saved_as: saved beside its path
+        saved_at = partial.saved_as if isinstance(partial, RunResult) else None
         if partial is not None and partial.modes and (saved_at or self.cells[index].path.exists()):
-            saved = saved_outcome(self.cells[index], partial, duration, saved_at=saved_at)
+            saved = saved_outcome(self.cells[index], partial, duration)
             how = f"stopped by {_stop_name(err)}"
             if saved.state is CellState.ERROR:  # its part beside its path, said where
                 saved = replace(saved, error=f"{how}; {saved.error}")
@@ -407,26 +407,10 @@ def _run_local(
     if (stuck := set_aside(pending, notes, remeasure)) is not None:  # nothing measured or lost
         return replace(pending, state=CellState.ERROR, error=f"{stuck}; not measured")
     given = {} if checked is None else checked.run_options()
-    elsewhere: list[tuple[str, str]] = []  # where the runner saved it, when not at its path
-    if _takes(run_cell, "saved_elsewhere"):
-        given["saved_elsewhere"] = lambda at, why: elsewhere.append((at, why))
     try:
         result = run_cell(case, out_path=pending.path, progress=on_mode, **given)
     except Exception as err:  # a harness bug in one cell must not lose the sweep
         state, why = cell_error(err)  # or a plan the config makes impossible
         return replace(pending, state=state, error=why, duration_s=time.monotonic() - t0)
-    except BaseException as err:  # a stop: where its part went, for the manifest
-        err.saved_at = elsewhere[-1] if elsewhere else None  # type: ignore[attr-defined]
-        raise
-    saved_at = elsewhere[-1] if elsewhere else None  # said, never saved a second time
-    return saved_outcome(pending, result, time.monotonic() - t0, saved_at=saved_at)
-
-
-def _takes(run_cell: RunCell, name: str) -> bool:
-    """Whether ``run_cell`` takes the keyword ``name`` (``run_case`` does; a test's runner
-    that saves nothing need not)."""
-    try:
-        params = inspect.signature(run_cell).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
+    # saved beside its path by the runner (result.saved_as): said, never saved a second time
+    return saved_outcome(pending, result, time.monotonic() - t0)

@@ -15,7 +15,6 @@ import json
 import os
 import socket
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from ckptbench.results.schema import (
@@ -37,13 +36,12 @@ def saved_outcome(
     worker: str = "",
     attempts: tuple[Attempt, ...] = (),
     replace_file: bool = True,
-    saved_at: tuple[str, str] | None = None,
 ) -> CellOutcome:
     """A measured cell's outcome, its result saved at its path (``replace_file``: over a file
-    there) or, where that fails, beside it and said. ``saved_at`` (where, why): the cell
-    runner could not save it at its path and saved it there instead: said, not saved again
-    (a second copy the summary would not name, or a file that appeared at its path
-    replaced)."""
+    there) or, where that fails, beside it and said. A result whose ``saved_as`` names a
+    file (``run_case`` could not save it at its path and saved it there instead) is said,
+    not saved again (a second copy the summary would not name, or a file that appeared at
+    its path replaced)."""
     if result.case.key != pending.case.key:
         return replace(
             pending,
@@ -53,8 +51,8 @@ def saved_outcome(
         )
     if not result.host:
         result = replace(result, host=socket.gethostname())
-    if saved_at is not None:
-        at, why = Path(saved_at[0]), saved_at[1]
+    if result.saved_as is not None:  # the runner's own save, beside the path
+        at, why = result.saved_as.path, result.saved_as.why
     else:
         at, why = save_or_beside(result, pending.path, replace=replace_file)
     if why is not None:  # measured, but not saved where the manifest expects it: never lost
