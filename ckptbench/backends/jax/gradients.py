@@ -21,11 +21,13 @@ the worker reports ``ready``: compile time never falls in an iteration's time or
 reported as the counter ``compile_time_ns``, beside ``xla_temp_bytes`` (XLA's compile-time
 ``memory_analysis()`` temp bytes, a second view of memory) and ``program_rss_bytes``: the
 resident memory that tracing and compiling the mode left behind, the compiler's one-time
-start-up included, the same in every mode (RSS after minus before, each after
-``malloc_trim``). It is part of every iteration's peak, as it is of a user's process, and
-at these sizes it is most of a checkpointed mode's overhead: LSTM, 1000 steps, the
-baseline's forward scan 13-18 MiB, the executor running Revolve(1000, 31) 33 MiB, equinox's
-loop 42 MiB.
+start-up included (RSS after minus before, each after ``malloc_trim``). Not the same in
+every mode: what compiling leaves in the glibc arenas of XLA's compile threads grows with
+the program (an 8-wide LSTM of 200 steps: baseline 18 MiB, normal 27, Revolve 36), and no
+miniature compiled first removes it (docs/measuring.md). It is part of every iteration's
+peak, as it is of a user's process, and at these sizes it is most of a checkpointed mode's
+overhead: LSTM, 1000 steps, the baseline's forward scan 13-18 MiB, the executor running
+Revolve(1000, 31) 33 MiB, equinox's loop 42 MiB.
 """
 
 from __future__ import annotations
