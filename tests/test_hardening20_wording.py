@@ -208,3 +208,35 @@ def test_a_folder_given_for_a_file_says_so_alike(tmp_path: Path, capsys):
     err = one_line_error(capsys, ["sweep", str(tmp_path / "d")])
     assert err.endswith("/d: is a folder, not a file ckptbench reads\n"), err
 
+
+# --------------------------------------------- 6. a newcomer's first ten minutes (Task B)
+
+
+def test_the_floor_line_says_a_step_in_the_unit_the_time_line_uses():
+    """'95 untaped steps x 5.33 ms' above '95 extra evaluations x 3875.0 µs': one step's time
+    in two units, one line apart."""
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.render.expected import floor_line
+    from ckptbench.render.format import fmt_per_step
+    from ckptbench.results.schema import Mode
+
+    result = make_result(CI_CASE, seed=3)
+    base = result.summary.mode(Mode.BASELINE).time.median / result.case.steps
+    line = floor_line(result)
+    assert line is not None and f" extra evaluations x {fmt_per_step(base)}, the " in line, line
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--help"], "a layer stack"),  # it said 'the same RNN, LSTM or plug-in gradient'
+        (["plan", "--help"], "(--model cnn-stack, ...)"),  # it showed ``--model cnn-stack``
+        (["sweep", "--help"], "(default: results/NAME, NAME the config's name)"),
+        (["profile", "--help"], "changed the most"),  # not 'the lines that hold the most'
+    ],
+)
+def test_the_help_says_what_a_newcomer_reads_it_for(capsys, monkeypatch, argv, said):
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out, _ = run_cli(capsys, argv)
+    assert code == 0 and said in " ".join(out.split()) and "``" not in out, out
