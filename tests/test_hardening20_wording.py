@@ -240,3 +240,22 @@ def test_the_help_says_what_a_newcomer_reads_it_for(capsys, monkeypatch, argv, s
     monkeypatch.setenv("COLUMNS", "400")
     code, out, _ = run_cli(capsys, argv)
     assert code == 0 and said in " ".join(out.split()) and "``" not in out, out
+
+
+def test_a_run_of_one_round_does_not_promise_an_interval_from_round_2():
+    """`run --rounds 1` printed 'slowdown 1.09x (the rounds' interval from round 2)' where
+    no round 2 would run."""
+    from types import SimpleNamespace
+
+    from ckptbench.measure.runner import Precision
+    from ckptbench.render.console import JobClock
+    from ckptbench.results.schema import Case, Mode
+
+    for rounds, precision, said in (
+        (1, None, "slowdown 1.09x (one round: no interval)"),
+        (3, None, "slowdown 1.09x (the rounds' interval from round 2)"),
+        (1, Precision(0.05, 30, 240.0), "slowdown 1.09x (the rounds' interval from round 2)"),
+    ):
+        clock = JobClock(Case(rounds=rounds), (Mode.NORMAL,), precision, guess_round_s=1.0)
+        clock.done_rounds, clock.estimate = {0}, {"slowdown": SimpleNamespace(value=1.09)}
+        assert said in clock.summary(), clock.summary()
