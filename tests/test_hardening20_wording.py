@@ -259,3 +259,17 @@ def test_a_run_of_one_round_does_not_promise_an_interval_from_round_2():
         clock = JobClock(Case(rounds=rounds), (Mode.NORMAL,), precision, guess_round_s=1.0)
         clock.done_rounds, clock.estimate = {0}, {"slowdown": SimpleNamespace(value=1.09)}
         assert said in clock.summary(), clock.summary()
+
+
+def test_before_after_says_what_its_n_column_counts(tmp_path: Path, capsys, monkeypatch):
+    """compare --against showed a column 'n' of '1v1' that nothing explained."""
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.results.schema import save_result
+
+    save_result(make_result(CI_CASE, seed=3), tmp_path / "old.json")
+    save_result(make_result(CI_CASE, seed=4), tmp_path / "new.json")
+    monkeypatch.setenv("COLUMNS", "250")
+    argv = ["compare", str(tmp_path / "new.json"), "--against", str(tmp_path / "old.json")]
+    code, out, _ = run_cli(capsys, argv)
+    assert code == 0 and "n: measured iterations, before v after" in out, out
