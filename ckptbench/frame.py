@@ -44,7 +44,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from typing import Any
 
-from ckptbench.results.schema import MODES, Case, RunResult, complete_rounds_text
+from ckptbench.results.schema import MODES, Case, RunResult, stop_status
 from ckptbench.results.store import load_results
 from ckptbench.results.summary import CellSummary
 
@@ -280,8 +280,9 @@ def _cell_status(tidy: Any, first: Any) -> Any:
     )
     for run, row in first.iterrows():  # an interruption is a note, its complete rounds count
         if row["interruption"] is not None and not pd.isna(row["interruption"]):
-            head = "never finished" if bool(row["saved_mid_run"]) else row["interruption"]
-            note = f"{head} ({complete_rounds_text(row['rounds_complete'])})"
+            note = stop_status(
+                row["interruption"], bool(row["saved_mid_run"]), row["rounds_complete"]
+            )
             status[run] = f"{note}; {status[run]}" if run in status.index else note
         if isinstance(lost := row["rounds_missing"], str):  # no stop recorded: said too
             status[run] = f"{status[run]}; {lost}" if run in status.index else lost

@@ -103,7 +103,7 @@ def test_a_run_stopped_in_its_first_round_says_no_round_completed():
     assert "complete rounds:" not in lines and "0 complete" not in lines
     assert "no round completed: the figures come from the part of a round the file holds" in lines
     (status,) = [line for line in check([r]).lines if line.check == "status"]
-    assert status.detail == "interrupted in round 1 (no complete round kept)"
+    assert status.detail == "interrupted in round 1 (no complete round)"
 
 
 def test_check_says_a_file_saved_mid_run_was_never_finished_as_compare_does(tmp_path: Path):
@@ -119,8 +119,8 @@ def test_check_says_a_file_saved_mid_run_was_never_finished_as_compare_does(tmp_
     save_result(killed, tmp_path / "kill.json")
     out = CliRunner().invoke(cli, ["check", str(tmp_path / "kill.json")]).output
     assert (
-        "status: saved mid-run and never finished (killed outright, or still running), "
-        "before round 2 (1 complete round kept)" in out
+        "status: never finished (1 complete round), saved mid-run: killed outright, or still "
+        "running" in out
     ), out
     shown = CliRunner().invoke(cli, ["compare", str(tmp_path / "kill.json")]).output
     assert "still running): the figures come from the complete rounds: " in shown  # its

@@ -78,8 +78,8 @@ def test_a_run_killed_between_rounds_leaves_a_file_that_says_it_did_not_finish(
     code, status = _status(capsys, out)
     assert code == 1
     assert status.endswith(
-        "status: saved mid-run and never finished (killed outright, or still running), "
-        "before round 2 (1 complete round kept)"
+        "status: never finished (1 complete round), saved mid-run: killed outright, or still "
+        "running"
     ), status
     code, shown, _ = run_cli(capsys, ["compare", str(out), "--format", "markdown"])
     assert code == 0 and "never finished (1 complete round)" in shown
@@ -161,8 +161,8 @@ def test_a_file_that_says_its_run_did_not_finish_reads_so_with_no_stop_recorded(
     code, status = _status(capsys, path)
     assert code == 1
     assert status.endswith(
-        "status: saved mid-run and never finished (killed outright, or still running), "
-        "before round 2 (1 complete round kept)"
+        "status: never finished (1 complete round), saved mid-run: killed outright, or still "
+        "running"
     ), status
 
 
@@ -231,7 +231,7 @@ def test_resume_measures_a_cell_missing_rounds_again_keeping_its_file(tmp_path: 
         "(round 2 missing); its earlier result was moved to "
     )
     assert notes[1].startswith(
-        f"note {cases[2].key}: measured again: saved mid-run and never finished (killed "
-        "outright, or still running), before round 2 (1 complete round kept); its earlier "
+        f"note {cases[2].key}: measured again: never finished (1 complete round), saved "
+        "mid-run: killed outright, or still running; its earlier "
     )
     assert len(notes) == 2

@@ -71,7 +71,7 @@ def test_a_mode_cut_in_round_3_keeps_its_two_complete_rounds_everywhere(fake, tm
     assert set(tidy["rounds_complete"]) == {2} and set(tidy["interrupted_round"]) == {3}
     # the CI gate does not pass an interrupted cell
     (status,) = [line for line in check([result]).lines if line.check == "status"]
-    assert not status.passed and "interrupted in round 3 (2 complete rounds kept)" in status.detail
+    assert not status.passed and "interrupted in round 3 (2 complete rounds)" in status.detail
 
 
 def test_a_signal_between_modes_of_an_added_round_is_in_the_file(fake, tmp_path):

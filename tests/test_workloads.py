@@ -500,7 +500,7 @@ def test_empty_spec(spec):
 
 
 def test_missing_file(tmp_path):
-    assert_workload_error(f"{tmp_path / 'nope.py'}:make", "nope.py", "not found")
+    assert_workload_error(f"{tmp_path / 'nope.py'}:make", "nope.py", "no such file or folder")
 
 
 def test_directory_is_not_a_file(tmp_path):

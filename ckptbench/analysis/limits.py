@@ -31,7 +31,7 @@ class ConfigFiles:
         self.manifests = ManifestFiles()
 
     def load(self, path: str | Path) -> SweepConfig:
-        return self._once.get(Path(path))
+        return self._once.get(path if isinstance(path, Path) else Path(path))  # as typed
 
 
 def sweep_configs(

@@ -114,7 +114,8 @@ def _quiet_stdout() -> None:
 def cli() -> None:
     """Measure what gradient checkpointing costs and saves.
 
-    Runs the same RNN, LSTM or plug-in gradient three ways, each in a fresh process: baseline
+    Runs the same gradient (an RNN, an LSTM, a layer stack or your plug-in) three ways, each
+    in a fresh process: baseline
     (forward only), normal (the framework's plain gradient) and checkpointed (our schedules:
     Revolve, a byte-budget planner; or the framework's own checkpointing), on autograd,
     PyTorch or JAX, and prints the memory overhead over baseline, the slowdown and the memory

@@ -29,6 +29,7 @@ from ckptbench.cli.outputs import (
     write_mprof,
 )
 from ckptbench.cli.values import FRACTION
+from ckptbench.results.inputs import said_path
 
 
 def _sections():
@@ -142,7 +143,7 @@ def _make_folder(folder, what: str) -> None:
     try:
         make_folder(folder, what)
     except OSError as err:
-        raise InputError(f"{what} {folder}: {err.strerror or err}") from None
+        raise InputError(f"{what} {said_path(folder)}: {err.strerror or err}") from None
     say_made_folders()  # past its checks (``_check_outputs``): said before its files are
 
 

@@ -37,25 +37,28 @@ def read_costs(path: Path, steps: int) -> dict:
     as result files are (``results.files.read_json_limited``: a regular file of at most
     64 MiB, UTF-8, nested a few levels, no repeated key, no integer of thousands of digits)."""
     from ckptbench.results.files import read_json_limited
+    from ckptbench.results.inputs import said_path, unreadable_text
     from ckptbench.results.kinds import MANIFEST, kind_of
     from ckptbench.schedules.optimal import Costs
 
     try:
         doc = read_json_limited(path, COSTS_FILE_MAX_BYTES, "costs file")
     except OSError as err:
-        raise InputError(f"--costs {path}: cannot read ({err.strerror or err})") from None
+        raise InputError(f"--costs {said_path(path)}: {unreadable_text(err)}") from None
     except ValueError as err:
-        raise InputError(f"--costs {path}: {err}") from None
+        raise InputError(f"--costs {said_path(path)}: {err}") from None
     if (kind := kind_of(doc)) is not None:  # it said "unknown cost field 'case'"
         what = "sweep manifest" if kind == MANIFEST else "result"
-        raise InputError(f"--costs {path}: is a ckptbench {what}, not a costs file "
+        raise InputError(f"--costs {said_path(path)}: is a ckptbench {what}, not a costs file "
                          "(plan --save-costs FILE writes one)")  # fmt: skip
     try:
         costs = Costs.from_dict(doc)
     except ValueError as err:
-        raise InputError(f"--costs {path}: {err}") from None
+        raise InputError(f"--costs {said_path(path)}: {err}") from None
     if costs.steps is not None and costs.steps != steps:
-        raise InputError(f"--costs {path}: has costs for {costs.steps} steps, not {steps}")
+        raise InputError(
+            f"--costs {said_path(path)}: has costs for {costs.steps} steps, not {steps}"
+        )
     return costs.as_dict()
 
 

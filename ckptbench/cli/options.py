@@ -14,6 +14,7 @@ from ckptbench.backends.registry import DEFAULT_BACKEND, backend_names, device_a
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.cli.readout import READOUT
 from ckptbench.cli.values import SECONDS, SuggestingChoice
+from ckptbench.results.inputs import typed_path
 from ckptbench.results.schema import Case
 from ckptbench.schedules import get_strategy, strategy_names
 
@@ -43,7 +44,8 @@ def timeout_option(help_text: str):
 class _PathName(click.Path):
     """A file or folder name; an empty one (``--out ""``, which the OS would read as the
     current folder) is refused, and so is a name ending in '/' where a file is written
-    (``--out newdir/`` wrote a file named ``newdir``: pathlib drops the slash)."""
+    (``--out newdir/`` wrote a file named ``newdir``: pathlib drops the slash). The path
+    keeps the name as typed for errors to say (``results.files.said_path``)."""
 
     def __init__(self, *, example: str | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -56,7 +58,8 @@ class _PathName(click.Path):
             named = f"{value + self.example!r}"
             self.fail(f"{value!r} names a folder (it ends with '/'), and this option writes a "
                       f"file: name the file, e.g. {named}", param, ctx)  # fmt: skip
-        return super().convert(value, param, ctx)
+        path = super().convert(value, param, ctx)
+        return typed_path(value) if isinstance(value, str) and isinstance(path, Path) else path
 
 
 def path_arg(**kwargs) -> click.Path:

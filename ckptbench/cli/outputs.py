@@ -12,6 +12,7 @@ import click
 
 from ckptbench.cli.options import InputError
 from ckptbench.cli.values import not_a_choice
+from ckptbench.results.inputs import said_path
 
 
 def input_files(model: str | None, *paths: str | os.PathLike[str] | None) -> list[str]:
@@ -23,7 +24,7 @@ def input_files(model: str | None, *paths: str | os.PathLike[str] | None) -> lis
         from ckptbench.workloads import plugin_source_file
 
         source = plugin_source_file(model)
-        if source is not None and source.is_file():
+        if source is not None and os.path.isfile(source):  # a name too long is no file
             files.append(str(source))
     return files
 
@@ -182,7 +183,7 @@ def check_mprof_dir(
         for name in names:
             check_output(folder / name, "--mprof", replace=force, mprof=True, hint=_MPROF_HINT)
     except OSError as err:
-        raise InputError(f"--mprof {folder}: {err.strerror or err}") from None
+        raise InputError(f"--mprof {said_path(folder)}: {err.strerror or err}") from None
     except StoreError as err:
         raise InputError(str(err)) from None
 
@@ -269,7 +270,9 @@ def refuse_folder_clashes(folders: dict[str, Path | None], files) -> None:
                 f"{option} {folder}: is also a file this command writes; nothing written"
             )
         if folder.exists() and not folder.is_dir():
-            raise InputError(f"{option} {folder}: exists and is not a folder; nothing written")
+            raise InputError(
+                f"{option} {said_path(folder)}: exists and is not a folder; nothing written"
+            )
 
 
 def check_side_output(path: Path, what: str, inputs, force: bool, append: bool = False) -> None:

@@ -100,10 +100,10 @@ def plan(
     Measures the step costs (untaped step, taped step + reverse, state and tape bytes) in a
     fresh worker, then plans with the dynamic program over states and tapes (Beaumont et al.,
     2019) and predicts each strategy's time and peak storage at the same budget. On a layer
-    chain (``--model cnn-stack``, ...) every layer's costs are measured, and a table shows
-    per layer its costs and what the optimal plan does with it. ``--dtype`` and
-    ``--executor`` are run's: the costs are measured in that type, through the executor
-    that will run the plan.
+    chain (--model cnn-stack, ...) every layer's costs are measured, and a table shows per
+    layer its costs and what the optimal plan does with it. --dtype and --executor are
+    run's: the costs are measured in that type, through the executor that will run the
+    plan.
     """
     from ckptbench.schedules.optimal import OPTIMAL, Costs, check_budget, check_plannable
     from ckptbench.workloads import BUILTIN_CHAINS, BUILTIN_WORKLOADS

@@ -56,8 +56,9 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
     """Where one gradient's memory goes, line by line (memory_profiler's line profiler).
 
     Runs one gradient in a fresh process under memory_profiler's LineProfiler over the
-    workload's step/post/loss and the executor's loops, and prints the lines that hold the
-    most memory: what each line of a step keeps on autograd's tape.
+    workload's step/post/loss and the executor's loops, and prints the lines whose traced
+    memory (tracemalloc) changed the most, summed over their runs: what each line of a step
+    keeps on autograd's tape (negative: a line that freed more than it allocated).
     """
     from ckptbench.measure.launch import Interrupted, stop_on_signals, stop_reason
     from ckptbench.measure.tasks import TaskError, check_plugin

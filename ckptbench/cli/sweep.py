@@ -12,6 +12,7 @@ import click
 
 from ckptbench.cli.costs_file import shown_notes
 from ckptbench.cli.options import InputError, output_options, path_arg
+from ckptbench.results.inputs import said_path
 from ckptbench.results.units import count_text
 
 #: Sweeps over this many cells, or about this many hours, ask before they start.
@@ -28,7 +29,12 @@ CONFIRM_CELLS, CONFIRM_HOURS = 200, 2.0
     "optimal budget below the least); 128+N stopped by signal N. On a cluster: docs/cluster.md."
 )
 @click.argument("config", type=path_arg())
-@click.option("--out", type=path_arg(), default=None, help="Folder (results/<name>).")
+@click.option(
+    "--out",
+    type=path_arg(),
+    default=None,
+    help="Folder for the cells' result files (default: results/NAME, NAME the config's name).",
+)
 @click.option("--resume", is_flag=True, help="Measure only the cells missing from --out.")
 @click.option("--retry-failed", is_flag=True, help="With --resume, re-measure failed cells.")
 @click.option(
@@ -194,7 +200,9 @@ def _cells_to_measure(cfg, out: Path, resume: bool, retry_failed: bool) -> list:
 def _out_is_a_folder(out: Path) -> None:
     """``--out`` names a folder, or nothing yet: a file there is one line and exit 2."""
     if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: exists and is not a folder (results go into a folder)")
+        raise InputError(
+            f"--out {said_path(out)}: exists and is not a folder (results go into a folder)"
+        )
 
 
 def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -> None:

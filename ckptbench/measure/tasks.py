@@ -27,6 +27,7 @@ from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, Mode
 from ckptbench.schedules import get_strategy
 from ckptbench.workloads import BUILTIN_WORKLOADS
+from ckptbench.workloads.registry import model_text, name_problem
 
 __all__ = [
     "CostsError",
@@ -203,7 +204,7 @@ def checked_plugin(
             case = dataclasses.replace(case, **{k: int(v) for k, v in sizes.items()
                                                 if k in case.sizes()})  # fmt: skip
         except (TypeError, ValueError) as err:
-            raise PluginError(f"--model {case.model}: {err}") from None
+            raise PluginError(f"--model {model_text(case.model)}: {err}") from None
     return _outcome(case, report, costs)
 
 
@@ -237,7 +238,7 @@ def _loss_dtypes(case: Case, report: dict[str, Any]) -> tuple[dict[str, str], tu
     else:
         said = " and ".join(f"{what[k]} in {v}" for k, v in other.items())
     keys = ", ".join(f"environment.plugin.{k}" for k in other)
-    return dtypes, (f"--model {case.model} computes {said}, its steps in {case.dtype}: "
+    return dtypes, (f"--model {model_text(case.model)} computes {said}, its steps in {case.dtype}: "
                     f"recorded as {keys}; the case's dtype is the steps'",)  # fmt: skip
 
 
@@ -297,7 +298,7 @@ def _its_dtype(case: Case, report: dict[str, Any]) -> tuple[Case, tuple[str, ...
     found = {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
     if not found or set(found) == {case.dtype}:
         return case, ()
-    m, asked = case.model, case.dtype
+    m, asked = model_text(case.model), case.dtype
 
     def said(dtype: str) -> str:
         where = found[dtype]
@@ -337,18 +338,20 @@ def _plugin_report(
 ) -> dict[str, Any]:
     """The plug-in check's report from a disposable worker; PluginError if it found a
     problem or the worker failed."""
+    if (why := name_problem(case.model)) is not None:  # a typo needs no worker to say so
+        raise PluginError(f"--model: {why}")
     fields: dict[str, Any] = {"task": "check"}
     if given_sizes is not None:
         fields["given_sizes"] = sorted(given_sizes)
     try:
         report = run_task(case, fields, worker=worker, timeout_s=case.timeout_s)
     except TaskError as err:
-        raise PluginError(
-            f"--model {case.model}: loading it in a fresh worker failed: {err}"
-        ) from None
+        raise PluginError(f"--model {model_text(case.model)}: loading it in a fresh worker "
+                          f"failed: {err}") from None  # fmt: skip
     problem = report.get("problem")
-    if problem:
-        raise PluginError(f"--model {case.model}: {problem}")
+    if problem:  # a problem loading it names the part of the spec it is about: said once
+        said = "" if report.get("loading") else f" {model_text(case.model)}"
+        raise PluginError(f"--model{said}: {problem}")
     return report
 
 

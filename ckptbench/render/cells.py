@@ -380,7 +380,8 @@ def delta_table(comparison: Comparison) -> Table:
     )
     common = common_fields([cell.case for cell in comparison.cells])
     notes = (f"every cell: {common}",) if common and len(comparison.cells) > 1 else ()
-    return Table("Before -> after", columns, tuple(records), notes=notes)
+    said = "n: measured iterations, before v after (processes: their worker processes, likewise)"
+    return Table("Before -> after", columns, tuple(records), notes=(*notes, said))
 
 
 def csv_columns(table: Table) -> Table:

@@ -191,7 +191,9 @@ class JobClock:
         ]
         slow = self.estimate.get("slowdown")
         if slow is not None and done < 2:  # one process a mode: no spread between processes
-            parts.append(f"slowdown {slow.value:.2f}x (the rounds' interval from round 2)")
+            more = self.case.rounds > 1 or self.precision is not None  # a round 2 may come
+            why = "the rounds' interval from round 2" if more else "one round: no interval"
+            parts.append(f"slowdown {slow.value:.2f}x ({why})")
         elif slow is not None:
             lo, hi = slow.as_list()
             goal = f" (goal {fmt_percent(self.precision.target_rel, 0)})" if self.precision else ""

@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ckptbench.analysis.stats import figure_apart
-from ckptbench.render.format import fmt_bytes, fmt_interval, fmt_overhead, fmt_size, fmt_time
+from ckptbench.render.format import (
+    fmt_bytes,
+    fmt_interval,
+    fmt_overhead,
+    fmt_per_step,
+    fmt_size,
+    fmt_time,
+)
 from ckptbench.results.schema import Mode, RunResult
 
 if TYPE_CHECKING:
@@ -85,7 +92,7 @@ def floor_line(result: RunResult) -> str | None:
         return None
     return (
         f"recomputation floor: {fmt_time(floor)} (plain {fmt_time(plain.median)} + "
-        f"{max(ev - steps, 0)} extra evaluations x {base.median / steps * 1e6:.1f} µs, the "
+        f"{max(ev - steps, 0)} extra evaluations x {fmt_per_step(base.median / steps)}, the "
         f"forward-only step); checkpointed {fmt_time(s.mode(Mode.CHECKPOINTED).time.median)}, "
         f"{figure_apart(s.vs_floor, 1.0)}x the floor{_rounds(s.floor_ratio)}"
         + (

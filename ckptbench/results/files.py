@@ -271,15 +271,18 @@ def _describe(tp: Any) -> str:
 
 #: The most of a value typed that an error echoes (a pasted file's worth is cut).
 SHOWN_CHARS = 60
+#: The same for a path or a plug-in spec ('/home/me/project/models/net.py:make').
+SHOWN_PATH_CHARS = 200
 
 
-def shown_value(value: object) -> str:
-    """A value typed as an error quotes it: its repr, cut after :data:`SHOWN_CHARS`
-    characters ("'torchxtorchx...torchx'... (5400 characters)")."""
+def shown_value(value: object, limit: int = SHOWN_CHARS) -> str:
+    """A value typed as an error quotes it: its repr, cut after ``limit`` characters
+    ("'torchxtorchx...torchx'... (5400 characters)"; a path or plug-in spec is cut later,
+    :data:`SHOWN_PATH_CHARS`, for its file's name to show)."""
     text = str(value)
-    if len(text) <= SHOWN_CHARS:
+    if len(text) <= limit:
         return repr(text)
-    return f"{text[:SHOWN_CHARS]!r}... ({len(text)} characters)"
+    return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def short_json(value: Any) -> str:

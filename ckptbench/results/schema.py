@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MODES",
     "SAVED_MID_RUN",
+    "SAVED_MID_RUN_WHY",
     "SCHEMA_VERSION",
     "UNFINISHED",
     "Case",
@@ -68,6 +69,7 @@ __all__ = [
     "result_to_dict",
     "save_or_beside",
     "save_result",
+    "stop_status",
     "unsupported_version",
     "version_problem",
     "write_atomic",
@@ -81,6 +83,18 @@ SAVED_MID_RUN = "saved mid-run and never finished (killed outright, or still run
 def complete_rounds_text(n: int) -> str:
     """'1 complete round', '3 complete rounds', 'no complete round'."""
     return "no complete round" if n == 0 else f"{n} complete round{'s' if n != 1 else ''}"
+
+
+#: Why a file saved mid-run never finished, said after its status (``check``).
+SAVED_MID_RUN_WHY = "saved mid-run: killed outright, or still running"
+
+
+def stop_status(interruption: str, saved_mid_run: bool, rounds_complete: int) -> str:
+    """A stopped run's status, as compare's table and check's line say it: 'interrupted in
+    round 3 (2 complete rounds)', or for a file saved mid-run (no stop signal recorded)
+    'never finished (1 complete round)'."""
+    head = "never finished" if saved_mid_run else interruption
+    return f"{head} ({complete_rounds_text(rounds_complete)})"
 
 
 SCHEMA_VERSION = 3  # 3: backend/device/budget/rounds, hashed keys, rounds; 2: Case.output
@@ -572,15 +586,15 @@ class RunResult:
 
     @property
     def stop_text(self) -> str | None:
-        """'interrupted in round 3 (2 complete rounds kept)'; for a file saved mid-run, 'saved
-        mid-run and never finished (killed outright, or still running), before round 2 (1
-        complete round kept)'; None for a run that was not stopped."""
+        """'interrupted in round 3 (2 complete rounds)'; for a file saved mid-run, 'never
+        finished (1 complete round), saved mid-run: killed outright, or still running' (as
+        compare's status column and warning say them: :func:`stop_status`); None for a run
+        that was not stopped."""
         where = self.interruption
         if where is None:
             return None
-        if self.saved_mid_run:  # killed outright, or still measuring: no stop signal
-            where = f"{SAVED_MID_RUN}, {where.removeprefix('interrupted ')}"
-        return f"{where} ({complete_rounds_text(self.rounds_complete)} kept)"
+        said = stop_status(where, self.saved_mid_run, self.rounds_complete)
+        return f"{said}, {SAVED_MID_RUN_WHY}" if self.saved_mid_run else said
 
     @property
     def absent_modes(self) -> str | None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.results.files import InputFileError, read_json_limited
+from ckptbench.results.inputs import said_path, unreadable_text
 from ckptbench.results.kinds import (
     MANIFEST,
     MANIFEST_KIND,
@@ -320,10 +321,9 @@ def read_json_document(path: str | os.PathLike[str], what: str = "result") -> An
         raise StoreError(f"an empty path is not a {what} file or folder")
     try:
         return read_json_limited(path, MAX_RESULT_BYTES, what)
-    except InputFileError as err:
-        raise StoreError(f"{path}: {err}") from None
-    except OSError as err:
-        raise StoreError(f"{path}: cannot read ({err.strerror or err})") from None
+    except (InputFileError, OSError) as err:  # said as every input file's is
+        why = unreadable_text(err) if isinstance(err, OSError) else err
+        raise StoreError(f"{said_path(path)}: {why}") from None
 
 
 def load_result(path: str | os.PathLike[str]) -> RunResult:
@@ -389,18 +389,18 @@ def _cell_files(
             else:
                 files.extend((f, None, None) for f in sorted(p.glob("*.json")))
             if listed == [] or (listed is None and not any(p.glob("*.json"))):
-                raise StoreError(f"{p}: {_no_cells(p, manifests)}")
+                raise StoreError(f"{said_path(raw)}: {_no_cells(p, manifests)}")
         elif p.exists():
             listed = manifest_cells(p, manifests=manifests) if p.name == MANIFEST_NAME else None
             if listed == []:  # as its folder says it: no cells, or none saved
-                raise StoreError(f"{p}: {_no_cells(p.parent, manifests)}")
+                raise StoreError(f"{said_path(raw)}: {_no_cells(p.parent, manifests)}")
             if listed is not None:
                 files.extend((f, key, p) for f, key in listed)
             else:
                 files.append((p, None, None))
                 named.add(p.resolve())
         else:
-            raise StoreError(f"{p}: no such file or folder")
+            raise StoreError(f"{said_path(raw)}: no such file or folder")
     return files, named
 
 

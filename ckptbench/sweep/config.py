@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND, resolve_device
-from ckptbench.results.files import read_text_limited
+from ckptbench.results.files import SHOWN_CHARS, read_text_limited, shown_value
+from ckptbench.results.inputs import said_path, unreadable_text
 from ckptbench.results.schema import Case, CaseError
 from ckptbench.results.units import parse_duration, parse_size
 from ckptbench.schedules import OPTIMAL, STRATEGIES, Setting, get_strategy
@@ -140,7 +141,7 @@ class _Reader:
         if line is None and table:
             line = self.where.find(table, None, index)
         loc = f"{self.source}:{line}" if line else self.source
-        name = ".".join(p for p in (table, key) if p)
+        name = ".".join(key_text(p) for p in (table, key) if p)
         prefix = f"{loc}: {name}: " if name else f"{loc}: "
         return ConfigError(prefix + message)
 
@@ -154,7 +155,7 @@ def load_config(path: str | Path) -> SweepConfig:
     try:
         text = read_text_limited(p, MAX_CONFIG_BYTES)
     except OSError as err:
-        raise ConfigError(f"{p}: cannot read ({err.strerror or err})") from None
+        raise ConfigError(f"{said_path(path)}: {unreadable_text(err)}") from None
     except ValueError as err:
         raise ConfigError(f"{p}: {err}") from None
     return parse_config(text, source=str(p), default_name=p.stem)
@@ -191,7 +192,7 @@ def parse_config(text: str, source: str = "<string>", default_name: str = "sweep
         raise r.error(f"must be a non-empty string, got {name!r}", key="name")
     if not _SAFE_NAME.fullmatch(name.strip()):
         raise r.error(
-            f"{name!r} is not a safe folder name (letters, digits, '.', '_', '-'; "
+            f"{shown_value(name)} is not a safe folder name (letters, digits, '.', '_', '-'; "
             "not starting with '.'): results go to results/<name>",
             key="name",
         )
@@ -225,6 +226,12 @@ _COMPANIONS: dict[tuple[str, Any], dict[str, Any]] = {
     ("budget_bytes", None): {},
     ("dtype", "*"): {"backend": "torch"},  # autograd computes in float64 only
 }
+
+
+def key_text(key: str) -> str:
+    """A key as an error names it: as written, or quoted and cut where it is long or not one
+    printable line (a quoted TOML key may hold anything: :func:`shown_value`)."""
+    return key if len(key) <= SHOWN_CHARS and key.isprintable() else shown_value(key)
 
 
 def _unknown(what: str, key: Any, known: Sequence[str]) -> str:

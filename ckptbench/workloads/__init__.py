@@ -25,11 +25,14 @@ import importlib.util
 import inspect
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ckptbench.results.files import SHOWN_PATH_CHARS, shown_value
+from ckptbench.results.inputs import unreadable_text
 from ckptbench.workloads import registry
 from ckptbench.workloads.base import (
     REQUIRED_METHODS,
@@ -106,7 +109,7 @@ def checked_workload(spec: str, workload: Any) -> Any:
     missing = [name for name in REQUIRED_METHODS if not callable(getattr(workload, name, None))]
     if missing:
         raise WorkloadError(
-            f"workload {spec!r} returned a {type(workload).__name__} without method(s): "
+            f"workload {_shown(spec)} returned a {type(workload).__name__} without method(s): "
             f"{', '.join(missing)} (need {', '.join(REQUIRED_METHODS)}, or "
             f"{', '.join(CHAIN_METHODS)} for a layer chain)"
         )
@@ -122,7 +125,7 @@ def build_workload(spec: str, sizes: Sizes) -> Any:
     # Sizes validates itself, but a frozen dataclass can still be forced; re-check.
     Sizes(**sizes.as_kwargs())
     if not isinstance(spec, str) or not spec.strip():
-        raise WorkloadError(f"workload spec must be a non-empty string, got {spec!r}")
+        raise WorkloadError(f"workload spec must be a non-empty string, got {_shown(spec)}")
     spec = spec.strip()
 
     factory: Callable[..., Any]
@@ -182,6 +185,11 @@ def factory_size_defaults(spec: str) -> dict[str, int]:
     return found
 
 
+def _shown(spec: str) -> str:
+    """A plug-in spec, file or module as an error names it: quoted, cut only where very long."""
+    return shown_value(spec, SHOWN_PATH_CHARS)
+
+
 def _is_file_target(target: str) -> bool:
     return "/" in target or "\\" in target or target.endswith(".py")
 
@@ -190,12 +198,15 @@ def _resolve_factory(spec: str) -> Callable[..., Any]:
     target, _, name = spec.rpartition(":")
     if not target:
         raise WorkloadError(
-            f"workload spec {spec!r} has nothing before ':'; use {registry.PLUGIN_FORMS}"
+            f"workload spec {_shown(spec)} has nothing before ':'; use {registry.PLUGIN_FORMS}"
         )
     if not name:
-        raise WorkloadError(f"workload spec {spec!r} has no factory NAME after ':'")
+        raise WorkloadError(f"workload spec {_shown(spec)} has no factory NAME after ':'")
     if not all(part.isidentifier() for part in name.split(".")):
-        raise WorkloadError(f"workload spec {spec!r}: {name!r} is not a valid attribute name")
+        raise WorkloadError(
+            f"{shown_value(name)} in workload spec {_shown(target)}:NAME is "
+            "not a valid attribute name"
+        )
 
     module = _load_file(target) if _is_file_target(target) else _import_module(target)
 
@@ -212,21 +223,26 @@ def _resolve_factory(spec: str) -> Callable[..., Any]:
             )
             hint = f" (did you mean {near[0]}?)" if near else ""
             raise WorkloadError(
-                f"workload plug-in {owner!r} has no attribute {part!r}{hint}"
+                f"workload plug-in {_shown(owner)} has no attribute {part!r}{hint}"
             ) from None
     if not callable(obj):
         raise WorkloadError(
-            f"workload factory {name!r} in {target!r} is not callable (got {type(obj).__name__})"
+            f"workload factory {name!r} in {_shown(target)} is not callable (got "
+            f"{type(obj).__name__})"
         )
     return obj
 
 
 def _load_file(target: str) -> Any:
     path = Path(target).expanduser()
-    if not path.is_file():
-        what = "not found" if not path.exists() else "is not a regular file"
-        what = "is a directory, not a file" if path.is_dir() else what
-        raise WorkloadError(f"workload file {str(path)!r} {what}")
+    try:
+        mode = path.stat().st_mode
+    except OSError as err:  # named as typed ('~/x.py', 'x.py/'), as every missing file is
+        what = unreadable_text(err)
+        raise WorkloadError(f"workload file {_shown(target)}: {what}") from None
+    if not stat.S_ISREG(mode):
+        what = "is a directory, not a file" if stat.S_ISDIR(mode) else "is not a regular file"
+        raise WorkloadError(f"workload file {_shown(target)} {what}")
     path = path.resolve()
     digest = hashlib.sha1(str(path).encode(), usedforsecurity=False).hexdigest()[:10]
     stem = re.sub(r"\W", "_", path.stem)
@@ -250,7 +266,7 @@ def _load_file(target: str) -> Any:
 def _import_module(target: str) -> Any:
     if not all(part.isidentifier() for part in target.split(".")):
         raise WorkloadError(
-            f"workload module {target!r} is not a valid module name (a file path must "
+            f"workload module {_shown(target)} is not a valid module name (a file path must "
             "contain '/' or end in '.py')"
         )
     for folder in plugin_paths(f"{target}:_"):
@@ -258,9 +274,15 @@ def _import_module(target: str) -> Any:
             sys.path.append(folder)  # at the end: installed modules always win
     try:
         return importlib.import_module(target)
+    except ModuleNotFoundError as err:
+        if err.name == target:  # the module itself: named once
+            raise WorkloadError(f"no workload module {_shown(target)}") from None
+        raise WorkloadError(
+            f"cannot import workload module {_shown(target)}: {error_line(err)}"
+        ) from None
     except Exception as err:
         why = error_line(err)
-        raise WorkloadError(f"cannot import workload module {target!r}: {why}") from None
+        raise WorkloadError(f"cannot import workload module {_shown(target)}: {why}") from None
 
 
 def plugin_paths(spec: str) -> tuple[str, ...]:
@@ -283,7 +305,7 @@ def plugin_paths(spec: str) -> tuple[str, ...]:
     except (ImportError, ValueError):
         return ()
     cwd = Path.cwd()
-    if (cwd / f"{top}.py").is_file() or (cwd / top).is_dir():
+    if os.path.isfile(cwd / f"{top}.py") or os.path.isdir(cwd / top):  # a name too long: no
         return (str(cwd),)
     return ()
 
@@ -404,10 +426,10 @@ def _call_factory(spec: str, factory: Callable[..., Any], sizes: Sizes) -> Any:
             inspect.signature(factory).bind(**kwargs)
         except TypeError as err:
             raise WorkloadError(
-                f"workload factory {spec!r} cannot be called with only size keywords "
+                f"workload factory {_shown(spec)} cannot be called with only size keywords "
                 f"({', '.join(SIZE_FIELDS)}): {error_line(err)}"
             ) from None
     try:
         return factory(**kwargs)
     except Exception as err:
-        raise WorkloadError(f"workload factory {spec!r} raised {error_line(err)}") from None
+        raise WorkloadError(f"workload factory {_shown(spec)} raised {error_line(err)}") from None

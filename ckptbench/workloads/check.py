@@ -80,7 +80,7 @@ def check_workload(case: Case, given_sizes: Iterable[str] | None = None) -> dict
         try:
             defaults = factory_size_defaults(case.model)
         except WorkloadError as err:
-            return {"sizes": sizes, "notes": notes, "problem": str(err)}
+            return {"sizes": sizes, "notes": notes, "problem": str(err), "loading": True}
         given = set(sizes) if given_sizes is None else set(given_sizes)
         sizes.update({k: v for k, v in defaults.items() if k not in given})
         case = dataclasses.replace(case, **sizes)

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ckptbench.results.files import SHOWN_PATH_CHARS, shown_value
 from ckptbench.workloads.base import WorkloadError
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "factory",
     "is_builtin",
     "model_help",
+    "model_text",
     "name_problem",
     "names",
     "register",
@@ -222,15 +224,26 @@ def name_problem(spec: str) -> str | None:
     if is_builtin(spec) or ":" in spec:
         return None
     if spec.endswith(".py"):
+        file = spec if spec == model_text(spec) else "FILE.py"  # a long name is not repeated
+        said = "" if file == spec else f"{model_text(spec)}: "
         return (
-            "a plug-in file names its factory after a colon: "
-            f"{spec}:NAME (e.g. {spec}:make; docs/plugins.md)"
+            f"{said}a plug-in file names its factory after a colon: {file}:NAME (e.g. "
+            f"{file}:make; docs/plugins.md)"
         )
     near = difflib.get_close_matches(spec.lower(), names(), n=1)
     return (
-        f"unknown workload {spec!r}{f' (did you mean {near[0]}?)' if near else ''}: "
+        f"unknown workload {shown_value(spec)}{f' (did you mean {near[0]}?)' if near else ''}: "
         f"expected one of {', '.join(names())} or a plug-in {PLUGIN_FORMS}"
     )
+
+
+def model_text(spec: str) -> str:
+    """``spec`` as an error names it after ``--model``: as typed, or quoted and cut where it
+    is very long or not one printable line (:func:`ckptbench.results.files.shown_value`, at
+    a path's length: a plug-in's file name shows)."""
+    text = str(spec).strip()
+    short = len(text) <= SHOWN_PATH_CHARS and text.isprintable()
+    return text if short else shown_value(text, SHOWN_PATH_CHARS)
 
 
 def factory(name: str, backend: str) -> Callable[..., Any]:
@@ -238,7 +251,9 @@ def factory(name: str, backend: str) -> Callable[..., Any]:
     for an unknown name or a backend without an implementation)."""
     entry = builtin(name)
     if entry is None:
-        raise WorkloadError(f"unknown workload {name!r}: expected one of {', '.join(names())}")
+        raise WorkloadError(
+            f"unknown workload {shown_value(name)}: expected one of {', '.join(names())}"
+        )
     return entry.factory(backend)
 
 

@@ -1,0 +1,44 @@
+"""An input file's name as its user typed it, and why it could not be read, said alike by
+every command: 'nope/: no such file or folder' (pathlib drops a trailing '/': ``nope``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["TypedPath", "said_path", "typed_path", "unreadable_text"]
+
+
+class TypedPath(type(Path())):  # type: ignore[misc]
+    """A path that keeps how it was typed (``typed``), for an error to name it so: pathlib
+    drops a trailing '/' ('nope/' is 'nope'). A path made from it (its parent, a file in
+    it) keeps no typed name, and it pickles as a plain path."""
+
+    typed: str
+
+    def __reduce__(self):
+        return (Path, (os.fspath(self),))
+
+
+def typed_path(text: str) -> Path:
+    """``text`` as a :class:`TypedPath` that remembers it."""
+    path = TypedPath(text)
+    path.typed = text
+    return path
+
+
+def said_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as its user typed it (a :class:`TypedPath`'s ``typed``), else as it reads."""
+    typed = getattr(path, "typed", None)
+    return typed if isinstance(typed, str) else os.fspath(path)
+
+
+def unreadable_text(err: OSError) -> str:
+    """Why a file named as input could not be read, as every reader says it: 'no such file
+    or folder' where nothing is there (or a part of its path is no folder), else 'cannot
+    read (Permission denied)'."""
+    if isinstance(err, (FileNotFoundError, NotADirectoryError)):
+        return "no such file or folder"
+    if isinstance(err, IsADirectoryError):  # as read_regular_file says it
+        return "is a folder, not a file ckptbench reads"
+    return f"cannot read ({err.strerror or err})"
