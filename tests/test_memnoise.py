@@ -288,3 +288,25 @@ def test_a_failing_savings_bound_never_reads_as_the_threshold():
     (line,) = expect_lines(result, Expect(memory_savings_min=bound - (shown - bound)))
     printed = float(re.search(r">= (\S+)x \(checkpointed", line.detail).group(1))
     assert line.passed and printed >= bound - (shown - bound), line.detail
+
+
+def test_run_table_shows_no_peak_spread_for_a_single_iteration():
+    """One measured iteration per mode has no spread: '-', not a '0 B' that reads as a
+    perfectly stable peak; two iterations show theirs."""
+    from dataclasses import replace
+
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.render.run import run_table
+    from ckptbench.render.table import to_text
+
+    def spreads(repeats: int) -> list[str]:
+        result = make_result(replace(CI_CASE, repeats=repeats, warmup=0), seed=3)
+        lines = to_text(run_table(result), width=250).splitlines()
+        head = next(line for line in lines if "peak spread" in line)
+        at = head.index("peak spread")
+        rows = [line for line in lines if line.split()[:1] in (["baseline"], ["normal"])]
+        return [row[at - 2 : at + len("peak spread")].strip() for row in rows]
+
+    assert spreads(1) == ["-", "-"]
+    assert "-" not in spreads(3)  # a figure, '0 B' too where the peaks were equal

@@ -263,7 +263,8 @@ def _mode_record(result: RunResult, m: Any) -> dict[str, str]:
         "mode": m.mode.value,
         "status": m.status.value,
         "peak": peak,
-        "spread": "-" if pr is None else fmt_size(pr.spread),
+        # one iteration has no spread: '-', never a 0 B that reads as perfectly stable
+        "spread": "-" if pr is None or pr.n < 2 else fmt_size(pr.spread),
         "sampled": fmt_bytes(m.sampled_peak_rss_bytes),
         "overhead": "(reference)" if m.mode is Mode.BASELINE else over_text,
         "overhead_narrow": "(ref)" if m.mode is Mode.BASELINE else over_narrow,
