@@ -273,3 +273,26 @@ def test_before_after_says_what_its_n_column_counts(tmp_path: Path, capsys, monk
     argv = ["compare", str(tmp_path / "new.json"), "--against", str(tmp_path / "old.json")]
     code, out, _ = run_cli(capsys, argv)
     assert code == 0 and "n: measured iterations, before v after" in out, out
+
+
+# ------------------------------------------------ a planned run says it measures costs first
+
+
+def test_a_planned_run_says_it_measures_its_step_costs_first(capsys, tmp_path):
+    """`run --strategy optimal` without --costs measured the step costs in a worker of its
+    own before it said anything (seconds to minutes of silence on a large case, beside an
+    estimate that leaves them out); with --costs nothing is measured, nor said."""
+    tiny = ["--model", "rnn", "--steps", "12", "--hidden", "4", "--batch", "2", "--input", "4"]
+    budget = ["--strategy", "optimal", "--budget", "16KiB"]
+    once = ["--rounds", "1", "--warmup", "0", "--repeats", "1"]
+    code, _, err = run_cli(capsys, ["run", *tiny, *budget, *once, "--out", str(tmp_path / "a")])
+    assert code == 0, err
+    said = "the plan's step costs are measured first, in a worker of their own"
+    assert said in err and err.index(said) < err.index("measuring rnn 12 steps"), err
+    costs = tmp_path / "costs.json"
+    code, _, err = run_cli(capsys, ["plan", *tiny, "--budget", "16KiB", "--save-costs", str(costs)])
+    assert code == 0, err
+    code, _, err = run_cli(
+        capsys, ["run", *tiny, *budget, *once, "--costs", str(costs), "--out", str(tmp_path / "b")]
+    )
+    assert code == 0 and said not in err, err
