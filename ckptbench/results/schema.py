@@ -382,8 +382,9 @@ class Case:
             )
 
     def effective(self) -> tuple[Case, tuple[str, ...]]:
-        """The case as it will run, and notes: snaps clamped, or = steps where unused; no
-        executor for a peer, which runs none of ours. One case, one key, whatever was typed."""
+        """The case as it will run, and notes: snaps clamped, or = steps where unused; what
+        its strategy says of its setting (``StrategySpec.note``); no executor for a peer,
+        which runs none of ours. One case, one key, whatever was typed."""
         case, notes = self, []
         if snaps_ignored(self.strategy) and self.snaps != self.steps:
             note = f"--snaps {self.snaps} is not used by strategy {self.strategy}; recorded as "
@@ -393,6 +394,9 @@ class Case:
             clamp = get_strategy(self.strategy).setting.clamp
             notes.append(f"--snaps {self.snaps} clamped to {self.steps}: {clamp}")
             case = replace(case, snaps=self.steps)
+        said = get_strategy(self.strategy).note
+        if said is not None and (text := said(case.steps, case.snaps)):
+            notes.append(text)
         if self.executor is not None and not get_strategy(self.strategy).ours:
             notes.append(
                 f"--executor {self.executor} is not used by strategy {self.strategy} (a "

@@ -80,6 +80,19 @@ EQUINOX = StrategySpec(
     requires=("equinox",),
 )
 
+
+def _sequential_note(layers: int, segments: int) -> str | None:
+    """``checkpoint_sequential`` checkpoints all its segments but the last: with one
+    segment it checkpoints nothing, which a case set so is told."""
+    if segments > 1:
+        return None
+    return (
+        "checkpoint-sequential with 1 segment checkpoints nothing: torch runs the last "
+        "segment without checkpointing, and here it is every layer, so the checkpointed mode "
+        "is the plain gradient (with --snaps k, k - 1 segments are checkpointed)"
+    )
+
+
 #: torch.utils.checkpoint.checkpoint_sequential over segments of layers.
 CHECKPOINT_SEQUENTIAL = StrategySpec(
     name="checkpoint-sequential",
@@ -89,6 +102,7 @@ CHECKPOINT_SEQUENTIAL = StrategySpec(
     help="torch.utils.checkpoint.checkpoint_sequential over --snaps segments of layers",
     backend="torch",
     chain_factory="ckptbench.backends.torch.peers:sequential_chain",
+    note=_sequential_note,
 )
 
 #: torch.utils.checkpoint around every layer.

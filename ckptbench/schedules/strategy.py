@@ -144,6 +144,9 @@ class StrategySpec:
     factory: str | None = None  # a peer's loop factory for recurrences, "module:function"
     chain_factory: str | None = None  # a peer's loop factory for layer chains
     requires: tuple[str, ...] = ()  # packages a peer needs beyond its backend's framework
+    #: ``note(steps, snaps)``: what a case at that setting is told beyond a clamp (a setting
+    #: where the strategy does something other than its name says), or None
+    note: Callable[[int, int], str | None] | None = None
 
     def __post_init__(self) -> None:
         ours = (self.stream is not None) + (self.planner is not None)

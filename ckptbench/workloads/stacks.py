@@ -181,7 +181,7 @@ class MLPStack(Stack):
 @dataclass(frozen=True)
 class CNNStack(Stack):
     """3x3 convolutions ``conv0 .. conv{L-2}`` (``tanh``; stride 2 and twice the channels
-    at ``ceil(log2(side))`` layers spread over the stack), then ``head``."""
+    at ``min(L - 1, ceil(log2(side)))`` layers spread over the stack), then ``head``."""
 
     NAME: ClassVar[str] = "cnn-stack"
     CHANNELS_IN: ClassVar[int] = 3
