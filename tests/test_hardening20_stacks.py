@@ -68,3 +68,7 @@ def test_one_segment_of_checkpoint_sequential_calls_every_layer_once():
         loop = sequential_chain(layer, 6, segments)
         loop(weights, x0).pow(2).mean().backward()
         assert calls[0] == expected
+    assert repr(sequential_chain(layer, 6, 1)).startswith(
+        "ChainPeerLoop(checkpoint_sequential, 1 segment,"
+    )
+    assert "2 segments," in repr(sequential_chain(layer, 6, 2))

@@ -168,7 +168,7 @@ def sequential_chain(layer: Callable, layers: int, segments: int) -> ChainPeerLo
     def run(fns: list, x0: torch.Tensor) -> torch.Tensor:
         return torch.utils.checkpoint.checkpoint_sequential(fns, k, x0, use_reentrant=False)
 
-    return ChainPeerLoop(layer, layers, run, f"checkpoint_sequential, {k} segments")
+    return ChainPeerLoop(layer, layers, run, f"checkpoint_sequential, {k} segment{'s' * (k != 1)}")
 
 
 def _per_layer(fns: list, x0: torch.Tensor, **kw: Any) -> torch.Tensor:
