@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
 from ckptbench.backends.registry import spec as backend_spec
-from ckptbench.results.files import shown_value
+from ckptbench.results.files import shown_value, writable_text
 from ckptbench.results.modes import (
     MODES,
     UNFINISHED,
@@ -622,7 +622,7 @@ def result_to_dict(result: RunResult) -> dict[str, Any]:
         ordered[key] = value
         if key == "environment":
             ordered["summary"] = result.summary.as_dict()
-    return ordered
+    return writable_text(ordered)  # a plug-in's message, an environment variable: text
 
 
 def _text_or_none(value: Any) -> str | None:

@@ -1,0 +1,95 @@
+"""The twentieth audit, a hostile one: text no reader reads (a lone surrogate from a plug-in's
+error message or a non-UTF-8 environment variable) written into a result or a sweep's
+manifest. Synthetic results where nothing needs measuring; nothing is timed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from _cli import run_cli
+from _synthetic import make_result
+
+from ckptbench.results.schema import Case, Mode, Status
+
+#: What a plug-in's ``raise ValueError("bad \udcff thing")`` (or a message decoded from bytes
+#: with ``surrogateescape``) reaches the parent as: the worker's JSON line escapes it, and
+#: ``json.loads`` gives the lone surrogate back.
+SURROGATE_ERROR = "WorkloadError: workload factory raised ValueError: bad \udcff thing"
+
+CASE = Case(model="rnn", steps=20, snaps=4, hidden=8, warmup=0, repeats=1, rounds=1)
+
+
+@pytest.fixture(autouse=True)
+def _no_step_summary(monkeypatch):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+def _failed(case: Case = CASE, error: str = SURROGATE_ERROR):
+    """A result whose checkpointed mode failed with ``error``; its other modes measured."""
+    made = make_result(case, status={"checkpointed": Status.FAILED})
+    modes = tuple(replace(m, error=error) if m.mode is Mode.CHECKPOINTED else m
+                  for m in made.modes)  # fmt: skip
+    return replace(made, modes=modes)
+
+
+# ------------------------- 1. a lone surrogate saved: a result that no reader reads any more
+
+
+def test_a_failed_modes_message_with_a_lone_surrogate_leaves_the_result_readable(tmp_path):
+    """A plug-in raised with a lone surrogate in its message: run saved the result, with its
+    measured baseline and normal modes, and every reader refused the whole file ('modes[2].
+    error holds a lone UTF-16 surrogate ... which is no text')."""
+    from ckptbench.results.schema import save_result
+    from ckptbench.results.store import load_result
+
+    path = tmp_path / "r.json"
+    save_result(_failed(), path)
+    back = load_result(path)
+    (failed,) = [m for m in back.modes if m.mode is Mode.CHECKPOINTED]
+    assert failed.error == "WorkloadError: workload factory raised ValueError: bad \\udcff thing"
+    assert [m.ok for m in back.modes].count(True) == 2  # the measured modes are all there
+
+
+def test_an_allocator_variable_of_non_utf8_bytes_leaves_the_result_readable(tmp_path, monkeypatch):
+    """``MALLOC_X=$'a\\xffb' ckptbench run ...``: the environment recorded the value as
+    Python holds it ('a\\udcffb'), and the saved result was unreadable by compare and check."""
+    import os
+
+    from ckptbench.measure import peaks
+    from ckptbench.results.schema import save_result
+    from ckptbench.results.store import load_result
+
+    monkeypatch.setitem(os.environ, "MALLOC_X", os.fsdecode(b"a\xffb"))
+    env = {"malloc_env": peaks.malloc_env(), "python_executable": os.fsdecode(b"/v\xfe/python")}
+    path = tmp_path / "r.json"
+    save_result(replace(make_result(CASE), environment=env), path)
+    back = load_result(path)
+    assert back.environment["malloc_env"]["MALLOC_X"] == "a\\udcffb"
+    assert back.environment["python_executable"] == "/v\\udcfe/python"
+
+
+def test_a_sweep_whose_cell_failed_with_a_lone_surrogate_stays_readable(tmp_path, capsys):
+    """The sweep wrote the cell's message into its manifest too: compare, check and
+    ``--resume`` then refused the whole folder ('unreadable sweep manifest: ... cells[0].error
+    holds a lone UTF-16 surrogate'), every cell measured in it with it."""
+    from ckptbench.sweep.config import parse_config
+    from ckptbench.sweep.run import run_sweep
+
+    config = parse_config(
+        'name = "sw"\n[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\nwarmup = 0\n'
+        "repeats = 1\nrounds = 1\n[grid]\nsnaps = [2, 4]\n",
+        source="t.toml",
+    )
+
+    def run_cell(case, **_):
+        return _failed(case) if case.snaps == 4 else make_result(case)
+
+    out = tmp_path / "sw"
+    run_sweep(config, out, run_cell=run_cell)
+    code, stdout, err = run_cli(capsys, ["check", str(out)])
+    assert "surrogate" not in err, err
+    assert code == 1, err  # the failed cell fails the gate; the folder is read
+    assert "FAIL" in stdout and "bad \\udcff thing" in stdout, stdout
+    code, stdout, err = run_cli(capsys, ["compare", str(out)])
+    assert code == 0, err
