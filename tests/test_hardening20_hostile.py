@@ -93,3 +93,38 @@ def test_a_sweep_whose_cell_failed_with_a_lone_surrogate_stays_readable(tmp_path
     assert "FAIL" in stdout and "bad \\udcff thing" in stdout, stdout
     code, stdout, err = run_cli(capsys, ["compare", str(out)])
     assert code == 0, err
+
+
+# ------------------------------ 2. a grid of a product nobody measures: refused, not expanded
+
+#: Two axes of 317 values: 100,489 cells, just over the limit.
+BIG_GRID = (
+    '[case]\nmodel = "lstm"\nsteps = 20\n[grid]\n'
+    f"seed = {list(range(317))}\nhidden = {list(range(1, 318))}\n"
+)
+
+
+def test_a_grid_of_more_cells_than_a_config_may_name_is_refused_before_expanding():
+    """100,489 cells were expanded one Case at a time (about 20 s here), and eight axes of
+    ten values (10**8 cells, eight lines of TOML) ran for hours in ``sweep``, ``sweep
+    --dry-run`` and ``check --config`` before anything was said."""
+    from ckptbench.sweep.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError) as err:
+        parse_config(BIG_GRID, source="big.toml")
+    said = str(err.value)
+    assert said.startswith("big.toml:4: grid: 100,489 cells (317 x 317 values), over the "), said
+
+
+def test_a_grid_over_the_limit_is_one_line_from_check_and_sweep(tmp_path, capsys):
+    from _cli import one_line_error
+
+    from ckptbench.results.schema import save_result
+
+    config = tmp_path / "big.toml"
+    config.write_text(BIG_GRID)
+    save_result(make_result(CASE), tmp_path / "r.json")
+    err = one_line_error(capsys, ["check", str(tmp_path / "r.json"), "--config", str(config)])
+    assert "100,489 cells" in err, err
+    err = one_line_error(capsys, ["sweep", str(config), "--out", str(tmp_path / "o")])
+    assert "100,489 cells" in err, err
