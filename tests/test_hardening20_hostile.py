@@ -128,3 +128,29 @@ def test_a_grid_over_the_limit_is_one_line_from_check_and_sweep(tmp_path, capsys
     assert "100,489 cells" in err, err
     err = one_line_error(capsys, ["sweep", str(config), "--out", str(tmp_path / "o")])
     assert "100,489 cells" in err, err
+
+
+# ---------------------- 3. a command line of non-UTF-8 bytes: the mprof timelines still written
+
+
+def test_mprof_timelines_are_written_when_an_argument_is_no_utf8(tmp_path, capsys, monkeypatch):
+    """``--mprof $'mp\\xff'`` (or ``run --out $'r\\xff.json' --mprof DIR``): the timelines'
+    ``CMDLINE`` held the argument as Python holds it, which UTF-8 cannot encode; after the
+    run had measured, ``--mprof ...: 'utf-8' codec can't encode character '\\udcff'``, exit 2
+    and no timeline (the folder made for them removed)."""
+    import os
+    import sys
+
+    from ckptbench.results.schema import save_result
+
+    result = tmp_path / "r.json"
+    save_result(make_result(CASE), result)
+    folder = tmp_path / os.fsdecode(b"mp\xff")
+    argv = ["compare", str(result), "--mprof", str(folder)]
+    monkeypatch.setattr(sys, "argv", ["ckptbench", *argv])
+    code, _, err = run_cli(capsys, argv)
+    assert code == 0, err
+    files = sorted(folder.glob("mprofile_*.dat"))
+    assert len(files) == 3, err
+    first = files[0].read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith("CMDLINE ckptbench compare ") and "mp\\xff" in first, first

@@ -212,10 +212,13 @@ def check_mprof_files(results, folder: Path, inputs, force: bool) -> list[str]:
 
 
 def _mprof_command() -> str:
-    """The command line an mprof file records (its ``CMDLINE``)."""
+    """The command line an mprof file records (its ``CMDLINE``), as text: an argument's bytes
+    that are no UTF-8 (a file name) as ``\\xNN`` escapes; held as Python holds them, they
+    could not be written, and the timelines were lost after the run had measured."""
     import shlex
 
-    return shlex.join(["ckptbench", *sys.argv[1:]])
+    args = [os.fsencode(arg).decode("utf-8", "backslashreplace") for arg in sys.argv[1:]]
+    return shlex.join(["ckptbench", *args])
 
 
 def write_mprof(results, folder: Path, quiet: bool = False, replace: bool = False) -> None:
