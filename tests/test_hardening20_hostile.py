@@ -154,3 +154,30 @@ def test_mprof_timelines_are_written_when_an_argument_is_no_utf8(tmp_path, capsy
     assert len(files) == 3, err
     first = files[0].read_text(encoding="utf-8").splitlines()[0]
     assert first.startswith("CMDLINE ckptbench compare ") and "mp\\xff" in first, first
+
+
+def test_a_report_naming_a_non_utf8_path_is_written_not_a_traceback(tmp_path, capsys):
+    """A sweep's folder whose name is no UTF-8 (``$'sw\\xff'``): ``compare --format csv -o``
+    and ``check --summary`` (its limits line names the folder's manifest) ended in a
+    UnicodeEncodeError traceback (the path in the text, as Python holds it, cannot be
+    encoded), with no report written."""
+    import os
+
+    from ckptbench.sweep.config import parse_config
+    from ckptbench.sweep.run import run_sweep
+
+    config = parse_config(
+        '[case]\nmodel = "rnn"\nsteps = 20\nsnaps = 4\nhidden = 8\nwarmup = 0\nrepeats = 1\n'
+        "rounds = 1\n[expect]\nmemory_savings_min = 1.0\n",
+        source="t.toml",
+    )
+    folder = tmp_path / os.fsdecode(b"sw\xff")
+    run_sweep(config, folder, run_cell=lambda case, **_: make_result(case))
+    out = tmp_path / "report.csv"
+    code, _, err = run_cli(capsys, ["compare", str(folder), "--format", "csv", "-o", str(out)])
+    assert code == 0 and "Traceback" not in err, err
+    assert "sw\\udcff" in out.read_text(encoding="utf-8")
+    summary = tmp_path / "summary.md"
+    code, _, err = run_cli(capsys, ["check", str(folder), "--summary", str(summary)])
+    assert code == 0 and "Traceback" not in err, err
+    assert "sw\\udcff" in summary.read_text(encoding="utf-8")

@@ -312,7 +312,7 @@ def append_text(path: Path, text: str) -> None:
     be written."""
     from ckptbench.results.schema import TargetError, write_atomic
 
-    data = text.encode("utf-8")
+    data = text.encode("utf-8", "backslashreplace")  # a non-UTF-8 path named: its escape
     for _ in range(2):  # a file made by another between the two tries is appended to
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)

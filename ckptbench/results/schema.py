@@ -756,7 +756,10 @@ def write_atomic(path: str | os.PathLike[str], text: str | bytes, *, replace: bo
         os.umask(mask)
         os.fchmod(fd, 0o666 & ~mask)
         binary = isinstance(text, bytes)
-        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as fh:
+        # text is UTF-8; a lone surrogate (a non-UTF-8 file name as Python holds it, in a
+        # report) as its escape: it raised UnicodeEncodeError, a traceback and no report
+        coding = {} if binary else {"encoding": "utf-8", "errors": "backslashreplace"}
+        with os.fdopen(fd, "wb" if binary else "w", **coding) as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
