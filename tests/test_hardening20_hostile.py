@@ -5,6 +5,7 @@ manifest. Synthetic results where nothing needs measuring; nothing is timed."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from _cli import run_cli
@@ -181,3 +182,19 @@ def test_a_report_naming_a_non_utf8_path_is_written_not_a_traceback(tmp_path, ca
     code, _, err = run_cli(capsys, ["check", str(folder), "--summary", str(summary)])
     assert code == 0 and "Traceback" not in err, err
     assert "sw\\udcff" in summary.read_text(encoding="utf-8")
+
+
+def test_a_plugin_in_a_folder_named_in_non_utf8_bytes_loads(tmp_path):
+    """``cd $'d\\xff' && ckptbench run --model pl.py:make``: 'loading it in a fresh worker
+    failed: UnicodeEncodeError: 'utf-8' codec can't encode character '\\udcff'' (its module
+    name hashed the path's text, which UTF-8 cannot encode)."""
+    import os
+    import shutil
+
+    from ckptbench.workloads import Sizes, load_workload
+
+    folder = tmp_path / os.fsdecode(b"d\xff")
+    folder.mkdir()
+    shutil.copy(Path(__file__).parents[1] / "docs" / "examples" / "autograd_rnn.py", folder)
+    workload = load_workload(f"{folder / 'autograd_rnn.py'}:make", Sizes(hidden=4))
+    assert type(workload).__name__ == "ElmanRNN"

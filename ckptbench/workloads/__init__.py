@@ -228,7 +228,7 @@ def _load_file(target: str) -> Any:
         what = "is a directory, not a file" if path.is_dir() else what
         raise WorkloadError(f"workload file {str(path)!r} {what}")
     path = path.resolve()
-    digest = hashlib.sha1(str(path).encode(), usedforsecurity=False).hexdigest()[:10]
+    digest = hashlib.sha1(os.fsencode(path), usedforsecurity=False).hexdigest()[:10]  # any name
     stem = re.sub(r"\W", "_", path.stem)
     module_name = f"ckptbench_plugin_{stem}_{digest}"
     loader = importlib.machinery.SourceFileLoader(module_name, str(path))
