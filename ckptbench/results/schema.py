@@ -622,7 +622,18 @@ def result_to_dict(result: RunResult) -> dict[str, Any]:
         ordered[key] = value
         if key == "environment":
             ordered["summary"] = result.summary.as_dict()
-    return writable_text(ordered)  # a plug-in's message, an environment variable: text
+    return _as_text(ordered)
+
+
+def _as_text(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with a lone surrogate in any string (a plug-in's error message, an environment
+    variable of non-UTF-8 bytes) as its escape (``results.files.writable_text``): saved as it
+    was, no reader read the file. The modes' timelines, pairs of numbers and the bulk of a
+    file, are left as they are."""
+    out = {k: v if k == "modes" else writable_text(v) for k, v in doc.items()}
+    out["modes"] = [{k: v if k == "timeline" else writable_text(v) for k, v in m.items()}
+                    for m in doc["modes"]]  # fmt: skip
+    return out
 
 
 def _text_or_none(value: Any) -> str | None:
