@@ -213,10 +213,13 @@ def check_mprof_files(results, folder: Path, inputs, force: bool) -> list[str]:
 
 
 def _mprof_command() -> str:
-    """The command line an mprof file records (its ``CMDLINE``)."""
+    """The command line an mprof file records (its ``CMDLINE``), as text: an argument's bytes
+    that are no UTF-8 (a file name) as ``\\xNN`` escapes; held as Python holds them, they
+    could not be written, and the timelines were lost after the run had measured."""
     import shlex
 
-    return shlex.join(["ckptbench", *sys.argv[1:]])
+    args = [os.fsencode(arg).decode("utf-8", "backslashreplace") for arg in sys.argv[1:]]
+    return shlex.join(["ckptbench", *args])
 
 
 def write_mprof(results, folder: Path, quiet: bool = False, replace: bool = False) -> None:
@@ -312,7 +315,7 @@ def append_text(path: Path, text: str) -> None:
     be written."""
     from ckptbench.results.schema import TargetError, write_atomic
 
-    data = text.encode("utf-8")
+    data = text.encode("utf-8", "backslashreplace")  # a non-UTF-8 path named: its escape
     for _ in range(2):  # a file made by another between the two tries is appended to
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)

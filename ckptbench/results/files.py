@@ -34,6 +34,7 @@ __all__ = [
     "read_text_limited",
     "short_json",
     "shown_value",
+    "writable_text",
 ]
 
 
@@ -179,6 +180,25 @@ def _find_surrogate(value: Any) -> str | None:
     own surrogate written as its escape (the field name must print)."""
     found = _first_field(value, lambda v: isinstance(v, str) and bool(_SURROGATE.search(v)))
     return None if found is None else found[0].encode("utf-8", "backslashreplace").decode()
+
+
+def writable_text(value: Any) -> Any:
+    """``value`` (a JSON document) with every string and key that holds a lone surrogate
+    written as its escape, as text (``'bad \\udcff'``): the readers refuse such a string
+    (:func:`read_json_limited`), so a writer never writes one. A plug-in's error message and an
+    environment variable of non-UTF-8 bytes (Python holds it with ``surrogateescape``) carry
+    one; saved as they were, the result and the sweep's manifest became unreadable."""
+    if isinstance(value, str):
+        return (
+            value.encode("utf-8", "backslashreplace").decode()
+            if _SURROGATE.search(value)
+            else value
+        )
+    if isinstance(value, dict):
+        return {writable_text(k): writable_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [writable_text(v) for v in value]
+    return value
 
 
 def read_json_limited(path: str | os.PathLike[str], limit_bytes: int, what: str) -> Any:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND
 from ckptbench.backends.registry import spec as backend_spec
-from ckptbench.results.files import shown_value
+from ckptbench.results.files import shown_value, writable_text
 from ckptbench.results.modes import (
     MODES,
     UNFINISHED,
@@ -660,7 +660,18 @@ def result_to_dict(result: RunResult) -> dict[str, Any]:
         ordered[key] = value
         if key == "environment":
             ordered["summary"] = result.summary.as_dict()
-    return ordered
+    return _as_text(ordered)
+
+
+def _as_text(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with a lone surrogate in any string (a plug-in's error message, an environment
+    variable of non-UTF-8 bytes) as its escape (``results.files.writable_text``): saved as it
+    was, no reader read the file. The modes' timelines, pairs of numbers and the bulk of a
+    file, are left as they are."""
+    out = {k: v if k == "modes" else writable_text(v) for k, v in doc.items()}
+    out["modes"] = [{k: v if k == "timeline" else writable_text(v) for k, v in m.items()}
+                    for m in doc["modes"]]  # fmt: skip
+    return out
 
 
 def _text_or_none(value: Any) -> str | None:
@@ -794,7 +805,10 @@ def write_atomic(path: str | os.PathLike[str], text: str | bytes, *, replace: bo
         os.umask(mask)
         os.fchmod(fd, 0o666 & ~mask)
         binary = isinstance(text, bytes)
-        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as fh:
+        # text is UTF-8; a lone surrogate (a non-UTF-8 file name as Python holds it, in a
+        # report) as its escape: it raised UnicodeEncodeError, a traceback and no report
+        coding = {} if binary else {"encoding": "utf-8", "errors": "backslashreplace"}
+        with os.fdopen(fd, "wb" if binary else "w", **coding) as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

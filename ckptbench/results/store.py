@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ckptbench.results.files import InputFileError, read_json_limited
+from ckptbench.results.files import InputFileError, read_json_limited, writable_text
 from ckptbench.results.inputs import said_path, unreadable_text
 from ckptbench.results.kinds import (
     MANIFEST,
@@ -196,7 +196,7 @@ def write_manifest(out_dir: Path, body: dict[str, Any]) -> Path:
     # never replace what another wrote there
     if path.exists() and _kind(path) != MANIFEST:
         raise StoreError(f"{path}: is no longer this sweep's manifest; nothing replaced")
-    doc = {"kind": MANIFEST_KIND, "manifest_version": MANIFEST_VERSION, **body}
+    doc = writable_text({"kind": MANIFEST_KIND, "manifest_version": MANIFEST_VERSION, **body})
     write_atomic(path, json.dumps(doc, indent=1) + "\n")
     return path
 

@@ -12,6 +12,7 @@ Kept apart from the parsing (:mod:`ckptbench.sweep.config`) because the sweep ca
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
@@ -21,7 +22,13 @@ from ckptbench.results.schema import Case, CaseError
 from ckptbench.schedules import get_strategy
 from ckptbench.sweep.keylines import config_words
 
-__all__ = ["ErrorAt", "expand_grid", "unique_cells"]
+__all__ = ["MAX_CELLS", "ErrorAt", "expand_grid", "unique_cells"]
+
+#: The most cells a config's grid may name, duplicates counted: a product of axes nobody
+#: measures (100 000 cells of a second each take 28 hours). Eight axes of ten values (10**8
+#: cells) were expanded for hours by ``sweep``, ``sweep --dry-run`` and ``check --config``
+#: before anything was said.
+MAX_CELLS = 100_000
 
 #: How the grid's problems are raised: ``error(message, table, key, index)`` returns the
 #: exception naming the config's line (``sweep.config``'s ConfigError).
@@ -46,6 +53,11 @@ def expand_grid(
     that did to them (:func:`_grid_notes`) and the axes in first-seen order. A cell that is
     no valid case, or two with one key that differ otherwise, raise ``error(message,
     "grid", None, index)`` of the sub-grid."""
+    named = sum(math.prod(len(values) for values in sub.values()) for sub in subgrids)
+    if named > MAX_CELLS:  # said before a cell is made
+        sizes = " + ".join(" x ".join(str(len(v)) for v in sub.values()) or "1" for sub in subgrids)
+        raise error(f"{named:,} cells ({sizes} values), over the {MAX_CELLS:,} a config may "
+                    "name: split it into smaller configs", "grid", None, 0)  # fmt: skip
     cases: list[Case] = []
     by_key: dict[str, Case] = {}
     axes: list[str] = []

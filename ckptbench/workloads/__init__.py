@@ -244,7 +244,7 @@ def _load_file(target: str) -> Any:
         what = "is a directory, not a file" if stat.S_ISDIR(mode) else "is not a regular file"
         raise WorkloadError(f"workload file {_shown(target)} {what}")
     path = path.resolve()
-    digest = hashlib.sha1(str(path).encode(), usedforsecurity=False).hexdigest()[:10]
+    digest = hashlib.sha1(os.fsencode(path), usedforsecurity=False).hexdigest()[:10]  # any name
     stem = re.sub(r"\W", "_", path.stem)
     module_name = f"ckptbench_plugin_{stem}_{digest}"
     loader = importlib.machinery.SourceFileLoader(module_name, str(path))
