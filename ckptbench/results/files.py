@@ -183,11 +183,9 @@ def _find_surrogate(value: Any) -> str | None:
 
 
 def writable_text(value: Any) -> Any:
-    """``value`` (a JSON document) with every string and key that holds a lone surrogate
-    written as its escape, as text (``'bad \\udcff'``): the readers refuse such a string
-    (:func:`read_json_limited`), so a writer never writes one. A plug-in's error message and an
-    environment variable of non-UTF-8 bytes (Python holds it with ``surrogateescape``) carry
-    one; saved as they were, the result and the sweep's manifest became unreadable."""
+    """``value`` (a JSON document) with a lone surrogate in any string or key written as its
+    escape (``'bad \\udcff'``), which :func:`read_json_limited` refuses: a plug-in's error or
+    a non-UTF-8 environment variable carried one, and the result or manifest was unreadable."""
     if isinstance(value, str):
         return (
             value.encode("utf-8", "backslashreplace").decode()
