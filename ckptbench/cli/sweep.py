@@ -94,7 +94,7 @@ def sweep(
             raise
     if made and out.is_dir():  # kept: said as every output's folder is, so a typo is seen
         click.echo(f"note: created folder {out} for --out", err=True)
-    _say_start(console, cfg, checked, len(todo), fmt_duration(seconds), out, quiet)
+    _say_start(console, cfg, checked, todo, fmt_duration(seconds), out, quiet)
     show_iterations = not quiet and (verbose or progress_lines or console.is_terminal)
     progress = _progress_printer(console, quiet=quiet, show_iterations=show_iterations)
 
@@ -136,22 +136,41 @@ def sweep(
     sys.exit(outcome.exit_code)
 
 
-def _say_start(console, cfg, checked, todo: int, roughly: str, out: Path, quiet: bool) -> None:
-    """The config's notes, the plug-in checks' (their warnings under ``-q`` too) and the
-    start line: the cells, how many to measure (``todo``), roughly how long, where."""
+def _say_start(console, cfg, checked, todo: list, roughly: str, out: Path, quiet: bool) -> None:
+    """The config's notes, each cell's to measure (``todo``; :func:`_cell_notes`), the
+    plug-in checks' (their warnings under ``-q`` too) and the start line: the cells, how
+    many to measure, roughly how long, where."""
     from ckptbench.render.console import escaped
 
-    for note in cfg.notes if not quiet else ():
+    for note in (*cfg.notes, *_cell_notes(cfg.cases, todo)) if not quiet else ():
         console.print(f"[dim]{escaped(note)}[/dim]", highlight=False)
     for kind, note in shown_notes(_check_notes(checked), quiet):  # -q: the dtype warnings
         console.print(f"[yellow]{kind}[/yellow] {escaped(note)}", highlight=False)
     if not quiet:
-        some = f" ({todo} to measure)" if todo < len(cfg.cases) else ""
+        some = f" ({len(todo)} to measure)" if len(todo) < len(cfg.cases) else ""
         console.print(
             f"sweep {cfg.name}: {_cells_text(cfg)}{some}, roughly {roughly} -> {out}",
             highlight=False,
             markup=False,  # '[grid]' and '[case]' are words, not rich's markup
         )
+
+
+def _cell_notes(cases, measured) -> list[str]:
+    """What ``Case.effective`` says of each cell in ``measured``, as ``run`` says it of its
+    case (a strategy's word on its setting: checkpoint-sequential with one segment
+    checkpoints nothing), once per cell, before anything is measured: named by its label
+    among ``cases`` (the dry run's) and worded with the config's keys. The grid's clamps
+    are said by its own notes (``cfg.notes``): a cell is canonical by now."""
+    from ckptbench.render.format import cell_labels
+    from ckptbench.sweep.keylines import config_words
+
+    chosen = {id(c) for c in measured}
+    return [
+        f"{label}: {config_words(note)}"
+        for case, label in zip(cases, cell_labels(cases), strict=True)
+        if id(case) in chosen
+        for note in case.effective()[1]
+    ]
 
 
 def _cells_text(cfg) -> str:
@@ -209,8 +228,12 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -
     """``--dry-run``: the plan a sweep into ``out`` would make (``sweep.preflight.plan_cells``:
     refused where the sweep would be), printed as a table; the folder is read, never created."""
     from ckptbench.render.console import stdout_console
-    from ckptbench.render.format import fmt_duration
-    from ckptbench.render.sweepplan import conflict_lines, dry_run_table, remeasure_lines
+    from ckptbench.render.sweepplan import (
+        conflict_lines,
+        dry_run_table,
+        remeasure_lines,
+        total_estimate,
+    )
     from ckptbench.sweep.preflight import SweepError, check_manifest, plan_cells
     from ckptbench.sweep.progress import estimated_seconds
 
@@ -225,11 +248,12 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -
     console.print(dry_run_table(cells, to_run, estimates))
     for line in (*remeasure_lines(cells, to_run), *conflict_lines(cells)):
         click.echo(line)
-    for note in cfg.notes:  # as the sweep says them: cells the grid clamped or merged
+    # as the sweep says them: cells the grid clamped or merged, each cell's own
+    for note in (*cfg.notes, *_cell_notes(cfg.cases, [cfg.cases[i] for i in to_run])):
         click.echo(note)
     for kind, note in shown_notes(check_notes, quiet=False):  # the plug-in checks'
         click.echo(f"{kind} {note}")
-    total = fmt_duration(sum(estimates[i] for i in to_run))
+    total = total_estimate([estimates[i] for i in to_run])  # the shown figures' sum
     click.echo(
         f"sweep {cfg.name}: {_cells_text(cfg)}, {len(to_run)} to measure, "
         f"roughly {total} -> {out}; dry run: nothing measured, nothing written"

@@ -24,8 +24,9 @@ from ckptbench.render.format import (
     short_labels,
     told_apart,
 )
+from ckptbench.render.legends import CELLS_LEGEND, DELTA_LEGEND
 from ckptbench.render.table import Column, Table
-from ckptbench.results.schema import RunResult, Status
+from ckptbench.results.schema import Mode, RunResult, Status
 
 __all__ = [
     "cells_table",
@@ -201,7 +202,7 @@ def cells_table(results: Sequence[RunResult]) -> Table:
     if len(hosts) == 1 and len(results) > 1:
         common = f"{common} on host {next(iter(hosts)) or '-'}".strip()
     notes = (f"every cell: {common}",) if common and len(results) > 1 else ()
-    return Table("Cells", columns, tuple(records), notes=notes)
+    return Table("Cells", columns, tuple(records), notes=notes, legend=CELLS_LEGEND)
 
 
 def invocations_table(results: Sequence[RunResult]) -> Table | None:
@@ -317,6 +318,8 @@ def delta_table(comparison: Comparison) -> Table:
                     "key": cell.key,
                     "host": cell.host,
                     "mode": mc.mode.value,
+                    # what the memory figures are: the baseline's peak, another's overhead
+                    "memory_measure": "peak" if mc.mode is Mode.BASELINE else "overhead",
                     "memory_before_bytes": mem.before_bytes if mem else None,
                     "memory_after_bytes": mem.after_bytes if mem else None,
                     "memory_delta_bytes": mem.delta_bytes if mem else None,
@@ -359,6 +362,7 @@ def delta_table(comparison: Comparison) -> Table:
         Column("key", priority=0),
         Column("host", "host", lambda v, _r: v or "-", "left", priority=2 if len(hosts) < 2 else 1),
         Column("mode", "mode", align="left"),
+        Column("memory_measure", "memory", align="left"),
         Column("memory_before_bytes", "memory before MiB", _mib, priority=2),
         Column("memory_after_bytes", "after MiB", _mib),
         Column("memory_delta_bytes", "delta", _delta_text),
@@ -380,15 +384,16 @@ def delta_table(comparison: Comparison) -> Table:
     )
     common = common_fields([cell.case for cell in comparison.cells])
     notes = (f"every cell: {common}",) if common and len(comparison.cells) > 1 else ()
-    said = "n: measured iterations, before v after (processes: their worker processes, likewise)"
-    return Table("Before -> after", columns, tuple(records), notes=(*notes, said))
+    return Table("Before -> after", columns, tuple(records), notes=notes, legend=DELTA_LEGEND)
 
 
 def csv_columns(table: Table) -> Table:
-    """The CSV keeps the raw fields (key first), not the display label."""
+    """The CSV keeps the raw fields (key first), not the display label; what a row's
+    memory figures are (``memory_measure``) last, after the columns CSVs always had."""
     cols = tuple(c for c in table.columns if c.key not in ("label", "short"))
     key = next(c for c in cols if c.key == "key")
-    cols = (key, *(c for c in cols if c.key != "key"))
+    late = tuple(c for c in cols if c.key == "memory_measure")
+    cols = (key, *(c for c in cols if c.key not in ("key", "memory_measure")), *late)
     return Table(table.title, cols, table.records)
 
 

@@ -29,6 +29,7 @@ from ckptbench.render.formats.model import (
     Section,
     TableSection,
 )
+from ckptbench.render.legends import LEGEND
 from ckptbench.render.table import Column, Table
 
 __all__ = [
@@ -46,18 +47,6 @@ __all__ = [
 #: [expect] verdicts join them on the HTML page only, so a format that shows nothing but
 #: verdicts (junit) would have nothing to render and is no choice here.
 SECTIONS = (TableSection, Prose, Figure, Data)
-
-
-#: What the text table's columns are (the HTML page says it in its own words, and run's
-#: table in its legend).
-LEGEND = (
-    "+MiB: a mode's exact peak over the forward-only baseline's; slowdown: ckpt time / normal "
-    "time; savings: normal +MiB / ckpt +MiB (both per round, then the rounds' geometric mean "
-    "and median: not the shown columns divided); [95%]: 95% intervals over the rounds (<x, "
-    ">y: an end more than 100x off the estimate); evals "
-    "(opt): step evaluations (the schedule's optimum); vs floor: ckpt time / (normal time + "
-    "the extra evaluations at the forward-only step time)"
-)
 
 
 def format_names() -> list[str]:
@@ -189,7 +178,7 @@ def compare_report(
         return Report("ckptbench report", (*sections, Data(_data(comparison))))
     results = comparison.after
     table = cells_table(results)
-    sections: list[Section] = [TableSection(replace(table, notes=(*table.notes, LEGEND)), "Cells")]
+    sections: list[Section] = [TableSection(table, "Cells")]
     pooled = invocations_table(results)
     if pooled is not None:
         sections.append(TableSection(pooled, "Invocations of one cell"))
@@ -198,7 +187,7 @@ def compare_report(
     if warnings:
         sections.append(Prose(tuple(warnings), "Warnings", "list", hang=True))
     if comparison.has_before:
-        sections.append(TableSection(delta_table(comparison), "Before → after", notes=False))
+        sections.append(TableSection(delta_table(comparison), "Before → after"))
         sections.append(Prose((rule_text(comparison), *unmatched_lines(comparison))))
     sections += _missing(missing) + _set_aside(set_aside)
     return Report("ckptbench compare", (*sections, Data(_data(comparison))))

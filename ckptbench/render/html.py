@@ -219,9 +219,7 @@ def page_sections(
     if comparison.has_before:
         deltas = delta_table(comparison)
         sections.append(
-            TableSection(
-                deltas, "Before → after", row_classes=_row_classes(comparison), notes=False
-            )
+            TableSection(deltas, "Before → after", row_classes=_row_classes(comparison))
         )
         notes = (rule_text(comparison), *unmatched_lines(comparison))
         sections.append(Prose(notes, style="note"))

@@ -12,7 +12,36 @@ from ckptbench.render.table import Column, Table
 from ckptbench.results.units import count_text
 from ckptbench.sweep.cells import CellOutcome, CellState
 
-__all__ = ["cell_action", "conflict_lines", "dry_run_table", "remeasure_lines"]
+__all__ = [
+    "cell_action",
+    "conflict_lines",
+    "dry_run_table",
+    "estimate_text",
+    "remeasure_lines",
+    "shown_estimate",
+    "total_estimate",
+]
+
+
+def shown_estimate(seconds: float) -> float:
+    """A cell's rough time as the table shows it: to a tenth of a second below 10 s (a cell
+    of 1.6 s is not '2 s'), else to the second, from an hour to the minute
+    (:func:`ckptbench.render.format.fmt_duration`)."""
+    if round(seconds, 1) < 10:
+        return round(seconds, 1)
+    return float(round(seconds)) if seconds < 3600 else 60.0 * round(seconds / 60)
+
+
+def estimate_text(seconds: float) -> str:
+    """'1.6 s', '12 s', '4 min 30 s': :func:`shown_estimate`'s value."""
+    shown = shown_estimate(seconds)
+    return f"{shown:.1f} s" if shown < 10 else fmt_duration(shown)
+
+
+def total_estimate(estimates_s: Sequence[float]) -> str:
+    """The total of the cells' rough times as shown, so that the figures add up: the sum of
+    the shown values, itself shown as they are (2 x '1.6 s' is 'roughly 3.2 s', not 3 s)."""
+    return estimate_text(sum(shown_estimate(s) for s in estimates_s))
 
 
 def cell_action(cell: CellOutcome, measured: bool) -> str:
@@ -51,7 +80,7 @@ def dry_run_table(
     )
     columns = (
         Column("cell", "cell", align="left"),
-        Column("estimate_s", "roughly", lambda v, _r: "-" if v is None else fmt_duration(v)),
+        Column("estimate_s", "roughly", lambda v, _r: "-" if v is None else estimate_text(v)),
         Column("action", "what a sweep does", align="left"),
         Column("file", "file", align="left", priority=3),
     )

@@ -30,6 +30,7 @@ __all__ = [
     "Table",
     "md_cell",
     "md_text",
+    "shown_notes",
     "to_csv",
     "to_html",
     "to_markdown",
@@ -86,6 +87,10 @@ class Table:
     #: each row's other cells go on lines of their own under its key, indented, instead of
     #: a column being left out: a key-value table never drops its values
     stack: bool = False
+    #: what columns mean, each entry (the keys of the columns it explains, its text): said
+    #: in one line after the notes, only the entries of columns shown (a column left out at
+    #: a terminal's width is named as such, not explained)
+    legend: tuple[tuple[tuple[str, ...], str], ...] = ()
 
     @property
     def shown(self) -> tuple[Column, ...]:
@@ -195,6 +200,19 @@ def _fit(
     return cols, dropped, numbered, [c for c in shortened if c.key not in gone]
 
 
+def _legend(table: Table, cols: Sequence[Column]) -> list[str]:
+    """The legend's line: the entries of the columns in ``cols``, joined ([] for none)."""
+    keys = {c.key for c in cols}
+    said = [text for explains, text in table.legend if keys.intersection(explains)]
+    return ["; ".join(said)] if said else []
+
+
+def shown_notes(table: Table) -> list[str]:
+    """The notes under a table shown whole (markdown, HTML): its notes and the legend of
+    its shown columns."""
+    return [*table.notes, *_legend(table, table.shown)]
+
+
 def _cells(text: str) -> int:
     """The terminal cells ``text`` takes (a wide character, '層', takes two): what aligns
     a column, where ``len`` would shift every cell after such a name."""
@@ -211,7 +229,7 @@ def _grid(table: Table, width: int | None) -> tuple[list[str], list[str]]:
         out = []
         for r in table.records:
             out += [key.text(r), *("  " + c.text(r) for c in rest)]
-        return out, list(table.notes)
+        return out, shown_notes(table)
     rows = [[c.text(r) for c in cols] for r in table.records]
     heads = [c.header for c in cols]
     widths = [
@@ -235,7 +253,7 @@ def _grid(table: Table, width: int | None) -> tuple[list[str], list[str]]:
         for n in numbered
         for i, text in enumerate(n.texts, 1)
     ]
-    notes += table.notes
+    notes += [*table.notes, *_legend(table, cols)]
     if dropped:
         notes.append("not shown at this width: " + ", ".join(c.header for c in dropped))
     for drops in dict.fromkeys(c.narrow_drops for c in shortened):

@@ -11,7 +11,7 @@ from typing import Any
 
 from ckptbench.render.formats import Format
 from ckptbench.render.formats.model import Figure, Prose, Report, TableSection, Verdicts
-from ckptbench.render.table import to_html
+from ckptbench.render.table import shown_notes, to_html
 from ckptbench.render.verdicts import gate_rule
 
 CSS = """
@@ -48,7 +48,7 @@ def _table(s: TableSection) -> list[str]:
     if s.intro:
         out.append(f"<p class='note'>{esc(s.intro)}</p>")
     out.append(to_html(s.table, list(s.row_classes) or None))
-    return out + [f"<p class='note'>{esc(n)}</p>" for n in s.table.notes if s.notes]
+    return out + [f"<p class='note'>{esc(n)}</p>" for n in shown_notes(s.table) if s.notes]
 
 
 def _rows(lines: list[Any]) -> list[str]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from ckptbench.render.formats import Format
 from ckptbench.render.formats.model import Prose, Report, TableSection, Verdicts
-from ckptbench.render.table import md_text, to_markdown
+from ckptbench.render.table import md_text, shown_notes, to_markdown
 
 
 def _table(s: TableSection) -> str:
     parts = [f"## {s.heading}"] if s.heading else []
-    parts += [to_markdown(s.table), *(f"\n{md_text(n)}" for n in s.table.notes if s.notes)]
+    parts += [to_markdown(s.table), *(f"\n{md_text(n)}" for n in shown_notes(s.table) if s.notes)]
     return "\n".join(parts)
 
 

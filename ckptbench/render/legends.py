@@ -1,0 +1,49 @@
+"""What the columns of ``compare``'s tables mean, one entry per column (``Table.legend``):
+every format says the entries of the columns it shows, and only those (a column left out
+at a terminal's width is named as left out, not explained)."""
+
+from __future__ import annotations
+
+__all__ = ["CELLS_LEGEND", "DELTA_LEGEND", "LEGEND"]
+
+#: The cells table's columns (their raw keys) and what each is.
+CELLS_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
+    (
+        ("normal_overhead_bytes", "checkpointed_overhead_bytes"),
+        "+MiB: a mode's exact peak over the forward-only baseline's",
+    ),
+    (
+        ("slowdown",),
+        "slowdown: ckpt time / normal time (per round, then the rounds' geometric mean: not "
+        "the shown columns divided)",
+    ),
+    (
+        ("memory_savings",),
+        "savings: normal +MiB / ckpt +MiB (per round, then the rounds' median: not the shown "
+        "columns divided)",
+    ),
+    (
+        ("slowdown", "vs_floor", "memory_savings"),
+        "[95%]: 95% intervals over the rounds (<x, >y: an end more than 100x off the estimate)",
+    ),
+    (("evaluations",), "evals (opt): step evaluations (the schedule's optimum)"),
+    (
+        ("vs_floor",),
+        "vs floor: ckpt time / (normal time + the extra evaluations at the forward-only step time)",
+    ),
+)
+
+#: The before -> after table's columns and what each is: what the memory figures of a row
+#: are (a baseline's peak, another mode's overhead) is its ``memory`` column.
+DELTA_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
+    (
+        ("memory_measure",),
+        "memory: what the row's MiB are, the baseline's exact peak (peak) or a mode's peak "
+        "over the baseline's (overhead)",
+    ),
+    (("n_before",), "n: measured iterations, before v after"),
+    (("processes_before",), "processes: worker processes, before v after"),
+)
+
+#: The cells table's legend in full (every column shown), as one line.
+LEGEND = "; ".join(text for _, text in CELLS_LEGEND)
