@@ -83,7 +83,7 @@ def test_a_sample_interval_no_mode_can_use_is_refused_before_anything_runs(
 
 
 def test_the_longest_sample_interval_is_taken() -> None:
-    from ckptbench.measure.launch import MAX_SAMPLE_INTERVAL_S, sample_interval_problem
+    from ckptbench.measure.sampling import MAX_SAMPLE_INTERVAL_S, sample_interval_problem
 
     assert sample_interval_problem(MAX_SAMPLE_INTERVAL_S, 900.0) is None
     assert sample_interval_problem(0.005, None) is None

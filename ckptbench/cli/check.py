@@ -29,6 +29,10 @@ from ckptbench.cli.outputs import (
 )
 from ckptbench.cli.values import FLOOR_BYTES, FRACTION, POSITIVE_FRACTION
 
+#: What prints on stdout what ``--summary -`` and ``--junit -`` would have (both refused).
+_MARKDOWN_THERE = "--format markdown prints the summary there"
+_JUNIT_THERE = "--format junit prints the JUnit XML there"
+
 
 def _sections():
     from ckptbench.render.formats import Verdicts
@@ -74,9 +78,10 @@ def _sections():
 @any_host_option
 @click.option(
     "--summary",
-    type=file_arg("summary.md"),
+    type=file_arg("summary.md", dash=f"stdout carries the verdicts; {_MARKDOWN_THERE}"),
     default=None,
-    help="Append the markdown summary here (done by itself when $GITHUB_STEP_SUMMARY is set).",
+    help="Append the markdown summary here (done by itself when $GITHUB_STEP_SUMMARY is set). "
+    f"Not '-': {_MARKDOWN_THERE}.",
 )
 @click.option(
     "--format",
@@ -89,9 +94,10 @@ def _sections():
 )
 @click.option(
     "--junit",
-    type=file_arg("junit.xml"),
+    type=file_arg("junit.xml", dash=f"stdout carries the verdicts; {_JUNIT_THERE}"),
     default=None,
-    help="Also write JUnit XML here (one testcase per check) for CI test reports.",
+    help=f"Also write JUnit XML here (one testcase per check) for CI test reports. Not '-': "
+    f"{_JUNIT_THERE}.",
 )
 @click.option("--force", is_flag=True, help="Allow --junit to replace an existing file.")
 @quiet_option

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ckptbench.cli.options import (
+    STDOUT,
     InputError,
     against_option,
     any_host_option,
@@ -58,9 +59,10 @@ def _sections():
     "-o",
     "--output",
     "output",
-    type=file_arg("report.html"),
+    type=file_arg("report.html", dash=STDOUT),
     default=None,
-    help="Write the report to this file instead of stdout (never replaces a file without --force).",
+    help="Write the report to this file instead of stdout (never replaces a file without "
+    "--force); '-' is stdout, as without -o (./- names a file '-').",
 )
 @click.option(
     "--min-effect",

@@ -13,7 +13,7 @@ import click
 from ckptbench.backends.registry import DEFAULT_BACKEND, backend_names, device_aliases
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.cli.readout import READOUT
-from ckptbench.cli.values import SECONDS, SuggestingChoice
+from ckptbench.cli.values import SECONDS, SuggestingChoice, WholeRange
 from ckptbench.results.inputs import typed_path
 from ckptbench.results.schema import Case
 from ckptbench.schedules import get_strategy, strategy_names
@@ -41,17 +41,29 @@ def timeout_option(help_text: str):
                         help=help_text)  # fmt: skip
 
 
+#: ``file_arg(dash=STDOUT)``: '-' writes to stdout, as hyperfine's and pyperf's '-' does.
+STDOUT = "stdout"
+
+
 class _PathName(click.Path):
     """A file or folder name; an empty one (``--out ""``, which the OS would read as the
     current folder) is refused, and so is a name ending in '/' where a file is written
     (``--out newdir/`` wrote a file named ``newdir``: pathlib drops the slash). The path
-    keeps the name as typed for errors to say (``results.files.said_path``)."""
+    keeps the name as typed for errors to say (``results.files.said_path``). ``dash``: what
+    '-' means, :data:`STDOUT` (the option's value is None: as without it) or why it is
+    refused, where stdout carries the command's own output; ``./-`` names a file '-'."""
 
-    def __init__(self, *, example: str | None = None, **kwargs) -> None:
+    def __init__(self, *, example: str | None = None, dash: str | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.example = example  # a file option: how a file in that folder is named
+        self.dash = dash
 
     def convert(self, value, param, ctx):
+        if value == "-" and self.dash == STDOUT:
+            return None
+        if value == "-" and self.dash is not None:
+            self.fail(f"'-' is not stdout here: {self.dash}; ./- names a file called '-'",
+                      param, ctx)  # fmt: skip
         if isinstance(value, str) and not value.strip():
             self.fail("an empty name is not a file or folder", param, ctx)
         if self.example and isinstance(value, str) and value.endswith(("/", os.sep)):
@@ -67,13 +79,16 @@ def path_arg(**kwargs) -> click.Path:
     return _PathName(path_type=Path, **kwargs)
 
 
-def file_arg(example: str, **kwargs) -> click.Path:
+def file_arg(example: str, *, dash: str, **kwargs) -> click.Path:
     """The type of an option naming a file ckptbench writes: :func:`path_arg`, and a name
-    ending in '/' is refused (``example``: a file name to suggest in that folder)."""
-    return _PathName(path_type=Path, example=example, **kwargs)
+    ending in '/' is refused (``example``: a file name to suggest in that folder); ``dash``:
+    :data:`STDOUT` where '-' means stdout, or why '-' is refused."""
+    return _PathName(path_type=Path, example=example, dash=dash, **kwargs)
 
 
-POS = click.IntRange(min=1)
+POS = WholeRange(min=1)
+#: A count that may be 0 (--warmup, --seed).
+NATURAL = WholeRange(min=0)
 
 
 class GroupedCommand(click.Command):
@@ -284,7 +299,7 @@ def size_options(func):
         ),
         click.option(
             "--seed",
-            type=click.IntRange(min=0),
+            type=NATURAL,
             default=0,
             show_default=True,
             help="Seed of the parameters and inputs (one seed: one loss on every backend).",

@@ -39,6 +39,11 @@ from ckptbench.cli.values import BYTES, size_notes
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, TargetError, write_atomic
 
+#: Why ``--save-costs -`` is refused (``options.file_arg``).
+SAVE_COSTS_DASH = (
+    "stdout carries the plan, and --json prints the costs there with it (its 'costs' key)"
+)
+
 
 def _sections():
     from ckptbench.render.reports import PLAN_SECTIONS
@@ -64,10 +69,11 @@ def _sections():
 @click.option(
     "--save-costs",
     "save_file",
-    type=file_arg("costs.json", dir_okay=False),
+    type=file_arg("costs.json", dir_okay=False, dash=SAVE_COSTS_DASH),
     default=None,
     help="Write the costs planned with to this file (the --costs format; per layer on a "
-    "chain; never replaces a file without --force).",
+    "chain; never replaces a file without --force). Not '-': stdout carries the plan "
+    "(--json prints the costs with it).",
 )
 @click.option("--force", is_flag=True, help="Allow --save-costs to replace an existing file.")
 @click.option(

@@ -8,7 +8,11 @@ refusal. Both now say what ``--output`` is and where the command's output goes.
 
 from __future__ import annotations
 
+import re
+
 import click
+
+from ckptbench.cli.values import WholeRange, shown_value
 
 __all__ = ["READOUT", "file_option_hint", "misread_output_option"]
 
@@ -23,18 +27,19 @@ def file_option_hint(command: click.Command | None) -> str:
     return "the report goes to stdout (> FILE)"
 
 
-class _Readout(click.IntRange):
+class _Readout(WholeRange):
     """A positive integer; a value that is no number (a file name) is answered with what
     ``--output`` means and where the command's output goes."""
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str):
+        if isinstance(value, str) and not re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
             try:
                 int(value.strip())
             except ValueError:
                 where = file_option_hint(ctx.command if ctx is not None else None)
                 self.fail(
-                    f"{value!r} is not a whole number: --output is the readout size per step "
+                    f"{shown_value(value)} is not a whole number: --output is the readout size "
+                    "per step "
                     f"(values per step); {where}",
                     param,
                     ctx,

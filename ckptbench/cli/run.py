@@ -15,6 +15,7 @@ import click
 from ckptbench.cli.costs_file import shown_notes
 from ckptbench.cli.options import (
     CASE_DEFAULTS,
+    NATURAL,
     POS,
     SNAPS_HELP,
     GroupedCommand,
@@ -56,6 +57,7 @@ from ckptbench.cli.values import (
     LIMIT_BYTES,
     SECONDS,
     SuggestingChoice,
+    WholeRange,
     shown_value,
 )
 from ckptbench.results.schema import MAX_THREADS, Case
@@ -135,6 +137,13 @@ RUN_SECTIONS = {
 }  # fmt: skip
 
 
+#: Why ``--out -`` is refused (``options.file_arg``).
+_OUT_DASH = (
+    "stdout carries run's table, and the result file is saved after every mode; --json "
+    "prints the result document on stdout"
+)
+
+
 def _sections():
     from ckptbench.render.reports import RUN_SECTIONS
 
@@ -191,7 +200,7 @@ def _sections():
 @numerics_options
 @click.option(
     "--warmup",
-    type=click.IntRange(min=0),
+    type=NATURAL,
     default=CASE_DEFAULTS.warmup,
     show_default=True,
     help="Unmeasured iterations per round before the measured ones.",
@@ -213,7 +222,7 @@ def _sections():
 )
 @click.option(
     "--threads",
-    type=click.IntRange(1, MAX_THREADS),
+    type=WholeRange(1, MAX_THREADS),
     default=1,
     show_default=True,
     help="BLAS/OpenMP threads in workers.",
@@ -238,7 +247,8 @@ def _sections():
     default="5ms",
     show_default=True,
     help="How often the parent samples each worker's RSS for the timeline and the sampled "
-    "peak (the exact peak is read inside the worker); at most 10s, and below --timeout.",
+    "peak (the exact peak is read inside the worker); at least 1ms (faster, the sampler keeps "
+    "a core busy), at most 10s, and below --timeout.",
 )
 @click.option(
     "--modes",
@@ -255,10 +265,11 @@ def _sections():
 )
 @click.option(
     "--out",
-    type=file_arg("result.json"),
+    type=file_arg("result.json", dash=_OUT_DASH),
     default=None,
     help="Result JSON file (default: a new, unique name under results/). An existing file is "
-    "never replaced without --force; a link, folder or device never.",
+    "never replaced without --force; a link, folder or device never. Not '-': --json prints "
+    "the result on stdout.",
 )
 @click.option("--force", is_flag=True, help="Allow --out to replace an existing result file, "
               "and --mprof the timelines ckptbench wrote.")  # fmt: skip

@@ -71,7 +71,7 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
     """The case of the options, checked here (its effective values, memory, backend), with
     the notes to print, the step costs read from ``costs_file`` (None: measured, or not
     used by the strategy) and the precision target. InputError with one line otherwise."""
-    from ckptbench.measure.launch import sample_interval_problem
+    from ckptbench.measure.sampling import sample_interval_problem
 
     strategy, device = fields["strategy"], fields["device"]
     try:

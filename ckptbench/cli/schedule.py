@@ -15,7 +15,7 @@ from ckptbench.cli.options import (
     stdout_console,
     strategy_help,
 )
-from ckptbench.cli.values import SuggestingChoice
+from ckptbench.cli.values import SuggestingChoice, WholeRange
 from ckptbench.schedules import get_strategy
 
 
@@ -42,7 +42,7 @@ from ckptbench.schedules import get_strategy
 @click.option("--time", "timed", is_flag=True, help="Time generating the full schedule.")
 @click.option(
     "--repeat",
-    type=click.IntRange(1, 100),
+    type=WholeRange(1, 100),
     default=5,
     show_default=True,
     help="Timing repetitions (--time).",

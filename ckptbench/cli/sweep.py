@@ -338,12 +338,12 @@ def _check_notes(checks) -> list[str]:
 
 def _check_cells(config: Path, cases) -> None:
     """Each cell within its memory limit (``Case.check_fits_memory``) and sampled usefully
-    (``launch.sample_interval_problem``), and no planned cell
+    (``sampling.sample_interval_problem``), and no planned cell
     (``optimal``) whose plan would be too large to compute: refused as ``run`` refuses it,
     before anything is measured (``planner.check_plannable``: from the steps alone). A
     budget below the least is known only once step costs are measured: that cell is the
     sweep's config error then (state ``invalid``)."""
-    from ckptbench.measure.launch import sample_interval_problem
+    from ckptbench.measure.sampling import sample_interval_problem
     from ckptbench.schedules import get_strategy
     from ckptbench.schedules.optimal import PlanError, check_plannable
     from ckptbench.workloads import BUILTIN_CHAINS

@@ -14,7 +14,7 @@ import re
 
 import click
 
-from ckptbench.results.files import shown_value
+from ckptbench.results.files import SHOWN_CHARS, shown_value
 from ckptbench.results.units import binary_twin, parse_duration, parse_fraction_text, parse_size
 
 
@@ -120,6 +120,36 @@ def _is_zero(text: str) -> bool:
 
 #: ``--memory-limit``: a bare number below 1 MiB is refused as a slip, as 8 is for --budget.
 LIMIT_BYTES = _Bytes(bare_min=BARE_LIMIT_MIN)
+
+
+class WholeRange(click.IntRange):
+    """``click.IntRange`` whose refusals say the range in words and quote what was typed cut
+    (:func:`shown_value`): '--steps 1111...' of 5000 digits was echoed whole and called "not
+    a valid integer range" (Python reads at most 4300 digits as an int)."""
+
+    def range_words(self) -> str:
+        """'a whole number from 1 up', 'a whole number from 1 to 100'."""
+        return f"a whole number from {self.min} " + ("up" if self.max is None else f"to {self.max}")
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str):
+            return super().convert(value, param, ctx)
+        text, takes = value.strip(), self.range_words()
+        if param is not None and param.opts:
+            takes = f"{param.opts[0]} takes {takes}"
+        try:
+            number = int(text)
+        except ValueError:
+            what = "is not a number"
+            if re.fullmatch(r"[+-]?[0-9]+", text):  # digits past Python's 4300
+                what = "is too long a number to read (over 4300 digits)"
+            self.fail(f"{shown_value(text)} {what}: {takes}", param, ctx)
+        try:
+            return super().convert(number, param, ctx)
+        except click.BadParameter:
+            if len(text) <= SHOWN_CHARS:  # click's own words: "0 is not in the range x>=1."
+                raise
+            self.fail(f"{shown_value(text)} is out of range: {takes}", param, ctx)
 
 
 def parse_fraction(text: str, *, positive: bool = False) -> float:

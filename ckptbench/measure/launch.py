@@ -59,7 +59,6 @@ from ckptbench.results.schema import Case, Mode, ModeResult, RunResult, Status
 from ckptbench.workloads import plugin_paths
 
 __all__ = [
-    "MAX_SAMPLE_INTERVAL_S",
     "STDERR_TAIL_BYTES",
     "WORKER_TOKEN_VAR",
     "Channel",
@@ -72,7 +71,6 @@ __all__ = [
     "read_tail",
     "request_stop",
     "run_mode",
-    "sample_interval_problem",
     "start_worker",
     "stop_on_signals",
     "stop_reason",
@@ -85,28 +83,6 @@ KILL_GRACE_S = 2.0
 #: How much of the end of a worker's stderr is read back: its last lines are what a
 #: failure shows (``stderr_tail``, the last line of a task's error), whatever it wrote.
 STDERR_TAIL_BYTES = 64 * 1024
-#: The longest ``--sample-interval``: the sampler takes one sample as the worker starts and
-#: one per interval after, and a mode lasts seconds to minutes, so a longer interval leaves
-#: the RSS timeline and the sampled max a sample or two (``5m`` typed for ``5ms``). mprof
-#: samples every 0.1 s by default, every second for long jobs.
-MAX_SAMPLE_INTERVAL_S = 10.0
-
-
-def sample_interval_problem(interval_s: float, timeout_s: float | None) -> str | None:
-    """Why ``interval_s`` cannot sample a mode (above :data:`MAX_SAMPLE_INTERVAL_S`, or not
-    below ``timeout_s``: no sample after the first within a mode), or None. The exact peak
-    and the memory limit are read in the worker whatever the interval."""
-    given = f"--sample-interval {interval_s:g} s"
-    if interval_s > MAX_SAMPLE_INTERVAL_S:
-        why = (f"{given} is above the longest it takes, {MAX_SAMPLE_INTERVAL_S:g} s: a "
-               "mode lasts seconds to minutes, so its RSS timeline and sampled max would hold "
-               "a sample or two")  # fmt: skip
-    elif timeout_s is not None and interval_s >= timeout_s:
-        why = (f"{given} is not below --timeout {timeout_s:g} s: no sample after the worker's "
-               "first would fall within a mode")  # fmt: skip
-    else:
-        return None
-    return f"{why} (default 5ms; the exact peak is read in the worker whatever the interval)"
 
 
 class Interrupted(BaseException):

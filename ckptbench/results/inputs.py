@@ -4,9 +4,10 @@ every command: 'nope/: no such file or folder' (pathlib drops a trailing '/': ``
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
-__all__ = ["TypedPath", "said_path", "typed_path", "unreadable_text"]
+__all__ = ["TypedPath", "named_pipe", "said_path", "typed_path", "unreadable_text"]
 
 
 class TypedPath(type(Path())):  # type: ignore[misc]
@@ -42,3 +43,17 @@ def unreadable_text(err: OSError) -> str:
     if isinstance(err, IsADirectoryError):  # as read_regular_file says it
         return "is a folder, not a file ckptbench reads"
     return f"cannot read ({err.strerror or err})"
+
+
+def named_pipe(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a FIFO made with ``mkfifo`` (a name in a folder), which a reader
+    refuses as not a regular file: nobody may ever write to it (it then reads as empty). A
+    pipe handed over by the shell (``<(...)``, ``/dev/stdin``: ``/dev/fd/N``, a link to
+    ``pipe:[...]``) is no named pipe: it is read like a file where a reader takes one."""
+    try:
+        if not stat.S_ISFIFO(os.stat(path).st_mode):
+            return False
+    except OSError:
+        return False  # the reader says why it cannot be read
+    handed = os.path.basename(os.path.realpath(path)).startswith("pipe:")
+    return not handed and not os.path.abspath(path).startswith("/dev/")

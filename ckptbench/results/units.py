@@ -14,7 +14,7 @@ import re
 from decimal import Decimal
 from fractions import Fraction
 
-#: Largest size accepted (4 EiB: beyond it, a typo).
+#: Sizes are below this (4 EiB, itself refused: from there on, a typo).
 MAX_BYTES = 2**62
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtpe]?i?b?)?\s*$", re.IGNORECASE)
@@ -60,10 +60,10 @@ def parse_size(text: str) -> int:
         raise ValueError(f"{_clip(text)} is not a size like 2GiB, 500MB or 1048576")
     digits = m.group(1)
     if len(digits) > 40:  # no size has this many digits; never converted, never a float
-        raise ValueError(f"{_clip(text)} is too large (the limit is 2**62 bytes)")
+        raise ValueError(f"{_clip(text)} is too large: a size must be below 2**62 bytes (4 EiB)")
     value = Fraction(digits) * _SIZE_UNITS[(m.group(2) or "").lower()]
     if not value < MAX_BYTES:
-        raise ValueError(f"{_clip(text)} is too large (the limit is 2**62 bytes)")
+        raise ValueError(f"{_clip(text)} is too large: a size must be below 2**62 bytes (4 EiB)")
     n = int(value)
     if n <= 0:
         raise ValueError(

@@ -57,7 +57,9 @@ def _every_state(steps: int, snaps: int) -> int:
 
 
 def _once(steps: int, snaps: int) -> int:
-    return 1
+    """r(l, l) = min{r : C(l + r, l) >= l}: 1, but 0 for one step, which no schedule advances
+    (C(1, 1) = 1 >= 1; Revolve's r(1, s) = 0 likewise)."""
+    return 1 if steps > 1 else 0
 
 
 def _store_all_stream(steps: int, snaps: int) -> Iterator[Action]:

@@ -47,7 +47,7 @@ from typing import Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND, resolve_device
 from ckptbench.results.files import SHOWN_CHARS, read_text_limited, shown_value
-from ckptbench.results.inputs import said_path, unreadable_text
+from ckptbench.results.inputs import named_pipe, said_path, unreadable_text
 from ckptbench.results.schema import Case, CaseError
 from ckptbench.results.units import parse_duration, parse_size
 from ckptbench.schedules import OPTIMAL, STRATEGIES, Setting, get_strategy
@@ -152,6 +152,8 @@ class _Reader:
 def load_config(path: str | Path) -> SweepConfig:
     """Read and validate a sweep config file; :class:`ConfigError` on any problem."""
     p = Path(path)
+    if named_pipe(p):  # as every other reader says it (``files.read_regular_file``)
+        raise ConfigError(f"{said_path(path)}: is a FIFO (named pipe), not a file ckptbench reads")
     try:
         text = read_text_limited(p, MAX_CONFIG_BYTES)
     except OSError as err:
@@ -172,11 +174,17 @@ def safe_name(text: str) -> str:
 
 def parse_config(text: str, source: str = "<string>", default_name: str = "sweep") -> SweepConfig:
     """Parse and validate the TOML text of a sweep config."""
+    text = text.removeprefix("\ufeff")  # a byte-order mark (Windows editors): tomllib refuses it
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         msg = str(err).splitlines()[0] if str(err) else "invalid TOML"
         raise ConfigError(f"{source}: invalid TOML: {msg}") from None
+    except ValueError:  # an integer past Python's 4300 digits (int() raises in tomllib)
+        raise ConfigError(
+            f"{source}: a number of more than 4300 digits, too long to read (no value in a "
+            "config is near that long)"
+        ) from None
     except RecursionError:  # '[[[[...' thousands deep: tomllib recurses per level
         raise ConfigError(
             f"{source}: TOML nested too deep to read (a config nests a few levels)"
