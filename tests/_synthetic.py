@@ -60,19 +60,25 @@ def make_result(
     grad_err: float = 1e-15,
     timeline: bool = True,
     rounds: int = 1,
+    counters: dict[str, int] | None = None,
 ) -> RunResult:
     """A RunResult for ``case`` as the runner would save it, with seeded noise.
 
     ``memory_scale``/``time_scale`` multiply a mode's overhead / times (inject regressions);
     ``status`` overrides a mode's status (failed cells). ``rounds``: how many rounds of
-    fresh workers (each mode once a round, its own noise).
+    fresh workers (each mode once a round, its own noise). ``counters``: the checkpointed
+    mode's counters (a peer's: it has no stream to replay), else its replayed stream's.
     """
     rng = np.random.default_rng(seed)
     over = {**DEFAULT_OVERHEAD, **(overhead or {})}
     tmed = {**DEFAULT_TIME, **(times or {})}
     mscale = memory_scale or {}
     tscale = time_scale or {}
-    stats = replay(make_schedule(case.strategy, case.steps, case.snaps), case.steps, case.snaps)
+    stats = (
+        None
+        if counters is not None
+        else replay(make_schedule(case.strategy, case.steps, case.snaps), case.steps, case.snaps)
+    )
     results = []
     for k in range(rounds):
         for mode in modes:
@@ -84,9 +90,11 @@ def make_result(
                 wall = tmed[name] * tscale.get(name, 1.0) * max(0.2, 1 + rng.normal(0, time_cv))
                 peak = int(peak0 + rng.integers(0, 2) * PAGE)
                 iters.append(Iteration(wall, wall * 0.98, peak, BASE_PEAK))
-            counters = {"step_calls": case.steps}
-            if mode is Mode.CHECKPOINTED:
-                counters = {
+            mode_counters = {"step_calls": case.steps}
+            if mode is Mode.CHECKPOINTED and stats is None:
+                mode_counters = dict(counters or {})
+            elif mode is Mode.CHECKPOINTED:
+                mode_counters = {
                     "step_calls": stats.evaluations,
                     "steps_advanced": stats.advances,
                     "steps_taped": stats.taped,
@@ -109,7 +117,7 @@ def make_result(
                     sampled_peak_rss_bytes=max(p for _, p in line) if line else None,
                     sample_count=len(line),
                     timeline=line,
-                    counters=counters if ok else {},
+                    counters=mode_counters if ok else {},
                     loss=0.5,
                     grad_max_rel_err=grad_err if mode is Mode.CHECKPOINTED else None,
                     error=None if ok else "simulated failure",

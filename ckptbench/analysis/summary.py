@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ __all__ = [
     "effective_snaps",
     "failed_modes",
     "floor_estimate",
+    "floor_evaluations",
     "mode_peak_bytes",
     "mode_time_s",
     "optimum_advances",
@@ -121,6 +122,20 @@ def recompute_floor_s(
     if baseline_s is None or plain_s is None or evaluations is None or steps <= 0:
         return None
     return plain_s + max(evaluations - steps, 0) * baseline_s / steps
+
+
+def floor_evaluations(strategy: str, counters: Mapping[str, Any]) -> int | None:
+    """The step evaluations of one checkpointed gradient that the recomputation floor
+    prices, from its mode's ``counters``: our executor's advances + taped steps; a peer's
+    counted step (or layer) calls (``step_calls``: torch's, each a whole evaluation, the
+    recomputation's too); None for a peer that says why not (``StrategySpec.no_floor``: the
+    JAX peers count nothing, ``torch-selective`` recomputes parts of a layer) or a count
+    not recorded."""
+    spec = get_strategy(strategy)
+    if spec.ours:
+        counted = (counters.get("steps_advanced"), counters.get("steps_taped"))
+        return None if None in counted else sum(counted)
+    return None if spec.no_floor is not None else counters.get("step_calls")
 
 
 def pool_by_mode(results: Sequence[ModeResult]) -> list[ModeResult]:

@@ -83,11 +83,14 @@ def _states_unlike_costs(result: RunResult) -> str:
 
 
 def floor_line(result: RunResult) -> str | None:
-    """The recomputation floor beside the measurement (``results.summary``'s definition)."""
+    """The recomputation floor beside the measurement (``results.summary``'s definition),
+    or why a peer has none (``floor_note``: its evaluations uncounted or not whole)."""
     s, steps = result.summary, result.case.steps
     floor, ev = s.floor_time_s, s.step_evaluations
     base = s.mode(Mode.BASELINE).time
     plain = s.mode(Mode.NORMAL).time
+    if s.floor_note is not None and s.mode(Mode.CHECKPOINTED).time is not None:
+        return f"recomputation floor: none for {result.case.strategy}: {s.floor_note}"
     if floor is None or s.vs_floor is None or ev is None or base is None or plain is None:
         return None
     return (

@@ -47,6 +47,7 @@ def summary_document(s: CellSummary) -> dict[str, Any]:
         if s.floor_ratio and s.floor_ratio.interval
         else None,
         "vs_floor_per_round": list(s.floor_ratio.per_round or ()) if s.floor_ratio else None,
+        "floor_note": s.floor_note,  # why a peer has no floor
     }
     if s.on_device:
         device = [m for m in modes if m.peak_device_bytes is not None]

@@ -23,7 +23,8 @@ Definitions (the numbers ckptbench prints):
   pool the rounds, so their ratio can differ slightly where overheads are small);
 * recomputation floor = the normal mode's median iteration time plus each evaluation beyond
   the plain gradient's at the forward-only time per step (baseline median / steps), where
-  the executor counts its evaluations (ours, not a framework's own checkpointing);
+  the evaluations are counted whole (:func:`ckptbench.analysis.summary.floor_evaluations`:
+  ours, and torch's peers but ``torch-selective``); ``floor_note`` says why a peer has none;
   ``vs_floor`` = checkpointed's times over each round's own floor, estimated as the
   slowdown is, with its 95% interval (:func:`ckptbench.analysis.summary.floor_estimate`);
 * every overhead carries an interval holding both modes' iteration peaks and where another
@@ -44,6 +45,7 @@ from ckptbench.analysis.stability import Verdict
 from ckptbench.analysis.summary import (
     BUSY_CPU_SHARE,
     floor_estimate,
+    floor_evaluations,
     mode_time_s,
     optimum_advances,
     pool_by_mode,
@@ -68,6 +70,7 @@ from ckptbench.results.modes import (
     missing_rounds,
     recorded_stop,
 )
+from ckptbench.schedules import get_strategy
 
 if TYPE_CHECKING:
     from ckptbench.results.schema import Case, ModeResult
@@ -133,6 +136,8 @@ class CellSummary:
     #: the same ratio round by round (each round's floor from its own baseline and plain
     #: iterations) with its 95% interval, which also holds ``vs_floor``
     floor_ratio: Ratio | None = None
+    #: why a peer has no floor (``StrategySpec.no_floor``), where its checkpointed mode ran
+    floor_note: str | None = None
     #: modes the file lacks in some of the case's planned rounds with no stop recorded
     #: (:func:`ckptbench.results.modes.missing_rounds`): their figures come from fewer rounds
     rounds_missing: tuple[MissingRounds, ...] = ()
@@ -250,10 +255,9 @@ def compute(
     normal, ckpt = by_mode.get(Mode.NORMAL), by_mode.get(Mode.CHECKPOINTED)
     counts = Counters.of(ckpt.counters if ckpt is not None else {})
     opt = optimum_advances(case, ckpt)
-    evaluated = (counts.steps_advanced, counts.steps_taped)
     cut = [r.round for r in modes if r.status is Status.INTERRUPTED]
     over = {f.mode: f.overhead_bytes for f in figures}
-    evaluations = None if None in evaluated else sum(evaluated)
+    evaluations = floor_evaluations(case.strategy, ckpt.counters if ckpt is not None else {})
     base = by_mode.get(Mode.BASELINE)
     floor = recompute_floor_s(
         mode_time_s(base) if base else None,
@@ -294,6 +298,7 @@ def compute(
         floor_time_s=floor,
         vs_floor=vs_floor,
         floor_ratio=_floor_ratio(floor_est, vs_floor),
+        floor_note=get_strategy(case.strategy).no_floor if ckpt is not None else None,
         rounds_missing=missing_rounds(modes, case.rounds, environment),
     )
 

@@ -22,6 +22,14 @@ The peers people use for stacks of layers (layer chains, docs/layers.md):
   ``nothing_saveable``: only each layer's input is kept);
 * ``jax-dots-saveable`` — the same with ``jax.checkpoint_policies.dots_saveable``.
 
+The recomputation floor (``results.summary``) prices a peer's evaluations where the worker
+counts them whole: torch's peers run each step (or layer) as a Python call the worker
+counts, forward and recomputation alike, so ``torch-checkpoint``, ``checkpoint-sequential``
+and ``torch-every-layer`` get one. ``no_floor`` says why the others get none: the JAX peers
+recompute inside XLA's compiled gradient, where nothing is counted, and ``torch-selective``
+reruns a layer's call but recomputes only the operations it does not save, so its calls
+are not whole evaluations.
+
 Each peer is declared here once: its backend, and the factories ``"module:function"`` that
 backend resolves: ``factory(step, post, steps, snaps) -> loop`` for a recurrence,
 ``chain_factory(layer, layers, snaps) -> loop`` for a layer chain. A peer without one is
@@ -46,6 +54,11 @@ __all__ = [
     "TORCH_SELECTIVE",
 ]
 
+#: Why a JAX peer has no recomputation floor.
+_JAX_UNCOUNTED = (
+    "its recomputations run inside JAX's compiled gradient, where no evaluation is counted"
+)
+
 #: torch.utils.checkpoint over equal segments.
 TORCH_CHECKPOINT = StrategySpec(
     name="torch-checkpoint",
@@ -66,6 +79,7 @@ JAX_CHECKPOINT = StrategySpec(
     help="jax.checkpoint over --snaps equal scan segments (the peer)",
     backend="jax",
     factory="ckptbench.backends.jax.peers:scan_checkpoint",
+    no_floor=_JAX_UNCOUNTED,
 )
 
 #: equinox's checkpointed while loop.
@@ -78,6 +92,7 @@ EQUINOX = StrategySpec(
     backend="jax",
     factory="ckptbench.backends.jax.peers:equinox_checkpoint",
     requires=("equinox",),
+    no_floor=_JAX_UNCOUNTED,
 )
 
 
@@ -127,6 +142,8 @@ TORCH_SELECTIVE = StrategySpec(
     uses_snaps=False,
     backend="torch",
     chain_factory="ckptbench.backends.torch.peers:selective_chain",
+    no_floor="it recomputes only the operations it does not save (matrix products and "
+    "convolutions are kept), not whole layers: its layer calls are not whole evaluations",
 )
 
 #: jax.checkpoint around every layer (nothing_saveable, its default).
@@ -139,6 +156,7 @@ JAX_EVERY_LAYER = StrategySpec(
     uses_snaps=False,
     backend="jax",
     chain_factory="ckptbench.backends.jax.peers:every_layer_chain",
+    no_floor=_JAX_UNCOUNTED,
 )
 
 #: jax.checkpoint around every layer with dots_saveable.
@@ -151,6 +169,7 @@ JAX_DOTS_SAVEABLE = StrategySpec(
     uses_snaps=False,
     backend="jax",
     chain_factory="ckptbench.backends.jax.peers:dots_saveable_chain",
+    no_floor=_JAX_UNCOUNTED,
 )
 
 #: The peers for layer chains, in registration order.

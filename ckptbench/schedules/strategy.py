@@ -147,6 +147,9 @@ class StrategySpec:
     #: ``note(steps, snaps)``: what a case at that setting is told beyond a clamp (a setting
     #: where the strategy does something other than its name says), or None
     note: Callable[[int, int], str | None] | None = None
+    #: why a peer has no recomputation floor (``results.summary``), or None where each of
+    #: its counted step (or layer) calls is one whole evaluation the floor can price
+    no_floor: str | None = None
 
     def __post_init__(self) -> None:
         ours = (self.stream is not None) + (self.planner is not None)
@@ -154,6 +157,8 @@ class StrategySpec:
             raise ValueError(f"strategy {self.name}: ours needs a stream or a planner (one)")
         if self.backend is not None and (ours or not (self.factory or self.chain_factory)):
             raise ValueError(f"strategy {self.name}: a peer has a factory, no stream or plan")
+        if self.backend is None and self.no_floor is not None:
+            raise ValueError(f"strategy {self.name}: ours counts its evaluations (a floor)")
 
     def missing(self) -> str | None:
         """None when every package this strategy needs can be imported, else one line."""
