@@ -125,12 +125,13 @@ def test_uniform_and_store_all_grid_are_valid():
 
 def _uniform_cost_by_segment(l, s, k):
     """The definition, segment by segment: the cuts i*l//k, each segment's interior stored
-    where slots allow, its tail re-advanced from the last stored state at every turn."""
+    where slots allow (but its last state, in hand when it is reversed first), its tail
+    re-advanced from the last stored state at every turn."""
     bounds = [i * l // k for i in range(k + 1)]
     adv, held_max = bounds[k - 1], 0
     for i in range(k):
         seg = bounds[i + 1] - bounds[i]
-        held = min(seg - 1, s - k)
+        held = max(0, min(seg - 2, s - k))
         tail = seg - held
         adv += held + tail * (tail - 1) // 2
         held_max = max(held_max, held)

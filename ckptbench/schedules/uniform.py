@@ -36,10 +36,14 @@ def uniform_schedule(steps: int, snaps: int) -> Iterator[Action]:
 
     The chain is cut into k near-equal segments whose start states are stored in the first
     sweep (k slots). Each segment is then rerun once from its start, storing its interior
-    states in the remaining ``snaps - k`` slots, and reversed from them. With snaps >= about
-    2*sqrt(steps) every segment fits and the cost is about one extra forward sweep; with fewer
-    slots the states of a segment that do not fit are recomputed from the last stored one.
-    k is chosen to minimise advances, then slots; the peak never exceeds ``snaps``.
+    states in the remaining ``snaps - k`` slots, and reversed from them. A segment's last
+    state is never stored: it is in hand when its step is reversed first, so a segment of
+    n steps uses at most n - 2 interior slots. With snaps >= about 2*sqrt(steps) every
+    segment fits and the cost is about one extra forward sweep; with fewer slots the states
+    of a segment that do not fit are recomputed from the last stored one. k is chosen to
+    minimise advances, then slots; the peak never exceeds ``snaps``, and every state stored
+    is restored at least once (but x_0 of a one-step chain, the slot Revolve's convention
+    gives it).
     """
     check_int("steps", steps)
     check_int("snaps", snaps)
@@ -54,7 +58,7 @@ def _uniform_cost(l: int, s: int, k: int) -> tuple[int, int]:
     interior = s - k
 
     def held(seg: int) -> int:  # interior states of a segment that get a slot
-        return min(seg - 1, interior)
+        return _held_states(seg, interior)
 
     def cost(seg: int) -> int:  # its interior advanced once, its tail re-advanced per turn
         tail = seg - held(seg)
@@ -63,6 +67,14 @@ def _uniform_cost(l: int, s: int, k: int) -> tuple[int, int]:
     first_sweep = (k - 1) * l // k  # the advances to the last segment's start
     adv = first_sweep + longer * cost(q + 1) + (k - longer) * cost(q)
     return adv, k + held(q + 1 if longer else q)
+
+
+def _held_states(seg: int, interior: int) -> int:
+    """How many interior states x_{a+1}.. of a segment of ``seg`` steps get one of the
+    ``interior`` free slots: at most seg - 2, since its last state x_{b-1} is in hand when
+    step b-1 is reversed first and would never be restored (a slot stored for nothing; the
+    advances are the same either way, held + tail * (tail - 1) / 2 with tail = seg - held)."""
+    return max(0, min(seg - 2, interior))
 
 
 def _uniform_segments(l: int, s: int) -> int:
@@ -84,7 +96,7 @@ def _uniform(l: int, s: int) -> Iterator[Action]:
         a, b = bounds[i], bounds[i + 1]
         if i != nseg - 1:
             yield new(A, (RESTORE, None, None, i, a))
-        held = min(b - a - 1, interior)  # interior states x_{a+1}..x_{a+held} get slots
+        held = _held_states(b - a, interior)  # x_{a+1}..x_{a+held} get slots
         for j in range(a + 1, a + held + 1):
             yield new(A, (ADVANCE, j - 1, j, None, None))
             yield new(A, (TAKESHOT, None, None, nseg + j - a - 1, j))
