@@ -29,7 +29,8 @@ CELLS_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
     (("evaluations",), "evals (opt): step evaluations (the schedule's optimum)"),
     (
         ("vs_floor",),
-        "vs floor: ckpt time / (normal time + the extra evaluations at the forward-only step time)",
+        "vs floor: ckpt time / (normal time + the extra evaluations at the forward-only step "
+        "time); - for a peer whose recomputation is not counted in whole evaluations",
     ),
 )
 
