@@ -205,7 +205,8 @@ def test_help_offers_the_formats_by_their_names_and_still_takes_the_old_one(
 
     code, out, _ = run_cli(capsys, [command, "--help"])
     assert code == 0
-    metavar = out.split("--format ", 1)[1].split()[0]
+    # the option's own line (other options' help may name '--format markdown')
+    metavar = re.search(r"^\s+--format\s+(\S+)", out, re.MULTILINE).group(1)
     assert "text" in metavar and "table" not in metavar, metavar
     assert FormatChoice(lambda: RUN_SECTIONS).convert("table", None, None) == "table"
 

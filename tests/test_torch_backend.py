@@ -558,7 +558,7 @@ def test_plugin_with_an_nn_module_step_differentiates_its_parameters(tmp_path):
 
 
 def test_plugin_errors_are_workload_errors(tmp_path):
-    with pytest.raises(WorkloadError, match="not found"):
+    with pytest.raises(WorkloadError, match="no such file or folder"):
         load_torch_workload(f"{tmp_path}/missing.py:make", Sizes())
     path = tmp_path / "init_not_a_tuple.py"
     path.write_text(
