@@ -5,8 +5,13 @@ the schedule holds l - 1; `--plots -`, `--mprof -` and `sweep --out -` made a fo
 
 from __future__ import annotations
 
-from _cli import one_line_error, run_cli
+from pathlib import Path
 
+import pytest
+from _cli import one_line_error, run_cli
+from _synthetic import make_result
+
+from ckptbench.results.schema import save_result
 from ckptbench.schedules import get_strategy, make_schedule, replay
 
 # ------------------------------------------------------------- 1. store-all's closed form
@@ -42,3 +47,37 @@ def test_schedule_takes_store_all_without_snaps(capsys) -> None:
     for strategy in ("revolve", "uniform"):
         err = one_line_error(capsys, ["schedule", "--strategy", strategy, "--steps", "5"])
         assert "Missing option '--snaps'" in err and strategy in err
+
+
+# ------------------------------------------------------------- 2. '-' as an output folder
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "r.json", "--plots", "-"],
+        ["compare", "r.json", "--mprof", "-"],
+        ["run", "--model", "rnn", "--steps", "20", "--rounds", "1", "--mprof", "-", "--out", "a"],
+        ["sweep", "s.toml", "--out", "-", "--dry-run"],
+    ],
+)
+def test_dash_as_an_output_folder_is_refused(argv, fake, tmp_path: Path, capsys, monkeypatch):
+    """`--plots -`, `--mprof -` and `sweep --out -` made a folder named '-' in the current
+    folder (or, with --dry-run, planned to); no folder is stdout: one line, exit 2, and
+    ``./-`` names such a folder."""
+    monkeypatch.chdir(tmp_path)
+    save_result(make_result(), tmp_path / "r.json")
+    Path("s.toml").write_text('[case]\nmodel = "rnn"\nsteps = 20\nsnaps = 4\n')
+    err = one_line_error(capsys, argv)
+    assert "'-' is not a folder ckptbench writes to" in err
+    assert "./- names a folder called '-'" in err
+    assert not (tmp_path / "-").exists()
+    assert not (tmp_path / "a").exists()
+
+
+def test_dot_slash_dash_is_a_folder_called_dash(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    save_result(make_result(), tmp_path / "r.json")
+    code, _, err = run_cli(capsys, ["compare", "r.json", "--mprof", "./-"])
+    assert code == 0, err
+    assert (tmp_path / "-").is_dir() and list((tmp_path / "-").iterdir())
