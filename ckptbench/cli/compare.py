@@ -10,6 +10,7 @@ from ckptbench.cli.options import (
     against_option,
     any_host_option,
     file_arg,
+    folder_arg,
     mprof_option,
     path_arg,
     quiet_option,
@@ -74,7 +75,7 @@ def _sections():
 @any_host_option
 @click.option(
     "--plots",
-    type=path_arg(file_okay=False),
+    type=folder_arg(file_okay=False),
     default=None,
     help="Also write the plots as PNG files into this folder (e.g. for a README).",
 )

@@ -43,6 +43,8 @@ def timeout_option(help_text: str):
 
 #: ``file_arg(dash=STDOUT)``: '-' writes to stdout, as hyperfine's and pyperf's '-' does.
 STDOUT = "stdout"
+#: ``_PathName(dash=FOLDER)`` (:func:`folder_arg`): '-' is refused, no folder is stdout.
+FOLDER = "folder"
 
 
 class _PathName(click.Path):
@@ -51,7 +53,8 @@ class _PathName(click.Path):
     (``--out newdir/`` wrote a file named ``newdir``: pathlib drops the slash). The path
     keeps the name as typed for errors to say (``results.files.said_path``). ``dash``: what
     '-' means, :data:`STDOUT` (the option's value is None: as without it) or why it is
-    refused, where stdout carries the command's own output; ``./-`` names a file '-'."""
+    refused, where stdout carries the command's own output; ``./-`` names a file '-'; or
+    :data:`FOLDER`, refused: an output folder."""
 
     def __init__(self, *, example: str | None = None, dash: str | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -61,6 +64,9 @@ class _PathName(click.Path):
     def convert(self, value, param, ctx):
         if value == "-" and self.dash == STDOUT:
             return None
+        if value == "-" and self.dash == FOLDER:
+            self.fail("'-' is not a folder ckptbench writes to (nor stdout): name the folder; "
+                      "./- names a folder called '-'", param, ctx)  # fmt: skip
         if value == "-" and self.dash is not None:
             self.fail(f"'-' is not stdout here: {self.dash}; ./- names a file called '-'",
                       param, ctx)  # fmt: skip
@@ -77,6 +83,13 @@ class _PathName(click.Path):
 def path_arg(**kwargs) -> click.Path:
     """The type of every file or folder option: a :class:`pathlib.Path`, never empty."""
     return _PathName(path_type=Path, **kwargs)
+
+
+def folder_arg(**kwargs) -> click.Path:
+    """The type of an option naming a folder ckptbench writes into (``--plots``, ``--mprof``,
+    ``sweep --out``): :func:`path_arg`, and '-' refused (it made a folder named '-');
+    ``./-`` names that folder."""
+    return _PathName(path_type=Path, dash=FOLDER, **kwargs)
 
 
 def file_arg(example: str, *, dash: str, **kwargs) -> click.Path:
@@ -164,7 +177,7 @@ def output_options(func):
 mprof_option = click.option(
     "--mprof",
     "mprof_dir",
-    type=path_arg(file_okay=False),
+    type=folder_arg(file_okay=False),
     default=None,
     help="Also write every mode's RSS timeline in memory_profiler's mprof format into this "
     "folder (`mprof plot FILE` draws one).",

@@ -30,7 +30,12 @@ from ckptbench.schedules import get_strategy
     help="Number of steps l, up to 10**1000: a schedule is only computed here, while run, plan "
     "and sweep take at most 2**31 (the counts of a longer chain exceed a 64-bit integer).",
 )
-@click.option("--snaps", type=POS, required=True, help=SNAPS_HELP)
+@click.option(
+    "--snaps",
+    type=POS,
+    default=None,
+    help=SNAPS_HELP + " Required, except by store-all, which keeps every state.",
+)
 @click.option(
     "--strategy",
     type=SuggestingChoice(SNAPS_STREAMS),
@@ -72,12 +77,14 @@ def schedule(steps: int, snaps: int, strategy: str, actions: bool, timed: bool, 
             err=True,
         )
     spec = get_strategy(strategy)
-    ctx = click.get_current_context()
-    typed = ctx.get_parameter_source("snaps") not in (None, click.core.ParameterSource.DEFAULT)
+    typed = snaps is not None
+    if not typed and spec.uses_snaps:
+        raise InputError(f"Missing option '--snaps': the {strategy} schedule is set by it")
+    if not typed:  # not given and not used (store-all): recorded as the steps, as run does
+        snaps = steps
     if spec.uses_snaps and snaps > steps:  # as run says: the table shows the clamped figure
-        said = "--snaps" if typed else "the default --snaps"
-        click.echo(f"note: {said} {snaps} clamped to {steps}: {spec.setting.clamp}", err=True)
-    elif not spec.uses_snaps and snaps != steps and typed:
+        click.echo(f"note: --snaps {snaps} clamped to {steps}: {spec.setting.clamp}", err=True)
+    elif not spec.uses_snaps and snaps != steps:
         click.echo(f"note: {spec.name} keeps every state: --snaps {snaps} is not used", err=True)
     closed = spec.advances is not None
     if closed:

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from ckptbench.cli.costs_file import shown_notes
-from ckptbench.cli.options import InputError, output_options, path_arg
+from ckptbench.cli.options import InputError, folder_arg, output_options, path_arg
 from ckptbench.results.inputs import said_path
 from ckptbench.results.units import count_text
 
@@ -31,7 +31,7 @@ CONFIRM_CELLS, CONFIRM_HOURS = 200, 2.0
 @click.argument("config", type=path_arg())
 @click.option(
     "--out",
-    type=path_arg(),
+    type=folder_arg(),
     default=None,
     help="Folder for the cells' result files (default: results/NAME, NAME the config's name).",
 )

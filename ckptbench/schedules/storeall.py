@@ -1,7 +1,8 @@
 """Store-all: every state x_0 .. x_{l-1} kept in the first sweep, no recomputation.
 
-The other end of the trade-off from Revolve with one slot: ``steps`` slots, l - 1 advances
-(the first sweep only), every step taped once in the reverse sweep. Written in the action
+The other end of the trade-off from Revolve with one slot: l - 1 slots (x_0 .. x_{l-2}; x_{l-1}
+is in hand when the reversal begins, and a one-step chain stores nothing), l - 1 advances (the
+first sweep only), every step taped once in the reverse sweep. Written in the action
 vocabulary of :mod:`ckptbench.schedules.actions`. Pure: no arrays, no I/O.
 """
 
@@ -29,7 +30,7 @@ _new = tuple.__new__
 def store_all_schedule(steps: int) -> Iterator[Action]:
     """Store every state x_0..x_{l-1} in the first sweep, then reverse with no recomputation.
 
-    Uses ``steps`` slots; advances l - 1 steps (the first sweep only).
+    Uses l - 1 slots (none for one step); advances l - 1 steps (the first sweep only).
     """
     check_int("steps", steps)
     return _store_all(steps)
@@ -52,8 +53,10 @@ def _store_all_advances(steps: int, snaps: int) -> int:
     return steps - 1
 
 
-def _every_state(steps: int, snaps: int) -> int:
-    return steps
+def _held(steps: int, snaps: int) -> int:
+    """The peak, exactly: x_0 .. x_{l-2} stored, x_{l-1} in hand at FIRSTURN (0 for one step,
+    as the replay counts; ``snaps``, recorded as ``steps``, is not used)."""
+    return steps - 1
 
 
 def _once(steps: int, snaps: int) -> int:
@@ -72,9 +75,9 @@ STORE_ALL = StrategySpec(
     label="store all",
     marker="^",
     setting=Setting.SNAPS,
-    help="store every state (snaps = steps)",
+    help="store every state (l - 1 slots, the last in hand; --snaps not used)",
     stream=_store_all_stream,
-    closed_form=ClosedForm(_store_all_advances, _every_state, _once),
+    closed_form=ClosedForm(_store_all_advances, _held, _once),
     lower_bound=_store_all_advances,
     uses_snaps=False,
 )
