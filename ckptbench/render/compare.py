@@ -29,11 +29,9 @@ from ckptbench.render.formats.model import (
     Section,
     TableSection,
 )
-from ckptbench.render.legends import LEGEND
 from ckptbench.render.table import Column, Table
 
 __all__ = [
-    "LEGEND",
     "SECTIONS",
     "compare_report",
     "format_names",

@@ -4,7 +4,7 @@ at a terminal's width is named as left out, not explained)."""
 
 from __future__ import annotations
 
-__all__ = ["CELLS_LEGEND", "DELTA_LEGEND", "LEGEND"]
+__all__ = ["CELLS_LEGEND", "DELTA_LEGEND"]
 
 #: The cells table's columns (their raw keys) and what each is.
 CELLS_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -45,6 +45,3 @@ DELTA_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
     (("n_before",), "n: measured iterations, before v after"),
     (("processes_before",), "processes: worker processes, before v after"),
 )
-
-#: The cells table's legend in full (every column shown), as one line.
-LEGEND = "; ".join(text for _, text in CELLS_LEGEND)
