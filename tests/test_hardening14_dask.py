@@ -186,6 +186,65 @@ def test_a_worker_that_joins_the_restarted_scheduler_measures_the_cell(
     assert first.worker == "tcp://10.0.0.9:2"
 
 
+class LosingCluster(FakeCluster):
+    """A cluster whose worker ``WORKER`` leaves mid-cell (its first cell never finishes) and
+    ``OTHER`` joins; the manifest is read as each later cell is sent (``seen``). ``fail``:
+    the retried try fails too, with a runner error."""
+
+    def __init__(self, cases, out: Path, fail: bool = False) -> None:
+        super().__init__(cases, restart=False)
+        self.out, self.fail, self.lost = out, fail, False
+        self.seen: list[dict] = []
+
+    def on_submit(self, future, worker) -> None:
+        if not self.lost:  # the first cell: its worker leaves, the future never finishes
+            self.lost = True
+            return
+        self.seen.append(json.loads((self.out / MANIFEST_NAME).read_text()))
+        if self.fail and len(self.submitted) == 2:
+            future.status, future.reason = "error", ""
+            future.result = lambda timeout=None: (_ for _ in ()).throw(OSError("disk gone"))
+            return
+        super().on_submit(future, worker)
+
+    def alive(self) -> set[str]:
+        return {OTHER} if self.lost else {WORKER}
+
+
+OTHER = "tcp://10.0.0.9:2"
+LEFT = f"Dask worker {WORKER} left before the cell finished"
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["retry-measures", "retry-fails"])
+def test_a_cell_whose_worker_left_is_retrying_not_an_error_until_its_final_outcome(
+    tmp_path: Path, monkeypatch, fail: bool
+) -> None:
+    """A cell whose worker left was queued again with the lost worker's reason as its
+    ``error``: the manifest said of a cell pending (then running again, and perhaps about to
+    succeed) that it failed. It is retrying: its error stays empty until its final outcome,
+    and the lost try is kept in its attempts from the moment it is lost."""
+    config = parse_config(CONFIG, source="dk.toml")
+    out = tmp_path / "out"
+    fake = LosingCluster(config.cases, out, fail=fail)
+    outcome, lines = _sweep_on(fake, config, out, monkeypatch)
+    retried = fake.seen[0]["cells"][0]  # as the manifest said while its retry ran
+    assert retried["state"] == "running" and retried["error"] is None, retried
+    assert retried["remeasure_reason"] == f"retrying: attempt 1 lost ({LEFT}); measuring it again"
+    assert [(a["worker"], a["error"]) for a in retried["attempts"]] == [(WORKER, LEFT)]
+    assert any(f"lost ({LEFT}); measuring it again" in line for line in lines)
+    first = json.loads((out / MANIFEST_NAME).read_text())["cells"][0]
+    assert [(a["worker"], a["error"]) for a in first["attempts"]] == [
+        (WORKER, LEFT), (OTHER, "OSError: disk gone" if fail else None)
+    ]  # fmt: skip
+    assert first["remeasure_reason"] is None
+    if fail:  # its own outcome is its error, never the lost worker's
+        assert (first["state"], first["error"]) == ("error", "OSError: disk gone")
+        assert outcome.exit_code == 1
+    else:
+        assert (first["state"], first["error"]) == ("measured", None)
+        assert outcome.exit_code == 0
+
+
 def test_the_cluster_says_when_its_scheduler_was_restarted() -> None:
     class Client:
         def __init__(self) -> None:

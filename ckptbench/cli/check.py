@@ -29,6 +29,11 @@ from ckptbench.cli.outputs import (
 )
 from ckptbench.cli.values import FLOOR_BYTES, FRACTION, POSITIVE_FRACTION
 
+#: Said when a summary file's last line had no line end (``outputs.append_text``).
+_TORN = (
+    "its last line had no line end (an earlier append cut short?); this summary starts on a "
+    "new line"
+)
 #: What prints on stdout what ``--summary -`` and ``--junit -`` would have (both refused).
 _MARKDOWN_THERE = "--format markdown prints the summary there"
 _JUNIT_THERE = "--format junit prints the JUnit XML there"
@@ -155,7 +160,8 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
             continue
         try:  # appended in place, whole or not at all (outputs.append_text)
             make_folder(path.parent, what)
-            append_text(path, md + "\n")
+            if append_text(path, md + "\n"):
+                click.echo(f"warning: {what} {path}: {_TORN}", err=True)
         except OSError as err:
             problems.append(f"{what} {path}: cannot write ({err.strerror or err})")
     if junit is not None:

@@ -301,54 +301,79 @@ def write_bytes(path: Path, data: bytes, option: str, force: bool) -> None:
         raise InputError(f"{option} {path}: cannot write ({err.strerror or err})") from None
 
 
-def append_text(path: Path, text: str) -> None:
+def append_text(path: Path, text: str) -> bool:
     """Append ``text`` to ``path`` (``check --summary``, ``$GITHUB_STEP_SUMMARY``) in place:
     the file keeps its identity (its inode: another hard link to it, a reader holding it
     open, its owner, mode and attributes all see the one file), and ``O_APPEND`` keeps
     another appender's text (a read and a rename would drop what was appended between).
-    All of it is written (one ``write`` for a summary's few KiB), then fsynced; a write that
-    fails or is stopped (a full disk, Ctrl-C) is cut back to the file's old length, so no
-    half summary is left (only a kill between two parts of a short write could leave one,
-    the price of keeping the file). A file not there yet is written whole, atomically
-    (``write_atomic``); anything else it may be (checked first by ``store.check_output``,
-    which refuses a FIFO or a device) is appended to as a stream. ``OSError`` when it cannot
-    be written."""
+    The record is written in one ``write`` (a summary's few KiB, which another appender's
+    write to a regular file does not split), then fsynced; a write that fails or is stopped
+    (a full disk, Ctrl-C) is cut back to the file's old length. A ``kill -9`` during the
+    write can still leave a record cut short, without its line end: the next append sees
+    that the file does not end with a line end and starts its record on a new line, so the
+    torn one cannot run into it. Whether it found one (for the caller's one-line warning).
+    A file not there yet is written whole, atomically (``write_atomic``); anything else it
+    may be (checked first by ``store.check_output``, which refuses a FIFO or a device) is
+    appended to as a stream. ``OSError`` when it cannot be written."""
     from ckptbench.results.schema import TargetError, write_atomic
 
     data = text.encode("utf-8", "backslashreplace")  # a non-UTF-8 path named: its escape
     for _ in range(2):  # a file made by another between the two tries is appended to
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+            fd = _open_append(path)
         except FileNotFoundError:
             try:
                 write_atomic(path, data, replace=False)
-                return
+                return False
             except TargetError:  # it appeared meanwhile: append to it
                 continue
         try:
-            _append(fd, data)
+            return _append(fd, data)
         finally:
             os.close(fd)
-        return
     raise FileExistsError(errno.EEXIST, "appeared and vanished while written", str(path))
 
 
-def _append(fd: int, data: bytes) -> None:
-    """``data`` appended to the open ``fd`` and fsynced; on any failure or stop, a regular
-    file is cut back to its length before (where no other appender wrote since)."""
+def _open_append(path: Path) -> int:
+    """``path`` opened for appending, and for reading its last byte where it may be read."""
+    flags = os.O_APPEND | os.O_NOFOLLOW
+    try:
+        return os.open(path, flags | os.O_RDWR)
+    except PermissionError:  # a file we may write but not read: appended to unchecked
+        return os.open(path, flags | os.O_WRONLY)
+
+
+def _torn(fd: int, size: int) -> bool:
+    """Whether the regular file ``fd`` of ``size`` bytes ends without a line end (a record
+    an earlier append left cut short); False where it is empty or cannot be read."""
+    try:
+        return size > 0 and os.pread(fd, 1, size - 1) not in (b"\n", b"")
+    except OSError:  # opened write-only
+        return False
+
+
+def _append(fd: int, data: bytes) -> bool:
+    """``data`` appended to the open ``fd`` in one write and fsynced, on a new line where
+    the file ends without one (then True); on any failure or stop, a regular file is cut
+    back to its length before (where no other appender wrote since)."""
     import stat
 
     st = os.fstat(fd)
+    regular = stat.S_ISREG(st.st_mode)
+    torn = regular and _torn(fd, st.st_size)
+    if torn:
+        data = b"\n" + data  # one record, one write: the line end goes with it
     done = 0
     try:
-        while done < len(data):
+        while done < len(data):  # one write; more only after a short one (a signal, a full disk)
             done += os.write(fd, data[done:])
-        if stat.S_ISREG(st.st_mode):
+        if regular:
             os.fsync(fd)
     except BaseException:
-        if stat.S_ISREG(st.st_mode) and os.fstat(fd).st_size == st.st_size + done:
+        if regular and os.fstat(fd).st_size == st.st_size + done:
             os.ftruncate(fd, st.st_size)
         raise
+    return torn
 
 
 class FormatChoice(click.ParamType):

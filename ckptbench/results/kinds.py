@@ -100,19 +100,31 @@ _MARKUP_HEAD = re.compile(rb"^\s*<(?:\?xml|!doctype html|html)\b", re.IGNORECASE
 _JSON_BYTES = 64 * 2**20
 
 
+def _utf8(head: bytes) -> bool:
+    """Whether ``head`` is UTF-8 but for characters cut short at its end (the head's end,
+    or the file's: an append killed mid-write, ``cli.outputs.append_text``) or just before
+    a line end (such a torn record, the next append's line end after it)."""
+    at = 0
+    while True:
+        try:
+            head[at:].decode("utf-8")
+            return True
+        except UnicodeDecodeError as err:
+            cut = err.reason in ("unexpected end of data", "invalid continuation byte")
+            end = at + err.end
+            if not cut or err.end - err.start > 3 or head[end : end + 1] not in (b"", b"\n"):
+                return False
+            at = end
+
+
 def not_text(path: str | os.PathLike[str]) -> str | None:
     """What ``path`` is when it is no text that markdown may be appended to (``check
     --summary``): "a binary file" (a NUL byte or no UTF-8 in its head: a plot), "an mprof
     timeline ckptbench wrote", "an XML or HTML document" (JUnit, compare's page) or "a JSON
     document" (the whole file parses: a costs file, a JSON report); None for any other
-    file, an empty one too."""
+    file, an empty one too, and one with a character cut short by a torn append."""
     head = _head(path)
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as err:  # a character cut by the head's end is still text
-        if err.start < len(head) - 3 or len(head) < _HEAD_BYTES:
-            return "a binary file"
-    if b"\0" in head:
+    if b"\0" in head or not _utf8(head):
         return "a binary file"
     if wrote_mprof(path):
         return "an mprof timeline ckptbench wrote"

@@ -109,14 +109,15 @@ def run_dask(
     jobs: list[tuple[int, Case]],
     starting: Callable[[int, int], None],
     done: Done,
-    retrying: Callable[..., None] = lambda index, why, *again: None,
+    retrying: Callable[..., None] = lambda index, why, *again, **attempts: None,
     poll_s: float = 0.2,
     checks: Mapping[int, PluginChecked | None] | None = None,
 ) -> str | None:
     """Measure each (index, case) of ``jobs`` on ``cluster``, calling ``starting(index,
-    attempt)`` when a cell is submitted, ``retrying(index, why[, again])`` when its worker
-    left (or its scheduler restarted: ``again`` says when it is measured again) and it goes
-    back in the queue, and ``done(...)`` when it finished, failed or was lost.
+    attempt)`` when a cell is submitted, ``retrying(index, why[, again], attempts=...)`` when
+    its worker left (or its scheduler restarted: ``again`` says when it is measured again)
+    and it goes back in the queue (``attempts``: its tries so far, the lost one last: history,
+    not the cell's outcome), and ``done(...)`` when it finished, failed or was lost.
 
     Returns None when every cell ended, else why the sweep ended early (the scheduler went
     away or restarted, no workers left); cells in flight then were reported to ``done`` as
@@ -232,7 +233,7 @@ class _Dispatch:
         self.tries.setdefault(index, []).append(attempt)
         if retry and len(self.tries[index]) - self.not_lost.get(index, 0) < ATTEMPTS:
             self.queue.appendleft(index)
-            self.retrying(index, why)
+            self.retrying(index, why, attempts=tuple(self.tries[index]))
             return
         self.done(index, None, _lost_message(self.tries[index]), tuple(self.tries[index]), False)
 
@@ -266,7 +267,8 @@ class _Dispatch:
             self.not_lost[index] = self.not_lost.get(index, 0) + 1
             self.after_restart.add(index)
             self.queue.appendleft(index)
-            self.retrying(index, why, "measuring it again if a worker joins the new scheduler")
+            self.retrying(index, why, "measuring it again if a worker joins the new scheduler",
+                          attempts=tuple(self.tries[index]))  # fmt: skip
         return False
 
     def collect_finished(self, alive: set[str]) -> None:

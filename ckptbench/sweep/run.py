@@ -246,6 +246,9 @@ class _SweepBook:
         self.notes: list[str] = []
         #: the cells whose file this sweep replaces, and why (``preflight.remeasure_reason``)
         self.again = {i: cells[i].remeasure_reason or "" for i in to_run if cells[i].path.exists()}
+        #: what each cell to run came with: the tries an earlier sweep recorded, and why it is
+        #: measured again (a Dask retry adds its lost try and says so until the cell ends)
+        self.before = {i: (cells[i].attempts, cells[i].remeasure_reason) for i in to_run}
         self.said: dict[str, list[str]] = {}  # what Dask workers said of cells -> the cells
         self.manifest_error: str | None = None
         self.manifest = _write_manifest(config, out, cells, started)  # at start: it must work
@@ -317,7 +320,8 @@ class _SweepBook:
         for note in notes:
             self.said.setdefault(note, []).append(self.cells[index].key)
         last = attempts[-1] if attempts else Attempt("")
-        attempts = (*self.cells[index].attempts, *attempts)
+        earlier, reason = self.before.get(index, (self.cells[index].attempts, None))
+        attempts = (*earlier, *attempts)  # a retried cell's lost tries are among these
         if raw is not None:
             error = f"{error}; {keep_unreadable(self.cells[index], raw)}"
         if result is not None:
@@ -336,6 +340,7 @@ class _SweepBook:
                 worker=last.worker,
                 duration_s=last.duration_s,
                 attempts=attempts,
+                remeasure_reason=reason,  # no longer retrying: its outcome is its error
             )
         self.finished(index, outcome)
 
@@ -348,8 +353,21 @@ class _SweepBook:
             out.append(f"{keys[0]}{more}: {note}")
         return out
 
-    def retrying(self, index: int, why: str, again: str = "") -> None:  # queued: not running
-        self.cells[index] = replace(self.cells[index], state=CellState.PENDING, error=why)
+    def retrying(self, index: int, why: str, again: str = "", attempts=()) -> None:
+        """A Dask cell whose try was lost (its worker left, its scheduler restarted), queued
+        again: pending, not failed, as it may well succeed. The lost try is kept in its
+        ``attempts`` (``attempts``: its tries in this sweep) and why it is measured again in
+        ``remeasure_reason``; its ``error`` stays empty, for its final outcome alone."""
+        earlier, reason = self.before.get(index, (self.cells[index].attempts, None))
+        n = len(attempts) or 1
+        retry = f"retrying: attempt {n} lost ({why}); {again or 'measuring it again'}"
+        self.cells[index] = replace(
+            self.cells[index],
+            state=CellState.PENDING,
+            error=None,
+            attempts=(*earlier, *attempts),
+            remeasure_reason=f"{reason}; {retry}" if reason else retry,
+        )
         self.write()
         self.state.cell_retry(self.cells[index].case, why, again)
 
