@@ -11,15 +11,16 @@ from ckptbench.cli.options import (
     any_host_option,
     file_arg,
     folder_arg,
+    format_asked,
     mprof_option,
     path_arg,
     quiet_option,
 )
 from ckptbench.cli.outputs import (
-    FormatChoice,
     check_mprof_files,
     check_side_output,
     expect_verdicts,
+    json_and_format_options,
     make_folder,
     note_writers,
     probe_folder,
@@ -46,15 +47,13 @@ def _sections():
 )
 @click.argument("results", nargs=-1, required=True, type=path_arg())
 @against_option("Results measured before (files or sweep folders); repeatable.")
-@click.option(
-    "--format",
-    "fmt",
-    type=FormatChoice(_sections),
-    default="text",
-    show_default=True,
-    help="text (or its older name, table): aligned text for a terminal; markdown, html (one "
-    "self-contained page with plots), csv (raw numbers in bytes and seconds), json, or any "
-    "format registered in ckptbench.render.formats.",
+@json_and_format_options(
+    _sections,
+    "the report is",
+    "Print the report as JSON (on stdout, or in the -o file): the same as --format json.",
+    formats="text (or its older name, table): aligned text for a terminal; markdown, html "
+    "(one self-contained page with plots), csv (raw numbers in bytes and seconds), json, or "
+    "any format registered in ckptbench.render.formats.",
 )
 @click.option(
     "-o",
@@ -86,7 +85,8 @@ def _sections():
     help="Allow -o/--plots to replace existing files, and --mprof the timelines ckptbench wrote.",
 )
 @quiet_option
-def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_dir, force, quiet):
+def compare(results, against, as_json, fmt, output, min_effect, any_host, plots, mprof_dir, force,
+            quiet):  # fmt: skip
     """Tabulate results; with --against, memory deltas and time ratios with intervals."""
     from ckptbench.analysis import compare as compare_results
     from ckptbench.render import render
@@ -96,6 +96,7 @@ def compare(results, against, fmt, output, min_effect, any_host, plots, mprof_di
     from ckptbench.results.schema import write_atomic
     from ckptbench.results.store import ManifestFiles, load_readable, load_results, missing_cells
 
+    fmt = format_asked(as_json, fmt)  # --json is --format json; a clash is one line
     manifests = ManifestFiles()  # each sweep manifest read once by this command
     try:  # a broken, misfiled or copied cell of a folder is named, the others shown; a
         # file given by name stops

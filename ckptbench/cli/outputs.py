@@ -402,10 +402,11 @@ class FormatChoice(click.ParamType):
         self.fail(not_a_choice(value, self.choices(aliases=False)), param, ctx)
 
 
-def json_and_format_options(sections, what: str, json_help: str):
+def json_and_format_options(sections, what: str, json_help: str, formats: str | None = None):
     """``--json`` and ``--format`` (default text) for a command that prints ``what`` ("the
-    result is"); ``sections`` as :class:`FormatChoice` takes it. The command resolves the pair
-    with ``options.format_asked``."""
+    result is"); ``sections`` as :class:`FormatChoice` takes it, ``formats`` (if given) says
+    what each is. The command resolves the pair with ``options.format_asked``."""
+    formats = formats or "any format of the registry."
 
     def decorate(command):
         command = click.option(
@@ -414,7 +415,7 @@ def json_and_format_options(sections, what: str, json_help: str):
             type=FormatChoice(sections),
             default="text",
             show_default=True,
-            help=f"How {what} printed (--json is --format json): any format of the registry.",
+            help=f"How {what} printed (--json is --format json): {formats}",
         )(command)
         return click.option("--json", "as_json", is_flag=True, help=json_help)(command)
 

@@ -20,6 +20,7 @@ import typing
 from enum import Enum
 from typing import Any
 
+from ckptbench.results.inputs import without_bom
 from ckptbench.results.units import MAX_BYTES
 
 __all__ = [
@@ -200,16 +201,15 @@ def writable_text(value: Any) -> Any:
 
 
 def read_json_limited(path: str | os.PathLike[str], limit_bytes: int, what: str) -> Any:
-    """The JSON document of the regular file ``path`` (:func:`read_regular_file`): UTF-8
-    without NUL bytes, nested at most :data:`MAX_JSON_DEPTH` deep (checked before parsing),
-    no integer longer than :data:`MAX_INT_DIGITS` digits (refused before anything converts
-    it, naming its field). :class:`InputFileError` (one line, without the path) otherwise;
-    ``what`` names the kind of file in it ("result")."""
+    """The JSON document of the regular file ``path`` (:func:`read_regular_file`): UTF-8 without
+    NUL bytes (a leading byte-order mark read as nothing), nested at most :data:`MAX_JSON_DEPTH`
+    deep (checked first), no integer over :data:`MAX_INT_DIGITS` digits (refused unconverted,
+    naming its field); else :class:`InputFileError`, one line without the path naming ``what``."""
     raw = read_regular_file(path, limit_bytes)
     try:
         if b"\x00" in raw:
             raise UnicodeDecodeError("utf-8", raw, raw.index(b"\x00"), raw.index(b"\x00") + 1, "")
-        text = raw.decode("utf-8")
+        text = without_bom(raw.decode("utf-8"))  # Notepad's mark: JSON refuses it
     except UnicodeDecodeError as err:
         raise InputFileError(
             f"binary content at byte {err.start}, not a ckptbench {what}"

@@ -1,13 +1,16 @@
 """An input file's name as its user typed it, and why it could not be read, said alike by
-every command: 'nope/: no such file or folder' (pathlib drops a trailing '/': ``nope``)."""
+every command: 'nope/: no such file or folder' (pathlib drops a trailing '/': ``nope``); and
+the byte-order mark a Windows editor writes first, read alike by every reader
+(:func:`without_bom`)."""
 
 from __future__ import annotations
 
 import os
 import stat
 from pathlib import Path
+from typing import AnyStr
 
-__all__ = ["TypedPath", "named_pipe", "said_path", "typed_path", "unreadable_text"]
+__all__ = ["TypedPath", "named_pipe", "said_path", "typed_path", "unreadable_text", "without_bom"]
 
 
 class TypedPath(type(Path())):  # type: ignore[misc]
@@ -57,3 +60,13 @@ def named_pipe(path: str | os.PathLike[str]) -> bool:
         return False  # the reader says why it cannot be read
     handed = os.path.basename(os.path.realpath(path)).startswith("pipe:")
     return not handed and not os.path.abspath(path).startswith("/dev/")
+
+
+def without_bom(text: AnyStr) -> AnyStr:
+    """``text`` (a file's text, or its bytes) without the UTF-8 byte-order mark that Windows
+    editors write first (Notepad, PowerShell's ``Out-File``): every reader of a file a user
+    gives (results, manifests, costs files, sweep configs) reads a leading one as nothing.
+    One anywhere else is kept, and JSON and TOML refuse it."""
+    if isinstance(text, bytes):
+        return text.removeprefix(b"\xef\xbb\xbf")
+    return text.removeprefix("\ufeff")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.results.files import InputFileError, read_json_limited
+from ckptbench.results.inputs import without_bom
 
 __all__ = [
     "MANIFEST",
@@ -71,8 +72,9 @@ def document_kind(path: str | os.PathLike[str], limit_bytes: int) -> str | None:
     """:data:`RESULT` or :data:`MANIFEST` when the file ``path`` is a ckptbench result or
     sweep manifest (its head as written, else its top-level keys, read from at most
     ``limit_bytes``, else its head as sorted by key), None otherwise (also when it cannot
-    be read, or is no JSON object)."""
-    head = _head(path)
+    be read, or is no JSON object). A leading byte-order mark is read as nothing, as the
+    readers read it (``inputs.without_bom``)."""
+    head = without_bom(_head(path))
     if _MANIFEST_HEAD.match(head):
         return MANIFEST
     if _RESULT_HEAD.match(head):  # also a result cut short: never replaced by a side output
@@ -130,7 +132,7 @@ def not_text(path: str | os.PathLike[str]) -> str | None:
         return "an mprof timeline ckptbench wrote"
     if _MARKUP_HEAD.match(head):
         return "an XML or HTML document"
-    if head.lstrip()[:1] in (b"{", b"["):
+    if without_bom(head).lstrip()[:1] in (b"{", b"["):
         try:
             read_json_limited(path, _JSON_BYTES, "file")
         except (InputFileError, OSError):

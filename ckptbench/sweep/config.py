@@ -47,7 +47,7 @@ from typing import Any
 
 from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND, resolve_device
 from ckptbench.results.files import SHOWN_CHARS, read_text_limited, shown_value
-from ckptbench.results.inputs import named_pipe, said_path, unreadable_text
+from ckptbench.results.inputs import named_pipe, said_path, unreadable_text, without_bom
 from ckptbench.results.schema import Case, CaseError
 from ckptbench.results.units import parse_duration, parse_size
 from ckptbench.schedules import OPTIMAL, STRATEGIES, Setting, get_strategy
@@ -174,7 +174,7 @@ def safe_name(text: str) -> str:
 
 def parse_config(text: str, source: str = "<string>", default_name: str = "sweep") -> SweepConfig:
     """Parse and validate the TOML text of a sweep config."""
-    text = text.removeprefix("\ufeff")  # a byte-order mark (Windows editors): tomllib refuses it
+    text = without_bom(text)  # a byte-order mark (Windows editors): tomllib refuses it
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
