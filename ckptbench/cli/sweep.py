@@ -161,15 +161,17 @@ def _cell_notes(cases, measured) -> list[str]:
     case (a strategy's word on its setting: checkpoint-sequential with one segment
     checkpoints nothing), once per cell, before anything is measured: named by its label
     among ``cases`` (the dry run's) and worded with the config's keys. The grid's clamps
-    are said by its own notes (``cfg.notes``): a cell is canonical by now."""
+    are said by its own notes (``cfg.notes``): a cell is canonical by now. A cell of
+    ``measured`` is one of ``cases`` by its key (what the sweep saves and skips it by), so
+    a copy of it (re-created, or pickled to a Dask worker and back) is still that cell."""
     from ckptbench.render.format import cell_labels
     from ckptbench.sweep.keylines import config_words
 
-    chosen = {id(c) for c in measured}
+    chosen = {c.key for c in measured}
     return [
         f"{label}: {config_words(note)}"
         for case, label in zip(cases, cell_labels(cases), strict=True)
-        if id(case) in chosen
+        if case.key in chosen
         for note in case.effective()[1]
     ]
 
