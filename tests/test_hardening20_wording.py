@@ -281,14 +281,15 @@ def test_before_after_says_what_its_n_column_counts(tmp_path: Path, capsys, monk
 def test_a_planned_run_says_it_measures_its_step_costs_first(capsys, tmp_path):
     """`run --strategy optimal` without --costs measured the step costs in a worker of its
     own before it said anything (seconds to minutes of silence on a large case, beside an
-    estimate that leaves them out); with --costs nothing is measured, nor said."""
+    estimate that leaves them out); the plan line now says them first, in its estimate
+    (tests/test_costs_estimate.py); with --costs nothing is measured, nor said."""
     tiny = ["--model", "rnn", "--steps", "12", "--hidden", "4", "--batch", "2", "--input", "4"]
     budget = ["--strategy", "optimal", "--budget", "16KiB"]
     once = ["--rounds", "1", "--warmup", "0", "--repeats", "1"]
     code, _, err = run_cli(capsys, ["run", *tiny, *budget, *once, "--out", str(tmp_path / "a")])
     assert code == 0, err
-    said = "the plan's step costs are measured first, in a worker of their own"
-    assert said in err and err.index(said) < err.index("measuring rnn 12 steps"), err
+    said = "the plan's step costs first, in a worker of their own"
+    assert said in err and err.index("measuring rnn 12 steps") < err.index(said), err
     costs = tmp_path / "costs.json"
     code, _, err = run_cli(capsys, ["plan", *tiny, "--budget", "16KiB", "--save-costs", str(costs)])
     assert code == 0, err

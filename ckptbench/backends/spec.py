@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ckptbench.backends.contract import Built, CaseView
 from ckptbench.backends.require import MissingPackageError, not_installed_message
+from ckptbench.measure.costwork import CostsWork
 
 __all__ = ["Backend", "BackendSpec", "BackendUnavailableError"]
 
@@ -84,6 +85,9 @@ class BackendSpec:
     #: about how long a worker takes to start on the CPU (interpreter, framework import), s;
     #: for estimates only (``sweep.progress.estimated_seconds``)
     worker_start_s: float = 3.0
+    #: how its step-cost measurement runs (samples, warm-ups, tapes counted or sloped), so
+    #: that an estimate counts it before it runs (``measure.costwork``)
+    costs_work: CostsWork = field(default_factory=CostsWork)
 
     def default_executor(self, device: str) -> str:
         """The executor a case on ``device`` runs without ``--executor``."""

@@ -78,11 +78,35 @@ def _default_out(model: str) -> Path:
 
 
 def _round_seconds(case: Case, modes) -> float:
-    """A rough duration of one round before any is measured (the sweep's cell estimate)."""
-    from ckptbench.sweep.progress import estimated_seconds
+    """A rough duration of one round before any is measured (the sweep's cell estimate of
+    its rounds, ``sweep.progress.rounds_seconds``)."""
+    from ckptbench.sweep.progress import rounds_seconds
 
-    one = estimated_seconds(replace(case, rounds=1))
+    one = rounds_seconds(replace(case, rounds=1))
     return one * len(modes) / 3
+
+
+def _announce(err_console, case: Case, modes, target, costs, quiet: bool):
+    """(a round's rough duration, the plan line to say as the first mode starts). Where a
+    plan's step costs are measured first (strategy optimal without ``--costs``, the
+    checkpointed mode run), the line says them, is in its total (``sweep.progress.
+    costs_seconds``) and is said now, before they are measured: the returned line is None."""
+    from ckptbench.backends import registry
+    from ckptbench.render.console import plan_line
+    from ckptbench.results.schema import Mode
+    from ckptbench.schedules import get_strategy
+    from ckptbench.sweep.progress import costs_seconds
+
+    guess = _round_seconds(case, modes)
+    first = costs is None and get_strategy(case.strategy).planned and Mode.CHECKPOINTED in modes
+    costs_s = costs_seconds(case) if first else None
+    unknown = registry.spec(case.backend).costs_work.unknown if first else ""
+    line = plan_line(case, modes, target, guess, _load(), costs_s, unknown)
+    if not first:
+        return guess, line
+    if not quiet:
+        err_console.print(line, highlight=False, markup=False)
+    return guess, None
 
 
 def _load() -> tuple[float, int] | None:
@@ -323,7 +347,7 @@ def run(
     mprof_dir, as_json, fmt, quiet, verbose, progress_lines, trace,
 ):  # fmt: skip
     """Measure baseline, normal and checkpointed gradients, each in a fresh process."""
-    from ckptbench.render.console import escaped, mode_progress, plan_line, stderr_console
+    from ckptbench.render.console import escaped, mode_progress, stderr_console
     from ckptbench.results.schema import snaps_ignored
 
     fmt = format_asked(as_json, fmt)
@@ -359,7 +383,7 @@ def run(
     err_console = stderr_console()
     for kind, note in shown_notes(notes, quiet):  # -q: the warnings only (costs file, dtype)
         err_console.print(f"[yellow]{kind}[/yellow] {escaped(note)}", highlight=False)
-    guess = _round_seconds(case, mode_list)
+    guess, announce = _announce(err_console, case, mode_list, target, costs, quiet)
     progress_cb, stop = mode_progress(
         err_console,
         mode_list,
@@ -369,7 +393,7 @@ def run(
         lines=progress_lines,
         precision=target,
         guess_round_s=guess,
-        announce=plan_line(case, mode_list, target, guess, _load()),  # said as measuring starts
+        announce=announce,  # said as measuring starts (None: said already)
     )
     measured = measure(
         case,

@@ -88,11 +88,6 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
         costs = read_costs(costs_file, case.steps) if costs_file else None
         if costs is not None and (note := costs_note(costs_file, costs, case)):
             notes += (note,)
-        if costs is None and get_strategy(case.strategy).planned:  # a silent wait otherwise
-            notes += (
-                "the plan's step costs are measured first, in a worker of their own "
-                "(`ckptbench plan --save-costs FILE` keeps them for `--costs FILE`)",
-            )
         target, more = precision_target(ctx, precision, max_rounds, max_time, case, modes)
         notes += more
     except ValueError as err:

@@ -60,7 +60,7 @@ def sweep(
     from ckptbench.render.console import stderr_console
     from ckptbench.render.format import fmt_duration
     from ckptbench.sweep.config import load_config
-    from ckptbench.sweep.progress import estimated_seconds
+    from ckptbench.sweep.progress import estimated_seconds, left_out
     from ckptbench.sweep.run import run_sweep
 
     if retry_failed and not resume:  # alone it would be ignored: a fresh sweep measures all
@@ -83,10 +83,11 @@ def sweep(
     console = stderr_console()
     todo = _cells_to_measure(cfg, out, resume, retry_failed)
     seconds = sum(estimated_seconds(c) for c in todo)
+    roughly = fmt_duration(seconds) + left_out(todo)  # what no estimate knows, said after it
     hours = seconds / 3600
     if (len(todo) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
         try:  # before anything is said: a refusal is its one line
-            _confirm(config, len(todo), fmt_duration(seconds))
+            _confirm(config, len(todo), roughly)
         except BaseException:  # not confirmed: leave no folder it made behind (if still empty)
             with contextlib.suppress(OSError):
                 for folder in made:
@@ -94,7 +95,7 @@ def sweep(
             raise
     if made and out.is_dir():  # kept: said as every output's folder is, so a typo is seen
         click.echo(f"note: created folder {out} for --out", err=True)
-    _say_start(console, cfg, checked, todo, fmt_duration(seconds), out, quiet)
+    _say_start(console, cfg, checked, todo, roughly, out, quiet)
     show_iterations = not quiet and (verbose or progress_lines or console.is_terminal)
     progress = _progress_printer(console, quiet=quiet, show_iterations=show_iterations)
 
@@ -160,15 +161,17 @@ def _cell_notes(cases, measured) -> list[str]:
     case (a strategy's word on its setting: checkpoint-sequential with one segment
     checkpoints nothing), once per cell, before anything is measured: named by its label
     among ``cases`` (the dry run's) and worded with the config's keys. The grid's clamps
-    are said by its own notes (``cfg.notes``): a cell is canonical by now."""
+    are said by its own notes (``cfg.notes``): a cell is canonical by now. A cell of
+    ``measured`` is one of ``cases`` by its key (what the sweep saves and skips it by), so
+    a copy of it (re-created, or pickled to a Dask worker and back) is still that cell."""
     from ckptbench.render.format import cell_labels
     from ckptbench.sweep.keylines import config_words
 
-    chosen = {id(c) for c in measured}
+    chosen = {c.key for c in measured}
     return [
         f"{label}: {config_words(note)}"
         for case, label in zip(cases, cell_labels(cases), strict=True)
-        if id(case) in chosen
+        if case.key in chosen
         for note in case.effective()[1]
     ]
 
@@ -235,7 +238,7 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -
         total_estimate,
     )
     from ckptbench.sweep.preflight import SweepError, check_manifest, plan_cells
-    from ckptbench.sweep.progress import estimated_seconds
+    from ckptbench.sweep.progress import estimated_seconds, left_out
 
     _out_is_a_folder(out)
     try:
@@ -254,6 +257,7 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -
     for kind, note in shown_notes(check_notes, quiet=False):  # the plug-in checks'
         click.echo(f"{kind} {note}")
     total = total_estimate([estimates[i] for i in to_run])  # the shown figures' sum
+    total += left_out([cfg.cases[i] for i in to_run])  # what no estimate knows ahead
     click.echo(
         f"sweep {cfg.name}: {_cells_text(cfg)}, {len(to_run)} to measure, "
         f"roughly {total} -> {out}; dry run: nothing measured, nothing written"

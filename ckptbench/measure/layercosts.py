@@ -41,20 +41,17 @@ from typing import Any
 
 from ckptbench.engine import clock
 from ckptbench.measure import peaks
+from ckptbench.measure.costwork import (  # the constants an estimate counts (costwork.layer_units)
+    MAX_REPEATS,
+    SAMPLE_S,
+    SAMPLES,
+    SLOPE_BYTES,
+    TAPE_SAMPLES,
+    TRACEMALLOC_TAPES,
+)
 from ckptbench.schedules.optimal import Costs
 
 __all__ = ["LayerCostReport", "measure_layer_costs"]
-
-#: A timed sample repeats a fast layer until it takes about this long.
-SAMPLE_S = 1e-3
-#: At most this many repetitions of a layer in one timed sample.
-MAX_REPEATS = 64
-#: The tape slope keeps up to about this many bytes of tapes at once (k2 tapes).
-SLOPE_BYTES = 16 * 2**20
-#: At most this many tapes in a tracemalloc slope: it counts bytes, not pages, so a few
-#: tapes give the slope (on the built-in stacks 4, 8, 16 and 64 tapes agree within about
-#: 2%), and tracing every allocation of 64 tapes made a small stack's costs take 10x longer.
-TRACEMALLOC_TAPES = 8
 
 
 @dataclass(frozen=True)
@@ -168,7 +165,7 @@ def measure_layer_costs(
     *,
     framework: Any,
     names: tuple[str, ...] | None = None,
-    samples: int = 5,
+    samples: int = SAMPLES,
     tape_method: str | None = None,
     device_sync: Callable[[], None] | None = None,
 ) -> LayerCostReport:
@@ -242,6 +239,6 @@ def _tape_samples(fw, ops, chain, i, params, xs, sizes, samples, forced) -> tupl
     method = _peak_method(forced)
     slopes = [
         _slope_tape_bytes(fw, ops, i, xs[i], sizes[i + 1], method)
-        for _ in range(max(1, min(samples, 3)))
+        for _ in range(max(1, min(samples, TAPE_SAMPLES)))
     ]
     return slopes, method

@@ -50,6 +50,7 @@ import numpy as np
 from ckptbench.backends import registry
 from ckptbench.engine import clock
 from ckptbench.measure import peaks as measure
+from ckptbench.measure.costwork import SAMPLES, TAPE_SAMPLES, TAPE_STEPS, TIME_STEPS, slope_steps
 from ckptbench.schedules import STORE_ALL
 from ckptbench.schedules.optimal import Costs, plan_optimal
 
@@ -104,7 +105,7 @@ def measure_step_costs(
     state0: Any,
     inputs: Any,
     *,
-    samples: int = 5,
+    samples: int = SAMPLES,
     tape_steps: tuple[int, int] | None = None,
     tape_method: str | None = None,
     framework: Any = None,
@@ -114,7 +115,8 @@ def measure_step_costs(
     """Measure the step costs of ``workload`` on these arguments (see the module docstring).
 
     ``inputs`` has one row per step of the chain the costs are for (its length sets
-    ``fixed_time_s``). ``tape_steps`` = (k1, k2) defaults to (16, 112), shrunk to fit.
+    ``fixed_time_s``). ``tape_steps`` = (k1, k2) defaults to ``costwork.TAPE_STEPS``, (16,
+    112), shrunk to fit (``costwork.slope_steps``; ``costwork.step_units`` counts this work).
     ``tape_method`` forces "vmhwm" or "tracemalloc" (default: the framework's own count
     where it has one, else tracemalloc). ``framework`` is the backend's framework
     object (default: autograd's, ``ckptbench.backends.autograd.framework``). ``device_sync``
@@ -137,19 +139,17 @@ def measure_step_costs(
     if steps == 1:  # a one-step chain: its step measured twice (the tape is a difference)
         inputs = inputs[[0, 0]]
     method, own = _tape_method(fw, workload, params, state0, inputs, tape_method)
-    k1, k2 = tape_steps if tape_steps is not None else (16, 112)
-    k2 = min(k2, max(steps, 2))
-    k1 = max(1, min(k1, k2 // 4))
+    k1, k2 = slope_steps(steps, tape_steps if tape_steps is not None else TAPE_STEPS)
     if k2 <= k1:
         raise ValueError(f"tape_steps must satisfy k1 < k2 <= steps, got ({k1}, {k2})")
-    k_time = min(max(steps, 2), 200)
+    k_time = min(max(steps, 2), TIME_STEPS)
     kw = {} if executor is None else {"executor": executor}
     whole = device_sync is not None or bool(kw)
     times = _time_samples(
         fw, workload, params, state0, inputs[:k_time], samples, device_sync, whole, kw
     )
     tapes = []
-    for _ in range(max(1, min(samples, 3))):
+    for _ in range(max(1, min(samples, TAPE_SAMPLES))):
         if own is not None:
             tapes.append(own)
             continue

@@ -208,42 +208,69 @@ class JobClock:
 
 
 def plan_line(
-    case: Case, modes: Any, target: Any, round_s: float, load: tuple[float, int] | None = None
+    case: Case,
+    modes: Any,
+    target: Any,
+    round_s: float,
+    load: tuple[float, int] | None = None,
+    costs_s: float | None = None,
+    costs_unknown: str = "",
 ) -> str:
     """What ``run`` will do and about how long, said before measuring: 'measuring lstm 1000
     steps, 31 snaps (revolve): baseline, normal, checkpointed in a fresh process each, 1
     warm-up + 1 iteration per round; 6 rounds of ~28 s, then more until the slowdown is
     within +/-5% (at most 30 rounds; none that would end past --max-time 4 min): about 2 min
     47 s to 4 min 28 s.' ``target`` is ``--precision`` (None: exactly ``case.rounds``);
-    ``load`` (load average, cores) adds a note when the machine is busy."""
+    ``load`` (load average, cores) adds a note when the machine is busy; ``costs_s``: the
+    step costs a plan needs, measured first (None: none measured), in every total, with
+    what that estimate leaves out (``costs_unknown``, e.g. "JAX's compilations")."""
     names = ", ".join(m.value for m in modes)
     per = f"{case.warmup} warm-up + {case.repeats} iteration{'s' if case.repeats > 1 else ''}"
+    first_costs, costs_s = _costs_first(costs_s, costs_unknown)
     head = (
-        f"measuring {case.model} {case.steps} steps, {setting_text(case)}: "
+        f"measuring {case.model} {case.steps} steps, {setting_text(case)}: {first_costs}"
         f"{names} in a fresh process each, {per} per round; "
     )
     least = case.rounds * round_s
     busy = _busy_note(load)
     rounds = f"{case.rounds} round{'s' if case.rounds != 1 else ''}"
     if target is None:
-        return head + f"{rounds} of ~{fmt_duration(round_s)}: about {fmt_duration(least)}.{busy}"
+        total = f"about {fmt_duration(costs_s + least)}"
+        return head + f"{rounds} of ~{fmt_duration(round_s)}: {total}{_plus(costs_unknown)}.{busy}"
     cap = target.max_time_s
     two = target.min_rounds * round_s  # these run however long: the cap never stops them
     first = max(min(least, cap + round_s), two)
     most = max(min(target.max_rounds * round_s, cap + round_s), two)
     past = f", but the first {target.min_rounds} always run" if two > cap else ""
     span = (
-        f"about {fmt_duration(first)}"
+        f"about {fmt_duration(costs_s + first)}"
         if most - first < 30
-        else f"about {fmt_duration(first)} to {fmt_duration(most)}"
+        else f"about {fmt_duration(costs_s + first)} to {fmt_duration(costs_s + most)}"
     )
     return head + (
         f"{rounds} of ~{fmt_duration(round_s)}, then more until the slowdown is "
         f"within +/-{fmt_percent(target.target_rel, 0)} (at most {target.max_rounds} rounds; "
         "none that would "
-        f"end past --max-time {fmt_duration(cap)}{past}): {span}.{busy} Ctrl-C keeps the "
-        "complete rounds."
+        f"end past --max-time {fmt_duration(cap)}{past}): {span}{_plus(costs_unknown)}.{busy} "
+        "Ctrl-C keeps the complete rounds."
     )
+
+
+def _costs_first(costs_s: float | None, unknown: str) -> tuple[str, float]:
+    """('the plan's step costs first, in a worker of their own (~8 s; ...), then ', 8.0),
+    or ('', 0.0) where no step costs are measured (``costs_s`` None)."""
+    if costs_s is None:
+        return "", 0.0
+    return (
+        f"the plan's step costs first, in a worker of their own (~{fmt_duration(costs_s)}"
+        f"{_plus(unknown)}; `ckptbench plan --save-costs FILE` keeps them for `--costs FILE`), "
+        "then "
+    ), costs_s
+
+
+def _plus(unknown: str) -> str:
+    """' plus JAX's compilations': what an estimate leaves out, said after it."""
+    return f" plus {unknown}" if unknown else ""
 
 
 def _busy_note(load: tuple[float, int] | None) -> str:

@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from ckptbench.backends.registry import spec as backend_spec
+from ckptbench.measure.costwork import costs_units
 from ckptbench.results.schema import Case, Mode, ModeResult
 from ckptbench.schedules import get_strategy
 from ckptbench.sweep.cells import CellOutcome
@@ -24,7 +25,10 @@ __all__ = [
     "ProgressTracker",
     "SweepProgress",
     "cell_cost",
+    "costs_seconds",
     "estimated_seconds",
+    "left_out",
+    "rounds_seconds",
 ]
 
 
@@ -128,18 +132,59 @@ ACCELERATOR_SECONDS_PER_UNIT = 0.0002
 _ACCELERATOR_START_S = 10.0
 
 
-def estimated_seconds(case: Case) -> float:
-    """A rough wall time for measuring a cell (for the confirmation of large sweeps and
-    ``run``'s plan line; not a prediction): on the CPU scaled from the reference LSTM step by
-    the step's matmul work, on an accelerator by step count alone, plus every worker's
-    start-up."""
+def unit_price(case: Case) -> tuple[float, float]:
+    """(seconds per unit of :func:`cell_cost`, a worker's start-up in seconds): on the CPU
+    scaled from the reference LSTM step by the step's matmul work, on an accelerator by step
+    count alone."""
     if case.device == "cpu":
         flops = 2 * case.batch * (case.input + case.hidden) * 4 * case.hidden
         per_unit = SECONDS_PER_UNIT * max(flops / _REFERENCE_FLOPS, 0.05)
-        start_s = backend_spec(case.backend).worker_start_s
-    else:
-        per_unit, start_s = ACCELERATOR_SECONDS_PER_UNIT, _ACCELERATOR_START_S
+        return per_unit, backend_spec(case.backend).worker_start_s
+    return ACCELERATOR_SECONDS_PER_UNIT, _ACCELERATOR_START_S
+
+
+def rounds_seconds(case: Case) -> float:
+    """A rough wall time of the cell's rounds (:func:`unit_price`): its :func:`cell_cost`
+    and every worker's start-up."""
+    per_unit, start_s = unit_price(case)
     return cell_cost(case) * per_unit + start_s * case.rounds * 3
+
+
+def costs_seconds(case: Case) -> float:
+    """A rough wall time of the step-cost measurement a planned strategy's cell runs before
+    its rounds, in a worker of its own (``measure.runner``; none for another strategy): its
+    step evaluations (``measure.costwork.costs_units``, per layer on a built-in chain) at
+    the price of the cell's and one more worker's start-up. What no estimate knows ahead
+    (JAX's compilations) is its backend's ``costs_work.unknown``."""
+    if not get_strategy(case.strategy).planned:
+        return 0.0
+    from ckptbench.workloads import BUILTIN_CHAINS
+
+    per_unit, start_s = unit_price(case)
+    whole = case.device != "cpu" or case.executor_used not in (None, "engine")
+    units = costs_units(
+        backend_spec(case.backend).costs_work, case.steps, chain=case.model in BUILTIN_CHAINS,
+        step_s=per_unit, whole_gradient=whole,
+    )  # fmt: skip
+    return units * per_unit + start_s
+
+
+def estimated_seconds(case: Case) -> float:
+    """A rough wall time for measuring a cell (for the confirmation of large sweeps, the
+    dry run; not a prediction): its step costs where its strategy plans
+    (:func:`costs_seconds`), then its rounds (:func:`rounds_seconds`)."""
+    return costs_seconds(case) + rounds_seconds(case)
+
+
+def left_out(cases: list[Case]) -> str:
+    """What the estimates of ``cases`` leave out, said after their total: ' plus JAX's
+    compilations' where a planned cell's step costs compile (``costs_work.unknown``)."""
+    parts = dict.fromkeys(
+        backend_spec(c.backend).costs_work.unknown
+        for c in cases
+        if get_strategy(c.strategy).planned
+    )
+    return "".join(f" plus {part}" for part in parts if part)
 
 
 def _planned_advances(case: Case) -> int:

@@ -34,6 +34,7 @@ from typing import Any
 
 from ckptbench.backends.require import MissingPackageError, require
 from ckptbench.backends.spec import BackendSpec
+from ckptbench.measure.costwork import CostsWork
 
 __all__ = ["INSTALL_HINT", "SPEC", "JaxMissingError", "pin_threads", "require_jax"]
 
@@ -54,6 +55,10 @@ SPEC = BackendSpec(
     device_executors=(("cpu", "compiled"),),
     chain_executors=("engine",),
     install_hint=INSTALL_HINT,
+    # costs.measure_jax_costs: each scan and gradient compiled, run once, then timed 3 times
+    costs_work=CostsWork(
+        samples=3, warmups=1, whole_chain=True, counts_tapes=True, unknown="JAX's compilations"
+    ),
     untraced="JAX dispatches its compiled pieces asynchronously (and the compiled executor "
     "runs the schedule inside XLA), so a host clock and RSS read at each action would not "
     "be that action's",

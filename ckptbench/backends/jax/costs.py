@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ckptbench.backends.jax import SPEC
 from ckptbench.backends.jax.binding import COUNTERS, compiled_checkpoint, tape_layout
 from ckptbench.backends.jax.device import resolve_device
 from ckptbench.backends.jax.table import encode
@@ -92,7 +93,7 @@ def _best_engine(wl: Any, layout: Any, args: tuple, samples: int) -> float | Non
     return min(times)
 
 
-def measure_jax_costs(case: Case, samples: int = 3) -> dict[str, Any]:
+def measure_jax_costs(case: Case, samples: int = SPEC.costs_work.samples) -> dict[str, Any]:
     """The step costs of ``case``'s workload on JAX: ``{"costs": Costs document, ...}``."""
     sizes = Sizes(hidden=case.hidden, batch=case.batch, input=case.input, output=case.output)
     wl = load_jax_workload(case.model, sizes, getattr(case, "dtype", "float64") or "float64")

@@ -29,6 +29,7 @@ import numpy as np
 
 from ckptbench.backends.jax.chain import JaxChainOps, chain_ops, tape_nbytes
 from ckptbench.backends.jax.device import resolve_device
+from ckptbench.measure.costwork import SAMPLES
 from ckptbench.measure.layercosts import measure_layer_costs
 from ckptbench.workloads.chain import check_chain_init, layer_names
 
@@ -97,7 +98,7 @@ def _blocked() -> None:
     """Every timed call blocks on its own results (nothing else to wait for)."""
 
 
-def measure_jax_layer_costs(case: Case, wl: Any, samples: int = 5) -> dict[str, Any]:
+def measure_jax_layer_costs(case: Case, wl: Any, samples: int = SAMPLES) -> dict[str, Any]:
     """The per-layer costs of ``case``'s chain ``wl`` on JAX (a ``costs_report`` document:
     :meth:`ckptbench.measure.layercosts.LayerCostReport.as_dict` and the device)."""
     device = resolve_device(case.device)

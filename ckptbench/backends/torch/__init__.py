@@ -30,6 +30,7 @@ from typing import Any
 
 from ckptbench.backends.require import MissingPackageError, require
 from ckptbench.backends.spec import BackendSpec
+from ckptbench.measure.costwork import CostsWork
 
 __all__ = ["INSTALL_HINT", "SPEC", "TorchMissingError", "require_torch"]
 
@@ -61,6 +62,7 @@ SPEC = BackendSpec(
     ),
     install_hint=INSTALL_HINT,
     primes_modes=True,  # measure/priming.py: libtorch's code pages, resident in every mode
+    costs_work=CostsWork(counts_tapes=True),  # tapes from saved-tensor hooks (tapes.py)
 )
 
 
