@@ -6,14 +6,22 @@ imported in place of the library by ``compare`` or ``check``. The package itself
 imported by now (its modules load through its own path), so the entry is dropped before
 anything else is imported, as Python's ``-P`` would. Plug-ins named as modules are still
 found from the current folder: the worker looks there itself, in its own process.
+
+A Ctrl-C before :func:`ckptbench.entry.main` takes over ends as one there does: one line,
+exit status 130.
 """
 
-import os
 import sys
 
-if not sys.flags.safe_path and sys.path and sys.path[0] in ("", os.getcwd()):
-    del sys.path[0]
+try:
+    import os
 
-from ckptbench.entry import main  # after the path is as the console script's
+    if not sys.flags.safe_path and sys.path and sys.path[0] in ("", os.getcwd()):
+        del sys.path[0]
+
+    from ckptbench.entry import main  # after the path is as the console script's
+except KeyboardInterrupt:
+    sys.stderr.write("ckptbench: interrupted while starting\n")
+    raise SystemExit(130) from None
 
 main()

@@ -4,6 +4,7 @@ errors. Each test failed on the code before its fix."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -246,8 +247,12 @@ def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_130(monkeypat
         raise KeyboardInterrupt
 
     monkeypatch.setattr(entry.importlib, "import_module", interrupted)
-    with pytest.raises(SystemExit) as stop:
-        entry.main()
+    before = signal.getsignal(signal.SIGINT)
+    try:  # the console script ignores SIGINT once its status is decided: restored here
+        with pytest.raises(SystemExit) as stop:
+            entry.main()
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert stop.value.code == 130
     assert capsys.readouterr().err == "ckptbench: interrupted while starting\n"
 

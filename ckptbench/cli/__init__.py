@@ -57,6 +57,11 @@ Every option of a command: ckptbench COMMAND --help
 Docs: README.md; docs/usage.md (files, reports, CI), docs/plugins.md (your model)."""
 
 
+class _Aborted(Exception):
+    """A Ctrl-C that no command handled, carried past click, which wrote a blank line to
+    stderr before its own ``Abort`` (two lines where every other stop says one)."""
+
+
 class _Commands(click.Group):
     """The command group; a pipe closed early ends it with :data:`EXIT_BROKEN_PIPE` before
     click's own handling (exit 1, a failure's status) sees it. ``--help`` lists the
@@ -81,6 +86,8 @@ class _Commands(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Aborted from None
         except InputError:  # refused: no empty folder of its outputs left behind
             remove_made_folders(ctx)
             raise
@@ -162,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         rv = cli.main(args=argv, prog_name="ckptbench", standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, _Aborted):
         click.echo("ckptbench: aborted", err=True)
         sys.exit(130)
     except click.UsageError as e:

@@ -46,8 +46,8 @@ def closed_form_table(steps: int, snaps: int, strategy: str) -> Table:
         ("taped steps", f"{steps}"),
         ("total step evaluations (t + l)", f"{t + steps}"),
         ("recomputation factor t / l", _ratio(t, steps)),
-        ("peak snapshots (at most)", f"{peak}"),
-        ("max advances of one step (at most)", f"{r}"),
+        ("peak snapshots", f"{peak}"),
+        ("max advances of one step", f"{r}"),
     ]
     return _quantities(f"{strategy} schedule: {steps} steps, {s} snaps (closed form)", rows)
 

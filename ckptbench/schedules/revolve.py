@@ -165,8 +165,13 @@ def _revolve(l: int, s: int) -> Iterator[Action]:
     yield new(A, (ActionKind.TERMINATE, None, None, None, None))
 
 
-def _slots(steps: int, snaps: int) -> int:
-    return snaps
+def _peak(steps: int, snaps: int) -> int:
+    """The most slots held at once, exactly, as the replay counts them: all ``snaps`` while
+    they are fewer than the steps; with a slot per step (``snaps`` clamped to l) x_0 ..
+    x_{l-2}, l - 1, since x_{l-1} is in hand when the reversal begins and never stored; and
+    x_0's slot for a one-step chain. ``tests/test_revolve_peak.py`` replays every l <= 60,
+    s <= l + 3 against it."""
+    return max(1, min(snaps, steps - 1))
 
 
 #: Optimal binomial checkpointing: the fewest advances for s slots; the reference curve.
@@ -177,7 +182,7 @@ REVOLVE = StrategySpec(
     setting=Setting.SNAPS,
     help="optimal binomial checkpointing with --snaps slots (Griewank & Walther)",
     stream=schedule,
-    closed_form=ClosedForm(optimal_forward_steps, _slots, repetition_number),
+    closed_form=ClosedForm(optimal_forward_steps, _peak, repetition_number),
     lower_bound=optimal_forward_steps,
     fits_budget=True,
     reference=True,

@@ -79,11 +79,13 @@ class Setting(Enum):
 
 @dataclass(frozen=True)
 class ClosedForm:
-    """A strategy's counts from formulas alone, for any size (``s``: the effective snaps)."""
+    """A strategy's counts from formulas alone, for any size (``s``: the effective snaps):
+    each exactly what a replay of its stream counts (tests/test_revolve_peak.py and
+    tests/test_hardening21_storeall.py check them)."""
 
     advances: Callable[[int, int], int]  # untaped advances t, first sweep included
-    peak: Callable[[int, int], int]  # most snapshots held at once (at most)
-    repetitions: Callable[[int, int], int]  # r: the most advances of one step (at most)
+    peak: Callable[[int, int], int]  # most snapshots held at once, as the replay counts
+    repetitions: Callable[[int, int], int]  # r: the most advances of one step, likewise
 
 
 class StreamCase(Protocol):

@@ -1,0 +1,151 @@
+"""A Ctrl-C ends ckptbench with one line and exit status 130 wherever its code runs, and
+none changes the status once it is decided.
+
+`python -m ckptbench` sometimes died by SIGINT (wait status -2) after saying `aborted` or
+`interrupted while starting`: the KeyboardInterrupt had been raised in code Python ran from
+a string (a dataclass's generated methods, a namedtuple), which CPython records as
+unhandled even though ckptbench caught it, and under -m it then kills itself with SIGINT
+on the way out. A second Ctrl-C while Python shut down raised in its exit handlers (a
+traceback) or, once its handlers were gone, killed it outright. click's own Abort also
+wrote a blank line before `ckptbench: aborted`.
+
+Each subprocess here is stopped at a point a hook makes certain (a `sitecustomize` on its
+path, which Python imports at start-up): the test waits for the hook's marker file, never
+for a time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from _cli import run_cli
+
+import ckptbench
+
+ROOT = Path(ckptbench.__file__).resolve().parents[1]  # the ckptbench under test
+
+#: Python imports this at start-up (before ckptbench): SIGINT as in a terminal, whatever
+#: the test run inherited, and one hook chosen by CKPTBENCH_TEST_HOOK.
+SITECUSTOMIZE = """\
+import atexit, os, signal, sys
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+HOOK = os.environ.get("CKPTBENCH_TEST_HOOK", "")
+
+
+# the marker is written from the string's code, so the Ctrl-C lands in it
+WAIT = "import time\\nopen('waiting', 'w').close()\\nwhile True:\\n    time.sleep(0.01)\\n"
+
+
+class _WaitInString:
+    # At the first import of ckptbench.<module>: say so in a file, then wait for the test's
+    # Ctrl-C in code run from a string, as a dataclass's generated methods are.
+    def __init__(self, module):
+        self.module = module
+
+    def find_spec(self, name, path=None, target=None):
+        if name == self.module:
+            sys.meta_path.remove(self)
+            exec(WAIT, {})
+        return None
+
+
+class _CtrlCAtTeardown:
+    # Cleared with this module as Python tears its modules down, after ckptbench exited.
+    def __del__(self, kill=os.kill, pid=os.getpid(), sig=signal.SIGINT):
+        kill(pid, sig)
+
+
+if HOOK.startswith("wait:"):
+    sys.meta_path.insert(0, _WaitInString(HOOK[len("wait:"):]))
+elif HOOK == "atexit":  # registered first, so it runs after every handler of ckptbench's
+    atexit.register(lambda: os.kill(os.getpid(), signal.SIGINT))
+elif HOOK == "teardown":
+    held = _CtrlCAtTeardown()
+"""
+
+
+def _start(tmp_path: Path, hook: str, *argv: str) -> subprocess.Popen:
+    (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    path = os.pathsep.join(filter(None, (str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH"))))
+    env = {**os.environ, "PYTHONPATH": path, "CKPTBENCH_TEST_HOOK": hook}
+    return subprocess.Popen(
+        [sys.executable, "-m", "ckptbench", *argv],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _ctrl_c_when_waiting(tmp_path: Path, proc: subprocess.Popen) -> tuple[int, str]:
+    while not (tmp_path / "waiting").exists():
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate()
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize(
+    ("module", "line"),
+    [
+        ("ckptbench.cli", "ckptbench: interrupted while starting"),  # entry's import guard
+        ("ckptbench.render", "ckptbench: aborted"),  # schedule imports it as it runs
+    ],
+)
+def test_a_ctrl_c_in_code_run_from_a_string_exits_130(tmp_path, module, line) -> None:
+    """It died by SIGINT (-2) after its line, under `python -m ckptbench`."""
+    proc = _start(tmp_path, f"wait:{module}", "schedule", "--steps", "10", "--snaps", "3")
+    code, err = _ctrl_c_when_waiting(tmp_path, proc)
+    assert (code, err) == (130, line + "\n")
+
+
+@pytest.mark.parametrize("hook", ["atexit", "teardown"])
+def test_a_ctrl_c_while_python_shuts_down_changes_nothing(tmp_path, hook) -> None:
+    """After ckptbench has said its outcome and exited 0, a Ctrl-C in Python's exit handlers
+    printed 'Exception ignored in atexit callback' and a traceback; one as Python tore its
+    modules down killed it by SIGINT (-2). Now the status stands and nothing is said."""
+    proc = _start(tmp_path, hook, "schedule", "--steps", "10", "--snaps", "3")
+    out, err = proc.communicate()
+    assert (proc.returncode, err) == (0, "")
+    assert "peak snapshots" in out
+
+
+def test_an_unhandled_ctrl_c_is_one_line(capsys, monkeypatch) -> None:
+    """click's Abort wrote a blank line to stderr before `ckptbench: aborted`."""
+    import ckptbench.render
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckptbench.render, "schedule_table", stopped)
+    code, out, err = run_cli(capsys, ["schedule", "--steps", "10", "--snaps", "3"])
+    assert (code, out, err) == (130, "", "ckptbench: aborted\n")
+
+
+def test_a_ctrl_c_past_the_command_line_is_one_line(capsys, monkeypatch) -> None:
+    """A KeyboardInterrupt out of ckptbench.cli.main (a second Ctrl-C while it said the
+    first) ended in a traceback; the console script says one line and exits 130, and
+    ignores SIGINT from then on (restored here for the rest of the test run)."""
+    import ckptbench.cli
+    from ckptbench import entry
+
+    def stopped(argv=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckptbench.cli, "main", stopped)
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as stop:
+            try:
+                entry.main()
+            except KeyboardInterrupt:  # not let through: it would stop the test run
+                pytest.fail("a KeyboardInterrupt came out of the console script")
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == "ckptbench: aborted\n"
