@@ -13,7 +13,7 @@ Once ckptbench has its exit status, two things of CPython's own could still chan
   from a string (``exec``: every dataclass's generated methods, ``namedtuple``), even though
   ckptbench caught it: Python records such an interrupt as unhandled and, under ``-m``
   only, kills itself with SIGINT once it has shut down. A string evaluated without one
-  clears that record (:func:`_settled`).
+  clears that record (:func:`_settle`).
 * A second Ctrl-C while Python shuts down raised ``KeyboardInterrupt`` in its thread joins
   or exit handlers ("Exception ignored in ... Traceback"), or, once its handlers are gone,
   killed the process by SIGINT. From then on SIGINT is ignored: ckptbench has said its
