@@ -111,3 +111,18 @@ def test_force_replaces_an_empty_file(tmp_path: Path):
     report.touch()
     res = CliRunner().invoke(cli, ["compare", str(src), "-o", str(report), "--force", "-q"])
     assert res.exit_code == 0 and report.stat().st_size > 0, res.output
+
+
+def test_run_out_says_a_foreign_file_is_no_result_before_asking_for_force(tmp_path: Path):
+    """A file of the user's at ``run --out`` was 'exists; pass --force to replace it', and
+    with --force then refused as no result: it is said at once, as the side outputs say it."""
+    from ckptbench.cli.options import InputError
+    from ckptbench.cli.outputs import check_out
+
+    mine = tmp_path / "mine.json"
+    mine.write_text("my notes\n")
+    for force in (False, True):
+        with pytest.raises(InputError, match="is not a ckptbench result") as err:
+            check_out(mine, force)
+        assert "pass --force" not in str(err.value) and "remove it or use another" in str(err.value)
+    assert mine.read_text() == "my notes\n"
