@@ -67,13 +67,19 @@ def test_a_reference_gate_without_a_reference_is_refused(swept, option):
 
 
 def test_a_side_output_is_refused_before_any_verdict(swept):
-    Path("junit.xml").write_text("old")
+    assert CliRunner().invoke(cli, ["check", "out", "--junit", "junit.xml", "-q"]).exit_code == 0
+    old = Path("junit.xml").read_text()
     res = CliRunner().invoke(cli, ["check", "out", "--junit", "junit.xml"])
     assert res.exit_code == 2
     assert "ckptbench check:" not in res.output and "exists" in res.output
-    assert Path("junit.xml").read_text() == "old"
+    assert Path("junit.xml").read_text() == old
     res = CliRunner().invoke(cli, ["check", "out", "--junit", "junit.xml", "--force"])
     assert res.exit_code == 0 and "PASSED" in res.output and "wrote junit.xml" in res.output
+    Path("junit.xml").write_text("old")  # not JUnit XML ckptbench wrote: kept, --force or not
+    res = CliRunner().invoke(cli, ["check", "out", "--junit", "junit.xml", "--force"])
+    assert res.exit_code == 2 and "ckptbench check:" not in res.output
+    assert "not JUnit XML ckptbench wrote" in res.output and "remove it" in res.output
+    assert Path("junit.xml").read_text() == "old"
 
 
 def test_limits_print_at_the_precision_of_their_size():

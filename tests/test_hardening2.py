@@ -266,12 +266,19 @@ def test_side_outputs_never_replace_results_or_inputs(fake, tmp_path):
 def test_side_outputs_replace_only_with_force(fake, tmp_path):
     result = _result_file(tmp_path)
     report = tmp_path / "report.md"
-    report.write_text("mine")
-    res = invoke(["compare", str(result), "--format", "markdown", "-o", str(report)])
+    write = ["compare", str(result), "--format", "markdown", "-o", str(report)]
+    assert invoke(write).exit_code == 0
+    earlier = report.read_text()
+    res = invoke(write)
     assert res.exit_code == 2 and "--force" in res.output
+    assert report.read_text() == earlier
+    inode = report.stat().st_ino
+    res = invoke([*write, "--force"])  # its own earlier report: replaced
+    assert res.exit_code == 0 and report.stat().st_ino != inode
+    report.write_text("mine")  # a file of the user's: never replaced, --force or not
+    res = invoke([*write, "--force"])
+    assert res.exit_code == 2 and "not a report ckptbench wrote" in res.output
     assert report.read_text() == "mine"
-    res = invoke(["compare", str(result), "--format", "markdown", "-o", str(report), "--force"])
-    assert res.exit_code == 0 and report.read_text() != "mine"
     summary = tmp_path / "summary.md"
     summary.write_text("earlier\n")  # appending to a summary is its purpose
     res = invoke(["check", str(result), "--summary", str(summary)])

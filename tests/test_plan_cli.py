@@ -191,14 +191,19 @@ def test_save_costs_never_replaces_a_file_unless_forced(tmp_path):
     costs = tmp_path / "costs.json"
     costs.write_text(json.dumps(COSTS))
     saved = tmp_path / "saved.json"
-    saved.write_text("mine\n")
+    earlier = {**COSTS, "forward_time_s": 9.0}  # a costs file saved before
+    saved.write_text(json.dumps(earlier))
     base = ["plan", "--steps", "300", "--budget", "4MiB", "--costs", str(costs), "-q"]
     res = CliRunner().invoke(cli, [*base, "--save-costs", str(saved)])
     assert res.exit_code == 2 and "--save-costs" in res.output and "--force" in res.output
-    assert len(res.output.strip().splitlines()) == 1 and saved.read_text() == "mine\n"
+    assert len(res.output.strip().splitlines()) == 1 and json.loads(saved.read_text()) == earlier
     res = CliRunner().invoke(cli, [*base, "--save-costs", str(saved), "--force"])
     assert res.exit_code == 0, res.output
     assert json.loads(saved.read_text()) == {**COSTS, "fixed_time_s": 0.0}
+    saved.write_text("mine\n")  # not a costs file: kept, --force or not
+    res = CliRunner().invoke(cli, [*base, "--save-costs", str(saved), "--force"])
+    assert res.exit_code == 2 and "is not a costs file" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and saved.read_text() == "mine\n"
     link = tmp_path / "link.json"
     link.symlink_to(costs)
     for target in (link, costs):  # never through a link; never over the command's input

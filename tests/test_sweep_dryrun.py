@@ -126,3 +126,20 @@ def test_a_one_cell_sweep_says_one_cell_not_one_cells(tmp_path: Path) -> None:
     assert "sweep tiny: 1 cell, 1 to measure" in res.output
     assert "1 cell, 1 to measure (dry run)" in res.output
     assert "1 cells" not in res.output
+
+
+def test_a_sweep_says_its_estimate_as_its_dry_run_does(tmp_path: Path, monkeypatch):
+    """The same grid was 'roughly 3.0 s' in --dry-run's last line and 'roughly 3 s' in the
+    real sweep's start line: one estimate, said one way (``sweepplan.total_estimate``)."""
+    config = tmp_path / "est.toml"
+    config.write_text('name = "est"\n[case]\nmodel = "rnn"\nsteps = 6\nhidden = 2\nrounds = 1\n'
+                      "warmup = 0\nrepeats = 1\n[grid]\nsnaps = [2, 3]\n")  # fmt: skip
+    monkeypatch.setenv("COLUMNS", "200")
+    out = str(tmp_path / "o")
+    dry = CliRunner().invoke(cli, ["sweep", str(config), "--out", out, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    real = CliRunner().invoke(cli, ["sweep", str(config), "--out", out])
+    assert real.exit_code == 0, real.output
+    said = [re.search(r", (roughly [^,>]+?) -> ", r.output) for r in (dry, real)]
+    assert said[0] is not None and said[1] is not None, (dry.output, real.output)
+    assert said[0].group(1) == said[1].group(1), (dry.output, real.output)

@@ -104,7 +104,9 @@ def _sections():
     help=f"Also write JUnit XML here (one testcase per check) for CI test reports. Not '-': "
     f"{_JUNIT_THERE}.",
 )
-@click.option("--force", is_flag=True, help="Allow --junit to replace an existing file.")
+@click.option(
+    "--force", is_flag=True, help="Allow --junit to replace JUnit XML ckptbench wrote, no other."
+)
 @quiet_option
 def check(results, against, config, memory_tolerance, memory_floor, time_tolerance, any_host,
           summary, fmt, junit, force, quiet):  # fmt: skip
@@ -113,11 +115,12 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     from ckptbench.analysis.limits import ConfigFiles, config_sources
     from ckptbench.render.formats import render
     from ckptbench.render.reports import check_report
+    from ckptbench.results.kinds import JUNIT
     from ckptbench.results.store import StoreError, check_output
 
     _needs_against(against)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    targets = [(summary, "--summary", True)] if summary is not None else []
+    targets = [(summary, "--summary", True)] if summary is not None else []  # appended to
     if step_summary and (summary is None or Path(step_summary).resolve() != summary.resolve()):
         targets.append((Path(step_summary), "$GITHUB_STEP_SUMMARY", True))
     if junit is not None:
@@ -131,7 +134,8 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
         raise InputError(str(err)) from None
     for path, what, append in targets:  # refused before any verdict is printed (exit 2)
         try:
-            check_output(path, what, inputs=inputs, replace=force, append=append)
+            check_output(path, what, inputs=inputs, replace=force, append=append,
+                         own=None if append else JUNIT)  # fmt: skip
         except StoreError as err:
             raise InputError(str(err)) from None
     for path, what, _ in targets:  # folders made as each file is written, once all pass

@@ -33,6 +33,7 @@ from ckptbench.cli.outputs import (
 )
 from ckptbench.cli.values import FRACTION
 from ckptbench.results.inputs import said_path
+from ckptbench.results.kinds import PLOTS, REPORTS
 
 
 def _sections():
@@ -82,7 +83,8 @@ def _sections():
 @click.option(
     "--force",
     is_flag=True,
-    help="Allow -o/--plots to replace existing files, and --mprof the timelines ckptbench wrote.",
+    help="Allow -o, --plots and --mprof to replace the reports, plots and timelines ckptbench "
+    "wrote there before (never another file).",
 )
 @quiet_option
 def compare(results, against, as_json, fmt, output, min_effect, any_host, plots, mprof_dir, force,
@@ -158,7 +160,7 @@ def _check_outputs(after, before, output, plots, mprof_dir, inputs, force) -> li
     each is made as it is written); one line
     and exit 2 otherwise, with nothing written. The plots to write, (path, PNG bytes)."""
     if output is not None:
-        check_side_output(output, "-o", inputs, force)
+        check_side_output(output, "-o", inputs, force, own=REPORTS)
     figures = []
     if plots is not None:
         from ckptbench.render.plots import plot_files
@@ -169,7 +171,7 @@ def _check_outputs(after, before, output, plots, mprof_dir, inputs, force) -> li
     if mprof_dir is not None:
         targets += check_mprof_files(after, mprof_dir, inputs, force)
     for path, _ in figures:  # a link is named as one, before two links to one file
-        check_side_output(path, "--plots", inputs, force)
+        check_side_output(path, "--plots", inputs, force, own=PLOTS)
     refuse_duplicates(targets)
     if output is not None:  # folders made as each is written, once all are checked
         probe_writable(output, "-o", make=False)

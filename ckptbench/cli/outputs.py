@@ -162,6 +162,7 @@ def check_mprof_dir(
     adds rounds; see ``store.check_output``) but timelines ckptbench wrote, with ``force``,
     none of them the result file ``out``."""
     from ckptbench.render.mprof import mprof_name
+    from ckptbench.results.kinds import MPROF
     from ckptbench.results.store import StoreError, check_output
 
     # as render.mprof names them: a round suffix once the result has more than one round
@@ -181,7 +182,7 @@ def check_mprof_dir(
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(13, "the folder is not writable")
         for name in names:
-            check_output(folder / name, "--mprof", replace=force, mprof=True, hint=_MPROF_HINT)
+            check_output(folder / name, "--mprof", replace=force, own=MPROF, hint=_MPROF_HINT)
     except OSError as err:
         raise InputError(f"--mprof {said_path(folder)}: {err.strerror or err}") from None
     except StoreError as err:
@@ -197,6 +198,7 @@ def check_mprof_files(results, folder: Path, inputs, force: bool) -> list[str]:
     :func:`write_mprof` will write, none replacing anything but (with ``force``) a timeline
     ckptbench wrote (``store.check_output``); their paths. Exit 2 otherwise."""
     from ckptbench.render.mprof import MprofError, mprof_documents
+    from ckptbench.results.kinds import MPROF
     from ckptbench.results.store import StoreError, check_output
 
     try:  # every timeline formatted first: one that cannot be is refused, nothing written
@@ -205,7 +207,7 @@ def check_mprof_files(results, folder: Path, inputs, force: bool) -> list[str]:
         raise InputError(f"--mprof {folder}: {err}") from None
     try:
         for path in paths:
-            check_output(path, "--mprof", inputs=inputs, replace=force, mprof=True,
+            check_output(path, "--mprof", inputs=inputs, replace=force, own=MPROF,
                          hint=_MPROF_HINT)  # fmt: skip
     except StoreError as err:
         raise InputError(str(err)) from None
@@ -278,12 +280,13 @@ def refuse_folder_clashes(folders: dict[str, Path | None], files) -> None:
             )
 
 
-def check_side_output(path: Path, what: str, inputs, force: bool, append: bool = False) -> None:
-    """The one rule for files ckptbench writes (``store.check_output``); exit 2 if broken."""
+def check_side_output(path: Path, what: str, inputs, force: bool, own=None) -> None:
+    """The one rule for files ckptbench writes (``store.check_output``; ``own``: what
+    ``--force`` may replace, ``kinds.Own``); exit 2 if broken."""
     from ckptbench.results.store import StoreError, check_output
 
     try:
-        check_output(path, what, inputs=inputs, replace=force, append=append)
+        check_output(path, what, inputs=inputs, replace=force, own=own)
     except StoreError as err:
         raise InputError(str(err)) from None
 

@@ -37,6 +37,7 @@ from ckptbench.cli.outputs import (
 from ckptbench.cli.run_steps import checked_in_worker
 from ckptbench.cli.values import BYTES, size_notes
 from ckptbench.results.chains import chain_executor
+from ckptbench.results.kinds import COSTS
 from ckptbench.results.schema import Case, TargetError, write_atomic
 
 #: Why ``--save-costs -`` is refused (``options.file_arg``).
@@ -75,7 +76,8 @@ def _sections():
     "chain; never replaces a file without --force). Not '-': stdout carries the plan "
     "(--json prints the costs with it).",
 )
-@click.option("--force", is_flag=True, help="Allow --save-costs to replace an existing file.")
+@click.option("--force", is_flag=True,
+              help="Allow --save-costs to replace a costs file (never another file).")  # fmt: skip
 @click.option(
     "--actions",
     is_flag=True,
@@ -126,7 +128,8 @@ def plan(
         case.check_fits_memory()
         check_backend(case)
         if save_file is not None:  # before measuring: a refusal costs no measurement
-            check_side_output(save_file, "--save-costs", input_files(model, costs_file), force)
+            check_side_output(save_file, "--save-costs", input_files(model, costs_file), force,
+                              own=COSTS)  # fmt: skip
         doc = read_costs(costs_file, steps) if costs_file else None
         notes = size_notes(click.get_current_context())
         if doc is not None and (note := costs_note(costs_file, doc, case)):

@@ -295,8 +295,8 @@ def _sections():
     "never replaced without --force; a link, folder or device never. Not '-': --json prints "
     "the result on stdout.",
 )
-@click.option("--force", is_flag=True, help="Allow --out to replace an existing result file, "
-              "and --mprof the timelines ckptbench wrote.")  # fmt: skip
+@click.option("--force", is_flag=True, help="Allow --out to replace a result file, and --mprof "
+              "the timelines ckptbench wrote (never another file).")  # fmt: skip
 @click.option(
     "--retry-oom",
     is_flag=True,

@@ -58,7 +58,7 @@ def sweep(
 ):  # fmt: skip
     """Run every cell of a TOML config, saving each result the moment it is measured."""
     from ckptbench.render.console import stderr_console
-    from ckptbench.render.format import fmt_duration
+    from ckptbench.render.sweepplan import total_estimate
     from ckptbench.sweep.config import load_config
     from ckptbench.sweep.progress import estimated_seconds, left_out
     from ckptbench.sweep.run import run_sweep
@@ -82,10 +82,9 @@ def sweep(
     dask_address = _check_destination(out, dask_address)
     console = stderr_console()
     todo = _cells_to_measure(cfg, out, resume, retry_failed)
-    seconds = sum(estimated_seconds(c) for c in todo)
-    roughly = fmt_duration(seconds) + left_out(todo)  # what no estimate knows, said after it
-    hours = seconds / 3600
-    if (len(todo) > CONFIRM_CELLS or hours > CONFIRM_HOURS) and not yes:
+    estimates = [estimated_seconds(c) for c in todo]
+    roughly = total_estimate(estimates) + left_out(todo)  # said as --dry-run says it
+    if (len(todo) > CONFIRM_CELLS or sum(estimates) / 3600 > CONFIRM_HOURS) and not yes:
         try:  # before anything is said: a refusal is its one line
             _confirm(config, len(todo), roughly)
         except BaseException:  # not confirmed: leave no folder it made behind (if still empty)
@@ -140,7 +139,7 @@ def sweep(
 def _say_start(console, cfg, checked, todo: list, roughly: str, out: Path, quiet: bool) -> None:
     """The config's notes, each cell's to measure (``todo``; :func:`_cell_notes`), the
     plug-in checks' (their warnings under ``-q`` too) and the start line: the cells, how
-    many to measure, roughly how long, where."""
+    many to measure, ``roughly`` how long (``sweepplan.total_estimate``), where."""
     from ckptbench.render.console import escaped
 
     for note in (*cfg.notes, *_cell_notes(cfg.cases, todo)) if not quiet else ():
@@ -150,7 +149,7 @@ def _say_start(console, cfg, checked, todo: list, roughly: str, out: Path, quiet
     if not quiet:
         some = f" ({len(todo)} to measure)" if len(todo) < len(cfg.cases) else ""
         console.print(
-            f"sweep {cfg.name}: {_cells_text(cfg)}{some}, roughly {roughly} -> {out}",
+            f"sweep {cfg.name}: {_cells_text(cfg)}{some}, {roughly} -> {out}",
             highlight=False,
             markup=False,  # '[grid]' and '[case]' are words, not rich's markup
         )
@@ -260,14 +259,14 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -
     total += left_out([cfg.cases[i] for i in to_run])  # what no estimate knows ahead
     click.echo(
         f"sweep {cfg.name}: {_cells_text(cfg)}, {len(to_run)} to measure, "
-        f"roughly {total} -> {out}; dry run: nothing measured, nothing written"
+        f"{total} -> {out}; dry run: nothing measured, nothing written"
     )
 
 
-def _confirm(config: Path, cells: int, duration: str) -> None:
-    """Ask before a large sweep starts: InputError when not on a terminal (pass --yes) or
-    when the answer is no."""
-    size = f"{count_text(cells, 'cell')}, roughly {duration}"
+def _confirm(config: Path, cells: int, roughly: str) -> None:
+    """Ask before a large sweep starts (``roughly``: how long, ``sweepplan.total_estimate``):
+    InputError when not on a terminal (pass --yes) or when the answer is no."""
+    size = f"{count_text(cells, 'cell')}, {roughly}"
     if not sys.stdin.isatty():
         raise InputError(f"{config}: {size}; pass --yes to run them")
     if not click.confirm(f"{size}: run them?", err=True):

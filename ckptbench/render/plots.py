@@ -22,6 +22,7 @@ from typing import Any
 
 from ckptbench.analysis import differing_fields, field_value
 from ckptbench.render.format import MIB, cell_labels, fmt_bytes, told_apart
+from ckptbench.results.kinds import PLOT_SOFTWARE
 from ckptbench.results.schema import Case, Mode, RunResult
 from ckptbench.schedules import (
     STRATEGIES,
@@ -62,11 +63,14 @@ def _figure(height: float = 3.8, ncols: int = 1, width: float = WIDTH_IN) -> tup
 def figure_png(fig: Any, dpi: int = DPI) -> bytes:
     """The PNG bytes of a figure from the ``plot_*`` functions (the figure is closed), e.g.
     for the README image: ``Path("tradeoff.png").write_bytes(figure_png(plot_tradeoff(rs)))``.
-    """
+    Its ``Software`` text names ckptbench (``kinds.wrote_plot``: ``--plots --force`` replaces
+    such a plot, never another PNG)."""
+    import matplotlib
     import matplotlib.pyplot as plt
 
+    software = f"{PLOT_SOFTWARE} (matplotlib {matplotlib.__version__})"
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": software})
     plt.close(fig)
     return buf.getvalue()
 

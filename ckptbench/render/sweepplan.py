@@ -33,15 +33,19 @@ def shown_estimate(seconds: float) -> float:
 
 
 def estimate_text(seconds: float) -> str:
-    """'1.6 s', '12 s', '4 min 30 s': :func:`shown_estimate`'s value."""
+    """'1.6 s', '12 s', '4 min 30 s': :func:`shown_estimate`'s value ('0 s': nothing)."""
     shown = shown_estimate(seconds)
+    if shown == 0:
+        return "0 s"
     return f"{shown:.1f} s" if shown < 10 else fmt_duration(shown)
 
 
 def total_estimate(estimates_s: Sequence[float]) -> str:
-    """The total of the cells' rough times as shown, so that the figures add up: the sum of
-    the shown values, itself shown as they are (2 x '1.6 s' is 'roughly 3.2 s', not 3 s)."""
-    return estimate_text(sum(shown_estimate(s) for s in estimates_s))
+    """How long the cells ``estimates_s`` take, as every line of ``sweep`` says it (its
+    start line, its question before a large sweep, ``--dry-run``'s total): 'roughly 3.2 s',
+    the sum of the values the dry run's table shows, so that its figures add up (2 x
+    '1.6 s' is 'roughly 3.2 s', not 3 s)."""
+    return "roughly " + estimate_text(sum(shown_estimate(s) for s in estimates_s))
 
 
 def cell_action(cell: CellOutcome, measured: bool) -> str:

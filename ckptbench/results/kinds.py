@@ -1,5 +1,6 @@
 """What an existing file is to the rule for writing (``store.check_output``): a ckptbench
-result, a sweep manifest, an mprof timeline ckptbench wrote, or something else.
+result, a sweep manifest, a side output ckptbench wrote (an mprof timeline, a plot, a
+report, JUnit XML, a costs file: :class:`Own`, one per option), or something else.
 
 A result or manifest is known by its content, whatever the order of its keys: the head
 ckptbench writes (``{"schema_version": 3`` or ``{"kind": "ckptbench-sweep"``) is read
@@ -14,6 +15,9 @@ from __future__ import annotations
 
 import os
 import re
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +25,23 @@ from ckptbench.results.files import InputFileError, read_json_limited
 from ckptbench.results.inputs import without_bom
 
 __all__ = [
+    "COSTS",
+    "JUNIT",
     "MANIFEST",
     "MANIFEST_KIND",
+    "MPROF",
+    "PLOTS",
+    "PLOT_SOFTWARE",
+    "REPORTS",
     "RESULT",
+    "Own",
     "document_kind",
     "kind_of",
     "not_text",
+    "wrote_junit",
     "wrote_mprof",
+    "wrote_plot",
+    "wrote_report",
 ]
 
 #: The ``kind`` of a sweep manifest document.
@@ -47,10 +61,10 @@ _MPROF_HEAD = re.compile(rb"^CMDLINE ckptbench(?: [^\n]*)?\nMEM \d")
 _HEAD_BYTES = 4096
 
 
-def _head(path: str | os.PathLike[str]) -> bytes:
+def _head(path: str | os.PathLike[str], size: int = _HEAD_BYTES) -> bytes:
     try:
         with open(path, "rb") as fh:
-            return fh.read(_HEAD_BYTES)
+            return fh.read(size)
     except OSError:
         return b""
 
@@ -139,3 +153,100 @@ def not_text(path: str | os.PathLike[str]) -> str | None:
             return None
         return "a JSON document"
     return None
+
+
+#: The ``Software`` text every plot ckptbench writes carries (``render.plots.figure_png``)
+PLOT_SOFTWARE = "ckptbench"
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: The most of a PNG :func:`wrote_plot` reads: its text chunks come before the image data
+_PNG_HEAD_BYTES = 64 * 1024
+
+
+def wrote_plot(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a plot ckptbench wrote (``compare --plots``): a PNG whose
+    ``Software`` text chunk, before its image data, names :data:`PLOT_SOFTWARE`."""
+    head = _head(path, _PNG_HEAD_BYTES)
+    if not head.startswith(_PNG_SIGNATURE):
+        return False
+    at = len(_PNG_SIGNATURE)
+    while at + 8 <= len(head):
+        size, kind = struct.unpack(">I4s", head[at : at + 8])
+        if kind in (b"IDAT", b"IEND"):
+            return False
+        if kind == b"tEXt":
+            key, _, text = head[at + 8 : at + 8 + size].partition(b"\0")
+            if key == b"Software" and text.split(b" ", 1)[0] == PLOT_SOFTWARE.encode():
+                return True
+        at += 12 + size  # length, type, data, CRC
+    return False
+
+
+#: The heads of ``compare -o``'s report in each built-in format (``render.formats``): its
+#: first section is always the cells table; the page (HTML) opens with its title
+_REPORT_HEADS = re.compile(
+    rb"^(?:Cells\ncell\s"  # text
+    rb"|## Cells\n\| cell \|"  # markdown
+    rb"|key,host,"  # csv
+    rb'|\[\n \{\n  "key": "'  # json: the cells' records
+    rb"|<!DOCTYPE html><html><head><meta charset='utf-8'><title>ckptbench )"  # html
+)
+#: The head of ``check --junit``'s file (``render.verdicts.check_junit``)
+_JUNIT_HEAD = re.compile(rb'^<\?xml [^>]*\?>\n<testsuites name="ckptbench check"')
+#: The fields of a costs file (``schedules.optimal.costs.Costs``), all but the last needed
+_COST_FIELDS = ("forward_time_s", "taped_time_s", "state_bytes", "tape_bytes", "fixed_time_s")
+
+
+def wrote_report(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a report ``compare -o`` wrote, in any of the built-in formats."""
+    return _REPORT_HEADS.match(_head(path)) is not None
+
+
+def wrote_junit(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is JUnit XML ``check --junit`` wrote."""
+    return _JUNIT_HEAD.match(_head(path)) is not None
+
+
+def _costs_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a costs file (``plan --save-costs``, ``--costs``): a JSON object
+    of the cost fields and no other key."""
+    try:
+        doc = read_json_limited(path, _JSON_BYTES, "file")
+    except (InputFileError, OSError):
+        return False
+    return isinstance(doc, dict) and set(_COST_FIELDS[:4]) <= doc.keys() <= set(_COST_FIELDS)
+
+
+@dataclass(frozen=True)
+class Own:
+    """What an option writes, for ``store.check_output``: an existing file ``test`` says
+    ckptbench wrote there (an empty one too) is replaced with ``--force``; any other is
+    refused, ``--force`` or not, in one line saying what it is not (``kind``) and what to
+    do instead (remove it, or ``instead``)."""
+
+    kind: str
+    test: Callable[[Path], bool]
+    instead: str = "use another file name"
+
+    @property
+    def refusal(self) -> str:
+        """Why a file that is not such a file is refused, and what to do instead."""
+        return (
+            f"exists and is not {self.kind}; ckptbench replaces only those, not even with "
+            f"--force: remove it or {self.instead}"
+        )
+
+    def wrote(self, path: Path) -> bool:
+        """Whether ``path`` is such a file (an empty one loses nothing: ``mktemp``'s)."""
+        try:
+            if os.path.getsize(path) == 0:
+                return True
+        except OSError:
+            return False
+        return self.test(path)
+
+
+MPROF = Own("an mprof timeline ckptbench wrote", wrote_mprof, "use another folder")
+PLOTS = Own("a plot ckptbench wrote", wrote_plot, "use another folder")
+REPORTS = Own("a report ckptbench wrote", wrote_report)
+JUNIT = Own("JUnit XML ckptbench wrote", wrote_junit)
+COSTS = Own("a costs file", _costs_file)

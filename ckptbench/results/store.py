@@ -34,9 +34,9 @@ from ckptbench.results.kinds import (
     MANIFEST,
     MANIFEST_KIND,
     RESULT,
+    Own,
     document_kind,
     not_text,
-    wrote_mprof,
 )
 from ckptbench.results.manifestcheck import MANIFEST_VERSION, manifest_problem
 from ckptbench.results.readonce import ReadOnce
@@ -127,7 +127,7 @@ def check_output(
     replace: bool = False,
     append: bool = False,
     result: bool = False,
-    mprof: bool = False,
+    own: Own | None = None,
     hint: str = "pass --force to replace it",
 ) -> None:
     """The rule for every file ckptbench writes (``what`` names the option): never through a
@@ -137,7 +137,8 @@ def check_output(
     ``kinds.document_kind``) unless it writes a ``result`` itself, never an existing file
     without ``replace`` unless it ``append``s, and that only to text (``kinds.not_text``:
     never to a JSON or XML document, a plot, a timeline); a ``result`` replaces only a
-    result, an ``mprof`` timeline only one ckptbench wrote. One-line StoreError."""
+    result, a side output only what ckptbench wrote (``own``, ``kinds.Own``), never another
+    file, ``--force`` or not. One-line StoreError."""
     p = Path(path)
     try:
         st = os.lstat(p)
@@ -177,16 +178,15 @@ def check_output(
     if append and (other := not_text(p)) is not None:  # --force or not: it replaces nothing
         raise StoreError(f"{what} {p}: is {other}; {what} appends markdown to a text file "
                          "only: use another file name")  # fmt: skip
-    if not replace and not append:
-        raise StoreError(f"{what} {p}: exists; {hint}")
+    if own is not None and not append and not own.wrote(p):  # --force or not: said first
+        raise StoreError(f"{what} {p}: {own.refusal}")
     if result and st.st_size and kind != RESULT:  # empty: mktemp's, say
         raise StoreError(
             f"{what} {p}: exists and is not a ckptbench result; --force replaces only a "
-            "result: use another file name"
+            "result: remove it or use another file name"
         )
-    if mprof and not wrote_mprof(p):
-        raise StoreError(f"{what} {p}: exists and is not an mprof timeline ckptbench wrote; "
-                         "--force replaces only those: use another folder")  # fmt: skip
+    if not replace and not append:
+        raise StoreError(f"{what} {p}: exists; {hint}")
 
 
 def write_manifest(out_dir: Path, body: dict[str, Any]) -> Path:
