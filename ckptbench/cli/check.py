@@ -15,12 +15,13 @@ from ckptbench.cli.options import (
     against_option,
     any_host_option,
     file_arg,
+    format_asked,
     path_arg,
     quiet_option,
 )
 from ckptbench.cli.outputs import (
-    FormatChoice,
     append_text,
+    json_and_format_options,
     make_folder,
     note_writers,
     probe_writable,
@@ -88,14 +89,12 @@ def _sections():
     help="Append the markdown summary here (done by itself when $GITHUB_STEP_SUMMARY is set). "
     f"Not '-': {_MARKDOWN_THERE}.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=FormatChoice(_sections),
-    default="text",
-    show_default=True,
-    help="How the verdict is printed: plain lines, markdown for a CI summary, junit, json, "
-    "html, or any format registered in ckptbench.render.formats.",
+@json_and_format_options(
+    _sections,
+    "the verdicts are",
+    "Print the verdicts as JSON (on stdout): the same as --format json.",
+    formats="plain lines, markdown for a CI summary, junit, json, html, or any format "
+    "registered in ckptbench.render.formats.",
 )
 @click.option(
     "--junit",
@@ -109,7 +108,7 @@ def _sections():
 )
 @quiet_option
 def check(results, against, config, memory_tolerance, memory_floor, time_tolerance, any_host,
-          summary, fmt, junit, force, quiet):  # fmt: skip
+          summary, as_json, fmt, junit, force, quiet):  # fmt: skip
     """CI gate: exit 1 on a memory regression, a failed cell or an unmet expectation."""
     from ckptbench.analysis.gate import run_check
     from ckptbench.analysis.limits import ConfigFiles, config_sources
@@ -118,6 +117,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     from ckptbench.results.kinds import JUNIT
     from ckptbench.results.store import StoreError, check_output
 
+    fmt = format_asked(as_json, fmt)  # --json is --format json; a clash is one line
     _needs_against(against)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     targets = [(summary, "--summary", True)] if summary is not None else []  # appended to
