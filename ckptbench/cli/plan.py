@@ -147,7 +147,7 @@ def plan(
         report = _measure(case, quiet)
         keys = ("executor", "taped_method", "timing")
         report["measured"] = {"dtype": case.dtype, **{k: report[k] for k in keys if k in report}}
-    _show(report, steps, budget, save_file, fmt, force, actions)
+    _show(report, steps, budget, save_file, fmt, force, actions, quiet)
 
 
 def _builtin_layers(case: Case) -> list[str] | None:
@@ -197,7 +197,7 @@ def _measure(case: Case, quiet: bool) -> dict:
 
 def _show(
     report: dict, steps: int, budget: int, save_file: Path | None, fmt: str, force: bool,
-    actions: bool,
+    actions: bool, quiet: bool = False,
 ) -> None:  # fmt: skip
     """Plan with the costs of ``report`` and print the plans (and, for per-step costs, the
     optimal plan per layer) in format ``fmt``; write the costs to ``save_file`` first."""
@@ -216,6 +216,10 @@ def _show(
             raise InputError(f"--save-costs {err}") from None
         except OSError as err:
             raise InputError(f"--save-costs {save_file}: {err.strerror or err}") from None
+        if not quiet:  # as compare -o says it: a file written is named
+            click.echo(
+                f"wrote {save_file} (the step costs: --costs {save_file} reuses them)", err=True
+            )
     try:
         check_plannable(steps, costs)  # measured per layer: the per-layer estimate
         check_budget(costs, steps, budget)
