@@ -17,7 +17,7 @@ def test_plan_save_costs_names_the_file_it_wrote(tmp_path, monkeypatch):
     costs = {"forward_time_s": 1e-4, "taped_time_s": 3e-4, "state_bytes": 32768,
              "tape_bytes": 40000, "fixed_time_s": 0.0}  # fmt: skip
     (tmp_path / "c.json").write_text(json.dumps(costs))
-    argv = ["plan", "--model", "rnn", "--steps", "20", "--budget", "64KiB", "--costs", "c.json"]
+    argv = ["plan", "--model", "rnn", "--steps", "20", "--budget", "1MiB", "--costs", "c.json"]
     res = CliRunner().invoke(cli, [*argv, "--save-costs", "saved.json"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert (tmp_path / "saved.json").is_file()
