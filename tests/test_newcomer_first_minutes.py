@@ -4,10 +4,13 @@ printed that a first user could not read, or that contradicted itself."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+from _synthetic import CI_CASE, make_result
 from click.testing import CliRunner
 
 from ckptbench.cli import cli
+from ckptbench.results.schema import save_result
 
 
 def test_plan_save_costs_names_the_file_it_wrote(tmp_path, monkeypatch):
@@ -24,3 +27,19 @@ def test_plan_save_costs_names_the_file_it_wrote(tmp_path, monkeypatch):
     assert "wrote saved.json (the step costs: --costs saved.json reuses them)" in res.stderr
     quiet = CliRunner().invoke(cli, [*argv, "--save-costs", "q.json", "-q"])
     assert quiet.exit_code == 0 and "wrote" not in quiet.stderr, quiet.output
+
+
+def test_one_cell_with_a_long_label_keeps_its_slowdown_at_80_columns(tmp_path, monkeypatch):
+    """`compare` of one plug-in's result at 80 columns showed the cell's whole label and left
+    out the slowdown and the savings, the two figures the tool exists for: only two or more
+    rows could be numbered with a legend. One row is numbered too."""
+    case = replace(CI_CASE, model="plugins/my_recurrent_model.py:make", snaps=10)
+    save_result(make_result(case), tmp_path / "r.json")
+    monkeypatch.setenv("COLUMNS", "80")
+    res = CliRunner().invoke(cli, ["compare", str(tmp_path / "r.json")], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    header = next(x for x in lines if x.startswith("cell "))
+    assert "slowdown [95%]" in header and "savings [95%]" in header, res.stdout
+    assert any(x.startswith("cell #1: plugins/my_recurrent_model.py:make") for x in lines)
+    assert max(len(x) for x in lines if "  " in x) <= 80, res.stdout
