@@ -216,10 +216,6 @@ def _show(
             raise InputError(f"--save-costs {err}") from None
         except OSError as err:
             raise InputError(f"--save-costs {save_file}: {err.strerror or err}") from None
-        if not quiet:  # as compare -o says it: a file written is named
-            click.echo(
-                f"wrote {save_file} (the step costs: --costs {save_file} reuses them)", err=True
-            )
     try:
         check_plannable(steps, costs)  # measured per layer: the per-layer estimate
         check_budget(costs, steps, budget)
@@ -228,6 +224,8 @@ def _show(
     except ValueError as err:
         kept = f" (the costs are saved: plan again with --costs {save_file})" if save_file else ""
         raise InputError(f"{err}{kept}") from None
+    if save_file is not None and not quiet:  # as compare -o says it (a refusal says it too)
+        click.echo(f"wrote {save_file} (the step costs: --costs {save_file} reuses them)", err=True)
     shown = get_format(fmt)
     measured = report.get("measured")
     out = plan_report(
