@@ -43,3 +43,23 @@ def test_one_cell_with_a_long_label_keeps_its_slowdown_at_80_columns(tmp_path, m
     assert "slowdown [95%]" in header and "savings [95%]" in header, res.stdout
     assert any(x.startswith("cell #1: plugins/my_recurrent_model.py:make") for x in lines)
     assert max(len(x) for x in lines if "  " in x) <= 80, res.stdout
+
+
+def test_run_explains_every_column_it_shows_and_one_rounds_brackets(fake, tmp_path, monkeypatch):
+    """`run`'s table printed 'peak spread', 'sampled max', '[min, max] s', 'evals (opt)' and
+    'grad err' with no word on what they are (compare's table has a legend), and after one
+    round its overheads and savings carried brackets that nothing explained: the
+    '[low, high]' line was printed only from two rounds on."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "250")  # every column shown
+    argv = ["run", "--model", "rnn", "--steps", "20", "--snaps", "4", "--rounds", "1"]
+    res = CliRunner().invoke(cli, [*argv, "--out", "r.json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.stdout.split())  # notes wrap like prose
+    for header in ("peak spread", "sampled max", "[min, max] s", "evals (opt)", "grad err"):
+        assert f"{header}: " in out, (header, res.stdout)
+    assert "[low, high]: 95% intervals from one round's iterations" in out, res.stdout
+    monkeypatch.setenv("COLUMNS", "80")  # a column left out is named, not explained
+    res = CliRunner().invoke(cli, [*argv, "--out", "n.json"], catch_exceptions=False)
+    out = " ".join(res.stdout.split())
+    assert "not shown at this width:" in out and "sampled max: " not in out, res.stdout
