@@ -310,7 +310,7 @@ def test_schedule_shows_a_strategys_own_figures_not_revolves():
         return table.title, {r["quantity"]: r["value"] for r in table.records}
 
     title, store = rows("store-all", 100, 1)
-    assert title == "store-all schedule: 100 steps, 100 snaps"
+    assert title == "store-all schedule: 100 steps, every state stored (--snaps not used)"
     assert store["repetition number r(l, s)"] == "1"
     assert (
         store["binomial optimum t(l, s) (Revolve's)"]

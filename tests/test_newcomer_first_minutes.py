@@ -63,3 +63,20 @@ def test_run_explains_every_column_it_shows_and_one_rounds_brackets(fake, tmp_pa
     res = CliRunner().invoke(cli, [*argv, "--out", "n.json"], catch_exceptions=False)
     out = " ".join(res.stdout.split())
     assert "not shown at this width:" in out and "sampled max: " not in out, res.stdout
+
+
+def test_store_all_is_not_said_to_hold_one_snapshot_per_step(fake, tmp_path, monkeypatch):
+    """`schedule --strategy store-all --steps 10` opened with '10 steps, 10 snaps' above
+    'peak snapshots 9', and `run --strategy store-all` said '20 snaps (store-all)': store-all
+    takes no --snaps and keeps l - 1 states, the last in hand."""
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["schedule", "--strategy", "store-all", "--steps", "10"])
+    assert res.exit_code == 0, res.output
+    title = res.stdout.splitlines()[0]
+    assert title == "store-all schedule: 10 steps, every state stored (--snaps not used)", title
+    assert "peak snapshots" in res.stdout and "10 snaps" not in res.stdout
+    argv = ["run", "--model", "rnn", "--steps", "20", "--strategy", "store-all", "--rounds", "1"]
+    res = CliRunner().invoke(cli, [*argv, "--out", "r.json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "rnn 20 steps, every state stored (store-all):" in res.stdout, res.stdout
+    assert "20 snaps" not in res.output, res.output
