@@ -80,3 +80,12 @@ def test_store_all_is_not_said_to_hold_one_snapshot_per_step(fake, tmp_path, mon
     assert res.exit_code == 0, res.output
     assert "rnn 20 steps, every state stored (store-all):" in res.stdout, res.stdout
     assert "20 snaps" not in res.output, res.output
+
+
+def test_plan_help_does_not_promise_memory_it_never_measures():
+    """`plan --help` said of --device 'device memory is then quoted beside host RSS', the
+    words of run, which measures memory; plan measures step costs and predicts."""
+    res = CliRunner().invoke(cli, ["plan", "--help"], terminal_width=400)
+    assert res.exit_code == 0
+    device = next(x for x in res.output.splitlines() if x.lstrip().startswith("--device"))
+    assert "run then quotes device memory beside host RSS" in device, device
