@@ -89,3 +89,19 @@ def test_plan_help_does_not_promise_memory_it_never_measures():
     assert res.exit_code == 0
     device = next(x for x in res.output.splitlines() if x.lstrip().startswith("--device"))
     assert "run then quotes device memory beside host RSS" in device, device
+
+
+def test_a_busy_worker_is_not_said_to_get_less_than_90_percent_down_to_90():
+    """A worker at 89.6% of a core was warned about as 'less than 90% of a core (CPU/wall
+    time) (down to 90%)': the share was rounded to a whole percent."""
+    from ckptbench.render.caveats import grouped_warning_lines
+
+    result = make_result(CI_CASE)
+    modes = tuple(
+        replace(m, iterations=tuple(replace(it, cpu_time_s=0.896 * it.wall_time_s)
+                                    for it in m.iterations))
+        if m.mode.value == "normal" else m
+        for m in result.modes
+    )  # fmt: skip
+    (line,) = [x for x in grouped_warning_lines([replace(result, modes=modes)]) if "busy" in x]
+    assert "less than 90% of a core (CPU/wall time) (down to 89.6%): normal" in line, line
