@@ -105,3 +105,19 @@ def test_a_busy_worker_is_not_said_to_get_less_than_90_percent_down_to_90():
     )  # fmt: skip
     (line,) = [x for x in grouped_warning_lines([replace(result, modes=modes)]) if "busy" in x]
     assert "less than 90% of a core (CPU/wall time) (down to 89.6%): normal" in line, line
+
+
+def test_check_markdown_names_memory_limits_only_when_it_gated_memory(tmp_path):
+    """`check r.json --format markdown` (no --against) ended 'Memory tolerance 5% with a 256
+    KiB floor; time not gated.', and so did --junit's system-out and the JSON's `rule`:
+    nothing gated memory without a reference (the text format rightly said nothing)."""
+    save_result(make_result(CI_CASE, seed=1), tmp_path / "new.json")
+    save_result(make_result(CI_CASE, seed=2), tmp_path / "old.json")
+    new, old = str(tmp_path / "new.json"), str(tmp_path / "old.json")
+    alone = CliRunner().invoke(cli, ["check", new, "--format", "markdown"])
+    assert alone.exit_code == 0, alone.output
+    assert "Memory tolerance" not in alone.stdout, alone.stdout
+    doc = json.loads(CliRunner().invoke(cli, ["check", new, "--format", "json"]).stdout)
+    assert doc["verdicts"]["rule"] is None, doc
+    against = CliRunner().invoke(cli, ["check", new, "--against", old, "--format", "markdown"])
+    assert "Memory tolerance 5% with a 256 KiB floor" in against.stdout, against.output
