@@ -318,7 +318,7 @@ def test_busy_machine_warning(fake, tmp_path):
     fake.setenv("FAKE_CPU_SHARE", "0.6")
     res = invoke([*args, "--force"])
     assert res.exit_code == 0  # a warning, not a failure: memory is still right
-    assert "machine was busy" in res.output and "(down to 60%): baseline, normal" in res.output
+    assert "machine was busy" in res.output and "(down to 60.0%): baseline, normal" in res.output
 
 
 def test_result_files_get_ordinary_permissions(tmp_path):

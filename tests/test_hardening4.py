@@ -310,7 +310,7 @@ def test_schedule_shows_a_strategys_own_figures_not_revolves():
         return table.title, {r["quantity"]: r["value"] for r in table.records}
 
     title, store = rows("store-all", 100, 1)
-    assert title == "store-all schedule: 100 steps, 100 snaps"
+    assert title == "store-all schedule: 100 steps, every state stored (--snaps not used)"
     assert store["repetition number r(l, s)"] == "1"
     assert (
         store["binomial optimum t(l, s) (Revolve's)"]
@@ -449,7 +449,11 @@ def test_the_run_table_says_what_its_brackets_are():
         "rerun's spread); baseline is the forward pass alone",
         ratios,
     )
-    assert run_table(make_result(CI_CASE)).notes == (ratios,)  # one round: no brackets note
+    one = (  # one round: its brackets too are said (2026-11-30: they were not)
+        "[low, high]: 95% intervals from one round's iterations (overhead: the iterations' "
+        "peaks and a rerun's spread); baseline is the forward pass alone"
+    )
+    assert run_table(make_result(CI_CASE)).notes == (one, ratios)
 
 
 def test_a_resumed_sweep_estimates_only_what_it_will_measure(fake):

@@ -234,8 +234,8 @@ device_option = click.option(
     default="cpu",
     show_default=True,
     callback=_device,
-    help="Where the gradient is computed (cuda, or gpu: a GPU, with torch or jax; device "
-    "memory is then quoted beside host RSS).",
+    help="Where the gradient is computed (cuda, or gpu: a GPU, with torch or jax; run then "
+    "quotes device memory beside host RSS).",
 )
 
 

@@ -150,7 +150,7 @@ def plan(
         report = _measure(case, quiet)
         keys = ("executor", "taped_method", "timing")
         report["measured"] = {"dtype": case.dtype, **{k: report[k] for k in keys if k in report}}
-    _show(report, steps, budget, save_file, fmt, force, actions)
+    _show(report, steps, budget, save_file, fmt, force, actions, quiet)
 
 
 def _builtin_layers(case: Case) -> list[str] | None:
@@ -200,7 +200,7 @@ def _measure(case: Case, quiet: bool) -> dict:
 
 def _show(
     report: dict, steps: int, budget: int, save_file: Path | None, fmt: str, force: bool,
-    actions: bool,
+    actions: bool, quiet: bool = False,
 ) -> None:  # fmt: skip
     """Plan with the costs of ``report`` and print the plans (and, for per-step costs, the
     optimal plan per layer) in format ``fmt``; write the costs to ``save_file`` first."""
@@ -227,6 +227,8 @@ def _show(
     except ValueError as err:
         kept = f" (the costs are saved: plan again with --costs {save_file})" if save_file else ""
         raise InputError(f"{err}{kept}") from None
+    if save_file is not None and not quiet:  # as compare -o says it (a refusal says it too)
+        click.echo(f"wrote {save_file} (the step costs: --costs {save_file} reuses them)", err=True)
     shown = get_format(fmt)
     measured = report.get("measured")
     out = plan_report(

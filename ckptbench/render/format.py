@@ -307,7 +307,9 @@ def common_fields(cases: Sequence[Case]) -> str:
 
 def setting_text(case: Case) -> str:
     """What a case's strategy is set by, in a run's words: '31 snaps (revolve)', 'optimal
-    within 8.00 MiB', 'torch.utils.checkpoint, 31 segments'."""
+    within 8.00 MiB', 'torch.utils.checkpoint, 31 segments', 'every state stored (store-all)'."""
     spec = get_strategy(case.strategy)
+    if not spec.uses_snaps and spec.setting.value == "snaps":  # store-all
+        return f"every state stored ({spec.name})"  # not '1000 snaps': it keeps l - 1
     value = spec.setting_of(case.snaps, case.budget_bytes)
     return spec.setting.describe(spec, fmt_size(value) if spec.setting.in_bytes else str(value))

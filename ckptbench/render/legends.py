@@ -1,10 +1,10 @@
-"""What the columns of ``compare``'s tables mean, one entry per column (``Table.legend``):
-every format says the entries of the columns it shows, and only those (a column left out
-at a terminal's width is named as left out, not explained)."""
+"""What the columns of ``compare``'s and ``run``'s tables mean, one entry per column
+(``Table.legend``): every format says the entries of the columns it shows, and only those
+(a column left out at a terminal's width is named as left out, not explained)."""
 
 from __future__ import annotations
 
-__all__ = ["CELLS_LEGEND", "DELTA_LEGEND"]
+__all__ = ["CELLS_LEGEND", "DELTA_LEGEND", "RUN_LEGEND"]
 
 #: The cells table's columns (their raw keys) and what each is.
 CELLS_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -44,4 +44,20 @@ DELTA_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (("n_before",), "n: measured iterations, before v after"),
     (("processes_before",), "processes: worker processes, before v after"),
+)
+
+#: ``run``'s table: the columns its notes (brackets, slowdown, savings) do not explain.
+RUN_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("spread",), "peak spread: the exact peak's range over every measured iteration"),
+    (
+        ("sampled",),
+        "sampled max: the highest RSS the parent's sampler saw (--sample-interval); the exact "
+        "peak is read inside the worker",
+    ),
+    (("range",), "[min, max] s: the fastest and the slowest iteration"),
+    (("evals",), "evals (opt): step evaluations (the schedule's optimum or the plan's)"),
+    (
+        ("err",),
+        "grad err: the checkpointed gradient's largest relative difference from the plain one",
+    ),
 )

@@ -22,6 +22,7 @@ from ckptbench.render.format import (
     fmt_time_spread,
     setting_text,
 )
+from ckptbench.render.legends import RUN_LEGEND
 from ckptbench.render.table import Column, Table
 from ckptbench.results.schema import Case, Mode, RunResult, Status
 from ckptbench.results.units import count_text, half_width_text, off_scale
@@ -205,12 +206,13 @@ def run_table(result: RunResult) -> Table:
         r.interval is not None and off_scale(r.value, *r.interval) != (None, None)
         for r in (s.slowdown, s.memory_savings)
     )
+    over = f"over {rounds} rounds" if rounds > 1 else "from one round's iterations"
     legend = (  # what the brackets are, where the table shows any
-        f"[low, high]: 95% intervals over {rounds} rounds (overhead: the iterations' peaks "
+        f"[low, high]: 95% intervals {over} (overhead: the iterations' peaks "
         "and a rerun's spread"
         + ("; <x, >y: an end more than 100x off the estimate" if far else "")
         + "); baseline is the forward pass alone"
-        if rounds > 1
+        if rounds >= 1
         else ()
     )
     ratios = (  # what the two quoted ratios are, where they are shown
@@ -222,7 +224,8 @@ def run_table(result: RunResult) -> Table:
         else ""
     )
     notes = tuple(n for n in (legend, ratios) if n)
-    return Table(f"ckptbench run — {result.case.key}", columns, records, styles=bad, notes=notes)
+    title = f"ckptbench run — {result.case.key}"
+    return Table(title, columns, records, styles=bad, notes=notes, legend=RUN_LEGEND)
 
 
 def _evaluations_text(result: RunResult, m: Any) -> str:

@@ -32,6 +32,12 @@ def _ratio(a: int, b: int) -> str:
     return f"{q // 1000}.{q % 1000:03d}"
 
 
+def _slots(spec: Any, snaps: int) -> str:
+    """'31 snaps', or for a strategy that takes none (store-all) what it keeps: not '100
+    snaps' above 'peak snapshots 99'."""
+    return f"{snaps} snaps" if spec.uses_snaps else "every state stored (--snaps not used)"
+
+
 def closed_form_table(steps: int, snaps: int, strategy: str) -> Table:
     """A schedule's cost from its closed form alone (no enumeration), for any size."""
     spec = get_strategy(strategy)
@@ -49,7 +55,7 @@ def closed_form_table(steps: int, snaps: int, strategy: str) -> Table:
         ("peak snapshots", f"{peak}"),
         ("max advances of one step", f"{r}"),
     ]
-    return _quantities(f"{strategy} schedule: {steps} steps, {s} snaps (closed form)", rows)
+    return _quantities(f"{strategy} schedule: {steps} steps, {_slots(spec, s)} (closed form)", rows)
 
 
 def schedule_table(
@@ -80,7 +86,7 @@ def schedule_table(
         rows.append(
             (f"generation time, median of {runs}", f"{statistics.median(gen_s) * 1e3:.1f} ms")
         )
-    return _quantities(f"{strategy} schedule: {steps} steps, {s} snaps", rows)
+    return _quantities(f"{strategy} schedule: {steps} steps, {_slots(spec, s)}", rows)
 
 
 def plan_table(

@@ -168,7 +168,7 @@ def _fit(
         steps += [
             (c.number_priority, 1, c)
             for c in cols
-            if c.number_priority and c.narrow is None and len(table.records) > 1
+            if c.number_priority and c.narrow is None and table.records
         ]
         if not steps and len(cols) > 1:  # still too wide: the rightmost goes, named, never cut
             last = [c for c in cols[1:] if not c.keep] or cols[1:]

@@ -42,9 +42,10 @@ def check_text(report: GateReport, *, quiet: bool = False) -> str:
 
 
 def gate_rule(report: GateReport) -> str:
-    """The gate's settings in one sentence ('' without settings)."""
+    """The gate's settings in one sentence ('' without a reference: with none, no memory or
+    time was gated, as the text's 'limits:' lines say)."""
     s = report.settings
-    if not s:
+    if not s or not s.get("reference"):
         return ""
     time_rule = (
         f"time gated at +{percent_text(s['time_tolerance'])} (the 95% interval of new/old "
