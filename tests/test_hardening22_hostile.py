@@ -35,3 +35,59 @@ def test_a_config_model_that_is_no_string_is_one_line(capsys, tmp_path: Path, bo
     err = one_line_error(capsys, ["sweep", str(config), "--dry-run", "--out", str(tmp_path / "o")])
     assert "model must be a non-empty string" in err
     assert "bad.toml:" in err
+
+
+# ------------------------------------------------------ symbolic link loops as file names
+
+
+def _result(folder: Path) -> Path:
+    from _synthetic import make_result
+
+    from ckptbench.results.schema import save_result
+
+    path = folder / "r.json"
+    save_result(make_result(), path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "{r}", "--junit", "{loop}"],
+        ["check", "{r}", "--summary", "{loop}"],
+        ["check", "{r}", "--junit", "{loop}/x.xml"],
+        ["compare", "{r}", "--plots", "{loop}"],
+        ["compare", "{r}", "--mprof", "{loop}"],
+    ],
+)
+def test_an_output_through_a_symlink_loop_is_one_line(capsys, tmp_path: Path, argv) -> None:
+    """A link to itself as an output: ``Path.resolve`` (the check that no file is written
+    twice, or into an input) raised RuntimeError "Symlink loop": a traceback, exit 1."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    r = _result(tmp_path)
+    err = one_line_error(capsys, [a.format(r=r, loop=loop) for a in argv])
+    assert str(loop) in err
+
+
+def test_a_step_summary_through_a_symlink_loop_is_one_line(capsys, tmp_path, monkeypatch):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(loop))
+    err = one_line_error(capsys, ["check", str(_result(tmp_path))])
+    assert "$GITHUB_STEP_SUMMARY" in err and "symbolic link" in err
+
+
+@pytest.mark.parametrize("command", ["compare", "check"])
+def test_a_symlink_loop_in_a_results_folder_is_a_cell_set_aside(capsys, tmp_path, command):
+    """A folder holding ``z.json -> z.json`` beside a result: compare and check raised
+    RuntimeError from ``Path.resolve``. Now the link is a cell that cannot be read: compare
+    tabulates the rest and names it, check fails it (as any unreadable cell)."""
+    from _cli import run_cli
+
+    _result(tmp_path)
+    (tmp_path / "z.json").symlink_to(tmp_path / "z.json")
+    code, out, err = run_cli(capsys, [command, str(tmp_path)])
+    assert "Traceback" not in err
+    assert "z.json: cannot read (Too many levels of symbolic links)" in out + err
+    assert code == (0 if command == "compare" else 1)

@@ -28,6 +28,7 @@ from ckptbench.cli.outputs import (
     say_made_folders,
 )
 from ckptbench.cli.values import FLOOR_BYTES, FRACTION, POSITIVE_FRACTION
+from ckptbench.results.inputs import real_path
 
 #: What prints on stdout what ``--summary -`` and ``--junit -`` would have (both refused).
 _MARKDOWN_THERE = "--format markdown prints the summary there"
@@ -113,7 +114,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     _needs_against(against)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     targets = [(summary, "--summary", True)] if summary is not None else []
-    if step_summary and (summary is None or Path(step_summary).resolve() != summary.resolve()):
+    if step_summary and (summary is None or real_path(step_summary) != real_path(summary)):
         targets.append((Path(step_summary), "$GITHUB_STEP_SUMMARY", True))
     if junit is not None:
         targets.append((junit, "--junit", False))

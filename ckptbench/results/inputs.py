@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["TypedPath", "named_pipe", "said_path", "typed_path", "unreadable_text"]
+__all__ = ["TypedPath", "named_pipe", "real_path", "said_path", "typed_path", "unreadable_text"]
 
 
 class TypedPath(type(Path())):  # type: ignore[misc]
@@ -57,3 +57,11 @@ def named_pipe(path: str | os.PathLike[str]) -> bool:
         return False  # the reader says why it cannot be read
     handed = os.path.basename(os.path.realpath(path)).startswith("pipe:")
     return not handed and not os.path.abspath(path).startswith("/dev/")
+
+
+def real_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` absolute, its symbolic links resolved as far as they resolve: a loop (a link
+    to itself, or through its own folder) is left as named, where ``Path.resolve`` raised
+    RuntimeError on Python 3.11 and 3.12 ("Symlink loop") and ended the command with a
+    traceback (``--junit loop``, a results folder holding ``z.json -> z.json``)."""
+    return Path(os.path.realpath(path))
