@@ -91,3 +91,18 @@ def test_a_symlink_loop_in_a_results_folder_is_a_cell_set_aside(capsys, tmp_path
     assert "Traceback" not in err
     assert "z.json: cannot read (Too many levels of symbolic links)" in out + err
     assert code == (0 if command == "compare" else 1)
+
+
+# ------------------------------------------------------------- sweep --dry-run --dask
+
+
+@pytest.mark.parametrize("address", ["nonsense", "http://x", "tcp://127.0.0.1:99999", " "])
+def test_a_dry_run_refuses_a_dask_address_the_sweep_refuses(capsys, tmp_path, address) -> None:
+    """``sweep --dry-run --dask nonsense`` listed the cells and exited 0; the sweep itself
+    refuses the address in one line. The dry run checks its syntax now (it reaches nothing)."""
+    config = tmp_path / "c.toml"
+    config.write_text(CASE + "snaps = 2\n")
+    argv = ["sweep", str(config), "--dry-run", "--dask", address, "--out", str(tmp_path / "o")]
+    err = one_line_error(capsys, argv)
+    assert err.startswith("ckptbench: error: --dask ")
+    assert not (tmp_path / "o").exists()

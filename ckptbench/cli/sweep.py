@@ -72,6 +72,7 @@ def sweep(
     _check_cells(config, cfg.cases)
     cfg, checked = _checked_plugins(cfg, config)
     if dry_run:
+        _address_syntax(dask_address)  # the sweep's first refusal of it; nothing is reached
         _dry_run(cfg, out or Path("results") / cfg.name, resume, retry_failed,
                  _check_notes(checked))  # fmt: skip
         return
@@ -199,6 +200,18 @@ def _check_destination(out: Path, dask_address: str | None) -> str | None:
         raise InputError(str(err)) from None
     _out_is_a_folder(out)
     return address
+
+
+def _address_syntax(dask_address: str | None) -> None:
+    """InputError (one line) where ``--dask`` is no scheduler address by its syntax alone:
+    a dry run said nothing of ``--dask nonsense`` and exited 0, where the sweep refuses it."""
+    from ckptbench.sweep.cluster import parse_address
+
+    if dask_address is not None:
+        try:
+            parse_address(dask_address)
+        except ValueError as err:
+            raise InputError(str(err)) from None
 
 
 def _cells_to_measure(cfg, out: Path, resume: bool, retry_failed: bool) -> list:
