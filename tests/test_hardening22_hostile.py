@@ -106,3 +106,39 @@ def test_a_dry_run_refuses_a_dask_address_the_sweep_refuses(capsys, tmp_path, ad
     err = one_line_error(capsys, argv)
     assert err.startswith("ckptbench: error: --dask ")
     assert not (tmp_path / "o").exists()
+
+
+# ------------------------------------------------------------------ names past NAME_MAX
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "{long}"],
+        ["compare", "{long}"],
+        ["compare", "{r}", "--against", "{long}"],
+        ["check", "{r}", "--against", "{long}"],
+        ["compare", "{r}", "{long}/x.json"],
+        ["compare", "{r}", "--mprof", "{long}"],
+        ["compare", "{r}", "--plots", "{deep}"],
+        ["sweep", "{config}", "--out", "{long}"],
+        ["sweep", "{config}", "--out", "{deep}"],
+        ["run", "--steps", "3", "--mprof", "{long}", "--out", "{tmp}/x.json"],
+    ],
+)
+def test_a_name_too_long_is_one_line(capsys, tmp_path: Path, monkeypatch, argv) -> None:
+    """A 300-byte name (or a 5000-byte path) as a result, a folder or --out: pathlib's
+    ``exists``/``is_dir`` raised OSError ENAMETOOLONG, a traceback and exit 1."""
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "c.toml"
+    config.write_text(CASE + "snaps = 2\n")
+    names = {
+        "long": "x" * 300,
+        "deep": "/".join(["d" * 200] * 25),
+        "r": str(_result(tmp_path)),
+        "config": str(config),
+        "tmp": str(tmp_path),
+    }
+    err = one_line_error(capsys, [a.format(**names) for a in argv])
+    assert "too long" in err
+    assert not (tmp_path / "x.json").exists()

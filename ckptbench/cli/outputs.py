@@ -272,7 +272,7 @@ def refuse_folder_clashes(folders: dict[str, Path | None], files) -> None:
             raise InputError(
                 f"{option} {folder}: is also a file this command writes; nothing written"
             )
-        if folder.exists() and not folder.is_dir():
+        if os.path.exists(folder) and not os.path.isdir(folder):  # a name too long: later
             raise InputError(
                 f"{option} {said_path(folder)}: exists and is not a folder; nothing written"
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -79,7 +80,7 @@ def sweep(
     if dask_address is None:  # on a cluster the devices are the workers'
         _check_devices(config, cfg.cases)
     out = out or Path("results") / cfg.name
-    made = [p for p in (out, *out.parents) if not p.exists()]  # what opening it creates
+    made = [p for p in (out, *out.parents) if not os.path.exists(p)]  # what opening it creates
     dask_address = _check_destination(out, dask_address)
     console = stderr_console()
     todo = _cells_to_measure(cfg, out, resume, retry_failed)
@@ -231,7 +232,7 @@ def _cells_to_measure(cfg, out: Path, resume: bool, retry_failed: bool) -> list:
 
 def _out_is_a_folder(out: Path) -> None:
     """``--out`` names a folder, or nothing yet: a file there is one line and exit 2."""
-    if out.exists() and not out.is_dir():
+    if os.path.exists(out) and not os.path.isdir(out):  # pathlib's raised on a long name
         raise InputError(
             f"--out {said_path(out)}: exists and is not a folder (results go into a folder)"
         )

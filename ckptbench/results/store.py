@@ -382,7 +382,7 @@ def _cell_files(
         if os.fspath(raw) == "":  # Path("") is the current folder: never meant
             raise StoreError("an empty path is not a result file or folder")
         p = Path(raw)
-        if p.is_dir():
+        if os.path.isdir(p):  # a name too long is none (pathlib's raised OSError)
             listed = manifest_cells(p / MANIFEST_NAME, manifests=manifests)
             if listed is not None:
                 files.extend((f, key, p / MANIFEST_NAME) for f, key in listed)
