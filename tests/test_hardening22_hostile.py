@@ -142,3 +142,21 @@ def test_a_name_too_long_is_one_line(capsys, tmp_path: Path, monkeypatch, argv) 
     err = one_line_error(capsys, [a.format(**names) for a in argv])
     assert "too long" in err
     assert not (tmp_path / "x.json").exists()
+
+
+# ------------------------------------------------------ a result's enum fields, unhashable
+
+
+@pytest.mark.parametrize("field", ["mode", "status"])
+@pytest.mark.parametrize("value", [[], {}, ["ok"]])
+def test_a_list_or_object_as_a_modes_enum_field_is_one_line(capsys, tmp_path, field, value):
+    """``"status": []`` (or ``{}``) in a result: the validator looked it up in a set of the
+    enum's values, a TypeError (unhashable type) traceback; now "malformed result"."""
+    import json
+
+    path = _result(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["modes"][1][field] = value
+    path.write_text(json.dumps(doc))
+    err = one_line_error(capsys, ["compare", str(path)])
+    assert f"malformed result: modes[1].{field} must be one of" in err
