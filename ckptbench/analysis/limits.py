@@ -43,8 +43,9 @@ def sweep_configs(
     out = []
     for raw in paths:
         p = Path(raw)
-        manifest = p / MANIFEST_NAME if p.is_dir() else p
-        if manifest.name != MANIFEST_NAME or not manifest.is_file():
+        # os.path's tests: a name too long is no folder (pathlib's raised OSError, a traceback)
+        manifest = p / MANIFEST_NAME if os.path.isdir(p) else p
+        if manifest.name != MANIFEST_NAME or not os.path.isfile(manifest):
             continue
         data = manifests.read(manifest) or {}
         if isinstance(data.get("config"), dict):

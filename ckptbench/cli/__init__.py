@@ -95,6 +95,10 @@ class _Commands(click.Group):
             _quiet_stdout()
             raise SystemExit(EXIT_BROKEN_PIPE) from None
         except OSError as err:  # stdout on a full disk: one line, not a traceback
+            if err.errno == errno.ENAMETOOLONG:  # a name typed past the system's limit
+                remove_made_folders(ctx)
+                click.echo(one_line(f"ckptbench: error: {_too_long(err)}"), err=True)
+                raise SystemExit(EXIT_USAGE) from None
             if err.errno not in _WRITE_ERRNOS:
                 raise
             _quiet_stdout()
@@ -104,6 +108,16 @@ class _Commands(click.Group):
             raise SystemExit(EXIT_IO_ERROR) from None
         finally:  # kept (not refused): the folders made for its outputs, said if not yet
             say_made_folders(ctx)
+
+
+def _too_long(err: OSError) -> str:
+    """A file name past the system's limit (255 bytes a name, 4096 a path), as bad input:
+    pathlib's ``exists``/``is_dir`` raise ENAMETOOLONG where ``os.path``'s say False, and a
+    result folder, ``--against``, ``--out`` or ``--mprof`` so named ended in a traceback."""
+    from ckptbench.results.files import SHOWN_PATH_CHARS, shown_value
+
+    name = shown_value(os.fsdecode(err.filename), SHOWN_PATH_CHARS) if err.filename else "a name"
+    return f"{name}: name too long (a name may have 255 bytes, a path 4096)"
 
 
 def _quiet_stdout() -> None:

@@ -29,6 +29,7 @@ from ckptbench.cli.outputs import (
     say_made_folders,
 )
 from ckptbench.cli.values import FLOOR_BYTES, FRACTION, POSITIVE_FRACTION
+from ckptbench.results.inputs import real_path
 
 #: Said when a summary file's last line had no line end (``outputs.append_text``).
 _TORN = (
@@ -121,7 +122,7 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     _needs_against(against)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     targets = [(summary, "--summary", True)] if summary is not None else []  # appended to
-    if step_summary and (summary is None or Path(step_summary).resolve() != summary.resolve()):
+    if step_summary and (summary is None or real_path(step_summary) != real_path(summary)):
         targets.append((Path(step_summary), "$GITHUB_STEP_SUMMARY", True))
     if junit is not None:
         targets.append((junit, "--junit", False))

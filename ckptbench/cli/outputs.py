@@ -12,7 +12,7 @@ import click
 
 from ckptbench.cli.options import InputError
 from ckptbench.cli.values import not_a_choice
-from ckptbench.results.inputs import said_path
+from ckptbench.results.inputs import real_path, said_path
 
 
 def input_files(model: str | None, *paths: str | os.PathLike[str] | None) -> list[str]:
@@ -173,7 +173,7 @@ def check_mprof_dir(
         names += [mprof_name(case.key, m.value, k) for k in range(up_to) for m in modes]
     if out is not None:
         refuse_folder_clashes({"--mprof": folder}, [out])
-        if out.resolve().parent == folder.resolve() and out.name in names:
+        if real_path(out).parent == real_path(folder) and out.name in names:
             raise InputError(
                 f"--out {out}: is also one of --mprof's timeline files; nothing measured"
             )
@@ -256,7 +256,7 @@ def refuse_duplicates(paths) -> None:
     """Writing one file twice in one command would lose the first: bad input, exit 2."""
     seen: dict = {}
     for p in paths:
-        real = Path(p).resolve()
+        real = real_path(p)
         if real in seen:
             raise InputError(f"{p}: this command would write the file twice; nothing written")
         seen[real] = p
@@ -266,15 +266,15 @@ def refuse_folder_clashes(folders: dict[str, Path | None], files) -> None:
     """A folder option (``--plots``, ``--mprof``) that names one of the command's files, or
     an existing file, would write into what another output then cannot replace (or
     fail half-way): bad input, exit 2, before anything is written."""
-    real = {Path(f).resolve(): f for f in files}
+    real = {real_path(f): f for f in files}
     for option, folder in folders.items():
         if folder is None:
             continue
-        if folder.resolve() in real:
+        if real_path(folder) in real:
             raise InputError(
                 f"{option} {folder}: is also a file this command writes; nothing written"
             )
-        if folder.exists() and not folder.is_dir():
+        if os.path.exists(folder) and not os.path.isdir(folder):  # a name too long: later
             raise InputError(
                 f"{option} {said_path(folder)}: exists and is not a folder; nothing written"
             )

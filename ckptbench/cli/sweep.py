@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -72,13 +73,14 @@ def sweep(
     _check_cells(config, cfg.cases)
     cfg, checked = _checked_plugins(cfg, config)
     if dry_run:
+        _address_syntax(dask_address)  # the sweep's first refusal of it; nothing is reached
         _dry_run(cfg, out or Path("results") / cfg.name, resume, retry_failed,
                  _check_notes(checked))  # fmt: skip
         return
     if dask_address is None:  # on a cluster the devices are the workers'
         _check_devices(config, cfg.cases)
     out = out or Path("results") / cfg.name
-    made = [p for p in (out, *out.parents) if not p.exists()]  # what opening it creates
+    made = [p for p in (out, *out.parents) if not os.path.exists(p)]  # what opening it creates
     dask_address = _check_destination(out, dask_address)
     console = stderr_console()
     todo = _cells_to_measure(cfg, out, resume, retry_failed)
@@ -203,6 +205,18 @@ def _check_destination(out: Path, dask_address: str | None) -> str | None:
     return address
 
 
+def _address_syntax(dask_address: str | None) -> None:
+    """InputError (one line) where ``--dask`` is no scheduler address by its syntax alone:
+    a dry run said nothing of ``--dask nonsense`` and exited 0, where the sweep refuses it."""
+    from ckptbench.sweep.cluster import parse_address
+
+    if dask_address is not None:
+        try:
+            parse_address(dask_address)
+        except ValueError as err:
+            raise InputError(str(err)) from None
+
+
 def _cells_to_measure(cfg, out: Path, resume: bool, retry_failed: bool) -> list:
     """The cells a resumed sweep will measure (all of a fresh one), for its estimate: the
     same plan the sweep makes (``sweep.preflight.plan_cells``); all where it cannot be made
@@ -220,7 +234,7 @@ def _cells_to_measure(cfg, out: Path, resume: bool, retry_failed: bool) -> list:
 
 def _out_is_a_folder(out: Path) -> None:
     """``--out`` names a folder, or nothing yet: a file there is one line and exit 2."""
-    if out.exists() and not out.is_dir():
+    if os.path.exists(out) and not os.path.isdir(out):  # pathlib's raised on a long name
         raise InputError(
             f"--out {said_path(out)}: exists and is not a folder (results go into a folder)"
         )

@@ -328,7 +328,7 @@ def _problem(value: Any, tp: Any, where: str) -> str | None:
             return f"{where} must be an object, got {short_json(value)}"
         return fields_problem(value, tp, where)
     if isinstance(tp, type) and issubclass(tp, Enum):
-        if value not in {e.value for e in tp}:
+        if value not in [e.value for e in tp]:  # a list: [] or {} is unhashable
             return f"{where} must be {_describe(tp)}, got {short_json(value)}"
         return None
     if origin in (tuple, list):

@@ -10,7 +10,15 @@ import stat
 from pathlib import Path
 from typing import AnyStr
 
-__all__ = ["TypedPath", "named_pipe", "said_path", "typed_path", "unreadable_text", "without_bom"]
+__all__ = [
+    "TypedPath",
+    "named_pipe",
+    "real_path",
+    "said_path",
+    "typed_path",
+    "unreadable_text",
+    "without_bom",
+]
 
 
 class TypedPath(type(Path())):  # type: ignore[misc]
@@ -70,3 +78,11 @@ def without_bom(text: AnyStr) -> AnyStr:
     if isinstance(text, bytes):
         return text.removeprefix(b"\xef\xbb\xbf")
     return text.removeprefix("\ufeff")
+
+
+def real_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` absolute, its symbolic links resolved as far as they resolve: a loop (a link
+    to itself, or through its own folder) is left as named, where ``Path.resolve`` raised
+    RuntimeError on Python 3.11 and 3.12 ("Symlink loop") and ended the command with a
+    traceback (``--junit loop``, a results folder holding ``z.json -> z.json``)."""
+    return Path(os.path.realpath(path))

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.results.files import InputFileError, read_json_limited, writable_text
-from ckptbench.results.inputs import said_path, unreadable_text
+from ckptbench.results.inputs import real_path, said_path, unreadable_text
 from ckptbench.results.kinds import (
     MANIFEST,
     MANIFEST_KIND,
@@ -150,9 +150,9 @@ def check_output(
         raise StoreError(f"{what} {p}: is a symbolic link; ckptbench never writes through one")
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise StoreError(f"{what} {p}: exists and is not a regular file")
-    real = p.resolve()
+    real = real_path(p)
     for raw in inputs:
-        q = Path(raw).resolve()
+        q = real_path(raw)
         if (
             real == q
             or _same_file(st, q)
@@ -259,7 +259,7 @@ def missing_cells(
         for c in cells:
             if not (f := manifest.parent / c["file"]).exists():
                 why = f"{c.get('state', '?')}{_cell_said(c)}"
-                found.setdefault((str(c.get("key", c["file"])), why), {})[f.resolve()] = str(f)
+                found.setdefault((str(c.get("key", c["file"])), why), {})[real_path(f)] = str(f)
     return [(key, f"{', '.join(fs.values())} (state {why})") for (key, why), fs in found.items()]
 
 
@@ -382,7 +382,7 @@ def _cell_files(
         if os.fspath(raw) == "":  # Path("") is the current folder: never meant
             raise StoreError("an empty path is not a result file or folder")
         p = Path(raw)
-        if p.is_dir():
+        if os.path.isdir(p):  # a name too long is none (pathlib's raised OSError)
             listed = manifest_cells(p / MANIFEST_NAME, manifests=manifests)
             if listed is not None:
                 files.extend((f, key, p / MANIFEST_NAME) for f, key in listed)
@@ -398,7 +398,7 @@ def _cell_files(
                 files.extend((f, key, p) for f, key in listed)
             else:
                 files.append((p, None, None))
-                named.add(p.resolve())
+                named.add(real_path(p))
         else:
             raise StoreError(f"{said_path(raw)}: no such file or folder")
     return files, named
@@ -431,7 +431,7 @@ def _load(
     copied: dict[tuple[Any, ...], list[Path]] = {}  # one measurement in several files
     problems: list[CellProblem] = []
     for f, key, manifest in files:
-        real = f.resolve()
+        real = real_path(f)
         if real in seen and (seen[real] == key or None in (seen[real], key)):
             continue  # one file named twice: read once; listed for two cells, it is misfiled
         seen.setdefault(real, key)
@@ -450,7 +450,7 @@ def _load(
         ident = measurement_id(result)
         if ident in measured:
             first = measured[ident][0]
-            if not lenient or real in named or first.resolve() in named:
+            if not lenient or real in named or real_path(first) in named:
                 raise StoreError(same_measurement(f, first, result))
             copied.setdefault(ident, [first]).append(f)
             continue

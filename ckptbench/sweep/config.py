@@ -296,7 +296,9 @@ def _read_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) ->
 def _check_case_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) -> None:
     if key not in CASE_FIELDS:
         raise r.error(_unknown("case key", key, CASE_FIELDS), table, key, index)
-    if key == "model" and (why := name_problem(value)) is not None:
+    # a model that is no string is Case's to refuse ("must be a non-empty string"): the
+    # name check below took 1.5 or true to str.strip, an AttributeError traceback
+    if key == "model" and isinstance(value, str) and (why := name_problem(value)) is not None:
         raise r.error(why, table, key, index)
     try:
         Case(**{**_companions(key, value), key: value})
