@@ -113,12 +113,13 @@ def test_a_dask_sweep_stopped_before_any_cell_says_what_is_left(tmp_path, monkey
 def test_schedule_says_store_all_ignores_snaps_and_heads_its_table_with_what_runs():
     """`schedule --strategy store-all --steps 10000000 --snaps 3` headed its closed-form
     table '3 snaps' beside 'peak snapshots 10000000', and neither form said --snaps was
-    unused."""
+    unused. Since the headline says every state is stored, not one snapshot per step."""
     for steps in ("6", "10000000"):
         res = _invoke("schedule", "--strategy", "store-all", "--steps", steps, "--snaps", "3")
         assert res.exit_code == 0, res.output
         assert "--snaps 3 is not used" in res.output
-        assert f"{steps} steps, {steps} snaps" in res.output
+        assert f"{steps} steps, every state stored (--snaps not used)" in res.output
+        assert "3 snaps" not in res.output and f"{steps} snaps" not in res.output
 
 
 def test_the_recomputation_factor_is_exact_for_any_size():
