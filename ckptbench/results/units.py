@@ -99,8 +99,11 @@ def parse_fraction_text(text: str, *, positive: bool = False) -> float:
     """'5%' or '0.05' -> 0.05; from 0 (above it with ``positive``) to below 1000%; 100% or
     more only with its '%' ('5' is refused as a likely slip for 5%). ASCII digits only
     (``float`` alone would read Arabic-Indic digits, '1_0', 'nan' and 'inf'). The errors
-    quote what was typed, never the parsed float ('0%', not '0.0')."""
+    quote what was typed, never the parsed float ('0%', not '0.0'). A zero with a minus
+    sign ('-0%') is 0."""
     t = text.strip()
+    if t.startswith("-") and _FRACTION.match(t[1:]) and float(t[1:].rstrip("%")) == 0:
+        t = t[1:]  # '-0%' is 0%, not a slip: negative figures stay refused
     if not _FRACTION.match(t):
         raise ValueError(f"{_clip(text)} is not a fraction like 5% or 0.05")
     value = float(t[:-1]) / 100 if t.endswith("%") else float(t)

@@ -1,0 +1,34 @@
+"""A newcomer's audit of the reports (2026-11-30): each point with a test that fails on the
+code before it."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from ckptbench.cli import cli
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.mark.parametrize("text", ["-0%", "-0", "-0.0%", "-0e3"])
+def test_minus_zero_is_a_zero_fraction(text):
+    """'-0%' was 'not a fraction like 5% or 0.05' where '0%' is accepted; negative figures
+    other than zero stay refused (tests/test_hardening8.py)."""
+    from ckptbench.cli.precision import precision_value
+    from ckptbench.results.units import parse_fraction_text
+
+    assert parse_fraction_text(text) == 0.0
+    assert precision_value(text) is None  # --precision -0% is off, as 0% is
+    res = _invoke("check", "nothing-here", "--memory-tolerance", text)
+    assert "not a fraction" not in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "give --against" in res.output  # read, then judged as 0%
+
+
+def test_precision_zero_is_off_in_help():
+    """`run --precision 0` is quietly `off`: its help says so."""
+    res = _invoke("run", "--help")
+    assert res.exit_code == 0
+    assert "'off' (or 0, 0%) adds none" in " ".join(res.output.split())
