@@ -32,3 +32,35 @@ def test_precision_zero_is_off_in_help():
     res = _invoke("run", "--help")
     assert res.exit_code == 0
     assert "'off' (or 0, 0%) adds none" in " ".join(res.output.split())
+
+
+def _compare_legend(tmp_path, rounds: list[int]) -> str:
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.results.schema import save_result
+
+    paths = []
+    for i, n in enumerate(rounds):
+        paths.append(tmp_path / f"r{i}.json")
+        save_result(make_result(CI_CASE.with_(snaps=4 + i), seed=i, rounds=n), paths[-1])
+    res = CliRunner().invoke(cli, ["compare", "--format", "markdown", *map(str, paths)])
+    assert res.exit_code == 0, res.output
+    return " ".join(res.output.split())
+
+
+@pytest.mark.parametrize(
+    ("rounds", "over"),
+    [
+        ([1, 1], "95% intervals from one round's iterations ("),
+        ([3, 3], "95% intervals over the rounds ("),
+        ([3, 1], "95% intervals over the rounds; from one round's iterations where a cell ran "
+                 "one round (the cells the warning 'intervals from one round' names) ("),
+    ],
+)  # fmt: skip
+def test_compare_legend_says_where_its_intervals_come_from(tmp_path, rounds, over):
+    """`compare`'s legend said '95% intervals over the rounds' for one-round cells, while a
+    warning below said those intervals come from one round's iterations."""
+    text = _compare_legend(tmp_path, rounds)
+    assert over in text, text
+    if 1 in rounds:  # the warning the mixed legend points at is there
+        assert "intervals from one round see its iterations" in text, text
