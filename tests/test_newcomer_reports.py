@@ -64,3 +64,21 @@ def test_compare_legend_says_where_its_intervals_come_from(tmp_path, rounds, ove
     assert over in text, text
     if 1 in rounds:  # the warning the mixed legend points at is there
         assert "intervals from one round see its iterations" in text, text
+
+
+def test_run_prints_both_sides_of_an_asymmetric_interval():
+    """`run`'s live line printed '1.18x [0.85, 1.63] +/-37.7%' for an interval 28% below and
+    38% above the estimate: one '+/-' figure read as symmetric."""
+    from ckptbench.analysis.intervals import Estimate
+    from ckptbench.measure.runner import Precision
+    from ckptbench.render.console import JobClock
+    from ckptbench.results.schema import Case, Mode
+
+    value, low, high = 1.18, 0.85, 1.63
+    clock = JobClock(Case(rounds=3), (Mode.NORMAL,), Precision(0.05, 30, 240.0), 1.0)
+    clock.done_rounds = {0, 1}
+    clock.estimate = {"slowdown": Estimate(value, low, high, "test", 2, 20)}
+    text = clock.summary()
+    sides = f"-{1 - low / value:.1%}/+{high / value - 1:.1%}"
+    assert f"slowdown 1.18x [0.85, 1.63] {sides} (goal 5%)" in text, text
+    assert "+/-" not in text, text
