@@ -101,7 +101,8 @@ def test_interval_ends_far_off_the_estimate_read_as_bounds() -> None:
     assert interval_text(0.5, 512539.87, 2, center=1.31) == ("0.50", ">100")
     assert interval_text(1.25, 1.37, 2, center=1.31) == ("1.25", "1.37")
     assert interval_text(0.0000012, 512539.87, 2) == ("0.0000012", "512539.87")  # no estimate
-    assert half_width_text(643697.473) == ">+/-1000%" and half_width_text(0.046) == "+/-4.6%"
+    assert half_width_text(643697.473) == "wider than +/-1000%"
+    assert half_width_text(0.046) == "within +/-4.6%"
     assert relative_text(6.3e34) == ">1000%" and relative_text(0.1) == "10.0%"
 
 

@@ -100,7 +100,7 @@ def test_the_time_cap_stops_the_planned_rounds_too_and_says_the_interval(fake, t
     assert prec["stopped"] == "max-time" and prec["rounds"] == 2 == result.rounds_started
     assert prec["rounds_planned"] == 6
     (line,) = [x for x in explain_lines(result) if x.startswith("stopped at the time cap")]
-    assert "(--max-time 0 s) after 2 of 6 planned rounds: slowdown interval +/-" in line
+    assert "(--max-time 0 s) after 2 of 6 planned rounds: slowdown interval within +/-" in line
 
 
 def _events(clock_modes, rounds):

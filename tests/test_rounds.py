@@ -82,7 +82,7 @@ def test_precision_says_when_it_stopped_short(fake, tmp_path):
     assert result.case.rounds == 3 == result.summary.rounds
     assert result.environment["precision"]["stopped"] == "max-rounds"
     assert "--precision 0.5% not reached" in res.output
-    assert "+/-1.0% after 3 rounds, stopped by --max-rounds" in res.output
+    assert "within +/-1.0% after 3 rounds, stopped by --max-rounds" in res.output
 
 
 def test_run_adds_rounds_for_5_percent_by_default(fake, tmp_path, monkeypatch):

@@ -310,7 +310,7 @@ def _sections():
     envvar="CKPTBENCH_PRECISION",
     callback=precision_option,
     help="After --rounds, add rounds until the slowdown's 95% interval is within this, up "
-    "to --max-rounds and --max-time, and say when it stopped short. 'off' adds none. An "
+    "to --max-rounds and --max-time, and say when it stopped short. 'off' (or 0, 0%) adds none. An "
     "explicit --rounds N without --precision runs exactly N rounds. Environment: "
     "CKPTBENCH_PRECISION.",
 )

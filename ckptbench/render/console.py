@@ -19,7 +19,7 @@ from ckptbench.render.format import (
     setting_text,
 )
 from ckptbench.results.schema import Case, Mode
-from ckptbench.results.units import half_width_text
+from ckptbench.results.units import sides_text
 
 __all__ = [
     "PLAIN_WIDTH",
@@ -179,7 +179,7 @@ class JobClock:
 
     def summary(self) -> str:
         """'3 rounds done (plan 6-30) · 1:12 elapsed, ~2:40 left · slowdown 1.31x [1.25,
-        1.37] +/-4.6% (goal 5%) · savings 79.8x': the time first, so a narrow terminal
+        1.37] -4.6%/+4.6% (goal 5%) · savings 79.8x': the time first, so a narrow terminal
         that cuts the line still shows it."""
         done = len(self.done_rounds)
         plan = f"{self.case.rounds}"
@@ -199,7 +199,7 @@ class JobClock:
             goal = f" (goal {fmt_percent(self.precision.target_rel, 0)})" if self.precision else ""
             parts.append(
                 f"slowdown {slow.value:.2f}x {fmt_interval(lo, hi, center=slow.value)} "
-                f"{half_width_text(slow.half_width_rel)}{goal}"
+                f"{sides_text(slow.value, lo, hi)}{goal}"
             )
         sav = self.estimate.get("memory_savings")
         if sav is not None:

@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
-__all__ = ["CELLS_LEGEND", "DELTA_LEGEND", "RUN_LEGEND"]
+from collections.abc import Sequence
+
+__all__ = ["CELLS_LEGEND", "DELTA_LEGEND", "RUN_LEGEND", "cells_legend"]
 
 #: The cells table's columns (their raw keys) and what each is.
 CELLS_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -24,7 +26,7 @@ CELLS_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (
         ("slowdown", "vs_floor", "memory_savings"),
-        "[95%]: 95% intervals over the rounds (<x, >y: an end more than 100x off the estimate)",
+        "[95%]: 95% intervals {over} (<x, >y: an end more than 100x off the estimate)",
     ),
     (("evaluations",), "evals (opt): step evaluations (the schedule's optimum)"),
     (
@@ -33,6 +35,23 @@ CELLS_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
         "time); - for a peer whose recomputation is not counted in whole evaluations",
     ),
 )
+
+#: Where the cells' intervals come from: every cell several rounds, every cell one, or both
+#: (as ``run`` says it for one round; the cells are those the one-round warning names).
+_OVER = {
+    (False,): "over the rounds",
+    (True,): "from one round's iterations",
+    (False, True): "over the rounds; from one round's iterations where a cell ran one round "
+    "(the cells the warning 'intervals from one round' names)",
+}
+
+
+def cells_legend(one_round: Sequence[bool]) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """:data:`CELLS_LEGEND` for cells of which ``one_round`` ran one round: its '[95%]' entry
+    says where the intervals shown come from."""
+    over = _OVER[tuple(sorted(set(one_round))) or (False,)]
+    return tuple((keys, text.replace("{over}", over)) for keys, text in CELLS_LEGEND)
+
 
 #: The before -> after table's columns and what each is: what the memory figures of a row
 #: are (a baseline's peak, another mode's overhead) is its ``memory`` column.

@@ -99,8 +99,11 @@ def parse_fraction_text(text: str, *, positive: bool = False) -> float:
     """'5%' or '0.05' -> 0.05; from 0 (above it with ``positive``) to below 1000%; 100% or
     more only with its '%' ('5' is refused as a likely slip for 5%). ASCII digits only
     (``float`` alone would read Arabic-Indic digits, '1_0', 'nan' and 'inf'). The errors
-    quote what was typed, never the parsed float ('0%', not '0.0')."""
+    quote what was typed, never the parsed float ('0%', not '0.0'). A zero with a minus
+    sign ('-0%') is 0."""
     t = text.strip()
+    if t.startswith("-") and _FRACTION.match(t[1:]) and float(t[1:].rstrip("%")) == 0:
+        t = t[1:]  # '-0%' is 0%, not a slip: negative figures stay refused
     if not _FRACTION.match(t):
         raise ValueError(f"{_clip(text)} is not a fraction like 5% or 0.05")
     value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
@@ -166,9 +169,20 @@ def relative_text(fraction: float) -> str:
 
 
 def half_width_text(fraction: float) -> str:
-    """An interval's half-width relative to its estimate: '+/-4.6%', or '>+/-1000%'."""
+    """An interval's larger side relative to its estimate (``Estimate.half_width_rel``, what
+    ``--precision`` judges) as the bound it is: 'within +/-4.6%', or 'wider than +/-1000%'.
+    A ratio's interval is not symmetric: where its ends are known, :func:`sides_text`."""
     text = relative_text(fraction)
-    return f">+/-{text[1:]}" if text.startswith(">") else f"+/-{text}"
+    return f"wider than +/-{text[1:]}" if text.startswith(">") else f"within +/-{text}"
+
+
+def sides_text(value: float, low: float, high: float) -> str:
+    """How far each end of ``[low, high]`` lies from ``value``, relative to it: '-28.0%/+38.1%'
+    (a ratio's interval is asymmetric: one '+/-' figure would misstate a side), '>+1000%'
+    for a high end more than :data:`HUGE_RELATIVE` above."""
+    up = relative_text(high / value - 1.0)
+    up = f">+{up[1:]}" if up.startswith(">") else f"+{up}"
+    return f"-{relative_text(1.0 - low / value)}/{up}"
 
 
 def off_scale(center: float | None, low: float, high: float) -> tuple[str | None, str | None]:
