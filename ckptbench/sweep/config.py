@@ -296,7 +296,8 @@ def _read_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) ->
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A number a duration bound applies to: not inf or nan (Case says 'finite' of them)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_case_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) -> None:
