@@ -77,8 +77,6 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
         case.check_fits_memory()
     except ValueError as err:
         raise InputError(str(err)) from None
-    for note in notes:  # as run says them: snaps clamped, or unused
-        click.echo(f"note: {note}", err=True)
     job = {
         "model": case.model, "steps": case.steps, "snaps": case.snaps, "mode": mode,
         "strategy": strategy, "hidden": hidden, "batch": batch, "input": input_,
@@ -86,7 +84,9 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
     }  # fmt: skip
     try:
         with stop_on_signals():  # the profiling worker goes through the launcher's guard
-            check_plugin(case)
+            check_plugin(case)  # bad input (a model that is none) refused first: one line
+            for note in notes:  # as run says them: snaps clamped, or unused
+                click.echo(f"note: {note}", err=True)
             doc = run_profile(case, job)
     except ValueError as err:
         text = str(err)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import shlex
 import sys
@@ -258,6 +259,8 @@ def _dry_run(cfg, out: Path, resume: bool, retry_failed: bool, check_notes=()) -
         check_manifest(out, cfg.name)
         cells, to_run = plan_cells(cfg, out, resume, retry_failed)
     except (SweepError, OSError) as err:
+        if getattr(err, "errno", None) == errno.ENAMETOOLONG:  # said as everywhere else
+            raise  # (the command line's one line: "'xxx…'... (N characters): name too long")
         raise InputError(str(err)) from None
     estimates = [estimated_seconds(c) for c in cfg.cases]
     console = stdout_console()

@@ -16,6 +16,8 @@ from fractions import Fraction
 
 #: Sizes are below this (4 EiB, itself refused: from there on, a typo).
 MAX_BYTES = 2**62
+#: Durations are below this many seconds (about 31,700 years: from there on, a typo).
+MAX_SECONDS = 1e12
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtpe]?i?b?)?\s*$", re.IGNORECASE)
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$")
@@ -88,11 +90,20 @@ def parse_duration(text: str) -> float:
     if not m:
         raise ValueError(f"{_clip(text)} is not a duration like 5ms, 2s or 10m")
     value = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-    if not value < 1e12:  # hundreds of digits read as inf
-        raise ValueError(f"{_clip(text)} is too long a duration")
+    check_duration(value, text)  # hundreds of digits read as inf
     if value <= 0:
         raise ValueError(f"{text!r} must be positive")
     return value
+
+
+def check_duration(seconds: float, text: str | None = None) -> float:
+    """``seconds`` if below :data:`MAX_SECONDS`, else a ValueError saying so: the one bound
+    of a duration typed (:func:`parse_duration`) or written as a number in a sweep config
+    (``timeout_s = 9223372036854775807`` ran where ``--timeout`` refused it)."""
+    if not seconds < MAX_SECONDS:
+        said = _clip(text) if text is not None else _clip(str(seconds))
+        raise ValueError(f"{said} is too long a duration (below {MAX_SECONDS:.0e} s)")
+    return seconds
 
 
 def parse_fraction_text(text: str, *, positive: bool = False) -> float:

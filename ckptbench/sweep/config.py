@@ -49,7 +49,7 @@ from ckptbench.backends.registry import BACKENDS, DEFAULT_BACKEND, resolve_devic
 from ckptbench.results.files import SHOWN_CHARS, read_text_limited, shown_value
 from ckptbench.results.inputs import named_pipe, said_path, unreadable_text, without_bom
 from ckptbench.results.schema import Case, CaseError
-from ckptbench.results.units import parse_duration, parse_size
+from ckptbench.results.units import check_duration, parse_duration, parse_size
 from ckptbench.schedules import OPTIMAL, STRATEGIES, Setting, get_strategy
 from ckptbench.sweep.grid import expand_grid
 from ckptbench.sweep.keylines import KeyLines, config_words
@@ -284,13 +284,20 @@ def _read_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) ->
     other name resolved, then checked (:func:`_check_case_value`)."""
     if key == "device" and isinstance(value, str):  # as --device takes it: gpu is cuda
         value = resolve_device(value)
-    if isinstance(value, str) and key in _TYPED:
-        try:
+    try:
+        if isinstance(value, str) and key in _TYPED:
             value = _TYPED[key](value)
-        except ValueError as err:
-            raise r.error(str(err), table, key, index) from None
+        elif _TYPED.get(key) is parse_duration and _is_number(value):  # the same bound
+            check_duration(value)
+    except ValueError as err:
+        raise r.error(str(err), table, key, index) from None
     _check_case_value(r, table, key, value, index)
     return value
+
+
+def _is_number(value: Any) -> bool:
+    """A number a duration bound applies to: not inf or nan (Case says 'finite' of them)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_case_value(r: _Reader, table: str, key: str, value: Any, index: int = 0) -> None:
