@@ -13,21 +13,7 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
-SEQUENTIAL = """
-name = "seq"
-[case]
-model = "mlp-stack"
-backend = "torch"
-steps = 4
-hidden = 4
-rounds = 3
-warmup = 0
-repeats = 2
-[grid]
-strategy = ["checkpoint-sequential"]
-snaps = [1, 2]
-"""
-SAID = "checkpoint-sequential with 1 segment checkpoints nothing"
+from test_hardening21_reports import SAID, SEQUENTIAL  # the one-segment sweep and its note
 
 
 def _flat(text: str) -> str:
