@@ -29,6 +29,7 @@ __all__ = [
     "estimated_seconds",
     "left_out",
     "rounds_seconds",
+    "unit_price",
 ]
 
 
