@@ -70,6 +70,35 @@ def test_an_output_through_a_symlink_loop_is_one_line(capsys, tmp_path: Path, ar
     assert str(loop) in err
 
 
+_RUN = ["run", "--steps", "10", "--snaps", "3"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "target", "named"),
+    [
+        ([*_RUN, "--mprof", "{link}"], "itself", False),
+        ([*_RUN, "--mprof", "{link}/sub"], "itself", True),
+        ([*_RUN, "--mprof", "{link}"], "nowhere", False),
+        (["compare", "{r}", "--mprof", "{link}"], "nowhere", False),
+        (["compare", "{r}", "--plots", "{link}"], "nowhere", False),
+        (["compare", "{r}", "-o", "{link}/sub/report.md"], "nowhere", True),
+        (["check", "{r}", "--junit", "{link}/sub/j.xml"], "nowhere", True),
+    ],
+)
+def test_an_output_folder_through_a_link_that_leads_nowhere_says_so(
+    capsys, tmp_path: Path, argv, target, named
+) -> None:
+    """A folder to make where a link to itself (or to nothing) stands: mkdir said only
+    "--mprof loop: File exists", which names no link (a file checked first, as compare's
+    are, says "Too many levels of symbolic links" for a loop, which does)."""
+    link = tmp_path / "link"
+    link.symlink_to(link if target == "itself" else tmp_path / "nowhere")
+    r = _result(tmp_path)
+    err = one_line_error(capsys, [a.format(r=r, link=link) for a in argv])
+    assert "is a symbolic link that leads nowhere" in err, err
+    assert (f"{link} is a symbolic link" in err) == named, err
+
+
 def test_a_step_summary_through_a_symlink_loop_is_one_line(capsys, tmp_path, monkeypatch):
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
