@@ -31,15 +31,18 @@ def _one_line_refusal(res, path: Path) -> str:
     return res.output
 
 
-def test_plots_force_replaces_its_own_earlier_plots(tmp_path: Path):
-    src, folder = _result(tmp_path), tmp_path / "plots"
-    write = ["compare", str(src), "--plots", str(folder), "-q"]
+@pytest.mark.parametrize(
+    ("option", "pattern"), [("--plots", "*.png"), ("--mprof", "mprofile_*.dat")]
+)
+def test_force_replaces_its_own_earlier_plots_and_timelines(tmp_path: Path, option, pattern):
+    src, folder = _result(tmp_path), tmp_path / "out"
+    write = ["compare", str(src), option, str(folder), "-q"]
     assert CliRunner().invoke(cli, write).exit_code == 0
-    plots = sorted(folder.glob("*.png"))
-    assert plots
+    written = sorted(folder.glob(pattern))
+    assert written
     res = CliRunner().invoke(cli, write)  # without --force: refused, and --force is said
     assert res.exit_code == 2 and "--force" in res.output, res.output
-    inodes = {p: p.stat().st_ino for p in plots}
+    inodes = {p: p.stat().st_ino for p in written}
     res = CliRunner().invoke(cli, [*write, "--force"])
     assert res.exit_code == 0, res.output
     assert all(p.stat().st_ino != inode for p, inode in inodes.items())  # written anew
@@ -60,18 +63,6 @@ def test_plots_force_never_replaces_a_png_ckptbench_did_not_write(tmp_path: Path
     assert sorted(folder.iterdir()) == [mine] and not report.exists()  # nothing written
     res = CliRunner().invoke(cli, write[:-1])  # without --force: the same line, no "--force"
     assert "not a plot ckptbench wrote" in _one_line_refusal(res, mine)
-
-
-def test_mprof_force_replaces_its_own_earlier_timelines(tmp_path: Path):
-    src, folder = _result(tmp_path), tmp_path / "mp"
-    write = ["compare", str(src), "--mprof", str(folder), "-q"]
-    assert CliRunner().invoke(cli, write).exit_code == 0
-    timelines = sorted(folder.glob("mprofile_*.dat"))
-    assert timelines
-    inodes = {p: p.stat().st_ino for p in timelines}
-    res = CliRunner().invoke(cli, [*write, "--force"])
-    assert res.exit_code == 0, res.output
-    assert all(p.stat().st_ino != inode for p, inode in inodes.items())
 
 
 def test_mprof_refuses_a_file_ckptbench_did_not_write_in_the_plots_words(tmp_path: Path):
