@@ -24,7 +24,7 @@ from ckptbench.render.format import (
     short_labels,
     told_apart,
 )
-from ckptbench.render.legends import DELTA_LEGEND, cells_legend
+from ckptbench.render.legends import DELTA_LEGEND, shown_legend
 from ckptbench.render.table import Column, Table
 from ckptbench.results.schema import Mode, RunResult, Status
 
@@ -202,17 +202,7 @@ def cells_table(results: Sequence[RunResult]) -> Table:
     if len(hosts) == 1 and len(results) > 1:
         common = f"{common} on host {next(iter(hosts)) or '-'}".strip()
     notes = (f"every cell: {common}",) if common and len(results) > 1 else ()
-    return Table("Cells", columns, tuple(records), notes=notes, legend=_legend(results))
-
-
-def _legend(results: Sequence[RunResult]) -> tuple[tuple[tuple[str, ...], str], ...]:
-    """The cells' legend, its intervals from the rounds or one round's iterations as the
-    one-round warning judges each cell (``render.caveats.caveats``)."""
-    summaries = [r.summary for r in results]
-    return cells_legend(
-        [any(e.interval is not None and e.rounds == 1 for e in (s.slowdown, s.memory_savings))
-         for s in summaries]
-    )  # fmt: skip
+    return Table("Cells", columns, tuple(records), notes=notes, legend=shown_legend(results))
 
 
 def invocations_table(results: Sequence[RunResult]) -> Table | None:

@@ -4,9 +4,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-__all__ = ["CELLS_LEGEND", "DELTA_LEGEND", "RUN_LEGEND", "cells_legend"]
+__all__ = [
+    "CELLS_LEGEND",
+    "DELTA_LEGEND",
+    "RUN_LEGEND",
+    "cells_legend",
+    "run_ratios",
+    "shown_legend",
+]
 
 #: The cells table's columns (their raw keys) and what each is.
 CELLS_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -16,13 +24,11 @@ CELLS_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (
         ("slowdown",),
-        "slowdown: ckpt time / normal time (per round, then the rounds' geometric mean: not "
-        "the shown columns divided)",
+        "slowdown: ckpt time / normal time ({slowdown})",
     ),
     (
         ("memory_savings",),
-        "savings: normal +MiB / ckpt +MiB (per round, then the rounds' median: not the shown "
-        "columns divided)",
+        "savings: normal +MiB / ckpt +MiB ({savings})",
     ),
     (
         ("slowdown", "vs_floor", "memory_savings"),
@@ -45,12 +51,76 @@ _OVER = {
     "(the cells the warning 'intervals from one round' names)",
 }
 
+#: How the slowdown is taken (``analysis.intervals.ratio_estimate``): each round's median
+#: ratio over its iteration pairs, then the rounds' geometric mean; with one round, that
+#: round's median ratio alone, which is the median times divided only where each mode
+#: measured one iteration (``run``'s default) or all agree.
+_SLOWDOWN = {
+    (False,): "per round, then the rounds' geometric mean: not the ckpt s / normal s "
+    "columns divided",
+    (True,): "from one round: the median of every ckpt/normal iteration pair's ratio, which "
+    "can differ from the ckpt s / normal s columns divided",
+    (False, True): "per round, then the rounds' geometric mean: not the ckpt s / normal s "
+    "columns divided; where a cell ran one round, the median of every ckpt/normal iteration "
+    "pair's ratio, which can differ from them",
+}
 
-def cells_legend(one_round: Sequence[bool]) -> tuple[tuple[tuple[str, ...], str], ...]:
-    """:data:`CELLS_LEGEND` for cells of which ``one_round`` ran one round: its '[95%]' entry
-    says where the intervals shown come from."""
-    over = _OVER[tuple(sorted(set(one_round))) or (False,)]
-    return tuple((keys, text.replace("{over}", over)) for keys, text in CELLS_LEGEND)
+#: How the savings are taken (``analysis.intervals.savings_estimate``): per round from its
+#: median peaks, then the rounds' median; with one round, its overheads, which are the
+#: shown ones (the shown overheads pool the rounds' iterations).
+_SAVINGS = {
+    (False,): "per round, then the rounds' median: not the shown columns divided",
+    (True,): "from one round: the shown columns divided, before rounding",
+    (False, True): "per round, then the rounds' median: not the shown columns divided; where "
+    "a cell ran one round, the shown columns divided, before rounding",
+}
+
+
+def _which(one_round: Sequence[bool]) -> tuple[bool, ...]:
+    """(False,) every cell several rounds, (True,) every cell one, (False, True) both."""
+    return tuple(sorted(set(one_round))) or (False,)
+
+
+def cells_legend(
+    intervals: Sequence[bool],
+    slowdown: Sequence[bool] = (),
+    savings: Sequence[bool] = (),
+) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """:data:`CELLS_LEGEND` for the cells shown: ``intervals``, ``slowdown`` and ``savings``
+    say, for each cell that shows one, whether it comes from one round (several where none
+    is given). The '[95%]' entry says where the intervals come from, the slowdown's and
+    the savings' how each is taken, so every entry is true of the cells shown."""
+    said = {
+        "{over}": _OVER[_which(intervals)],
+        "{slowdown}": _SLOWDOWN[_which(slowdown)],
+        "{savings}": _SAVINGS[_which(savings)],
+    }
+    out = []
+    for keys, text in CELLS_LEGEND:
+        for mark, words in said.items():
+            text = text.replace(mark, words)
+        out.append((keys, text))
+    return tuple(out)
+
+
+def shown_legend(results: Sequence[Any]) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """:func:`cells_legend` for the cells of ``results`` (``RunResult``, read by its
+    ``summary``): their intervals from the rounds or one round's iterations as the
+    one-round warning judges each cell (``render.caveats.caveats``), the slowdown and the
+    savings from the rounds or from one round, each judged by the cells that show that
+    figure (where none does, every cell by its own rounds)."""
+
+    def one_round(ratios: Callable[[Any], tuple[Any, ...]], shown: Callable[[Any], bool]):
+        said = [[r for r in ratios(s) if shown(r)] for s in summaries]
+        judged = [any(r.rounds == 1 for r in rs) for rs in said if rs]
+        return judged or [s.rounds == 1 for s in summaries]
+
+    summaries = [r.summary for r in results]
+    return cells_legend(
+        one_round(lambda s: (s.slowdown, s.memory_savings), lambda r: r.interval is not None),
+        one_round(lambda s: (s.slowdown,), lambda r: r.value is not None),
+        one_round(lambda s: (s.memory_savings,), lambda r: r.value is not None),
+    )
 
 
 #: The before -> after table's columns and what each is: what the memory figures of a row
@@ -80,3 +150,22 @@ RUN_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
         "grad err: the checkpointed gradient's largest relative difference from the plain one",
     ),
 )
+
+
+def run_ratios(*, one_round: bool) -> str:
+    """``run``'s note on its two quoted ratios, for a cell of one round or of several: how
+    each is taken, as :data:`CELLS_LEGEND`'s slowdown and savings entries say it."""
+    what = (
+        "slowdown: checkpointed time / normal time; savings: normal's overhead / "
+        "checkpointed's overhead (each over the baseline); "
+    )
+    if one_round:
+        return what + (
+            "from one round, the slowdown is the median of every checkpointed/normal "
+            "iteration pair's ratio, which can differ from the table's times divided, and the "
+            "savings are the table's overheads divided, before rounding"
+        )
+    return what + (
+        "each ratio is taken within a round and pooled (slowdown: geometric mean, savings: "
+        "median), so it is not the table's columns divided"
+    )
