@@ -453,7 +453,14 @@ def test_the_run_table_says_what_its_brackets_are():
         "[low, high]: 95% intervals from one round's iterations (overhead: the iterations' "
         "peaks and a rerun's spread); baseline is the forward pass alone"
     )
-    assert run_table(make_result(CI_CASE)).notes == (one, ratios)
+    one_ratios = (  # 2026-11-30: one round's ratios are not pooled over rounds
+        "slowdown: checkpointed time / normal time; savings: normal's overhead / "
+        "checkpointed's overhead (each over the baseline); from one round, the slowdown is the "
+        "median of every checkpointed/normal iteration pair's ratio, which can differ from the "
+        "table's times divided, and the savings are the table's overheads divided, before "
+        "rounding"
+    )
+    assert run_table(make_result(CI_CASE)).notes == (one, one_ratios)
 
 
 def test_a_resumed_sweep_estimates_only_what_it_will_measure(fake):

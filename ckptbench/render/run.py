@@ -22,7 +22,7 @@ from ckptbench.render.format import (
     fmt_time_spread,
     setting_text,
 )
-from ckptbench.render.legends import RUN_LEGEND
+from ckptbench.render.legends import RUN_LEGEND, run_ratios
 from ckptbench.render.table import Column, Table
 from ckptbench.results.schema import Case, Mode, RunResult, Status
 from ckptbench.results.units import count_text, half_width_text, off_scale
@@ -216,10 +216,7 @@ def run_table(result: RunResult) -> Table:
         else ()
     )
     ratios = (  # what the two quoted ratios are, where they are shown
-        "slowdown: checkpointed time / normal time; savings: normal's overhead / "
-        "checkpointed's overhead (each over the baseline); each ratio is taken within a round "
-        "and pooled (slowdown: geometric mean, savings: median), so it is not the table's "
-        "columns divided"
+        run_ratios(one_round=rounds == 1)
         if any(r["mode"] == Mode.CHECKPOINTED.value for r in records)
         else ""
     )
