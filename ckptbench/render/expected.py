@@ -1,7 +1,7 @@
 """What a checkpointed gradient should have cost, beside what it cost: a planned
 schedule's predicted time (``schedules.optimal``, after Beaumont et al. 2019) and the
 recomputation floor (``results.summary``: the plain gradient plus each extra evaluation at
-the forward-only step). Returns strings; never prints."""
+its layer's forward-only time, or the mean step's). Returns strings; never prints."""
 
 from __future__ import annotations
 
