@@ -86,6 +86,7 @@ def _cell(s: CellSummary, result: RunResult) -> dict[str, Any]:
         "grad_max_rel_err": s.grad_max_rel_err,
         "device_memory_savings": s.device_memory_savings,
         "floor_time_s": s.floor_time_s,
+        "floor_basis": s.floor_basis,
         "vs_floor": s.vs_floor,
         "vs_floor_low": s.floor_ratio.low if s.floor_ratio else None,
         "vs_floor_high": s.floor_ratio.high if s.floor_ratio else None,
@@ -233,7 +234,7 @@ def cells_frame(results: Sequence[RunResult]) -> Any:
             },
             "normal_time_s": col(time, "normal"),
             "checkpointed_time_s": col(time, "checkpointed"),
-            "floor_time_s": first["floor_time_s"],
+            **{k: first[k] for k in ("floor_time_s", "floor_basis")},
             **{  # each ratio with its 95% interval
                 f"{name}{end}": first[f"{name}{end}"]
                 for name in ("slowdown", "vs_floor", "memory_savings")

@@ -113,15 +113,17 @@ def ratio(num: float | None, den: float | None) -> float | None:
 
 
 def recompute_floor_s(
-    baseline_s: float | None, plain_s: float | None, evaluations: int | None, steps: int
+    baseline_s: float | None, plain_s: float | None, extra_steps: float | None, steps: int
 ) -> float | None:
-    """The recomputation floor: the plain gradient's time plus each evaluation beyond the
-    ``steps`` it makes at the forward-only time per step (``baseline_s / steps``); None
-    unless all three are known. An estimate of what a schedule's recomputations cost with
-    no executor overhead, not a bound (a recomputed step may run faster than a forward one)."""
-    if baseline_s is None or plain_s is None or evaluations is None or steps <= 0:
+    """The recomputation floor: the plain gradient's time plus ``extra_steps`` evaluations
+    at the forward-only time per step (``baseline_s / steps``): the extra evaluations in mean
+    steps, each priced at its own step's share of the baseline where the run has per-step
+    costs (:func:`ckptbench.analysis.floor.floor_extra`); None unless all three are known.
+    An estimate of what a schedule's recomputations cost with no executor overhead, not a
+    bound (a recomputed step may run faster than a forward one)."""
+    if baseline_s is None or plain_s is None or extra_steps is None or steps <= 0:
         return None
-    return plain_s + max(evaluations - steps, 0) * baseline_s / steps
+    return plain_s + extra_steps * baseline_s / steps
 
 
 def floor_evaluations(strategy: str, counters: Mapping[str, Any]) -> int | None:
@@ -175,27 +177,24 @@ def _by_round(results: Sequence[ModeResult]) -> list[dict[str, ModeResult]]:
 
 
 def floor_estimate(
-    results: Sequence[ModeResult], evaluations: int | None, steps: int
+    results: Sequence[ModeResult], extra_steps: float | None, steps: int
 ) -> intervals.Estimate | None:
     """Checkpointed time / the recomputation floor with a 95% interval over the rounds
     (:func:`ckptbench.analysis.intervals.ratio_estimate`): in each round that measured all
-    three modes, every plain iteration plus that round's extra evaluations at its own
-    forward-only step (the baseline's median / ``steps``) is one floor sample; None without
-    such a round or a count of evaluations, or where a mode failed in a round
+    three modes, every plain iteration plus that round's extra evaluations (``extra_steps``,
+    in mean steps: :func:`ckptbench.analysis.floor.floor_extra`) at its own forward-only
+    step (the baseline's median / ``steps``) is one floor sample; None without such a round
+    or a count of evaluations, or where a mode failed in a round
     (:func:`failed_modes`). A fresh worker can run every step 1.6x slower than the next one
     (a GPU host, 2026-11-28), so the floor is priced round by round."""
     three = (Mode.BASELINE.value, Mode.NORMAL.value, Mode.CHECKPOINTED.value)
-    if evaluations is None or steps <= 0 or failed_modes(results) & set(three):
+    if extra_steps is None or steps <= 0 or failed_modes(results) & set(three):
         return None
     pairs = []
     for rd in _by_round(results):
         if all(m in rd for m in three):
             base, plain, ckpt = (rd[m].iterations for m in three)
-            extra_s = (
-                max(evaluations - steps, 0)
-                * statistics.median(it.wall_time_s for it in base)
-                / steps
-            )
+            extra_s = extra_steps * statistics.median(it.wall_time_s for it in base) / steps
             pairs.append(
                 ([it.wall_time_s for it in ckpt], [it.wall_time_s + extra_s for it in plain])
             )

@@ -166,7 +166,7 @@ def cells_table(results: Sequence[RunResult]) -> Table:
         Column("normal_time_s", "normal s", _s, priority=4),
         Column("checkpointed_time_s", "ckpt s", _s, priority=3),
         Column("slowdown", "slowdown [95%]", _ci("slowdown", 2, star=True)),
-        # the recomputation floor: plain + extra evaluations at the forward-only step time
+        # the recomputation floor: plain + extra evaluations at their forward-only time
         Column("floor_time_s", priority=0),
         Column("vs_floor", "vs floor [95%]", _ci("vs_floor", 2, star=True), priority=3),
         # host RSS savings: on a GPU report the device's savings are the figure, the host's

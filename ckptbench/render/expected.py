@@ -1,12 +1,13 @@
 """What a checkpointed gradient should have cost, beside what it cost: a planned
 schedule's predicted time (``schedules.optimal``, after Beaumont et al. 2019) and the
 recomputation floor (``results.summary``: the plain gradient plus each extra evaluation at
-the forward-only step). Returns strings; never prints."""
+its layer's forward-only time, or the mean step's). Returns strings; never prints."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ckptbench.analysis.floor import PER_LAYER
 from ckptbench.analysis.stats import figure_apart
 from ckptbench.render.format import (
     fmt_bytes,
@@ -84,7 +85,9 @@ def _states_unlike_costs(result: RunResult) -> str:
 
 def floor_line(result: RunResult) -> str | None:
     """The recomputation floor beside the measurement (``results.summary``'s definition),
-    or why a peer has none (``floor_note``: its evaluations uncounted or not whole)."""
+    or why a peer has none (``floor_note``: its evaluations uncounted or not whole). Says
+    what priced the extra evaluations (``floor_basis``): the plan's per-layer costs, with
+    the mean layer's floor beside it, or the mean layer (the forward-only time per step)."""
     s, steps = result.summary, result.case.steps
     floor, ev = s.floor_time_s, s.step_evaluations
     base = s.mode(Mode.BASELINE).time
@@ -93,10 +96,19 @@ def floor_line(result: RunResult) -> str | None:
         return f"recomputation floor: none for {result.case.strategy}: {s.floor_note}"
     if floor is None or s.vs_floor is None or ev is None or base is None or plain is None:
         return None
+    extra, step = max(ev - steps, 0), base.median / steps
+    if s.floor_basis == PER_LAYER:
+        priced = (
+            f"{extra} extra evaluations, {fmt_time(floor - plain.median)} at their layers' "
+            f"shares of the forward-only time; at the mean layer's {fmt_per_step(step)}: "
+            f"{fmt_time(plain.median + extra * step)}"
+        )
+    else:
+        priced = f"{extra} extra evaluations x {fmt_per_step(step)}, the forward-only step"
     return (
-        f"recomputation floor: {fmt_time(floor)} (plain {fmt_time(plain.median)} + "
-        f"{max(ev - steps, 0)} extra evaluations x {fmt_per_step(base.median / steps)}, the "
-        f"forward-only step); checkpointed {fmt_time(s.mode(Mode.CHECKPOINTED).time.median)}, "
+        f"recomputation floor: {fmt_time(floor)} ({s.floor_basis}: plain "
+        f"{fmt_time(plain.median)} + {priced}); checkpointed "
+        f"{fmt_time(s.mode(Mode.CHECKPOINTED).time.median)}, "
         f"{figure_apart(s.vs_floor, 1.0)}x the floor{_rounds(s.floor_ratio)}"
         + (
             " (below it: its taped steps cost less than the plain gradient, or a recomputed "

@@ -37,8 +37,9 @@ CELLS_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
     (("evaluations",), "evals (opt): step evaluations (the schedule's optimum)"),
     (
         ("vs_floor",),
-        "vs floor: ckpt time / (normal time + the extra evaluations at the forward-only step "
-        "time); - for a peer whose recomputation is not counted in whole evaluations",
+        "vs floor: ckpt time / (normal time + the extra evaluations at the forward-only time "
+        "of their layers, by the plan's per-layer costs where it has them, else of the mean "
+        "step); - for a peer whose recomputation is not counted in whole evaluations",
     ),
 )
 

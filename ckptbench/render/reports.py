@@ -81,7 +81,9 @@ def plan_report(
     if plan is not None:
         per_layer = layer_table(plan, layers)  # markdown/HTML: its title as the heading
         sections.append(TableSection(per_layer, heading=per_layer.title))
-        data["plan"] = {k: v for k, v in plan.summary().items() if k != "costs"}
+        data["plan"] = {  # the per-step lists are the layers' table's
+            k: v for k, v in plan.summary().items() if k not in ("costs", "step_advances")
+        }
         data["layers"] = layer_records(plan, layers)
     if actions is not None:
         listed = action_table(actions)

@@ -42,6 +42,7 @@ def summary_document(s: CellSummary) -> dict[str, Any]:
             if m.overhead_above_bytes is not None
         },
         "floor_time_s": s.floor_time_s,
+        "floor_basis": s.floor_basis,  # "per-layer costs" or "mean layer"
         "vs_floor": s.vs_floor,
         "vs_floor_ci": list(s.floor_ratio.interval)
         if s.floor_ratio and s.floor_ratio.interval

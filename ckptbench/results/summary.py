@@ -22,9 +22,13 @@ Definitions (the numbers ckptbench prints):
   round's baseline, the median over rounds, with a 95% interval (the table's overheads
   pool the rounds, so their ratio can differ slightly where overheads are small);
 * recomputation floor = the normal mode's median iteration time plus each evaluation beyond
-  the plain gradient's at the forward-only time per step (baseline median / steps), where
-  the evaluations are counted whole (:func:`ckptbench.analysis.summary.floor_evaluations`:
-  ours, and torch's peers but ``torch-selective``); ``floor_note`` says why a peer has none;
+  the plain gradient's at the forward-only time of its step: the baseline median shared
+  among the steps by the plan's forward time per step where the checkpointed mode's plan
+  has them and its replay says which steps it recomputes (``floor_basis`` "per-layer
+  costs"), else baseline median / steps each ("mean layer";
+  :func:`ckptbench.analysis.floor.floor_extra`), where the evaluations are counted whole
+  (:func:`ckptbench.analysis.summary.floor_evaluations`: ours, and torch's peers but
+  ``torch-selective``); ``floor_note`` says why a peer has none;
   ``vs_floor`` = checkpointed's times over each round's own floor, estimated as the
   slowdown is, with its 95% interval (:func:`ckptbench.analysis.summary.floor_estimate`);
 * every overhead carries an interval holding both modes' iteration peaks and where another
@@ -39,6 +43,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ckptbench.analysis import memnoise
+from ckptbench.analysis.floor import floor_extra
 from ckptbench.analysis.intervals import Estimate
 from ckptbench.analysis.memnoise import Overhead
 from ckptbench.analysis.stability import Verdict
@@ -132,6 +137,9 @@ class CellSummary:
     #: lower bound normal's and checkpointed's intervals allow, for gates
     memory_savings_bound: float | None = None
     floor_time_s: float | None = None  # the recomputation floor (module doc)
+    #: what priced its extra evaluations: "per-layer costs" (the plan's forward time per
+    #: step sets each one's share of the baseline) or "mean layer" (baseline / steps each)
+    floor_basis: str | None = None
     vs_floor: float | None = None  # checkpointed time / the floor (the module doc)
     #: the same ratio round by round (each round's floor from its own baseline and plain
     #: iterations) with its 95% interval, which also holds ``vs_floor``
@@ -258,15 +266,17 @@ def compute(
     cut = [r.round for r in modes if r.status is Status.INTERRUPTED]
     over = {f.mode: f.overhead_bytes for f in figures}
     evaluations = floor_evaluations(case.strategy, ckpt.counters if ckpt is not None else {})
+    extra = floor_extra(evaluations, case.steps, ckpt.plan if ckpt is not None else None)
+    extra_steps = extra.steps if extra is not None else None
     base = by_mode.get(Mode.BASELINE)
     floor = recompute_floor_s(
         mode_time_s(base) if base else None,
         mode_time_s(normal) if normal else None,
-        evaluations,
+        extra_steps,
         case.steps,
     )
     dover = {f.mode: f.device_overhead_bytes for f in figures}
-    floor_est = floor_estimate(rounds, evaluations, case.steps)
+    floor_est = floor_estimate(rounds, extra_steps, case.steps)
     whole = ratio(mode_time_s(ckpt) if ckpt else None, floor)  # no round had all 3 modes
     vs_floor = floor_est.value if floor_est is not None and floor is not None else whole
     return CellSummary(
@@ -296,6 +306,7 @@ def compute(
         else None,
         device_peak_exact=all_device_peaks_exact(pooled) if device else None,
         floor_time_s=floor,
+        floor_basis=extra.basis if floor is not None and extra is not None else None,
         vs_floor=vs_floor,
         floor_ratio=_floor_ratio(floor_est, vs_floor),
         floor_note=get_strategy(case.strategy).no_floor if ckpt is not None else None,

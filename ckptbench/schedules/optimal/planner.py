@@ -21,6 +21,7 @@ from typing import Any
 from ckptbench.results.units import MAX_BYTES, size_text
 from ckptbench.schedules.actions import Action, ActionKind, ScheduleError, check_int
 from ckptbench.schedules.cost_model import Prediction, predict
+from ckptbench.schedules.fates import step_fates
 from ckptbench.schedules.optimal.costs import Costs, PlanError, costs_from_json
 
 __all__ = [  # with the names this module had before the package was split
@@ -70,7 +71,9 @@ class Plan:
         return iter(self.action_list)
 
     def summary(self) -> dict[str, Any]:
-        """JSON-able figures: predicted time, peak and counts (no actions)."""
+        """JSON-able figures: predicted time, peak and counts (no actions); ``step_advances``:
+        each step's untaped runs, its recomputations, by a replay of the stream (what the
+        recomputation floor prices at the costs' forward time per step)."""
         p = self.prediction
         return {
             "steps": self.steps,
@@ -87,6 +90,7 @@ class Plan:
             "exact": self.exact,
             "chosen": self.chosen,
             "costs": self.costs.as_dict(),
+            "step_advances": [f.advances for f in step_fates(self.action_list, self.steps)],
         }
 
 
