@@ -168,3 +168,23 @@ def test_a_bom_anywhere_but_first_is_still_refused_in_one_line(where) -> None:
         code, out, err = invoke([command, "r.json"])
         assert code == 2 and out == "", err
         assert "r.json: not JSON (" in err and err.count("\n") == 1
+
+
+def test_costs_from_json_reads_a_leading_bom_as_nothing_and_refuses_one_elsewhere() -> None:
+    """``schedules.optimal.costs_from_json`` (the costs file's one parser, for plug-ins and
+    tests that read a file themselves) refused text a Windows editor saved: 'costs file is
+    not JSON: Unexpected UTF-8 BOM (decode using utf-8-sig) at line 1'. The schedules are
+    pure and may not import ``results.inputs.without_bom``: the mark is read as nothing in
+    place, from the text and from the file's bytes alike."""
+    from ckptbench.schedules.optimal import Costs, PlanError, costs_from_json
+
+    text = json.dumps(COSTS)
+    plain = costs_from_json(text)
+    assert plain == Costs.from_dict(COSTS)
+    assert costs_from_json("\ufeff" + text) == plain  # the file read as text (utf-8)
+    assert costs_from_json((BOM + text.encode()).decode("utf-8")) == plain
+    assert costs_from_json(BOM + text.encode()) == plain  # its bytes
+    with pytest.raises(PlanError, match="not JSON"):  # one mark only, and only first
+        costs_from_json("\ufeff\ufeff" + text)
+    with pytest.raises(PlanError, match="not JSON"):
+        costs_from_json(text[:1] + "\ufeff" + text[1:])

@@ -173,3 +173,31 @@ def test_a_sweeps_dry_run_totals_the_step_costs_of_its_planned_cells(
     total = total_estimate(with_costs)
     assert f", {total} -> " in out, out
     assert total != total_estimate([progress.rounds_seconds(c) for c in (optimal, revolve)])
+
+
+def test_a_sweeps_running_eta_counts_the_step_costs_as_its_total_does():
+    """The running ETA weighted each cell by its rounds alone (``cell_cost``), while the
+    total said before the sweep counts a planned cell's step-cost measurement too: after a
+    revolve cell, the optimal cell left was priced as its rounds, its costs left out. Now
+    both read one estimate (``estimated_seconds``): a sweep going at the estimate's pace
+    has the up-front estimate of its cells left as its ETA."""
+    import time
+
+    from ckptbench.sweep.cells import CellOutcome, CellState
+    from ckptbench.sweep.progress import ProgressTracker
+
+    optimal, _ = Case(**LSTM, strategy="optimal", budget_bytes=2**20).effective()
+    revolve, _ = Case(**LSTM, strategy="revolve", snaps=optimal.snaps).effective()
+    assert progress.costs_seconds(optimal) > 0.2 * progress.rounds_seconds(optimal)
+    took = progress.estimated_seconds(revolve)
+    for workers in (1, 2):  # the elapsed time, or the finished cells' own durations
+        events = []
+        tracker = ProgressTracker(
+            events.append, [revolve, optimal], time.monotonic() - took, workers=workers
+        )
+        tracker.cell_start(revolve)
+        tracker.cell_done(CellOutcome(revolve, Path("r.json"), CellState.MEASURED, duration_s=took))
+        done = events[-1]
+        pace = (done.elapsed_s if workers == 1 else took) / took  # 1: the estimate's pace
+        assert done.eta_s == pytest.approx(pace * progress.estimated_seconds(optimal))
+        assert done.eta_s > 1.2 * pace * progress.rounds_seconds(optimal)  # costs counted

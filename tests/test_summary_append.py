@@ -17,7 +17,7 @@ import pytest
 from _synthetic import CI_CASE, make_result
 
 from ckptbench.cli import main
-from ckptbench.cli.outputs import append_text
+from ckptbench.cli.appending import Tear, append_text
 from ckptbench.results.schema import save_result
 
 #: A record as a ``kill -9`` left it: a table row cut short, inside "é" (b"\xc3\xa9").
@@ -43,10 +43,10 @@ def test_an_append_after_a_torn_record_starts_it_on_a_new_line_in_one_write(
 
     monkeypatch.setattr(os, "write", write)
     torn = append_text(summary, "### ckptbench check: FAILED\nbody\n")
-    assert torn is True
+    assert torn == Tear(line_end=True)  # no block open in it: the line end alone
     assert writes == [b"\n### ckptbench check: FAILED\nbody\n"]  # the record in one write
     assert summary.read_bytes() == TORN + writes[0]
-    assert append_text(summary, "### next\n") is False  # ended with a line end: as it was
+    assert not append_text(summary, "### next\n")  # ended with a line end: as it was
     lines = summary.read_bytes().split(b"\n")
     assert lines[-4:] == [b"### ckptbench check: FAILED", b"body", b"### next", b""]
 
@@ -65,8 +65,10 @@ def test_check_appends_its_summary_after_a_torn_record_and_says_so(tmp_path: Pat
         "short?); this summary starts on a new line"
     ]
     data = summary.read_bytes()
-    assert data.startswith(TORN + b"\n### ckptbench check: PASSED ("), data[:120]
-    new = data[len(TORN) + 1 :].decode()
+    # on a line of its own, after a blank line (the torn one may be raw HTML, which runs on
+    # to the next blank line: tests/test_summary_tears.py)
+    assert data.startswith(TORN + b"\n\n### ckptbench check: PASSED ("), data[:120]
+    new = data[len(TORN) + 2 :].decode()
     assert new.endswith("\n") and new.count("### ckptbench check") == 1
     with pytest.raises(SystemExit) as exc:  # once ended, the next one is said nothing of
         main(["check", str(result), "--summary", str(summary)])

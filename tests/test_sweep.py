@@ -20,6 +20,7 @@ from _synthetic import TINY_SWEEP_TEXT, make_result
 from ckptbench.results.schema import MODES, Case, Status, result_to_dict, save_result
 from ckptbench.results.store import load_result
 from ckptbench.sweep.config import parse_config
+from ckptbench.sweep.progress import estimated_seconds
 from ckptbench.sweep.run import (
     MANIFEST_NAME,
     CellState,
@@ -329,7 +330,9 @@ def test_eta_weights_cells_by_their_planned_work(tmp_path: Path) -> None:
     events: list[SweepProgress] = []
     run_sweep(config, tmp_path, run_cell=FakeCells(), progress=events.append)
     first = next(e for e in events if e.event == "cell-done")
-    assert first.eta_s == pytest.approx(first.elapsed_s * dear / cheap)
+    cheap_s, dear_s = (estimated_seconds(c) for c in config.cases)  # the estimate, rounds
+    assert dear_s > 4 * cheap_s  # and workers' start-ups: the ETA's weights
+    assert first.eta_s == pytest.approx(first.elapsed_s * dear_s / cheap_s)
 
 
 def test_a_gpu_cell_is_estimated_from_its_steps_not_its_flops() -> None:

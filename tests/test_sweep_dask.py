@@ -29,7 +29,7 @@ from ckptbench.results.store import load_result
 from ckptbench.sweep.cells import Attempt, CellOutcome
 from ckptbench.sweep.cluster import DaskError, WorkerInfo, parse_address
 from ckptbench.sweep.config import parse_config
-from ckptbench.sweep.progress import ProgressTracker, cell_cost
+from ckptbench.sweep.progress import ProgressTracker, estimated_seconds
 from ckptbench.sweep.run import MANIFEST_NAME, CellState, SweepError, SweepProgress, run_sweep
 
 TESTS = Path(__file__).resolve().parent
@@ -133,7 +133,7 @@ def test_progress_counts_cells_in_flight_and_shares_the_eta_among_workers() -> N
     # 10 s for one cell's work; three cells' work left, shared by two workers
     done = events[-1]
     assert done.line().startswith("[1/4 done, 1 running]")
-    cost = cell_cost(a)
+    cost = estimated_seconds(a)  # the weight the sweep's up-front total uses
     left = tracker.cost_total - cost
     assert done.eta_s == pytest.approx(10.0 / cost * left / 2)
 

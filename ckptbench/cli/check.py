@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ckptbench.cli.appending import append_text, tear_text
 from ckptbench.cli.options import (
     EXIT_OK,
     EXIT_USAGE,
@@ -20,7 +21,6 @@ from ckptbench.cli.options import (
     quiet_option,
 )
 from ckptbench.cli.outputs import (
-    append_text,
     json_and_format_options,
     make_folder,
     note_writers,
@@ -31,11 +31,10 @@ from ckptbench.cli.outputs import (
 from ckptbench.cli.values import FLOOR_BYTES, FRACTION, POSITIVE_FRACTION
 from ckptbench.results.inputs import real_path
 
-#: Said when a summary file's last line had no line end (``outputs.append_text``).
-_TORN = (
-    "its last line had no line end (an earlier append cut short?); this summary starts on a "
-    "new line"
-)
+#: The start of a summary record's first line (``render.verdicts.check_markdown``'s
+#: heading): the file's last record, from its last line starting so, has the blocks a cut
+#: left open closed before the next one (``appending.append_text``).
+_RECORD_HEADING = "### ckptbench check"
 #: What prints on stdout what ``--summary -`` and ``--junit -`` would have (both refused).
 _MARKDOWN_THERE = "--format markdown prints the summary there"
 _JUNIT_THERE = "--format junit prints the JUnit XML there"
@@ -163,10 +162,10 @@ def check(results, against, config, memory_tolerance, memory_floor, time_toleran
     for path, what, _ in targets:
         if what == "--junit":
             continue
-        try:  # appended in place, whole or not at all (outputs.append_text)
+        try:  # appended in place, whole or not at all (appending.append_text)
             make_folder(path.parent, what)
-            if append_text(path, md + "\n"):
-                click.echo(f"warning: {what} {path}: {_TORN}", err=True)
+            if tear := append_text(path, md + "\n", heading=_RECORD_HEADING):
+                click.echo(f"warning: {what} {path}: {tear_text(tear)}", err=True)
         except OSError as err:
             problems.append(f"{what} {path}: cannot write ({err.strerror or err})")
     if junit is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -13,15 +12,23 @@ from ckptbench.cli.options import (
     SNAPS_HELP,
     SNAPS_STREAMS,
     InputError,
+    format_asked,
     relative_model,
     size_options,
     steps_option,
     timeout_option,
 )
+from ckptbench.cli.outputs import json_and_format_options
 from ckptbench.cli.run_steps import snaps_notes
 from ckptbench.cli.values import SuggestingChoice
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case
+
+
+def _sections():
+    from ckptbench.render.profile import PROFILE_SECTIONS
+
+    return PROFILE_SECTIONS
 
 
 @click.command(
@@ -46,13 +53,20 @@ from ckptbench.results.schema import Case
 )
 @size_options
 @click.option("--top", type=POS, default=25, show_default=True, help="Lines to show.")
-@click.option("--json", "as_json", is_flag=True, help="Print every row as JSON.")
 @timeout_option(
     "For the worker that checks a plug-in and the one that profiles, each "
     "counted from its ready signal (start-up has a limit of the same length)."
 )
+@json_and_format_options(
+    _sections,
+    "the profile is",
+    "Print the profile's document (every row) as JSON: the same as --format json.",
+    formats="text: the top lines for a terminal; markdown, html, csv (every row, raw "
+    "numbers), json (the profile's document), or any format registered in "
+    "ckptbench.render.formats.",
+)
 def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, seed, top,
-            as_json, timeout):  # fmt: skip
+            timeout, as_json, fmt):  # fmt: skip
     """Where one gradient's memory goes, line by line (memory_profiler's line profiler).
 
     Runs one gradient in a fresh process under memory_profiler's LineProfiler over the
@@ -64,8 +78,10 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
     from ckptbench.measure.tasks import TaskError, check_plugin
     from ckptbench.measure.tasks import profile_lines as run_profile
     from ckptbench.render.console import stdout_console
-    from ckptbench.render.profile import profile_lines, profile_table
+    from ckptbench.render.formats import get_format
+    from ckptbench.render.profile import profile_report
 
+    fmt = format_asked(as_json, fmt)  # --json is --format json; a clash is one line
     try:
         case = Case(
             model=relative_model(model), steps=steps, snaps=snaps, strategy=strategy,
@@ -103,10 +119,8 @@ def profile(model, steps, snaps, strategy, mode, hidden, batch, input_, output, 
     except (Interrupted, KeyboardInterrupt) as err:
         click.echo(f"ckptbench: interrupted by {stop_reason(err)}; the worker stopped", err=True)
         sys.exit(128 + getattr(err, "signum", 2))
-    if as_json:
-        click.echo(json.dumps(doc, indent=1))
-        return
-    console = stdout_console()
-    console.print(profile_table(doc, top))
-    for line in profile_lines(doc):
-        console.print(line, highlight=False, markup=False)
+    shown, report = get_format(fmt), profile_report(doc, top)
+    if shown.show is not None:  # a terminal format: the console's width
+        shown.show(report, stdout_console())
+    else:
+        click.echo(shown.render(report, stdout_console().width))

@@ -1,14 +1,19 @@
 """What ``ckptbench profile`` shows: the source lines that hold the most memory in one
-gradient, from memory_profiler's line profiler (``ckptbench.measure.lineprofile``). Returns a table
+gradient, from memory_profiler's line profiler (``ckptbench.measure.lineprofile``). Returns a
+report (:func:`profile_report`, for any ``--format``), its table
 (:mod:`ckptbench.render.table`) and strings; never prints."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ckptbench.render.formats.model import Data, Prose, Report, TableSection
 from ckptbench.render.table import Column, Table
 
-__all__ = ["profile_lines", "profile_table"]
+__all__ = ["PROFILE_SECTIONS", "profile_lines", "profile_report", "profile_rows", "profile_table"]
+
+#: The section kinds of :func:`profile_report`: its ``--format`` choices (``run``'s kinds).
+PROFILE_SECTIONS = (TableSection, Prose, Data)
 
 
 def _mib(value: Any, _record: dict[str, Any]) -> str:
@@ -59,3 +64,23 @@ def profile_lines(doc: dict[str, Any]) -> list[str]:
             + ("" if end is None else f", {end:,.2f} MiB still held at its end")
         )
     return lines
+
+
+def profile_rows(doc: dict[str, Any]) -> Table:
+    """Every row of the profile, raw values, in the profiler's order (CSV's rows)."""
+    keys = ("file", "line", "function", "increment_mib", "mem_usage_mib", "occurrences", "source")
+    records = tuple({k: r.get(k) for k in keys} for r in doc.get("rows", []))
+    return Table("memory by line", tuple(Column(k, k) for k in keys), records)
+
+
+def profile_report(doc: dict[str, Any], top: int) -> Report:
+    """The ``top`` lines' table and the totals below it (text, markdown, HTML), and the
+    profile's document (``--format json``, as ``profile --json`` has always printed it;
+    CSV: every row, raw)."""
+    table = profile_table(doc, top)
+    sections: list[Any] = [TableSection(table, heading=table.title)]  # text: its own title
+    if lines := profile_lines(doc):
+        sections.append(Prose(tuple(lines)))
+    sections.append(Data(doc, rows=(profile_rows(doc),)))
+    what = ", ".join(f"{doc[k]}" for k in ("model", "mode") if doc.get(k))
+    return Report("ckptbench profile" + (f": {what}" if what else ""), tuple(sections))

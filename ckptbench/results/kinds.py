@@ -118,7 +118,7 @@ _JSON_BYTES = 64 * 2**20
 
 def _utf8(head: bytes) -> bool:
     """Whether ``head`` is UTF-8 but for characters cut short at its end (the head's end,
-    or the file's: an append killed mid-write, ``cli.outputs.append_text``) or just before
+    or the file's: an append killed mid-write, ``cli.appending.append_text``) or just before
     a line end (such a torn record, the next append's line end after it)."""
     at = 0
     while True:

@@ -1,9 +1,10 @@
 """Progress of a sweep: events with an ETA weighted by what each cell costs.
 
-:func:`cell_cost` estimates the work of a cell in step evaluations (cells differ a lot: a
-uniform cell with few slots can cost 10x a revolve cell); :class:`ProgressTracker` turns
-the cells done so far into :class:`SweepProgress` events for a callback
-(docs/architecture.md, "sweep").
+:func:`cell_cost` estimates the work of a cell's rounds in step evaluations (cells differ a
+lot: a uniform cell with few slots can cost 10x a revolve cell), :func:`estimated_seconds`
+its wall time with the step costs a planned strategy measures first; :class:`ProgressTracker`
+turns the cells done so far into :class:`SweepProgress` events for a callback, weighting
+each cell by that one estimate (docs/architecture.md, "sweep").
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ class SweepProgress:
 
     ``done``/``total`` count the cells this sweep measures (kept cells excluded) and
     ``running`` the cells in flight (several on a Dask cluster of ``workers``); ``eta_s`` is
-    the time per unit of work so far times the work left, work being :func:`cell_cost`
-    (None before the first cell finishes). One at a time, the time so far is the elapsed
-    time; on ``workers`` > 1 it is the finished cells' own durations, and the work left is
-    shared by the workers. "cell-retry" says a cell goes back in the queue (``reason``:
-    its Dask worker left); ``attempt`` counts the tries of a starting cell.
+    the time per unit of work so far times the work left, work being
+    :func:`estimated_seconds` (a planned cell's step costs counted, as in the total said
+    before the sweep; None before the first cell finishes). One at a time, the time so far
+    is the elapsed time; on ``workers`` > 1 it is the finished cells' own durations, and the
+    work left is shared by the workers. "cell-retry" says a cell goes back in the queue
+    (``reason``: its Dask worker left); ``attempt`` counts the tries of a starting cell.
     """
 
     event: str
@@ -193,8 +195,9 @@ def _planned_advances(case: Case) -> int:
 
 
 class ProgressTracker:
-    """Progress events with an ETA weighted by :func:`cell_cost` (cells differ a lot: a
-    uniform cell with few slots can cost 10x a revolve cell)."""
+    """Progress events with an ETA weighted by :func:`estimated_seconds`, the estimate the
+    sweep's up-front total adds up (cells differ a lot: a uniform cell with few slots can
+    cost 10x a revolve cell, and a planned cell measures its step costs first)."""
 
     def __init__(
         self, callback: Progress | None, cases: list[Case], clock0: float, workers: int = 1
@@ -205,8 +208,8 @@ class ProgressTracker:
         self.running = 0
         self.workers = max(1, workers)
         self.clock0 = clock0
-        self.cost_total = sum(cell_cost(c) for c in cases) if callback else 0
-        self.cost_done = 0
+        self.cost_total = sum(estimated_seconds(c) for c in cases) if callback else 0.0
+        self.cost_done = 0.0
         self.busy_s = 0.0  # the finished cells' own durations
 
     def eta(self, elapsed: float) -> float | None:
@@ -248,6 +251,6 @@ class ProgressTracker:
         self.done += 1
         self.running = max(0, self.running - 1)
         if self.callback is not None:
-            self.cost_done += cell_cost(outcome.case)
+            self.cost_done += estimated_seconds(outcome.case)
             self.busy_s += outcome.duration_s or 0.0
         self.emit("cell-done", outcome.case, cell=outcome)

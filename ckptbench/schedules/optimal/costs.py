@@ -132,6 +132,9 @@ class Costs:
 
 def costs_from_json(text: str) -> Costs:
     """Parse a costs file (the format plug-ins give the CLI).
+    A leading UTF-8 byte-order mark (Notepad, PowerShell's ``Out-File``) reads as nothing,
+    as every reader of a user's file reads it (``results.inputs.without_bom``, which this
+    pure module does not import); one anywhere else is not JSON.
 
     A JSON object with ``forward_time_s``, ``taped_time_s`` (seconds), ``state_bytes``,
     ``tape_bytes`` (bytes) and optionally ``fixed_time_s``; each a number for every step or a
@@ -148,6 +151,8 @@ def costs_from_json(text: str) -> Costs:
             raise PlanError(f"costs file names {', '.join(map(repr, twice))} twice")
         return doc
 
+    if isinstance(text, str):  # bytes: json.loads reads a leading mark as nothing itself
+        text = text.removeprefix("\ufeff")  # a byte-order mark first: nothing
     try:
         doc = json.loads(text, object_pairs_hook=unique)
     except PlanError:
