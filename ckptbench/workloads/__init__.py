@@ -238,7 +238,7 @@ def _load_file(target: str) -> Any:
     try:
         mode = path.stat().st_mode
     except OSError as err:  # named as typed ('~/x.py', 'x.py/'), as every missing file is
-        what = unreadable_text(err)
+        what = unreadable_text(err, path)
         raise WorkloadError(f"workload file {_shown(target)}: {what}") from None
     if not stat.S_ISREG(mode):
         what = "is a directory, not a file" if stat.S_ISDIR(mode) else "is not a regular file"
