@@ -35,6 +35,7 @@ steps = [10]
 snaps = [3]
 strategy = ["revolve"]
 """
+PLUGIN = "from ckptbench.workloads.rnn import rnn\n\ndef make():\n    return rnn(hidden=8)\n"
 TINY = ["--model", "rnn", "--steps", "20", "--hidden", "8", "--batch", "2", "--input", "4",
         "--rounds", "1", "--warmup", "0", "--repeats", "1"]  # fmt: skip
 
@@ -111,6 +112,18 @@ def test_a_file_named_with_a_trailing_slash_is_not_a_folder(inputs, capsys, argv
     err = one_line_error(capsys, argv)
     assert f"{named!r} is not a folder: a file's name followed by '/'" in err, err
     assert f"(name the file {named.rstrip('/')!r})" in err
+
+
+def test_a_plugin_file_named_with_a_trailing_slash_is_not_a_folder(inputs, capsys):
+    """`run --model plug.py/:make` loaded plug.py, as `compare r.json/` read r.json. (The
+    plug-in check's real worker says it, before anything is measured.)"""
+    (inputs / "plug.py").write_text(PLUGIN)
+    argv = ["run", *TINY[2:], "--model", "plug.py/:make", "--out", "x.json"]
+    err = one_line_error(capsys, argv)
+    assert err == (
+        "ckptbench: error: --model: workload file 'plug.py/': is not a folder: a file's name "
+        "followed by '/'\n"
+    )
 
 
 def test_a_folder_or_nothing_named_with_a_slash_is_read_as_before(inputs, capsys):

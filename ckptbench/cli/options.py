@@ -14,7 +14,7 @@ from ckptbench.backends.registry import DEFAULT_BACKEND, backend_names, device_a
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.cli.readout import READOUT
 from ckptbench.cli.values import SECONDS, SuggestingChoice, WholeRange
-from ckptbench.results.inputs import typed_path
+from ckptbench.results.inputs import NOT_A_FOLDER, file_with_slash, typed_path
 from ckptbench.results.schema import Case
 from ckptbench.schedules import get_strategy, strategy_names
 
@@ -80,18 +80,11 @@ class _PathName(click.Path):
             named = f"{value + self.example!r}"
             self.fail(f"{value!r} names a folder (it ends with '/'), and this option writes a "
                       f"file: name the file, e.g. {named}", param, ctx)  # fmt: skip
-        if self.reads and isinstance(value, str) and _file_with_slash(value):
-            self.fail(f"{value!r} is not a folder: a file's name followed by '/' (name the file "
-                      f"{value.rstrip('/' + os.sep)!r})", param, ctx)  # fmt: skip
+        if self.reads and isinstance(value, str) and file_with_slash(value):
+            self.fail(f"{value!r} {NOT_A_FOLDER} (name the file {value.rstrip('/' + os.sep)!r})",
+                      param, ctx)  # fmt: skip
         path = super().convert(value, param, ctx)
         return typed_path(value) if isinstance(value, str) and isinstance(path, Path) else path
-
-
-def _file_with_slash(name: str) -> bool:
-    """Whether ``name`` ends in '/' after something there that is no folder (``r1.json/``)."""
-    if not name.endswith(("/", os.sep)):
-        return False
-    return os.path.exists(name.rstrip("/" + os.sep) or "/") and not os.path.isdir(name)
 
 
 def path_arg(**kwargs) -> click.Path:

@@ -14,7 +14,9 @@ from typing import AnyStr
 
 __all__ = [
     "LEADS_NOWHERE",
+    "NOT_A_FOLDER",
     "TypedPath",
+    "file_with_slash",
     "leads_nowhere",
     "named_pipe",
     "real_path",
@@ -24,6 +26,8 @@ __all__ = [
     "without_bom",
 ]
 
+#: What a file's name followed by '/' is (``r1.json/``; the shell: 'Not a directory').
+NOT_A_FOLDER = "is not a folder: a file's name followed by '/'"
 #: What a symbolic link is that no file or folder is at the end of (``ln -s loop loop``).
 LEADS_NOWHERE = "is a symbolic link that leads nowhere (a loop, or to a missing file or folder)"
 
@@ -50,6 +54,14 @@ def said_path(path: str | os.PathLike[str]) -> str:
     """``path`` as its user typed it (a :class:`TypedPath`'s ``typed``), else as it reads."""
     typed = getattr(path, "typed", None)
     return typed if isinstance(typed, str) else os.fspath(path)
+
+
+def file_with_slash(name: str) -> bool:
+    """Whether the name ``name`` as typed ends in '/' after something that is no folder
+    (``r1.json/``), which pathlib reads as the file: it drops the slash."""
+    if not name.endswith(("/", os.sep)):
+        return False
+    return os.path.exists(name.rstrip("/" + os.sep) or "/") and not os.path.isdir(name)
 
 
 def leads_nowhere(path: str | os.PathLike[str]) -> str | None:
