@@ -1,14 +1,16 @@
 """The command line: one module per command, shared options defined once
 (docs/architecture.md). The only package that prints or exits.
 
-Exit status: 0 ok, 1 a failed measurement or a regression, 2 bad usage or input, 141 the
-reader of stdout went away (a pipe closed early).
+Exit status: 0 ok, 1 a failed measurement or a regression, 2 bad usage or input, 74 the
+output could not be written (a full disk, stdout closed), 141 the reader of stdout went away
+(a pipe closed early).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import sys
 
@@ -120,6 +122,42 @@ def _too_long(err: OSError) -> str:
     return f"{name}: name too long (a name may have 255 bytes, a path 4096)"
 
 
+class StdoutClosed(OSError):
+    """A write to a standard output that was closed when ckptbench started (``>&-``)."""
+
+
+class _ClosedStdout(io.TextIOBase):
+    """``sys.stdout`` where ckptbench started with file descriptor 1 closed (``ckptbench
+    schedule ... >&-``): Python made ``sys.stdout`` None, into which click and rich drop
+    every write, so a command whose output was lost exited 0 and said nothing. Every write
+    raises :class:`StdoutClosed` (coreutils: 'write error: Bad file descriptor')."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise StdoutClosed(errno.EBADF, os.strerror(errno.EBADF))
+
+
+def _guard_closed_stdout() -> None:
+    """Where stdout was closed at start, descriptor 1 onto /dev/null (else the next file
+    opened took it: a worker's prints would land in it) and ``sys.stdout`` a
+    :class:`_ClosedStdout`, so the command's first output line ends it, in one line."""
+    if sys.stdout is not None:
+        return
+    try:
+        os.fstat(1)
+    except OSError:  # still closed: taken, so no file opened later becomes stdout
+        fd = os.open(os.devnull, os.O_WRONLY)
+        if fd != 1:
+            os.dup2(fd, 1)
+            os.close(fd)
+    sys.stdout = _ClosedStdout()
+
+
 def _quiet_stdout() -> None:
     """stdout onto /dev/null, so the interpreter's flush at exit raises nothing more."""
     with contextlib.suppress(OSError, ValueError):
@@ -177,10 +215,15 @@ def _drop_odd_sizes() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; usage errors become one line on stderr with exit status 2."""
+    _guard_closed_stdout()
     _replace_unencodable()
     _drop_odd_sizes()
     try:
         rv = cli.main(args=argv, prog_name="ckptbench", standalone_mode=False)
+    except StdoutClosed as err:  # the output was lost: no success, as coreutils says it
+        click.echo(f"ckptbench: error: cannot write the output ({err.strerror}: standard "
+                   "output is closed)", err=True)  # fmt: skip
+        sys.exit(EXIT_IO_ERROR)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except (click.exceptions.Abort, _Aborted):

@@ -44,7 +44,7 @@ def read_costs(path: Path, steps: int) -> dict:
     try:
         doc = read_json_limited(path, COSTS_FILE_MAX_BYTES, "costs file")
     except OSError as err:
-        raise InputError(f"--costs {said_path(path)}: {unreadable_text(err)}") from None
+        raise InputError(f"--costs {said_path(path)}: {unreadable_text(err, path)}") from None
     except ValueError as err:
         raise InputError(f"--costs {said_path(path)}: {err}") from None
     if (kind := kind_of(doc)) is not None:  # it said "unknown cost field 'case'"

@@ -14,7 +14,7 @@ from ckptbench.backends.registry import DEFAULT_BACKEND, backend_names, device_a
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.cli.readout import READOUT
 from ckptbench.cli.values import SECONDS, SuggestingChoice, WholeRange
-from ckptbench.results.inputs import typed_path
+from ckptbench.results.inputs import NOT_A_FOLDER, file_with_slash, typed_path
 from ckptbench.results.schema import Case
 from ckptbench.schedules import get_strategy, strategy_names
 
@@ -54,12 +54,16 @@ class _PathName(click.Path):
     keeps the name as typed for errors to say (``results.files.said_path``). ``dash``: what
     '-' means, :data:`STDOUT` (the option's value is None: as without it) or why it is
     refused, where stdout carries the command's own output; ``./-`` names a file '-'; or
-    :data:`FOLDER`, refused: an output folder."""
+    :data:`FOLDER`, refused: an output folder. ``reads``: an input, where a file's name
+    followed by '/' is refused, as the shell and every Unix tool refuse it ('Not a
+    directory'): pathlib dropped the slash and the file was read."""
 
-    def __init__(self, *, example: str | None = None, dash: str | None = None, **kwargs) -> None:
+    def __init__(self, *, example: str | None = None, dash: str | None = None,
+                 reads: bool = False, **kwargs) -> None:  # fmt: skip
         super().__init__(**kwargs)
         self.example = example  # a file option: how a file in that folder is named
         self.dash = dash
+        self.reads = reads
 
     def convert(self, value, param, ctx):
         if value == "-" and self.dash == STDOUT:
@@ -76,13 +80,17 @@ class _PathName(click.Path):
             named = f"{value + self.example!r}"
             self.fail(f"{value!r} names a folder (it ends with '/'), and this option writes a "
                       f"file: name the file, e.g. {named}", param, ctx)  # fmt: skip
+        if self.reads and isinstance(value, str) and file_with_slash(value):
+            self.fail(f"{value!r} {NOT_A_FOLDER} (name the file {value.rstrip('/' + os.sep)!r})",
+                      param, ctx)  # fmt: skip
         path = super().convert(value, param, ctx)
         return typed_path(value) if isinstance(value, str) and isinstance(path, Path) else path
 
 
 def path_arg(**kwargs) -> click.Path:
-    """The type of every file or folder option: a :class:`pathlib.Path`, never empty."""
-    return _PathName(path_type=Path, **kwargs)
+    """The type of every input file or folder option: a :class:`pathlib.Path`, never empty,
+    never a file's name followed by '/'."""
+    return _PathName(path_type=Path, reads=True, **kwargs)
 
 
 def folder_arg(**kwargs) -> click.Path:

@@ -12,7 +12,7 @@ import click
 
 from ckptbench.cli.options import InputError
 from ckptbench.cli.values import not_a_choice
-from ckptbench.results.inputs import real_path, said_path
+from ckptbench.results.inputs import leads_nowhere, real_path, said_path
 
 
 def input_files(model: str | None, *paths: str | os.PathLike[str] | None) -> list[str]:
@@ -100,11 +100,8 @@ def make_folder(folder: Path, what: str) -> None:
     empty by a refusal is removed again, unsaid (:func:`remove_made_folders`); the note is
     said once the command is past its checks (:func:`say_made_folders`)."""
     missing = [p for p in (folder, *folder.parents) if not p.exists()]
-    dangling = next((p for p in missing if p.is_symlink()), None)  # mkdir: "File exists"
-    if dangling is not None:
-        where = "" if dangling == folder else f"{dangling} "
-        raise FileExistsError(errno.EEXIST, f"{where}is a symbolic link that leads nowhere (a "
-                              "loop, or to a missing file or folder)")  # fmt: skip
+    if (nowhere := leads_nowhere(folder)) is not None:  # mkdir: "File exists"
+        raise FileExistsError(errno.EEXIST, nowhere)
     folder.mkdir(parents=True, exist_ok=True)
     if missing:
         note = f"note: created folder {folder} for {what}"

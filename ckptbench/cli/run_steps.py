@@ -28,7 +28,7 @@ from ckptbench.cli.precision import precision_target
 from ckptbench.cli.values import size_notes
 from ckptbench.results.chains import chain_executor
 from ckptbench.results.schema import Case, RunResult
-from ckptbench.schedules import get_strategy
+from ckptbench.schedules import STRATEGIES, get_strategy
 
 if TYPE_CHECKING:
     from ckptbench.measure.tasks import PluginChecked
@@ -69,8 +69,9 @@ def snaps_notes(ctx: click.Context, notes: tuple[str, ...]) -> tuple[str, ...]:
 
 def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_time, modes):
     """The case of the options, checked here (its effective values, memory, backend), with
-    the notes to print, the step costs read from ``costs_file`` (None: measured, or not
-    used by the strategy) and the precision target. InputError with one line otherwise."""
+    the notes to print, the step costs read from ``costs_file`` (None: measured; refused for
+    a strategy that plans nothing, as ``--budget`` is) and the precision target. InputError
+    with one line otherwise."""
     from ckptbench.measure.sampling import sample_interval_problem
 
     strategy, device = fields["strategy"], fields["device"]
@@ -82,9 +83,10 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
         case.check_fits_memory()
         check_backend(case)
         notes += executor_notes(case)
-        if costs_file and not get_strategy(strategy).planned:  # ignored: neither read nor judged
-            notes += (f"--costs is used only by strategy optimal; ignored for {strategy}",)
-            costs_file = None
+        if costs_file and not get_strategy(strategy).planned:  # refused as --budget is
+            planned = " or ".join(repr(s.name) for s in STRATEGIES.values() if s.planned)
+            raise InputError(f"a costs file (--costs) is only used by strategy {planned}, "
+                             f"not {strategy!r}")  # fmt: skip
         costs = read_costs(costs_file, case.steps) if costs_file else None
         if costs is not None and (note := costs_note(costs_file, costs, case)):
             notes += (note,)

@@ -196,10 +196,10 @@ def _check_destination(out: Path, dask_address: str | None) -> str | None:
         except ValueError as err:
             raise InputError(f"--out {err}") from None
         return None
-    from ckptbench.sweep.cluster import parse_address
+    from ckptbench.sweep.cluster import usable_address
 
     try:
-        address = parse_address(dask_address)
+        address = usable_address(dask_address)
     except ValueError as err:
         raise InputError(str(err)) from None
     _out_is_a_folder(out)
@@ -207,13 +207,14 @@ def _check_destination(out: Path, dask_address: str | None) -> str | None:
 
 
 def _address_syntax(dask_address: str | None) -> None:
-    """InputError (one line) where ``--dask`` is no scheduler address by its syntax alone:
-    a dry run said nothing of ``--dask nonsense`` and exited 0, where the sweep refuses it."""
-    from ckptbench.sweep.cluster import parse_address
+    """InputError (one line) where ``--dask`` is no scheduler address by its syntax alone,
+    or names a scheme that cannot be used from here (``sweep.cluster.usable_address``): a
+    dry run said nothing of ``--dask nonsense`` and exited 0, where the sweep refuses it."""
+    from ckptbench.sweep.cluster import usable_address
 
     if dask_address is not None:
         try:
-            parse_address(dask_address)
+            usable_address(dask_address)
         except ValueError as err:
             raise InputError(str(err)) from None
 

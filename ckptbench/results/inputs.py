@@ -1,17 +1,23 @@
 """An input file's name as its user typed it, and why it could not be read, said alike by
-every command: 'nope/: no such file or folder' (pathlib drops a trailing '/': ``nope``); and
-the byte-order mark a Windows editor writes first, read alike by every reader
+every command: 'nope/: no such file or folder' (pathlib drops a trailing '/': ``nope``), 'loop:
+is a symbolic link that leads nowhere (...)' (:func:`leads_nowhere`, said of inputs and outputs
+alike); and the byte-order mark a Windows editor writes first, read alike by every reader
 (:func:`without_bom`)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
 from typing import AnyStr
 
 __all__ = [
+    "LEADS_NOWHERE",
+    "NOT_A_FOLDER",
     "TypedPath",
+    "file_with_slash",
+    "leads_nowhere",
     "named_pipe",
     "real_path",
     "said_path",
@@ -19,6 +25,11 @@ __all__ = [
     "unreadable_text",
     "without_bom",
 ]
+
+#: What a file's name followed by '/' is (``r1.json/``; the shell: 'Not a directory').
+NOT_A_FOLDER = "is not a folder: a file's name followed by '/'"
+#: What a symbolic link is that no file or folder is at the end of (``ln -s loop loop``).
+LEADS_NOWHERE = "is a symbolic link that leads nowhere (a loop, or to a missing file or folder)"
 
 
 class TypedPath(type(Path())):  # type: ignore[misc]
@@ -45,11 +56,36 @@ def said_path(path: str | os.PathLike[str]) -> str:
     return typed if isinstance(typed, str) else os.fspath(path)
 
 
-def unreadable_text(err: OSError) -> str:
+def file_with_slash(name: str) -> bool:
+    """Whether the name ``name`` as typed ends in '/' after something that is no folder
+    (``r1.json/``), which pathlib reads as the file: it drops the slash."""
+    if not name.endswith(("/", os.sep)):
+        return False
+    return os.path.exists(name.rstrip("/" + os.sep) or "/") and not os.path.isdir(name)
+
+
+def leads_nowhere(path: str | os.PathLike[str]) -> str | None:
+    """Where ``path``, or a folder on the way to it, is a symbolic link that leads nowhere (a
+    loop, or to nothing): :data:`LEADS_NOWHERE`, after that folder's name when it is one; None
+    otherwise. An input so named read 'no such file or folder', or 'Too many levels of
+    symbolic links', and an output's folder 'File exists' (``mkdir``)."""
+    path = Path(path)
+    for part in (path, *path.parents):
+        if os.path.islink(part) and not os.path.exists(part):
+            return LEADS_NOWHERE if part == path else f"{part} {LEADS_NOWHERE}"
+    return None
+
+
+def unreadable_text(err: OSError, path: str | os.PathLike[str] | None = None) -> str:
     """Why a file named as input could not be read, as every reader says it: 'no such file
-    or folder' where nothing is there (or a part of its path is no folder), else 'cannot
-    read (Permission denied)'."""
-    if isinstance(err, (FileNotFoundError, NotADirectoryError)):
+    or folder' where nothing is there (or a part of its path is no folder), where a symbolic
+    link on its way leads nowhere that (:func:`leads_nowhere`, ``path`` the name read), else
+    'cannot read (Permission denied)'."""
+    missing = (FileNotFoundError, NotADirectoryError)
+    if isinstance(err, missing) or err.errno == errno.ELOOP:
+        nowhere = leads_nowhere(path if path is not None else err.filename or "")
+        if nowhere is not None or err.errno == errno.ELOOP:
+            return nowhere or LEADS_NOWHERE
         return "no such file or folder"
     if isinstance(err, IsADirectoryError):  # as read_regular_file says it
         return "is a folder, not a file ckptbench reads"

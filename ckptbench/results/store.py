@@ -322,7 +322,7 @@ def read_json_document(path: str | os.PathLike[str], what: str = "result") -> An
     try:
         return read_json_limited(path, MAX_RESULT_BYTES, what)
     except (InputFileError, OSError) as err:  # said as every input file's is
-        why = unreadable_text(err) if isinstance(err, OSError) else err
+        why = unreadable_text(err, path) if isinstance(err, OSError) else err
         raise StoreError(f"{said_path(path)}: {why}") from None
 
 
@@ -400,7 +400,7 @@ def _cell_files(
                 files.append((p, None, None))
                 named.add(real_path(p))
         else:
-            raise StoreError(f"{said_path(raw)}: no such file or folder")
+            raise StoreError(f"{said_path(raw)}: {unreadable_text(FileNotFoundError(), p)}")
     return files, named
 
 

@@ -14,6 +14,7 @@ kept quiet while it is connected: the sweep reports what happens in one line eac
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import re
 import sys
@@ -38,6 +39,7 @@ __all__ = [
     "one_line",
     "parse_address",
     "requirements",
+    "usable_address",
 ]
 
 #: How long ckptbench waits for the scheduler to answer (and for a first worker) at start,
@@ -83,6 +85,43 @@ def parse_address(text: str) -> str:
     if not 0 < port < 65536:
         raise DaskError(f"--dask {text!r}: port {port} is not between 1 and 65535")
     return f"{scheme}://{m.group(1)}:{port}"
+
+
+def usable_address(text: str) -> str:
+    """:func:`parse_address`, and :class:`DaskError` (one line) where its scheme cannot be
+    used from here, said before anything is reached (``--dry-run`` too): ``ucx://`` without
+    distributed-ucxx (or UCX-Py) installed, where Dask said "TypeError: Can't instantiate
+    abstract class UCXConnector"; ``tls://`` without Dask's TLS settings (a CA file and a
+    client certificate), which the command line cannot give, where it said "TLS expects a
+    `ssl_context` argument". Imports no ``distributed``."""
+    address = parse_address(text)
+    scheme = address.partition("://")[0]
+    ucx = ("distributed_ucxx", "ucp")  # distributed >= 2025.x: its own package; before: UCX-Py
+    if scheme == "ucx" and not any(importlib.util.find_spec(m) for m in ucx):
+        raise DaskError(
+            f"--dask {text!r}: the ucx scheme needs distributed-ucxx, which is not installed "
+            "(pip install distributed-ucxx-cu12; or a tcp:// address)"
+        )
+    if scheme == "tls" and not _tls_settings():
+        raise DaskError(
+            f"--dask {text!r}: tls needs Dask's TLS settings, and none are set "
+            "(distributed.comm.tls.ca-file, .client.cert and .client.key in Dask's config, "
+            "e.g. DASK_DISTRIBUTED__COMM__TLS__CA_FILE=...; or a tcp:// address)"
+        )
+    return address
+
+
+def _tls_settings() -> bool:
+    """Whether Dask's configuration names the CA file and client certificate a TLS client
+    needs (distributed.security.Security makes no TLS context without both). True where
+    dask is missing: connecting says that."""
+    try:
+        import dask.config
+    except ImportError:
+        return True
+    get = dask.config.get
+    return bool(get("distributed.comm.tls.ca-file", None)
+                and get("distributed.comm.tls.client.cert", None))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the workers
@@ -298,15 +337,20 @@ def _handshake(address: str, timeout_s: float) -> None:
     its own (its own event loop), before a ``Client`` is made: a port that accepts
     connections but is no Dask server (an HTTP server, a silent listener) hung ``Client``
     without a limit, and a scheme that needs settings the command line cannot give left a
-    half-made ``Client`` whose clean-up printed a traceback 20 s later. Raises what
-    connecting raised, or TimeoutError."""
+    half-made ``Client`` whose clean-up printed a traceback 20 s later. Dask's security
+    settings are used as ``Client`` uses them (without, ``tls://`` never connected). Raises
+    what connecting raised, or TimeoutError."""
     import asyncio
     import concurrent.futures
 
     from distributed.comm import connect as comm_connect
+    from distributed.security import Security
+
+    settings = Security().get_connection_args("client")  # TLS from Dask's config, if any
 
     async def shake() -> None:
-        comm = await asyncio.wait_for(comm_connect(address, timeout=timeout_s), timeout_s)
+        connecting = comm_connect(address, timeout=timeout_s, **settings)
+        comm = await asyncio.wait_for(connecting, timeout_s)
         await comm.close()
 
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ckptbench-handshake")
@@ -327,7 +371,7 @@ def connect(address: str, cases: Iterable[Case], timeout_s: float = CONNECT_TIME
     anything is written: :class:`DaskError` (one line) for a malformed address, no
     ``distributed``, a scheduler that does not answer within ``timeout_s``, no worker
     within ``timeout_s``, or a worker that cannot run the cells (named, with the reason)."""
-    address = parse_address(address)
+    address = usable_address(address)
     requires = requirements(cases)
     try:
         from distributed import Client

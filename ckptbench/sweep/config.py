@@ -157,7 +157,7 @@ def load_config(path: str | Path) -> SweepConfig:
     try:
         text = read_text_limited(p, MAX_CONFIG_BYTES)
     except OSError as err:
-        raise ConfigError(f"{said_path(path)}: {unreadable_text(err)}") from None
+        raise ConfigError(f"{said_path(path)}: {unreadable_text(err, p)}") from None
     except ValueError as err:
         raise ConfigError(f"{p}: {err}") from None
     return parse_config(text, source=str(p), default_name=p.stem)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.results.files import SHOWN_PATH_CHARS, shown_value
-from ckptbench.results.inputs import unreadable_text
+from ckptbench.results.inputs import NOT_A_FOLDER, file_with_slash, unreadable_text
 from ckptbench.workloads import registry
 from ckptbench.workloads.base import (
     REQUIRED_METHODS,
@@ -235,10 +235,12 @@ def _resolve_factory(spec: str) -> Callable[..., Any]:
 
 def _load_file(target: str) -> Any:
     path = Path(target).expanduser()
+    if file_with_slash(os.path.expanduser(target)):  # pathlib dropped the '/': read the file
+        raise WorkloadError(f"workload file {_shown(target)}: {NOT_A_FOLDER}")
     try:
         mode = path.stat().st_mode
     except OSError as err:  # named as typed ('~/x.py', 'x.py/'), as every missing file is
-        what = unreadable_text(err)
+        what = unreadable_text(err, path)
         raise WorkloadError(f"workload file {_shown(target)}: {what}") from None
     if not stat.S_ISREG(mode):
         what = "is a directory, not a file" if stat.S_ISDIR(mode) else "is not a regular file"
