@@ -23,6 +23,11 @@ def _here(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "120")
 
+    def measured(*args, **kwargs):  # a run past its checks fails here, measuring nothing
+        raise AssertionError("taken: run went past its checks")
+
+    monkeypatch.setattr("ckptbench.cli.run.checked_in_worker", measured)
+
 
 def invoke(args: list[str]) -> tuple[int, str, str]:
     res = CliRunner().invoke(cli, args, catch_exceptions=False)
@@ -42,6 +47,9 @@ REFUSED = [
     ("repeats", str(BIG), "--repeats", str(BIG)),
     ("rounds", str(BIG), "--rounds", str(BIG)),
     ("rounds", "0", "--rounds", "0"),
+    ("rounds", "10001", "--rounds", "10001"),  # results.schema.MAX_ROUNDS
+    ("repeats", "10001", "--repeats", "10001"),
+    ("warmup", "10001", "--warmup", "10001"),
     ("threads", "1025", "--threads", "1025"),
     ("timeout_s", str(2**63 - 1), "--timeout", str(2**63 - 1)),
     ("timeout_s", "1e300", "--timeout", "1" + "0" * 300),
@@ -67,6 +75,36 @@ def test_config_refuses_what_run_refuses(
         err.startswith("Error: c.toml:4: ") and key in err
     ), err
     assert "Traceback" not in err and "sweep c:" not in out
+
+
+@pytest.mark.parametrize("option", ["--rounds", "--repeats", "--warmup", "--max-rounds"])
+@pytest.mark.parametrize("typed", ["10001", "9223372036854775807"])
+def test_counts_are_refused_past_the_one_bound_naming_it(capsys, option: str, typed: str) -> None:
+    """``--rounds 9223372036854775807`` was taken (run stopped at --max-time; a sweep has no
+    cap); every count of rounds or iterations is held to ``schema.MAX_ROUNDS``, said."""
+    code, out, err = run_cli(capsys, ["run", "--model", "lstm", "--steps", "20", option, typed])
+    assert code == 2 and out == "", out
+    name = option if option == "--max-rounds" else option[2:]
+    least = 0 if option == "--warmup" else 1
+    assert err == (
+        f"ckptbench: error: {name} must be >= {least} and at most 10,000 (more is a typo, not "
+        f"a measurement), got {typed}\n"
+    ), err
+
+
+def test_max_rounds_is_bounded_when_unused_too(capsys) -> None:
+    argv = ["run", "--steps", "20", "--precision", "off", "--max-rounds", "10001"]
+    code, _, err = run_cli(capsys, argv)
+    assert code == 2 and "--max-rounds must be >= 1 and at most 10,000" in err, err
+
+
+def test_a_sweep_at_the_bound_is_taken_and_its_estimate_said_in_days() -> None:
+    """10 000 rounds of a 2000-step LSTM: days, said as days, not '112 h 30 min'."""
+    Path("c.toml").write_text('[case]\nmodel = "lstm"\nsteps = 2000\nrounds = 10000\n')
+    code, out, err = invoke(["sweep", "c.toml", "--dry-run"])
+    assert code == 0, err
+    roughly = out.splitlines()[-1].split("roughly ")[1].split(" -> ")[0]
+    assert roughly.endswith(" h") and " d " in roughly, out
 
 
 def test_config_timeout_in_a_grid_is_bounded_too() -> None:

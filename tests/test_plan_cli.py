@@ -210,3 +210,49 @@ def test_save_costs_never_replaces_a_file_unless_forced(tmp_path):
         res = CliRunner().invoke(cli, [*base, "--save-costs", str(target), "--force"])
         assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
     assert json.loads(costs.read_text()) == COSTS
+
+
+#: 20 000 steps: a table of 1.0e+11 updates, refused; every tape (9 GB of COSTS') fits 1 TiB.
+LONG = ["--steps", "20000", "--budget", "1TiB"]
+
+
+def test_plan_keeps_every_tape_of_a_long_chain_where_the_budget_holds_them(tmp_path):
+    """'plan --steps 100000 --costs c.json --budget 1TiB' was refused ('about 2.6e+12 table
+    updates ... use fewer steps'); the budget holds every tape, so the plan keeps them all
+    (one forward, no recomputation) and needs no table."""
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps(COSTS))
+    res = invoke(["plan", *LONG, "--costs", str(costs), "--json", "-q"])
+    assert res.exit_code == 0, res.output
+    optimal = next(r for r in json.loads(res.output)["rows"] if r["strategy"] == "optimal")
+    assert optimal["advances"] == 0 and optimal["tapes_kept"] == 19999
+    assert optimal["peak_bytes"] == 20000 * COSTS["tape_bytes"]
+    res = invoke(["plan", "--steps", "20000", "--budget", "8GiB", "--costs", str(costs)])
+    assert res.exit_code == 2  # short of every tape: the table, too large, refused as before
+    assert "table updates" in res.output and "a budget of 8.38 GiB (9000000000 B)" in res.output
+
+
+def test_plan_says_a_budget_below_the_least_before_the_tables_size(tmp_path):
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps(COSTS))
+    res = invoke(["plan", "--steps", "20000", "--budget", "100B", "--costs", str(costs), "-q"])
+    assert res.exit_code == 2
+    assert res.output.splitlines()[-1].endswith(
+        "rror: no schedule of 20000 steps fits in a budget of 100 B; the smallest budget that "
+        "works is 503 KiB (515536 B)"
+    ), res.output
+
+
+def test_run_optimal_keeps_every_tape_of_a_long_chain_where_the_budget_holds_them(
+    tmp_path, monkeypatch
+):
+    fake = [sys.executable, str(TESTS / "fake_worker.py")]
+    monkeypatch.setattr("ckptbench.measure.launch.default_worker_command", lambda: list(fake))
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps(COSTS))
+    out = tmp_path / "r.json"
+    res = invoke(["run", "--model", "rnn", *LONG, "--strategy", "optimal", "--hidden", "8",
+                  "--batch", "1", "--input", "1", "--costs", str(costs), "--rounds", "1",
+                  "--modes", "checkpointed", "--out", str(out), "-q"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert load_result(out).case.budget_bytes == 2**40

@@ -265,3 +265,110 @@ def test_a_budget_that_holds_every_tape_gets_the_tape_all_plan():
         replay_bytes(plan.actions(), 2000, costs.state_bytes, costs.tape_bytes, budget)
     below = planner.plan_optimal(costs, 2000, 2000 * 4096 - 1)  # one byte short: the program plans
     assert below.prediction.advances > 0
+
+
+#: Small chains whose sizes the program holds exactly (every size a multiple of the quantum).
+SMALL_CHAINS = [
+    Costs(forward_time_s=0.001, taped_time_s=0.003, state_bytes=1000, tape_bytes=3000),
+    Costs(forward_time_s=0.002, taped_time_s=0.004, state_bytes=200, tape_bytes=100),
+    Costs(
+        forward_time_s=(0.001, 0.003, 0.002, 0.001, 0.004, 0.002, 0.001, 0.003),
+        taped_time_s=(0.004, 0.005, 0.003, 0.006, 0.004, 0.003, 0.005, 0.004),
+        state_bytes=(100, 300, 200, 100, 400, 200, 100, 300),
+        tape_bytes=(500, 200, 700, 300, 100, 600, 400, 200),
+    ),
+]
+
+
+@pytest.mark.parametrize("costs", SMALL_CHAINS)
+def test_a_budget_holding_every_tape_plans_as_the_full_table_does(costs, monkeypatch):
+    """Where the budget holds the store-all plan's peak the planner returns that plan
+    without building the table; on small chains the full table, solved and emitted, gives
+    the same evaluations, peak and time at every such budget."""
+    from ckptbench.schedules.optimal import dp
+    from ckptbench.schedules.optimal.emit import emit
+
+    steps = costs.steps or 8
+    peak = planner.store_all_peak(costs, steps)
+    keep_all = [Action(ActionKind.TAPE, step=i) for i in range(steps - 1)]
+    stream = [*keep_all, Action(ActionKind.FIRSTURN, step=steps - 1),
+              *(Action(ActionKind.REVERSE, step=i) for i in range(steps - 2, -1, -1)),
+              Action(ActionKind.TERMINATE)]  # fmt: skip
+    assert predict(stream, steps, costs).peak_bytes == peak  # the replay says it too
+    budgets = (peak, peak + 1, peak + 12345, 3 * peak)
+    tables = []
+    for budget in budgets:
+        solution = dp.solve(costs, steps, budget, levels=10**6)
+        assert solution.exact and solution.feasible
+        tables.append(predict(emit(solution), steps, costs))
+    solved = dp.solve
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a table was built")
+
+    monkeypatch.setattr(dp, "solve", refused)
+    for budget, table in zip(budgets, tables, strict=True):
+        assert planner.holds_store_all(costs, steps, budget)
+        shortcut = planner.plan_optimal(costs, steps, budget, levels=10**6 + budget % 7)
+        p = shortcut.prediction
+        assert (p.advances, p.peak_bytes, p.tapes_kept) == (0, peak, steps - 1)
+        assert (table.advances, table.peak_bytes) == (p.advances, p.peak_bytes)
+        assert table.time_s == pytest.approx(p.time_s)
+    monkeypatch.setattr(dp, "solve", solved)
+    below = planner.plan_optimal(costs, steps, peak - 1, levels=10**6)  # the table's plan
+    assert below.prediction.advances > 0 or below.prediction.peak_bytes < peak
+    assert not planner.holds_store_all(costs, steps, peak - 1)
+
+
+def test_a_long_chain_whose_tapes_all_fit_plans_without_a_table(monkeypatch):
+    """``plan --steps 100000 --budget 1TiB`` was refused ('about 2.6e+12 table updates ...
+    use fewer steps') though the budget holds every tape: no table is needed."""
+    from ckptbench.schedules.optimal import dp
+
+    costs = Costs(forward_time_s=1.3e-5, taped_time_s=4e-4, state_bytes=256, tape_bytes=24348)
+    steps, budget = 100_000, 2**40
+    with pytest.raises(PlanError, match="table updates"):  # without the budget: refused
+        planner.check_plannable(steps, costs, memory_bytes=2**40)
+    planner.check_plannable(steps, costs, budget_bytes=budget, memory_bytes=2**40)
+    monkeypatch.setattr(dp, "solve", lambda *a, **k: pytest.fail("a table was built"))
+    plan = planner.plan_optimal(costs, steps, budget)
+    assert plan.prediction.advances == 0 and plan.peak_bytes == steps * 24348
+    short = steps * 24348 - 1  # one byte short of every tape: the table, too large
+    with pytest.raises(PlanError, match=r"table updates.*a budget of 2\.27 GiB \(2434800000 B\)"):
+        planner.check_plannable(steps, costs, budget_bytes=short, memory_bytes=2**40)
+
+
+def test_a_budget_below_the_least_is_said_before_the_tables_size():
+    """The other way: a budget no schedule fits is refused as such (naming the least that
+    works), not as a table too large to build; homogeneous costs answer it in closed form,
+    however long the chain."""
+    costs = Costs(forward_time_s=1e-3, taped_time_s=3e-3, state_bytes=4096, tape_bytes=65536)
+    for steps in (100_000, 2**31):
+        with pytest.raises(PlanError, match="no schedule of .* fits in a budget of 100 B; the "
+                           r"smallest budget that works is 68\.0 KiB \(69632 B\)"):  # fmt: skip
+            planner.check_plannable(steps, costs, budget_bytes=100, memory_bytes=2**40)
+
+
+@pytest.mark.parametrize(("steps", "q"), [(1, 1), (2, 1), (7, 3), (50, 1000), (300, 4096)])
+def test_homogeneous_least_storage_in_closed_form_is_the_arrays(steps: int, q: int):
+    from ckptbench.schedules.optimal import dp
+
+    for s, t in ((4096, 65536), (65536, 4096), (100, 1000), (3, 5)):
+        same = Costs(forward_time_s=1e-3, taped_time_s=3e-3, state_bytes=s, tape_bytes=t)
+        listed = Costs(forward_time_s=1e-3, taped_time_s=3e-3, state_bytes=(s,) * steps,
+                       tape_bytes=(t,) * steps)  # fmt: skip
+        assert dp.least_storage_of(same, steps, q) == dp.least_storage_of(listed, steps, q)
+        assert dp.min_budget_bytes(same, steps, 64) == dp.min_budget_bytes(listed, steps, 64)
+        assert planner.store_all_peak(same, steps) == planner.store_all_peak(listed, steps)
+
+
+def test_a_stream_too_long_to_hold_is_refused_with_its_size():
+    costs = Costs(forward_time_s=1e-3, taped_time_s=3e-3, state_bytes=8, tape_bytes=8)
+    top = planner.MAX_STREAM_STEPS
+    planner.check_plannable(top, costs, budget_bytes=2**60, memory_bytes=2**50)
+    with pytest.raises(PlanError, match=r"keeping every tape of 10000001 steps .* over the "
+                       "limit of 1e\\+07 steps"):  # fmt: skip
+        planner.check_plannable(top + 1, costs, budget_bytes=2**60, memory_bytes=2**50)
+    with pytest.raises(PlanError, match=r"about 9\.5 GiB with its replays, more than half of "
+                       r"this machine's 16\.0 GiB; use fewer steps"):  # fmt: skip
+        planner.check_plannable(top, costs, budget_bytes=2**60, memory_bytes=16 * 2**30)

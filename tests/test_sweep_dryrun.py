@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from _synthetic import make_result
 from click.testing import CliRunner
 
@@ -143,3 +144,25 @@ def test_a_sweep_says_its_estimate_as_its_dry_run_does(tmp_path: Path, monkeypat
     said = [re.search(r", (roughly [^,>]+?) -> ", r.output) for r in (dry, real)]
     assert said[0] is not None and said[1] is not None, (dry.output, real.output)
     assert said[0].group(1) == said[1].group(1), (dry.output, real.output)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (3599, "59 min 59 s"),
+        (86280, "23 h 58 min"),
+        (86400, "1 d"),
+        (4 * 86400 + 16 * 3600 + 59, "4 d 16 h"),
+        (400 * 86400, "1.1 years"),
+        (3e9, "95 years"),
+        (3.3e10, "over 1,000 years"),
+        (3847042856094246 * 3600.0, "over 1,000 years"),  # was said '3847042856094246 h'
+        (float("inf"), "over 1,000 years"),
+    ],
+)
+def test_long_estimates_are_said_in_days_and_years(seconds: float, said: str) -> None:
+    from ckptbench.render.format import fmt_duration
+    from ckptbench.render.sweepplan import estimate_text
+
+    assert fmt_duration(seconds) == said
+    assert estimate_text(seconds) == said

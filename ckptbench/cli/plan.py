@@ -137,9 +137,10 @@ def plan(
         for kind, note in shown_notes(notes, quiet):  # -q: the warnings only (costs file, dtype)
             click.echo(f"{kind}: {note}", err=True)
         stack = case.model in BUILTIN_CHAINS
-        check_plannable(steps, Costs.from_dict(doc) if doc is not None else None, per_step=stack)
-        if doc is not None:
-            check_budget(Costs.from_dict(doc), steps, budget)
+        given = Costs.from_dict(doc) if doc is not None else None
+        check_plannable(steps, given, budget_bytes=budget, per_step=stack)
+        if given is not None:
+            check_budget(given, steps, budget)
     except ValueError as err:
         raise InputError(device_words(click.get_current_context(), device, str(err))) from None
     if doc is not None:
@@ -220,7 +221,7 @@ def _show(
         except OSError as err:
             raise InputError(f"--save-costs {save_file}: {err.strerror or err}") from None
     try:
-        check_plannable(steps, costs)  # measured per layer: the per-layer estimate
+        check_plannable(steps, costs, budget_bytes=budget)  # per layer where measured so
         check_budget(costs, steps, budget)
         rows = compare_at_budget(costs, steps, budget)
         best = plan_optimal(costs, steps, budget) if costs.steps is not None or actions else None

@@ -69,11 +69,14 @@ def precision_target(
 ) -> tuple[Any, tuple[str, ...]]:
     """The runner's ``Precision`` target (None: add no rounds) and notes to print. An
     explicit ``--rounds`` without ``--precision`` runs exactly those rounds; a
-    ``--max-rounds`` below ``--rounds`` (or below 2) is refused naming both; without the
+    ``--max-rounds`` below ``--rounds`` (or below 2), or above ``--rounds``' own bound
+    (``schema.MAX_ROUNDS``), is refused naming both; without the
     normal and checkpointed modes there is no slowdown to narrow, which is said."""
     from ckptbench.measure.runner import Precision
     from ckptbench.render.format import fmt_percent
+    from ckptbench.results.schema import check_count
 
+    check_count("--max-rounds", max_rounds)  # --rounds' bound, used or not
     fixed_rounds = (
         ctx.get_parameter_source("rounds") is not DEFAULT
         and ctx.get_parameter_source("precision") is DEFAULT

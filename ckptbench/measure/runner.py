@@ -175,11 +175,13 @@ def _checked_plan(case: Case, costs: dict[str, Any] | None, worker) -> dict[str,
 
     stack = case.model in BUILTIN_CHAINS
     given = Costs.from_dict(costs) if costs is not None else None
-    check_plannable(case.steps, given, per_step=stack)
+    budget = case.budget_bytes or 0
+    check_plannable(case.steps, given, budget_bytes=budget, per_step=stack)
     if costs is None:
         costs = measure_costs(case, worker=worker)["costs"]
-        check_plannable(case.steps, Costs.from_dict(costs))  # per layer where measured so
-    check_budget(Costs.from_dict(costs), case.steps, case.budget_bytes or 0)
+        # per layer where measured so; a budget holding every tape needs no table
+        check_plannable(case.steps, Costs.from_dict(costs), budget_bytes=budget)
+    check_budget(Costs.from_dict(costs), case.steps, budget)
     return costs
 
 

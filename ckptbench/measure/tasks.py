@@ -369,7 +369,7 @@ def _for_its_kind(case: Case, report: dict[str, Any], costs: dict[str, Any] | No
         from ckptbench.schedules.optimal import Costs, check_plannable
 
         given = Costs.from_dict(costs) if costs is not None else None
-        check_plannable(case.steps, given, per_step=True)
+        check_plannable(case.steps, given, budget_bytes=case.budget_bytes, per_step=True)
     return case
 
 

@@ -5,6 +5,7 @@ Returns a table (:mod:`ckptbench.render.table`); never prints."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ckptbench.render.format import cell_labels, fmt_duration
@@ -27,6 +28,8 @@ def shown_estimate(seconds: float) -> float:
     """A cell's rough time as the table shows it: to a tenth of a second below 10 s (a cell
     of 1.6 s is not '2 s'), else to the second, from an hour to the minute
     (:func:`ckptbench.render.format.fmt_duration`)."""
+    if not math.isfinite(seconds):  # said as it is ('over 1,000 years'), never rounded
+        return seconds
     if round(seconds, 1) < 10:
         return round(seconds, 1)
     return float(round(seconds)) if seconds < 3600 else 60.0 * round(seconds / 60)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ckptbench.results.summary import CellSummary
 
 __all__ = [
+    "MAX_ROUNDS",
     "MODES",
     "SAVED_MID_RUN",
     "SAVED_MID_RUN_WHY",
@@ -58,6 +59,7 @@ __all__ = [
     "Status",
     "TargetError",
     "being_written",
+    "check_count",
     "check_target",
     "complete_rounds_text",
     "kept_beside",
@@ -121,6 +123,13 @@ _STEPS_TOP = (
 )
 #: The most BLAS/OpenMP threads a worker is given (--threads): more is a typo, not a machine.
 MAX_THREADS = 1024
+#: The most rounds a case runs, and iterations per round (``warmup``, ``repeats``), and
+#: ``run --max-rounds``: a count past it is a typo, never a measurement (pyperf runs 20
+#: processes of 3 values, asv 2 rounds, hyperfine 10 runs by default; ``run`` stops adding
+#: rounds at 30 or 4 minutes; 10 000 rounds of a fresh worker per mode take hours at best).
+#: 2**63 - 1 rounds were taken, and a sweep's dry run estimated 3847042856094246 h.
+MAX_ROUNDS = 10_000
+_COUNT_TOP = (MAX_ROUNDS, f"at most {MAX_ROUNDS:,} (more is a typo, not a measurement)")
 
 #: ``--dtype``: the floating-point types some registered backend computes in (float64:
 #: the default, and what a result without the field was measured in), from the registry.
@@ -162,6 +171,14 @@ def _pos_int(name: str, value: Any, minimum: int = 1, top: tuple[int, str] | Non
     if not minimum <= value <= most:
         raise CaseError(f"{name} must be >= {minimum} and {said}, got {str(value)[:40]}")
     return value
+
+
+def check_count(name: str, value: Any, minimum: int = 1) -> int:
+    """A count of rounds or of iterations per round from ``minimum`` to :data:`MAX_ROUNDS`
+    (CaseError otherwise): the one bound of ``--rounds``, ``--repeats``, ``--warmup`` and
+    ``--max-rounds``, of a config's ``rounds``, ``repeats`` and ``warmup``, and of a result
+    file's."""
+    return _pos_int(name, value, minimum, _COUNT_TOP)
 
 
 def _bytes_int(name: str, value: Any) -> int:
@@ -219,12 +236,13 @@ class Case:
             raise CaseError(f"model must be printable text on one line, got {self.model[:40]!r}")
         if self.model != self.model.strip():  # "lstm " is lstm: one case, one key
             object.__setattr__(self, "model", self.model.strip())
-        for name in ("steps", "snaps", "hidden", "batch", "input", "repeats", "rounds", "threads"):
+        for name in ("steps", "snaps", "hidden", "batch", "input", "threads"):
             _pos_int(name, getattr(self, name), top=_STEPS_TOP if name == "steps" else None)
+        for name in ("repeats", "rounds", "warmup"):
+            check_count(name, getattr(self, name), minimum=0 if name == "warmup" else 1)
         if self.threads > MAX_THREADS:  # thousands of BLAS threads: a typo, and a hang
             raise CaseError(f"threads must be at most {MAX_THREADS}, got {str(self.threads)[:40]}")
         _pos_int("output", self.output)
-        _pos_int("warmup", self.warmup, minimum=0)
         _pos_int("seed", self.seed, minimum=0)
         try:
             spec = get_strategy(self.strategy)

@@ -27,18 +27,22 @@ from ckptbench.schedules.optimal.costs import Costs, PlanError, costs_from_json
 from ckptbench.schedules.optimal.planner import (
     DEFAULT_LEVELS,
     MAX_PLAN_UPDATES,
+    MAX_STREAM_STEPS,
     Plan,
     check_budget,
     check_plannable,
+    holds_store_all,
     min_budget_bytes,
     plan_estimate,
     plan_optimal,
+    store_all_peak,
 )
 from ckptbench.schedules.strategy import Setting, StrategySpec
 
 __all__ = [
     "DEFAULT_LEVELS",
     "MAX_PLAN_UPDATES",
+    "MAX_STREAM_STEPS",
     "OPTIMAL",
     "Costs",
     "Plan",
@@ -46,9 +50,11 @@ __all__ = [
     "check_budget",
     "check_plannable",
     "costs_from_json",
+    "holds_store_all",
     "min_budget_bytes",
     "plan_estimate",
     "plan_optimal",
+    "store_all_peak",
 ]
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "Solution",
     "Tables",
     "least_storage",
+    "least_storage_of",
     "min_budget_bytes",
     "quantum",
     "solve",
@@ -109,17 +110,32 @@ def least_storage(sb: np.ndarray, tb: np.ndarray) -> int:
     return int(min(int(tb.sum()), int((kept + sb + largest_after).min())))
 
 
+def least_storage_of(costs: Costs, steps: int, q: int = 1) -> int:
+    """:func:`least_storage` of ``costs`` on ``steps`` steps with every size rounded up to
+    ``q`` bytes, in quanta; homogeneous costs in closed form (no per-step arrays, so a chain
+    of 2**31 steps is answered at once): min(every tape, x_0 and one tape)."""
+    if costs.steps is None:
+        s, t = -(-costs.state_bytes // q), -(-costs.tape_bytes // q)  # type: ignore[operator]
+        return min(steps * t, s + t)
+    _, _, sb_list, tb_list = costs.per_step(steps)
+    sb, tb = np.asarray(sb_list, dtype=np.int64), np.asarray(tb_list, dtype=np.int64)
+    return least_storage(-(-sb // q), -(-tb // q))
+
+
 def min_budget_bytes(costs: Costs, steps: int, levels: int) -> int:
     """The smallest budget :func:`plan_optimal` plans with: from the least storage peak in
     exact bytes (:func:`least_storage`, below which no schedule fits), the first budget whose
     rounded sizes (module doc: memory quanta) still fit; a budget is skipped when the peak in
     quanta needs more, up to the next budget that holds it at that quantum."""
-    _, _, sb_list, tb_list = costs.per_step(steps)
-    sb, tb = np.asarray(sb_list, dtype=np.int64), np.asarray(tb_list, dtype=np.int64)
-    budget_bytes = least_storage(sb, tb)
+    sizes = (
+        ([costs.state_bytes], [costs.tape_bytes])  # homogeneous: the sizes' set is all
+        if costs.steps is None
+        else costs.per_step(steps)[2:]
+    )
+    budget_bytes = least_storage_of(costs, steps)
     while True:
-        q, _ = quantum(sb_list, tb_list, budget_bytes, levels)
-        need = least_storage(-(-sb // q), -(-tb // q))
+        q, _ = quantum(*sizes, budget_bytes, levels)  # type: ignore[arg-type]
+        need = least_storage_of(costs, steps, q)
         if need <= budget_bytes // q:
             return budget_bytes
         budget_bytes = max(budget_bytes + 1, need * q)

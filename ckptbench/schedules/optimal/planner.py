@@ -34,10 +34,12 @@ __all__ = [  # with the names this module had before the package was split
     "check_budget",
     "check_plannable",
     "costs_from_json",
+    "holds_store_all",
     "min_budget_bytes",
     "plan_estimate",
     "plan_optimal",
     "predict",
+    "store_all_peak",
 ]
 
 DEFAULT_LEVELS = 512
@@ -45,6 +47,12 @@ DEFAULT_LEVELS = 512
 #: is measured (about 10 minutes on the 2-core machine of docs/architecture.md, which managed
 #: about 4e7 updates/s: l = 1000 homogeneous at 512 levels, 2.6e8 updates, took 8 s there).
 MAX_PLAN_UPDATES = 2 * 10**10
+#: A budget that holds every tape plans without a table (:func:`holds_store_all`), but its
+#: plan is a stream of two actions a step, held and replayed, and ``plan`` replays Revolve
+#: and equal segments beside it: about 1 KiB and 20 µs a step in all (10**6 steps: 1.1 GB,
+#: 21 s on the 2-core machine). Longer chains are refused (about 4 minutes and 10 GiB).
+MAX_STREAM_STEPS = 10**7
+STREAM_BYTES_PER_STEP = 1024
 
 
 @dataclass(frozen=True)
@@ -127,32 +135,78 @@ def plan_estimate(
     return steps**3 // 6 * width, 12 * steps * steps * width
 
 
+def store_all_peak(costs: Costs, steps: int) -> int:
+    """The storage peak of the plan that keeps every tape (:func:`_tape_all`), in exact
+    bytes, from the costs alone: every tape at once at its first turn, no state stored (the
+    cost model's replay of that stream says the same; a test holds them equal)."""
+    if costs.steps is None:  # homogeneous: no per-step lists (steps may be 2**31)
+        check_int("steps", steps)
+        return costs.tape_bytes * steps  # type: ignore[operator]
+    return sum(costs.per_step(steps)[3])
+
+
+def holds_store_all(costs: Costs, steps: int, budget_bytes: int) -> bool:
+    """Whether ``budget_bytes`` holds the keep-every-tape plan: then it is the optimal plan
+    (every step is taped once whatever the schedule, and it advances none), found without a
+    table however long the chain (:func:`check_plannable`, :func:`plan_optimal`)."""
+    return store_all_peak(costs, steps) <= budget_bytes
+
+
 def check_plannable(
-    steps: int, costs: Costs | None = None, *, memory_bytes: int | None = None,
-    levels: int = DEFAULT_LEVELS, per_step: bool = False,
+    steps: int, costs: Costs | None = None, *, budget_bytes: int | None = None,
+    memory_bytes: int | None = None, levels: int = DEFAULT_LEVELS, per_step: bool = False,
 ) -> None:  # fmt: skip
     """:class:`PlanError` with the estimate when planning ``steps`` steps would need more than
     :data:`MAX_PLAN_UPDATES` table updates or more than half of ``memory_bytes`` (default:
     this machine's memory). Without ``costs`` the chain is taken as homogeneous (a
     recurrence's measured costs are) unless ``per_step`` (a layer stack's are per layer);
-    call it again once costs are measured."""
-    homogeneous = costs.steps is None if costs is not None else not per_step
-    updates, table_bytes = plan_estimate(steps, homogeneous, levels)
+    call it again once costs are measured. With ``costs`` and ``budget_bytes``: a budget
+    that holds every tape needs no table (:func:`holds_store_all`; its stream is held to
+    :data:`MAX_STREAM_STEPS`), and one below the least any plan needs is refused first, as
+    :func:`check_budget` refuses it (no table says it better)."""
     if memory_bytes is None:
         import psutil
 
         memory_bytes = int(psutil.virtual_memory().total)
+    if costs is not None and budget_bytes is not None:
+        if holds_store_all(costs, steps, budget_bytes):
+            return _check_stream(steps, memory_bytes)
+        check_budget(costs, steps, budget_bytes)
+    homogeneous = costs.steps is None if costs is not None else not per_step
+    updates, table_bytes = plan_estimate(steps, homogeneous, levels)
     kind = "homogeneous" if homogeneous else "per-step (heterogeneous)"
     what = (
         f"planning {steps} steps with {kind} costs needs about {updates:.1e} table updates "
         f"and {table_bytes / 2**30:,.1f} GiB of tables"
     )
+    fewer = "use fewer steps" + (
+        ", or step costs (--costs) with a budget that holds every tape (no table then)"
+        if costs is None and budget_bytes is not None
+        else f", or a budget of {_bytes(store_all_peak(costs, steps))} or more (it holds every "
+        "tape: no table then)"
+        if costs is not None
+        else ""
+    )
     if table_bytes > memory_bytes // 2:
         raise PlanError(f"{what}, more than half of this machine's "
-                        f"{memory_bytes / 2**30:.1f} GiB; use fewer steps")  # fmt: skip
+                        f"{memory_bytes / 2**30:.1f} GiB; {fewer}")  # fmt: skip
     if updates > MAX_PLAN_UPDATES:
         raise PlanError(f"{what}, over the limit of {MAX_PLAN_UPDATES:.0e} (about 10 minutes "
-                        "here); use fewer steps")  # fmt: skip
+                        f"here); {fewer}")  # fmt: skip
+
+
+def _check_stream(steps: int, memory_bytes: int) -> None:
+    """:class:`PlanError` when the keep-every-tape plan of ``steps`` steps is too long a
+    stream to hold and replay (:data:`MAX_STREAM_STEPS`, :data:`STREAM_BYTES_PER_STEP`)."""
+    need = steps * STREAM_BYTES_PER_STEP
+    what = f"keeping every tape of {steps} steps is a plan of {2 * steps:.1e} actions"
+    if need > memory_bytes // 2:
+        raise PlanError(f"{what}, about {need / 2**30:,.1f} GiB with its replays, more than "
+                        f"half of this machine's {memory_bytes / 2**30:.1f} GiB; use fewer "
+                        "steps")  # fmt: skip
+    if steps > MAX_STREAM_STEPS:
+        raise PlanError(f"{what}, over the limit of {MAX_STREAM_STEPS:.0e} steps (about 4 "
+                        "minutes here); use fewer steps")  # fmt: skip
 
 
 def min_budget_bytes(costs: Costs, steps: int, levels: int = DEFAULT_LEVELS) -> int:
@@ -168,15 +222,14 @@ def check_budget(costs: Costs, steps: int, budget_bytes: int) -> None:
     within ``budget``: none fits at all (below the least storage peak any schedule has), or
     one fits but the planner's memory quanta round it over (it then says so); or none that
     no budget can be, 2**62 B and more (:data:`~ckptbench.results.units.MAX_BYTES`)."""
-    import numpy as np
-
     from ckptbench.schedules.optimal import dp
 
+    if holds_store_all(costs, steps, budget_bytes):
+        return
     least = _least_planned(costs, steps, DEFAULT_LEVELS)
     if budget_bytes >= least:
         return
-    _, _, sb, tb = costs.per_step(steps)
-    exact = dp.least_storage(np.asarray(sb, dtype=np.int64), np.asarray(tb, dtype=np.int64))
+    exact = dp.least_storage_of(costs, steps)
     if least >= MAX_BYTES:  # no budget to name: every budget is below it (Case, --budget)
         raise PlanError(
             f"no schedule of {steps} steps can be planned within a budget below 2**62 bytes "
@@ -206,14 +259,16 @@ def _least_planned(costs: Costs, steps: int, levels: int) -> int:
     one-slot peak (both planned in exact bytes). Each plans every budget above its own."""
     from ckptbench.schedules.optimal import dp
 
-    tape_all = predict(_tape_all(steps), steps, costs).peak_bytes
-    return min(dp.min_budget_bytes(costs, steps, levels), tape_all, _state_only_least(costs, steps))
+    least = (dp.min_budget_bytes(costs, steps, levels), _state_only_least(costs, steps))
+    return min(*least, store_all_peak(costs, steps))
 
 
 def _state_only_least(costs: Costs, steps: int) -> int:
     """The storage peak of Revolve with one slot, the least budget at which a state-only
     schedule fits in exact bytes: x_0 kept while each step's tape is taped and reversed
     (its stream is quadratic in ``steps``; a test replays it against this sum)."""
+    if costs.steps is None:  # homogeneous: no per-step lists
+        return costs.state_bytes + costs.tape_bytes  # type: ignore[operator]
     _, _, sb, tb = costs.per_step(steps)
     return sb[0] + max(tb)
 
@@ -228,10 +283,9 @@ def _plan_cached(costs: Costs, steps: int, budget_bytes: int, levels: int) -> Pl
     from ckptbench.schedules.optimal import dp
     from ckptbench.schedules.optimal.emit import emit
 
-    _, _, _, tb = costs.per_step(steps)
-    if sum(tb) <= budget_bytes:  # every tape fits: no schedule is faster (see _tape_all)
+    if holds_store_all(costs, steps, budget_bytes):  # no schedule is faster: no table
         tape_all = _as_plan(_tape_all(steps), costs, steps, budget_bytes, 1, True)
-        if tape_all.peak_bytes <= budget_bytes:
+        if tape_all.peak_bytes <= budget_bytes:  # store_all_peak's, replayed
             return tape_all
     solution = dp.solve(costs, steps, budget_bytes, levels)
     if not solution.feasible:  # rounding can leave no plan where Revolve fits in exact bytes
