@@ -450,8 +450,9 @@ def test_the_run_table_says_what_its_brackets_are():
         ratios,
     )
     one = (  # one round: its brackets too are said (2026-11-30: they were not)
-        "[low, high]: 95% intervals from one round's iterations (overhead: the iterations' "
-        "peaks and a rerun's spread); baseline is the forward pass alone"
+        "[low, high]: intervals from one round's iterations: the slowdown's 95% for their "
+        "noise alone, the savings' the range they allow, a worst case (overhead: the "
+        "iterations' peaks and a rerun's spread); baseline is the forward pass alone"
     )
     one_ratios = (  # 2026-11-30: one round's ratios are not pooled over rounds
         "slowdown: checkpointed time / normal time; savings: normal's overhead / "

@@ -58,7 +58,9 @@ def test_run_explains_every_column_it_shows_and_one_rounds_brackets(fake, tmp_pa
     out = " ".join(res.stdout.split())  # notes wrap like prose
     for header in ("peak spread", "sampled max", "[min, max] s", "evals (opt)", "grad err"):
         assert f"{header}: " in out, (header, res.stdout)
-    assert "[low, high]: 95% intervals from one round's iterations" in out, res.stdout
+    assert "[low, high]: intervals from one round's iterations: the slowdown's 95%" in out, (
+        res.stdout
+    )
     monkeypatch.setenv("COLUMNS", "80")  # a column left out is named, not explained
     res = CliRunner().invoke(cli, [*argv, "--out", "n.json"], catch_exceptions=False)
     out = " ".join(res.stdout.split())

@@ -51,10 +51,12 @@ def _compare_legend(tmp_path, rounds: list[int]) -> str:
 @pytest.mark.parametrize(
     ("rounds", "over"),
     [
-        ([1, 1], "95% intervals from one round's iterations ("),
+        ([1, 1], "intervals from one round's iterations: the slowdown's and vs floor's are "
+                 "95% for the iterations' noise alone"),
         ([3, 3], "95% intervals over the rounds ("),
-        ([3, 1], "95% intervals over the rounds; from one round's iterations where a cell ran "
-                 "one round (the cells the warning 'intervals from one round' names) ("),
+        ([3, 1], "95% intervals over the rounds; where a cell ran one round (the cells the "
+                 "warning 'intervals from one round' names), from its iterations: the "
+                 "slowdown's and vs floor's are 95% for the iterations' noise alone"),
     ],
 )  # fmt: skip
 def test_compare_legend_says_where_its_intervals_come_from(tmp_path, rounds, over):

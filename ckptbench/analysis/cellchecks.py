@@ -44,9 +44,15 @@ def _fmt(v: float | None, spec: str = ".3g") -> str:
 
 
 def _typical(tc: Any) -> str:
-    """What a time line's two times are (``stats.TimeChange``)."""
-    several = min(tc.processes_before, tc.processes_after) >= 2
-    return "process medians (geometric mean)" if several else "median"
+    """What a time line's two times are (``stats.TimeChange``): with two processes or more on
+    either side, the ratio is the two divided; with one a side, it is the median of the
+    iteration pairs' ratios (said after it, :func:`_ratio_word`)."""
+    return "process medians (geometric mean)" if tc.by_process else "median iteration"
+
+
+def _ratio_word(tc: Any) -> str:
+    """How a time line's new/old was taken, where it is not its two times divided."""
+    return "" if tc.by_process else " (median of the iteration pairs' ratios)"
 
 
 def _limit(v: float) -> str:
@@ -233,7 +239,8 @@ def time_lines(ref: PooledCell, cur: PooledCell, tol: float) -> tuple[list, bool
         limit = f"{1 + tol:.10g}"
         detail = (
             f"{_typical(tc)} {tc.before_median_s:.4f} -> {tc.after_median_s:.4f} s, new/old "
-            f"{tc.ratio:.3f} [{', '.join(_ends_apart(tc.low, tc.high, float(limit)))}] "
+            f"{tc.ratio:.3f}{_ratio_word(tc)} "
+            f"[{', '.join(_ends_apart(tc.low, tc.high, float(limit)))}] "
             f"vs limit {limit} "
             f"({tc.processes_before}v{tc.processes_after} processes, "
             f"{tc.n_before}v{tc.n_after} iterations): {verdict}"

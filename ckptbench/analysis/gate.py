@@ -17,8 +17,9 @@ What is checked, per cell (``case.key`` on one host):
   ``max(memory_tolerance * reference, memory_floor_bytes)`` (5% and 256 KiB by default:
   peaks repeat to ~0.03 MiB); a reference cell without a result fails, a new one passes;
 * **time vs a reference** — only with ``time_tolerance`` (e.g. 0.25): a mode fails when the
-  95% interval of its time ratio new/old (:func:`ckptbench.analysis.time_change`, the
-  estimator ``run`` reports for the slowdown) lies above ``1 + time_tolerance``, or a side
+  95% interval of its time ratio new/old (:func:`ckptbench.analysis.time_change`: the
+  processes' median iterations where either side has two processes or more, the
+  iteration pairs with one a side) lies above ``1 + time_tolerance``, or a side
   shows no time for it (not ok in every round: its other rounds are not compared). Time is
   never gated by default (docs/architecture.md, "Noise and rounds").
 
@@ -166,9 +167,10 @@ def check(
                          "large would have passed too; more --rounds a side narrow it")  # fmt: skip
         if single_process:
             notes.append(
-                "time: a side had one worker process, so its interval comes from iterations "
-                "alone (a whole process running slow is not in it); measure with --rounds "
-                ">= 3 for a time gate that sees the variation between processes"
+                "time: a side had one worker process: with one a side the interval comes from "
+                "iterations alone (a whole process running slow is not in it), with one on one "
+                "side only it takes the spread between processes from the other side; measure "
+                "with --rounds >= 3 for a time gate that sees the variation between processes"
             )
         for lost in pairing.only_reference:
             lines.append(

@@ -8,19 +8,24 @@ floor)``: peaks are stable to ~0.03 MiB from process to process (docs/architectu
 "Noise"), so a 5% tolerance with a 256 KiB floor (about 8 standard deviations) never fires
 on noise yet sees a +20% regression of a 2 MiB overhead.
 
-**Time** is judged per mode with the estimator and interval that ``run`` reports for the
-slowdown (``ckptbench.analysis.intervals``; docs/architecture.md, "Noise and rounds"):
-the change is the ratio after / before of one mode's iteration times with its 95%
-interval, and it counts only when the whole interval lies beyond the tolerance -- above
-``1 + tolerance`` (slower) or below ``1 / (1 + tolerance)`` (faster). The replicates are
-worker processes (every round of every pooled file):
+**Time** is judged per mode: the change is the ratio after / before of one mode's
+iteration times with its 95% interval, and it counts only when the whole interval lies
+beyond the tolerance -- above ``1 + tolerance`` (slower) or below ``1 / (1 + tolerance)``
+(faster). The replicates are worker processes (every round of every pooled file):
 
-* with at least two processes a side, each process's median time on the log scale, outlier
-  processes set aside by the rounds' rule, the ratio of the geometric means with a Welch t
-  interval (Welch, Biometrika 34, 1947), so a whole process running slow is in the spread;
-* with one process on a side, the iterations pooled per side and the run's one-round
-  method: the Hodges-Lehmann ratio with Bauer's rank interval (with 3 vs 3 iterations the
-  range of the pairwise ratios).
+* with two processes or more on either side (2 vs 2, 2 vs 1, 1 vs 2, n vs m): each
+  process's median iteration, on the log scale, outlier processes set aside by the rounds'
+  rule (from four processes a side); the ratio is that of the sides' geometric means of
+  those medians (the two times :class:`TimeChange` holds, divided), with Welch's t interval
+  (Welch, Biometrika 34, 1947) where both sides have two processes or more, and Student's
+  two-sample t (pooled variance, n + m - 2 degrees of freedom) where one side has one, so a
+  whole process running slow is in the spread. Until 2026-11-30 a side with one process
+  pooled every iteration of both sides, so adding a second invocation to one side changed
+  nothing and a second to the other switched the method;
+* with one process a side (1 vs 1): the run's one-round method on each side's iterations:
+  the Hodges-Lehmann ratio (the median of every after/before iteration pair's ratio, which
+  can differ from the sides' median iterations divided) with Bauer's rank interval, or
+  Student's t on the log iteration times where the iterations are too few for it (3 vs 3).
 
 Both are widened by the between-invocation spread of each side (two invocations), in
 quadrature. An A/A rerun then stays "no change", and a 1.5x slowdown is "slower" at a
@@ -35,7 +40,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ckptbench.analysis import intervals
+from ckptbench.analysis.interval_methods import student_interval
 
 __all__ = [
     "MEMORY_FLOOR_BYTES",
@@ -57,10 +65,11 @@ MEMORY_FLOOR_BYTES = 256 * 1024
 @dataclass(frozen=True)
 class TimeChange:
     """One mode's time before and after: the ratio after/before with its 95% interval, and
-    the verdict at ``tolerance``. The times are what the ratio divides: with two worker
-    processes or more a side, the geometric mean of the kept processes' median times (so
-    after / before is the ratio exactly); else the median of every iteration (the ratio is
-    then the Hodges-Lehmann estimate, which can differ from it slightly)."""
+    the verdict at ``tolerance``. The times are what the ratio divides where a side has two
+    worker processes or more (:attr:`by_process`): the geometric mean of the kept processes'
+    median iterations, so after / before is the ratio; with one process a side, each side's
+    median iteration, and the ratio is the median of the iteration pairs' ratios (which can
+    differ from the two divided)."""
 
     before_median_s: float
     after_median_s: float
@@ -73,6 +82,12 @@ class TimeChange:
     n_after: int
     processes_before: int = 1  # worker processes (rounds of every pooled file)
     processes_after: int = 1
+
+    @property
+    def by_process(self) -> bool:
+        """Whether the processes were the replicates (two or more on either side), not the
+        iterations (one process a side)."""
+        return max(self.processes_before, self.processes_after) >= 2
 
     @property
     def change(self) -> float:
@@ -101,6 +116,35 @@ def _processes(samples: Sequence[Sequence[float]], side: str) -> list[list[float
     return out
 
 
+def _by_process(b: list[list[float]], a: list[list[float]]):
+    """The ratio of the sides' geometric means of their kept processes' median iterations,
+    its interval (Welch's t with two processes or more a side, else Student's pooled t),
+    the method's words and the two geometric means (module doc)."""
+    logs = []
+    for side in (b, a):
+        med = [math.log(statistics.median(p)) for p in side]
+        aside = intervals.outlier_rounds(med)
+        logs.append([v for i, v in enumerate(med) if i not in aside])
+    lb, la = logs
+    mb, ma = statistics.fmean(lb), statistics.fmean(la)
+    ratio = math.exp(ma - mb)
+    if len(lb) >= 2 and len(la) >= 2:
+        half = intervals.welch_half_width(
+            [(statistics.variance(v) / len(v), len(v) - 1) for v in logs], intervals.CONFIDENCE
+        )
+        lo, hi = (math.exp(ma - mb - half), math.exp(ma - mb + half)) if half else (ratio, ratio)
+        how = "Welch t"
+    else:
+        student = student_interval(np.exp(la), np.exp(lb), intervals.CONFIDENCE)
+        lo, hi = (min(ratio, student[0]), max(ratio, student[1])) if student else (ratio, ratio)
+        how = "Student's t (pooled variance: one side has one process)"
+    method = (
+        f"{how} over processes ({len(lb)} vs {len(la)} kept) on log median times: "
+        "geometric means divided"
+    )
+    return ratio, lo, hi, method, (math.exp(mb), math.exp(ma))
+
+
 def time_change(
     before: Sequence[Sequence[float]],
     after: Sequence[Sequence[float]],
@@ -115,23 +159,9 @@ def time_change(
         return None
     flat_b, flat_a = [x for p in b for x in p], [x for p in a for x in p]
     both = math.sqrt(2.0) * invocation_sd  # two invocations, one offset each
-    if len(b) >= 2 and len(a) >= 2:
-        logs = []
-        for side in (b, a):
-            med = [math.log(statistics.median(p)) for p in side]
-            aside = intervals.outlier_rounds(med)
-            logs.append([v for i, v in enumerate(med) if i not in aside])
-        (mb, vb, nb), (ma, va, na) = ((statistics.fmean(v), statistics.variance(v), len(v))
-                                      for v in logs)  # fmt: skip
-        centre = ma - mb
-        ratio = math.exp(centre)
-        half = intervals.welch_half_width(
-            [(vb / nb, nb - 1), (va / na, na - 1)], intervals.CONFIDENCE
-        )
-        lo, hi = (math.exp(centre - half), math.exp(centre + half)) if half else (ratio, ratio)
+    if len(b) >= 2 or len(a) >= 2:
+        ratio, lo, hi, method, typical = _by_process(b, a)
         lo, hi = intervals.widen(lo, hi, ratio, both, intervals.CONFIDENCE)
-        method = f"Welch t over processes ({nb} vs {na} kept) on log median times"
-        typical = math.exp(mb), math.exp(ma)
     else:
         est = intervals.ratio_estimate([(flat_a, flat_b)], invocation_sd=both)
         ratio, lo, hi, method = est.value, est.low, est.high, est.method

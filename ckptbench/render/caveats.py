@@ -66,8 +66,9 @@ MISSING_ROUNDS = (
 #: they cannot see how much a mode's time moves between fresh processes (several percent,
 #: the larger error), and one round's savings interval is a worst case, not a 95% interval.
 ONE_ROUND = (
-    "intervals from one round see its iterations, not the spread between fresh processes; "
-    "--rounds 3 or more gives 95% intervals"
+    "intervals from one round see its iterations, not the spread between fresh processes "
+    "(its savings interval is the range they allow, a worst case); --rounds 3 or more gives "
+    "95% intervals over the rounds, which see that spread"
 )
 
 

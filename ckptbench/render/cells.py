@@ -24,7 +24,7 @@ from ckptbench.render.format import (
     short_labels,
     told_apart,
 )
-from ckptbench.render.legends import DELTA_LEGEND, shown_legend
+from ckptbench.render.legends import DELTA_LEGEND, TIME_METHODS, shown_legend, time_method
 from ckptbench.render.table import Column, Table
 from ckptbench.results.schema import Mode, RunResult, Status
 
@@ -305,6 +305,11 @@ def _time_interval(v: Any, r: dict[str, Any]) -> str:
     return fmt_interval(v, r["time_ratio_high"], 3, center=r.get("time_ratio"))
 
 
+def _versus(after: str):
+    """A before-v-after count: '2v3' (the row's ``after`` field after the v)."""
+    return lambda v, r: "-" if missing(v) else f"{v}v{r[after]}"
+
+
 def delta_table(comparison: Comparison) -> Table:
     """One row per paired (cell, host, mode): memory delta and time test."""
     labels = cell_labels([cell.case for cell in comparison.cells])
@@ -337,18 +342,13 @@ def delta_table(comparison: Comparison) -> Table:
                     "n_before": tt.n_before if tt else None,
                     "n_after": tt.n_after if tt else None,
                     "time_significant": tt.significant if tt else None,
+                    "time_method": time_method(tt.by_process) if tt else None,
                     "verdict": tt.verdict if tt else "n/a",
                     "note": mc.note,
                     "label": label,
                     "short": short,
                 }
             )
-
-    def n(v: Any, r: dict[str, Any]) -> str:
-        return "-" if missing(v) else f"{v}v{r['n_after']}"
-
-    def processes(v: Any, r: dict[str, Any]) -> str:
-        return "-" if missing(v) else f"{v}v{r['processes_after']}"
 
     def verdict(v: Any, r: dict[str, Any]) -> str:
         return v + (f" [{r['note']}]" if r["note"] else "")
@@ -374,11 +374,12 @@ def delta_table(comparison: Comparison) -> Table:
         Column("time_ratio_low", "new/old 95%", _time_interval, priority=2),
         Column("time_ratio", priority=0),
         Column("time_ratio_high", priority=0),
-        Column("processes_before", "processes", processes, priority=4),
+        Column("processes_before", "processes", _versus("processes_after"), priority=4),
         Column("processes_after", priority=0),
-        Column("n_before", "n", n, priority=4),
+        Column("n_before", "n", _versus("n_after"), priority=4),
         Column("n_after", priority=0),
         Column("time_significant", priority=0),
+        Column("time_method", priority=0),
         Column("verdict", "time verdict", verdict, "left"),
         Column("note", priority=0),
     )
@@ -389,26 +390,30 @@ def delta_table(comparison: Comparison) -> Table:
 
 def csv_columns(table: Table) -> Table:
     """The CSV keeps the raw fields (key first), not the display label; what a row's
-    memory figures are (``memory_measure``) last, after the columns CSVs always had."""
+    memory figures are (``memory_measure``) and how its time ratio was taken
+    (``time_method``) last, after the columns CSVs always had."""
     cols = tuple(c for c in table.columns if c.key not in ("label", "short"))
     key = next(c for c in cols if c.key == "key")
-    late = tuple(c for c in cols if c.key == "memory_measure")
-    cols = (key, *(c for c in cols if c.key not in ("key", "memory_measure")), *late)
+    later = ("memory_measure", "time_method")
+    late = tuple(c for k in later for c in cols if c.key == k)
+    cols = (key, *(c for c in cols if c.key not in ("key", *later)), *late)
     return Table(table.title, cols, table.records)
 
 
 def rule_text(comparison: Comparison) -> str:
     s = comparison.settings
     effect = s["min_effect"]
+    used = sorted(
+        {mc.time.by_process for c in comparison.cells for mc in c.modes if mc.time},
+        reverse=True,
+    )
+    how = "; ".join(TIME_METHODS[u] for u in used or (True, False))
     return (
         f"Memory: changed when |delta| > max({percent_text(s['memory_tolerance'])} of before, "
         f"{s['memory_floor_bytes'] / MIB:.2f} MiB); normal/checkpointed compare overhead over "
-        f"baseline. Time: the ratio new/old of a mode's times with its 95% interval, the "
-        f"estimator run reports for the slowdown (worker processes are the replicates; the "
-        f"times shown are what it divides: the geometric mean of the processes' median "
-        f"times, or with one process a side the median iteration); slower when the whole "
-        f"interval lies above {1 + effect:.4g}, faster when it lies below "
-        f"{1 / (1 + effect):.4g}."
+        f"baseline. Time: the ratio new/old of a mode's times with its 95% interval, widened "
+        f"by the spread between invocations: {how}; slower when the whole interval lies "
+        f"above {1 + effect:.4g}, faster when it lies below {1 / (1 + effect):.4g}."
     )
 
 
@@ -422,8 +427,10 @@ def _single_process_note(comparison: Comparison) -> list[str]:
         return []
     return [
         "Times come from a single worker process on one side or both: a whole process "
-        "running slow (other "
-        "load on the machine) shifts all its iterations and is not in the samples. Rerun the "
+        "running slow (other load on the machine) shifts all its iterations, and a side with "
+        "one process measures no spread between processes (with one a side the interval sees "
+        "the iterations alone; with one on one side, it takes that spread from the other "
+        "side). Rerun the "
         "sweep into a second folder and pass both (files of one cell on one host pool) "
         "before trusting a time verdict."
     ]

@@ -11,9 +11,11 @@ __all__ = [
     "CELLS_LEGEND",
     "DELTA_LEGEND",
     "RUN_LEGEND",
+    "TIME_METHODS",
     "cells_legend",
     "run_ratios",
     "shown_legend",
+    "time_method",
 ]
 
 #: The cells table's columns (their raw keys) and what each is.
@@ -32,7 +34,7 @@ CELLS_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (
         ("slowdown", "vs_floor", "memory_savings"),
-        "[95%]: 95% intervals {over} (<x, >y: an end more than 100x off the estimate)",
+        "[95%]: {over} (<x, >y: an end more than 100x off the estimate)",
     ),
     (("evaluations",), "evals (opt): step evaluations (the schedule's optimum)"),
     (
@@ -44,12 +46,20 @@ CELLS_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 #: Where the cells' intervals come from: every cell several rounds, every cell one, or both
-#: (as ``run`` says it for one round; the cells are those the one-round warning names).
+#: (as ``run`` says it for one round; the cells are those the one-round warning names). One
+#: round's slowdown and vs-floor intervals are 95% for its iterations' noise alone (Bauer's
+#: rank interval, or Student's t), blind to the spread between fresh processes; its savings
+#: interval is the range its iterations allow, a worst case (``analysis.intervals``).
+_ONE_ROUND = (
+    "the slowdown's and vs floor's are 95% for the iterations' noise alone, not the spread "
+    "between fresh processes; the savings' is the range the iterations allow, a worst case, "
+    "not a 95% interval"
+)
 _OVER = {
-    (False,): "over the rounds",
-    (True,): "from one round's iterations",
-    (False, True): "over the rounds; from one round's iterations where a cell ran one round "
-    "(the cells the warning 'intervals from one round' names)",
+    (False,): "95% intervals over the rounds",
+    (True,): f"intervals from one round's iterations: {_ONE_ROUND}",
+    (False, True): "95% intervals over the rounds; where a cell ran one round (the cells the "
+    f"warning 'intervals from one round' names), from its iterations: {_ONE_ROUND}",
 }
 
 #: How the slowdown is taken (``analysis.intervals.ratio_estimate``): each round's median
@@ -132,9 +142,37 @@ DELTA_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
         "memory: what the row's MiB are, the baseline's exact peak (peak) or a mode's peak "
         "over the baseline's (overhead)",
     ),
+    (
+        ("time_before_s", "time_after_s"),
+        "time before s, after s: where either side has two worker processes or more, each "
+        "side's geometric mean of its processes' median iterations (new/old is the two "
+        "divided); with one process a side, each side's median iteration (new/old is the "
+        "median of the iteration pairs' ratios)",
+    ),
     (("n_before",), "n: measured iterations, before v after"),
     (("processes_before",), "processes: worker processes, before v after"),
 )
+
+#: How ``analysis.stats.time_change`` takes new/old and what the times shown are, by whether
+#: the processes were the replicates (two or more on either side) or the iterations (one
+#: process a side).
+TIME_METHODS = {
+    True: "with two worker processes or more on either side, the times shown are each side's "
+    "geometric mean of its processes' median iterations (outlier processes set aside from "
+    "four a side) and new/old is those two divided, with Welch's t interval over the "
+    "processes, or Student's pooled-variance t where one side has a single process",
+    False: "with one worker process a side, the times shown are each side's median iteration "
+    "and new/old is the median of every new/old iteration pair's ratio, which can differ "
+    "from those two divided, with run's one-round interval from the iterations (Bauer's rank "
+    "interval, or Student's t on the log times where they are too few)",
+}
+
+
+def time_method(by_process: bool) -> str:
+    """A row's ``time_method``: what its new/old divides ('process medians' or 'iteration
+    pairs', as :data:`TIME_METHODS` says)."""
+    return "process medians" if by_process else "iteration pairs"
+
 
 #: ``run``'s table: the columns its notes (brackets, slowdown, savings) do not explain.
 RUN_LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (

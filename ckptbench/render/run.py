@@ -206,9 +206,14 @@ def run_table(result: RunResult) -> Table:
         r.interval is not None and off_scale(r.value, *r.interval) != (None, None)
         for r in (s.slowdown, s.memory_savings)
     )
-    over = f"over {rounds} rounds" if rounds > 1 else "from one round's iterations"
+    over = (
+        f"95% intervals over {rounds} rounds"
+        if rounds > 1
+        else "intervals from one round's iterations: the slowdown's 95% for their noise "
+        "alone, the savings' the range they allow, a worst case"
+    )
     legend = (  # what the brackets are, where the table shows any
-        f"[low, high]: 95% intervals {over} (overhead: the iterations' peaks "
+        f"[low, high]: {over} (overhead: the iterations' peaks "
         "and a rerun's spread"
         + ("; <x, >y: an end more than 100x off the estimate" if far else "")
         + "); baseline is the forward pass alone"
