@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import ckptbench
+from ckptbench import ctrlc
 from ckptbench.measure import noise, orphans, senders
 from ckptbench.measure import peaks as measure
 from ckptbench.measure.follow import (
@@ -126,7 +127,9 @@ def _signals_deferred() -> Iterator[None]:
 
 def raise_deferred() -> None:
     """Raise the stop signal held back while a worker was started (call once it is ours), or
-    one requested for this thread (:func:`request_stop`)."""
+    one requested for this thread (:func:`request_stop`), or a Ctrl-C that something
+    swallowed (``ckptbench.ctrlc``)."""
+    ctrlc.check()
     signum = _DEFERRED["pending"] or _THREAD_STOPS.get(threading.get_ident())
     if signum is not None:
         _DEFERRED["pending"] = None
@@ -172,6 +175,7 @@ def stop_on_signals() -> Iterator[None]:
     ours = [*previous, *([signal.SIGINT] if callable(signal.getsignal(signal.SIGINT)) else [])]
     try:
         with orphans.adopting(), senders.watching(ours):
+            ctrlc.check()  # a Ctrl-C lost before: nothing is measured
             yield
     finally:
         for sig, old in previous.items():
