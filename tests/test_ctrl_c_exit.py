@@ -264,3 +264,24 @@ def test_a_ctrl_c_while_an_exit_handler_hangs_ends_the_process(tmp_path) -> None
         out, err = proc.communicate()
     assert (proc.returncode, err) == (130, "")
     assert "peak snapshots" in out
+
+
+def test_the_cli_package_is_no_entry_point_without_the_guard(tmp_path) -> None:
+    """`ckptbench/cli/__init__.py` ended in `if __name__ == "__main__": main()`: run as a
+    script it ran the command line without the entry's guard (a Ctrl-C while it imported
+    was a traceback, one a finalizer lost went unnoticed). `python -m ckptbench.cli` never
+    ran it (a package needs a `__main__` module); now neither does the file."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
+    }
+    as_file = subprocess.run(
+        [sys.executable, str(ROOT / "ckptbench" / "cli" / "__init__.py"), "--version"],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert (as_file.returncode, as_file.stdout) == (0, "")
+    as_module = subprocess.run(
+        [sys.executable, "-m", "ckptbench.cli", "--version"],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert as_module.returncode != 0 and "cannot be directly executed" in as_module.stderr
