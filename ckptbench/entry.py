@@ -65,7 +65,9 @@ def main() -> None:
 
 
 def _outcome() -> SystemExit:
-    """How the command line ends: its own exit, or 130 with one line on a Ctrl-C."""
+    """How the command line ends: its own exit, or 130 with one line on a Ctrl-C. An error
+    raised after a Ctrl-C is taken for that Ctrl-C, which Python wraps on occasion (a
+    ``KeyboardInterrupt`` in a class body's ``__set_name__`` is a ``RuntimeError``)."""
     try:
         try:
             ctrlc = importlib.import_module("ckptbench.ctrlc")
@@ -74,10 +76,19 @@ def _outcome() -> SystemExit:
         except KeyboardInterrupt:
             sys.stderr.write("ckptbench: interrupted while starting\n")
             return SystemExit(EXIT_INTERRUPTED)
+        except Exception:
+            if not _ctrl_c_seen():
+                raise
+            sys.stderr.write("ckptbench: interrupted while starting\n")
+            return SystemExit(EXIT_INTERRUPTED)
         try:
             cli.main()
         except SystemExit as stop:  # the command line always ends so
             ended = stop
+        except Exception:
+            if not ctrlc.seen():
+                raise
+            raise KeyboardInterrupt from None
         else:
             ended = SystemExit(0)
         if ctrlc.seen() and ended.code != EXIT_INTERRUPTED:  # a Ctrl-C lost on the way
@@ -86,6 +97,12 @@ def _outcome() -> SystemExit:
     except KeyboardInterrupt:  # past every command's own handling: one line, no traceback
         sys.stderr.write("ckptbench: aborted\n")
         return SystemExit(EXIT_INTERRUPTED)
+
+
+def _ctrl_c_seen() -> bool:
+    """Whether :mod:`ckptbench.ctrlc`, if imported, counted a Ctrl-C."""
+    ctrlc = sys.modules.get("ckptbench.ctrlc")
+    return bool(ctrlc is not None and ctrlc.seen())
 
 
 def _settle() -> None:
