@@ -58,10 +58,17 @@ def warm(mib: float, chunk_kib: int, trim: bool) -> dict[str, object]:
     for factor in (1.0, 1.2):
         n_chunks = int(factor * mib * MIB) // (chunk * 8)
         with meter.measure():
-            arrays = [np.ones(chunk) for _ in range(n_chunks)]
-            # A small long-lived object per iteration, like a cached result:
-            # it sits above the freed chunks and pins the heap top.
-            survivors.append(np.ones(512))
+            arrays = [None] * n_chunks  # sized once: no buffer of it freed among the chunks
+            for i in range(n_chunks):
+                arrays[i] = np.ones(chunk)
+            # A long-lived object per iteration, like a cached result, allocated last and as
+            # large as a chunk, so it sits above the freed chunks and pins the heap top: the
+            # chunks took every free block that size below the top. A small one (512
+            # doubles) went into whichever hole the imports had left, which depends on
+            # sys.path: with some PYTHONPATHs (ckptbench's root 13 times, or twice under a
+            # 4-letter link) it pinned the top partway, and the untrimmed second iteration
+            # grew 38.4 MiB instead of 20.2; a hole below every chunk pins nothing.
+            survivors.append(np.ones(chunk))
             del arrays
         growth.append(meter.last.growth_bytes)
     return {"growth_bytes": growth, "method": meter.method}

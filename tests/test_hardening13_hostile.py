@@ -1,5 +1,5 @@
 """A hostile plug-in against ckptbench's own process: the signal it sends its parent, and the
-process group it joins (docs/architecture.md, "The worker's channel and the failure model").
+process group it tries to join (docs/architecture.md, "The worker's channel and the failure model").
 
 Every test runs ckptbench as a command in a process of its own; a process a plug-in leaves
 is killed only by the pid it wrote down, never by a pattern."""
@@ -68,10 +68,33 @@ def hostile():
         open("got-sigterm", "w").close()
         os._exit(0)
     signal.signal(signal.SIGTERM, on_term)
-    os.setpgid(0, os.getpgid(os.getppid()))
+    try:
+        os.setpgid(0, os.getpgid(os.getppid()))
+        open("joined", "w").close()
+    except PermissionError:  # the worker has a session of its own: no group outside it
+        open("refused", "w").close()
     code = "import os, time; open('left.pid', 'w').write(str(os.getpid())); time.sleep(600)"
     subprocess.Popen([sys.executable, "-c", code], env={})
     time.sleep(600)
+"""
+
+#: the first measured worker joins ckptbench's group if it can, and there starts a child that
+#: starts a grandchild without the worker's token and exits: the grandchild is orphaned
+#: (adopted by ckptbench) before the worker is stopped; then the mode goes on as usual
+ORPHANED_IN_CKPTBENCHS_GROUP = """
+def hostile():
+    if os.path.exists("left.pid"):
+        return
+    try:
+        os.setpgid(0, os.getpgid(os.getppid()))
+        open("joined", "w").close()
+    except PermissionError:
+        open("refused", "w").close()
+    code = "import os, time; open('left.pid', 'w').write(str(os.getpid())); time.sleep(600)"
+    middle = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {code!r}], env={{}})"
+    subprocess.run([sys.executable, "-c", middle], check=True)
+    while not os.path.exists("left.pid"):
+        time.sleep(0.01)
 """
 
 
@@ -132,6 +155,25 @@ def test_a_worker_that_joined_ckptbenchs_group_is_stopped_with_what_it_started(
         result = load_result(tmp_path / "r.json")
         assert [m.status for m in result.modes] == [Status.TIMEOUT, Status.OK, Status.OK]
         assert not _sleeping_child(pid)
+        assert (tmp_path / "refused").exists()  # since the worker has a session of its own
+    finally:
+        if _sleeping_child(pid):  # by the pid it wrote down, and only while it is that child
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_process_orphaned_in_ckptbenchs_group_without_the_token_does_not_outlive_it(
+    tmp_path: Path,
+):
+    """A worker that joined ckptbench's group, and there left a grandchild that dropped the
+    token and was orphaned (reparented to ckptbench) before the worker was stopped, left it
+    running: nothing told it from a child of ckptbench's own. Now the worker has a session
+    of its own, whose processes cannot join ckptbench's group at all."""
+    done = _run(tmp_path, ORPHANED_IN_CKPTBENCHS_GROUP)
+    pid = int((tmp_path / "left.pid").read_text())
+    try:
+        assert done.returncode == 0, done.stderr
+        assert not _sleeping_child(pid)
+        assert (tmp_path / "refused").exists()
     finally:
         if _sleeping_child(pid):  # by the pid it wrote down, and only while it is that child
             os.kill(pid, signal.SIGKILL)

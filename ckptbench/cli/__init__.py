@@ -4,6 +4,10 @@
 Exit status: 0 ok, 1 a failed measurement or a regression, 2 bad usage or input, 74 the
 output could not be written (a full disk, stdout closed), 141 the reader of stdout went away
 (a pipe closed early).
+
+Not an entry point of its own: the console script and ``python -m ckptbench`` run
+:func:`main` through :mod:`ckptbench.entry`, whose guard gives a Ctrl-C its one line and
+exit status 130 wherever it lands (this module run as a script had none).
 """
 
 from __future__ import annotations
@@ -242,7 +246,3 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"ckptbench: error: {one_line(e.format_message())}", err=True)
         sys.exit(e.exit_code)
     sys.exit(rv if isinstance(rv, int) else EXIT_OK)
-
-
-if __name__ == "__main__":
-    main()

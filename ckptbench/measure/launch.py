@@ -10,7 +10,9 @@ Worker processes never outlive ckptbench: :func:`stop_on_signals` turns SIGTERM/
 :class:`Interrupted`, which stops the worker and carries the partial result; a SIGKILLed
 parent is noticed by the worker itself, which then kills its process group and what carries
 its token (``orphans.die_with_parent``). Every worker is started
-in a process group of its own, and stopping it stops the whole group, so what a plug-in
+in a session of its own (so a process group of its own, which nothing it starts can
+leave for ckptbench's: ``setpgid`` does not cross sessions), and stopping it stops the
+whole group, so what a plug-in
 spawned (threads keep the worker alive, forked children keep the channel open) never
 outlives the mode (a Dask worker's task, off the main thread, is stopped by
 :func:`request_stop`); once the worker has reported its result, such leftovers cannot turn a
@@ -44,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import ckptbench
+from ckptbench import ctrlc
 from ckptbench.measure import noise, orphans, senders
 from ckptbench.measure import peaks as measure
 from ckptbench.measure.follow import (
@@ -126,7 +129,9 @@ def _signals_deferred() -> Iterator[None]:
 
 def raise_deferred() -> None:
     """Raise the stop signal held back while a worker was started (call once it is ours), or
-    one requested for this thread (:func:`request_stop`)."""
+    one requested for this thread (:func:`request_stop`), or a Ctrl-C that something
+    swallowed (``ckptbench.ctrlc``)."""
+    ctrlc.check()
     signum = _DEFERRED["pending"] or _THREAD_STOPS.get(threading.get_ident())
     if signum is not None:
         _DEFERRED["pending"] = None
@@ -172,6 +177,7 @@ def stop_on_signals() -> Iterator[None]:
     ours = [*previous, *([signal.SIGINT] if callable(signal.getsignal(signal.SIGINT)) else [])]
     try:
         with orphans.adopting(), senders.watching(ours):
+            ctrlc.check()  # a Ctrl-C lost before: nothing is measured
             yield
     finally:
         for sig, old in previous.items():
@@ -337,7 +343,9 @@ def start_worker(
                     stderr=stderr,
                     env=env,
                     pass_fds=(write_fd,),
-                    process_group=0,  # its own group: stopping it stops what it spawned
+                    # its own session, so its own group: stopping it stops what it spawned,
+                    # and none of it can join ckptbench's group (setpgid stays in a session)
+                    start_new_session=True,
                 )
             started(proc.pid)
             proc.ckptbench_env = env  # type: ignore[attr-defined]  # its token, for stop_worker

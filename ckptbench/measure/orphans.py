@@ -18,11 +18,11 @@ Which children are a worker's leftovers: those of this process that are not a li
 the worker that ended, and are in a process group other than this process's own (a worker
 is started in a group of its own; what ckptbench or a library runs beside it, ``git`` or a
 resource tracker, stays in ckptbench's, and nothing tells such a child from one adopted).
-A plug-in process that joined ckptbench's own group (``os.setpgid(0,
-os.getpgid(os.getppid()))``) is found while it still descends from the worker when the
-worker is stopped (``launch.stop_worker`` kills the worker's descendants by pid, whatever
-their group) or by its token; one that also dropped the token and was orphaned before is
-not: nothing short of a container would hold code bent on escaping.
+No plug-in process can join ckptbench's own group (``os.setpgid(0,
+os.getpgid(os.getppid()))`` fails with EPERM): the worker is started in a session of its
+own, and a process group is joined only within a session. Until 2026-11-30 the worker had
+only a group of its own, and a process that joined ckptbench's group, dropped the token and
+was orphaned before the worker was stopped was left running (the own-group rule above).
 
 Not a subreaper elsewhere: a Dask worker running a sweep's cell never enters
 ``stop_on_signals`` (its tasks run off the main thread). It is a long-lived process that can
