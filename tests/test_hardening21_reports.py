@@ -54,11 +54,14 @@ def test_before_after_markdown_and_html_rows_say_peak_or_overhead():
 
 def test_before_after_csv_keeps_its_columns_and_adds_what_memory_is():
     """The CSV's columns keep their places (readers by position); what a row's memory
-    figures are comes last."""
+    figures are comes after them, and a later column (how its time was compared) after
+    that."""
     lines = render(_comparison(), "csv").splitlines()
-    assert lines[0].startswith("key,host,mode,memory_before_bytes"), lines[0]
-    assert lines[0].endswith(",memory_measure"), lines[0]
-    assert lines[1].endswith(",peak") and lines[2].endswith(",overhead"), lines[:3]
+    header = lines[0].split(",")
+    assert header[:4] == ["key", "host", "mode", "memory_before_bytes"], header
+    assert header[-2:] == ["memory_measure", "time_method"], header
+    rows = [line.split(",") for line in lines[1:3]]
+    assert rows[0][-2] == "peak" and rows[1][-2] == "overhead", lines[:3]
 
 
 # ------------------------------------------------ 2. markdown and HTML keep the tables' notes
