@@ -162,6 +162,22 @@ def _guard_closed_stdout() -> None:
     sys.stdout = _ClosedStdout()
 
 
+def _guard_closed_stderr() -> None:
+    """Where stderr was closed at start (``2>&-``), descriptor 2 onto /dev/null: else the
+    next file opened took it, and an error line (a worker's, or Python's own) landed in
+    that file. ``sys.stderr`` stays None, into which click drops its lines: nothing can be
+    said, and the exit status still says what happened."""
+    if sys.stderr is not None:
+        return
+    try:
+        os.fstat(2)
+    except OSError:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        if fd != 2:
+            os.dup2(fd, 2)
+            os.close(fd)
+
+
 def _quiet_stdout() -> None:
     """stdout onto /dev/null, so the interpreter's flush at exit raises nothing more."""
     with contextlib.suppress(OSError, ValueError):
@@ -220,6 +236,7 @@ def _drop_odd_sizes() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; usage errors become one line on stderr with exit status 2."""
     _guard_closed_stdout()
+    _guard_closed_stderr()
     _replace_unencodable()
     _drop_odd_sizes()
     try:

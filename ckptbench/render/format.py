@@ -11,7 +11,7 @@ from typing import Any
 from ckptbench.analysis import Spread, differing_fields, field_value
 from ckptbench.backends.registry import DEFAULT_BACKEND
 from ckptbench.results.schema import Case, RunResult
-from ckptbench.results.units import exact_size_text, interval_text, size_text
+from ckptbench.results.units import duration_text, exact_size_text, interval_text, size_text
 from ckptbench.schedules import get_strategy
 
 __all__ = [
@@ -124,30 +124,9 @@ def fmt_size(n: float | None, *, signed: bool = False) -> str:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    """A duration for people: '45 s', '4 min', '4 min 30 s', '1 h 5 min', '3 d 4 h', '2.5
-    years', 'over 1,000 years' (a sweep of 10 000 rounds of long chains is estimated in
-    years; '3847042856094246 h' was said)."""
-    if missing(seconds):
-        return "-"
-    if float(seconds) >= 1000 * _YEAR_S:
-        return "over 1,000 years"
-    s = round(float(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        m, rest = divmod(s, 60)
-        return f"{m} min" + (f" {rest} s" if rest else "")
-    if s < 86400:
-        h, rest = divmod(s, 3600)
-        return f"{h} h" + (f" {rest // 60} min" if rest // 60 else "")
-    if s < _YEAR_S:
-        d, rest = divmod(s, 86400)
-        return f"{d} d" + (f" {rest // 3600} h" if rest // 3600 else "")
-    years = s / _YEAR_S
-    return f"{years:.1f} years" if years < 10 else f"{years:,.0f} years"
-
-
-_YEAR_S = 365.25 * 86400
+    """A duration for people, '-' where missing (``results.units.duration_text``: '45 s',
+    '4 min 30 s', '3 d 4 h', '2.5 years')."""
+    return "-" if missing(seconds) else duration_text(seconds)
 
 
 def fmt_ratio(v: float | None, digits: int = 2) -> str:

@@ -12,9 +12,7 @@ This module is the one owner of what a results folder is (docs/architecture.md, 
   :mod:`ckptbench.results.schema` (every field, by its annotation, so fields added there are
   checked too), before constructing it. A null where a number belongs, a string for a
   number, binary content, ``"modes": []`` or a mode marked ``ok`` without iterations is a
-  one-line :class:`StoreError` naming the file and the field.
-
-Nothing here prints.
+  one-line :class:`StoreError` naming the file and the field. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptbench.results.files import InputFileError, read_json_limited, writable_text
-from ckptbench.results.inputs import real_path, said_path, unreadable_text
+from ckptbench.results.inputs import leads_nowhere, real_path, said_path, unreadable_text
 from ckptbench.results.kinds import (
     MANIFEST,
     MANIFEST_KIND,
@@ -97,8 +95,9 @@ def open_folder(path: str | os.PathLike[str]) -> Path:
         raise StoreError(f"{p}: exists and is not a folder (results go into a folder)")
     try:
         p.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise StoreError(f"{p}: cannot create the results folder ({err.strerror or err})") from None
+    except OSError as err:  # a link on the way that leads nowhere: said as of every path
+        why = leads_nowhere(p) or f"cannot create the results folder ({err.strerror or err})"
+        raise StoreError(f"{p}: {why}") from None
     if not os.access(p, os.W_OK | os.X_OK):
         raise StoreError(f"{p}: the results folder is not writable")
     return p
@@ -144,8 +143,9 @@ def check_output(
         st = os.lstat(p)
     except FileNotFoundError:
         st = None
-    except OSError as err:
-        raise StoreError(f"{what} {p}: cannot be checked ({err.strerror or err})") from None
+    except OSError as err:  # a loop on the way (ELOOP): said as of every other path
+        why = leads_nowhere(p) or f"cannot be checked ({err.strerror or err})"
+        raise StoreError(f"{what} {p}: {why}") from None
     if st is not None and stat.S_ISLNK(st.st_mode):
         raise StoreError(f"{what} {p}: is a symbolic link; ckptbench never writes through one")
     if st is not None and not stat.S_ISREG(st.st_mode):

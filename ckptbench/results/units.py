@@ -1,5 +1,6 @@
 """Sizes, durations and fractions as people type them ('2GiB', '500MB', '5ms', '10m', '5%'),
-parsed exactly, and sizes written back for people (:func:`size_text`, :func:`exact_size_text`).
+parsed exactly, and sizes written back for people (:func:`size_text`, :func:`exact_size_text`),
+durations too (:func:`duration_text`: the sweep's progress lines and every rendered one).
 
 Pure: no click, no I/O. The command line's options and a sweep config's ``*_bytes`` and
 ``timeout_s`` values read through the two parsers, so a size means the same in both; every
@@ -260,3 +261,30 @@ def interval_text(
 def count_text(n: int, noun: str) -> str:
     """``n`` and ``noun``, plural unless ``n`` is 1: ``count_text(1, "cell")`` is "1 cell"."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+#: A year, for :func:`duration_text`.
+YEAR_S = 365.25 * 86400
+
+
+def duration_text(seconds: float) -> str:
+    """A duration for people: '45 s', '4 min', '4 min 30 s', '1 h 5 min', '3 d 4 h', '2.5
+    years', 'over 1,000 years' (a sweep of 10 000 rounds of long chains is estimated in
+    years; '3847042856094246 h' was said). The one writer: ``render.format.fmt_duration``
+    and the sweep's progress lines (``sweep.progress``) both say it."""
+    if float(seconds) >= 1000 * YEAR_S:
+        return "over 1,000 years"
+    s = round(float(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        m, rest = divmod(s, 60)
+        return f"{m} min" + (f" {rest} s" if rest else "")
+    if s < 86400:
+        h, rest = divmod(s, 3600)
+        return f"{h} h" + (f" {rest // 60} min" if rest // 60 else "")
+    if s < YEAR_S:
+        d, rest = divmod(s, 86400)
+        return f"{d} d" + (f" {rest // 3600} h" if rest // 3600 else "")
+    years = s / YEAR_S
+    return f"{years:.1f} years" if years < 10 else f"{years:,.0f} years"

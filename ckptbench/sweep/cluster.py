@@ -45,6 +45,8 @@ __all__ = [
 #: How long ckptbench waits for the scheduler to answer (and for a first worker) at start,
 #: and for a lost scheduler to come back before the sweep ends.
 CONNECT_TIMEOUT_S = 10.0
+#: Where ``distributed`` is not installed: said by the sweep and its dry run alike.
+NEEDS_DISTRIBUTED = "--dask needs the optional dependency: pip install 'ckptbench[dask]'"
 #: ``inproc://`` is left out: it names a scheduler inside this process, which a command
 #: line never has.
 SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
@@ -93,8 +95,11 @@ def usable_address(text: str) -> str:
     distributed-ucxx (or UCX-Py) installed, where Dask said "TypeError: Can't instantiate
     abstract class UCXConnector"; ``tls://`` without Dask's TLS settings (a CA file and a
     client certificate), which the command line cannot give, where it said "TLS expects a
-    `ssl_context` argument". Imports no ``distributed``."""
+    `ssl_context` argument"; and any scheme without ``distributed`` itself, which a dry run
+    did not say (:data:`NEEDS_DISTRIBUTED`). Imports no ``distributed``."""
     address = parse_address(text)
+    if not _installed("distributed"):
+        raise DaskError(NEEDS_DISTRIBUTED)
     scheme = address.partition("://")[0]
     ucx = ("distributed_ucxx", "ucp")  # distributed >= 2025.x: its own package; before: UCX-Py
     if scheme == "ucx" and not any(importlib.util.find_spec(m) for m in ucx):
@@ -109,6 +114,14 @@ def usable_address(text: str) -> str:
             "e.g. DASK_DISTRIBUTED__COMM__TLS__CA_FILE=...; or a tcp:// address)"
         )
     return address
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, by its finders alone (nothing imported)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a finder that refuses it, a broken one in sys.modules
+        return False
 
 
 def _tls_settings() -> bool:
@@ -376,9 +389,7 @@ def connect(address: str, cases: Iterable[Case], timeout_s: float = CONNECT_TIME
     try:
         from distributed import Client
     except ImportError:
-        raise DaskError(
-            "--dask needs the optional dependency: pip install 'ckptbench[dask]'"
-        ) from None
+        raise DaskError(NEEDS_DISTRIBUTED) from None
     quiet = contextlib.ExitStack()
     quiet.enter_context(_quiet_logs())
     started = time.monotonic()

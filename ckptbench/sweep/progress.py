@@ -18,6 +18,7 @@ from typing import Any
 from ckptbench.backends.registry import spec as backend_spec
 from ckptbench.measure.costwork import costs_units
 from ckptbench.results.schema import Case, Mode, ModeResult
+from ckptbench.results.units import duration_text
 from ckptbench.schedules import get_strategy
 from ckptbench.sweep.cells import CellOutcome
 
@@ -87,22 +88,15 @@ class SweepProgress:
             verb = "running" if self.event == "mode-start" else "done"
             text = f"{where} {self.mode.value} {verb}{status}"
         elif self.cell is not None:
-            took = f" in {self.cell.duration_s:.0f} s" if self.cell.duration_s is not None else ""
+            took_s = self.cell.duration_s
+            took = f" in {duration_text(took_s)}" if took_s is not None else ""
             ok = "" if self.cell.ok is not False else ", NOT OK"
             text = f"{where} {self.cell.state.value}{ok}{took}"
         else:
             text = f"{where} {self.event}"
         if self.eta_s is not None:
-            text += f", ETA {_duration(self.eta_s)}"
+            text += f", ETA {duration_text(self.eta_s)}"
         return text
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 Progress = Callable[[SweepProgress], None]
