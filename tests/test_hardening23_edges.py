@@ -18,26 +18,13 @@ from pathlib import Path
 
 import pytest
 from _cli import one_line_error, run_cli
+from _edges import NOWHERE, TINY, write_inputs
 from _fake import FAKE, use_fake_worker
 from _synthetic import CI_CASE, make_result
 
 from ckptbench.results.schema import save_result
 
-NOWHERE = "is a symbolic link that leads nowhere (a loop, or to a missing file or folder)"
-COSTS = {"forward_time_s": 0.001, "taped_time_s": 0.003, "state_bytes": 4096, "tape_bytes": 65536}
-CONFIG = """\
-name = "edges"
-[case]
-rounds = 1
-[grid]
-model = ["rnn"]
-steps = [10]
-snaps = [3]
-strategy = ["revolve"]
-"""
 PLUGIN = "from ckptbench.workloads.rnn import rnn\n\ndef make():\n    return rnn(hidden=8)\n"
-TINY = ["--model", "rnn", "--steps", "20", "--hidden", "8", "--batch", "2", "--input", "4",
-        "--rounds", "1", "--warmup", "0", "--repeats", "1"]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -49,10 +36,7 @@ def _no_step_summary(monkeypatch):
 def inputs(tmp_path, monkeypatch):
     """A result, a costs file and a sweep config in ``tmp_path``, the current folder."""
     monkeypatch.chdir(tmp_path)
-    save_result(make_result(CI_CASE, seed=1), tmp_path / "r.json")
-    (tmp_path / "c.json").write_text(json.dumps(COSTS))
-    (tmp_path / "s.toml").write_text(CONFIG)
-    return tmp_path
+    return write_inputs(tmp_path, "edges")
 
 
 # ------------------------------------------------------------- (1) --dask schemes

@@ -7,7 +7,6 @@ progress lines said a long ETA in hours only. Synthetic results; nothing here is
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,34 +14,15 @@ from pathlib import Path
 
 import pytest
 from _cli import one_line_error
-from _synthetic import CI_CASE, make_result
-
-from ckptbench.results.schema import save_result
-
-NOWHERE = "is a symbolic link that leads nowhere (a loop, or to a missing file or folder)"
-CONFIG = """\
-name = "leftovers"
-[case]
-rounds = 1
-[grid]
-model = ["rnn"]
-steps = [10]
-snaps = [3]
-strategy = ["revolve"]
-"""
-COSTS = {"forward_time_s": 0.001, "taped_time_s": 0.003, "state_bytes": 4096, "tape_bytes": 65536}
-TINY = ["--model", "rnn", "--steps", "20", "--hidden", "8", "--batch", "2", "--input", "4",
-        "--rounds", "1", "--warmup", "0", "--repeats", "1"]  # fmt: skip
+from _edges import NOWHERE, TINY, write_inputs
+from _synthetic import CI_CASE
 
 
 @pytest.fixture
 def inputs(tmp_path, monkeypatch):
     """A result, a costs file and a sweep config in ``tmp_path``, the current folder."""
     monkeypatch.chdir(tmp_path)
-    save_result(make_result(CI_CASE, seed=1), tmp_path / "r.json")
-    (tmp_path / "c.json").write_text(json.dumps(COSTS))
-    (tmp_path / "s.toml").write_text(CONFIG)
-    return tmp_path
+    return write_inputs(tmp_path, "leftovers")
 
 
 def _env(**extra: str) -> dict[str, str]:
