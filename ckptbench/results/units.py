@@ -21,7 +21,9 @@ MAX_BYTES = 2**62
 MAX_SECONDS = 1e12
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtpe]?i?b?)?\s*$", re.IGNORECASE)
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$")
+#: The units a duration is typed in: those :func:`duration_text` writes ('4 min', '3 d')
+#: read back, beside the short 'm'.
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|min|m|h|d)?\s*$")
 
 _SIZE_UNITS = {
     "": 1,
@@ -47,7 +49,15 @@ _SIZE_UNITS = {
 }
 #: A fraction as typed: ASCII digits, an optional exponent, an optional '%'.
 _FRACTION = re.compile(r"^[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*%?$")
-_DURATION_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION_UNITS = {
+    "ms": 1e-3,
+    "s": 1.0,
+    "min": 60.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    None: 1.0,
+}
 
 
 def _clip(text: str) -> str:
@@ -86,10 +96,11 @@ def binary_twin(text: str) -> str | None:
 
 
 def parse_duration(text: str) -> float:
-    """'5ms', '0.005', '2s', '10m', '1h' -> seconds; positive and finite."""
+    """'5ms', '0.005', '2s', '10m' (or '10 min'), '1h', '2d' -> seconds; positive and
+    finite. Every unit :func:`duration_text` writes but 'years' reads back."""
     m = _DURATION.match(text)
     if not m:
-        raise ValueError(f"{_clip(text)} is not a duration like 5ms, 2s or 10m")
+        raise ValueError(f"{_clip(text)} is not a duration like 5ms, 2s, 10m, 1h or 2d")
     value = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
     check_duration(value, text)  # hundreds of digits read as inf
     if value <= 0:
