@@ -18,6 +18,7 @@ from ckptbench.render.format import (
     fmt_time,
 )
 from ckptbench.results.schema import Mode, RunResult
+from ckptbench.workloads.registry import builtin
 
 if TYPE_CHECKING:
     from ckptbench.results.summary import Ratio
@@ -87,7 +88,9 @@ def floor_line(result: RunResult) -> str | None:
     """The recomputation floor beside the measurement (``results.summary``'s definition),
     or why a peer has none (``floor_note``: its evaluations uncounted or not whole). Says
     what priced the extra evaluations (``floor_basis``): the plan's per-layer costs, with
-    the mean layer's floor beside it, or the mean layer (the forward-only time per step)."""
+    the mean layer's floor beside it, or the mean layer (the forward-only time per step),
+    which a built-in recurrence, whose steps are alike and no layers, says as 'every step
+    alike'."""
     s, steps = result.summary, result.case.steps
     floor, ev = s.floor_time_s, s.step_evaluations
     base = s.mode(Mode.BASELINE).time
@@ -100,13 +103,14 @@ def floor_line(result: RunResult) -> str | None:
     if s.floor_basis == PER_LAYER:
         priced = (
             f"{extra} extra evaluations, {fmt_time(floor - plain.median)} at their layers' "
-            f"shares of the forward-only time; at the mean layer's {fmt_per_step(step)}: "
+            f"shares of the forward-only time; the floor at the mean layer's "
+            f"{fmt_per_step(step)} each: "
             f"{fmt_time(plain.median + extra * step)}"
         )
     else:
         priced = f"{extra} extra evaluations x {fmt_per_step(step)}, the forward-only step"
     return (
-        f"recomputation floor: {fmt_time(floor)} ({s.floor_basis}: plain "
+        f"recomputation floor: {fmt_time(floor)} ({_basis(result)}: plain "
         f"{fmt_time(plain.median)} + {priced}); checkpointed "
         f"{fmt_time(s.mode(Mode.CHECKPOINTED).time.median)}, "
         f"{figure_apart(s.vs_floor, 1.0)}x the floor{_rounds(s.floor_ratio)}"
@@ -117,6 +121,15 @@ def floor_line(result: RunResult) -> str | None:
             else ""
         )
     )
+
+
+def _basis(result: RunResult) -> str:
+    """The floor's basis as the line says it: ``floor_basis``, but 'every step alike' for a
+    built-in recurrence (the RNN, the LSTM), where 'mean layer' named layers it has not."""
+    entry = builtin(result.case.model)
+    if result.summary.floor_basis == PER_LAYER or entry is None or entry.chain:
+        return str(result.summary.floor_basis)
+    return "every step alike"
 
 
 def _rounds(r: Ratio | None) -> str:
