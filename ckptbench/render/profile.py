@@ -21,6 +21,12 @@ def _mib(value: Any, _record: dict[str, Any]) -> str:
 
 
 def _source(value: Any, _record: dict[str, Any]) -> str:
+    """A source line whole (markdown, HTML, a wide terminal: nothing to fit)."""
+    return str(value or "")
+
+
+def _source_cut(value: Any, _record: dict[str, Any]) -> str:
+    """A source line cut to 56 characters, for a text table the width is short for."""
     text = str(value or "")
     return text if len(text) <= 56 else text[:55] + "…"
 
@@ -43,7 +49,15 @@ def profile_table(doc: dict[str, Any], top: int) -> Table:
         Column("function", "function", align="left", priority=3),
         Column("increment_mib", "increment MiB", _mib),
         Column("occurrences", "runs"),
-        Column("source", "source", _source, align="left", priority=2),
+        Column(
+            "source",
+            "source",
+            _source,
+            align="left",
+            priority=2,
+            narrow=_source_cut,
+            narrow_drops="the end of long lines",
+        ),
     )
     legend = (  # what the figures are, as run's table says its columns
         "increment MiB: the change in traced memory (tracemalloc) while the line ran, summed "
