@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ckptbench.analysis import Comparison
+from ckptbench.analysis.intervals import INVOCATION_SD_TIME
 from ckptbench.analysis.stats import percent_text
 from ckptbench.frame import cells_frame, invocations_frame
 from ckptbench.render.format import (
@@ -412,7 +413,8 @@ def rule_text(comparison: Comparison) -> str:
         f"Memory: changed when |delta| > max({percent_text(s['memory_tolerance'])} of before, "
         f"{s['memory_floor_bytes'] / MIB:.2f} MiB); normal/checkpointed compare overhead over "
         f"baseline. Time: the ratio new/old of a mode's times with its 95% interval, widened "
-        f"by the spread between invocations: {how}; slower when the whole interval lies "
+        f"by an allowance for the spread between invocations that no run measures "
+        f"({INVOCATION_SD_TIME:.1%} a side): {how}; slower when the whole interval lies "
         f"above {1 + effect:.4g}, faster when it lies below {1 / (1 + effect):.4g}."
     )
 
@@ -429,8 +431,8 @@ def _single_process_note(comparison: Comparison) -> list[str]:
         "Times come from a single worker process on one side or both: a whole process "
         "running slow (other load on the machine) shifts all its iterations, and a side with "
         "one process measures no spread between processes (with one a side the interval sees "
-        "the iterations alone; with one on one side, it takes that spread from the other "
-        "side). Rerun the "
+        "the iterations alone, and that allowance; with one on one side, it takes that "
+        "spread from the other side). Rerun the "
         "sweep into a second folder and pass both (files of one cell on one host pool) "
         "before trusting a time verdict."
     ]
