@@ -44,6 +44,7 @@ from ckptbench.analysis.cellchecks import (
     time_lines,
 )
 from ckptbench.analysis.expectations import ExpectSource, expect_for, manifest_expectations
+from ckptbench.analysis.intervals import INVOCATION_SD_TIME
 from ckptbench.analysis.limits import ConfigFiles, limit_sources, sweep_configs
 from ckptbench.analysis.pairing import diluted_cell, same_measurements
 from ckptbench.results.schema import RunResult
@@ -168,7 +169,9 @@ def check(
         if single_process:
             notes.append(
                 "time: a side had one worker process: with one a side the interval comes from "
-                "iterations alone (a whole process running slow is not in it), with one on one "
+                "iterations alone and a fixed allowance for the spread between invocations "
+                f"({INVOCATION_SD_TIME:.1%} a side; a whole process running slow is not in "
+                "it), with one on one "
                 "side only it takes the spread between processes from the other side; measure "
                 "with --rounds >= 3 for a time gate that sees the variation between processes"
             )
