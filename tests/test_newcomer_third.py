@@ -11,7 +11,8 @@ and docs/usage.md literally: what they printed that was wrong or unclear.
   table does to fit a terminal; they show them whole, and the text table says when it cut.
 * `compare --against`'s rule line said its time intervals were "widened by the spread
   between invocations", the note below it that one process a side "sees the iterations
-  alone": both now name the fixed allowance (0.5% a side) that widens them.
+  alone": both now name the fixed allowance (0.5% a side) that widens them, and so does
+  ``check``'s note ("the interval comes from iterations alone").
 """
 
 from __future__ import annotations
@@ -132,3 +133,20 @@ def test_compare_rule_line_says_what_widens_a_one_process_interval(tmp_path, cap
     assert "widened by an allowance for the spread between invocations that no run measures" in text
     assert "(0.5% a side)" in text
     assert "sees the iterations alone, and that allowance" in text
+
+
+def test_check_one_process_note_names_the_allowance(tmp_path, capsys):
+    """``check``'s note said one process a side gives an interval 'from iterations alone',
+    beside compare's rule line that names the fixed allowance widening it."""
+    from _synthetic import CI_CASE, make_result
+
+    from ckptbench.results.schema import save_result
+
+    for name, seed in (("before", 3), ("after", 4)):
+        save_result(make_result(CI_CASE, seed=seed), tmp_path / f"{name}.json")
+    argv = ["check", str(tmp_path / "after.json"), "--against", str(tmp_path / "before.json"),
+            "--time-tolerance", "25%"]  # fmt: skip
+    _, out, err = run_cli(capsys, argv)
+    text = " ".join((out + err).split())
+    assert "iterations alone and a fixed allowance for the spread between invocations" in text
+    assert "(0.5% a side;" in text
