@@ -3,7 +3,7 @@ its result file can be read back (``store.MAX_RESULT_BYTES``).
 
 A result stores every iteration of every round (warmup included) of each of the three modes,
 ``rounds x (warmup + repeats)`` records a mode; past :func:`most_iterations` the file
-passes the bound every reader reads a result at (about 211 000 at 2 rounds, 178 000 at
+passes the bound every reader reads a result at (about 210 000 at 2 rounds, 178 000 at
 10 000), so ``run``, a config and a sweep's grid cells are
 refused (one line) instead of measuring for hours and writing a file nobody can read.
 The RSS timelines are not counted: each mode's is thinned to at most
