@@ -3,7 +3,9 @@
 file past ``store.MAX_RESULT_BYTES`` is not read back. ``--rounds 10000 --repeats 10000``
 was taken (each count is within ``schema.MAX_ROUNDS``) and would have measured for days to
 write a file of about 118 GiB. One check for ``run``'s options, ``--precision``'s rounds, a
-config's ``[case]`` and a sweep's grid cells (``results.resultsize``)."""
+config's ``[case]`` and a sweep's grid cells (``results.resultsize``). The runner thins each
+round's RSS timelines to what the rounds leave room for, so they are counted at their
+bound."""
 
 from __future__ import annotations
 
@@ -18,9 +20,10 @@ from _synthetic import CI_CASE, make_result
 from ckptbench.results.schema import Iteration, Mode, save_result
 
 ROUNDS = 32
-#: The iterations a mode that fit at 32 rounds: (256 MiB - 64 KiB of header - 32 rounds' 4 KiB
-#: of records) // 1280 bytes an iteration of the three modes (``results.resultsize``)
-MOST = 209_561
+#: The iterations a mode that fit at 32 rounds: (256 MiB - 64 KiB of header - 32 rounds of
+#: 4 KiB of records and three timelines of 1875 samples at 64 bytes) // 1280 bytes an
+#: iteration of the three modes (``results.resultsize``)
+MOST = 200_561
 #: warmup 0 and as many repeats as fit at 32 rounds: one more does not
 EDGE = MOST // ROUNDS
 
@@ -108,3 +111,47 @@ def test_an_iteration_is_written_in_at_most_the_bytes_counted(tmp_path: Path) ->
     assert len({m.mode for m in result.modes}) == 3 and len(result.modes) == 3
     assert added / more <= ITERATION_BYTES, added / more
     assert json.loads((tmp_path / "b.json").read_text())["modes"]
+
+
+def test_the_timelines_are_bounded_as_counted() -> None:
+    from ckptbench.measure.launch import TIMELINE_POINTS
+    from ckptbench.results.resultsize import TIMELINE_MOST, timeline_points
+
+    assert TIMELINE_POINTS == TIMELINE_MOST == timeline_points(30)  # the default rounds
+    assert timeline_points(32) == 1875 and timeline_points(10_000) == 16
+
+
+def test_the_runner_thins_each_rounds_timeline_to_what_the_rounds_leave_room_for(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Launch keeps 2000 samples a mode and round; at 40 rounds the runner keeps 1500, the
+    first, the last and the highest of each stretch, so the peak survives."""
+    from ckptbench.measure.runner import run_case
+    from ckptbench.results.schema import ModeResult, Status
+
+    timeline = tuple((i / 1000, 1000 + i % 97 + (5000 if i == 1234 else 0)) for i in range(2000))
+
+    def measured(case, mode, *args, round_index=0, **kwargs):
+        return ModeResult(mode, Status.FAILED, timeline=timeline, round=round_index), None
+
+    monkeypatch.setattr("ckptbench.measure.runner.run_mode", measured)
+    case = replace(CI_CASE, strategy="revolve", rounds=40)
+    result = run_case(case, out_path=tmp_path / "r.json")
+    assert len(result.modes) == 3 * 40
+    for m in result.modes:
+        assert len(m.timeline) == 1500, len(m.timeline)
+        assert m.timeline[0] == timeline[0] and m.timeline[-1] == timeline[-1]
+        assert max(r for _, r in m.timeline) == 6000 + 1234 % 97
+
+
+def test_a_timeline_sample_is_written_in_at_most_the_bytes_counted(tmp_path: Path) -> None:
+    from ckptbench.results.resultsize import TIMELINE_SAMPLE_BYTES
+
+    result = make_result(CI_CASE)
+    save_result(result, tmp_path / "a.json")
+    more = 1000
+    sample = (1234.5678901234567, 123_456_789_012)
+    grown = tuple(replace(m, timeline=(*m.timeline, *[sample] * more)) for m in result.modes)
+    save_result(replace(result, modes=grown), tmp_path / "b.json")
+    added = (tmp_path / "b.json").stat().st_size - (tmp_path / "a.json").stat().st_size
+    assert added / (more * len(grown)) <= TIMELINE_SAMPLE_BYTES, added / (more * len(grown))

@@ -3,11 +3,13 @@ its result file can be read back (``store.MAX_RESULT_BYTES``).
 
 A result stores every iteration of every round (warmup included) of each of the three modes,
 ``rounds x (warmup + repeats)`` records a mode; past :func:`most_iterations` the file
-passes the bound every reader reads a result at (about 210 000 at 2 rounds, 178 000 at
+passes the bound every reader reads a result at (about 209 000 at 2 rounds, 154 000 at
 10 000), so ``run``, a config and a sweep's grid cells are
 refused (one line) instead of measuring for hours and writing a file nobody can read.
-The RSS timelines are not counted: each mode's is thinned to at most
-``measure.launch.TIMELINE_POINTS`` samples a round, and as long as the mode runs below that.
+The RSS timelines are counted at their bound: the runner thins each round's to
+:func:`timeline_points` of the rounds a run may measure (2000 samples a round, the
+launcher's own bound, up to 30 rounds; 60 000 over the rounds beyond, and at least 16 a
+round, from 3750 rounds on), so they never outgrow a file.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ckptbench.results.schema import Case, CaseError
 from ckptbench.results.store import MAX_RESULT_BYTES
 from ckptbench.results.units import size_text
 
-__all__ = ["ITERATION_BYTES", "check_result_size", "most_iterations"]
+__all__ = ["ITERATION_BYTES", "check_result_size", "most_iterations", "timeline_points"]
 
 #: Bytes one iteration adds to a result file (``indent=1`` JSON), the three modes together.
 #: Measured in a real file (``run --backend autograd --model rnn --steps 20 --rounds 2
@@ -26,19 +28,35 @@ __all__ = ["ITERATION_BYTES", "check_result_size", "most_iterations"]
 #: to 1,280 for the summary's figures they lengthen. A file of 2 rounds of 1 + 1000
 #: iterations (hidden 8, batch 2) grew 1,212 bytes an iteration.
 ITERATION_BYTES = 1280
-#: Bytes a round adds besides its iterations, rounded up: three mode records with no
-#: iterations (about 760 bytes each) and the summary's per-round ratios. A mode's RSS
-#: timeline (at most ``measure.launch.TIMELINE_POINTS`` samples, about 52 bytes each) is
-#: as long as the mode runs and is not counted here.
+#: Bytes a round adds besides its iterations and timelines, rounded up: three mode records
+#: with neither (about 760 bytes each) and the summary's per-round ratios.
 ROUND_BYTES = 4096
 #: The case, environment and summary of a result (about 8 KiB), rounded up.
 HEADER_BYTES = 64 * 1024
+#: A round's RSS timeline keeps at most this many samples a mode (the launcher's
+#: ``measure.launch.TIMELINE_POINTS``), and a run's rounds together :data:`TIMELINE_SAMPLES`,
+#: but never fewer than :data:`TIMELINE_LEAST` a round (the first, the last and the peaks of
+#: 14 stretches between).
+TIMELINE_MOST = 2000
+TIMELINE_SAMPLES = 60_000
+TIMELINE_LEAST = 16
+#: Bytes one timeline sample takes in the file: ``[seconds, bytes]`` at ``indent=1`` read 52
+#: in the file measured; 64 with a 22-character time and a 12-digit RSS.
+TIMELINE_SAMPLE_BYTES = 64
+
+
+def timeline_points(rounds: int) -> int:
+    """The samples each round's RSS timeline keeps of a run of up to ``rounds`` rounds (``run
+    --precision``: its --max-rounds): 2000 up to 30 rounds, fewer beyond, at least 16."""
+    return max(TIMELINE_LEAST, min(TIMELINE_MOST, TIMELINE_SAMPLES // max(rounds, 1)))
 
 
 def most_iterations(rounds: int) -> int:
     """The most ``rounds x (warmup + repeats)`` that ``rounds`` rounds record within the
-    bound: what is left of it once the header and the rounds' own records are counted."""
-    return (MAX_RESULT_BYTES - HEADER_BYTES - rounds * ROUND_BYTES) // ITERATION_BYTES
+    bound: what is left of it once the header and the rounds' own records and timelines
+    are counted."""
+    per_round = ROUND_BYTES + 3 * timeline_points(rounds) * TIMELINE_SAMPLE_BYTES
+    return (MAX_RESULT_BYTES - HEADER_BYTES - rounds * per_round) // ITERATION_BYTES
 
 
 def check_result_size(case: Case, rounds: int | None = None, said: str = "rounds") -> None:
