@@ -137,7 +137,7 @@ def test_tolerances_are_printed_as_given_and_a_bare_5_is_not_500_percent(tmp_pat
     _, out, _ = run_cli(capsys, [*argv, "--time-tolerance", "2.5%",
                                     "--memory-tolerance", "12.5%"])  # fmt: skip
     assert "memory may grow by 12.5% of the reference" in out
-    assert "time may not grow beyond +2.5% (95% interval)" in out
+    assert "time may not grow beyond +2.5% (the interval of new/old: with one worker" in out
     assert "vs limit 1.025 " in out
     for flag in ("--time-tolerance", "--memory-tolerance"):
         err = one_line_error(capsys, [*argv, flag, "5"])

@@ -221,10 +221,14 @@ def memory_lines(ref: PooledCell, cur: PooledCell, tolerance: float, floor: int)
     return out
 
 
-def time_lines(ref: PooledCell, cur: PooledCell, tol: float) -> tuple[list, bool, bool]:
-    """The time checks of one cell, whether a side had one worker process, and whether a
-    check passed with an interval reaching past the limit (too wide to tell)."""
-    out, single, blind = [], False, False
+def time_lines(
+    ref: PooledCell, cur: PooledCell, tol: float
+) -> tuple[list, bool, bool, frozenset[bool]]:
+    """The time checks of one cell, whether a side had one worker process, whether a
+    check passed with an interval reaching past the limit (too wide to tell), and how its
+    intervals were taken (``TimeChange.by_process`` of each: over the processes, or from one
+    process a side's iterations)."""
+    out, single, blind, methods = [], False, False, set()
     for mode in (Mode.NORMAL, Mode.CHECKPOINTED):
         before, after = ref.process_times(mode), cur.process_times(mode)
         tc = time_change(before, after, tolerance=tol)
@@ -233,6 +237,7 @@ def time_lines(ref: PooledCell, cur: PooledCell, tol: float) -> tuple[list, bool
             out.append(_unmeasured(cur, mode, name, (bool(before), bool(after))))
             continue
         single = single or min(tc.processes_before, tc.processes_after) < 2
+        methods.add(tc.by_process)
         verdict = tc.verdict
         if verdict in ("no change", "cannot tell") and tc.high > 1 + tol:
             verdict, blind = "no change shown, but the interval reaches past the limit", True
@@ -246,7 +251,7 @@ def time_lines(ref: PooledCell, cur: PooledCell, tol: float) -> tuple[list, bool
             f"{tc.n_before}v{tc.n_after} iterations): {verdict}"
         )
         out.append(GateLine(cur.case.key, cur.host, name, tc.verdict != "slower", detail))
-    return out, single, blind
+    return out, single, blind, frozenset(methods)
 
 
 def _ends_apart(low: float, high: float, limit: float) -> tuple[str, str]:

@@ -17,9 +17,10 @@ What is checked, per cell (``case.key`` on one host):
   ``max(memory_tolerance * reference, memory_floor_bytes)`` (5% and 256 KiB by default:
   peaks repeat to ~0.03 MiB); a reference cell without a result fails, a new one passes;
 * **time vs a reference** — only with ``time_tolerance`` (e.g. 0.25): a mode fails when the
-  95% interval of its time ratio new/old (:func:`ckptbench.analysis.time_change`: the
-  processes' median iterations where either side has two processes or more, the
-  iteration pairs with one a side) lies above ``1 + time_tolerance``, or a side
+  interval of its time ratio new/old (:func:`ckptbench.analysis.time_change`: 95% over the
+  processes' median iterations where either side has two processes or more; with one a
+  side, the iteration pairs', 95% for the iterations' noise alone; the limits and the rule
+  say which, ``analysis.limits.time_interval_words``) lies above ``1 + time_tolerance``, or a side
   shows no time for it (not ok in every round: its other rounds are not compared). Time is
   never gated by default (docs/architecture.md, "Noise and rounds").
 
@@ -145,6 +146,7 @@ def check(
         raise ValueError(f"time tolerance must be a fraction such as 0.25, got {time_tolerance!r}")
     lines: list[GateLine] = list(unreadable)
     notes: list[str] = []
+    time_methods: frozenset[bool] = frozenset()  # TimeChange.by_process of each time line
     shared = Counter((r.case.key, r.host) for r in results)
     for r in results:
         own = [status_line(r)]
@@ -160,9 +162,10 @@ def check(
         for ref_cell, cur_cell in pairing.pairs():
             lines.extend(memory_lines(ref_cell, cur_cell, memory_tolerance, memory_floor_bytes))
             if time_tolerance is not None:
-                timed, single, wide = time_lines(ref_cell, cur_cell, time_tolerance)
+                timed, single, wide, how = time_lines(ref_cell, cur_cell, time_tolerance)
                 lines.extend(timed)
                 single_process, blind = single_process or single, blind or wide
+                time_methods |= how
         if blind:
             notes.append("time: an interval reaching past the limit passes, but a slowdown that "
                          "large would have passed too; more --rounds a side narrow it")  # fmt: skip
@@ -187,6 +190,9 @@ def check(
         "memory_tolerance": memory_tolerance,
         "memory_floor_bytes": memory_floor_bytes,
         "time_tolerance": time_tolerance,
+        # how the time lines' intervals were taken: over the processes (True), from one
+        # process a side's iterations (False); the limits and the rule say which
+        "time_by_process": sorted(time_methods),
         "match_host": match_host,
         "reference": bool(reference),
     }

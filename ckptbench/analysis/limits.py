@@ -16,7 +16,7 @@ from ckptbench.results.store import MANIFEST_NAME, ManifestFiles
 from ckptbench.results.units import size_text
 from ckptbench.sweep.config import ConfigError, SweepConfig, load_config
 
-__all__ = ["ConfigFiles", "config_sources", "limit_sources", "sweep_configs"]
+__all__ = ["ConfigFiles", "config_sources", "limit_sources", "sweep_configs", "time_interval_words"]
 
 
 class ConfigFiles:
@@ -105,6 +105,30 @@ def _expect_diff(recorded: dict[str, Any], config: SweepConfig) -> list[str]:
     return diffs
 
 
+#: How the time gate's interval of new/old is taken (``analysis.stats.time_change``), as
+#: compare's legend says it (``render.legends.TIME_METHODS``): over the worker processes
+#: where either side has two or more (a 95% interval), from the iterations with one process
+#: a side (95% for their noise alone, blind to a whole process running slow).
+_PROCESSES = "Welch's t, or Student's pooled-variance t where one side has a single process"
+_ITERATIONS = (
+    "Bauer's rank interval, or Student's t on the log times): 95% for the iterations' noise "
+    "alone, not the spread between processes"
+)
+_TIME_INTERVALS = {
+    (True,): f"95% over the worker processes ({_PROCESSES})",
+    (False,): f"with one worker process a side, from its iterations ({_ITERATIONS}",
+    (False, True): f"95% over the worker processes where either side has two or more "
+    f"({_PROCESSES}); with one a side, from its iterations ({_ITERATIONS}",
+}
+
+
+def time_interval_words(settings: Mapping[str, Any]) -> str:
+    """How the time gate's interval of new/old was taken, as its time lines took it
+    (``settings['time_by_process']``; none compared: both ways, each where it applies)."""
+    methods = tuple(sorted(set(settings.get("time_by_process") or ()))) or (False, True)
+    return _TIME_INTERVALS[methods]
+
+
 def limit_sources(
     results: Sequence[str | Path],
     config: str | Path | None,
@@ -147,7 +171,8 @@ def limit_sources(
     s = settings
     if s.get("reference"):
         time_rule = (
-            f"time may not grow beyond +{percent_text(s['time_tolerance'])} (95% interval)"
+            f"time may not grow beyond +{percent_text(s['time_tolerance'])} "
+            f"(the interval of new/old: {time_interval_words(s)})"
             if s.get("time_tolerance")
             else "time not gated"
         )

@@ -78,8 +78,10 @@ def _sections():
     "--time-tolerance",
     type=POSITIVE_FRACTION,
     default=None,
-    help="Also gate time: fail when the 95% interval of new/old time lies above 1 + this "
-    "(the estimator run reports). Off by default: time is noisy.",
+    help="Also gate time: fail when the interval of new/old time lies above 1 + this, taken as "
+    "compare --against takes it: 95% over the worker processes where either side has two or "
+    "more; with one a side, from the iterations (their noise alone). Off by default: time is "
+    "noisy.",
 )
 @any_host_option
 @click.option(

@@ -70,7 +70,8 @@ def _sections():
     type=FRACTION,
     default="10%",
     show_default=True,
-    help="Time is slower/faster when the 95% interval of new/old lies beyond 1 +/- this.",
+    help="Time is slower/faster when the interval of new/old lies beyond 1 +/- this (95% over "
+    "the worker processes, or with one a side from the iterations, as the legend says).",
 )
 @any_host_option
 @click.option(

@@ -74,6 +74,7 @@ def precision_target(
     normal and checkpointed modes there is no slowdown to narrow, which is said."""
     from ckptbench.measure.runner import Precision
     from ckptbench.render.format import fmt_percent
+    from ckptbench.results.resultsize import check_result_size
     from ckptbench.results.schema import check_count
 
     check_count("--max-rounds", max_rounds)  # --rounds' bound, used or not
@@ -104,6 +105,7 @@ def precision_target(
             "comes from the spread between rounds); give 2 or more, or --precision off"
         )
     target = Precision(precision, max(max_rounds, case.rounds), max_time)
+    check_result_size(case, target.max_rounds, "--max-rounds")  # the rounds it may add
     names = {m.strip() for m in modes.split(",")}
     if names >= {"normal", "checkpointed"}:
         return target, ()

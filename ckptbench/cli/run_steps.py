@@ -27,6 +27,7 @@ from ckptbench.cli.options import (
 from ckptbench.cli.precision import precision_target
 from ckptbench.cli.values import size_notes
 from ckptbench.results.chains import chain_executor
+from ckptbench.results.resultsize import check_result_size
 from ckptbench.results.schema import Case, RunResult
 from ckptbench.schedules import STRATEGIES, get_strategy
 
@@ -77,6 +78,7 @@ def checked_case(ctx, fields: dict, costs_file, precision, *, max_rounds, max_ti
     strategy, device = fields["strategy"], fields["device"]
     try:
         case, notes = chain_executor(Case(**fields)).effective()
+        check_result_size(case)
         if (why := sample_interval_problem(case.sample_interval_s, case.timeout_s)) is not None:
             raise InputError(why)
         notes = snaps_notes(ctx, notes) + size_notes(ctx)

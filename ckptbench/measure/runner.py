@@ -39,6 +39,7 @@ from ckptbench.measure.recording import Recording, record_interruption, round_or
 from ckptbench.measure.rounds import Precision, next_round
 from ckptbench.measure.sources import CheckedSources, plugin_changed, record_worker, start_watch
 from ckptbench.measure.tasks import measure_costs
+from ckptbench.results.resultsize import TIMELINE_MOST, timeline_points
 from ckptbench.results.schema import MODES, Case, Mode, ModeResult, RunResult, Status
 from ckptbench.schedules import get_strategy
 from ckptbench.workloads import plugin_provenance
@@ -142,7 +143,8 @@ def run_case(
     if expect_oom:  # run --expect-oom: the gate reads it (a mode meant to exceed the limit)
         env["expect_oom"] = sorted(expect_oom)
     rec = Recording(case, env, out_path, replace_out, saved_elsewhere)
-    how = _Measuring(modes, worker, progress, costs, retry_oom)
+    most_rounds = max(case.rounds, precision.max_rounds if precision is not None else 0)
+    how = _Measuring(modes, worker, progress, costs, retry_oom, timeline_points(most_rounds))
     with tempfile.TemporaryDirectory(prefix="ckptbench-") as tmp:
         try:
             k = 0
@@ -216,6 +218,9 @@ class _Measuring:
     progress: Progress | None
     costs: dict[str, Any] | None
     retry_oom: bool
+    #: the samples each mode's RSS timeline keeps a round (``resultsize.timeline_points`` of
+    #: the most rounds the run may measure), so the result file can be read back
+    timeline_points: int = TIMELINE_MOST
 
 
 def _run_round(rec: Recording, how: _Measuring, k: int, tmp: str) -> None:
@@ -246,6 +251,9 @@ def _run_round(rec: Recording, how: _Measuring, k: int, tmp: str) -> None:
                 costs=how.costs,
             )  # a file changed while the worker ran may or may not be the code it loaded
             changed = _plugin_changed(rec, k, mode, "while it ran")
+            if len(result.timeline) > how.timeline_points:  # many rounds: fewer samples each
+                thin = measure.thin_timeline(result.timeline, how.timeline_points)
+                result = replace(result, timeline=tuple(thin))
         if changed is not None and result.status in (Status.OK, Status.FAILED):
             result = replace(result, status=Status.FAILED, error=changed)
         if not rec.results and (below := limit_below_start(case, result)) is not None:

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 
 from ckptbench.analysis.cellchecks import GateLine
 from ckptbench.analysis.gate import GateReport
+from ckptbench.analysis.limits import time_interval_words
 from ckptbench.analysis.stats import percent_text
 from ckptbench.render.format import fmt_size
 from ckptbench.render.table import md_cell, md_text
@@ -48,8 +49,8 @@ def gate_rule(report: GateReport) -> str:
     if not s or not s.get("reference"):
         return ""
     time_rule = (
-        f"time gated at +{percent_text(s['time_tolerance'])} (the 95% interval of new/old "
-        "wholly above it)"
+        f"time gated at +{percent_text(s['time_tolerance'])}: a mode fails when the interval "
+        f"of new/old lies wholly above it ({time_interval_words(s)})"
         if s.get("time_tolerance")
         else "time not gated"
     )

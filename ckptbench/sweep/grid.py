@@ -18,6 +18,7 @@ from dataclasses import fields
 from typing import Any
 
 from ckptbench.results.chains import chain_executor
+from ckptbench.results.resultsize import check_result_size
 from ckptbench.results.schema import Case, CaseError
 from ckptbench.schedules import get_strategy
 from ckptbench.sweep.keylines import config_words
@@ -70,9 +71,12 @@ def expand_grid(
             values = {**base, **dict(zip(names, combo, strict=True))}
             try:
                 case = chain_executor(Case(**values))
+                check_result_size(case)
             except CaseError as err:
                 cell = ", ".join(f"{n}={v!r}" for n, v in zip(names, combo, strict=True))
                 why = config_words(str(err))
+                if not names:  # no grid: the [case] table's one cell
+                    raise error(why, "case", None, index) from None
                 raise error(f"cell ({cell}): {why}", "grid", None, index) from None
             canon = _canonical(case)
             if canon.snaps != case.snaps and not get_strategy(case.strategy).uses_snaps:
