@@ -1,0 +1,92 @@
+"""The twenty-fifth audit, of the third session of 2026-11-30: a result whose iteration took
+less than the clock's nanosecond (1e-300 s) ended compare and check in an OverflowError
+traceback; ``check --summary`` after a record written with CRLF line ends (PowerShell's, a
+Windows runner's step summary) that closed its code fence "closed" it again, opening a fence
+that showed the new record as code; a file starting with a byte-order mark was not read to
+its first record (a cut ``<details>`` left open, a BOM alone said to be a cut line).
+Synthetic results; nothing here is timed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _cli import one_line_error, run_cli
+from _synthetic import CI_CASE, make_result
+
+from ckptbench.cli.appending import append_text
+from ckptbench.results.schema import save_result
+
+HEADING = "### ckptbench check"
+
+
+@pytest.fixture
+def result(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "r.json"
+    save_result(make_result(CI_CASE, seed=1), path)
+    return path
+
+
+# ----------------------------------------------- (1) an iteration under the clock's tick
+
+
+@pytest.mark.parametrize("took", [1e-300, 5e-324, 1e-10])
+@pytest.mark.parametrize("command", ["compare", "check"])
+def test_an_iteration_under_a_nanosecond_is_one_line(capsys, result, took, command):
+    """1e-300 s made a slowdown of about 1e300 and an OverflowError in its interval (exit 1,
+    a traceback); no clock measures under its nanosecond, so the file is malformed."""
+    doc = json.loads(result.read_text())
+    doc["modes"][1]["iterations"][0]["wall_time_s"] = took
+    result.write_text(json.dumps(doc))
+    err = one_line_error(capsys, [command, str(result)])
+    assert "modes[1].iterations[0].wall_time_s is" in err and "below the clock tick" in err
+
+
+def test_a_nanosecond_is_read(capsys, result):
+    doc = json.loads(result.read_text())
+    doc["modes"][1]["iterations"][0]["wall_time_s"] = 1e-9
+    result.write_text(json.dumps(doc))
+    code, _, err = run_cli(capsys, ["compare", str(result)])
+    assert code == 0 and "Traceback" not in err
+
+
+# ------------------------------------------------------ (2) CRLF line ends, a leading BOM
+
+RECORD = f"{HEADING}: PASSED\n\n<details><summary>All checks</summary>\n\nrows\n\n</details>\n\n"
+
+
+def test_crlf_record_with_a_closed_fence_is_left_alone(tmp_path):
+    """Each line of a CRLF fence ended in '\\r', so its closing line did not close it: the
+    append added a fence, which opened one, and GitHub showed the new record as code."""
+    summary = tmp_path / "summary.md"
+    old = f"{HEADING}: y\n\n```\ncode\n```\n\n".replace("\n", "\r\n").encode()
+    summary.write_bytes(old)
+    assert not append_text(summary, f"{HEADING}: next\n", heading=HEADING)
+    assert summary.read_bytes() == old + f"{HEADING}: next\n".encode()
+
+
+def test_crlf_record_cut_inside_details_is_closed(tmp_path):
+    summary = tmp_path / "summary.md"
+    cut = RECORD[: RECORD.index("rows")].replace("\n", "\r\n")
+    summary.write_bytes(cut.encode())
+    tear = append_text(summary, f"{HEADING}: next\n", heading=HEADING)
+    assert tear.details == 1 and not tear.fence
+
+
+def test_bom_then_a_record_cut_inside_details_is_closed(tmp_path):
+    """The first record after a byte-order mark was not found (the heading did not start
+    the file): its open <details> stayed open and folded the next record into it."""
+    summary = tmp_path / "summary.md"
+    summary.write_bytes("\ufeff".encode() + RECORD[: RECORD.index("rows")].encode())
+    tear = append_text(summary, f"{HEADING}: next\n", heading=HEADING)
+    assert tear.details == 1
+    assert "</details>" in summary.read_text(encoding="utf-8-sig")
+
+
+def test_a_bom_alone_is_no_cut_line(tmp_path):
+    """A file holding only a byte-order mark was said to end in a line cut short."""
+    summary = tmp_path / "summary.md"
+    summary.write_bytes("\ufeff".encode())
+    assert not append_text(summary, f"{HEADING}: next\n", heading=HEADING)
+    assert summary.read_bytes() == "\ufeff".encode() + f"{HEADING}: next\n".encode()
