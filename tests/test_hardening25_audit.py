@@ -3,12 +3,16 @@ less than the clock's nanosecond (1e-300 s) ended compare and check in an Overfl
 traceback; ``check --summary`` after a record written with CRLF line ends (PowerShell's, a
 Windows runner's step summary) that closed its code fence "closed" it again, opening a fence
 that showed the new record as code; a file starting with a byte-order mark was not read to
-its first record (a cut ``<details>`` left open, a BOM alone said to be a cut line).
-Synthetic results; nothing here is timed."""
+its first record (a cut ``<details>`` left open, a BOM alone said to be a cut line); a
+stderr open for reading only (what a shell script's ``2>&-`` hands on) made every command
+exit 1. Synthetic results; nothing here is timed."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from _cli import one_line_error, run_cli
@@ -18,6 +22,7 @@ from ckptbench.cli.appending import append_text
 from ckptbench.results.schema import save_result
 
 HEADING = "### ckptbench check"
+COSTS = {"forward_time_s": 0.001, "taped_time_s": 0.003, "state_bytes": 4096, "tape_bytes": 65536}
 
 
 @pytest.fixture
@@ -90,3 +95,37 @@ def test_a_bom_alone_is_no_cut_line(tmp_path):
     summary.write_bytes("\ufeff".encode())
     assert not append_text(summary, f"{HEADING}: next\n", heading=HEADING)
     assert summary.read_bytes() == "\ufeff".encode() + f"{HEADING}: next\n".encode()
+
+
+# ------------------------------------------- (3) stderr open for reading only (2>&- in a script)
+
+
+def _env() -> dict[str, str]:
+    """This environment; its PYTHONPATH names the ckptbench under test."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+
+@pytest.mark.parametrize(
+    ("argv", "status"),
+    [
+        (["schedule", "--steps", "10", "--snaps", "3"], 0),
+        (["run", "--steps", "0"], 2),
+        (["compare", "missing.json"], 2),
+        (["plan", "--steps", "10", "--costs", "c.json", "--budget", "1MiB"], 0),
+    ],
+)
+def test_stderr_open_read_only_is_taken_as_closed(tmp_path, argv, status):
+    """A shell script started with ``2>&-`` (a wrapper of the console script) leaves its own
+    file, open for reading, on descriptor 2 of what it runs: every line to stderr raised
+    EBADF, and every command exited 1, a refusal too, with a plan's output lost."""
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/sh\n")
+    (tmp_path / "c.json").write_text(json.dumps(COSTS))  # plan warns: not lstm's state
+    with open(script, "rb") as read_only:
+        done = subprocess.run(
+            [sys.executable, "-m", "ckptbench", *argv], cwd=tmp_path, env=_env(),
+            stdout=subprocess.PIPE, stderr=read_only, check=False,
+        )  # fmt: skip
+    assert done.returncode == status
+    assert (b"actions" in done.stdout or b"advances" in done.stdout) == (status == 0)
+    assert script.read_text() == "#!/bin/sh\n"
