@@ -129,3 +129,22 @@ def test_stderr_open_read_only_is_taken_as_closed(tmp_path, argv, status):
     assert done.returncode == status
     assert (b"actions" in done.stdout or b"advances" in done.stdout) == (status == 0)
     assert script.read_text() == "#!/bin/sh\n"
+
+
+# --------------------------------------- (4) sweep --dry-run --out through a link to nowhere
+
+NOWHERE = "is a symbolic link that leads nowhere"
+
+
+@pytest.mark.parametrize("out", ["loop", "loop/", "loop/sub"])
+def test_dry_run_refuses_an_out_the_sweep_refuses(capsys, tmp_path, monkeypatch, out):
+    """``sweep --out loop`` (a link to itself) is refused; its dry run planned '1 to measure
+    -> loop' and exited 0."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "s.toml").write_text(
+        'name = "nowhere"\n[case]\nrounds = 1\n[grid]\nmodel = ["rnn"]\nsteps = [10]\n'
+        'snaps = [3]\nstrategy = ["revolve"]\n'
+    )
+    dry = one_line_error(capsys, ["sweep", "s.toml", "--out", out, "--dry-run"])
+    assert NOWHERE in dry and f"--out {out}:" in dry
