@@ -148,3 +148,29 @@ def test_dry_run_refuses_an_out_the_sweep_refuses(capsys, tmp_path, monkeypatch,
     )
     dry = one_line_error(capsys, ["sweep", "s.toml", "--out", out, "--dry-run"])
     assert NOWHERE in dry and f"--out {out}:" in dry
+
+
+# ------------------------------------------- (5) more iterations than the case plans
+
+
+@pytest.mark.parametrize(("field", "times"), [("iterations", 10_001), ("iterations", 2)])
+def test_iterations_past_the_planned_repeats_are_malformed(capsys, result, field, times):
+    """A round of 10 001 iterations per mode (past the bound of 10 000, and past the
+    case's repeats) was read as measured: a worker runs ``repeats`` iterations, no more."""
+    doc = json.loads(result.read_text())
+    for mode in doc["modes"]:
+        mode[field] = mode["iterations"] * times
+    result.write_text(json.dumps(doc))
+    for command in ("compare", "check"):
+        err = one_line_error(capsys, [command, str(result)])
+        assert f"modes[0].{field} holds {len(doc['modes'][0][field]):,} iterations" in err
+
+
+def test_warmup_past_the_planned_warmup_is_malformed(capsys, result):
+    doc = json.loads(result.read_text())
+    doc["case"]["warmup"] = 1
+    for mode in doc["modes"]:
+        mode["warmup"] = mode["iterations"][:2] * 2
+    result.write_text(json.dumps(doc))
+    err = one_line_error(capsys, ["compare", str(result)])
+    assert "warmup holds 4 iterations where case.warmup plans 1" in err

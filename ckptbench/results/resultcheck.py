@@ -66,6 +66,9 @@ def result_problem(data: Any, source: str) -> str | None:
                     problem = f"mode {m['mode']} has status ok but no measured iterations"
                     break
                 its = m.get("iterations", ())
+                if (extra := _past_planned(data["case"], m)) is not None:
+                    problem = f"modes[{i}].{extra}"
+                    break
                 zero = [j for j, it in enumerate(its) if it["wall_time_s"] < CLOCK_TICK_S]
                 if zero:
                     took = its[zero[0]]["wall_time_s"]
@@ -76,6 +79,18 @@ def result_problem(data: Any, source: str) -> str | None:
                     )
                     break
     return None if problem is None else f"{source}: malformed result: {problem}"
+
+
+def _past_planned(case: Any, mode: dict[str, Any]) -> str | None:
+    """Iterations (or warm-up ones) past what the case plans: a worker runs ``repeats``
+    after ``warmup``, never more, and a round of 20 000 iterations where 1 was planned (or
+    where 10 000 is the most, ``schema.MAX_ROUNDS``) was read as measured."""
+    for field, planned in (("iterations", "repeats"), ("warmup", "warmup")):
+        most = case.get(planned) if isinstance(case, dict) else None
+        got = len(mode.get(field) or ())
+        if isinstance(most, int) and not isinstance(most, bool) and got > most:
+            return f"{field} holds {got:,} iterations where case.{planned} plans {most:,}"
+    return None
 
 
 def _read_fields_problem(data: dict[str, Any]) -> str | None:
