@@ -166,16 +166,23 @@ def _guard_closed_stderr() -> None:
     """Where stderr was closed at start (``2>&-``), descriptor 2 onto /dev/null: else the
     next file opened took it, and an error line (a worker's, or Python's own) landed in
     that file. ``sys.stderr`` stays None, into which click drops its lines: nothing can be
-    said, and the exit status still says what happened."""
-    if sys.stderr is not None:
-        return
+    said, and the exit status still says what happened. A descriptor 2 open for reading
+    only is closed as far as ckptbench can tell (a shell script started with ``2>&-`` opens
+    its own file there, and a program it runs inherits it): it goes onto /dev/null too,
+    where every line written to it raised EBADF, exit 1 in place of 0 or 2 and the output
+    lost."""
+    import fcntl
+
     try:
-        os.fstat(2)
-    except OSError:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        if fd != 2:
-            os.dup2(fd, 2)
-            os.close(fd)
+        flags = fcntl.fcntl(2, fcntl.F_GETFL)
+    except OSError:  # closed
+        flags = None
+    if flags is not None and (sys.stderr is None or flags & os.O_ACCMODE != os.O_RDONLY):
+        return
+    fd = os.open(os.devnull, os.O_WRONLY)
+    if fd != 2:
+        os.dup2(fd, 2)
+        os.close(fd)
 
 
 def _quiet_stdout() -> None:

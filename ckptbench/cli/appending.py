@@ -18,6 +18,8 @@ __all__ = ["SCAN_BYTES", "Tear", "append_text", "open_blocks", "tear_text"]
 #: The most of a file's end read to find its last record (a summary is a few KiB; GitHub
 #: shows at most 1 MiB of one): a record that starts before it is not repaired.
 SCAN_BYTES = 8 * 2**20
+#: A UTF-8 byte-order mark, which a file may start with (PowerShell's ``Out-File``).
+BOM = "\ufeff".encode()
 
 #: A fenced code block's opening line (CommonMark: up to 3 spaces, 3 or more backticks or
 #: tildes; a backtick fence's info string holds no backtick).
@@ -98,6 +100,7 @@ def open_blocks(record: str, ended: bool) -> Tear:
     Fences inside list items or quotes are not followed."""
     fence = ""
     details = 0
+    record = record.replace("\r\n", "\n").replace("\r", "\n")  # CRLF, CR: line ends too
     lines = record.split("\n")
     for line in lines:
         if fence:  # closed by a line of its character alone, at least as long
@@ -165,7 +168,8 @@ def _open_append(path: Path) -> int:
 def _last_record(fd: int, size: int, heading: bytes) -> tuple[bytes, bytes]:
     """(The last byte of the regular file ``fd`` of ``size`` bytes, its last record: from
     its last line starting with ``heading`` within its last :data:`SCAN_BYTES`, else
-    empty); both empty where it is empty or cannot be read (opened write-only)."""
+    empty); both empty where it is empty, holds a byte-order mark alone, or cannot be read
+    (opened write-only). A leading byte-order mark is not part of its first record."""
     try:
         if not heading or not size:
             return os.pread(fd, 1, size - 1) if size else b"", b""
@@ -173,6 +177,10 @@ def _last_record(fd: int, size: int, heading: bytes) -> tuple[bytes, bytes]:
         tail = os.pread(fd, size - start, start)
     except OSError:
         return b"", b""
+    if start == 0 and tail.startswith(BOM):  # a byte-order mark first (PowerShell's): nothing
+        tail = tail[len(BOM) :]
+        if not tail:
+            return b"", b""
     at = tail.rfind(b"\n" + heading) + 1
     if not at and not (start == 0 and tail.startswith(heading)):
         return tail[-1:], b""

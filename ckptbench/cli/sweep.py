@@ -14,7 +14,7 @@ import click
 
 from ckptbench.cli.costs_file import shown_notes
 from ckptbench.cli.options import InputError, folder_arg, output_options, path_arg
-from ckptbench.results.inputs import said_path
+from ckptbench.results.inputs import leads_nowhere, said_path
 from ckptbench.results.units import count_text
 
 #: Sweeps over this many cells, or about this many hours, ask before they start.
@@ -235,7 +235,10 @@ def _cells_to_measure(cfg, out: Path, resume: bool, retry_failed: bool) -> list:
 
 
 def _out_is_a_folder(out: Path) -> None:
-    """``--out`` names a folder, or nothing yet: a file there is one line and exit 2."""
+    """``--out`` names a folder, or nothing yet: a file there, or a symbolic link that leads
+    nowhere on its way (the sweep's refusal; the dry run planned into it), is one line."""
+    if (nowhere := leads_nowhere(out)) is not None:
+        raise InputError(f"--out {said_path(out)}: {nowhere}")
     if os.path.exists(out) and not os.path.isdir(out):  # pathlib's raised on a long name
         raise InputError(
             f"--out {said_path(out)}: exists and is not a folder (results go into a folder)"

@@ -5,9 +5,10 @@ foreign file is one line naming the file and the field, never a traceback.
 Every field of :class:`~ckptbench.results.schema.RunResult` is checked by its annotation
 (:func:`ckptbench.results.files.fields_problem`: fields added there are checked too), then
 what the readers act on beyond the types: a mode listed twice, a mode marked ok without
-iterations, an iteration that took no time, the host, and the environment entries the gate
-reads. Pure: no I/O; :func:`ckptbench.results.store.validate_result_document` raises the
-problem as a ``StoreError`` (as ``manifestcheck`` does for a manifest).
+iterations, an iteration that took no time (under the clock's tick), the host, and the
+environment entries the gate reads. Pure: no I/O;
+:func:`ckptbench.results.store.validate_result_document` raises the problem as a
+``StoreError`` (as ``manifestcheck`` does for a manifest).
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ from ckptbench.results.kinds import MANIFEST_KIND
 from ckptbench.results.modes import FINISHED_WHY
 from ckptbench.results.schema import Mode, RunResult, Status, version_problem
 
-__all__ = ["result_problem"]
+__all__ = ["CLOCK_TICK_S", "result_problem"]
+
+#: The clock's tick (``time.perf_counter`` counts nanoseconds): no measured iteration is
+#: shorter. A time of 1e-300 s made a slowdown of 1e297 and an OverflowError in its interval.
+CLOCK_TICK_S = 1e-9
 
 
 def result_problem(data: Any, source: str) -> str | None:
@@ -60,14 +65,32 @@ def result_problem(data: Any, source: str) -> str | None:
                 if m["status"] == Status.OK.value and not m.get("iterations"):
                     problem = f"mode {m['mode']} has status ok but no measured iterations"
                     break
-                zero = [j for j, it in enumerate(m.get("iterations", ())) if not it["wall_time_s"]]
+                its = m.get("iterations", ())
+                if (extra := _past_planned(data["case"], m)) is not None:
+                    problem = f"modes[{i}].{extra}"
+                    break
+                zero = [j for j, it in enumerate(its) if it["wall_time_s"] < CLOCK_TICK_S]
                 if zero:
+                    took = its[zero[0]]["wall_time_s"]
                     problem = (
-                        f"modes[{i}].iterations[{zero[0]}].wall_time_s is 0 (a measured "
-                        "iteration takes time)"
+                        f"modes[{i}].iterations[{zero[0]}].wall_time_s is "
+                        f"{'0' if not took else f'{took:.3g} s, below the clock tick of 1 ns'}"
+                        " (a measured iteration takes time)"
                     )
                     break
     return None if problem is None else f"{source}: malformed result: {problem}"
+
+
+def _past_planned(case: Any, mode: dict[str, Any]) -> str | None:
+    """Iterations (or warm-up ones) past what the case plans: a worker runs ``repeats``
+    after ``warmup``, never more, and a round of 20 000 iterations where 1 was planned (or
+    where 10 000 is the most, ``schema.MAX_ROUNDS``) was read as measured."""
+    for field, planned in (("iterations", "repeats"), ("warmup", "warmup")):
+        most = case.get(planned) if isinstance(case, dict) else None
+        got = len(mode.get(field) or ())
+        if isinstance(most, int) and not isinstance(most, bool) and got > most:
+            return f"{field} holds {got:,} iterations where case.{planned} plans {most:,}"
+    return None
 
 
 def _read_fields_problem(data: dict[str, Any]) -> str | None:
