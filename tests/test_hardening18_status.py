@@ -252,7 +252,8 @@ def test_a_sweep_refused_at_its_question_says_nothing_before_its_line(
     start line, then refused and removed the folder: now the refusal alone."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
-    long = '[case]\nmodel = "rnn"\nsteps = 20\nhidden = 8\nrepeats = 10000\nrounds = 100\n'
+    # over two hours, within the iterations a result file holds (results.resultsize)
+    long = '[case]\nmodel = "rnn"\nsteps = 5000\nhidden = 8\nrepeats = 1000\nrounds = 100\n'
     (tmp_path / "long.toml").write_text(f'name = "long"\n{long}')
     err = _refused(capsys, ["sweep", "long.toml", "--out", "nd/sub"])
     assert "pass --yes to run them" in err
