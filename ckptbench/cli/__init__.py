@@ -155,11 +155,16 @@ def _guard_closed_stdout() -> None:
     try:
         os.fstat(1)
     except OSError:  # still closed: taken, so no file opened later becomes stdout
-        fd = os.open(os.devnull, os.O_WRONLY)
-        if fd != 1:
-            os.dup2(fd, 1)
-            os.close(fd)
+        _onto_devnull(1)
     sys.stdout = _ClosedStdout()
+
+
+def _onto_devnull(target: int) -> None:
+    """Descriptor ``target`` onto /dev/null, for writing (where it was free, the open takes it)."""
+    fd = os.open(os.devnull, os.O_WRONLY)
+    if fd != target:
+        os.dup2(fd, target)
+        os.close(fd)
 
 
 def _guard_closed_stderr() -> None:
@@ -179,10 +184,7 @@ def _guard_closed_stderr() -> None:
         flags = None
     if flags is not None and (sys.stderr is None or flags & os.O_ACCMODE != os.O_RDONLY):
         return
-    fd = os.open(os.devnull, os.O_WRONLY)
-    if fd != 2:
-        os.dup2(fd, 2)
-        os.close(fd)
+    _onto_devnull(2)
 
 
 def _quiet_stdout() -> None:
